@@ -1,0 +1,129 @@
+"""The one way journal publishes a file: temp name outside the key space, then rename.
+
+The temp file lives in a separate directory (never ``name.tmp`` beside ``name``: on
+hf-mount a key that is a strict prefix of another shows up as a phantom directory).
+It is written sequentially in one open, fsynced, closed, renamed into place, and the
+directory is fsynced. It is never reopened or appended to.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import uuid
+from collections.abc import Iterable
+from typing import BinaryIO
+
+from .store.base import COPY_CHUNK
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+_libc = None
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so a rename inside it survives a crash (best effort on FUSE)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some FUSE filesystems reject fsync on directories; the rename is still done
+    finally:
+        os.close(fd)
+
+
+def _renameat2_noreplace(src: str, dst: str) -> bool:
+    """Try renameat2(RENAME_NOREPLACE). True when done; False when unsupported here."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(_libc, "renameat2", None)
+    if fn is None:
+        return False
+    rc = fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.EEXIST:
+        raise FileExistsError(errno.EEXIST, "file exists", dst)
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), dst)
+
+
+def rename_noclobber(src: str, dst: str) -> None:
+    """Move ``src`` to ``dst``, raising ``FileExistsError`` if ``dst`` exists.
+
+    Uses renameat2(RENAME_NOREPLACE), which is atomic. Filesystems that do not
+    support it (some FUSE mounts) get a check-then-rename, which is last-writer-wins
+    under a race; docs/design.md states this per backend.
+    """
+    if _renameat2_noreplace(src, dst):
+        return
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, "file exists", dst)
+    os.rename(src, dst)
+
+
+def _write_all(fd: int, data: bytes | Iterable[bytes] | BinaryIO) -> int:
+    total = 0
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        pieces: Iterable[bytes] = (data,)
+    elif hasattr(data, "read"):
+        pieces = iter(lambda: data.read(COPY_CHUNK), b"")
+    else:
+        pieces = data
+    for piece in pieces:
+        view = memoryview(piece)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+            total += n
+    return total
+
+
+def write_file_atomic(
+    path: str,
+    data: bytes | Iterable[bytes] | BinaryIO,
+    tmp_dir: str,
+    *,
+    noclobber: bool = False,
+    mode: int | None = None,
+    mtime_ns: int | None = None,
+) -> int:
+    """Publish ``data`` at ``path`` and return the number of bytes written.
+
+    ``tmp_dir`` must be on the same filesystem as ``path`` and outside any key space.
+    With ``noclobber`` an existing ``path`` raises ``FileExistsError`` and is left
+    untouched. ``mode`` and ``mtime_ns`` are applied to the temp file before the
+    rename, so the published file never shows other values.
+    """
+    os.makedirs(tmp_dir, exist_ok=True)
+    tmp = os.path.join(tmp_dir, f"{uuid.uuid4().hex}.part")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is None else mode & 0o7777)
+    try:
+        try:
+            total = _write_all(fd, data)
+            if mode is not None:
+                os.fchmod(fd, mode & 0o7777)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if mtime_ns is not None:
+            os.utime(tmp, ns=(mtime_ns, mtime_ns))
+        if noclobber:
+            rename_noclobber(tmp, path)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(os.path.dirname(path) or ".")
+    return total

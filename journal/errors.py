@@ -1,0 +1,107 @@
+"""The error hierarchy. Only ``cli.py`` turns these into exit codes.
+
+Messages read "verb noun: detail" and end with a hint where the operator can act.
+"""
+
+
+class JournalError(Exception):
+    """Base of every error journal raises on purpose."""
+
+
+class ConfigError(JournalError, ValueError):
+    """The configuration (file, environment or flags) is unusable."""
+
+
+class StoreError(JournalError, OSError):
+    """A store operation failed for a reason other than a missing or existing key."""
+
+
+class NotAStore(StoreError):
+    """A location holds data that is not a journal store."""
+
+    def __init__(self, location: str):
+        self.location = location
+        super().__init__(
+            f"open store: {location} is not empty and is not a journal store; "
+            "point JOURNAL_STORE at an empty directory or an existing store"
+        )
+
+
+class ObjectNotFound(JournalError, FileNotFoundError):
+    """A key that should exist does not."""
+
+    def __init__(self, key: str):
+        self.key = key
+        super().__init__(f"read object: {key} does not exist in the store")
+
+
+class KeyExists(JournalError, FileExistsError):
+    """put_if_absent found the key already present."""
+
+    def __init__(self, key: str):
+        self.key = key
+        super().__init__(f"put object: {key} already exists")
+
+
+class CorruptObject(JournalError, ValueError):
+    """Stored bytes fail their format or hash check."""
+
+    def __init__(self, key: str, detail: str):
+        self.key = key
+        self.detail = detail
+        super().__init__(f"verify object: {key} is corrupt: {detail}")
+
+
+class ManifestConflict(JournalError):
+    """Another writer already committed the sequence this writer wanted."""
+
+    def __init__(self, seq: int, other: str):
+        self.seq = seq
+        self.other = other
+        super().__init__(
+            f"commit manifest: sequence {seq} was already committed by {other}; "
+            "run `journal restore` to adopt that history (newer local files are kept), "
+            "or point this container at another store prefix"
+        )
+
+
+class HistoryWithoutState(JournalError):
+    """The store has history but this machine's local state does not know it."""
+
+    def __init__(self, state_path: str, latest_seq: int):
+        self.state_path = state_path
+        self.latest_seq = latest_seq
+        super().__init__(
+            f"checkpoint: the store already holds checkpoint {latest_seq} but the local state "
+            f"({state_path}) is missing or unreadable; run `journal restore` first "
+            "(it keeps newer local files and adopts the store's history)"
+        )
+
+
+class UnsafePath(JournalError, ValueError):
+    """A manifest names a path that would escape its tree."""
+
+    def __init__(self, path: str, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"restore: refusing manifest path {path!r}: {reason}")
+
+
+class LockBusy(JournalError):
+    """Another checkpoint or restore holds the local lock."""
+
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(f"lock state: another journal operation holds {path}; try again when it ends")
+
+
+class RestoreIncomplete(JournalError):
+    """Restore could not rebuild every file; the restore-complete marker is not written."""
+
+    def __init__(self, lost: list[str]):
+        self.lost = lost
+        shown = ", ".join(lost[:5]) + (" ..." if len(lost) > 5 else "")
+        super().__init__(
+            f"restore: {len(lost)} file(s) have no good copy in any manifest: {shown}; "
+            "run `journal verify --full` to see which objects are damaged"
+        )

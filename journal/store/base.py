@@ -1,0 +1,81 @@
+"""The store: named, immutable bytes. It knows nothing about packs or manifests.
+
+Keys are ``/``-separated relative names made of ``[A-Za-z0-9._-]`` components; no
+component is empty, ``.`` or ``..``, and no component starts with ``.`` (names that
+start with ``.`` are reserved for a backend's own bookkeeping, such as the local
+backend's temp directory).
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+_KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$")
+
+#: The size of the pieces a stream is copied in.
+COPY_CHUNK = 1 << 20
+
+
+def check_key(key: str) -> str:
+    """Return ``key`` if it is a valid store key, else raise ``ValueError``."""
+    if not _KEY.match(key) or len(key) > 512:
+        raise ValueError(f"invalid store key: {key!r}")
+    return key
+
+
+class Store(abc.ABC):
+    """An object store: put-if-absent of closed objects, get, head, list, delete.
+
+    There is no append, no in-place update and no visible rename. Every backend
+    passes ``tests/store_contract.py``.
+    """
+
+    #: A human-readable location (path or URL), used in messages.
+    location: str = ""
+
+    @abc.abstractmethod
+    def put_if_absent(self, key: str, data: bytes | BinaryIO) -> None:
+        """Publish ``data`` (bytes, or a binary stream read to EOF) under ``key``.
+
+        The object becomes visible whole or not at all. Raises ``KeyExists`` if the
+        key is already present; the existing object is left untouched. A stream is
+        read sequentially in bounded pieces.
+        """
+
+    @abc.abstractmethod
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        """Return bytes ``[start, end)`` of the object (``end=None``: to the end).
+
+        Raises ``ObjectNotFound`` for a missing key. A range past the end is
+        truncated to the object's size, as a slice would be.
+        """
+
+    @abc.abstractmethod
+    def head(self, key: str) -> int | None:
+        """Return the object's size in bytes, or ``None`` if the key is missing."""
+
+    @abc.abstractmethod
+    def list(self, prefix: str = "") -> Iterator[str]:
+        """Yield every key that starts with ``prefix``, in ascending byte order.
+
+        ``prefix`` is a plain string prefix (``"packs/"`` or ``"manifests/00"``).
+        Keys published while the iterator runs may or may not appear.
+        """
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key``. Deleting a missing key is not an error (idempotent)."""
+
+    def exists(self, key: str) -> bool:
+        """True when ``key`` is present."""
+        return self.head(key) is not None
+
+    def is_empty(self) -> bool:
+        """True when the store holds no keys (and, for the local backend, no foreign files)."""
+        return next(iter(self.list("")), None) is None
+
+    def close(self) -> None:
+        """Release resources. The default does nothing."""
