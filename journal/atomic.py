@@ -13,7 +13,7 @@ import errno
 import os
 import uuid
 from collections.abc import Iterable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .store.base import COPY_CHUNK
 
@@ -69,7 +69,59 @@ def rename_noclobber(src: str, dst: str) -> None:
     os.rename(src, dst)
 
 
-def _write_all(fd: int, data: bytes | Iterable[bytes] | BinaryIO) -> int:
+class FsOps:
+    """The filesystem calls a publish (or a removal) makes; the default makes real ``os`` calls.
+
+    Tests substitute a subclass to enforce another filesystem's rules (see
+    ``journal/store/hfmount.py``) or to record the calls. ``open`` returns an opaque
+    handle that only this object's ``write``/``fchmod``/``fsync``/``close`` accept.
+    """
+
+    def open(self, path: str, flags: int, mode: int) -> Any:
+        return os.open(path, flags, mode)
+
+    def write(self, fd: Any, data: memoryview) -> int:
+        return os.write(fd, data)
+
+    def fchmod(self, fd: Any, mode: int) -> None:
+        os.fchmod(fd, mode)
+
+    def fsync(self, fd: Any) -> None:
+        os.fsync(fd)
+
+    def close(self, fd: Any) -> None:
+        os.close(fd)
+
+    def utime(self, path: str, ns: tuple[int, int]) -> None:
+        os.utime(path, ns=ns)
+
+    def rename_noclobber(self, src: str, dst: str) -> None:
+        rename_noclobber(src, dst)
+
+    def replace(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def mkdir(self, path: str) -> None:
+        os.mkdir(path)
+
+    def rmdir(self, path: str) -> None:
+        os.rmdir(path)
+
+    def fsync_dir(self, path: str) -> None:
+        fsync_dir(path)
+
+
+#: The default: real filesystem calls.
+OS_FS = FsOps()
+
+
+def _write_all(fd: Any, data: bytes | Iterable[bytes] | BinaryIO, fs: FsOps = OS_FS) -> int:
     total = 0
     if isinstance(data, (bytes, bytearray, memoryview)):
         pieces: Iterable[bytes] = (data,)
@@ -80,7 +132,7 @@ def _write_all(fd: int, data: bytes | Iterable[bytes] | BinaryIO) -> int:
     for piece in pieces:
         view = memoryview(piece)
         while view:
-            n = os.write(fd, view)
+            n = fs.write(fd, view)
             view = view[n:]
             total += n
     return total
@@ -94,36 +146,39 @@ def write_file_atomic(
     noclobber: bool = False,
     mode: int | None = None,
     mtime_ns: int | None = None,
+    fs: FsOps | None = None,
 ) -> int:
     """Publish ``data`` at ``path`` and return the number of bytes written.
 
     ``tmp_dir`` must be on the same filesystem as ``path`` and outside any key space.
     With ``noclobber`` an existing ``path`` raises ``FileExistsError`` and is left
     untouched. ``mode`` and ``mtime_ns`` are applied to the temp file before the
-    rename, so the published file never shows other values.
+    rename, so the published file never shows other values. Every filesystem call
+    goes through ``fs`` (default: real ``os`` calls).
     """
-    os.makedirs(tmp_dir, exist_ok=True)
+    fs = fs or OS_FS
+    fs.makedirs(tmp_dir)
     tmp = os.path.join(tmp_dir, f"{uuid.uuid4().hex}.part")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is None else mode & 0o7777)
+    fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is None else mode & 0o7777)
     try:
         try:
-            total = _write_all(fd, data)
+            total = _write_all(fd, data, fs)
             if mode is not None:
-                os.fchmod(fd, mode & 0o7777)
-            os.fsync(fd)
+                fs.fchmod(fd, mode & 0o7777)
+            fs.fsync(fd)
         finally:
-            os.close(fd)
+            fs.close(fd)
         if mtime_ns is not None:
-            os.utime(tmp, ns=(mtime_ns, mtime_ns))
+            fs.utime(tmp, (mtime_ns, mtime_ns))
         if noclobber:
-            rename_noclobber(tmp, path)
+            fs.rename_noclobber(tmp, path)
         else:
-            os.replace(tmp, path)
+            fs.replace(tmp, path)
     except BaseException:
         try:
-            os.unlink(tmp)
+            fs.unlink(tmp)
         except FileNotFoundError:
             pass
         raise
-    fsync_dir(os.path.dirname(path) or ".")
+    fs.fsync_dir(os.path.dirname(path) or ".")
     return total

@@ -105,3 +105,13 @@ class RestoreIncomplete(JournalError):
             f"restore: {len(lost)} file(s) have no good copy in any manifest: {shown}; "
             "run `journal verify --full` to see which objects are damaged"
         )
+
+
+class NoStore(StoreError):
+    """The store location is absent or empty and the operation does not create one."""
+
+    def __init__(self, location: str):
+        self.location = location
+        super().__init__(
+            f"open store: no journal store at {location}; run `journal init` or `journal checkpoint` to create it"
+        )

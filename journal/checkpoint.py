@@ -1,0 +1,240 @@
+"""The checkpoint operation: walk the live trees, publish new blobs, then the manifest.
+
+Write order (docs/design.md, "Read and write ordering"):
+
+1. data packs (new chunks and segments), each closed and put-if-absent;
+2. the tree pack (new index pages), closed and put-if-absent;
+3. the local state, recording the manifest as pending;
+4. the manifest, put-if-absent at ``manifests/<seq>`` — the commit point;
+5. the local state again, pending cleared.
+
+A crash anywhere leaves the previous manifest authoritative. A crash between 3 and 4
+is finished by the next run, which republishes the pending manifest bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import msgspec
+
+from .capture import capture_item
+from .config import Config, TreeConfig
+from .errors import ConfigError, HistoryWithoutState, KeyExists, ManifestConflict
+from .index import build_index
+from .localstate import (LocalState, StateLock, TreeCache, load_state, new_state, save_state)
+from .model import KIND_DIR, Entry, Manifest, TreeRoot
+from .objects import KIND_PAGE
+from .pack import PackWriter, clear_spool
+from .report import SILENT, Reporter
+from .repository import Repository, encode_manifest, manifest_key, utc_now
+from .store.base import Store
+from .walk import Matcher, walk_tree
+
+#: A checkpoint that would drop more than this share of a tree's files keeps them.
+DELETION_GUARD = 0.5
+
+
+class TreeResult(msgspec.Struct, kw_only=True):
+    name: str
+    files: int = 0
+    changed: int = 0
+    deleted: int = 0
+    kept_deleted: int = 0
+    absent: bool = False
+
+
+class CheckpointResult(msgspec.Struct, kw_only=True):
+    """What one checkpoint did. ``seq`` is None for an idle checkpoint."""
+
+    seq: int | None = None
+    manifest_id: str | None = None
+    trees: list[TreeResult] = []
+    blobs: int = 0
+    objects: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = []
+
+
+def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
+               allow_deletions: bool = False, wait: bool = False) -> CheckpointResult:
+    """Take one checkpoint of every configured tree. See the module docstring."""
+    if not cfg.trees:
+        raise ConfigError("checkpoint: no trees configured; set AM_LOCAL to a directory holding "
+                          "harness state or add [[trees]] to the config (`journal trees` shows it)")
+    started = time.monotonic()
+    with StateLock(cfg.state_dir, wait=wait):
+        repo = Repository.open(store, create=True)
+        state = _load_or_refuse(cfg, repo)
+        result = CheckpointResult()
+        if state.pending is not None:
+            _publish_pending(cfg, repo, state, result)
+        _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
+    state = load_state(cfg.state_dir, repo.store_id)
+    if state is not None:
+        return state
+    seqs = repo.manifest_seqs()  # listing only when there is no state (first run)
+    if seqs:
+        raise HistoryWithoutState(os.path.join(cfg.state_dir, "state.msgpack"), seqs[-1])
+    return new_state(repo.store_id)
+
+
+def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult) -> None:
+    """Finish a commit that a crash interrupted between the state write and the manifest put."""
+    try:
+        repo.put_manifest(state.pending, state.pending_seq)
+        result.objects += 1
+        result.bytes += len(state.pending)
+    except KeyExists:
+        if repo.store.get(manifest_key(state.pending_seq)) != state.pending:
+            raise ManifestConflict(state.pending_seq, describe_writer(repo, state.pending_seq)) from None
+    state.pending = None
+    state.pending_seq = None
+    save_state(cfg.state_dir, state)
+
+
+def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> None:
+    spool = os.path.join(cfg.state_dir, "spool")
+    clear_spool(spool)
+    data = PackWriter(repo.store, spool)
+    new_trees: dict[str, TreeCache] = dict(state.trees)
+    changed_entries: dict[str, list[Entry]] = {}
+    touched = False
+    try:
+        for tree in cfg.trees:
+            cache = state.trees.get(tree.name, TreeCache())
+            tr, files, changed = _scan_tree(tree, cache, data, reporter, allow_deletions)
+            result.trees.append(tr)
+            touched = touched or files is not cache.files
+            if changed:
+                changed_entries[tree.name] = files
+            new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, files=files)
+        if not changed_entries:
+            data.abort()
+            if touched:
+                state.trees = new_trees
+                save_state(cfg.state_dir, state)  # local only: fresher signatures, no store write
+            return
+        data.finish()
+        _commit(cfg, repo, state, new_trees, changed_entries, data, result)
+    except BaseException:
+        data.abort()
+        raise
+
+
+def _scan_tree(tree: TreeConfig, cache: TreeCache, data: PackWriter, reporter: Reporter, allow_deletions: bool):
+    """Walk one tree; returns (result, files, changed)."""
+    tr = TreeResult(name=tree.name)
+    if not os.path.isdir(tree.path):
+        tr.absent = True
+        if cache.files:
+            reporter.warn(f"checkpoint: tree {tree.name}: {tree.path} is missing; keeping its last checkpoint")
+        return tr, cache.files, False
+    matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite)
+    files = {}
+    skipped: list[str] = []
+    changed = cache.dirty
+    for item in walk_tree(tree.path, matcher, skipped):
+        prev = cache.files.get(item.path)
+        if prev is not None and prev.sig is not None and prev.sig == _sig(item):
+            files[item.path] = prev
+            continue
+        fs = capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), data.add)
+        data.maybe_roll()
+        if fs is None:
+            continue
+        files[item.path] = fs
+        if prev is None or prev.entry != fs.entry:
+            changed = True
+            tr.changed += 1
+    for path in skipped:
+        reporter.warn(f"checkpoint: skipping {path}: its name is not valid UTF-8")
+    gone = [p for p in cache.files if p not in files]
+    if gone:
+        live_before = sum(1 for f in cache.files.values() if f.entry.kind != KIND_DIR)
+        dropped = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
+        guard = dropped and (dropped > live_before * DELETION_GUARD or dropped == live_before)
+        if guard and not allow_deletions:
+            reporter.warn(f"checkpoint: tree {tree.name}: {dropped} of {live_before} files vanished from "
+                          f"{tree.path}; keeping them in the checkpoint (a partial or unmounted tree looks "
+                          "like this); run `journal checkpoint --allow-deletions` if they were really deleted")
+            for p in gone:
+                files[p] = cache.files[p]
+            tr.kept_deleted = len(gone)
+        else:
+            tr.deleted = len(gone)
+            changed = True
+    tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
+    if not changed and len(files) == len(cache.files) and all(files[p] is cache.files.get(p) for p in files):
+        files = cache.files
+    return tr, files, changed
+
+
+def _sig(item) -> tuple[int, int, int, int]:
+    if item.kind == KIND_DIR:
+        return (0, 0, 0, item.stat.st_mode)
+    st = item.stat
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
+
+
+def _commit(cfg, repo, state, new_trees, changed_entries, data, result) -> None:
+    index = PackWriter(repo.store, os.path.join(cfg.state_dir, "spool"))
+    built = {}
+    for name, files in changed_entries.items():
+        for path, fs in files.items():
+            resolved = tuple(data.resolve(r) for r in fs.entry.refs)
+            if resolved != fs.entry.refs:
+                fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
+        entries = sorted((fs.entry for fs in files.values()), key=lambda e: e.path)
+        cache = new_trees[name]
+        root, used = build_index(entries, cache.pages, lambda payload: index.add(KIND_PAGE, payload))
+        built[name] = (root, used)
+    index.finish()
+    for name, (root, used) in built.items():
+        cache = new_trees[name]
+        cache.root = index.resolve(root) if root else None
+        cache.pages = {pid: index.resolve(ref) for pid, ref in used.items()}
+    seq = state.seq + 1
+    manifest = Manifest(
+        seq=seq, parent=state.seq or None, parent_id=state.manifest_id, created=utc_now(),
+        created_ns=time.time_ns(), host=socket.gethostname(), pid=os.getpid(), writer=state.writer,
+        trees={n: _tree_root(c) for n, c in sorted(new_trees.items())},
+        packs=tuple(data.packs + index.packs),
+        added_bytes=data.uploaded_bytes + index.uploaded_bytes,
+        added_objects=data.uploaded_objects + index.uploaded_objects + 1)
+    mid, record = encode_manifest(manifest)
+    state.trees, state.seq, state.manifest_id = new_trees, seq, mid
+    state.pending, state.pending_seq = record, seq
+    save_state(cfg.state_dir, state)
+    try:
+        repo.put_manifest(record, seq)
+    except KeyExists:
+        raise ManifestConflict(seq, describe_writer(repo, seq)) from None
+    state.pending = state.pending_seq = None
+    save_state(cfg.state_dir, state)
+    result.seq, result.manifest_id = seq, mid
+    result.blobs += data.blobs + index.blobs
+    result.objects += manifest.added_objects
+    result.bytes += manifest.added_bytes + len(record)
+
+
+def _tree_root(cache: TreeCache) -> TreeRoot:
+    files = [f.entry for f in cache.files.values() if f.entry.kind != KIND_DIR]
+    return TreeRoot(root=cache.root, files=len(files), bytes=sum(e.size for e in files))
+
+
+def describe_writer(repo: Repository, seq: int) -> str:
+    """Who committed ``seq``: host, pid and time, for conflict errors."""
+    try:
+        other, _ = repo.load_manifest(seq)
+    except Exception as err:  # noqa: BLE001 - any failure still names the sequence
+        return f"another writer (its manifest {manifest_key(seq)} is unreadable: {err})"
+    return f"host {other.host} pid {other.pid} at {other.created}"

@@ -1,0 +1,173 @@
+"""Configuration: a TOML file decoded with msgspec, environment overrides, presets.
+
+The file is found through ``--config``, then ``$JOURNAL_CONFIG``, then
+``$XDG_CONFIG_HOME/journal/config.toml`` (default ``~/.config/journal/config.toml``).
+``$JOURNAL_STORE``, ``$AM_LOCAL`` and ``$JOURNAL_STATE_DIR`` override the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+import msgspec
+
+from .errors import ConfigError
+from .presets import PRESETS, preset_path
+
+DEFAULT_JSONL = ("*.jsonl", "*.ndjson")
+DEFAULT_INTERVAL = 15.0
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class TreeFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A ``[[trees]]`` table of the config file."""
+
+    name: str
+    path: str | None = None
+    preset: str | None = None
+    jsonl: list[str] = []
+    exclude: list[str] = []
+    sqlite: list[str] = []
+
+
+class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The config file's top level."""
+
+    store: str | None = None
+    local: str | None = None
+    state_dir: str | None = None
+    interval: float | None = None
+    presets: list[str] | None = None
+    trees: list[TreeFile] = []
+
+
+class TreeConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """One resolved tree: a name, an absolute live path and its patterns."""
+
+    name: str
+    path: str
+    jsonl: tuple[str, ...] = DEFAULT_JSONL
+    exclude: tuple[str, ...] = ()
+    sqlite: tuple[str, ...] = ()
+    preset: str | None = None
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """The effective configuration."""
+
+    store: str
+    local: str | None
+    state_dir: str
+    interval: float
+    trees: tuple[TreeConfig, ...]
+    source: str | None = None
+
+
+def find_config_file(explicit: str | None, env: Mapping[str, str]) -> str | None:
+    """The config file to read, or None when there is none (only the default may be absent)."""
+    named = explicit or env.get("JOURNAL_CONFIG")
+    if named:
+        if not os.path.isfile(named):
+            raise ConfigError(f"read config: {named} does not exist; fix --config or $JOURNAL_CONFIG")
+        return named
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    default = os.path.join(base, "journal", "config.toml")
+    return default if os.path.isfile(default) else None
+
+
+def read_config_file(path: str) -> ConfigFile:
+    """Decode one config file; raises ConfigError naming the file and the problem."""
+    try:
+        with open(path, "rb") as fh:
+            return msgspec.toml.decode(fh.read(), type=ConfigFile)
+    except OSError as err:
+        raise ConfigError(f"read config: {path}: {err.strerror}") from err
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise ConfigError(f"read config: {path}: {err}; see `journal trees --help` for the format") from err
+
+
+def load_config(explicit: str | None = None, env: Mapping[str, str] | None = None, *,
+                store: str | None = None, local: str | None = None) -> Config:
+    """Resolve the effective configuration (flags > environment > file > defaults)."""
+    env = os.environ if env is None else env
+    source = find_config_file(explicit, env)
+    cfg = read_config_file(source) if source else ConfigFile()
+    local = _abs(local or env.get("AM_LOCAL") or cfg.local)
+    home = os.path.expanduser("~")
+    store = store or env.get("JOURNAL_STORE") or cfg.store or os.path.join(
+        env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "journal", "store")
+    if "://" not in store:
+        store = _abs(store)
+    state_dir = _abs(env.get("JOURNAL_STATE_DIR") or cfg.state_dir) or (
+        os.path.join(local, ".journal") if local else os.path.join(home, ".local", "state", "journal"))
+    interval = _interval(env.get("AGENT_STATE_CHECKPOINT_SECONDS"), cfg.interval, source)
+    trees = _resolve_trees(cfg, local, env, source)
+    return Config(store=store, local=local, state_dir=state_dir, interval=interval,
+                  trees=tuple(trees), source=source)
+
+
+def _abs(path: str | None) -> str | None:
+    return os.path.abspath(os.path.expanduser(path)) if path else None
+
+
+def _interval(env_value: str | None, file_value: float | None, source: str | None) -> float:
+    if env_value:
+        try:
+            value = float(env_value)
+        except ValueError:
+            raise ConfigError(f"read config: AGENT_STATE_CHECKPOINT_SECONDS={env_value!r} is not a number") from None
+    else:
+        value = DEFAULT_INTERVAL if file_value is None else file_value
+    if value <= 0:
+        raise ConfigError(f"read config: the checkpoint interval must be positive, got {value} ({source or 'environment'})")
+    return value
+
+
+def _resolve_trees(cfg: ConfigFile, local: str | None, env: Mapping[str, str], source: str | None) -> list[TreeConfig]:
+    trees: dict[str, TreeConfig] = {}
+    names = cfg.presets if cfg.presets is not None else list(PRESETS)
+    for name in names:
+        if name not in PRESETS:
+            raise ConfigError(f"read config: {source}: unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        tree = _from_preset(name, local, env)
+        # With no explicit preset list, only presets whose live path exists are used.
+        if tree and (cfg.presets is not None or os.path.isdir(tree.path)):
+            trees[name] = tree
+    for spec in cfg.trees:
+        trees[spec.name] = _from_table(spec, local, env, source)
+    return sorted(trees.values(), key=lambda t: t.name)
+
+
+def _from_preset(name: str, local: str | None, env: Mapping[str, str]) -> TreeConfig | None:
+    preset = PRESETS[name]
+    path = preset_path(preset, local, env)
+    if path is None:
+        return None
+    return TreeConfig(name=name, path=path, exclude=preset.exclude, sqlite=preset.sqlite, preset=name)
+
+
+def _from_table(spec: TreeFile, local: str | None, env: Mapping[str, str], source: str | None) -> TreeConfig:
+    where = f"read config: {source}: tree {spec.name!r}"
+    if not _NAME.match(spec.name):
+        raise ConfigError(f"{where}: names are lowercase letters, digits, '-' and '_'")
+    base = None
+    if spec.preset:
+        if spec.preset not in PRESETS:
+            raise ConfigError(f"{where}: unknown preset {spec.preset!r}; known: {', '.join(PRESETS)}")
+        base = _from_preset(spec.preset, local, env)
+    path = spec.path
+    if path is not None and not os.path.isabs(os.path.expanduser(path)):
+        if local is None:
+            raise ConfigError(f"{where}: relative path {path!r} needs a local root; set AM_LOCAL or `local`")
+        path = os.path.join(local, path)
+    path = _abs(path) or (base.path if base else None)
+    if path is None:
+        raise ConfigError(f"{where}: give it a `path` (or a `preset` and set AM_LOCAL)")
+    return TreeConfig(
+        name=spec.name, path=path,
+        jsonl=DEFAULT_JSONL + tuple(spec.jsonl),
+        exclude=(base.exclude if base else ()) + tuple(spec.exclude),
+        sqlite=(base.sqlite if base else ()) + tuple(spec.sqlite),
+        preset=spec.preset)

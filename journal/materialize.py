@@ -1,0 +1,149 @@
+"""Putting one entry on local disk: path safety, the keep-or-replace rule, the write.
+
+The rule (seed invariant 5: a hot restart never goes backwards):
+
+* a missing path is written;
+* a local file with the checkpointed size and mtime, or the same bytes, is left alone;
+* a JSONL file whose local bytes extend the checkpointed bytes is kept;
+* a local path newer than the checkpoint is kept;
+* anything else is replaced atomically (temp, fsync, rename).
+
+Blobs are read and verified as they are written to a temp file, so a corrupt blob
+aborts before any byte reaches the live path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat as stat_mod
+from collections.abc import Callable, Iterator
+
+from .atomic import fsync_dir, write_file_atomic
+from .errors import UnsafePath
+from .model import KIND_DIR, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
+from .walk import RESTORE_TMP
+
+WRITE, REPLACE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT = (
+    "write", "replace", "same", "keep-newer", "keep-extends", "keep-conflict")
+WRITES = (WRITE, REPLACE)
+
+ReadBlob = Callable[[BlobRef], bytes]
+
+
+def check_paths(entries: list[Entry]) -> None:
+    """Raise ``UnsafePath`` for an absolute path, a ``..``, or a path through a symlink entry."""
+    links = {e.path for e in entries if e.kind == KIND_SYMLINK}
+    for e in entries:
+        p = e.path
+        if not p or p.startswith("/") or "\\" in p or "\0" in p:
+            raise UnsafePath(p, "absolute, empty or malformed path")
+        parts = p.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise UnsafePath(p, "path has an empty, '.' or '..' component")
+        if parts[0] == RESTORE_TMP:
+            raise UnsafePath(p, "path is inside journal's restore temp directory")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in links:
+                raise UnsafePath(p, f"path goes through the symlink {'/'.join(parts[:i])!r}")
+
+
+def ensure_parents(root: str, path: str) -> None:
+    """Create the parents of ``root/path``; refuse any existing parent that is a symlink."""
+    current = root
+    for part in path.split("/")[:-1]:
+        current = os.path.join(current, part)
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            os.mkdir(current, 0o700)
+            continue
+        if stat_mod.S_ISLNK(st.st_mode) or not stat_mod.S_ISDIR(st.st_mode):
+            raise UnsafePath(path, f"local parent {current} is not a directory (symlinks are never followed)")
+
+
+def decide(root: str, entry: Entry) -> str:
+    """What restore does with ``entry`` given what is on disk now."""
+    full = os.path.join(root, entry.path)
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        return WRITE
+    if entry.kind == KIND_DIR:
+        return SAME if stat_mod.S_ISDIR(st.st_mode) else KEEP_CONFLICT
+    if stat_mod.S_ISDIR(st.st_mode):
+        return KEEP_CONFLICT  # never replace a directory (and what is in it) with a file
+    if entry.kind == KIND_SYMLINK:
+        if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
+            return SAME
+    elif stat_mod.S_ISREG(st.st_mode):
+        if st.st_size == entry.size and (st.st_mtime_ns == entry.mtime_ns or _same_bytes(full, entry)):
+            return SAME
+        if entry.kind == KIND_JSONL and st.st_size > entry.size and _same_bytes(full, entry):
+            return KEEP_EXTENDS
+    if st.st_mtime_ns > entry.mtime_ns:
+        return KEEP_NEWER
+    return REPLACE
+
+
+def _same_bytes(full: str, entry: Entry) -> bool:
+    """True when the local file starts with exactly the entry's bytes (compared by blob ids)."""
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        offset = 0
+        for ref in entry.refs:
+            if hashlib.sha256(os.pread(fd, ref.size, offset)).hexdigest() != ref.id:
+                return False
+            offset += ref.size
+        return True
+    finally:
+        os.close(fd)
+
+
+def write_entry(root: str, entry: Entry, read_blob: ReadBlob) -> int:
+    """Write one entry under ``root``; returns bytes written. Raises on a bad blob."""
+    ensure_parents(root, entry.path)
+    full = os.path.join(root, entry.path)
+    if entry.kind == KIND_DIR:
+        os.makedirs(full, mode=0o700, exist_ok=True)
+        return 0
+    tmp_dir = os.path.join(root, RESTORE_TMP)
+    if entry.kind == KIND_SYMLINK:
+        os.makedirs(tmp_dir, exist_ok=True)
+        tmp = os.path.join(tmp_dir, f"link-{os.getpid()}-{hashlib.sha256(full.encode()).hexdigest()[:16]}")
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(entry.target, tmp)
+        os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), follow_symlinks=False)
+        os.replace(tmp, full)
+        fsync_dir(os.path.dirname(full))
+        return 0
+    return write_file_atomic(full, _payloads(entry, read_blob), tmp_dir, mode=entry.mode, mtime_ns=entry.mtime_ns)
+
+
+def _payloads(entry: Entry, read_blob: ReadBlob) -> Iterator[bytes]:
+    for ref in entry.refs:
+        yield read_blob(ref)
+
+
+def finish_dirs(root: str, entries: list[Entry]) -> None:
+    """Apply directory modes last (deepest first), so read-only dirs do not block writes."""
+    for e in sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True):
+        try:
+            os.chmod(os.path.join(root, e.path), e.mode, follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass
+
+
+def remove_tmp(root: str) -> None:
+    """Remove restore's temp directory from a tree (it holds only our own temp files)."""
+    tmp = os.path.join(root, RESTORE_TMP)
+    try:
+        for name in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, name))
+        os.rmdir(tmp)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,129 @@
+"""Packing: many small blobs of one checkpoint go into one closed store object.
+
+On hf-mount every object is one upload, so a checkpoint writes its new blobs into a
+few packs instead of one object per blob. A pack is the plain concatenation of
+records (see ``objects.py``) and its key is the SHA-256 of its bytes. Packs are
+spooled to local disk first, so memory stays bounded whatever the file sizes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+
+import msgspec
+
+from .errors import KeyExists
+from .model import BlobRef
+from .objects import encode_record
+from .store.base import Store
+
+#: A pack is closed and uploaded once it reaches this size.
+PACK_TARGET = 64 << 20
+_PENDING = "@"
+
+
+def pack_key(pack: str) -> str:
+    """The store key of a pack id."""
+    return f"packs/{pack[:2]}/{pack}"
+
+
+class PackWriter:
+    """Collects records into spooled packs and uploads each pack when it closes.
+
+    ``add`` returns a ``BlobRef`` whose ``pack`` is a placeholder until ``finish``;
+    ``resolve`` swaps placeholders for real pack ids afterwards.
+    """
+
+    def __init__(self, store: Store, spool_dir: str, target: int = PACK_TARGET):
+        self.store = store
+        self.spool_dir = spool_dir
+        self.target = target
+        self.packs: list[str] = []          # ids of packs uploaded, in order
+        self.uploaded_bytes = 0
+        self.uploaded_objects = 0
+        self.blobs = 0
+        self._ids: dict[str, str] = {}      # placeholder -> pack id
+        self._fh = None
+        self._path = ""
+        self._hash = None
+        self._size = 0
+        self._slot = ""
+
+    def add(self, kind: int, payload: bytes) -> BlobRef:
+        """Append one blob; returns its (pending) reference."""
+        if self._fh is None:
+            self._open()
+        blob_id, record = encode_record(kind, payload)
+        offset = self._size
+        self._fh.write(record)
+        self._hash.update(record)
+        self._size += len(record)
+        self.blobs += 1
+        return BlobRef(blob_id, self._slot, offset, len(record), len(payload))
+
+    def maybe_roll(self) -> None:
+        """Close and upload the current pack if it has reached the target size."""
+        if self._fh is not None and self._size >= self.target:
+            self._close_and_upload()
+
+    def finish(self) -> None:
+        """Close and upload the current pack, if any."""
+        if self._fh is not None:
+            self._close_and_upload()
+
+    def resolve(self, ref: BlobRef) -> BlobRef:
+        """Return ``ref`` with its placeholder replaced by the uploaded pack id."""
+        if not ref.pack.startswith(_PENDING):
+            return ref
+        return msgspec.structs.replace(ref, pack=self._ids[ref.pack])
+
+    def abort(self) -> None:
+        """Drop any spooled, not yet uploaded pack."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+            _unlink(self._path)
+
+    def _open(self) -> None:
+        os.makedirs(self.spool_dir, exist_ok=True)
+        self._path = os.path.join(self.spool_dir, f"{uuid.uuid4().hex}.pack")
+        self._fh = open(self._path, "xb")
+        self._hash = hashlib.sha256()
+        self._size = 0
+        self._slot = f"{_PENDING}{uuid.uuid4().hex}"
+
+    def _close_and_upload(self) -> None:
+        self._fh.close()
+        self._fh = None
+        pack = self._hash.hexdigest()
+        try:
+            with open(self._path, "rb") as src:
+                self.store.put_if_absent(pack_key(pack), src)
+            self.uploaded_bytes += self._size
+            self.uploaded_objects += 1
+        except KeyExists:
+            pass  # same bytes, same name: an earlier attempt already published it
+        finally:
+            _unlink(self._path)
+        self._ids[self._slot] = pack
+        self.packs.append(pack)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def clear_spool(spool_dir: str) -> None:
+    """Remove spool files left by a crashed checkpoint."""
+    try:
+        names = os.listdir(spool_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if name.endswith(".pack"):
+            _unlink(os.path.join(spool_dir, name))

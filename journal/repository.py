@@ -1,0 +1,140 @@
+"""The repository: meaning on top of the store (config, packs, blobs, manifests).
+
+Layout (see docs/design.md)::
+
+    config                       StoreInfo, JSON
+    packs/<hh>/<sha256>          concatenated records
+    manifests/<seq, 12 digits>   one manifest record each
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from collections.abc import Iterator
+
+import msgspec
+
+from .errors import CorruptObject, KeyExists, NoStore, NotAStore, ObjectNotFound
+from .model import BlobRef, Manifest, StoreInfo, decode, encode
+from .objects import KIND_MANIFEST, blob_id, decode_record, encode_record
+from .pack import pack_key
+from .store.base import Store
+
+CONFIG_KEY = "config"
+MANIFEST_PREFIX = "manifests/"
+PACK_PREFIX = "packs/"
+SEQ_WIDTH = 12
+
+
+def manifest_key(seq: int) -> str:
+    """The store key of manifest ``seq`` (fixed width: no key is a prefix of another)."""
+    return f"{MANIFEST_PREFIX}{seq:0{SEQ_WIDTH}d}"
+
+
+def blob_location(ref: BlobRef) -> str:
+    """A readable name for one blob, used in errors and findings."""
+    return f"{pack_key(ref.pack)}@{ref.offset}"
+
+
+class Repository:
+    """A journal store opened for reading and writing."""
+
+    def __init__(self, store: Store, info: StoreInfo):
+        self.store = store
+        self.info = info
+
+    @classmethod
+    def open(cls, store: Store, *, create: bool = False) -> "Repository":
+        """Open the store; with ``create``, initialise an absent or empty one.
+
+        Raises ``NotAStore`` for a non-empty location without a journal config, and
+        ``NoStore`` for an absent or empty one when ``create`` is false.
+        """
+        try:
+            raw = store.get(CONFIG_KEY)
+        except ObjectNotFound:
+            if not store.is_empty():
+                raise NotAStore(store.location) from None
+            if not create:
+                raise NoStore(store.location) from None
+            return cls._init(store)
+        try:
+            info = decode(raw, StoreInfo)
+        except msgspec.DecodeError as err:
+            raise NotAStore(store.location) from err
+        if info.format != "journal-store":
+            raise NotAStore(store.location)
+        return cls(store, info)
+
+    @classmethod
+    def _init(cls, store: Store) -> "Repository":
+        info = StoreInfo(store_id=uuid.uuid4().hex, created=utc_now())
+        try:
+            store.put_if_absent(CONFIG_KEY, encode(info))
+        except KeyExists:
+            return cls.open(store)  # another process initialised it first
+        return cls(store, info)
+
+    @property
+    def store_id(self) -> str:
+        return self.info.store_id
+
+    def read_blob(self, ref: BlobRef, kind: int | None = None) -> bytes:
+        """Read one blob by reference and verify it; raises CorruptObject/ObjectNotFound."""
+        where = blob_location(ref)
+        key = pack_key(ref.pack)
+        data = self.store.get(key, ref.offset, ref.offset + ref.length)
+        if len(data) != ref.length:
+            if self.store.head(key) is None:
+                raise ObjectNotFound(key)
+            raise CorruptObject(where, f"pack too short: got {len(data)} of {ref.length} bytes")
+        return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind)
+
+    def manifest_seqs(self) -> list[int]:
+        """Every manifest sequence present in the store, ascending (listing only)."""
+        seqs = []
+        for key in self.store.list(MANIFEST_PREFIX):
+            name = key[len(MANIFEST_PREFIX):]
+            if name.isdigit() and len(name) == SEQ_WIDTH:
+                seqs.append(int(name))
+        return sorted(seqs)
+
+    def load_manifest(self, seq: int) -> tuple[Manifest, str]:
+        """Read and verify manifest ``seq``; returns it with its id (payload hash)."""
+        key = manifest_key(seq)
+        payload = decode_record(self.store.get(key), key=key, expect_kind=KIND_MANIFEST)
+        try:
+            manifest = decode(payload, Manifest)
+        except msgspec.DecodeError as err:
+            raise CorruptObject(key, f"manifest does not decode: {err}") from err
+        if manifest.seq != seq:
+            raise CorruptObject(key, f"manifest says seq {manifest.seq}")
+        return manifest, blob_id(payload)
+
+    def iter_manifests_desc(self, seqs: list[int] | None = None) -> Iterator[tuple[int, Manifest | None, str | Exception]]:
+        """Yield ``(seq, manifest, id)`` newest first; a bad one yields ``(seq, None, error)``."""
+        for seq in reversed(self.manifest_seqs() if seqs is None else seqs):
+            try:
+                manifest, mid = self.load_manifest(seq)
+            except (CorruptObject, ObjectNotFound) as err:
+                yield seq, None, err
+                continue
+            yield seq, manifest, mid
+
+    def pack_ids(self) -> set[str]:
+        """Every pack id in the store (one listing)."""
+        return {key.rsplit("/", 1)[-1] for key in self.store.list(PACK_PREFIX)}
+
+    def put_manifest(self, record: bytes, seq: int) -> None:
+        """Publish a manifest record put-if-absent; raises KeyExists when taken."""
+        self.store.put_if_absent(manifest_key(seq), record)
+
+
+def encode_manifest(manifest: Manifest) -> tuple[str, bytes]:
+    """Return ``(manifest id, record bytes)``."""
+    return encode_record(KIND_MANIFEST, encode(manifest))
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,215 @@
+"""The restore operation: newest valid manifest -> live trees (or ``--to DIR``).
+
+For each tree, the newest manifest whose integrity holds, whose pages load and whose
+packs all exist is used. Each file is written only from verified blobs; a file whose
+blobs are bad falls back to the newest older manifest with a good copy, else it is
+reported lost. Only a restore with nothing lost marks the local state complete.
+"""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+from .errors import CorruptObject, ObjectNotFound, UnsafePath
+from .history import ManifestCache, select_seqs
+from .localstate import FileState, LocalState, StateLock, TreeCache, load_state, new_state, save_state, signature
+from .materialize import (KEEP_CONFLICT, SAME, WRITES, check_paths, decide, finish_dirs, remove_tmp, write_entry)
+from .model import KIND_DIR, BlobRef, Entry
+from .report import SILENT, Reporter
+from .repository import Repository
+from .store.base import Store
+
+
+class TreeRestore(msgspec.Struct, kw_only=True):
+    name: str
+    dest: str
+    seq: int | None = None
+    actions: dict[str, int] = {}
+    bytes: int = 0
+    lost: list[str] = []
+    fallbacks: list[str] = []
+    error: str | None = None
+
+
+class RestoreResult(msgspec.Struct, kw_only=True):
+    seq: int | None = None          # newest manifest in the store
+    complete: bool = True
+    dry_run: bool = False
+    trees: list[TreeRestore] = []
+    warnings: list[str] = []
+
+
+def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
+            to: str | None = None, dry_run: bool = False) -> RestoreResult:
+    """Restore every configured tree (every stored tree with ``to``). See the module docstring."""
+    with StateLock(cfg.state_dir, wait=True):
+        repo = Repository.open(store, create=not dry_run)
+        seqs = select_seqs(repo, at)
+        result = RestoreResult(dry_run=dry_run, seq=seqs[-1] if seqs else None)
+        cache = ManifestCache(repo)
+        packs = repo.pack_ids() if seqs else set()
+        names = _tree_names(cfg, cache, seqs, to, result, reporter)
+        caches: dict[str, TreeCache] = {}
+        for name, dest in names:
+            tr, tcache = _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter)
+            result.trees.append(tr)
+            if tcache is not None:
+                caches[name] = tcache
+            if tr.lost or tr.error:
+                result.complete = False
+        if not dry_run and to is None:
+            _save_restored_state(cfg, repo, cache, seqs, caches, result.complete)
+        return result
+
+
+def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, result, reporter) -> list[tuple[str, str]]:
+    stored: set[str] = set()
+    for seq in seqs:
+        try:
+            stored.update(cache.manifest(seq)[0].trees)
+        except (CorruptObject, ObjectNotFound) as err:
+            reporter.warn(f"restore: skipping manifest {seq}: {err}")
+    if to is not None:
+        return [(name, os.path.join(os.path.abspath(to), name)) for name in sorted(stored)]
+    configured = {t.name: t.path for t in cfg.trees}
+    for name in sorted(stored - configured.keys()):
+        result.warnings.append(f"restore: tree {name} is in the store but not configured here; left in the store")
+    return [(name, configured[name]) for name in sorted(stored & configured.keys())]
+
+
+def _newest_good_tree(cache: ManifestCache, packs: set[str], seqs: list[int], name: str, reporter):
+    """The newest (seq, entries, pages) of tree ``name`` whose pages load and packs exist."""
+    for seq in reversed(seqs):
+        try:
+            manifest, _ = cache.manifest(seq)
+            if name not in manifest.trees:
+                continue
+            entries, pages = cache.tree(seq, name)
+        except (CorruptObject, ObjectNotFound) as err:
+            reporter.warn(f"restore: tree {name}: manifest {seq} unusable ({err}); trying an older one")
+            continue
+        missing = {r.pack for e in entries for r in e.refs} - packs
+        if missing:
+            reporter.warn(f"restore: tree {name}: manifest {seq} names {len(missing)} missing pack(s); "
+                          "trying an older one")
+            continue
+        return seq, entries, pages
+    return None
+
+
+def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter):
+    tr = TreeRestore(name=name, dest=dest)
+    found = _newest_good_tree(cache, packs, seqs, name, reporter)
+    if found is None:
+        tr.error = f"restore: tree {name}: no manifest with a complete copy of it"
+        return tr, None
+    tr.seq, entries, pages = found
+    try:
+        check_paths(entries)
+    except UnsafePath as err:
+        tr.error = str(err)
+        return tr, None
+    files: dict[str, FileState] = {}
+    if not dry_run:
+        os.makedirs(dest, exist_ok=True)
+    total = len(entries)
+    for done, entry in enumerate(entries, 1):
+        action = decide(dest, entry)
+        tr.actions[action] = tr.actions.get(action, 0) + 1
+        used = entry
+        if action in WRITES and not dry_run:
+            used = _write_with_fallback(repo, cache, seqs, tr, dest, entry, reporter)
+        elif action in WRITES:
+            tr.bytes += entry.size
+        if used is not None and action != KEEP_CONFLICT:
+            files[entry.path] = FileState(_sig_after(dest, used, action), used)
+        reporter.progress(done, total)
+    if not dry_run:
+        finish_dirs(dest, entries)
+        remove_tmp(dest)
+    return tr, TreeCache(root=cache.manifest(tr.seq)[0].trees[name].root, pages=pages, files=files,
+                         dirty=bool(tr.fallbacks or tr.lost))
+
+
+def _write_with_fallback(repo, cache, seqs, tr, dest, entry: Entry, reporter) -> Entry | None:
+    """Write ``entry``; on a bad blob try older manifests' copies of the same path."""
+    candidates = [(tr.seq, entry)] + list(_older_copies(cache, seqs, tr.seq, tr.name, entry.path))
+    for seq, cand in candidates:
+        try:
+            tr.bytes += write_entry(dest, cand, repo.read_blob)
+        except (CorruptObject, ObjectNotFound) as err:
+            reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {seq} is damaged ({err})")
+            continue
+        except UnsafePath as err:
+            tr.error = str(err)
+            return None
+        if seq != tr.seq:
+            msg = f"{tr.name}/{entry.path}: restored from manifest {seq} (manifest {tr.seq}'s copy is damaged)"
+            tr.fallbacks.append(msg)
+            reporter.warn(f"restore: {msg}")
+        return cand
+    tr.lost.append(entry.path)
+    return None
+
+
+def _older_copies(cache: ManifestCache, seqs: list[int], newest: int, name: str, path: str):
+    seen: set[tuple[BlobRef, ...]] = set()
+    for seq in reversed([s for s in seqs if s < newest]):
+        try:
+            entries, _ = cache.tree(seq, name)
+        except (CorruptObject, ObjectNotFound, KeyError):
+            continue
+        for e in entries:
+            if e.path == path and e.refs not in seen:
+                seen.add(e.refs)
+                yield seq, e
+
+
+def _sig_after(dest: str, entry: Entry, action: str):
+    """The cache signature: the file as written or verified now; None forces a re-read."""
+    if action not in WRITES and action != SAME:
+        return None  # kept local content: the next checkpoint must capture it
+    try:
+        st = os.lstat(os.path.join(dest, entry.path))
+    except FileNotFoundError:
+        return None
+    return (0, 0, 0, st.st_mode) if entry.kind == KIND_DIR else signature(st)
+
+
+def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, seqs, caches, complete: bool) -> None:
+    state = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
+    newest_id = None
+    for seq in reversed(seqs):
+        try:
+            newest_id = cache.manifest(seq)[1]
+            break
+        except (CorruptObject, ObjectNotFound):
+            continue
+    all_seqs = repo.manifest_seqs()
+    restored = LocalState(store_id=repo.store_id, writer=state.writer,
+                          seq=all_seqs[-1] if all_seqs else 0, manifest_id=newest_id,
+                          restore_complete=complete, trees=_carry_forward(cache, seqs, caches))
+    save_state(cfg.state_dir, restored)
+
+
+def _carry_forward(cache: ManifestCache, seqs: list[int], caches: dict[str, TreeCache]) -> dict[str, TreeCache]:
+    """Trees restored here, plus stored trees not configured here (kept as they are)."""
+    trees = dict(caches)
+    for seq in reversed(seqs):
+        try:
+            manifest, _ = cache.manifest(seq)
+        except (CorruptObject, ObjectNotFound):
+            continue
+        for name, root in manifest.trees.items():
+            if name in trees:
+                continue
+            try:
+                entries, pages = cache.tree(seq, name)
+            except (CorruptObject, ObjectNotFound):
+                continue
+            trees[name] = TreeCache(root=root.root, pages=pages,
+                                    files={e.path: FileState(None, e) for e in entries})
+        break
+    return trees

@@ -1,0 +1,202 @@
+"""The local-directory backend: key ``a/b/c`` is the file ``<root>/a/b/c``.
+
+This is the embedded default, and an hf-mount path is used this way. Every object is
+published by ``journal.atomic.write_file_atomic``: a temp file in ``<root>/.tmp/``
+(outside the key space, since keys never start with ``.``), written sequentially in
+one open, fsynced, closed, renamed into place without clobbering, and the directory
+fsynced. A store file is never opened for append or read-write, and a published file
+is never reopened for writing.
+
+Every filesystem call that writes goes through an ``FsOps`` object, so tests can
+enforce another filesystem's rules (``journal/store/hfmount.py``) or record the calls.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from ..atomic import OS_FS, FsOps, write_file_atomic
+from ..errors import KeyExists, ObjectNotFound, StoreError
+from .base import Store, check_key
+
+__all__ = ["FsOps", "LocalStore", "TMP_DIR"]
+
+#: The temp directory under the root; its name starts with ``.`` so no key can collide.
+TMP_DIR = ".tmp"
+
+#: How many times a put retries when a concurrent delete removed its parent directory.
+_PARENT_RETRIES = 3
+
+
+class LocalStore(Store):
+    """A store in a local (or FUSE-mounted) directory.
+
+    ``puts`` and ``put_bytes`` count successful puts and their payload bytes.
+    """
+
+    def __init__(self, root: str, fs: FsOps | None = None):
+        self.root = os.path.abspath(root)
+        self.location = self.root
+        self.fs = fs or OS_FS
+        self.tmp_dir = os.path.join(self.root, TMP_DIR)
+        self.puts = 0
+        self.put_bytes = 0
+        self._count_lock = threading.Lock()
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *check_key(key).split("/"))
+
+    def put_if_absent(self, key: str, data: bytes | BinaryIO) -> None:
+        """Publish ``data`` under ``key``; ``KeyExists`` if present (the old file is kept).
+
+        A key whose path collides with a directory of other keys (``a/b`` beside
+        ``a/b/c``) raises ``StoreError``. If a concurrent ``delete`` removes the parent
+        directory mid-put, bytes and seekable streams are retried.
+        """
+        path = self._path(key)
+        rewind = _rewinder(data)
+        for attempt in range(_PARENT_RETRIES + 1):
+            self._make_dirs(os.path.dirname(path), key)
+            try:
+                total = write_file_atomic(path, data, self.tmp_dir, noclobber=True, fs=self.fs)
+                break
+            except FileExistsError as err:
+                if os.path.isdir(path):
+                    raise StoreError(f"put object: {key} collides with a directory of other keys") from err
+                raise KeyExists(key) from err
+            except FileNotFoundError as err:
+                # A concurrent delete may have pruned the parent between mkdir and rename.
+                if os.path.isdir(os.path.dirname(path)) or rewind is None or attempt == _PARENT_RETRIES:
+                    raise StoreError(f"put object: {key}: {err}") from err
+                rewind()
+            except OSError as err:
+                raise StoreError(f"put object: {key}: {err}") from err
+        with self._count_lock:
+            self.puts += 1
+            self.put_bytes += total
+
+    def _make_dirs(self, directory: str, key: str) -> None:
+        """Create ``directory`` and missing parents, fsyncing each new one's parent."""
+        if os.path.isdir(directory):
+            return
+        parent = os.path.dirname(directory)
+        if parent != directory:
+            self._make_dirs(parent, key)
+        try:
+            self.fs.mkdir(directory)
+        except FileExistsError as err:
+            if os.path.isdir(directory):
+                return  # another writer made it
+            raise StoreError(f"put object: {key}: a prefix of it is an existing key") from err
+        except OSError as err:
+            raise StoreError(f"put object: {key}: create directory {directory}: {err}") from err
+        # The new entry in the parent must survive a crash, or the object is unreachable.
+        self.fs.fsync_dir(parent)
+
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the object; ``ObjectNotFound`` if missing; past-end truncates."""
+        _check_range(start, end)
+        path = self._path(key)
+        try:
+            f = open(path, "rb")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as err:
+            raise ObjectNotFound(key) from err
+        except OSError as err:
+            raise StoreError(f"read object: {key}: {err}") from err
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            stop = size if end is None else min(end, size)
+            if start >= stop:
+                return b""
+            f.seek(start)
+            return f.read(stop - start)
+
+    def head(self, key: str) -> int | None:
+        """The object's size, or ``None`` when the key is missing (or is a directory)."""
+        try:
+            st = os.stat(self._path(key))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        """Yield keys starting with ``prefix`` in ascending byte order.
+
+        Names starting with ``.`` and names that are not valid key components are
+        skipped. Only directories that can hold a matching key are read.
+        """
+        return self._walk(self.root, "", prefix)
+
+    def _walk(self, directory: str, rel: str, prefix: str) -> Iterator[str]:
+        try:
+            with os.scandir(directory) as it:
+                entries = [e for e in it if not e.name.startswith(".")]
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        # A directory's keys all start with "name/", so sort it as "name/" to get byte order.
+        marked = sorted((e.name + ("/" if e.is_dir(follow_symlinks=False) else ""), e) for e in entries)
+        for name, entry in marked:
+            key = rel + name
+            if name.endswith("/"):
+                if key.startswith(prefix) or prefix.startswith(key):
+                    yield from self._walk(entry.path, key, prefix)
+            elif key.startswith(prefix) and entry.is_file(follow_symlinks=False) and _valid_key(key):
+                yield key
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (missing is fine), then prune now-empty parent directories."""
+        path = self._path(key)
+        try:
+            self.fs.unlink(path)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return
+        except OSError as err:
+            raise StoreError(f"delete object: {key}: {err}") from err
+        directory = os.path.dirname(path)
+        while directory != self.root:
+            try:
+                self.fs.rmdir(directory)
+            except OSError:
+                break  # not empty, or someone is writing into it: leave it
+            directory = os.path.dirname(directory)
+
+    def is_empty(self) -> bool:
+        """True when the root is missing or holds nothing but the temp directory."""
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return True
+        except NotADirectoryError:
+            return False
+        return all(name == TMP_DIR for name in names)
+
+
+def _rewinder(data: bytes | BinaryIO) -> Callable[[], object] | None:
+    """A function that makes ``data`` readable again from here, or None if it cannot be."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return lambda: None
+    stream = data
+    try:
+        if not stream.seekable():
+            return None
+        pos = stream.tell()
+    except (AttributeError, OSError):
+        return None
+    return lambda: stream.seek(pos)
+
+
+def _check_range(start: int, end: int | None) -> None:
+    if start < 0 or (end is not None and end < 0):
+        raise ValueError(f"invalid byte range: [{start}, {end})")
+
+
+def _valid_key(key: str) -> bool:
+    try:
+        check_key(key)
+    except ValueError:
+        return False
+    return True

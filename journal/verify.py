@@ -1,0 +1,125 @@
+"""The verify operation: an audit of every manifest and what it names.
+
+Quick: every manifest decodes and passes its hash check, every index page loads,
+and every pack a manifest names exists. Full (``--full``): additionally every blob
+is read, decompressed and re-hashed, and every JSONL segment ends in ``\\n``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .errors import CorruptObject, ObjectNotFound, UnsafePath
+from .index import iter_pages
+from .materialize import check_paths
+from .model import KIND_JSONL, BlobRef
+from .objects import KIND_PAGE
+from .pack import pack_key
+from .report import SILENT, Reporter
+from .repository import Repository, blob_location, manifest_key
+
+TORN_MANIFEST = "torn-manifest"
+CORRUPT_PAGE = "corrupt-page"
+MISSING_OBJECT = "missing-object"
+CORRUPT_OBJECT = "corrupt-object"
+TORN_SEGMENT = "torn-segment"
+UNSAFE_PATH = "unsafe-path"
+
+
+class Finding(msgspec.Struct, kw_only=True):
+    kind: str
+    manifest: int | None
+    key: str
+    detail: str
+
+
+class VerifyResult(msgspec.Struct, kw_only=True):
+    full: bool
+    manifests: int = 0
+    pages: int = 0
+    packs: int = 0
+    blobs: int = 0
+    findings: list[Finding] = []
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False) -> VerifyResult:
+    """Audit the store; see the module docstring. Never modifies anything."""
+    result = VerifyResult(full=full)
+    packs = repo.pack_ids()
+    page_ok: dict[str, bool] = {}
+    blobs: dict[tuple[str, int], tuple[int, BlobRef, bool]] = {}
+    missing_seen: set[tuple[int, str]] = set()
+    for seq, manifest, mid in repo.iter_manifests_desc():
+        result.manifests += 1
+        if manifest is None:
+            result.findings.append(Finding(kind=TORN_MANIFEST, manifest=seq, key=manifest_key(seq), detail=str(mid)))
+            continue
+        for name, tree in sorted(manifest.trees.items()):
+            entries = _tree_entries(repo, seq, name, tree.root, packs, page_ok, result)
+            if entries is None:
+                continue
+            try:
+                check_paths(entries)
+            except UnsafePath as err:
+                result.findings.append(Finding(kind=UNSAFE_PATH, manifest=seq, key=name, detail=str(err)))
+            for e in entries:
+                for ref in e.refs:
+                    if ref.pack not in packs:
+                        if (seq, ref.pack) not in missing_seen:
+                            missing_seen.add((seq, ref.pack))
+                            result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=pack_key(ref.pack),
+                                                           detail=f"tree {name}: {e.path} needs it"))
+                        continue
+                    blobs.setdefault((ref.pack, ref.offset), (seq, ref, e.kind == KIND_JSONL))
+    result.packs = len(packs)
+    if full:
+        _check_blobs(repo, blobs, result, reporter)
+    return result
+
+
+def _tree_entries(repo, seq, name, root, packs, page_ok, result):
+    """Load one tree's entries, recording page findings; None when a page is bad."""
+    if root is None:
+        return []
+    entries = []
+    try:
+        for ref, page in iter_pages(root, lambda r: _read_page(repo, r, packs)):
+            if ref.id not in page_ok:
+                page_ok[ref.id] = True
+                result.pages += 1
+            entries.extend(page.entries)
+    except ObjectNotFound as err:
+        result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=err.key, detail=f"tree {name}: index page"))
+        return None
+    except CorruptObject as err:
+        result.findings.append(Finding(kind=CORRUPT_PAGE, manifest=seq, key=err.key, detail=f"tree {name}: {err.detail}"))
+        return None
+    return entries
+
+
+def _read_page(repo: Repository, ref: BlobRef, packs: set[str]) -> bytes:
+    if ref.pack not in packs:
+        raise ObjectNotFound(pack_key(ref.pack))
+    return repo.read_blob(ref, KIND_PAGE)
+
+
+def _check_blobs(repo, blobs, result, reporter) -> None:
+    total = len(blobs)
+    for done, (seq, ref, is_segment) in enumerate(blobs.values(), 1):
+        try:
+            payload = repo.read_blob(ref)
+        except ObjectNotFound as err:
+            result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=err.key, detail="blob"))
+            continue
+        except CorruptObject as err:
+            result.findings.append(Finding(kind=CORRUPT_OBJECT, manifest=seq, key=err.key, detail=err.detail))
+            continue
+        result.blobs += 1
+        if is_segment and payload and not payload.endswith(b"\n"):
+            result.findings.append(Finding(kind=TORN_SEGMENT, manifest=seq, key=blob_location(ref),
+                                           detail="JSONL segment does not end in a newline"))
+        reporter.progress(done, total)
