@@ -4,6 +4,10 @@ Page boundaries depend only on the paths at them (a hash of the path), never on
 positions, so changing, adding or removing one file changes only the pages on its
 path from leaf to root. A checkpoint that changes k files therefore writes O(k log n)
 small pages, and every unchanged page is reused by its id.
+
+All new pages of one checkpoint go into one pack, whose name (its hash) is known only
+once it is closed. So an inner page names a child page written in the same pack with
+an empty ``pack`` field, meaning "the pack this page was read from".
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from .errors import CorruptObject
 
 from .model import BlobRef, Entry, Page, PageRef, decode, encode
 from .objects import KIND_PAGE, blob_id
+from .pack import is_pending
 
 LEAF_FANOUT = 64        # average entries per leaf page
 INNER_FANOUT = 32       # average children per inner page
@@ -70,11 +75,18 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
     while len(level_items) > 1:
         next_items = []
         for group in _chunk(level_items, [c.first for c in level_items], level, INNER_FANOUT):
-            ref = _emit(Page(level=level, children=tuple(group)), known, used, add_page)
+            children = tuple(_same_pack(c) for c in group)
+            ref = _emit(Page(level=level, children=children), known, used, add_page)
             next_items.append(PageRef(group[0].first, ref, sum(c.files for c in group), sum(c.bytes for c in group)))
         level_items = next_items
         level += 1
     return level_items[0].ref, used
+
+
+def _same_pack(child: PageRef) -> PageRef:
+    if not is_pending(child.ref.pack):
+        return child
+    return PageRef(child.first, msgspec.structs.replace(child.ref, pack=""), child.files, child.bytes)
 
 
 def iter_pages(root: BlobRef | None, read_page: Callable[[BlobRef], bytes]) -> Iterator[tuple[BlobRef, Page]]:
@@ -89,7 +101,8 @@ def iter_pages(root: BlobRef | None, read_page: Callable[[BlobRef], bytes]) -> I
         except msgspec.DecodeError as err:
             raise CorruptObject(f"page {ref.id[:12]} in pack {ref.pack[:12]}", f"page does not decode: {err}") from err
         yield ref, page
-        stack.extend(reversed([c.ref for c in page.children]))
+        stack.extend(reversed([c.ref if c.ref.pack else msgspec.structs.replace(c.ref, pack=ref.pack)
+                               for c in page.children]))
 
 
 def load_entries(root: BlobRef | None, read_page: Callable[[BlobRef], bytes]) -> tuple[list[Entry], dict[str, BlobRef]]:

@@ -24,6 +24,11 @@ PACK_TARGET = 64 << 20
 _PENDING = "@"
 
 
+def is_pending(pack: str) -> bool:
+    """True for the placeholder pack name of a blob whose pack is not closed yet."""
+    return pack.startswith(_PENDING)
+
+
 def pack_key(pack: str) -> str:
     """The store key of a pack id."""
     return f"packs/{pack[:2]}/{pack}"

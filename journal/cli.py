@@ -1,0 +1,95 @@
+"""The ``journal`` command line. Each command parses, opens, calls one function, renders."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+import msgspec
+
+from . import __version__
+from .config import load_config
+from .errors import ConfigError, JournalError
+from .report import Reporter
+from .store import open_store
+
+EXIT_FINDINGS = 1
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class CliReporter(Reporter):
+    """Warnings to stderr; a progress bar on a TTY."""
+
+    def __init__(self, label: str = "", quiet: bool = False):
+        self.label = label
+        self.quiet = quiet
+        self.warnings: list[str] = []
+        self._bar = None
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        if not self.quiet:
+            click.echo(f"warning: {message}", err=True)
+
+    def note(self, message: str) -> None:
+        if not self.quiet:
+            click.echo(message, err=True)
+
+    def progress(self, done: int, total: int) -> None:
+        if self.quiet or not sys.stderr.isatty() or total < 50:
+            return
+        if self._bar is None:
+            self._bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+            self._bar.__enter__()
+        self._bar.update(done - self._bar.pos)
+        if done >= total:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+def emit_json(value) -> None:
+    click.echo(msgspec.json.format(msgspec.json.encode(value), indent=2))
+
+
+def handle_errors(fn):
+    """Turn library errors into one clear line and a non-zero exit."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as err:
+            click.echo(f"journal: error: {err}", err=True)
+            sys.exit(EXIT_USAGE)
+        except JournalError as err:
+            click.echo(f"journal: error: {err}", err=True)
+            sys.exit(EXIT_ERROR)
+    return wrapper
+
+
+def common(fn):
+    """--config, --store and --json, shared by every command."""
+    fn = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(fn)
+    fn = click.option("--store", "store_url", metavar="URL", help="Store path or URL (overrides $JOURNAL_STORE).")(fn)
+    fn = click.option("--config", "config_path", metavar="FILE", type=click.Path(dir_okay=False),
+                      help="Config file (else $JOURNAL_CONFIG, else ~/.config/journal/config.toml).")(fn)
+    return handle_errors(fn)
+
+
+def open_context(config_path, store_url):
+    cfg = load_config(config_path, store=store_url)
+    return cfg, open_store(cfg.store)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="journal")
+def main():
+    """Durable checkpoints of AI coding-agent state in disposable containers.
+
+    Agents write to local disk ($AM_LOCAL); journal copies closed, content-addressed
+    objects to the store ($JOURNAL_STORE) and restores them on the next start.
+    """
+
+
+from . import cli_commands  # noqa: E402,F401  (registers the commands)
