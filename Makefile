@@ -1,0 +1,26 @@
+# Two commands do everything: `make demo` and `make test`. Each installs what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN = $(VENV)/bin
+
+.PHONY: demo test bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/journal demo
+
+# pytest exits 5 when it collects no tests; that is a failure here.
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "no tests collected: failing"; exit 1; fi; exit $$rc
+
+bench: $(BIN)/.installed
+	$(BIN)/python tools/bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
