@@ -20,31 +20,18 @@ import time
 
 import msgspec
 
-from .capture import capture_item
-from .config import Config, TreeConfig
-from .errors import ConfigError, HistoryWithoutState, KeyExists, ManifestConflict
+from .config import Config
+from .errors import CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict
 from .index import build_index
-from .localstate import (LocalState, StateLock, TreeCache, load_state, new_state, save_state)
-from .model import KIND_DIR, Entry, Manifest, TreeRoot
+from .localstate import LocalState, StateLock, TreeCache, load_state, new_state, save_state
+from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot
 from .objects import KIND_PAGE
 from .pack import PackWriter, clear_spool
 from .report import SILENT, Reporter
 from .repository import Repository, encode_manifest, manifest_key, utc_now
+from .scan import MapCache, ScanContext, TreeResult, scan_tree
+from .sqlite_snapshot import clear_staging
 from .store.base import Store
-from .walk import Matcher, walk_tree
-
-#: A checkpoint that would drop more than this share of a tree's files keeps them.
-DELETION_GUARD = 0.5
-
-
-class TreeResult(msgspec.Struct, kw_only=True):
-    name: str
-    files: int = 0
-    changed: int = 0
-    deleted: int = 0
-    kept_deleted: int = 0
-    absent: bool = False
-
 
 class CheckpointResult(msgspec.Struct, kw_only=True):
     """What one checkpoint did. ``seq`` is None for an idle checkpoint."""
@@ -103,93 +90,53 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
 
 def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> None:
     spool = os.path.join(cfg.state_dir, "spool")
+    staging = os.path.join(cfg.state_dir, "sqlite-staging")
     clear_spool(spool)
-    data = PackWriter(repo.store, spool)
+    clear_staging(staging)
+    ctx = ScanContext(data=PackWriter(repo.store, spool), maps=MapCache(cfg.state_dir, repo),
+                      staging_dir=staging, reporter=reporter, allow_deletions=allow_deletions)
     new_trees: dict[str, TreeCache] = dict(state.trees)
-    changed_entries: dict[str, list[Entry]] = {}
+    changed_trees: list[str] = []
     touched = False
     try:
         for tree in cfg.trees:
             cache = state.trees.get(tree.name, TreeCache())
-            tr, files, changed = _scan_tree(tree, cache, data, reporter, allow_deletions)
+            tr, files, changed = scan_tree(tree, cache, ctx)
             result.trees.append(tr)
             touched = touched or files is not cache.files
             if changed:
-                changed_entries[tree.name] = files
+                changed_trees.append(tree.name)
             new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, files=files)
-        if not changed_entries:
-            data.abort()
+        if not changed_trees:
+            ctx.data.abort()
             if touched:
                 state.trees = new_trees
                 save_state(cfg.state_dir, state)  # local only: fresher signatures, no store write
-            return
-        data.finish()
-        _commit(cfg, repo, state, new_trees, changed_entries, data, result)
-    except BaseException:
-        data.abort()
-        raise
-
-
-def _scan_tree(tree: TreeConfig, cache: TreeCache, data: PackWriter, reporter: Reporter, allow_deletions: bool):
-    """Walk one tree; returns (result, files, changed)."""
-    tr = TreeResult(name=tree.name)
-    if not os.path.isdir(tree.path):
-        tr.absent = True
-        if cache.files:
-            reporter.warn(f"checkpoint: tree {tree.name}: {tree.path} is missing; keeping its last checkpoint")
-        return tr, cache.files, False
-    matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite)
-    files = {}
-    skipped: list[str] = []
-    changed = cache.dirty
-    for item in walk_tree(tree.path, matcher, skipped):
-        prev = cache.files.get(item.path)
-        if prev is not None and prev.sig is not None and prev.sig == _sig(item):
-            files[item.path] = prev
-            continue
-        fs = capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), data.add)
-        data.maybe_roll()
-        if fs is None:
-            continue
-        files[item.path] = fs
-        if prev is None or prev.entry != fs.entry:
-            changed = True
-            tr.changed += 1
-    for path in skipped:
-        reporter.warn(f"checkpoint: skipping {path}: its name is not valid UTF-8")
-    gone = [p for p in cache.files if p not in files]
-    if gone:
-        live_before = sum(1 for f in cache.files.values() if f.entry.kind != KIND_DIR)
-        dropped = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
-        guard = dropped and (dropped > live_before * DELETION_GUARD or dropped == live_before)
-        if guard and not allow_deletions:
-            reporter.warn(f"checkpoint: tree {tree.name}: {dropped} of {live_before} files vanished from "
-                          f"{tree.path}; keeping them in the checkpoint (a partial or unmounted tree looks "
-                          "like this); run `journal checkpoint --allow-deletions` if they were really deleted")
-            for p in gone:
-                files[p] = cache.files[p]
-            tr.kept_deleted = len(gone)
         else:
-            tr.deleted = len(gone)
-            changed = True
-    tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
-    if not changed and len(files) == len(cache.files) and all(files[p] is cache.files.get(p) for p in files):
-        files = cache.files
-    return tr, files, changed
+            ctx.data.finish()
+            _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, result)
+            ctx.maps.prune(_map_ids(new_trees))
+    except BaseException:
+        ctx.data.abort()
+        raise
+    finally:
+        clear_staging(staging)
+    result.warnings = list(ctx.errors)
+    if ctx.errors:
+        raise CheckpointErrors(ctx.errors, result.seq)
 
 
-def _sig(item) -> tuple[int, int, int, int]:
-    if item.kind == KIND_DIR:
-        return (0, 0, 0, item.stat.st_mode)
-    st = item.stat
-    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
+def _map_ids(trees: dict[str, TreeCache]) -> set[str]:
+    return {r.id for c in trees.values() for f in c.files.values() if f.entry.kind == KIND_SQLITE
+            for r in f.entry.refs}
 
 
-def _commit(cfg, repo, state, new_trees, changed_entries, data, result) -> None:
+def _commit(cfg, repo, state, new_trees, changed_trees, data, result) -> None:
     index = PackWriter(repo.store, os.path.join(cfg.state_dir, "spool"))
     built = {}
-    for name, files in changed_entries.items():
-        for path, fs in files.items():
+    for name in changed_trees:
+        files = new_trees[name].files
+        for fs in files.values():
             resolved = tuple(data.resolve(r) for r in fs.entry.refs)
             if resolved != fs.entry.refs:
                 fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)

@@ -115,3 +115,22 @@ class NoStore(StoreError):
         super().__init__(
             f"open store: no journal store at {location}; run `journal init` or `journal checkpoint` to create it"
         )
+
+
+class SnapshotFailed(JournalError):
+    """A live SQLite database could not be snapshotted; its previous snapshot stays."""
+
+    def __init__(self, path: str, detail: str):
+        self.path = path
+        self.detail = detail
+        super().__init__(f"snapshot database: {path}: {detail}; the previous snapshot stays authoritative")
+
+
+class CheckpointErrors(JournalError):
+    """The checkpoint finished every tree it could, but some paths failed."""
+
+    def __init__(self, errors: list[str], seq: int | None):
+        self.errors = errors
+        self.seq = seq
+        done = f"checkpoint {seq} committed the rest" if seq else "nothing else needed committing"
+        super().__init__(f"checkpoint: {len(errors)} failure(s) ({done}): " + "; ".join(errors))

@@ -21,11 +21,14 @@ from collections.abc import Callable, Iterator
 
 from .atomic import fsync_dir, write_file_atomic
 from .errors import UnsafePath
-from .model import KIND_DIR, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
+from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, BlobRef, Entry
+from .presets import SQLITE_COMPANIONS
+from .sqlite_capture import install_db, rebuild_db
+from .sqlite_snapshot import quick_check
 from .walk import RESTORE_TMP
 
-WRITE, REPLACE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT = (
-    "write", "replace", "same", "keep-newer", "keep-extends", "keep-conflict")
+WRITE, REPLACE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB = (
+    "write", "replace", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db")
 WRITES = (WRITE, REPLACE)
 
 ReadBlob = Callable[[BlobRef], bytes]
@@ -73,6 +76,8 @@ def decide(root: str, entry: Entry) -> str:
         return SAME if stat_mod.S_ISDIR(st.st_mode) else KEEP_CONFLICT
     if stat_mod.S_ISDIR(st.st_mode):
         return KEEP_CONFLICT  # never replace a directory (and what is in it) with a file
+    if entry.kind == KIND_SQLITE and stat_mod.S_ISREG(st.st_mode):
+        return KEEP_VALID_DB if quick_check(full) is None else REPLACE
     if entry.kind == KIND_SYMLINK:
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
             return SAME
@@ -111,6 +116,17 @@ def write_entry(root: str, entry: Entry, read_blob: ReadBlob) -> int:
         os.makedirs(full, mode=0o700, exist_ok=True)
         return 0
     tmp_dir = os.path.join(root, RESTORE_TMP)
+    if entry.kind == KIND_SQLITE:
+        os.makedirs(tmp_dir, exist_ok=True)
+        tmp = os.path.join(tmp_dir, f"db-{os.getpid()}-{hashlib.sha256(full.encode()).hexdigest()[:16]}")
+        try:
+            rebuild_db(entry, read_blob, tmp)
+            install_db(tmp, full, entry)
+        finally:
+            for suffix in ("",) + SQLITE_COMPANIONS:
+                if os.path.lexists(tmp + suffix):
+                    os.unlink(tmp + suffix)
+        return entry.size
     if entry.kind == KIND_SYMLINK:
         os.makedirs(tmp_dir, exist_ok=True)
         tmp = os.path.join(tmp_dir, f"link-{os.getpid()}-{hashlib.sha256(full.encode()).hexdigest()[:16]}")
@@ -127,6 +143,18 @@ def write_entry(root: str, entry: Entry, read_blob: ReadBlob) -> int:
 def _payloads(entry: Entry, read_blob: ReadBlob) -> Iterator[bytes]:
     for ref in entry.refs:
         yield read_blob(ref)
+
+
+def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
+    """Move an invalid local database and its companions into ``aside_dir``; never delete."""
+    full = os.path.join(root, entry.path)
+    target = os.path.join(aside_dir, entry.path)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    for suffix in ("",) + SQLITE_COMPANIONS:
+        if os.path.lexists(full + suffix):
+            os.replace(full + suffix, target + suffix)
+    fsync_dir(os.path.dirname(full))
+    return target
 
 
 def finish_dirs(root: str, entries: list[Entry]) -> None:

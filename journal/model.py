@@ -16,6 +16,7 @@ KIND_FILE = "file"
 KIND_JSONL = "jsonl"
 KIND_SYMLINK = "symlink"
 KIND_DIR = "dir"
+KIND_SQLITE = "sqlite"
 
 
 class BlobRef(msgspec.Struct, frozen=True, array_like=True):

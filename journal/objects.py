@@ -26,7 +26,10 @@ KIND_CHUNK = 1      # a fixed-size piece of an ordinary file
 KIND_SEGMENT = 2    # complete lines appended to a JSONL transcript
 KIND_PAGE = 3       # a page of a tree index
 KIND_MANIFEST = 4   # a checkpoint manifest
-KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", KIND_MANIFEST: "manifest"}
+KIND_PAGEMAP = 5    # the page list of a SQLite snapshot (full, or a delta over a full one)
+KIND_DBPAGE = 6     # one page of a SQLite snapshot
+KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", KIND_MANIFEST: "manifest",
+              KIND_PAGEMAP: "pagemap", KIND_DBPAGE: "dbpage"}
 
 #: The largest payload a record may claim; guards decompression against a bad header.
 MAX_RAW = 1 << 31

@@ -84,6 +84,12 @@ class PackWriter:
             return ref
         return msgspec.structs.replace(ref, pack=self._ids[ref.pack])
 
+    def locate(self, ref: BlobRef) -> str:
+        """Where ``ref`` lives as seen from a blob added next: ``""`` for the open pack."""
+        if ref.pack == self._slot and self._fh is not None:
+            return ""
+        return self.resolve(ref).pack
+
     def abort(self) -> None:
         """Drop any spooled, not yet uploaded pack."""
         if self._fh is not None:

@@ -15,8 +15,11 @@ import msgspec
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .history import ManifestCache, select_seqs
 from .localstate import FileState, LocalState, StateLock, TreeCache, load_state, new_state, save_state, signature
-from .materialize import (KEEP_CONFLICT, SAME, WRITES, check_paths, decide, finish_dirs, remove_tmp, write_entry)
-from .model import KIND_DIR, BlobRef, Entry
+from .materialize import (KEEP_CONFLICT, KEEP_VALID_DB, REPLACE, SAME, WRITES, check_paths, decide, finish_dirs,
+                          move_aside, remove_tmp, write_entry)
+from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
+from .repository import utc_now
+from .sqlite_snapshot import live_signature
 from .report import SILENT, Reporter
 from .repository import Repository
 from .store.base import Store
@@ -52,8 +55,9 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
         packs = repo.pack_ids() if seqs else set()
         names = _tree_names(cfg, cache, seqs, to, result, reporter)
         caches: dict[str, TreeCache] = {}
+        aside = os.path.join(cfg.state_dir, "invalid", utc_now().replace(":", ""))
         for name, dest in names:
-            tr, tcache = _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter)
+            tr, tcache = _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside)
             result.trees.append(tr)
             if tcache is not None:
                 caches[name] = tcache
@@ -99,7 +103,7 @@ def _newest_good_tree(cache: ManifestCache, packs: set[str], seqs: list[int], na
     return None
 
 
-def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter):
+def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside):
     tr = TreeRestore(name=name, dest=dest)
     found = _newest_good_tree(cache, packs, seqs, name, reporter)
     if found is None:
@@ -117,6 +121,8 @@ def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter):
     total = len(entries)
     for done, entry in enumerate(entries, 1):
         action = decide(dest, entry)
+        if entry.kind == KIND_SQLITE:
+            _report_db(dest, entry, action, dry_run, reporter, os.path.join(aside, name))
         tr.actions[action] = tr.actions.get(action, 0) + 1
         used = entry
         if action in WRITES and not dry_run:
@@ -131,6 +137,16 @@ def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter):
         remove_tmp(dest)
     return tr, TreeCache(root=cache.manifest(tr.seq)[0].trees[name].root, pages=pages, files=files,
                          dirty=bool(tr.fallbacks or tr.lost))
+
+
+def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, aside: str) -> None:
+    """Say what happens to a local database; move an invalid one aside (never delete it)."""
+    full = os.path.join(dest, entry.path)
+    if action == KEEP_VALID_DB:
+        reporter.note(f"restore: kept the valid local database {full} (it passes quick_check; it is newer)")
+    elif action == REPLACE and not dry_run:
+        moved = move_aside(dest, entry, aside)
+        reporter.warn(f"restore: local database {full} fails quick_check; moved it (and its -wal/-shm) to {moved}")
 
 
 def _write_with_fallback(repo, cache, seqs, tr, dest, entry: Entry, reporter) -> Entry | None:
@@ -175,6 +191,8 @@ def _sig_after(dest: str, entry: Entry, action: str):
         st = os.lstat(os.path.join(dest, entry.path))
     except FileNotFoundError:
         return None
+    if entry.kind == KIND_SQLITE:
+        return live_signature(os.path.join(dest, entry.path))
     return (0, 0, 0, st.st_mode) if entry.kind == KIND_DIR else signature(st)
 
 

@@ -7,16 +7,21 @@ is read, decompressed and re-hashed, and every JSONL segment ends in ``\\n``.
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import msgspec
 
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .index import iter_pages
 from .materialize import check_paths
-from .model import KIND_JSONL, BlobRef
+from .model import KIND_JSONL, KIND_SQLITE, BlobRef, Entry
 from .objects import KIND_PAGE
 from .pack import pack_key
 from .report import SILENT, Reporter
 from .repository import Repository, blob_location, manifest_key
+from .sqlite_capture import rebuild_db
+from .sqlite_snapshot import integrity_check
 
 TORN_MANIFEST = "torn-manifest"
 CORRUPT_PAGE = "corrupt-page"
@@ -24,6 +29,7 @@ MISSING_OBJECT = "missing-object"
 CORRUPT_OBJECT = "corrupt-object"
 TORN_SEGMENT = "torn-segment"
 UNSAFE_PATH = "unsafe-path"
+BAD_SNAPSHOT = "bad-snapshot"
 
 
 class Finding(msgspec.Struct, kw_only=True):
@@ -52,6 +58,7 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
     packs = repo.pack_ids()
     page_ok: dict[str, bool] = {}
     blobs: dict[tuple[str, int], tuple[int, BlobRef, bool]] = {}
+    snapshots: dict[tuple[BlobRef, ...], tuple[int, str, Entry]] = {}
     missing_seen: set[tuple[int, str]] = set()
     for seq, manifest, mid in repo.iter_manifests_desc():
         result.manifests += 1
@@ -67,6 +74,8 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
             except UnsafePath as err:
                 result.findings.append(Finding(kind=UNSAFE_PATH, manifest=seq, key=name, detail=str(err)))
             for e in entries:
+                if e.kind == KIND_SQLITE:
+                    snapshots.setdefault(e.refs, (seq, name, e))
                 for ref in e.refs:
                     if ref.pack not in packs:
                         if (seq, ref.pack) not in missing_seen:
@@ -78,7 +87,27 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
     result.packs = len(packs)
     if full:
         _check_blobs(repo, blobs, result, reporter)
+        _check_snapshots(repo, snapshots, result)
     return result
+
+
+def _check_snapshots(repo, snapshots, result) -> None:
+    """Rebuild every SQLite snapshot into a temp file and run integrity_check on it."""
+    with tempfile.TemporaryDirectory(prefix="journal-verify-") as tmp:
+        for seq, name, entry in snapshots.values():
+            path = os.path.join(tmp, "snapshot.db")
+            try:
+                rebuild_db(entry, repo.read_blob, path)
+                problem = integrity_check(path)
+            except (CorruptObject, ObjectNotFound) as err:
+                problem = str(err)
+            finally:
+                for suffix in ("", "-journal", "-wal", "-shm"):
+                    if os.path.exists(path + suffix):
+                        os.unlink(path + suffix)
+            if problem:
+                result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
+                                               detail=problem))
 
 
 def _tree_entries(repo, seq, name, root, packs, page_ok, result):

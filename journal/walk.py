@@ -16,7 +16,7 @@ RESTORE_TMP = ".journal-tmp"
 
 class Item(NamedTuple):
     path: str               # relative, "/"-separated
-    kind: str               # "file" | "symlink" | "dir"
+    kind: str               # "file" | "symlink" | "dir" | "sqlite"
     stat: os.stat_result
 
 
@@ -42,7 +42,7 @@ class Matcher:
             return True
         if self._match(self.file_patterns, path, name):
             return True
-        return not is_dir and self.sqlite_related(path, name)
+        return not is_dir and self.sqlite_companion(path, name)
 
     def is_jsonl(self, path: str) -> bool:
         return self._match(self.jsonl, path, path.rsplit("/", 1)[-1])
@@ -50,12 +50,10 @@ class Matcher:
     def is_sqlite(self, path: str, name: str) -> bool:
         return self._match(self.sqlite, path, name)
 
-    def sqlite_related(self, path: str, name: str) -> bool:
-        """A database matched by the sqlite patterns, or one of its companions."""
+    def sqlite_companion(self, path: str, name: str) -> bool:
+        """A ``-wal``/``-shm``/``-journal`` file of a database the sqlite patterns match."""
         if not self.sqlite:
             return False
-        if self.is_sqlite(path, name):
-            return True
         for suffix in SQLITE_COMPANIONS:
             if name.endswith(suffix):
                 base = name[: -len(suffix)]
@@ -96,6 +94,10 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None) -> 
                     yield Item(rel, "dir", st)
                     subdirs.append(rel)
             elif stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISLNK(st.st_mode):
-                if not matcher.excluded(rel, d.name, False):
-                    yield Item(rel, "symlink" if stat_mod.S_ISLNK(st.st_mode) else "file", st)
+                if matcher.excluded(rel, d.name, False):
+                    continue
+                if stat_mod.S_ISLNK(st.st_mode):
+                    yield Item(rel, "symlink", st)
+                else:
+                    yield Item(rel, "sqlite" if matcher.is_sqlite(rel, d.name) else "file", st)
         stack.extend(reversed(subdirs))

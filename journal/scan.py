@@ -1,0 +1,171 @@
+"""Scanning one live tree against the local cache: what changed, what is new, what is gone.
+
+Paths whose stat signature is unchanged are reused from the cache without a read.
+Changed paths are captured (``capture.py`` for files, ``sqlite_capture.py`` for
+databases); their new blobs go into the checkpoint's data pack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import msgspec
+
+from .capture import capture_item
+from .config import TreeConfig
+from .errors import SnapshotFailed
+from .localstate import FileState, TreeCache, signature
+from .model import KIND_DIR, BlobRef
+from .objects import KIND_PAGEMAP
+from .pack import PackWriter
+from .report import Reporter
+from .repository import Repository
+from .sqlite_capture import capture_sqlite
+from .sqlite_snapshot import live_signature
+from .walk import Item, Matcher, walk_tree
+
+#: A checkpoint that would drop more than this share of a tree's files keeps them.
+DELETION_GUARD = 0.5
+
+
+class TreeResult(msgspec.Struct, kw_only=True):
+    name: str
+    files: int = 0
+    changed: int = 0
+    deleted: int = 0
+    kept_deleted: int = 0
+    absent: bool = False
+
+
+class MapCache:
+    """Local copies of SQLite page maps, by id, so a checkpoint need not read them back."""
+
+    def __init__(self, state_dir: str, repo: Repository):
+        self.dir = os.path.join(state_dir, "maps")
+        self.repo = repo
+
+    def read(self, ref: BlobRef) -> bytes:
+        path = os.path.join(self.dir, ref.id)
+        try:
+            with open(path, "rb") as fh:
+                payload = fh.read()
+            if hashlib.sha256(payload).hexdigest() == ref.id:
+                return payload
+        except FileNotFoundError:
+            pass
+        payload = self.repo.read_blob(ref, KIND_PAGEMAP)
+        os.makedirs(self.dir, exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(payload)
+        return payload
+
+    def remember(self, map_id: str, payload: bytes) -> None:
+        """Keep a map this checkpoint is about to publish."""
+        os.makedirs(self.dir, exist_ok=True)
+        with open(os.path.join(self.dir, map_id), "wb") as fh:
+            fh.write(payload)
+
+    def prune(self, keep: set[str]) -> None:
+        """Drop cached maps that no current entry names."""
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name not in keep:
+                os.unlink(os.path.join(self.dir, name))
+
+
+@dataclass
+class ScanContext:
+    data: PackWriter
+    maps: MapCache
+    staging_dir: str
+    reporter: Reporter
+    allow_deletions: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[TreeResult, dict[str, FileState], bool]:
+    """Walk one tree; returns (result, files, changed). ``files is cache.files`` when untouched."""
+    tr = TreeResult(name=tree.name)
+    if not os.path.isdir(tree.path):
+        tr.absent = True
+        if cache.files:
+            ctx.reporter.warn(f"checkpoint: tree {tree.name}: {tree.path} is missing; keeping its last checkpoint")
+        return tr, cache.files, False
+    matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite)
+    files: dict[str, FileState] = {}
+    skipped: list[str] = []
+    changed = cache.dirty
+    for item in walk_tree(tree.path, matcher, skipped):
+        prev = cache.files.get(item.path)
+        sig = _sig(tree.path, item)
+        if prev is not None and prev.sig is not None and prev.sig == sig:
+            files[item.path] = prev
+            continue
+        fs = _capture(tree, item, prev, matcher, ctx)
+        ctx.data.maybe_roll()
+        if fs is None:
+            if prev is not None and item.kind == "sqlite":
+                files[item.path] = prev  # a failed snapshot: the previous one stays
+            continue
+        files[item.path] = fs
+        if prev is None or prev.entry != fs.entry:
+            changed = True
+            tr.changed += 1
+    for path in skipped:
+        ctx.reporter.warn(f"checkpoint: skipping {path}: its name is not valid UTF-8")
+    changed = _apply_deletions(tree, cache, files, tr, ctx) or changed
+    tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
+    if not changed and files.keys() == cache.files.keys() and all(files[p] is cache.files[p] for p in files):
+        files = cache.files
+    return tr, files, changed
+
+
+def _sig(root: str, item: Item):
+    if item.kind == KIND_DIR:
+        return (0, 0, 0, item.stat.st_mode)
+    if item.kind == "sqlite":
+        try:
+            return live_signature(os.path.join(root, item.path))
+        except FileNotFoundError:
+            return None
+    return signature(item.stat)
+
+
+def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matcher, ctx: ScanContext):
+    if item.kind != "sqlite":
+        return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add)
+    full = os.path.join(tree.path, item.path)
+    try:
+        return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps)
+    except SnapshotFailed as err:
+        ctx.reporter.warn(str(err))
+        ctx.errors.append(str(err))
+        return None
+    except FileNotFoundError:
+        return None
+
+
+def _apply_deletions(tree: TreeConfig, cache: TreeCache, files: dict[str, FileState], tr: TreeResult,
+                     ctx: ScanContext) -> bool:
+    """Drop vanished paths, unless the mass-deletion guard keeps them. True when dropped."""
+    gone = [p for p in cache.files if p not in files]
+    if not gone:
+        return False
+    live_before = sum(1 for f in cache.files.values() if f.entry.kind != KIND_DIR)
+    dropped = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
+    guard = dropped and (dropped > live_before * DELETION_GUARD or dropped == live_before)
+    if guard and not ctx.allow_deletions:
+        ctx.reporter.warn(f"checkpoint: tree {tree.name}: {dropped} of {live_before} files vanished from "
+                          f"{tree.path}; keeping them in the checkpoint (a partial or unmounted tree looks "
+                          "like this); run `journal checkpoint --allow-deletions` if they were really deleted")
+        for p in gone:
+            files[p] = cache.files[p]
+        tr.kept_deleted = len(gone)
+        return False
+    tr.deleted = len(gone)
+    return True

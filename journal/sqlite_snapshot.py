@@ -1,0 +1,153 @@
+"""SQLite snapshots: SQLite's online backup API into a local staging file, validated.
+
+A copied db + WAL + SHM trio is not a snapshot (each file can be observed at a
+different transaction boundary). Instead a separate connection opens a read
+transaction on the live database (bounded wait), copies it with one-step
+``backup(pages=-1)`` into a staging file on local disk, and the copy must pass
+``PRAGMA quick_check``. The copy is then switched to rollback-journal mode, so a
+restored database needs no WAL. Writers are blocked no longer than SQLite's own
+read transaction blocks them (in WAL mode: not at all).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import uuid
+from urllib.parse import quote
+
+from .errors import SnapshotFailed
+
+BUSY_TIMEOUT = 2.0
+RETRIES = 3
+
+
+def live_signature(path: str) -> tuple[int, int, int, int]:
+    """The change signature of a live database: the size and mtime of it and its WAL."""
+    st = os.stat(path)
+    try:
+        wal = os.stat(path + "-wal")
+        wal_sig = (wal.st_size, wal.st_mtime_ns)
+    except FileNotFoundError:
+        wal_sig = (0, 0)
+    return (st.st_size, st.st_mtime_ns) + wal_sig
+
+
+def _uri(path: str, mode: str) -> str:
+    return f"file:{quote(os.path.abspath(path))}?mode={mode}"
+
+
+def snapshot_db(path: str, staging_dir: str) -> str:
+    """Back up ``path`` into a new staging file and validate it; returns the staging path.
+
+    Raises ``SnapshotFailed`` when the database cannot be opened, is not a database,
+    stays busy after a bounded retry, or the copy fails quick_check. The staging file
+    is removed on failure.
+    """
+    os.makedirs(staging_dir, exist_ok=True)
+    staging = os.path.join(staging_dir, f"{uuid.uuid4().hex}.db")
+    last = ""
+    for attempt in range(RETRIES):
+        try:
+            _backup_once(path, staging)
+            problem = quick_check(staging)
+            if problem:
+                raise SnapshotFailed(path, f"quick_check of the copy failed: {problem}")
+            _to_rollback_journal(staging)
+            return staging
+        except sqlite3.OperationalError as err:
+            remove_staging(staging)
+            last = str(err)
+            if "locked" not in last and "busy" not in last:
+                raise SnapshotFailed(path, f"SQLite says: {last}") from err
+            time.sleep(0.1 * (attempt + 1))
+        except sqlite3.DatabaseError as err:
+            remove_staging(staging)
+            raise SnapshotFailed(path, f"SQLite says: {err}") from err
+        except BaseException:
+            remove_staging(staging)
+            raise
+    raise SnapshotFailed(path, f"still busy after {RETRIES} attempts (SQLite says: {last}); skipped this tick")
+
+
+def _backup_once(path: str, staging: str) -> None:
+    src = sqlite3.connect(_uri(path, "rw"), uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
+    try:
+        # Take the read transaction ourselves, with a bounded busy wait, so the
+        # one-step backup below never loops on SQLITE_BUSY.
+        src.execute("BEGIN")
+        src.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        dst = sqlite3.connect(staging, isolation_level=None)
+        try:
+            src.backup(dst, pages=-1)
+        finally:
+            dst.close()
+        src.execute("COMMIT")
+    finally:
+        src.close()
+
+
+def quick_check(path: str) -> str | None:
+    """None when ``PRAGMA quick_check`` says ok; else SQLite's complaint."""
+    try:
+        con = sqlite3.connect(_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT)
+        try:
+            rows = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as err:
+        return str(err)
+    return None if rows == ["ok"] else "; ".join(str(r) for r in rows[:5])
+
+
+def integrity_check(path: str) -> str | None:
+    """None when ``PRAGMA integrity_check`` says ok; else SQLite's complaint."""
+    try:
+        con = sqlite3.connect(_uri(path, "ro"), uri=True)
+        try:
+            rows = [r[0] for r in con.execute("PRAGMA integrity_check").fetchall()]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as err:
+        return str(err)
+    return None if rows == ["ok"] else "; ".join(str(r) for r in rows[:5])
+
+
+def _to_rollback_journal(path: str) -> None:
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        mode = con.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+    finally:
+        con.close()
+    if str(mode).lower() != "delete":
+        raise sqlite3.DatabaseError(f"could not switch the copy to rollback-journal mode (got {mode})")
+
+
+def page_size_of(path: str) -> int:
+    """The page size from a database file's header."""
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    size = int.from_bytes(header[16:18], "big")
+    return 65536 if size == 1 else size
+
+
+def remove_staging(path: str) -> None:
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        try:
+            os.unlink(path + suffix)
+        except FileNotFoundError:
+            pass
+
+
+def clear_staging(staging_dir: str) -> None:
+    """Remove every staging file (after a crash, and at each start)."""
+    try:
+        names = os.listdir(staging_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        try:
+            os.unlink(os.path.join(staging_dir, name))
+        except (FileNotFoundError, IsADirectoryError):
+            pass

@@ -1,0 +1,440 @@
+"""Checkpoint: what one tick publishes, and what it must never publish."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from journal.capture import CHUNK, capture_item
+from journal.errors import HistoryWithoutState, ManifestConflict, NotAStore
+from journal.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK
+from journal.pack import PackWriter
+from journal.walk import Matcher, walk_tree
+
+ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
+
+
+def codex_line(n: int) -> bytes:
+    return json.dumps({"timestamp": f"2026-02-24T12:10:{n % 60:02d}.000Z", "type": "event_msg",
+                       "payload": {"type": "token_count", "info": {"total_token_usage": {"input_tokens": n}}}}
+                      ).encode() + b"\n"
+
+
+def counters(live) -> tuple[int, int]:
+    return live.store.puts, live.store.put_bytes
+
+
+def restored(live, tree: str, tmp_path: Path, seq: int | None = None) -> Path:
+    """Restore every stored tree with ``--to``; returns the copy of ``tree``."""
+    out = tmp_path / f"export-{seq}-{len(list(tmp_path.glob('export-*')))}"
+    live.restore(to=str(out), at=None if seq is None else str(seq))
+    return out / tree
+
+
+# --- what a tick writes -------------------------------------------------------------
+
+
+def test_first_checkpoint_publishes_every_tree_in_three_objects(live):
+    result = live.checkpoint()
+
+    assert result.seq == 1
+    assert sorted(t.name for t in result.trees) == ["claude", "codex", "openclaw"]
+    assert sum(t.files for t in result.trees) == 11
+    assert result.objects == 3  # one data pack, one index pack, the manifest
+    assert live.store.puts == 4  # ... plus the store's config object
+    assert live.repo().manifest_seqs() == [1]
+
+
+def test_idle_checkpoint_writes_nothing(live):
+    live.checkpoint()
+    before = counters(live)
+
+    result = live.checkpoint()
+
+    assert result.seq is None and result.objects == 0 and result.bytes == 0
+    assert counters(live) == before
+    assert live.repo().manifest_seqs() == [1]
+
+
+def test_idle_checkpoint_in_a_new_process_writes_nothing(live):
+    live.checkpoint()
+    packs = sorted(p.name for p in (live.store_path / "packs").rglob("*"))
+
+    proc = live.run("checkpoint")
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("idle:")
+    assert live.repo().manifest_seqs() == [1]
+    assert sorted(p.name for p in (live.store_path / "packs").rglob("*")) == packs
+
+
+def test_appending_a_line_uploads_only_the_new_line(live, tmp_path):
+    live.checkpoint()
+    rollout = live.local / "codex-home" / ROLLOUT
+    old = live.entries("codex")[ROLLOUT]
+    line = codex_line(1)
+    with open(rollout, "ab") as fh:
+        fh.write(line)
+    puts, put_bytes = counters(live)
+
+    result = live.checkpoint()
+
+    new = live.entries("codex")[ROLLOUT]
+    assert result.seq == 2 and result.objects == 3  # data pack, index pack, manifest
+    assert live.store.puts - puts == 3
+    assert live.store.put_bytes - put_bytes < 16 * 1024 < rollout.stat().st_size
+    assert new.refs[:-1] == old.refs and new.refs[-1].size == len(line)
+    assert [t.changed for t in result.trees if t.name == "codex"] == [1]
+    assert (restored(live, "codex", tmp_path) / ROLLOUT).read_bytes() == rollout.read_bytes()
+
+
+def test_torn_trailing_line_is_published_only_once_complete(live, tmp_path):
+    chat = live.local / "codex-home" / "history.jsonl"
+    chat.write_bytes(codex_line(1) + b'{"timestamp": "2026-02-24T12:10:02.000Z", "ty')
+    live.checkpoint()
+    assert live.entries("codex")["history.jsonl"].size == len(codex_line(1))
+    assert (restored(live, "codex", tmp_path, seq=1) / "history.jsonl").read_bytes() == codex_line(1)
+
+    with open(chat, "ab") as fh:
+        fh.write(b'pe": "event_msg"}\n')
+    result = live.checkpoint()
+
+    assert result.seq == 2
+    assert (restored(live, "codex", tmp_path, seq=2) / "history.jsonl").read_bytes() == chat.read_bytes()
+
+
+def test_torn_line_alone_uploads_no_data(live):
+    chat = live.local / "codex-home" / "history.jsonl"
+    chat.write_bytes(codex_line(1))
+    live.checkpoint()
+    before = live.entries("codex")["history.jsonl"]
+    with open(chat, "ab") as fh:
+        fh.write(b'{"timestamp": "2026-02-24T12:10:02.000Z", "ty')
+
+    result = live.checkpoint()
+
+    after = live.entries("codex")["history.jsonl"]
+    assert (after.size, after.refs) == (before.size, before.refs)
+    assert result.objects <= 2  # at most a new index page and manifest; no data pack
+
+
+def test_gemini_rewrite_through_rename_is_rebased(live, tmp_path):
+    chat = live.add_gemini_tree()
+    rel = str(chat.relative_to(live.local / "agent-state/gemini-home/.gemini"))
+    live.checkpoint()
+    # {"$rewindTo": id}: Gemini CLI rewrites the chat through a temp file and a rename,
+    # dropping everything after the rewind point and changing an earlier record.
+    rewritten = b"".join(live.gemini_record(i, "edited" if i == 3 else None) for i in range(20))
+    rewritten += b"".join(live.gemini_record(i, "after the rewind " * 40) for i in range(20, 45))
+    tmp = chat.with_name(chat.name + ".tmp")
+    tmp.write_bytes(rewritten)
+    os.replace(tmp, chat)
+
+    result = live.checkpoint()
+
+    assert result.seq == 2
+    entry = live.entries("gemini")[rel]
+    assert entry.kind == KIND_JSONL and entry.size == len(rewritten)
+    assert (restored(live, "gemini", tmp_path) / rel).read_bytes() == rewritten
+
+
+def test_jsonl_truncated_in_place_is_rebased(live, tmp_path):
+    rollout = live.local / "codex-home" / ROLLOUT
+    live.checkpoint()
+    shorter = rollout.read_bytes()[:4096]
+    shorter = shorter[: shorter.rfind(b"\n") + 1] + codex_line(7)
+    with open(rollout, "r+b") as fh:  # same inode: a non-atomic migration
+        fh.truncate(0)
+        fh.write(shorter)
+
+    live.checkpoint()
+
+    assert live.entries("codex")[ROLLOUT].size == len(shorter)
+    assert (restored(live, "codex", tmp_path) / ROLLOUT).read_bytes() == shorter
+
+
+def test_jsonl_rewritten_in_place_to_a_longer_file_is_rebased(live, tmp_path):
+    chat = live.local / "codex-home" / "history.jsonl"
+    chat.write_bytes(b"".join(codex_line(i) for i in range(10)))
+    live.checkpoint()
+    longer = b"".join(codex_line(i + 100) for i in range(12))
+    with open(chat, "r+b") as fh:
+        fh.write(longer)
+
+    live.checkpoint()
+
+    assert (restored(live, "codex", tmp_path) / "history.jsonl").read_bytes() == longer
+
+
+def test_non_jsonl_files_are_stored_byte_for_byte(live, tmp_path):
+    codex = live.local / "codex-home"
+    files = {
+        "config.toml": b'model = "gpt-5.3-codex"\n[projects."/home/node/work"]\ntrust_level = "trusted"\n',
+        "auth.json": b'{"OPENAI_API_KEY": null, "tokens": {"id_token": "x.y.z"}}',
+        "notes.md": b"# notes\r\nno newline at the end",
+        "blob.bin": bytes(range(256)) * 4 + b"\0" * 4096 + b"\n\n\0tail",
+        "empty.json": b"",
+        # A transcript damaged the way Claude Code's have been: a torn record run into
+        # the next one, a run of NULs, a duplicated block. Stored as is, never "fixed".
+        "damaged.jsonl": b'{"a": 1}\n{"b": {"tor{"c": 3}\n' + b"\0" * 300 + b'\n{"a": 1}\n{"a": 1}\n',
+    }
+    for name, data in files.items():
+        (codex / name).write_bytes(data)
+
+    live.checkpoint()
+
+    out = restored(live, "codex", tmp_path)
+    assert {name: (out / name).read_bytes() for name in files} == files
+    kinds = {p: e.kind for p, e in live.entries("codex").items() if p in files}
+    assert kinds == {**{n: KIND_FILE for n in files}, "damaged.jsonl": KIND_JSONL}
+
+
+def test_one_byte_change_in_a_large_file_reuploads_one_chunk(live, tmp_path):
+    big = live.local / "codex-home" / "blob.bin"
+    big.write_bytes(os.urandom(5 * CHUNK))
+    live.checkpoint()
+    old = live.entries("codex")["blob.bin"]
+    with open(big, "r+b") as fh:
+        fh.seek(3 * CHUNK + 12345)
+        fh.write(b"\0" if fh.read(1) != b"\0" else b"\1")
+    puts, put_bytes = counters(live)
+
+    result = live.checkpoint()
+
+    new = live.entries("codex")["blob.bin"]
+    assert len(old.refs) == len(new.refs) == 5
+    assert [a.id == b.id for a, b in zip(old.refs, new.refs)] == [True, True, True, False, True]
+    assert result.objects == 3 and live.store.puts - puts == 3
+    assert live.store.put_bytes - put_bytes < 2 * CHUNK
+    assert (restored(live, "codex", tmp_path) / "blob.bin").read_bytes() == big.read_bytes()
+
+
+# --- what a tick takes, and what it leaves out -----------------------------------------
+
+
+def test_symlinks_are_stored_as_links_and_never_followed(live, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not part of any tree")
+    codex = live.local / "codex-home"
+    os.symlink("sessions/2026", codex / "latest")
+    os.symlink(str(outside), codex / "outside-dir")
+    os.symlink(str(outside / "secret.txt"), codex / "outside-file")
+    os.symlink("does-not-exist", codex / "dangling")
+
+    live.checkpoint()
+
+    entries = live.entries("codex")
+    links = {p: e.target for p, e in entries.items() if e.kind == KIND_SYMLINK}
+    assert links == {"latest": "sessions/2026", "outside-dir": str(outside),
+                     "outside-file": str(outside / "secret.txt"), "dangling": "does-not-exist"}
+    assert not [p for p in entries if p.startswith(("outside-dir/", "latest/"))]
+    out = restored(live, "codex", tmp_path)
+    assert {p: os.readlink(out / p) for p in links} == links
+    assert (out / "outside-file").is_symlink()
+
+
+def test_codex_preset_leaves_out_databases_and_caches(live):
+    codex = live.local / "codex-home"
+    for rel in ["state_5.sqlite", "state_5.sqlite-wal", "state_5.sqlite-shm", "logs.db", "cache/models.json",
+                ".tmp/plugins.zip", "db-backups/state_4.sqlite", "mcp-oauth-locks/server.lock"]:
+        (codex / rel).parent.mkdir(parents=True, exist_ok=True)
+        (codex / rel).write_bytes(b"SQLite format 3\0" + b"x" * 100)
+    kept = ["auth.json", "config.toml", "history.jsonl", "session_index.jsonl"]
+    for rel in kept:
+        (codex / rel).write_text("{}\n")
+
+    live.checkpoint()
+
+    stored = {p for p, e in live.entries("codex").items() if e.kind != "dir"}
+    assert stored == set(kept) | {ROLLOUT} | {p for p in stored if p.startswith("sessions/")}
+    assert len([p for p in stored if p.startswith("sessions/")]) == 6
+
+
+def test_fx_preset_leaves_out_locks_and_pending_index(live):
+    fx = live.local / "fx-home"
+    kept = ["sessions/s1/events.jsonl", "sessions/s1/meta.json", "config.json"]
+    left_out = ["sessions/s1/session.lock", "sessions/s1/commit.lock", "sessions/s1/subagent/a1.lock",
+                "index.pending"]
+    for rel in kept + left_out:
+        (fx / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fx / rel).write_text('{"pid": 4242}\n')
+
+    live.checkpoint()
+
+    stored = {p for p, e in live.entries("fx").items() if e.kind != "dir"}
+    assert stored == set(kept)
+
+
+def test_file_vanishing_between_walk_and_read_is_skipped(live):
+    codex = live.local / "codex-home"
+    (codex / "gone.json").write_text("{}")
+    items = [i for i in walk_tree(str(codex), Matcher()) if i.path == "gone.json"]
+    (codex / "gone.json").unlink()
+    writer = PackWriter(live.store, str(live.home / "spool"))
+
+    captured = capture_item(str(codex), items[0], None, False, writer.add)
+
+    writer.abort()
+    assert captured is None and writer.blobs == 0
+
+
+def test_checkpoint_survives_files_churning_during_the_walk(live, tmp_path):
+    churn = live.local / "codex-home" / "churn"
+    churn.mkdir()
+    stop = threading.Event()
+
+    def keep_churning():
+        n = 0
+        while not stop.is_set():
+            (churn / f"f{n:05d}.json").write_text(f'{{"n": {n}}}')
+            if n >= 20:
+                (churn / f"f{n - 20:05d}.json").unlink()
+            n += 1
+
+    worker = threading.Thread(target=keep_churning)
+    worker.start()
+    try:
+        for _ in range(5):
+            live.checkpoint()
+    finally:
+        stop.set()
+        worker.join()
+
+    live.checkpoint(allow_deletions=True)
+    assert sorted(os.listdir(restored(live, "codex", tmp_path) / "churn")) == sorted(os.listdir(churn))
+
+
+# --- refusals ----------------------------------------------------------------------------
+
+
+def test_refuses_a_store_dir_that_is_not_a_journal_store(live):
+    live.store_path.mkdir()
+    (live.store_path / "README.txt").write_text("someone else's files\n")
+
+    with pytest.raises(NotAStore):
+        live.checkpoint()
+
+    assert sorted(p.name for p in live.store_path.rglob("*")) == ["README.txt"]
+    assert live.store.puts == 0
+
+
+def test_refuses_to_checkpoint_when_local_state_is_lost_but_store_has_history(live):
+    live.checkpoint()
+    live.state_file.unlink()
+    before = counters(live)
+
+    with pytest.raises(HistoryWithoutState) as err:
+        live.checkpoint()
+
+    assert err.value.latest_seq == 1
+    assert counters(live) == before and live.repo().manifest_seqs() == [1]
+
+
+def test_two_state_dirs_on_one_store_conflict_naming_the_other_writer(make_live):
+    a, b = make_live("a"), make_live("b")
+    a.checkpoint()
+    b.restore()
+    (a.local / "codex-home" / "history.jsonl").write_text('{"from": "a"}\n')
+    writer = subprocess.Popen([sys.executable, "-m", "journal", "checkpoint"], env={**os.environ, **a.env},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert writer.wait(timeout=60) == 0, writer.stderr.read()
+    (b.local / "codex-home" / "history.jsonl").write_text('{"from": "b"}\n')
+
+    with pytest.raises(ManifestConflict) as err:
+        b.checkpoint()
+
+    assert err.value.seq == 2
+    assert f"pid {writer.pid}" in str(err.value) and socket.gethostname() in str(err.value)
+    assert a.entries("codex")["history.jsonl"].size == len('{"from": "a"}\n')
+
+
+def test_one_change_in_three_thousand_files_writes_few_index_pages(bare_live):
+    memories = bare_live.local / "codex-home" / "memories"
+    for d in range(30):
+        (memories / f"d{d:02d}").mkdir(parents=True)
+        for f in range(100):
+            (memories / f"d{d:02d}" / f"note-{f:03d}.md").write_text(f"note {d}/{f}\n")
+    first = bare_live.checkpoint()
+    (memories / "d17" / "note-042.md").write_text("changed\n")
+    puts, put_bytes = counters(bare_live)
+
+    result = bare_live.checkpoint()
+
+    assert first.trees[0].files == 3000 and result.trees[0].changed == 1
+    assert result.objects == 3 and bare_live.store.puts - puts == 3
+    assert bare_live.store.put_bytes - put_bytes < 30 * 1024
+
+
+# --- deletions ---------------------------------------------------------------------------
+
+
+def test_deleting_one_file_of_many_drops_it_from_the_next_manifest(live):
+    live.checkpoint()
+    (live.local / "codex-home" / ROLLOUT).unlink()
+
+    result = live.checkpoint()
+
+    assert result.seq == 2
+    assert ROLLOUT not in live.entries("codex") and ROLLOUT in live.entries("codex", seq=1)
+    assert [t.deleted for t in result.trees if t.name == "codex"] == [1]
+
+
+def test_emptied_tree_keeps_its_entries_and_warns(live):
+    live.checkpoint()
+    claude = live.local / "agent-state" / "claude"
+    for child in claude.iterdir():
+        subprocess.run(["rm", "-rf", str(child)], check=True)
+    before = counters(live)
+
+    result = live.checkpoint()
+
+    assert [t.kept_deleted for t in result.trees if t.name == "claude"] == [7]  # 3 files, 4 dirs
+    assert any("claude" in w and "--allow-deletions" in w for w in live.warnings)
+    assert result.seq is None and counters(live) == before
+    assert len([e for e in live.entries("claude").values() if e.kind != "dir"]) == 3
+
+
+def test_allow_deletions_drops_an_emptied_tree(live):
+    live.checkpoint()
+    claude = live.local / "agent-state" / "claude"
+    for child in claude.iterdir():
+        subprocess.run(["rm", "-rf", str(child)], check=True)
+
+    result = live.checkpoint(allow_deletions=True)
+
+    assert result.seq == 2
+    assert live.entries("claude") == {}
+
+
+def test_vanished_harness_dir_stays_in_later_checkpoints(live):
+    live.checkpoint()
+    subprocess.run(["rm", "-rf", str(live.local / "oc-home")], check=True)
+    (live.local / "codex-home" / "history.jsonl").write_text("{}\n")
+
+    result = live.checkpoint()
+
+    assert result.seq == 2
+    assert live.entries("openclaw", seq=2) == live.entries("openclaw", seq=1) != {}
+
+
+def test_configured_but_missing_tree_keeps_its_last_checkpoint_and_warns(live):
+    live.checkpoint()
+    config = live.home / ".config" / "journal" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('presets = ["codex", "claude", "openclaw"]\n')
+    subprocess.run(["rm", "-rf", str(live.local / "oc-home")], check=True)
+    before = counters(live)
+
+    result = live.checkpoint()
+
+    assert [t.absent for t in result.trees if t.name == "openclaw"] == [True]
+    assert any("openclaw" in w and "missing" in w for w in live.warnings)
+    assert result.seq is None and counters(live) == before

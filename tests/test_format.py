@@ -1,0 +1,332 @@
+"""The on-disk format, pinned by the golden store under tests/golden/ (docs/design.md §3-8, §14).
+
+The golden store was written by ``tools/make_golden.py``. These tests restore it with
+the current code, decode it with a reader written here from the documented format
+(struct + zstandard + json, no journal imports), and check that the current writer
+still produces the same logical content. A format change must fail here; it comes
+with regenerated golden data and a new version in docs/design.md §14.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import struct
+import subprocess
+import sys
+
+import pytest
+import zstandard
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+GOLDEN = os.path.join(HERE, "golden")
+GOLDEN_STORE = os.path.join(GOLDEN, "store")
+GOLDEN_TREE = os.path.join(GOLDEN, "tree")
+TREE_NAME = "codex"
+
+HEADER = struct.Struct(">4sBBHQQ32s")
+KIND_CHUNK, KIND_SEGMENT, KIND_PAGE, KIND_MANIFEST = 1, 2, 3, 4
+MANIFEST_FIELDS = {
+    "version": int, "seq": int, "parent": (int, type(None)), "parent_id": (str, type(None)),
+    "created": str, "created_ns": int, "host": str, "pid": int, "writer": str,
+    "trees": dict, "packs": list, "added_bytes": int, "added_objects": int,
+}
+#: Manifest fields that differ on every run of make_golden (see its docstring).
+VARYING = ("created", "created_ns", "host", "pid", "writer", "parent_id")
+
+
+# --- an independent reader of the documented format ---------------------------------
+
+def read_header(data: bytes) -> dict:
+    magic, version, kind, flags, raw_size, stored_size, digest = HEADER.unpack_from(data)
+    return {"magic": magic, "version": version, "kind": kind, "flags": flags,
+            "raw_size": raw_size, "stored_size": stored_size, "sha256": digest.hex()}
+
+
+def read_record(data: bytes) -> tuple[dict, bytes]:
+    """(header, payload) of one whole record, checked as §4 says a reader must."""
+    head = read_header(data)
+    assert head["magic"] == b"JRNL" and head["version"] == 1 and head["flags"] == 0
+    assert head["kind"] in (KIND_CHUNK, KIND_SEGMENT, KIND_PAGE, KIND_MANIFEST)
+    assert len(data) == HEADER.size + head["stored_size"]
+    payload = zstandard.ZstdDecompressor().decompress(data[HEADER.size:], max_output_size=head["raw_size"])
+    assert len(payload) == head["raw_size"]
+    assert hashlib.sha256(payload).hexdigest() == head["sha256"]
+    return head, payload
+
+
+def split_pack(data: bytes) -> list[tuple[int, dict, bytes]]:
+    """Every (offset, header, payload) of a pack: records back to back, nothing else."""
+    out, offset = [], 0
+    while offset < len(data):
+        head = read_header(data[offset:offset + HEADER.size])
+        end = offset + HEADER.size + head["stored_size"]
+        out.append((offset, *read_record(data[offset:end])))
+        offset = end
+    assert offset == len(data)
+    return out
+
+
+class Reader:
+    """Reads a store directory by the documented layout."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.page_layouts: list[list[str]] = []   # key order of every page read
+
+    def raw(self, key: str) -> bytes:
+        with open(os.path.join(self.root, *key.split("/")), "rb") as fh:
+            return fh.read()
+
+    def manifest(self, seq: int) -> tuple[dict, dict, bytes]:
+        head, payload = read_record(self.raw(f"manifests/{seq:012d}"))
+        return head, json.loads(payload), payload
+
+    def blob(self, ref: list, parent_pack: str = "") -> tuple[dict, bytes]:
+        blob_id, pack, offset, length, size = ref
+        data = self.raw(f"packs/{(pack or parent_pack)[:2]}/{pack or parent_pack}")[offset:offset + length]
+        head, payload = read_record(data)
+        assert head["sha256"] == blob_id and len(payload) == size
+        return head, payload
+
+    def entries(self, root_ref: list | None) -> list[dict]:
+        """Every entry under a root page, in path order (§7: empty child pack = same pack)."""
+        if root_ref is None:
+            return []
+        out, stack = [], [root_ref]
+        while stack:
+            ref = stack.pop()
+            head, payload = self.blob(ref)
+            assert head["kind"] == KIND_PAGE
+            page = json.loads(payload)
+            assert page["version"] == 1
+            self.page_layouts.append(list(page))
+            out.extend(page["entries"])
+            stack.extend(reversed([[c[1][0], c[1][1] or ref[1], *c[1][2:]] for c in page["children"]]))
+        return out
+
+    def file_bytes(self, entry: dict) -> bytes:
+        return b"".join(self.blob(ref)[1] for ref in entry.get("refs", []))
+
+
+def logical_view(root: str) -> dict:
+    """What a store means, minus per-run fields and compressed sizes (so a zstd
+    upgrade that changes frame bytes is not mistaken for a format change)."""
+    reader = Reader(root)
+    config = json.loads(reader.raw("config"))
+    view = {"config": {k: v for k, v in config.items() if k not in ("store_id", "created")}, "manifests": {}}
+    for name in sorted(os.listdir(os.path.join(root, "manifests"))):
+        head, man, _ = reader.manifest(int(name))
+        trees = {}
+        for tree, info in man["trees"].items():
+            entries = []
+            for e in reader.entries(info["root"]):
+                refs = [(reader.blob(r)[0]["kind"], r[0], r[4]) for r in e.get("refs", [])]
+                entries.append({**{k: v for k, v in e.items() if k != "refs"}, "refs": refs, "order": list(e)})
+            trees[tree] = {"files": info["files"], "bytes": info["bytes"], "entries": entries,
+                           "root": list(info), "pages": reader.page_layouts}
+            reader.page_layouts = []
+        stable = {k: v for k, v in man.items() if k not in VARYING and k not in ("trees", "packs", "added_bytes")}
+        view["manifests"][name] = {**stable, "kind": head["kind"], "npacks": len(man["packs"]), "trees": trees,
+                                   "order": list(man)}
+    view["config_order"] = list(config)
+    return view
+
+
+# --- running the CLI -----------------------------------------------------------------
+
+def journal_cmd() -> list[str]:
+    script = os.path.join(os.path.dirname(sys.executable), "journal")
+    return [script] if os.path.exists(script) else [sys.executable, "-m", "journal"]
+
+
+def run_journal(tmp_path, store: str, *args: str) -> subprocess.CompletedProcess:
+    home = tmp_path / "home"
+    local = tmp_path / "local"
+    home.mkdir(exist_ok=True)
+    local.mkdir(exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "AM_LOCAL": str(local),
+           "JOURNAL_STORE": store, "LANG": "C.UTF-8"}
+    return subprocess.run(journal_cmd() + list(args), env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def golden_store(tmp_path) -> str:
+    """A private copy: running commands must never touch the committed fixture."""
+    dst = tmp_path / "golden-store"
+    shutil.copytree(GOLDEN_STORE, dst, symlinks=True)
+    return str(dst)
+
+
+@pytest.fixture(scope="module")
+def listing() -> list[dict]:
+    with open(os.path.join(GOLDEN, "tree.json")) as fh:
+        data = json.load(fh)
+    assert data["tree"] == TREE_NAME
+    return data["entries"]
+
+
+def describe(root: str) -> dict[str, dict]:
+    """path -> what a restore must reproduce (kind, mode, mtime, bytes or target)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            st = os.lstat(full)
+            item = {"mode": stat.S_IMODE(st.st_mode)}
+            if stat.S_ISLNK(st.st_mode):
+                item.update(kind="symlink", mtime_ns=st.st_mtime_ns, target=os.readlink(full))
+            elif stat.S_ISDIR(st.st_mode):
+                item.update(kind="dir")
+            else:
+                with open(full, "rb") as fh:
+                    data = fh.read()
+                item.update(kind="file", mtime_ns=st.st_mtime_ns, size=len(data),
+                            sha256=hashlib.sha256(data).hexdigest())
+            out[rel] = item
+    return out
+
+
+# --- the tests -----------------------------------------------------------------------
+
+def test_restore_of_golden_store_rebuilds_golden_tree_byte_for_byte(tmp_path, golden_store, listing):
+    out = tmp_path / "out"
+    proc = run_journal(tmp_path, golden_store, "restore", "--to", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    restored = out / TREE_NAME
+    assert sorted(os.listdir(out)) == [TREE_NAME]
+    got = describe(str(restored))
+    want = {e["path"]: {k: v for k, v in e.items() if k != "path"} for e in listing}
+    assert got == want
+    for path, item in want.items():
+        golden_path = os.path.join(GOLDEN_TREE, path)
+        if item["kind"] == "file":
+            assert (restored / path).read_bytes() == open(golden_path, "rb").read(), path
+        elif item["kind"] == "symlink":
+            assert os.readlink(restored / path) == os.readlink(golden_path)
+
+
+def test_golden_tree_checkout_matches_its_listing(listing):
+    """tests/golden/tree as committed (git keeps no empty dir, mode or mtime) holds the listed bytes."""
+    for e in listing:
+        full = os.path.join(GOLDEN_TREE, e["path"])
+        if e["kind"] == "file":
+            data = open(full, "rb").read()
+            assert (len(data), hashlib.sha256(data).hexdigest()) == (e["size"], e["sha256"]), e["path"]
+        elif e["kind"] == "symlink":
+            assert os.readlink(full) == e["target"]
+    kinds = {e["kind"] for e in listing}
+    assert kinds == {"file", "symlink", "dir"}
+    agents = next(e for e in listing if e["path"] == "AGENTS.md")
+    assert not open(os.path.join(GOLDEN_TREE, "AGENTS.md"), "rb").read().endswith(b"\n"), agents
+
+
+def test_verify_full_on_golden_store_is_clean(tmp_path, golden_store):
+    proc = run_journal(tmp_path, golden_store, "verify", "--full", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["ok"] is True and result["findings"] == []
+    assert result["manifests"] == 2 and result["packs"] == 4
+
+
+def test_log_lists_both_golden_checkpoints_newest_first(tmp_path, golden_store):
+    proc = run_journal(tmp_path, golden_store, "log", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    entries = json.loads(proc.stdout)
+    assert [e["seq"] for e in entries] == [2, 1]
+    assert all(e["error"] is None and e["trees"] == [TREE_NAME] for e in entries)
+
+
+def test_golden_store_layout_is_config_manifests_and_hash_named_packs():
+    keys = []
+    for dirpath, _, filenames in os.walk(GOLDEN_STORE):
+        keys += [os.path.relpath(os.path.join(dirpath, f), GOLDEN_STORE).replace(os.sep, "/") for f in filenames]
+    assert "config" in keys
+    for key in keys:
+        assert re.fullmatch(r"config|manifests/\d{12}|packs/[0-9a-f]{2}/[0-9a-f]{64}", key), key
+        if key.startswith("packs/"):
+            data = Reader(GOLDEN_STORE).raw(key)
+            name = key.rsplit("/", 1)[1]
+            assert hashlib.sha256(data).hexdigest() == name and key.split("/")[1] == name[:2]
+            assert split_pack(data), key
+    config = json.loads(Reader(GOLDEN_STORE).raw("config"))
+    assert config["format"] == "journal-store" and config["version"] == 1
+    assert re.fullmatch(r"[0-9a-f]{32}", config["store_id"]) and isinstance(config["created"], str)
+
+
+@pytest.mark.parametrize("seq", [1, 2])
+def test_golden_manifest_record_header_and_documented_fields(seq):
+    reader = Reader(GOLDEN_STORE)
+    raw = reader.raw(f"manifests/{seq:012d}")
+    assert raw[:4] == b"JRNL" and raw[4] == 1 and raw[5] == KIND_MANIFEST
+    assert raw[6:8] == b"\0\0"
+    head, man, payload = reader.manifest(seq)
+    assert head["stored_size"] == len(raw) - 56
+    for field, types in MANIFEST_FIELDS.items():
+        assert field in man and isinstance(man[field], types), field
+    assert set(man) == set(MANIFEST_FIELDS)
+    assert man["version"] == 1 and man["seq"] == seq
+    assert list(man["trees"]) == [TREE_NAME]
+    tree = man["trees"][TREE_NAME]
+    assert set(tree) == {"root", "files", "bytes"} and len(tree["root"]) == 5
+    for pack in man["packs"]:
+        assert os.path.isfile(os.path.join(GOLDEN_STORE, "packs", pack[:2], pack))
+    assert man["added_objects"] == len(man["packs"]) + 1
+    if seq == 1:
+        assert (man["parent"], man["parent_id"]) == (None, None)
+    else:
+        first_payload = reader.manifest(1)[2]
+        assert man["parent"] == 1 and man["parent_id"] == hashlib.sha256(first_payload).hexdigest()
+    assert payload == json.dumps(man, separators=(",", ":")).encode(), "fields in a fixed order, compact JSON"
+
+
+def test_golden_index_pages_hold_the_documented_entries(listing):
+    reader = Reader(GOLDEN_STORE)
+    by_path = {e["path"]: e for e in listing}
+    _, man1, _ = reader.manifest(1)
+    _, man2, _ = reader.manifest(2)
+    entries = reader.entries(man2["trees"][TREE_NAME]["root"])
+    assert [e["path"] for e in entries] == sorted(by_path)
+    for e in entries:
+        want = by_path[e["path"]]
+        assert set(e) <= {"path", "kind", "mode", "mtime_ns", "size", "refs", "target"}
+        assert e["mode"] == want["mode"]
+        if want["kind"] == "dir":
+            assert e["kind"] == "dir" and "refs" not in e and e.get("mtime_ns", 0) == 0
+        elif want["kind"] == "symlink":
+            assert (e["kind"], e["target"], e["mtime_ns"]) == ("symlink", want["target"], want["mtime_ns"])
+        else:
+            kind = "jsonl" if e["path"].endswith(".jsonl") else "file"
+            assert (e["kind"], e["size"], e["mtime_ns"]) == (kind, want["size"], want["mtime_ns"])
+            data = reader.file_bytes(e)
+            assert hashlib.sha256(data).hexdigest() == want["sha256"]
+            blob_kind = KIND_SEGMENT if kind == "jsonl" else KIND_CHUNK
+            assert all(reader.blob(r)[0]["kind"] == blob_kind for r in e["refs"])
+    rollout2 = next(e for e in entries if e["kind"] == "jsonl")
+    rollout1 = next(e for e in reader.entries(man1["trees"][TREE_NAME]["root"]) if e["kind"] == "jsonl")
+    assert len(rollout1["refs"]) == 1 and len(rollout2["refs"]) == 2
+    assert rollout2["refs"][0] == rollout1["refs"][0], "the appended rollout reuses checkpoint 1's segment"
+    assert all(reader.blob(r)[1].endswith(b"\n") for r in rollout2["refs"])
+    assert rollout2["refs"][1][1] in man2["packs"] and rollout2["refs"][0][1] in man1["packs"]
+
+
+def test_current_writer_reproduces_the_golden_format(tmp_path):
+    sys.path.insert(0, REPO)
+    from tools.make_golden import build_golden
+
+    store_dir, tree = build_golden(str(tmp_path / "work"))
+    assert logical_view(store_dir) == logical_view(GOLDEN_STORE), (
+        "the current code writes a different format than tests/golden/store; if that is deliberate, "
+        "regenerate with tools/make_golden.py and add a format version to docs/design.md §14")
+    assert describe(tree) == describe_listing()
+
+
+def describe_listing() -> dict[str, dict]:
+    with open(os.path.join(GOLDEN, "tree.json")) as fh:
+        return {e["path"]: {k: v for k, v in e.items() if k != "path"} for e in json.load(fh)["entries"]}

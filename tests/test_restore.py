@@ -1,0 +1,384 @@
+"""Restore: the newest valid checkpoint back onto local disk, never going backwards."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from journal.errors import HistoryWithoutState
+from journal.index import build_index
+from journal.localstate import load_state
+from journal.materialize import KEEP_EXTENDS, KEEP_NEWER, REPLACE, WRITE
+from journal.model import KIND_FILE, KIND_SYMLINK, Entry, Manifest, TreeRoot
+from journal.objects import KIND_CHUNK, KIND_PAGE
+from journal.pack import PackWriter
+from journal.repository import encode_manifest, manifest_key, utc_now
+
+TREES = {"codex": "codex-home", "claude": "agent-state/claude", "openclaw": "oc-home/.openclaw",
+         "gemini": "agent-state/gemini-home/.gemini"}
+ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
+SESSION = "agents/main/sessions/d703a1a9-1b7b-4fb1-b512-c9738b1fe617.jsonl"
+SECOND = 1_000_000_000
+
+
+@pytest.fixture
+def source(live):
+    """The fixture trees plus a Gemini home, with a few private modes, checkpointed once."""
+    live.add_gemini_tree()
+    claude = live.local / TREES["claude"]
+    (claude / "projects" / "-home-node-work-spotter" / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl").chmod(0o600)
+    (claude / "projects" / "-home-node-work-spotter").chmod(0o700)
+    (live.local / "codex-home" / "config.toml").write_text('model = "gpt-5.3-codex"\n')
+    (live.local / "codex-home" / "auth.json").write_text('{"tokens": null}')
+    (live.local / "codex-home" / "auth.json").chmod(0o600)
+    assert live.checkpoint().seq == 1
+    return live
+
+
+def harness_dirs(live) -> None:
+    """The empty harness homes a fresh container makes before restore runs."""
+    for rel in TREES.values():
+        (live.local / rel).mkdir(parents=True, exist_ok=True)
+
+
+def set_mtime(path: Path, mtime_ns: int) -> None:
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def actions(result, tree: str) -> dict[str, int]:
+    return next(t.actions for t in result.trees if t.name == tree)
+
+
+def tree_result(result, tree: str):
+    return next(t for t in result.trees if t.name == tree)
+
+
+def remove(path: Path) -> None:
+    subprocess.run(["rm", "-rf", str(path)], check=True)
+
+
+# --- rebuilding trees ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tree", sorted(TREES))
+def test_restore_into_empty_local_rebuilds_every_stored_tree(source, make_live, tree):
+    fresh = make_live("b", fixtures=False)  # a new container: $AM_LOCAL exists, nothing in it
+
+    result = fresh.restore()
+
+    assert result.complete
+    assert fresh.snapshot(fresh.local / TREES[tree]) == source.snapshot(source.local / TREES[tree])
+
+
+@pytest.mark.parametrize("tree", sorted(TREES))
+def test_restore_into_empty_harness_homes_is_byte_identical(source, make_live, tree):
+    fresh = make_live("b", fixtures=False)
+    harness_dirs(fresh)
+
+    result = fresh.restore()
+
+    assert result.complete and tree_result(result, tree).lost == []
+    want = source.snapshot(source.local / TREES[tree])
+    assert fresh.snapshot(fresh.local / TREES[tree]) == want
+    assert len([v for v in want.values() if v[0] == "file"]) >= 2
+
+
+def test_checkpoint_right_after_restore_is_idle(source, make_live):
+    fresh = make_live("b", fixtures=False)
+    harness_dirs(fresh)
+    fresh.restore()
+    puts, put_bytes = fresh.store.puts, fresh.store.put_bytes
+
+    result = fresh.checkpoint()
+
+    assert result.seq is None and result.objects == 0
+    assert (fresh.store.puts, fresh.store.put_bytes) == (puts, put_bytes)
+    assert fresh.repo().manifest_seqs() == [1]
+
+
+def test_restore_marks_the_local_state_complete(source, make_live):
+    fresh = make_live("b", fixtures=False)
+    harness_dirs(fresh)
+
+    fresh.restore()
+
+    state = load_state(str(fresh.local / ".journal"), fresh.repo().store_id)
+    assert state.restore_complete and state.seq == 1
+
+
+# --- the keep-or-replace rule -------------------------------------------------------------
+
+
+def test_hot_restart_keeps_a_newer_local_file(source):
+    config = source.local / "codex-home" / "config.toml"
+    checkpointed = source.entries("codex")["config.toml"]
+    config.write_text('model = "gpt-5.4"\n')
+    set_mtime(config, checkpointed.mtime_ns + 60 * SECOND)
+
+    result = source.restore()
+
+    assert config.read_text() == 'model = "gpt-5.4"\n'
+    assert actions(result, "codex").get(KEEP_NEWER) == 1
+
+
+def test_restore_keeps_a_local_jsonl_that_extends_the_checkpoint(source):
+    rollout = source.local / "codex-home" / ROLLOUT
+    checkpointed = source.entries("codex")[ROLLOUT]
+    with open(rollout, "ab") as fh:
+        fh.write(b'{"timestamp": "2026-02-24T12:10:00.000Z", "type": "event_msg", "payload": {}}\n')
+    grown = rollout.read_bytes()
+    set_mtime(rollout, checkpointed.mtime_ns - 60 * SECOND)  # an older clock must not matter
+
+    result = source.restore()
+
+    assert rollout.read_bytes() == grown
+    assert actions(result, "codex").get(KEEP_EXTENDS) == 1
+
+
+def test_restore_replaces_an_older_different_local_file(source):
+    session = source.local / "oc-home" / ".openclaw" / SESSION
+    want = session.read_bytes()
+    checkpointed = source.entries("openclaw")[SESSION]
+    session.write_bytes(want[: len(want) // 2].replace(b"a", b"b"))
+    set_mtime(session, checkpointed.mtime_ns - 60 * SECOND)
+
+    result = source.restore()
+
+    assert session.read_bytes() == want
+    assert session.stat().st_mtime_ns == checkpointed.mtime_ns
+    assert actions(result, "openclaw").get(REPLACE) == 1
+
+
+def test_restore_writes_back_a_missing_file(source):
+    rollout = source.local / "codex-home" / ROLLOUT
+    want = rollout.read_bytes()
+    rollout.unlink()
+
+    result = source.restore()
+
+    assert rollout.read_bytes() == want
+    assert actions(result, "codex").get(WRITE) == 1
+
+
+def test_first_deployment_over_a_populated_tree_keeps_newer_files_and_checkpoints_them(source, make_live, tmp_path):
+    second = make_live("b")  # same transcripts on disk, no local state, the store has history
+    newer = second.local / "codex-home" / "config.toml"
+    newer.write_text('model = "local-newer"\n')
+    set_mtime(newer, source.entries("codex")["config.toml"].mtime_ns + 60 * SECOND)
+    (second.local / "codex-home" / "history.jsonl").write_text('{"only": "here"}\n')
+    (second.local / "oc-home" / ".openclaw" / SESSION).unlink()
+    with pytest.raises(HistoryWithoutState):
+        second.checkpoint()
+
+    result = second.restore()
+
+    assert result.complete
+    assert newer.read_text() == 'model = "local-newer"\n'
+    assert (second.local / "oc-home" / ".openclaw" / SESSION).read_bytes() == \
+        (source.local / "oc-home" / ".openclaw" / SESSION).read_bytes()
+    assert second.checkpoint().seq == 2
+    stored = second.entries("codex", seq=2)
+    assert stored["config.toml"].size == len('model = "local-newer"\n') and "history.jsonl" in stored
+    out = tmp_path / "export"
+    second.restore(to=str(out))
+    assert (out / "codex" / "config.toml").read_text() == 'model = "local-newer"\n'
+
+
+def test_jsonl_with_no_complete_line_restores_as_an_empty_file(live, make_live):
+    torn = live.local / "codex-home" / "session_index.jsonl"
+    torn.write_bytes(b'{"id": "019c8a59", "thread_name": "fix the bu')
+    live.checkpoint()
+    fresh = make_live("b", fixtures=False)
+    harness_dirs(fresh)
+
+    fresh.restore()
+
+    assert (fresh.local / "codex-home" / "session_index.jsonl").read_bytes() == b""
+
+
+# --- options ---------------------------------------------------------------------------------
+
+
+def test_restore_to_dir_writes_every_stored_tree_there_and_leaves_live_alone(source, tmp_path):
+    (source.local / "codex-home" / ROLLOUT).unlink()
+    state_before = source.state_file.read_bytes()
+    out = tmp_path / "export"
+
+    result = source.restore(to=str(out))
+
+    assert sorted(t.name for t in result.trees) == sorted(TREES)
+    assert sorted(p.name for p in out.iterdir()) == sorted(TREES)
+    assert source.snapshot(out / "claude") == source.snapshot(source.local / TREES["claude"])
+    assert (out / "codex" / ROLLOUT).is_file()
+    assert not (source.local / "codex-home" / ROLLOUT).exists()
+    assert source.state_file.read_bytes() == state_before
+
+
+def test_restore_at_an_older_seq_gives_the_older_content(source, tmp_path):
+    config = source.local / "codex-home" / "config.toml"
+    config.write_text('model = "second"\n')
+    assert source.checkpoint().seq == 2
+
+    source.restore(to=str(tmp_path / "at1"), at="1")
+    source.restore(to=str(tmp_path / "at2"), at="2")
+
+    assert (tmp_path / "at1" / "codex" / "config.toml").read_text() == 'model = "gpt-5.3-codex"\n'
+    assert (tmp_path / "at2" / "codex" / "config.toml").read_text() == 'model = "second"\n'
+
+
+def test_dry_run_reports_the_plan_and_writes_nothing(source):
+    rollout = source.local / "codex-home" / ROLLOUT
+    rollout.unlink()
+    state_before = source.state_file.read_bytes()
+    store_before = sorted(p.relative_to(source.store_path) for p in source.store_path.rglob("*"))
+
+    result = source.restore(dry_run=True)
+
+    assert result.dry_run and actions(result, "codex").get(WRITE) == 1
+    assert not rollout.exists()
+    assert source.state_file.read_bytes() == state_before
+    assert sorted(p.relative_to(source.store_path) for p in source.store_path.rglob("*")) == store_before
+
+
+# --- damage in the store -------------------------------------------------------------------
+
+
+def test_torn_newest_manifest_is_skipped_for_the_previous_one(source):
+    config = source.local / "codex-home" / "config.toml"
+    config.write_text('model = "second"\n')
+    assert source.checkpoint().seq == 2
+    newest = source.store_path / manifest_key(2)
+    newest.write_bytes(newest.read_bytes()[:40])
+    config.unlink()
+
+    result = source.restore()
+
+    assert config.read_text() == 'model = "gpt-5.3-codex"\n'
+    assert tree_result(result, "codex").seq == 1
+    assert any("manifest 2" in w for w in source.warnings)
+
+
+def test_corrupt_blob_falls_back_to_an_older_good_copy(source):
+    config = source.local / "codex-home" / "config.toml"
+    config.write_text('model = "second"\n')
+    assert source.checkpoint().seq == 2
+    source.corrupt_blob(source.entries("codex")["config.toml"].refs[0])
+    config.unlink()
+
+    result = source.restore()
+
+    assert config.read_text() == 'model = "gpt-5.3-codex"\n'
+    codex = tree_result(result, "codex")
+    assert codex.lost == [] and len(codex.fallbacks) == 1 and "config.toml" in codex.fallbacks[0]
+    assert any("config.toml" in w and "damaged" in w for w in source.warnings)
+
+
+def test_blob_with_no_good_copy_is_lost_and_restore_exits_non_zero(source):
+    rollout = source.local / "codex-home" / ROLLOUT
+    source.corrupt_blob(source.entries("codex")[ROLLOUT].refs[0])
+    rollout.unlink()
+
+    proc = source.run("restore")
+
+    assert proc.returncode == 1
+    assert f"LOST {ROLLOUT}" in proc.stdout and "INCOMPLETE" in proc.stderr
+    assert not rollout.exists()
+    assert load_state(str(source.local / ".journal"), source.repo().store_id).restore_complete is False
+
+
+def test_corrupt_object_in_one_tree_does_not_block_the_others(source, make_live):
+    source.corrupt_blob(source.entries("codex")[ROLLOUT].refs[0])
+    fresh = make_live("b", fixtures=False)
+    harness_dirs(fresh)
+
+    result = fresh.restore()
+
+    assert not result.complete
+    assert tree_result(result, "codex").lost == [ROLLOUT]
+    for tree in ("claude", "openclaw", "gemini"):
+        assert tree_result(result, tree).lost == []
+        assert fresh.snapshot(fresh.local / TREES[tree]) == source.snapshot(source.local / TREES[tree])
+    codex_left = set(source.snapshot(source.local / "codex-home")) - set(fresh.snapshot(fresh.local / "codex-home"))
+    assert codex_left == {ROLLOUT}
+
+
+# --- paths that would escape the tree --------------------------------------------------------
+
+
+def publish_crafted_manifest(live, files: list[tuple[str, bytes]], links: list[tuple[str, str]]) -> int:
+    """Publish a manifest whose codex tree holds exactly these entries, as a hostile writer could."""
+    repo = live.repo()
+    spool = str(live.home / "spool")
+    data = PackWriter(repo.store, spool)
+    pending = [(path, payload, data.add(KIND_CHUNK, payload)) for path, payload in files]
+    data.finish()
+    entries = [Entry(path=p, kind=KIND_FILE, mode=0o644, mtime_ns=time.time_ns(), size=len(b),
+                     refs=(data.resolve(ref),)) for p, b, ref in pending]
+    entries += [Entry(path=p, kind=KIND_SYMLINK, mode=0o777, target=t) for p, t in links]
+    entries.sort(key=lambda e: e.path)
+    index = PackWriter(repo.store, spool)
+    root, _ = build_index(entries, {}, lambda payload: index.add(KIND_PAGE, payload))
+    index.finish()
+    seq = repo.manifest_seqs()[-1] + 1
+    _, parent_id = repo.load_manifest(seq - 1)
+    manifest = Manifest(seq=seq, parent=seq - 1, parent_id=parent_id, created=utc_now(), created_ns=time.time_ns(),
+                        host="elsewhere", pid=1, writer="f" * 32,
+                        trees={"codex": TreeRoot(root=index.resolve(root), files=len(entries),
+                                                 bytes=sum(e.size for e in entries))},
+                        packs=tuple(data.packs + index.packs))
+    repo.put_manifest(encode_manifest(manifest)[1], seq)
+    return seq
+
+
+@pytest.mark.parametrize("shape", ["dotdot", "absolute", "through-symlink"])
+def test_manifest_path_escaping_the_tree_is_refused(source, tmp_path, shape):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    files, links = [("config.toml", b"harmless\n")], []
+    if shape == "dotdot":
+        files.append(("../../escaped.txt", b"pwned\n"))
+    elif shape == "absolute":
+        files.append((str(outside / "escaped.txt"), b"pwned\n"))
+    else:
+        links.append(("link", str(outside)))
+        files.append(("link/escaped.txt", b"pwned\n"))
+    publish_crafted_manifest(source, files, links)
+    before = {p for p in tmp_path.rglob("*") if ".journal" not in p.parts}
+
+    result = source.restore()
+
+    codex = tree_result(result, "codex")
+    assert codex.error is not None and "refusing manifest path" in codex.error
+    assert not result.complete
+    assert not list(tmp_path.rglob("escaped.txt"))
+    after = {p for p in tmp_path.rglob("*") if ".journal" not in p.parts}
+    assert after == before
+    assert (source.local / "codex-home" / "config.toml").read_text() == 'model = "gpt-5.3-codex"\n'
+    assert tree_result(result, "claude").error is None
+
+
+def test_manifest_path_escaping_the_tree_fails_the_cli_restore(source, tmp_path):
+    publish_crafted_manifest(source, [("../escaped.txt", b"pwned\n")], [])
+
+    proc = source.run("restore")
+
+    assert proc.returncode == 1
+    assert "refusing manifest path '../escaped.txt'" in proc.stdout
+    assert not list(tmp_path.rglob("escaped.txt"))
+
+
+def test_restore_never_writes_through_a_local_symlinked_directory(source, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    day = source.local / "codex-home" / "sessions" / "2026" / "02" / "23"
+    remove(day)
+    os.symlink(outside, day)
+
+    result = source.restore()
+
+    assert list(outside.iterdir()) == []
+    assert not result.complete and tree_result(result, "codex").error is not None
