@@ -211,3 +211,62 @@ def demo(workdir, as_json):
             click.echo(line)
     if not result.ok:
         sys.exit(1)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--interval", type=float, default=None,
+              help="Seconds between checkpoints (else $AGENT_STATE_CHECKPOINT_SECONDS, config, 15).")
+@click.option("--grace", type=float, default=1.0, show_default=True,
+              help="Seconds to wait for CMD after forwarding a stop signal.")
+@click.option("--no-restore", is_flag=True, help="Skip the startup restore (only when you mean it).")
+@click.option("--config", "config_path", metavar="FILE", type=click.Path(dir_okay=False), help="Config file.")
+@click.option("--store", "store_url", metavar="URL", help="Store path or URL.")
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@handle_errors
+def supervise(interval, grace, no_restore, config_path, store_url, cmd):
+    """Restore, run CMD, checkpoint on a timer, and take a final checkpoint on exit.
+
+    Use it as a container's PID 1. CMD never starts if the restore is incomplete.
+
+    Example:
+
+        journal supervise --interval 15 -- node server.js
+    """
+    from .config import load_config
+    from .store import open_store
+    from .supervise import Supervisor
+
+    cfg = load_config(config_path, store=store_url)
+    sup = Supervisor(cfg, lambda: open_store(cfg.store), list(cmd), interval=interval or cfg.interval,
+                     grace=grace, restore_first=not no_restore, reporter=CliReporter())
+    sys.exit(sup.run())
+
+
+@main.command()
+@common
+def status(config_path, store_url, as_json):
+    """Show the supervisor's last checkpoint, last error, lag and pid.
+
+    Example:
+
+        journal status --json
+    """
+    from .config import load_config
+    from .status import report_status
+
+    cfg = load_config(config_path, store=store_url)
+    rep = report_status(cfg.state_dir)
+    if as_json:
+        emit_json(rep)
+        return
+    st = rep.status
+    click.echo(f"supervisor: {'running, pid ' + str(rep.pid) if rep.running else 'not running'}")
+    if st.last:
+        click.echo(f"last checkpoint: seq {st.last.seq if st.last.seq is not None else '- (idle)'}, "
+                   f"{st.last.seconds:.2f}s, {st.last.bytes:,} bytes, {st.last.objects} objects")
+    else:
+        click.echo("last checkpoint: none recorded")
+    click.echo(f"lag since last success: {'-' if rep.lag_seconds is None else f'{rep.lag_seconds:.1f}s'}")
+    click.echo(f"last error: {st.last_error or 'none'}")
+    for w in st.warnings:
+        click.echo(f"warning: {w}")
