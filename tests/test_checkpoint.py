@@ -438,3 +438,24 @@ def test_configured_but_missing_tree_keeps_its_last_checkpoint_and_warns(live):
     assert [t.absent for t in result.trees if t.name == "openclaw"] == [True]
     assert any("openclaw" in w and "missing" in w for w in live.warnings)
     assert result.seq is None and counters(live) == before
+
+
+def test_writer_that_lost_a_conflict_recovers_through_restore_keeping_its_newer_file(make_live):
+    a, b = make_live("a"), make_live("b")
+    a.checkpoint()
+    b.restore()
+    (a.local / "codex-home" / "history.jsonl").write_text('{"from": "a"}\n')
+    a.checkpoint()
+    history = b.local / "codex-home" / "history.jsonl"
+    history.write_text('{"from": "b"}\n')
+    with pytest.raises(ManifestConflict):
+        b.checkpoint()
+    with pytest.raises(ManifestConflict):
+        b.checkpoint()  # still refused: b has not adopted a's history
+
+    b.restore()
+    result = b.checkpoint()
+
+    assert result.seq == 3
+    assert history.read_text() == '{"from": "b"}\n'
+    assert b.entries("codex", seq=3)["history.jsonl"].size == len('{"from": "b"}\n')

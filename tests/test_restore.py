@@ -382,3 +382,37 @@ def test_restore_never_writes_through_a_local_symlinked_directory(source, tmp_pa
 
     assert list(outside.iterdir()) == []
     assert not result.complete and tree_result(result, "codex").error is not None
+
+
+# --- what the next checkpoint makes of a restore ----------------------------------------------
+
+
+def test_checkpoint_after_a_fallback_restore_republishes_the_good_copy(source):
+    config = source.local / "codex-home" / "config.toml"
+    first = source.entries("codex")["config.toml"]
+    config.write_text('model = "second"\n')
+    source.checkpoint()
+    source.corrupt_blob(source.entries("codex")["config.toml"].refs[0])
+    config.unlink()
+    source.restore()
+
+    result = source.checkpoint()
+
+    assert result.seq == 3
+    assert source.entries("codex", seq=3)["config.toml"].refs == first.refs
+
+
+def test_rollback_with_at_into_live_trees_survives_the_next_restart(source, make_live):
+    config = source.local / "codex-home" / "config.toml"
+    config.write_text('model = "second"\n')
+    source.checkpoint()
+    config.unlink()
+    source.restore(at="1")
+    assert config.read_text() == 'model = "gpt-5.3-codex"\n'
+    source.checkpoint()
+
+    restarted = make_live("b", fixtures=False)
+    harness_dirs(restarted)
+    restarted.restore()
+
+    assert (restarted.local / "codex-home" / "config.toml").read_text() == 'model = "gpt-5.3-codex"\n'
