@@ -87,7 +87,10 @@ def _capture_jsonl(fd: int, path: str, st: os.stat_result, prev: FileState | Non
     for seg_start, data in split_segments(fd, start, st.st_size):
         new_refs.append(add(KIND_SEGMENT, data))
         end = seg_start + len(data)
-    return Entry(path=path, kind=KIND_JSONL, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns,
+    mode = stat_mod.S_IMODE(st.st_mode)
+    if pe is not None and not new_refs and refs == pe.refs and mode == pe.mode:
+        return pe  # only a torn tail changed: nothing to publish, keep the entry as it was
+    return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns,
                  size=end, refs=refs + tuple(new_refs))
 
 

@@ -49,7 +49,7 @@ class CheckpointResult(msgspec.Struct, kw_only=True):
 def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
                allow_deletions: bool = False, wait: bool = False) -> CheckpointResult:
     """Take one checkpoint of every configured tree. See the module docstring."""
-    if not cfg.trees:
+    if not cfg.active_trees():
         raise ConfigError("checkpoint: no trees configured; set AM_LOCAL to a directory holding "
                           "harness state or add [[trees]] to the config (`journal trees` shows it)")
     started = time.monotonic()
@@ -99,7 +99,7 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> 
     changed_trees: list[str] = []
     touched = False
     try:
-        for tree in cfg.trees:
+        for tree in cfg.active_trees():
             cache = state.trees.get(tree.name, TreeCache())
             tr, files, changed = scan_tree(tree, cache, ctx)
             result.trees.append(tr)

@@ -62,7 +62,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     state_dir: str
     interval: float
     trees: tuple[TreeConfig, ...]
+    dormant: tuple[TreeConfig, ...] = ()   # presets whose live path does not exist (yet)
     source: str | None = None
+
+    def active_trees(self) -> tuple[TreeConfig, ...]:
+        """The configured trees plus dormant presets whose live path exists now."""
+        woken = tuple(t for t in self.dormant if os.path.isdir(t.path))
+        return tuple(sorted(self.trees + woken, key=lambda t: t.name)) if woken else self.trees
 
 
 def find_config_file(explicit: str | None, env: Mapping[str, str]) -> str | None:
@@ -103,9 +109,9 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     state_dir = _abs(env.get("JOURNAL_STATE_DIR") or cfg.state_dir) or (
         os.path.join(local, ".journal") if local else os.path.join(home, ".local", "state", "journal"))
     interval = _interval(env.get("AGENT_STATE_CHECKPOINT_SECONDS"), cfg.interval, source)
-    trees = _resolve_trees(cfg, local, env, source)
+    trees, dormant = _resolve_trees(cfg, local, env, source)
     return Config(store=store, local=local, state_dir=state_dir, interval=interval,
-                  trees=tuple(trees), source=source)
+                  trees=tuple(trees), dormant=tuple(dormant), source=source)
 
 
 def _abs(path: str | None) -> str | None:
@@ -125,19 +131,26 @@ def _interval(env_value: str | None, file_value: float | None, source: str | Non
     return value
 
 
-def _resolve_trees(cfg: ConfigFile, local: str | None, env: Mapping[str, str], source: str | None) -> list[TreeConfig]:
+def _resolve_trees(cfg: ConfigFile, local: str | None, env: Mapping[str, str],
+                   source: str | None) -> tuple[list[TreeConfig], list[TreeConfig]]:
+    """(trees, dormant): with no explicit preset list, presets whose live path does not
+    exist are dormant: restore fills them from the store, checkpoint uses them once they exist."""
     trees: dict[str, TreeConfig] = {}
+    dormant: dict[str, TreeConfig] = {}
     names = cfg.presets if cfg.presets is not None else list(PRESETS)
     for name in names:
         if name not in PRESETS:
             raise ConfigError(f"read config: {source}: unknown preset {name!r}; known: {', '.join(PRESETS)}")
         tree = _from_preset(name, local, env)
-        # With no explicit preset list, only presets whose live path exists are used.
         if tree and (cfg.presets is not None or os.path.isdir(tree.path)):
             trees[name] = tree
+        elif tree:
+            dormant[name] = tree
     for spec in cfg.trees:
         trees[spec.name] = _from_table(spec, local, env, source)
-    return sorted(trees.values(), key=lambda t: t.name)
+        dormant.pop(spec.name, None)
+    return (sorted(trees.values(), key=lambda t: t.name),
+            sorted(dormant.values(), key=lambda t: t.name))
 
 
 def _from_preset(name: str, local: str | None, env: Mapping[str, str]) -> TreeConfig | None:

@@ -56,8 +56,9 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
         names = _tree_names(cfg, cache, seqs, to, result, reporter)
         caches: dict[str, TreeCache] = {}
         aside = os.path.join(cfg.state_dir, "invalid", utc_now().replace(":", ""))
+        newest = repo.manifest_seqs()[-1] if seqs else None
         for name, dest in names:
-            tr, tcache = _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside)
+            tr, tcache = _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside, newest)
             result.trees.append(tr)
             if tcache is not None:
                 caches[name] = tcache
@@ -77,14 +78,18 @@ def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, resu
             reporter.warn(f"restore: skipping manifest {seq}: {err}")
     if to is not None:
         return [(name, os.path.join(os.path.abspath(to), name)) for name in sorted(stored)]
-    configured = {t.name: t.path for t in cfg.trees}
+    configured = {t.name: t.path for t in cfg.trees + cfg.dormant}
     for name in sorted(stored - configured.keys()):
         result.warnings.append(f"restore: tree {name} is in the store but not configured here; left in the store")
     return [(name, configured[name]) for name in sorted(stored & configured.keys())]
 
 
 def _newest_good_tree(cache: ManifestCache, packs: set[str], seqs: list[int], name: str, reporter):
-    """The newest (seq, entries, pages) of tree ``name`` whose pages load and packs exist."""
+    """The newest (seq, entries, pages) of tree ``name`` whose manifest and pages verify.
+
+    Data packs it names may be missing: each file then falls back on its own
+    (``_write_with_fallback``), so intact files of newer manifests are never lost.
+    """
     for seq in reversed(seqs):
         try:
             manifest, _ = cache.manifest(seq)
@@ -97,13 +102,12 @@ def _newest_good_tree(cache: ManifestCache, packs: set[str], seqs: list[int], na
         missing = {r.pack for e in entries for r in e.refs} - packs
         if missing:
             reporter.warn(f"restore: tree {name}: manifest {seq} names {len(missing)} missing pack(s); "
-                          "trying an older one")
-            continue
+                          "files stored in them fall back to older copies")
         return seq, entries, pages
     return None
 
 
-def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside):
+def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside, newest):
     tr = TreeRestore(name=name, dest=dest)
     found = _newest_good_tree(cache, packs, seqs, name, reporter)
     if found is None:
@@ -135,8 +139,18 @@ def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside
     if not dry_run:
         finish_dirs(dest, entries)
         remove_tmp(dest)
+    # Publish the tree again at the next checkpoint when what is on disk is not the
+    # newest manifest's version of it (a fallback, a loss, or a rollback with --at).
+    behind = tr.seq != newest and name in _tree_names_at(cache, newest)
     return tr, TreeCache(root=cache.manifest(tr.seq)[0].trees[name].root, pages=pages, files=files,
-                         dirty=bool(tr.fallbacks or tr.lost))
+                         dirty=bool(tr.fallbacks or tr.lost) or behind)
+
+
+def _tree_names_at(cache: ManifestCache, seq: int) -> set[str]:
+    try:
+        return set(cache.manifest(seq)[0].trees)
+    except (CorruptObject, ObjectNotFound):
+        return set()
 
 
 def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, aside: str) -> None:
@@ -198,14 +212,14 @@ def _sig_after(dest: str, entry: Entry, action: str):
 
 def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, seqs, caches, complete: bool) -> None:
     state = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
+    all_seqs = repo.manifest_seqs()
     newest_id = None
-    for seq in reversed(seqs):
+    for seq in reversed(all_seqs):
         try:
             newest_id = cache.manifest(seq)[1]
             break
         except (CorruptObject, ObjectNotFound):
             continue
-    all_seqs = repo.manifest_seqs()
     restored = LocalState(store_id=repo.store_id, writer=state.writer,
                           seq=all_seqs[-1] if all_seqs else 0, manifest_id=newest_id,
                           restore_complete=complete, trees=_carry_forward(cache, seqs, caches))

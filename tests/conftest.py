@@ -64,9 +64,6 @@ class Live:
     def state_file(self) -> Path:
         return self.local / ".journal" / "state.msgpack"
 
-    def tree(self, name: str) -> Path:
-        return Path(next(t.path for t in self.cfg.trees if t.name == name))
-
     def checkpoint(self, **kwargs) -> CheckpointResult:
         reporter = Collector()
         try:

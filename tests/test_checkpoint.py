@@ -254,8 +254,8 @@ def test_codex_preset_leaves_out_databases_and_caches(live):
     live.checkpoint()
 
     stored = {p for p, e in live.entries("codex").items() if e.kind != "dir"}
-    assert stored == set(kept) | {ROLLOUT} | {p for p in stored if p.startswith("sessions/")}
-    assert len([p for p in stored if p.startswith("sessions/")]) == 6
+    assert {p for p in stored if not p.startswith("sessions/")} == set(kept)
+    assert len(stored) == len(kept) + 6  # the six rollouts
 
 
 def test_fx_preset_leaves_out_locks_and_pending_index(live):

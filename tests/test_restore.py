@@ -70,8 +70,10 @@ def test_restore_into_empty_local_rebuilds_every_stored_tree(source, make_live, 
 
     result = fresh.restore()
 
-    assert result.complete
-    assert fresh.snapshot(fresh.local / TREES[tree]) == source.snapshot(source.local / TREES[tree])
+    want = source.snapshot(source.local / TREES[tree])
+    got = fresh.snapshot(fresh.local / TREES[tree])
+    assert sorted(got) == sorted(want)
+    assert got == want and result.complete
 
 
 @pytest.mark.parametrize("tree", sorted(TREES))
@@ -83,7 +85,9 @@ def test_restore_into_empty_harness_homes_is_byte_identical(source, make_live, t
 
     assert result.complete and tree_result(result, tree).lost == []
     want = source.snapshot(source.local / TREES[tree])
-    assert fresh.snapshot(fresh.local / TREES[tree]) == want
+    got = fresh.snapshot(fresh.local / TREES[tree])
+    assert sorted(got) == sorted(want)
+    assert got == want
     assert len([v for v in want.values() if v[0] == "file"]) >= 2
 
 
@@ -304,6 +308,25 @@ def test_corrupt_object_in_one_tree_does_not_block_the_others(source, make_live)
         assert fresh.snapshot(fresh.local / TREES[tree]) == source.snapshot(source.local / TREES[tree])
     codex_left = set(source.snapshot(source.local / "codex-home")) - set(fresh.snapshot(fresh.local / "codex-home"))
     assert codex_left == {ROLLOUT}
+
+
+def test_deleted_pack_rolls_back_only_the_files_stored_in_it(source, make_live):
+    config = source.local / "codex-home" / "config.toml"
+    config.write_text('model = "second"\n')
+    source.checkpoint()
+    lost_pack = source.entries("codex", seq=2)["config.toml"].refs[0].pack
+    (source.local / "codex-home" / "history.jsonl").write_text('{"added": "in checkpoint 3"}\n')
+    assert source.checkpoint().seq == 3
+    source.pack_file(lost_pack).unlink()
+    fresh = make_live("b", fixtures=False)
+    harness_dirs(fresh)
+
+    result = fresh.restore()
+
+    codex = fresh.local / "codex-home"
+    assert (codex / "history.jsonl").read_text() == '{"added": "in checkpoint 3"}\n'
+    assert (codex / "config.toml").read_text() == 'model = "gpt-5.3-codex"\n'
+    assert tree_result(result, "codex").seq == 3
 
 
 # --- paths that would escape the tree --------------------------------------------------------

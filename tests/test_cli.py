@@ -1,0 +1,187 @@
+"""The ``journal`` command line, run as a real process: help, output, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from journal import __version__
+from journal.cli import main
+
+COMMANDS = sorted(main.commands)
+
+
+def one_line_error(proc) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("journal: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_an_example(run_journal, command):
+    proc = run_journal(command, "--help")
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"Usage: python -m journal {command}")
+    assert "Example:" in proc.stdout and "journal " in proc.stdout.split("Example:", 1)[1]
+
+
+def test_top_level_help_lists_every_command(run_journal):
+    proc = run_journal("--help")
+
+    assert proc.returncode == 0
+    assert all(f"  {command} " in proc.stdout for command in COMMANDS)
+
+
+def test_version_prints_the_package_version(run_journal):
+    proc = run_journal("--version")
+
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"journal, version {__version__}"
+
+
+def test_init_is_idempotent(bare_live):
+    first = bare_live.run("init", "--json")
+    files = {p: p.read_bytes() for p in bare_live.store_path.rglob("*") if p.is_file()}
+
+    second = bare_live.run("init", "--json")
+
+    assert (first.returncode, second.returncode) == (0, 0)
+    assert json.loads(first.stdout)["store_id"] == json.loads(second.stdout)["store_id"]
+    assert {p: p.read_bytes() for p in bare_live.store_path.rglob("*") if p.is_file()} == files
+    assert [p.name for p in files] == ["config"]
+
+
+def test_init_refuses_a_directory_that_is_not_a_store(bare_live):
+    bare_live.store_path.mkdir()
+    (bare_live.store_path / "photo.jpg").write_bytes(b"\xff\xd8")
+
+    proc = bare_live.run("init")
+
+    assert proc.returncode == 1
+    assert "is not empty and is not a journal store" in one_line_error(proc)
+    assert [p.name for p in bare_live.store_path.iterdir()] == ["photo.jpg"]
+
+
+def test_trees_json_lists_the_detected_harness_trees(live):
+    proc = live.run("trees", "--json")
+
+    assert proc.returncode == 0, proc.stderr
+    cfg = json.loads(proc.stdout)
+    assert cfg["store"] == str(live.store_path) and cfg["local"] == str(live.local)
+    assert {t["name"]: t["path"] for t in cfg["trees"]} == {
+        "claude": str(live.local / "agent-state" / "claude"),
+        "codex": str(live.local / "codex-home"),
+        "openclaw": str(live.local / "oc-home" / ".openclaw"),
+    }
+
+
+def test_trees_reads_a_config_file(live):
+    config = live.home / "journal.toml"
+    config.write_text('presets = ["codex"]\n[[trees]]\nname = "notes"\npath = "notes"\nexclude = ["*.tmp"]\n')
+
+    proc = live.run("trees", "--json", "--config", str(config))
+
+    trees = {t["name"]: t for t in json.loads(proc.stdout)["trees"]}
+    assert sorted(trees) == ["codex", "notes"]
+    assert trees["notes"]["path"] == str(live.local / "notes") and trees["notes"]["exclude"] == ["*.tmp"]
+
+
+@pytest.mark.parametrize("text", [
+    'store = "/data"\n[[trees]\nname = "a"\n',    # not TOML
+    "store = 5\n",                                 # wrong type
+    'stor = "/data"\n',                            # unknown key
+    'presets = ["codex", "vim"]\n',                # unknown preset
+])
+def test_malformed_config_is_a_one_line_error_naming_the_file(live, text):
+    config = live.home / "journal.toml"
+    config.write_text(text)
+
+    proc = live.run("checkpoint", "--config", str(config))
+
+    assert proc.returncode == 2
+    assert str(config) in one_line_error(proc)
+    assert not live.store_path.exists()
+
+
+def test_missing_config_file_is_a_usage_error(live):
+    proc = live.run("trees", "--config", str(live.home / "nope.toml"))
+
+    assert proc.returncode == 2
+    assert "nope.toml does not exist" in one_line_error(proc)
+
+
+@pytest.mark.parametrize("at", ["yesterday", "-3", "2026-13-45"])
+def test_bad_at_value_is_a_clear_error(live, at):
+    live.checkpoint()
+
+    proc = live.run("restore", "--at", at)
+
+    assert proc.returncode == 2
+    assert f"--at {at!r} is neither a sequence number nor an ISO-8601 time" in one_line_error(proc)
+
+
+def test_checkpoint_json_reports_what_was_written(live):
+    proc = live.run("checkpoint", "--json")
+
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["seq"] == 1 and result["objects"] == 3
+    assert sorted(t["name"] for t in result["trees"]) == ["claude", "codex", "openclaw"]
+
+
+def test_checkpoint_without_local_state_points_at_restore(live):
+    live.checkpoint()
+    live.state_file.unlink()
+
+    proc = live.run("checkpoint")
+
+    assert proc.returncode == 1
+    assert "run `journal restore` first" in one_line_error(proc)
+
+
+def test_log_json_lists_checkpoints_newest_first(live):
+    live.checkpoint()
+    (live.local / "codex-home" / "config.toml").write_text('model = "x"\n')
+    live.checkpoint()
+
+    proc = live.run("log", "--json")
+    newest = live.run("log", "--json", "-n", "1")
+
+    assert proc.returncode == 0, proc.stderr
+    entries = json.loads(proc.stdout)
+    assert [e["seq"] for e in entries] == [2, 1]
+    assert entries[0]["files"] == entries[1]["files"] + 1 == 12
+    assert entries[0]["trees"] == ["claude", "codex", "openclaw"] and entries[0]["error"] is None
+    assert [e["seq"] for e in json.loads(newest.stdout)] == [2]
+
+
+def test_log_lists_a_torn_manifest_as_unreadable(live):
+    live.checkpoint()
+    (live.store_path / "manifests" / "000000000001").write_bytes(b"JRNL")
+
+    proc = live.run("log")
+
+    assert proc.returncode == 0
+    assert "UNREADABLE" in proc.stdout.splitlines()[1]
+
+
+def test_log_on_a_missing_store_says_how_to_create_one(bare_live):
+    proc = bare_live.run("log")
+
+    assert proc.returncode == 1
+    assert "run `journal init`" in one_line_error(proc)
+
+
+def test_restore_dry_run_says_what_it_would_do(live):
+    live.checkpoint()
+    (live.local / "codex-home" / "sessions" / "2026" / "02" / "23" /
+     "rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl").unlink()
+
+    proc = live.run("restore", "--dry-run")
+
+    assert proc.returncode == 0, proc.stderr
+    codex = next(line for line in proc.stdout.splitlines() if line.startswith("codex:"))
+    assert "would restore from checkpoint 1" in codex and "1 write" in codex
