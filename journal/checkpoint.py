@@ -55,6 +55,7 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
     started = time.monotonic()
     with StateLock(cfg.state_dir, wait=wait):
         repo = Repository.open(store, create=True)
+        store.sweep_temp()
         state = _load_or_refuse(cfg, repo)
         result = CheckpointResult()
         if state.pending is not None:
@@ -83,6 +84,7 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
     except KeyExists:
         if repo.store.get(manifest_key(state.pending_seq)) != state.pending:
             raise ManifestConflict(state.pending_seq, describe_writer(repo, state.pending_seq)) from None
+    result.seq, result.manifest_id = state.pending_seq, state.manifest_id
     state.pending = None
     state.pending_seq = None
     save_state(cfg.state_dir, state)
@@ -132,7 +134,8 @@ def _map_ids(trees: dict[str, TreeCache]) -> set[str]:
 
 
 def _commit(cfg, repo, state, new_trees, changed_trees, data, result) -> None:
-    index = PackWriter(repo.store, os.path.join(cfg.state_dir, "spool"))
+    # One index pack, never rolled: inner pages name same-pack children relatively.
+    index = PackWriter(repo.store, os.path.join(cfg.state_dir, "spool"), target=None)
     built = {}
     for name in changed_trees:
         files = new_trees[name].files
@@ -164,7 +167,9 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, result) -> None:
     try:
         repo.put_manifest(record, seq)
     except KeyExists:
-        raise ManifestConflict(seq, describe_writer(repo, seq)) from None
+        # A retried put whose first attempt landed finds its own bytes: that is success.
+        if repo.store.get(manifest_key(seq)) != record:
+            raise ManifestConflict(seq, describe_writer(repo, seq)) from None
     state.pending = state.pending_seq = None
     save_state(cfg.state_dir, state)
     result.seq, result.manifest_id = seq, mid

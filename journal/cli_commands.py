@@ -262,7 +262,8 @@ def status(config_path, store_url, as_json):
     st = rep.status
     click.echo(f"supervisor: {'running, pid ' + str(rep.pid) if rep.running else 'not running'}")
     if st.last:
-        click.echo(f"last checkpoint: seq {st.last.seq if st.last.seq is not None else '- (idle)'}, "
+        click.echo(f"last checkpoint: seq {st.last.seq if st.last.seq is not None else '-'}"
+                   f"{' (idle tick)' if st.last.idle else ''}, "
                    f"{st.last.seconds:.2f}s, {st.last.bytes:,} bytes, {st.last.objects} objects")
     else:
         click.echo("last checkpoint: none recorded")

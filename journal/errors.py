@@ -123,7 +123,8 @@ class SnapshotFailed(JournalError):
     def __init__(self, path: str, detail: str):
         self.path = path
         self.detail = detail
-        super().__init__(f"snapshot database: {path}: {detail}; the previous snapshot stays authoritative")
+        super().__init__(f"snapshot database: {path}: {detail}; nothing was published for it "
+                         "(its previous snapshot, if any, stays authoritative)")
 
 
 class CheckpointErrors(JournalError):

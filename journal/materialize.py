@@ -24,7 +24,7 @@ from .errors import UnsafePath
 from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, BlobRef, Entry
 from .presets import SQLITE_COMPANIONS
 from .sqlite_capture import install_db, rebuild_db
-from .sqlite_snapshot import quick_check
+from .sqlite_snapshot import check_live_db
 from .walk import RESTORE_TMP
 
 WRITE, REPLACE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB = (
@@ -77,7 +77,7 @@ def decide(root: str, entry: Entry) -> str:
     if stat_mod.S_ISDIR(st.st_mode):
         return KEEP_CONFLICT  # never replace a directory (and what is in it) with a file
     if entry.kind == KIND_SQLITE and stat_mod.S_ISREG(st.st_mode):
-        return KEEP_VALID_DB if quick_check(full) is None else REPLACE
+        return KEEP_VALID_DB if check_live_db(full, os.path.join(root, RESTORE_TMP)) is None else REPLACE
     if entry.kind == KIND_SYMLINK:
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
             return SAME

@@ -53,9 +53,11 @@ def parse_header(data: bytes, *, key: str) -> tuple[int, int, int, str]:
     """Return ``(kind, raw_size, stored_size, id)`` from a record's first bytes."""
     if len(data) < HEADER.size:
         raise CorruptObject(key, f"record header truncated ({len(data)} bytes)")
-    magic, version, kind, _flags, raw_size, stored, digest = HEADER.unpack_from(data)
+    magic, version, kind, flags, raw_size, stored, digest = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CorruptObject(key, "bad magic")
+    if flags:
+        raise CorruptObject(key, f"unknown flags {flags:#06x}")
     if version != FORMAT_VERSION:
         raise CorruptObject(key, f"unsupported record version {version}")
     if kind not in KIND_NAMES:

@@ -41,7 +41,7 @@ class PackWriter:
     ``resolve`` swaps placeholders for real pack ids afterwards.
     """
 
-    def __init__(self, store: Store, spool_dir: str, target: int = PACK_TARGET):
+    def __init__(self, store: Store, spool_dir: str, target: int | None = PACK_TARGET):
         self.store = store
         self.spool_dir = spool_dir
         self.target = target
@@ -57,7 +57,13 @@ class PackWriter:
         self._slot = ""
 
     def add(self, kind: int, payload: bytes) -> BlobRef:
-        """Append one blob; returns its (pending) reference."""
+        """Append one blob; returns its (pending) reference.
+
+        A pack that has reached the target size (``None``: no limit) is closed and
+        uploaded first, so no pack grows much past the target.
+        """
+        if self._fh is not None and self.target is not None and self._size >= self.target:
+            self._close_and_upload()
         if self._fh is None:
             self._open()
         blob_id, record = encode_record(kind, payload)
@@ -67,11 +73,6 @@ class PackWriter:
         self._size += len(record)
         self.blobs += 1
         return BlobRef(blob_id, self._slot, offset, len(record), len(payload))
-
-    def maybe_roll(self) -> None:
-        """Close and upload the current pack if it has reached the target size."""
-        if self._fh is not None and self._size >= self.target:
-            self._close_and_upload()
 
     def finish(self) -> None:
         """Close and upload the current pack, if any."""

@@ -33,6 +33,7 @@ class TreeRestore(msgspec.Struct, kw_only=True):
     bytes: int = 0
     lost: list[str] = []
     fallbacks: list[str] = []
+    databases: list[str] = []
     error: str | None = None
 
 
@@ -126,7 +127,7 @@ def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside
     for done, entry in enumerate(entries, 1):
         action = decide(dest, entry)
         if entry.kind == KIND_SQLITE:
-            _report_db(dest, entry, action, dry_run, reporter, os.path.join(aside, name))
+            _report_db(dest, entry, action, dry_run, reporter, os.path.join(aside, name), tr)
         tr.actions[action] = tr.actions.get(action, 0) + 1
         used = entry
         if action in WRITES and not dry_run:
@@ -153,14 +154,18 @@ def _tree_names_at(cache: ManifestCache, seq: int) -> set[str]:
         return set()
 
 
-def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, aside: str) -> None:
+def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, aside: str, tr) -> None:
     """Say what happens to a local database; move an invalid one aside (never delete it)."""
     full = os.path.join(dest, entry.path)
     if action == KEEP_VALID_DB:
-        reporter.note(f"restore: kept the valid local database {full} (it passes quick_check; it is newer)")
+        msg = f"restore: kept the valid local database {full} (it passes quick_check; it is authoritative)"
+        reporter.note(msg)
+        tr.databases.append(msg)
     elif action == REPLACE and not dry_run:
         moved = move_aside(dest, entry, aside)
-        reporter.warn(f"restore: local database {full} fails quick_check; moved it (and its -wal/-shm) to {moved}")
+        msg = f"restore: local database {full} fails quick_check; moved it (and its -wal/-shm) to {moved}"
+        reporter.warn(msg)
+        tr.databases.append(msg)
 
 
 def _write_with_fallback(repo, cache, seqs, tr, dest, entry: Entry, reporter) -> Entry | None:

@@ -107,7 +107,6 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
             files[item.path] = prev
             continue
         fs = _capture(tree, item, prev, matcher, ctx)
-        ctx.data.maybe_roll()
         if fs is None:
             if prev is not None and item.kind == "sqlite":
                 files[item.path] = prev  # a failed snapshot: the previous one stays

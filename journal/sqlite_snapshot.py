@@ -11,7 +11,9 @@ read transaction blocks them (in WAL mode: not at all).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sqlite3
 import time
 import uuid
@@ -27,8 +29,13 @@ def live_signature(path: str) -> tuple[int, int, int, int]:
     """The change signature of a live database: the size and mtime of it and its WAL."""
     st = os.stat(path)
     try:
-        wal = os.stat(path + "-wal")
-        wal_sig = (wal.st_size, wal.st_mtime_ns)
+        with open(path + "-wal", "rb") as fh:
+            wal = os.fstat(fh.fileno())
+            # The WAL header's checkpoint sequence and salts change when the WAL is
+            # reset and rewritten from its start at the same size.
+            salts = fh.read(24)[12:24]
+        stamp = hashlib.blake2b(wal.st_mtime_ns.to_bytes(8, "big") + salts, digest_size=7).digest()
+        wal_sig = (wal.st_size, int.from_bytes(stamp, "big"))
     except FileNotFoundError:
         wal_sig = (0, 0)
     return (st.st_size, st.st_mtime_ns) + wal_sig
@@ -88,6 +95,20 @@ def _backup_once(path: str, staging: str) -> None:
         src.close()
 
 
+def check_live_db(path: str, tmp_dir: str) -> str | None:
+    """quick_check a live database without touching it: a private copy of the db and
+    its WAL is checked (SQLite would otherwise run WAL recovery and rewrite the -shm)."""
+    os.makedirs(tmp_dir, exist_ok=True)
+    copy = os.path.join(tmp_dir, f"check-{uuid.uuid4().hex}.db")
+    try:
+        shutil.copyfile(path, copy)
+        if os.path.exists(path + "-wal"):
+            shutil.copyfile(path + "-wal", copy + "-wal")
+        return quick_check(copy)
+    finally:
+        remove_staging(copy)
+
+
 def quick_check(path: str) -> str | None:
     """None when ``PRAGMA quick_check`` says ok; else SQLite's complaint."""
     try:
@@ -98,7 +119,11 @@ def quick_check(path: str) -> str | None:
             con.close()
     except sqlite3.DatabaseError as err:
         return str(err)
-    return None if rows == ["ok"] else "; ".join(str(r) for r in rows[:5])
+    return None if rows == ["ok"] else _one_line(rows)
+
+
+def _one_line(rows) -> str:
+    return "; ".join(" ".join(str(r).split()) for r in rows[:5])
 
 
 def integrity_check(path: str) -> str | None:
@@ -111,7 +136,7 @@ def integrity_check(path: str) -> str | None:
             con.close()
     except sqlite3.DatabaseError as err:
         return str(err)
-    return None if rows == ["ok"] else "; ".join(str(r) for r in rows[:5])
+    return None if rows == ["ok"] else _one_line(rows)
 
 
 def _to_rollback_journal(path: str) -> None:

@@ -22,6 +22,7 @@ class LastCheckpoint(msgspec.Struct, kw_only=True):
     seconds: float
     bytes: int
     objects: int
+    idle: bool = False      # nothing changed; ``seq`` is the last committed one
 
 
 class Status(msgspec.Struct, kw_only=True):

@@ -54,7 +54,14 @@ class Supervisor:
             return 1
         if self.signal is not None:
             return 128 + self.signal
-        self.child = subprocess.Popen(self.cmd, process_group=0)
+        try:
+            self.child = subprocess.Popen(self.cmd, process_group=0)
+        except OSError as err:
+            self.status.last_error = f"start {self.cmd[0]}: {err.strerror or err}"
+            self.status.last_error_time = self.status.stopped = time.time()
+            self._save()
+            self.reporter.warn(f"supervise: cannot start {self.cmd[0]}: {err.strerror or err}")
+            return 127
         self.status.child_pid = self.child.pid
         self._save()
         self._loop()
@@ -134,6 +141,7 @@ class Supervisor:
         except LockBusy:
             self.status.skipped_ticks += 1
             self.reporter.note("supervise: a checkpoint is already running; skipping this tick")
+            self._save()
             return
         except JournalError as err:
             self.status.failed_ticks += 1
@@ -142,8 +150,10 @@ class Supervisor:
             self._save()
             return
         now = time.time()
-        self.status.last = LastCheckpoint(seq=result.seq, time=now, seconds=time.monotonic() - started,
-                                          bytes=result.bytes, objects=result.objects)
+        idle = result.seq is None
+        seq = self.status.last.seq if idle and self.status.last else result.seq
+        self.status.last = LastCheckpoint(seq=seq, time=now, seconds=time.monotonic() - started,
+                                          bytes=result.bytes, objects=result.objects, idle=idle)
         self.status.last_success = now
         self.status.warnings = list(result.warnings)[-10:]
         self._save()

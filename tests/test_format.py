@@ -171,6 +171,11 @@ def listing() -> list[dict]:
     return data["entries"]
 
 
+def by_path(listing: list[dict]) -> dict[str, dict]:
+    """The listing in the shape ``describe`` returns."""
+    return {e["path"]: {k: v for k, v in e.items() if k != "path"} for e in listing}
+
+
 def describe(root: str) -> dict[str, dict]:
     """path -> what a restore must reproduce (kind, mode, mtime, bytes or target)."""
     out = {}
@@ -201,9 +206,8 @@ def test_restore_of_golden_store_rebuilds_golden_tree_byte_for_byte(tmp_path, go
     assert proc.returncode == 0, proc.stdout + proc.stderr
     restored = out / TREE_NAME
     assert sorted(os.listdir(out)) == [TREE_NAME]
-    got = describe(str(restored))
-    want = {e["path"]: {k: v for k, v in e.items() if k != "path"} for e in listing}
-    assert got == want
+    want = by_path(listing)
+    assert describe(str(restored)) == want
     for path, item in want.items():
         golden_path = os.path.join(GOLDEN_TREE, path)
         if item["kind"] == "file":
@@ -288,13 +292,13 @@ def test_golden_manifest_record_header_and_documented_fields(seq):
 
 def test_golden_index_pages_hold_the_documented_entries(listing):
     reader = Reader(GOLDEN_STORE)
-    by_path = {e["path"]: e for e in listing}
+    want_by_path = {e["path"]: e for e in listing}
     _, man1, _ = reader.manifest(1)
     _, man2, _ = reader.manifest(2)
     entries = reader.entries(man2["trees"][TREE_NAME]["root"])
-    assert [e["path"] for e in entries] == sorted(by_path)
+    assert [e["path"] for e in entries] == sorted(want_by_path)
     for e in entries:
-        want = by_path[e["path"]]
+        want = want_by_path[e["path"]]
         assert set(e) <= {"path", "kind", "mode", "mtime_ns", "size", "refs", "target"}
         assert e["mode"] == want["mode"]
         if want["kind"] == "dir":
@@ -316,17 +320,13 @@ def test_golden_index_pages_hold_the_documented_entries(listing):
     assert rollout2["refs"][1][1] in man2["packs"] and rollout2["refs"][0][1] in man1["packs"]
 
 
-def test_current_writer_reproduces_the_golden_format(tmp_path):
-    sys.path.insert(0, REPO)
+def test_current_writer_reproduces_the_golden_format(tmp_path, listing):
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
     from tools.make_golden import build_golden
 
     store_dir, tree = build_golden(str(tmp_path / "work"))
+    assert describe(tree) == by_path(listing), "make_golden's tree no longer matches tests/golden/tree.json"
     assert logical_view(store_dir) == logical_view(GOLDEN_STORE), (
         "the current code writes a different format than tests/golden/store; if that is deliberate, "
         "regenerate with tools/make_golden.py and add a format version to docs/design.md §14")
-    assert describe(tree) == describe_listing()
-
-
-def describe_listing() -> dict[str, dict]:
-    with open(os.path.join(GOLDEN, "tree.json")) as fh:
-        return {e["path"]: {k: v for k, v in e.items() if k != "path"} for e in json.load(fh)["entries"]}

@@ -23,6 +23,9 @@ def open_store(url: str) -> Store:
 
     - a plain path, or ``file:///path``: a ``LocalStore`` (the directory need not exist yet);
     - ``memory://``: a new, empty ``MemoryStore`` on every call;
+    - ``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix``: a
+      ``CloudStore`` (obstore); credentials, region and endpoint come from the standard
+      environment variables and from URL query options (``?endpoint=...&allow_http=true``);
     - ``hfsim:///path``: an ``HfMountSimStore``, a local store enforcing hf-mount's
       streaming-write rules. It is for tests only.
 
@@ -42,8 +45,13 @@ def open_store(url: str) -> Store:
         return MemoryStore()
     if scheme in ("file", "hfsim"):
         return _open_path_url(url, scheme)
+    from .cloud import SCHEMES, CloudStore
+
+    if scheme in SCHEMES:
+        return CloudStore(url)
     raise ConfigError(
-        f"open store: unsupported store URL {url!r} (supported: path, file://, memory://)"
+        f"open store: unsupported store URL {url!r} "
+        "(supported: a path, file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, memory://)"
     )
 
 

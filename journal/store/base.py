@@ -77,5 +77,8 @@ class Store(abc.ABC):
         """True when the store holds no keys (and, for the local backend, no foreign files)."""
         return next(iter(self.list("")), None) is None
 
+    def sweep_temp(self) -> None:
+        """Remove temp files a crashed writer left behind (backends without any: nothing)."""
+
     def close(self) -> None:
         """Release resources. The default does nothing."""

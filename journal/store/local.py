@@ -14,6 +14,7 @@ enforce another filesystem's rules (``journal/store/hfmount.py``) or record the 
 from __future__ import annotations
 
 import os
+import time
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -27,6 +28,8 @@ __all__ = ["FsOps", "LocalStore", "TMP_DIR"]
 
 #: The temp directory under the root; its name starts with ``.`` so no key can collide.
 TMP_DIR = ".tmp"
+#: Temp files older than this are a crashed writer's leftovers.
+STALE_TEMP_SECONDS = 3600
 
 #: How many times a put retries when a concurrent delete removed its parent directory.
 _PARENT_RETRIES = 3
@@ -163,6 +166,24 @@ class LocalStore(Store):
             except OSError:
                 break  # not empty, or someone is writing into it: leave it
             directory = os.path.dirname(directory)
+
+    def sweep_temp(self, max_age: float = STALE_TEMP_SECONDS) -> None:
+        """Remove temp files older than ``max_age`` seconds (left by a killed writer).
+
+        Younger ones may belong to a put in progress in another process, so they stay.
+        """
+        try:
+            names = os.listdir(self.tmp_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        cutoff = time.time() - max_age
+        for name in names:
+            path = os.path.join(self.tmp_dir, name)
+            try:
+                if os.lstat(path).st_mtime < cutoff:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
 
     def is_empty(self) -> bool:
         """True when the root is missing or holds nothing but the temp directory."""

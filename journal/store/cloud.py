@@ -1,0 +1,178 @@
+"""The cloud backend: S3, GCS and Azure (and S3-compatible services) through obstore.
+
+``put_if_absent`` is a conditional put (``mode="create"``: ``If-None-Match: *``),
+surfacing as ``AlreadyExistsError``/``PreconditionError``, which become ``KeyExists``.
+Objects up to ``SINGLE_PUT_LIMIT`` are sent in one conditional request; larger
+streams (only content-addressed packs are that large) are checked with a HEAD and
+sent as a multipart upload, whose content is identical for every writer of that key.
+
+Transient failures (5xx, timeouts, connection resets) are retried with backoff by
+obstore's client (``retry_config``); what still fails raises ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+from collections.abc import Iterator
+from typing import BinaryIO
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from ..errors import ConfigError, KeyExists, ObjectNotFound, StoreError
+from .base import COPY_CHUNK, Store, check_key
+
+SINGLE_PUT_LIMIT = 64 << 20
+CLIENT_OPTIONS = {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url"}
+SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss")
+
+
+def _obstore():
+    try:
+        import obstore
+        from obstore import exceptions, store
+    except ImportError as err:
+        raise ConfigError("open store: cloud stores need obstore; run `pip install 'journal[cloud]'`") from err
+    return obstore, exceptions, store
+
+
+class CloudStore(Store):
+    """A bucket (and prefix) reached through obstore.
+
+    ``puts`` and ``put_bytes`` count successful puts.
+    """
+
+    def __init__(self, url: str):
+        obstore, self._exc, store_mod = _obstore()
+        self._ob = obstore
+        self.location = url
+        self.puts = 0
+        self.put_bytes = 0
+        parts = urlsplit(url)
+        options = dict(parse_qsl(parts.query))
+        client = {k: options.pop(k) for k in list(options) if k in CLIENT_OPTIONS}
+        base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        retry = {"max_retries": 5, "backoff": {"init_backoff": _dt.timedelta(milliseconds=100),
+                                                 "max_backoff": _dt.timedelta(seconds=5), "base": 2},
+                 "retry_timeout": _dt.timedelta(seconds=60)}
+        try:
+            self._store = store_mod.from_url(base, client_options=client or None, retry_config=retry, **options)
+        except Exception as err:  # obstore raises several types for a bad URL or option
+            raise ConfigError(f"open store: {url}: {err}") from err
+
+    def _translate(self, key: str, err: Exception) -> Exception:
+        if isinstance(err, (FileNotFoundError, self._exc.NotFoundError)):
+            return ObjectNotFound(key)
+        if isinstance(err, (self._exc.AlreadyExistsError, self._exc.PreconditionError, FileExistsError)):
+            return KeyExists(key)
+        return StoreError(f"store {self.location}: {key}: {err}")
+
+    def put_if_absent(self, key: str, data: bytes | BinaryIO) -> None:
+        """Conditional create; ``KeyExists`` when the key is present (the old object stays)."""
+        check_key(key)
+        payload = data if isinstance(data, (bytes, bytearray, memoryview)) else _read_upto(data, SINGLE_PUT_LIMIT)
+        try:
+            if isinstance(payload, (bytes, bytearray, memoryview)):
+                self._ob.put(self._store, key, bytes(payload), mode="create", use_multipart=False)
+                size = len(payload)
+            else:
+                if self.head(key) is not None:
+                    raise KeyExists(key)
+                size = self._put_large(key, payload)
+        except KeyExists:
+            raise
+        except Exception as err:
+            raise self._translate(key, err) from err
+        self.puts += 1
+        self.put_bytes += size
+
+    def _put_large(self, key: str, stream) -> int:
+        total = 0
+
+        def pieces():
+            nonlocal total
+            while piece := stream.read(8 << 20):
+                total += len(piece)
+                yield piece
+        self._ob.put(self._store, key, pieces(), chunk_size=8 << 20, max_concurrency=4)
+        return total
+
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        """Bytes ``[start, end)``; ``ObjectNotFound`` if missing; a range past the end truncates."""
+        check_key(key)
+        if start < 0 or (end is not None and end < 0):
+            raise ValueError(f"invalid byte range: [{start}, {end})")
+        try:
+            if start == 0 and end is None:
+                return bytes(self._ob.get(self._store, key).bytes())
+            size = self.head(key)
+            if size is None:
+                raise ObjectNotFound(key)
+            stop = size if end is None else min(end, size)
+            if stop <= start:
+                return b""
+            return bytes(self._ob.get_range(self._store, key, start=start, end=stop))
+        except ObjectNotFound:
+            raise
+        except Exception as err:
+            raise self._translate(key, err) from err
+
+    def head(self, key: str) -> int | None:
+        """The object's size, or ``None`` when missing."""
+        check_key(key)
+        try:
+            return int(self._ob.head(self._store, key)["size"])
+        except Exception as err:
+            translated = self._translate(key, err)
+            if isinstance(translated, ObjectNotFound):
+                return None
+            raise translated from err
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        """Every key starting with ``prefix``, ascending (listing is paginated by obstore)."""
+        directory = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        try:
+            keys = [meta["path"] for batch in self._ob.list(self._store, prefix=directory or None)
+                    for meta in batch]
+        except Exception as err:
+            raise self._translate(prefix, err) from err
+        yield from sorted(k for k in keys if k.startswith(prefix))
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is not an error."""
+        check_key(key)
+        try:
+            self._ob.delete(self._store, key)
+        except Exception as err:
+            translated = self._translate(key, err)
+            if not isinstance(translated, ObjectNotFound):
+                raise translated from err
+
+
+def _read_upto(stream: BinaryIO, limit: int):
+    """Bytes when the stream holds at most ``limit``; else a stream that replays what was read."""
+    head = bytearray()
+    while len(head) <= limit:
+        piece = stream.read(COPY_CHUNK)
+        if not piece:
+            return bytes(head)
+        head += piece
+    return io.BufferedReader(_Chain(bytes(head), stream))
+
+
+class _Chain(io.RawIOBase):
+    def __init__(self, first: bytes, rest: BinaryIO):
+        self._first = memoryview(first)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        if self._first:
+            n = min(len(buf), len(self._first))
+            buf[:n] = self._first[:n]
+            self._first = self._first[n:]
+            return n
+        data = self._rest.read(len(buf))
+        buf[:len(data)] = data
+        return len(data)

@@ -1,0 +1,708 @@
+"""``journal supervise`` and ``journal status`` with real processes and real signals.
+
+Every test runs the CLI as a subprocess (``python -m journal``) against a local
+store, with a real child (CMD) that appends numbered, time-stamped JSON lines to a
+transcript it holds open under ``$AM_LOCAL/codex-home/sessions/`` (the ``codex``
+preset). Assertions are about behaviour and counts: exit statuses, which lines the
+store holds after a restore into an empty directory, what ``status.json`` says, and
+what ``/proc`` shows about children. Timing only enters as generous bounds.
+
+The helpers are self-contained (no conftest fixtures).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+JOURNAL = [sys.executable, "-m", "journal"]
+INTERVAL = 0.3
+SESSION = "sessions/2026/03/01/rollout-1.jsonl"        # relative to codex-home
+STRAY_ENV = ("JOURNAL_CONFIG", "JOURNAL_STATE_DIR", "JOURNAL_STORE", "AM_LOCAL", "AGENT_STATE_CHECKPOINT_SECONDS",
+             "XDG_CONFIG_HOME", "XDG_DATA_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_LIVE", "GEMINI_CLI_HOME",
+             "OPENCLAW_STATE_DIR", "OPENCODE_LIVE", "HERMES_LIVE", "FX_LIVE")
+
+# The supervised child. It appends {"n", "t", "pad"} lines to the transcript, each
+# written in two flushed halves (so a checkpoint can observe a torn last line), and
+# never closes the file. Modes:
+#   term-exit:<code>   on SIGTERM: finish the current line, exit <code>
+#   term-die           SIGTERM kills it (default disposition)
+#   term-ignore        SIGTERM is ignored (supervise must SIGKILL it after --grace)
+#   term-big:<code>    on SIGTERM: finish the line, write a large non-JSONL file, exit <code>
+#   count:<n>:<code>   write n lines, then exit <code> at once (no SIGTERM needed)
+WRITER = r'''
+import json, os, signal, sys, time
+
+path, period, mode, rundir = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+stop = False
+
+def on_term(signum, frame):
+    global stop
+    stop = True
+    with open(os.path.join(rundir, "child-got-signal"), "a") as fh:
+        fh.write(f"{signum}\n")
+
+if mode.startswith(("term-exit", "term-big")):
+    signal.signal(signal.SIGTERM, on_term)
+elif mode == "term-ignore":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.makedirs(os.path.dirname(path), exist_ok=True)
+with open(os.path.join(rundir, "child-pid"), "w") as fh:
+    fh.write(str(os.getpid()))
+limit = int(mode.split(":")[1]) if mode.startswith("count:") else None
+fh = open(path, "a")
+n = 0
+while not stop and (limit is None or n < limit):
+    n += 1
+    line = json.dumps({"n": n, "t": time.time(), "pad": "x" * (40 + n % 60)})
+    half = len(line) // 2
+    fh.write(line[:half])
+    fh.flush()
+    time.sleep(0.002)
+    fh.write(line[half:] + "\n")
+    fh.flush()
+    if n == 3:
+        open(os.path.join(rundir, "child-ready"), "w").close()
+    time.sleep(period)
+if mode.startswith("term-big"):
+    big = os.path.join(os.path.dirname(path), "..", "..", "..", "..", "big.bin")
+    with open(big, "wb") as out:
+        for i in range(24):
+            out.write(os.urandom(1 << 20))
+    os.rename(os.path.join(rundir, "child-ready"), os.path.join(rundir, "child-big-written"))
+sys.exit(int(mode.rsplit(":", 1)[1]) if ":" in mode else 0)
+'''
+
+
+# ---------------------------------------------------------------- helpers
+
+
+class Box:
+    """One "container": a local root, its state dir, and a (possibly shared) store."""
+
+    def __init__(self, base: Path, store: Path, name: str = "box"):
+        self.root = base / name
+        self.local = self.root / "local"
+        self.home = self.root / "home"
+        self.run_dir = self.root / "run"
+        self.store = store
+        for d in (self.local, self.home, self.run_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if k not in STRAY_ENV}
+        env.update(AM_LOCAL=str(self.local), JOURNAL_STORE=str(store), HOME=str(self.home),
+                   XDG_CONFIG_HOME=str(self.home / ".config"), PYTHONUNBUFFERED="1")
+        self.env = env
+        self.writer = self.root / "writer.py"
+        self.writer.write_text(WRITER)
+        self.procs: list[subprocess.Popen] = []
+
+    # paths
+    @property
+    def codex(self) -> Path:
+        return self.local / "codex-home"
+
+    @property
+    def session(self) -> Path:
+        return self.codex / SESSION
+
+    @property
+    def state_dir(self) -> Path:
+        return self.local / ".journal"
+
+    @property
+    def status_file(self) -> Path:
+        return self.state_dir / "status.json"
+
+    # commands
+    def journal(self, *args: str, check: bool = False, timeout: float = 60) -> subprocess.CompletedProcess:
+        proc = subprocess.run(JOURNAL + list(args), env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check:
+            assert proc.returncode == 0, f"journal {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def writer_cmd(self, mode: str, period: float = 0.05, *, make_tree: bool = True) -> list[str]:
+        if make_tree:  # the tree exists before supervise starts (active from the first tick)
+            self.session.parent.mkdir(parents=True, exist_ok=True)
+        return [sys.executable, str(self.writer), str(self.session), str(period), mode, str(self.run_dir)]
+
+    def supervise(self, cmd: list[str], *opts: str, interval: float = INTERVAL, prefix: list[str] | None = None,
+                  tag: str = "supervise") -> subprocess.Popen:
+        args = (prefix or []) + JOURNAL + ["supervise", "--interval", str(interval), *opts, "--", *cmd]
+        out = open(self.root / f"{tag}.out", "wb")
+        err = open(self.root / f"{tag}.err", "wb")
+        proc = subprocess.Popen(args, env=self.env, stdout=out, stderr=err, cwd=self.root, start_new_session=True)
+        out.close()
+        err.close()
+        self.procs.append(proc)
+        return proc
+
+    def output(self, tag: str = "supervise") -> str:
+        return (self.root / f"{tag}.out").read_text() + (self.root / f"{tag}.err").read_text()
+
+    def status(self) -> dict:
+        try:
+            return json.loads(self.status_file.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def status_report(self) -> dict:
+        return json.loads(self.journal("status", "--json", check=True).stdout)
+
+    def child_pid(self) -> int:
+        return int((self.run_dir / "child-pid").read_text())
+
+    def wait_ready(self, proc: subprocess.Popen, *, checkpoints: int = 1, timeout: float = 15) -> dict:
+        """Wait until the child runs and supervise has committed at least ``checkpoints`` manifests."""
+        def ready():
+            if proc.poll() is not None:
+                pytest.fail(f"supervise exited early ({proc.returncode}):\n{self.output()}")
+            st = self.status()
+            return (st.get("child_pid") and (self.run_dir / "child-ready").exists()
+                    and len(manifest_seqs(self.store)) >= checkpoints) and st
+        return wait_for(ready, timeout, "the child to run and supervise to checkpoint")
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(10)
+        try:
+            kill_if_alive(self.child_pid(), signal.SIGKILL)
+        except (FileNotFoundError, ValueError):
+            pass
+
+
+@pytest.fixture
+def box(tmp_path):
+    made: list[Box] = []
+
+    def make(name: str = "box") -> Box:
+        b = Box(tmp_path, tmp_path / "store", name)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.stop_all()
+
+
+def wait_for(pred, timeout: float, what: str, step: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}")
+
+
+def kill_if_alive(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def proc_stat(pid: int) -> tuple[str, int, str] | None:
+    """(state, ppid, comm) of a pid from /proc, or None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    comm = raw[raw.index("(") + 1:raw.rindex(")")]
+    fields = raw[raw.rindex(")") + 2:].split()
+    return fields[0], int(fields[1]), comm
+
+
+def children_of(ppid: int) -> list[tuple[int, str, str]]:
+    """(pid, state, comm) of every process whose parent is ``ppid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = proc_stat(int(name))
+            if st is not None and st[1] == ppid:
+                found.append((int(name), st[0], st[2]))
+    return found
+
+
+def flock_holders(path: Path) -> set[int]:
+    """Pids holding a flock on ``path``, from /proc/locks (without touching the lock)."""
+    st = os.stat(path)
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    holders = set()
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields:  # a waiter
+            continue
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == want:
+            holders.add(int(fields[4]))
+    return holders
+
+
+def manifest_seqs(store: Path) -> list[int]:
+    try:
+        return sorted(int(n) for n in os.listdir(store / "manifests") if n.isdigit())
+    except FileNotFoundError:
+        return []
+
+
+def complete_lines(data: bytes) -> bytes:
+    """Everything up to and including the last newline."""
+    return data[:data.rfind(b"\n") + 1]
+
+
+def parse_lines(data: bytes) -> list[dict]:
+    return [json.loads(line) for line in data.split(b"\n")[:-1]]
+
+
+def restore_to(box_factory, name: str = "restorer") -> Path:
+    """Restore the shared store into an empty directory from a fresh container."""
+    fresh = box_factory(name)
+    dest = fresh.root / "out"
+    proc = fresh.journal("restore", "--to", str(dest))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return dest
+
+
+def restored_session(dest: Path) -> bytes:
+    path = dest / "codex" / SESSION
+    assert path.exists(), f"the store holds no {SESSION}; restored: {sorted(p for p in dest.rglob('*'))}"
+    return path.read_bytes()
+
+
+def assert_not_torn(data: bytes) -> list[dict]:
+    assert data.endswith(b"\n"), f"restored transcript ends in a torn line: {data[-80:]!r}"
+    lines = parse_lines(data)
+    assert [r["n"] for r in lines] == list(range(1, len(lines) + 1)), "restored lines are not 1..N in order"
+    return lines
+
+
+def assert_store_clean(box: Box) -> None:
+    proc = box.journal("verify", "--full")
+    assert proc.returncode == 0, f"journal verify --full found problems:\n{proc.stdout}{proc.stderr}"
+    seqs = manifest_seqs(box.store)
+    assert seqs == list(range(1, len(seqs) + 1)), f"manifest seqs are not contiguous: {seqs}"
+
+
+def finish(proc: subprocess.Popen, timeout: float = 30) -> int:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"supervise (pid {proc.pid}) did not exit within {timeout}s")
+
+
+# ---------------------------------------------------------------- 1. graceful stop
+
+
+@pytest.mark.parametrize("mode, sig, expected", [
+    ("term-exit:7", signal.SIGTERM, 7),
+    ("term-die", signal.SIGTERM, 128 + signal.SIGTERM),
+    ("term-die", signal.SIGHUP, 128 + signal.SIGHUP),
+], ids=["child-exits-7", "child-dies-by-sigterm", "child-dies-by-sighup"])
+def test_stop_signal_forwards_waits_takes_final_checkpoint_and_keeps_every_line(box, mode, sig, expected):
+    b = box()
+    sup = b.supervise(b.writer_cmd(mode), "--grace", "5")
+    b.wait_ready(sup, checkpoints=2)
+    child = b.child_pid()
+    assert b.status()["child_pid"] == child
+    # CMD runs in its own process group, not in supervise's.
+    assert os.getpgid(child) == child != os.getpgid(sup.pid)
+    time.sleep(0.2)
+
+    sup.send_signal(sig)
+    rc = finish(sup)
+
+    assert rc == expected, b.output()
+    assert proc_stat(child) is None, "the child was not reaped"
+    if mode.startswith("term-exit"):
+        assert (b.run_dir / "child-got-signal").read_text().split() == [str(int(signal.SIGTERM))]
+    live = b.session.read_bytes()
+    if mode.startswith("term-exit"):
+        assert live.endswith(b"\n"), "the child should have finished its current line"
+    restored = restored_session(restore_to(box))
+    assert restored == complete_lines(live), (
+        f"store holds {len(parse_lines(restored))} lines, the child wrote {len(parse_lines(complete_lines(live)))}")
+    assert_not_torn(restored)
+    assert_store_clean(b)
+    st = b.status()
+    assert st["stopped"] is not None and st["last_error"] is None
+    assert b.status_report()["running"] is False
+
+
+def test_sigterm_child_that_ignores_it_is_killed_after_grace(box):
+    """Grace runs out: the final checkpoint still holds every line written before the deadline."""
+    b = box()
+    grace = 1.0
+    sup = b.supervise(b.writer_cmd("term-ignore"), "--grace", str(grace))
+    b.wait_ready(sup)
+    child = b.child_pid()
+    sent = time.time()
+    sup.send_signal(signal.SIGTERM)
+    rc = finish(sup)
+    assert rc == 128 + signal.SIGTERM, b.output()
+    assert proc_stat(child) is None, "the child outlived supervise"
+    restored = assert_not_torn(restored_session(restore_to(box)))
+    live = parse_lines(complete_lines(b.session.read_bytes()))
+    before_deadline = [r["n"] for r in live if r["t"] < sent + grace - 0.1]
+    assert len(before_deadline) > 10
+    assert before_deadline[-1] <= restored[-1]["n"], "lines written within --grace are missing from the store"
+    assert_store_clean(b)
+
+
+# ---------------------------------------------------------------- 2. ungraceful stop
+
+
+def test_kill_9_loses_at_most_one_interval_plus_one_checkpoint(box):
+    b = box()
+    sup = b.supervise(b.writer_cmd("term-exit:0"))
+    b.wait_ready(sup, checkpoints=3)
+    slowest = [0.0]
+
+    def bound() -> float:  # one interval + one checkpoint, generously (a noisy 2-core machine)
+        last = b.status().get("last") or {}
+        slowest[0] = max(slowest[0], last.get("seconds", 0.0))
+        return INTERVAL + 1.0 + 2 * slowest[0]
+
+    def old_lines() -> int:
+        cut = time.time() - bound()
+        return sum(1 for r in parse_lines(complete_lines(b.session.read_bytes())) if r["t"] < cut)
+
+    wait_for(lambda: old_lines() >= 15, 30, "lines older than the loss bound", step=0.1)
+    child = b.child_pid()
+    limit = bound()
+    killed_at = time.time()
+    os.kill(sup.pid, signal.SIGKILL)
+    os.kill(child, signal.SIGKILL)
+    assert finish(sup) == -signal.SIGKILL
+    wait_for(lambda: proc_stat(child) is None or proc_stat(child)[0] == "Z", 5, "the child to die")
+
+    live = parse_lines(complete_lines(b.session.read_bytes()))
+    restored = assert_not_torn(restored_session(restore_to(box)))
+    assert restored == live[:len(restored)], "the restored transcript is not a prefix of the live one"
+    must_have = [r["n"] for r in live if r["t"] < killed_at - limit]
+    assert len(must_have) >= 15
+    assert restored[-1]["n"] >= must_have[-1], (
+        f"lost line {must_have[-1]} written {killed_at - live[must_have[-1] - 1]['t']:.2f}s before the kill; "
+        f"the store ends at line {restored[-1]['n']} (bound {limit:.2f}s)")
+    assert b.status_report()["running"] is False
+
+    # The same container recovers: a manual checkpoint finishes (or republishes) and the store is clean.
+    b.journal("checkpoint", check=True)
+    assert_store_clean(b)
+    assert restored_session(restore_to(box, "restorer2")) == complete_lines(b.session.read_bytes())
+
+
+# ---------------------------------------------------------------- 3. overlap
+
+
+def test_timer_manual_checkpoints_and_a_held_lock_never_overlap(box):
+    b = box()
+    sup = b.supervise(b.writer_cmd("term-exit:0"))
+    b.wait_ready(sup)
+
+    manual: list[subprocess.CompletedProcess] = []
+    done = threading.Event()
+
+    def other_shell():
+        while not done.is_set():
+            manual.append(b.journal("checkpoint"))
+
+    shell = threading.Thread(target=other_shell)
+    shell.start()
+    try:
+        time.sleep(0.8)
+        fd = os.open(b.state_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            skipped_before = b.status().get("skipped_ticks", 0)
+            seqs_before = manifest_seqs(b.store)
+            time.sleep(1.5)
+            assert manifest_seqs(b.store) == seqs_before, "a checkpoint committed while the test held the lock"
+            assert sup.poll() is None
+        finally:
+            os.close(fd)
+        time.sleep(1.0)
+    finally:
+        done.set()
+        shell.join(60)
+
+    sup.send_signal(signal.SIGTERM)
+    assert finish(sup) == 0, b.output()
+
+    st = b.status()
+    assert st["skipped_ticks"] - skipped_before >= 2, f"ticks were not skipped while the lock was held: {st}"
+    assert st["failed_ticks"] == 0 and st["last_error"] is None, st
+    busy = [p for p in manual if p.returncode != 0]
+    assert all(p.returncode == 1 and "another journal operation holds" in p.stderr for p in busy), \
+        [p.stderr for p in busy if "another journal operation holds" not in p.stderr]
+    assert len(manual) - len(busy) >= 1, "no manual checkpoint ever got the lock"
+    assert_store_clean(b)
+    restored = restored_session(restore_to(box))
+    assert restored == b.session.read_bytes()
+
+
+# ---------------------------------------------------------------- 4. failed restore
+
+
+@pytest.mark.parametrize("where", ["same-container", "fresh-container", "fresh-container-no-tree"])
+def test_incomplete_restore_never_starts_cmd(box, where):
+    a = box("a")
+    a.session.parent.mkdir(parents=True)
+    a.session.write_bytes(b'{"n": 1}\n{"n": 2}\n')
+    (a.codex / "config.toml").write_text("model = 'x'\n")
+    a.journal("checkpoint", check=True)
+    shutil.rmtree(a.store / "packs")
+    (a.store / "packs").mkdir()
+
+    b = a if where == "same-container" else box("b")
+    shutil.rmtree(b.codex, ignore_errors=True)
+    if where != "fresh-container-no-tree":
+        b.codex.mkdir()                   # the live tree exists but is empty
+    marker = b.root / "cmd-ran"
+    sup = b.supervise([sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"])
+    rc = finish(sup)
+    assert rc != 0, b.output()
+    assert not marker.exists(), "CMD ran although the restore was incomplete"
+    st = b.status()
+    assert st["child_pid"] is None and st["stopped"] is not None
+    assert st["last_error"].startswith("restore:"), st
+    assert "not starting" in b.output()
+    assert b.status_report()["running"] is False
+
+
+# ---------------------------------------------------------------- 5. CMD exits on its own
+
+
+def test_cmd_exit_status_is_kept_after_the_final_checkpoint(box):
+    """A long interval: only the final checkpoint can have stored the lines."""
+    b = box()
+    sup = b.supervise(b.writer_cmd("count:40:3", period=0.01), interval=60)
+    rc = finish(sup)
+    assert rc == 3, b.output()
+    live = b.session.read_bytes()
+    assert len(parse_lines(live)) == 40
+    assert manifest_seqs(b.store) == [1]
+    assert restored_session(restore_to(box)) == live
+    st = b.status()
+    assert st["last"]["seq"] == 1 and st["stopped"] is not None and st["last_error"] is None
+    assert_store_clean(b)
+
+
+def test_first_boot_on_an_empty_local_root_checkpoints_trees_cmd_creates(box):
+    """A fresh container: $AM_LOCAL is empty when supervise starts; the agent creates
+    codex-home/ itself. Its transcript must reach the store (the README's container
+    recipe has exactly this shape)."""
+    b = box()
+    assert not b.codex.exists()
+    sup = b.supervise(b.writer_cmd("count:30:0", period=0.02, make_tree=False))
+    rc = finish(sup)
+    assert rc == 0, b.output()
+    st = b.status()
+    assert st["last_error"] is None, f"supervise never checkpointed the tree CMD created: {st['last_error']}"
+    assert restored_session(restore_to(box)) == b.session.read_bytes()
+
+
+def test_fresh_container_gets_the_stored_trees_before_cmd_starts(box):
+    """Container A checkpoints; container B (empty $AM_LOCAL, same store) runs supervise:
+    CMD must see A's transcript."""
+    a = box("a")
+    a.session.parent.mkdir(parents=True)
+    a.session.write_bytes(b'{"n": 1}\n{"n": 2}\n')
+    a.journal("checkpoint", check=True)
+
+    b = box("b")
+    seen = b.root / "seen"
+    probe = f"import shutil; shutil.copyfile({str(b.session)!r}, {str(seen)!r})"
+    rc = finish(b.supervise([sys.executable, "-c", probe]))
+    assert rc == 0 and seen.read_bytes() == b'{"n": 1}\n{"n": 2}\n', \
+        f"CMD did not find the stored transcript (rc {rc}):\n{b.output()}"
+
+
+def test_cmd_that_cannot_start_is_one_error_line_and_recorded(box):
+    b = box()
+    b.codex.mkdir()
+    rc = finish(b.supervise(["/nonexistent/agent-server", "--port", "1"]))
+    out = b.output()
+    assert rc != 0
+    assert "Traceback" not in out, f"supervise crashed instead of reporting the error:\n{out}"
+    assert "/nonexistent/agent-server" in out
+    st = b.status()
+    assert st["stopped"] is not None, f"status.json does not record the stop: {st}"
+    assert st["last_error"] and "/nonexistent/agent-server" in st["last_error"], st
+
+
+# ---------------------------------------------------------------- 6. zombie reaping
+
+
+ORPHANS = ("for i in 1 2 3; do (sleep {life} & echo $! >> {pids}) ; done; "
+           "(sh -c 'exit 0' &) ; sleep {hold}")
+
+
+def test_orphans_are_reparented_to_supervise_and_reaped(box):
+    b = box()
+    b.codex.mkdir()
+    pids = b.run_dir / "orphans"
+    sup = b.supervise(["sh", "-c", ORPHANS.format(life=0.6, pids=pids, hold=30)], "--grace", "0.5")
+    found = wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 3 and pids.read_text().split(),
+                     10, "the orphans to start")
+    orphans = [int(p) for p in found]
+    adopted = wait_for(lambda: [p for p in orphans if (proc_stat(p) or ("", 0, ""))[1] == sup.pid], 0.5,
+                       "an orphan to be re-parented to supervise")
+    assert adopted, "no orphan was re-parented to supervise (is it a child subreaper?)"
+    # Each orphan exits after 0.6 s: supervise must reap it (its /proc entry disappears).
+    # CMD (sh) still runs: only the supervisor's own loop can reap them.
+    wait_for(lambda: all(proc_stat(p) is None for p in orphans), 5, "supervise to reap the orphans")
+    wait_for(lambda: not [c for c in children_of(sup.pid) if c[1] == "Z"], 2, "no zombie children of supervise")
+    assert sup.poll() is None and proc_stat(b.status()["child_pid"])[0] != "Z"
+    sup.send_signal(signal.SIGTERM)
+    assert finish(sup) == 128 + signal.SIGTERM, b.output()
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    try:
+        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def test_supervise_as_pid_1_in_a_pid_namespace_reaps_orphans(box):
+    if not _unshare_works():
+        pytest.skip("unshare --pid --fork --mount-proc is not available here")
+    b = box()
+    b.codex.mkdir()
+    pids = b.run_dir / "orphans"
+    wrapper = b.supervise(["sh", "-c", ORPHANS.format(life=0.8, pids=pids, hold=30)], "--grace", "0.5",
+                          prefix=["unshare", "--pid", "--fork", "--mount-proc"])
+    sup_pid = wait_for(lambda: [p for p, _, _ in children_of(wrapper.pid)], 10, "supervise to start")[0]
+    wait_for(lambda: b.status().get("child_pid"), 10, "CMD to start")
+    assert b.status()["pid"] == 1, "supervise is not PID 1 in its namespace"
+    # The orphans (sleep) become children of PID 1 = supervise.
+    wait_for(lambda: [c for c in children_of(sup_pid) if c[2] == "sleep"], 5, "orphans re-parented to PID 1")
+    wait_for(lambda: not [c for c in children_of(sup_pid) if c[2] == "sleep" or c[1] == "Z"], 5,
+             "PID 1 to reap the orphans")
+    assert wrapper.poll() is None
+    os.kill(sup_pid, signal.SIGTERM)         # PID 1 only gets signals it handles: supervise must handle it
+    rc = finish(wrapper)
+    assert rc == 128 + signal.SIGTERM, b.output()
+
+
+# ---------------------------------------------------------------- 7. journal status
+
+
+def test_status_while_running_and_after_stop(box):
+    b = box()
+    sup = b.supervise(b.writer_cmd("term-exit:0"))
+    b.wait_ready(sup, checkpoints=2)
+
+    rep = b.status_report()
+    assert rep["running"] is True and rep["pid"] == sup.pid, rep
+    st = rep["status"]
+    assert st["pid"] == sup.pid and st["child_pid"] == b.child_pid() and st["interval"] == INTERVAL
+    assert st["last"]["seq"] is not None and st["last"]["seq"] >= 1
+    assert st["last"]["seq"] in manifest_seqs(b.store)
+    assert st["last"]["bytes"] > 0 and st["last"]["objects"] > 0
+    assert rep["lag_seconds"] is not None and 0 <= rep["lag_seconds"] < 30
+    assert st["stopped"] is None and st["last_error"] is None
+    text = b.journal("status", check=True).stdout
+    assert f"supervisor: running, pid {sup.pid}" in text
+    assert "last checkpoint: seq " in text and "last error: none" in text
+
+    sup.send_signal(signal.SIGTERM)
+    assert finish(sup) == 0
+    rep = b.status_report()
+    assert rep["running"] is False and rep["pid"] is None
+    assert rep["status"]["stopped"] is not None
+    assert "supervisor: not running" in b.journal("status", check=True).stdout
+
+
+def test_status_after_kill_9_is_not_running(box):
+    b = box()
+    sup = b.supervise(b.writer_cmd("term-exit:0"))
+    b.wait_ready(sup)
+    child = b.child_pid()
+    os.kill(sup.pid, signal.SIGKILL)
+    os.kill(child, signal.SIGKILL)
+    finish(sup)
+    rep = b.status_report()
+    assert rep["running"] is False and rep["pid"] is None
+    assert rep["status"]["stopped"] is None       # it never got to record a stop
+
+
+def test_failing_checkpoint_is_recorded_and_does_not_touch_cmd(box):
+    b = box()
+    db = b.local / "opencode-share" / "opencode.db"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"this is not a database " * 200)
+    sup = b.supervise(b.writer_cmd("term-exit:9"))
+    wait_for(lambda: b.status().get("failed_ticks", 0) >= 3, 15, "three failed ticks")
+    child = b.child_pid()
+    state = proc_stat(child)
+    assert state is not None and state[0] != "Z", "CMD died after failing checkpoints"
+    assert sup.poll() is None
+
+    rep = b.status_report()
+    assert rep["running"] is True
+    st = rep["status"]
+    assert st["last_error"] and "opencode.db" in st["last_error"], st
+    assert st["last_error_time"] is not None and st["failed_ticks"] >= 3
+    assert "last error: " in (text := b.journal("status", check=True).stdout) and "opencode.db" in text
+    # The healthy tree is still committed on every tick despite the failure.
+    assert len(manifest_seqs(b.store)) >= 2
+
+    sup.send_signal(signal.SIGTERM)
+    assert finish(sup) == 9, b.output()
+    assert (b.run_dir / "child-got-signal").exists()
+    assert restored_session(restore_to(box)) == b.session.read_bytes()
+
+
+# ---------------------------------------------------------------- 8. second SIGTERM
+
+
+@pytest.mark.parametrize("when", ["immediately", "during-final-checkpoint"])
+def test_second_sigterm_does_not_cut_the_final_checkpoint(box, when):
+    b = box()
+    sup = b.supervise(b.writer_cmd("term-big:5"), "--grace", "10")
+    b.wait_ready(sup)
+    child = b.child_pid()
+    sup.send_signal(signal.SIGTERM)
+    if when == "immediately":
+        time.sleep(0.01)
+    else:
+        # The child writes 24 MiB, then exits; once supervise has reaped it, the only
+        # checkpoint that can hold the state lock is the final one.
+        lock = b.state_dir / "lock"
+        wait_for(lambda: proc_stat(child) is None and sup.pid in flock_holders(lock), 20,
+                 "the final checkpoint to start", step=0.002)
+    assert sup.poll() is None, "supervise already finished; the second signal would test nothing"
+    sup.send_signal(signal.SIGTERM)
+    sup.send_signal(signal.SIGINT)
+    rc = finish(sup, 60)
+    assert rc == 5, b.output()
+    assert (b.run_dir / "child-big-written").exists()
+
+    assert_store_clean(b)
+    dest = restore_to(box)
+    assert restored_session(dest) == b.session.read_bytes()
+    big = b.local / "codex-home" / "big.bin"
+    assert hashlib.sha256((dest / "codex" / "big.bin").read_bytes()).digest() == \
+        hashlib.sha256(big.read_bytes()).digest()
+    st = b.status()
+    assert st["last_error"] is None and st["last"]["seq"] == manifest_seqs(b.store)[-1]
