@@ -271,3 +271,27 @@ def status(config_path, store_url, as_json):
     click.echo(f"last error: {st.last_error or 'none'}")
     for w in st.warnings:
         click.echo(f"warning: {w}")
+
+
+@main.command()
+@common
+def takeover(config_path, store_url, as_json):
+    """Continue the store's history from this container's local files.
+
+    After a manifest conflict: adopt the newest checkpoint as the parent without
+    touching local files; the next checkpoint publishes the local view. Nothing in
+    the store is deleted. (`journal restore` is the other way out.)
+
+    Example:
+
+        journal takeover && journal checkpoint
+    """
+    from .takeover import takeover as run_takeover
+
+    cfg, store = open_context(config_path, store_url)
+    result = run_takeover(cfg, store)
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"took over after checkpoint {result.seq} ({result.previous_writer}); "
+                   f"the next `journal checkpoint` publishes this container's files")

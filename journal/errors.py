@@ -59,9 +59,10 @@ class ManifestConflict(JournalError):
         self.seq = seq
         self.other = other
         super().__init__(
-            f"commit manifest: sequence {seq} was already committed by {other}; "
-            "run `journal restore` to adopt that history (newer local files are kept), "
-            "or point this container at another store prefix"
+            f"commit manifest: sequence {seq} was already committed by {other}; this writer stops "
+            "publishing until you choose: `journal restore` adopts that history (newer local files are "
+            "kept), another store prefix starts a separate history, or `journal takeover` makes this "
+            "container's files the next checkpoint"
         )
 
 

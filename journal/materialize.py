@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 
 from .atomic import fsync_dir, write_file_atomic
 from .errors import UnsafePath
+from .fetch import fetch_in_order
 from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, BlobRef, Entry
 from .presets import SQLITE_COMPANIONS
 from .sqlite_capture import install_db, rebuild_db
@@ -141,8 +142,7 @@ def write_entry(root: str, entry: Entry, read_blob: ReadBlob) -> int:
 
 
 def _payloads(entry: Entry, read_blob: ReadBlob) -> Iterator[bytes]:
-    for ref in entry.refs:
-        yield read_blob(ref)
+    return fetch_in_order(entry.refs, read_blob)
 
 
 def move_aside(root: str, entry: Entry, aside_dir: str) -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import msgspec
 
@@ -21,6 +23,8 @@ from .store.base import Store
 
 #: A pack is closed and uploaded once it reaches this size.
 PACK_TARGET = 64 << 20
+#: Packs of one checkpoint uploading at once (each is spooled on local disk meanwhile).
+UPLOADS_IN_FLIGHT = 3
 _PENDING = "@"
 
 
@@ -50,6 +54,9 @@ class PackWriter:
         self.uploaded_objects = 0
         self.blobs = 0
         self._ids: dict[str, str] = {}      # placeholder -> pack id
+        self._uploads: list[Future] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._stats = threading.Lock()
         self._fh = None
         self._path = ""
         self._hash = None
@@ -75,9 +82,16 @@ class PackWriter:
         return BlobRef(blob_id, self._slot, offset, len(record), len(payload))
 
     def finish(self) -> None:
-        """Close and upload the current pack, if any."""
+        """Close and upload the current pack, if any, and wait for every upload.
+
+        Raises the first upload error; no pack is then known to be published.
+        """
         if self._fh is not None:
             self._close_and_upload()
+        self._wait(0)
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def resolve(self, ref: BlobRef) -> BlobRef:
         """Return ``ref`` with its placeholder replaced by the uploaded pack id."""
@@ -92,11 +106,17 @@ class PackWriter:
         return self.resolve(ref).pack
 
     def abort(self) -> None:
-        """Drop any spooled, not yet uploaded pack."""
+        """Drop any spooled, not yet uploaded pack and wait for uploads in flight."""
         if self._fh is not None:
             self._fh.close()
             self._fh = None
             _unlink(self._path)
+        for fut in self._uploads:
+            fut.cancel()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._uploads = []
 
     def _open(self) -> None:
         os.makedirs(self.spool_dir, exist_ok=True)
@@ -110,17 +130,29 @@ class PackWriter:
         self._fh.close()
         self._fh = None
         pack = self._hash.hexdigest()
+        self._ids[self._slot] = pack
+        self.packs.append(pack)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=UPLOADS_IN_FLIGHT, thread_name_prefix="journal-upload")
+        self._wait(UPLOADS_IN_FLIGHT - 1)
+        self._uploads.append(self._pool.submit(self._upload, self._path, pack, self._size))
+
+    def _wait(self, keep: int) -> None:
+        """Wait until at most ``keep`` uploads are in flight; re-raise the first failure."""
+        while len(self._uploads) > keep:
+            self._uploads.pop(0).result()
+
+    def _upload(self, path: str, pack: str, size: int) -> None:
         try:
-            with open(self._path, "rb") as src:
+            with open(path, "rb") as src:
                 self.store.put_if_absent(pack_key(pack), src)
-            self.uploaded_bytes += self._size
-            self.uploaded_objects += 1
+            with self._stats:
+                self.uploaded_bytes += size
+                self.uploaded_objects += 1
         except KeyExists:
             pass  # same bytes, same name: an earlier attempt already published it
         finally:
-            _unlink(self._path)
-        self._ids[self._slot] = pack
-        self.packs.append(pack)
+            _unlink(path)
 
 
 def _unlink(path: str) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from .atomic import fsync_dir
 from .errors import CorruptObject
+from .fetch import fetch_in_order
 from .localstate import FileState
 from .model import KIND_SQLITE, BlobRef, Entry
 from .objects import KIND_DBPAGE, KIND_PAGEMAP, blob_id
@@ -101,8 +102,8 @@ def rebuild_db(entry: Entry, read_blob: ReadBlob, tmp_path: str) -> None:
     _, pages, _ = snapshot_pages(entry.refs, lambda r: read_blob(r))
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, entry.mode & 0o7777 or 0o600)
     try:
-        for ref in pages:
-            os.write(fd, read_blob(ref))
+        for page in fetch_in_order(pages, read_blob):
+            os.write(fd, page)
         os.fsync(fd)
     finally:
         os.close(fd)
