@@ -1,8 +1,8 @@
 """The restore operation: newest valid manifest -> live trees (or ``--to DIR``).
 
-For each tree, the newest manifest whose integrity holds, whose pages load and whose
-packs all exist is used. Each file is written only from verified blobs; a file whose
-blobs are bad falls back to the newest older manifest with a good copy, else it is
+For each tree, the newest manifest whose integrity holds and whose index pages load
+is used. Each file is written only from verified blobs; a file whose blobs are bad
+or missing falls back to the newest older manifest with a good copy, else it is
 reported lost. Only a restore with nothing lost marks the local state complete.
 """
 
@@ -53,13 +53,12 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
         seqs = select_seqs(repo, at)
         result = RestoreResult(dry_run=dry_run, seq=seqs[-1] if seqs else None)
         cache = ManifestCache(repo)
-        packs = repo.pack_ids() if seqs else set()
         names = _tree_names(cfg, cache, seqs, to, result, reporter)
         caches: dict[str, TreeCache] = {}
         aside = os.path.join(cfg.state_dir, "invalid", utc_now().replace(":", ""))
         newest = repo.manifest_seqs()[-1] if seqs else None
         for name, dest in names:
-            tr, tcache = _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside, newest)
+            tr, tcache = _restore_tree(repo, cache, seqs, name, dest, dry_run, reporter, aside, newest)
             result.trees.append(tr)
             if tcache is not None:
                 caches[name] = tcache
@@ -71,10 +70,13 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
 
 
 def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, result, reporter) -> list[tuple[str, str]]:
+    # Every manifest carries every tree the store has seen, so the newest readable
+    # one names them all: restore's metadata reads do not grow with history.
     stored: set[str] = set()
-    for seq in seqs:
+    for seq in reversed(seqs):
         try:
             stored.update(cache.manifest(seq)[0].trees)
+            break
         except (CorruptObject, ObjectNotFound) as err:
             reporter.warn(f"restore: skipping manifest {seq}: {err}")
     if to is not None:
@@ -85,7 +87,7 @@ def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, resu
     return [(name, configured[name]) for name in sorted(stored & configured.keys())]
 
 
-def _newest_good_tree(cache: ManifestCache, packs: set[str], seqs: list[int], name: str, reporter):
+def _newest_good_tree(cache: ManifestCache, seqs: list[int], name: str, reporter):
     """The newest (seq, entries, pages) of tree ``name`` whose manifest and pages verify.
 
     Data packs it names may be missing: each file then falls back on its own
@@ -100,17 +102,13 @@ def _newest_good_tree(cache: ManifestCache, packs: set[str], seqs: list[int], na
         except (CorruptObject, ObjectNotFound) as err:
             reporter.warn(f"restore: tree {name}: manifest {seq} unusable ({err}); trying an older one")
             continue
-        missing = {r.pack for e in entries for r in e.refs} - packs
-        if missing:
-            reporter.warn(f"restore: tree {name}: manifest {seq} names {len(missing)} missing pack(s); "
-                          "files stored in them fall back to older copies")
         return seq, entries, pages
     return None
 
 
-def _restore_tree(repo, cache, packs, seqs, name, dest, dry_run, reporter, aside, newest):
+def _restore_tree(repo, cache, seqs, name, dest, dry_run, reporter, aside, newest):
     tr = TreeRestore(name=name, dest=dest)
-    found = _newest_good_tree(cache, packs, seqs, name, reporter)
+    found = _newest_good_tree(cache, seqs, name, reporter)
     if found is None:
         tr.error = f"restore: tree {name}: no manifest with a complete copy of it"
         return tr, None

@@ -347,11 +347,12 @@ def publish_crafted_manifest(live, files: list[tuple[str, bytes]], links: list[t
     root, _ = build_index(entries, {}, lambda payload: index.add(KIND_PAGE, payload))
     index.finish()
     seq = repo.manifest_seqs()[-1] + 1
-    _, parent_id = repo.load_manifest(seq - 1)
+    parent, parent_id = repo.load_manifest(seq - 1)
+    # Like every writer, carry the other trees forward unchanged.
+    trees = dict(parent.trees)
+    trees["codex"] = TreeRoot(root=index.resolve(root), files=len(entries), bytes=sum(e.size for e in entries))
     manifest = Manifest(seq=seq, parent=seq - 1, parent_id=parent_id, created=utc_now(), created_ns=time.time_ns(),
-                        host="elsewhere", pid=1, writer="f" * 32,
-                        trees={"codex": TreeRoot(root=index.resolve(root), files=len(entries),
-                                                 bytes=sum(e.size for e in entries))},
+                        host="elsewhere", pid=1, writer="f" * 32, trees=trees,
                         packs=tuple(data.packs + index.packs))
     repo.put_manifest(encode_manifest(manifest)[1], seq)
     return seq
