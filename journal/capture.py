@@ -23,8 +23,11 @@ from .objects import KIND_CHUNK, KIND_SEGMENT
 from .walk import Item
 
 CHUNK = 1 << 20            # ordinary files: fixed-size chunks
-SEGMENT_TARGET = 1 << 20   # JSONL: a segment closes at the first line end past this size
+SEGMENT_TARGET = 4 << 20   # JSONL: a segment closes at the first line end past this size
 READ_BLOCK = 1 << 20
+MERGE_FANOUT = 4           # compaction: this many trailing segments of one size tier merge
+MERGE_CAP = 8 << 20        # ... into one segment of at most this size
+TIER_BASE = 4096
 
 AddBlob = Callable[[int, bytes], BlobRef]
 
@@ -90,8 +93,49 @@ def _capture_jsonl(fd: int, path: str, st: os.stat_result, prev: FileState | Non
     mode = stat_mod.S_IMODE(st.st_mode)
     if pe is not None and not new_refs and refs == pe.refs and mode == pe.mode:
         return pe  # only a torn tail changed: nothing to publish, keep the entry as it was
+    merged = compact_segments(fd, list(refs) + new_refs, add)
+    if merged is None:  # the older bytes changed under us: re-base from offset 0
+        merged = [add(KIND_SEGMENT, data) for _, data in split_segments(fd, 0, end)]
     return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns,
-                 size=end, refs=refs + tuple(new_refs))
+                 size=end, refs=tuple(merged))
+
+
+def _tier(size: int) -> int:
+    tier = 0
+    while size >= TIER_BASE * MERGE_FANOUT:
+        size //= MERGE_FANOUT
+        tier += 1
+    return tier
+
+
+def compact_segments(fd: int, refs: list[BlobRef], add: AddBlob) -> list[BlobRef] | None:
+    """Merge trailing runs of ``MERGE_FANOUT`` same-tier segments (leveled compaction).
+
+    Each append adds one small segment; every ``MERGE_FANOUT`` of a tier become one of
+    the next tier, so a transcript built from n appends has O(log n) segments and each
+    byte is rewritten O(log n) times. Merged bytes are read back from the live file and
+    must hash to the segments they replace; None means they no longer do.
+    """
+    offsets, pos = [], 0
+    for ref in refs:
+        offsets.append(pos)
+        pos += ref.size
+    while len(refs) >= MERGE_FANOUT:
+        run = refs[-MERGE_FANOUT:]
+        total = sum(r.size for r in run)
+        if total > MERGE_CAP or len({_tier(r.size) for r in run}) != 1:
+            break
+        start = offsets[-MERGE_FANOUT]
+        data = os.pread(fd, total, start)
+        at = 0
+        for r in run:
+            if hashlib.sha256(data[at:at + r.size]).hexdigest() != r.id:
+                return None
+            at += r.size
+        del refs[-MERGE_FANOUT:], offsets[-MERGE_FANOUT:]
+        refs.append(add(KIND_SEGMENT, data))
+        offsets.append(start)
+    return refs
 
 
 def still_prefix(fd: int, entry: Entry, check_all: bool) -> bool:

@@ -93,3 +93,4 @@ def main():
 
 
 from . import cli_commands  # noqa: E402,F401  (registers the commands)
+from . import cli_migrate  # noqa: E402,F401  (registers `journal migrate`)

@@ -295,3 +295,53 @@ def takeover(config_path, store_url, as_json):
     else:
         click.echo(f"took over after checkpoint {result.seq} ({result.previous_writer}); "
                    f"the next `journal checkpoint` publishes this container's files")
+
+
+@main.command("gc")
+@common
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option("--keep-last", type=int, help="Keep the newest N checkpoints.")
+@click.option("--keep-within", metavar="DURATION", help="Keep checkpoints newer than this (30m, 24h, 7d).")
+@click.option("--keep-hourly", type=int, help="Keep the newest checkpoint of each of the last N hours.")
+@click.option("--keep-daily", type=int, help="Keep the newest checkpoint of each of the last N days.")
+@click.option("--grace", default="24h", show_default=True, metavar="DURATION",
+              help="Delete only what was tombstoned at least this long ago.")
+def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within, keep_hourly, keep_daily, grace):
+    """Expire old checkpoints and delete what nothing needs, in two phases.
+
+    Mark: unkept checkpoints and unreachable packs get a tombstone. Sweep: what a
+    tombstone older than --grace names is deleted, unless a checkpoint present now
+    needs it. The newest checkpoint of every tree is always kept.
+
+    Example:
+
+        journal gc --keep-daily 7 --keep-last 20 --dry-run
+    """
+    from .gc import gc as run_gc
+    from .retention import Policy, parse_duration
+
+    policy = Policy(keep_last=keep_last, keep_hourly=keep_hourly, keep_daily=keep_daily,
+                    keep_within=parse_duration(keep_within, "--keep-within") if keep_within else None)
+    if policy.is_empty():
+        from .errors import ConfigError
+        raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
+                          "--keep-within DURATION, --keep-hourly N, --keep-daily N")
+    cfg, store = open_context(config_path, store_url)
+    plan, result = run_gc(Repository.open(store), policy, parse_duration(grace, "--grace"), dry_run=dry_run,
+                          reporter=CliReporter("deleting", quiet=as_json))
+    if as_json:
+        emit_json({"dry_run": dry_run, "plan": plan, "result": result})
+        return
+    verb = "would" if dry_run else "will"
+    click.echo(f"keep {len(plan.kept)} checkpoint(s): " + ", ".join(str(s) for s in sorted(plan.kept)))
+    click.echo(f"expire {len(plan.expire)} checkpoint(s): " + (", ".join(str(s) for s in plan.expire) or "none"))
+    if plan.unreadable:
+        click.echo(f"left alone (unreadable): {', '.join(str(s) for s in plan.unreadable)}")
+    click.echo(f"tombstone {len(plan.tombstone)} object(s) ({sum(i.bytes for i in plan.tombstone):,} bytes)")
+    click.echo(f"delete {len(plan.delete)} object(s) tombstoned more than {grace} ago: "
+               f"{plan.bytes_freed:,} bytes {verb} be freed")
+    for key, why in list(plan.kept_samples.items())[:5]:
+        click.echo(f"  kept {key}: {why}")
+    if result is not None:
+        click.echo(f"done: tombstone {result.tombstone_key or 'none'}, deleted {result.deleted} object(s), "
+                   f"{result.bytes_freed:,} bytes freed, {result.tombstones_removed} tombstone(s) resolved")

@@ -136,3 +136,13 @@ class CheckpointErrors(JournalError):
         self.seq = seq
         done = f"checkpoint {seq} committed the rest" if seq else "nothing else needed committing"
         super().__init__(f"checkpoint: {len(errors)} failure(s) ({done}): " + "; ".join(errors))
+
+
+class GcBusy(JournalError):
+    """Another gc holds the store's gc lease."""
+
+    def __init__(self, holder: str, expires: str):
+        self.holder = holder
+        self.expires = expires
+        super().__init__(f"gc: another gc ({holder}) holds the store's lease until {expires}; "
+                         "try again after it ends (a lease left by a crashed gc is taken over once it expires)")

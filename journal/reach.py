@@ -1,0 +1,69 @@
+"""Reachability: every pack that a set of manifests needs, walking shared pages once.
+
+A page id fixes its whole subtree, so a page already visited (in the same pack) is
+not walked again: the cost grows with distinct pages, not with manifests.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .errors import CorruptObject
+from .model import KIND_SQLITE, BlobRef, Manifest, Page, decode
+from .objects import KIND_PAGE, KIND_PAGEMAP
+from .pagemap import decode_map
+from .repository import Repository
+
+SAMPLE = 10
+
+
+class Reach:
+    """Accumulates the packs reachable from the manifests walked so far."""
+
+    def __init__(self, repo: Repository):
+        self.repo = repo
+        self.packs: set[str] = set()
+        self.reasons: dict[str, str] = {}        # a sample: pack -> why it is needed
+        self._pages: set[tuple[str, str]] = set()
+        self._maps: set[tuple[str, str]] = set()
+
+    def _need(self, pack: str, why) -> None:
+        if pack not in self.packs:
+            self.packs.add(pack)
+            if len(self.reasons) < SAMPLE:
+                self.reasons[pack] = why()
+
+    def walk(self, manifest: Manifest) -> None:
+        """Add every pack manifest ``manifest`` needs; raises CorruptObject on a bad page."""
+        for name, tree in sorted(manifest.trees.items()):
+            if tree.root is not None:
+                self._walk_page(manifest.seq, name, tree.root)
+
+    def _walk_page(self, seq: int, tree: str, root: BlobRef) -> None:
+        stack = [root]
+        while stack:
+            ref = stack.pop()
+            if (ref.pack, ref.id) in self._pages:
+                continue
+            self._pages.add((ref.pack, ref.id))
+            self._need(ref.pack, lambda: f"index page of tree {tree} in manifest {seq}")
+            try:
+                page = decode(self.repo.read_blob(ref, KIND_PAGE), Page)
+            except msgspec.DecodeError as err:
+                raise CorruptObject(f"page {ref.id[:12]}", str(err)) from err
+            for child in page.children:
+                stack.append(child.ref if child.ref.pack else msgspec.structs.replace(child.ref, pack=ref.pack))
+            for e in page.entries:
+                for r in e.refs:
+                    self._need(r.pack, lambda: f"{tree}/{e.path} in manifest {seq}")
+                if e.kind == KIND_SQLITE:
+                    self._walk_maps(seq, tree, e)
+
+    def _walk_maps(self, seq: int, tree: str, entry) -> None:
+        for ref in entry.refs:
+            if (ref.pack, ref.id) in self._maps:
+                continue
+            self._maps.add((ref.pack, ref.id))
+            _, pages = decode_map(self.repo.read_blob(ref, KIND_PAGEMAP), ref.pack, f"pagemap {ref.id[:12]}")
+            for page in pages.values():
+                self._need(page.pack, lambda: f"database page of {tree}/{entry.path} in manifest {seq}")
