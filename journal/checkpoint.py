@@ -123,7 +123,7 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> 
         raise
     finally:
         clear_staging(staging)
-    result.warnings = list(ctx.errors)
+    result.warnings = ctx.warnings + ctx.errors
     if ctx.errors:
         raise CheckpointErrors(ctx.errors, result.seq)
 

@@ -86,6 +86,12 @@ class ScanContext:
     reporter: Reporter
     allow_deletions: bool = False
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        """A warning for the reporter that also lands in the checkpoint's result."""
+        self.warnings.append(message)
+        self.reporter.warn(message)
 
 
 def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[TreeResult, dict[str, FileState], bool]:
@@ -94,7 +100,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     if not os.path.isdir(tree.path):
         tr.absent = True
         if cache.files:
-            ctx.reporter.warn(f"checkpoint: tree {tree.name}: {tree.path} is missing; keeping its last checkpoint")
+            ctx.warn(f"checkpoint: tree {tree.name}: {tree.path} is missing; keeping its last checkpoint")
         return tr, cache.files, False
     matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite)
     files: dict[str, FileState] = {}
@@ -159,7 +165,7 @@ def _apply_deletions(tree: TreeConfig, cache: TreeCache, files: dict[str, FileSt
     dropped = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
     guard = dropped and (dropped > live_before * DELETION_GUARD or dropped == live_before)
     if guard and not ctx.allow_deletions:
-        ctx.reporter.warn(f"checkpoint: tree {tree.name}: {dropped} of {live_before} files vanished from "
+        ctx.warn(f"checkpoint: tree {tree.name}: {dropped} of {live_before} files vanished from "
                           f"{tree.path}; keeping them in the checkpoint (a partial or unmounted tree looks "
                           "like this); run `journal checkpoint --allow-deletions` if they were really deleted")
         for p in gone:

@@ -1461,7 +1461,9 @@ def report(res: dict) -> str:
                 f = main.get(name) and main[name][key]
                 if not f:
                     continue
-                label = "rsync -a" if (name == "legacy" and key == "restore") else name
+                label = name
+                if name == "legacy" and key == "restore":
+                    label = "rsync -a" if res["meta"]["tools"]["legacy_copy"] == "rsync" else "python copytree"
                 objs = f"{f['objects']:.1f} (max {f['objects_max']})" if key == "tick" else (
                     "" if f["objects"] is None else f"{f['objects']:.0f}")
                 out.append(f"| {what} | {label} | {fmt_bytes(f['bytes']) if key != 'restore' else ''} | "
@@ -1507,7 +1509,8 @@ def report(res: dict) -> str:
         out.append("|---|---:|---:|---:|")
         for label, f in (("journal checkpoint", big["journal"]["checkpoint"]), ("journal restore", big["journal"]["restore"]),
                          (f"legacy tick ({res['meta']['tools']['legacy_copy']})", big["legacy"]["checkpoint"]),
-                         ("rsync -a back", big["legacy"]["restore"])):
+                         ("rsync -a back" if res["meta"]["tools"]["legacy_copy"] == "rsync" else "python copytree back",
+                          big["legacy"]["restore"])):
             out.append(f"| {label} | {fmt_s(f['wall_s'])} | {fmt_s(f['cpu_s'])} | {f['maxrss_kib'] / KIB:.1f} MiB |")
         out.append("")
     out.append("| ratio (median of per-run ratios) | value |")
@@ -1547,11 +1550,12 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
-    p.add_argument("--scale", type=float, default=1.0, help="main workload scale (default 1.0: ~65 MiB)")
+    p.add_argument("--scale", type=float, default=1.0, help="main workload scale (default 1.0: ~75 MiB of state)")
     p.add_argument("--runs", type=int, default=5, help="runs of the main and tree parts (default 5)")
     p.add_argument("--ticks", type=int, default=5, help="active ticks per main run (default 5)")
     p.add_argument("--big-file-mib", type=int, default=2048, help="size of the big file (default 2048)")
-    p.add_argument("--big-runs", type=int, default=None, help="runs of the big-file part (default: --runs)")
+    p.add_argument("--big-runs", type=int, default=2,
+                   help="runs of the big-file part (default 2: each moves ~8 GiB through the disk)")
     p.add_argument("--tree-files", type=int, default=20000, help="files in the large tree (default 20000)")
     p.add_argument("--db-mib", type=int, default=256, help="size of the large SQLite database (default 256)")
     p.add_argument("--db-runs", type=int, default=None, help="runs of the SQLite part (default: --runs)")
@@ -1567,7 +1571,8 @@ def parse_args(argv=None):
     if args.smoke:
         args.scale, args.runs, args.ticks = 0.02, 1, 2
         args.big_file_mib, args.tree_files, args.db_mib, args.db_txns = 8, 300, 2, 20
-    args.big_runs = args.big_runs or args.runs
+    if args.smoke:
+        args.big_runs = 1
     args.db_runs = args.db_runs or args.runs
     args.parts = [x for x in args.parts.split(",") if x]
     return args
