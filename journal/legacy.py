@@ -44,7 +44,9 @@ OLD_HOME_DIRS: tuple[tuple[str, str, bool], ...] = (
 #: Where the shell design kept its verified ``.backup`` copies, inside a SQLite tree.
 CHECKPOINTS = "checkpoints"
 #: Paths under ``$AM_LOCAL`` the shell design kept for itself; journal leaves them alone.
-OLD_LOCAL_DIRS = ("agent-state-stamps", "agent-state-invalid", "agent-state-snapshots")
+OLD_LOCAL_DIRS = {"agent-state-stamps": "the shell design's per-tree stamps; journal keeps its own local state",
+                  "agent-state-invalid": "invalid local databases the shell design kept for diagnosis",
+                  "agent-state-snapshots": "the shell design's SQLite staging directory"}
 
 CHECKPOINT_COPY, RAW_TRIO = "checkpoint-copy", "raw-trio"
 IMPORT_TREE, SKIP_TREE, UNLINK, MKDIR, COPY, LINK, SAME, KEEP_LOCAL = (
@@ -67,7 +69,21 @@ class Step(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     kind: str | None = None     # dir/file/jsonl/symlink for files; checkpoint-copy/raw-trio for databases
     size: int = 0
 
+
+class OpenTranscript(msgspec.Struct, frozen=True, kw_only=True):
+    """A transcript some process holds open."""
+
+    path: str               # as the kernel names it (symlinks resolved)
+    tree: str
+    rel: str                # its path in the tree
+    pids: tuple[int, ...]
+    writing: bool           # some holder has it open for writing
+    legacy: bool = False    # it lies in a legacy source, not in the live tree
+
+
 class MigrationPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything one migration will do, in order, and what it found wrong; printed by --dry-run."""
+
     version: int = 1
     legacy_root: str
     old_home: str
@@ -77,7 +93,6 @@ class MigrationPlan(msgspec.Struct, frozen=True, kw_only=True):
     steps: tuple[Step, ...]
     open_transcripts: tuple[OpenTranscript, ...] = ()
     problems: tuple[str, ...] = ()
-
 
 
 class Source(msgspec.Struct, frozen=True, kw_only=True):
@@ -194,17 +209,6 @@ def recover_db(cand: DbCandidate, private: str) -> str:
 
 def _short(detail: str, limit: int = 240) -> str:
     return detail if len(detail) <= limit else detail[:limit] + " ..."
-
-
-class OpenTranscript(msgspec.Struct, frozen=True, kw_only=True):
-    """A transcript some process holds open."""
-
-    path: str               # as the kernel names it (symlinks resolved)
-    tree: str
-    rel: str                # its path in the tree
-    pids: tuple[int, ...]
-    writing: bool           # some holder has it open for writing
-    legacy: bool = False    # it lies in a legacy source, not in the live tree
 
 
 def open_files() -> dict[str, tuple[set[int], bool]]:
@@ -527,7 +531,8 @@ def _plan_old_home(p: _Planner) -> None:
         elif not os.path.isdir(path):
             continue
         elif tree not in p.imports:
-            p.add(LEAVE, path, f"tree {tree} is not imported; left in place", tree=tree)
+            why = f"the store already has tree {tree}" if tree in p.stored else f"tree {tree} is not imported"
+            p.add(LEAVE, path, f"{why}; left in place", tree=tree)
         elif retire:
             p.add(RENAME, path, "imported; renamed (never deleted) as the rollback copy once the checkpoint "
                   "verifies", tree=tree, target=retired_name(path))
@@ -555,7 +560,7 @@ def _plan_leftovers(p: _Planner) -> None:
         if p.trees[tree].exclude:
             p.add(LEAVE, p.trees[tree].path, f"legacy paths matching {', '.join(p.trees[tree].exclude)} are "
                   "excluded by the tree and stay in the legacy root", tree=tree)
-    for name in OLD_LOCAL_DIRS:
+    for name, what in OLD_LOCAL_DIRS.items():
         path = os.path.join(p.cfg.local or "", name)
         if p.cfg.local and os.path.isdir(path):
-            p.add(LEAVE, path, "the shell design's own bookkeeping; journal does not use it; left in place")
+            p.add(LEAVE, path, f"{what}; journal does not use it; left in place")

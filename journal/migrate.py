@@ -13,7 +13,7 @@ the processes' open files and the store, changes nothing, and returns a frozen
 5. ``verify --full``, then each open transcript's complete lines are read back;
 6. only then are the old opencode/Hermes/fx directories renamed ``*.pre-agent-state``.
 
-Nothing is ever deleted; see docs/design.md §17.
+Nothing is ever deleted; see docs/design.md §18.
 """
 
 from __future__ import annotations
@@ -323,7 +323,8 @@ def _confirm(repo: Repository, cache: ManifestCache, seq: int, cap: Capture) -> 
 
 def _rename(run: _Run, step: Step):
     if run.report.problems or not run.report.verified:
-        return SKIPPED, "left in place: the migration did not verify"
+        return SKIPPED, ("left in place: the migration has problems; once they are fixed, rename it by hand "
+                         "(a later run does not import this tree again)")
     target = step.target
     try:
         rename_noclobber(step.path, target)

@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import msgspec
 
 from .errors import KeyExists
+from .localfs import clear_dir
 from .model import BlobRef
 from .objects import encode_record
 from .store.base import Store
@@ -164,10 +165,4 @@ def _unlink(path: str) -> None:
 
 def clear_spool(spool_dir: str) -> None:
     """Remove spool files left by a crashed checkpoint."""
-    try:
-        names = os.listdir(spool_dir)
-    except FileNotFoundError:
-        return
-    for name in names:
-        if name.endswith(".pack"):
-            _unlink(os.path.join(spool_dir, name))
+    clear_dir(spool_dir, ".pack")

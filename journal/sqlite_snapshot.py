@@ -20,6 +20,7 @@ import uuid
 from urllib.parse import quote
 
 from .errors import SnapshotFailed
+from .localfs import clear_dir
 
 BUSY_TIMEOUT = 2.0
 RETRIES = 3
@@ -110,33 +111,25 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
 
 
 def quick_check(path: str) -> str | None:
-    """None when ``PRAGMA quick_check`` says ok; else SQLite's complaint."""
-    try:
-        con = sqlite3.connect(_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT)
-        try:
-            rows = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as err:
-        return str(err)
-    return None if rows == ["ok"] else _one_line(rows)
-
-
-def _one_line(rows) -> str:
-    return "; ".join(" ".join(str(r).split()) for r in rows[:5])
+    """None when ``PRAGMA quick_check`` says ok; else SQLite's complaint, on one line."""
+    return _check(path, "quick_check")
 
 
 def integrity_check(path: str) -> str | None:
-    """None when ``PRAGMA integrity_check`` says ok; else SQLite's complaint."""
+    """None when ``PRAGMA integrity_check`` says ok; else SQLite's complaint, on one line."""
+    return _check(path, "integrity_check")
+
+
+def _check(path: str, pragma: str) -> str | None:
     try:
-        con = sqlite3.connect(_uri(path, "ro"), uri=True)
+        con = sqlite3.connect(_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT)
         try:
-            rows = [r[0] for r in con.execute("PRAGMA integrity_check").fetchall()]
+            rows = [r[0] for r in con.execute(f"PRAGMA {pragma}").fetchall()]
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
         return str(err)
-    return None if rows == ["ok"] else _one_line(rows)
+    return None if rows == ["ok"] else "; ".join(" ".join(str(r).split()) for r in rows[:5])
 
 
 def _to_rollback_journal(path: str) -> None:
@@ -167,12 +160,4 @@ def remove_staging(path: str) -> None:
 
 def clear_staging(staging_dir: str) -> None:
     """Remove every staging file (after a crash, and at each start)."""
-    try:
-        names = os.listdir(staging_dir)
-    except FileNotFoundError:
-        return
-    for name in names:
-        try:
-            os.unlink(os.path.join(staging_dir, name))
-        except (FileNotFoundError, IsADirectoryError):
-            pass
+    clear_dir(staging_dir)
