@@ -115,6 +115,9 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> 
                 state.trees = new_trees
                 save_state(cfg.state_dir, state)  # local only: fresher signatures, no store write
         else:
+            # Fence before uploading anything more: another writer may own seq+1 already.
+            if repo.store.head(manifest_key(state.seq + 1)) is not None:
+                raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
             ctx.data.finish()
             _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, result)
             ctx.maps.prune(_map_ids(new_trees))

@@ -495,8 +495,8 @@ def _plan_db(p: _Planner, tree: TreeConfig, rel: str, cands: list[DbCandidate], 
         p.problem(f"migrate: {full}: {st}; no legacy database installed")
         return
     if st is not None:
-        problem = check_live_db(full, p.tmp)
-        if problem is None:
+        local_problem = check_live_db(full, p.tmp)
+        if local_problem is None:
             p.add(KEEP_DB, full, "the local database passes quick_check; it is authoritative", tree=tree.name)
             for c in cands:
                 p.add(UNUSED_DB, c.path, "not needed: the local database is valid", tree=tree.name, kind=c.kind)
@@ -514,13 +514,14 @@ def _plan_db(p: _Planner, tree: TreeConfig, rel: str, cands: list[DbCandidate], 
             continue
         chosen = c
         if st is not None:
-            p.add(MOVE_DB, full, f"the local database fails quick_check ({problem}); moved aside, never deleted",
+            p.add(MOVE_DB, full, f"the local database fails quick_check ({local_problem}); moved aside, never deleted",
                   tree=tree.name)
         p.add(INSTALL_DB, full, "recovered from a private copy, backed up and quick_checked", tree=tree.name,
               source=c.path, kind=c.kind)
     if chosen is None:
+        local = "keeps its invalid database" if st is not None else "gets none"
         p.problem(f"migrate: tree {tree.name}: no legacy copy of {rel} passes quick_check; they are left untouched "
-                  f"and {full} gets none (repair one and put it there; the next checkpoint publishes it)")
+                  f"and {full} {local} (repair a copy and put it there; the next checkpoint publishes it)")
 
 
 def _plan_old_home(p: _Planner) -> None:

@@ -110,7 +110,11 @@ def execute(plan: MigrationPlan, cfg: Config, store: Store, reporter: Reporter =
             report.results.append(StepResult(step=step, outcome=outcome, detail=detail))
             if outcome == FAILED:
                 report.problems.append(f"migrate: {step.op} {step.path}: {detail}")
-    report.ok = not report.problems and (report.verified or not any(s.op == CHECKPOINT for s in plan.steps))
+    publishes = any(s.op == CHECKPOINT for s in plan.steps)
+    if not publishes:
+        for c in report.captures:  # opened after the plan was made: the plan has no checkpoint for it
+            report.problems.append(f"migrate: {c.path} was opened after the plan; run `journal migrate` again")
+    report.ok = not report.problems and (report.verified or not publishes)
     return report
 
 
@@ -141,8 +145,12 @@ class _Run:
         for o in find_open_transcripts(self.trees, sources):
             if o.legacy and o.tree not in self.plan.imports:
                 continue  # already a plan problem: that tree is not imported
+            try:
+                capture = _measure(o)
+            except FileNotFoundError:
+                continue  # closed and removed since the scan: nothing open to capture
             self.trim.add(o.path)
-            self.report.captures.append(_measure(o))
+            self.report.captures.append(capture)
 
     def root_rel(self, step: Step) -> tuple[str, str]:
         root = self.trees[step.tree].path

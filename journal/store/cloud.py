@@ -104,6 +104,14 @@ class CloudStore(Store):
         try:
             if start == 0 and end is None:
                 return bytes(self._ob.get(self._store, key).bytes())
+            if end is not None and end > start:
+                try:  # the common case (a blob inside a pack): one request, no HEAD
+                    data = bytes(self._ob.get_range(self._store, key, start=start, end=end))
+                    if len(data) == end - start:
+                        return data
+                except Exception as err:
+                    if isinstance(self._translate(key, err), ObjectNotFound):
+                        raise ObjectNotFound(key) from err
             size = self.head(key)
             if size is None:
                 raise ObjectNotFound(key)

@@ -1,0 +1,137 @@
+"""Smoke test of the benchmark (tools/bench.py, issue 4).
+
+The benchmark is not a timed test: this runs its tiny ``--smoke`` version as a
+subprocess and checks only that the JSON holds every figure, that journal's idle tick
+wrote nothing and that its active ticks wrote at most 4 objects. Timing values are
+never asserted. It passes with or without rsync, restic and the sqlite3 CLI installed
+(the bench falls back to Python copies and skips restic).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "tools" / "bench.py"
+FIGURE = ("bytes", "objects", "wall_s", "cpu_s", "maxrss_kib")
+TARGETS = 6
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("bench")
+    out = tmp / "bench.json"
+    proc = subprocess.run([sys.executable, str(BENCH), "--smoke", "--json", str(out), "--workdir", str(tmp / "work")],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, f"bench failed:\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}"
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(("PASS ", "FAIL ", "SKIP "))]
+    assert len(lines) == TARGETS, proc.stdout[-3000:]
+    return json.loads(out.read_text())
+
+
+def has_figure(fig: dict, where: str) -> None:
+    assert isinstance(fig, dict), f"{where}: missing"
+    for key in FIGURE:
+        assert key in fig, f"{where}: no {key!r}"
+    assert fig["wall_s"] is not None and fig["cpu_s"] is not None, where
+    assert fig["maxrss_kib"] > 0, where
+
+
+def test_meta_names_machine_tools_and_workload(result):
+    meta = result["meta"]
+    for key in ("date", "command", "args", "machine", "tools", "notes", "seconds", "rss_floor_kib"):
+        assert key in meta, key
+    for key in ("nproc", "mem_bytes", "disk", "python", "cpu"):
+        assert key in meta["machine"], key
+    assert meta["tools"]["legacy_copy"] in ("rsync", "python")
+    assert meta["tools"]["legacy_sqlite"] in ("cli", "python")
+    assert "restic" in meta["tools"]
+    assert meta["args"]["smoke"] is True
+    work = result["main"]["workload"]
+    assert work["files"] > 0 and work["bytes"] > 0 and work["open_rollout_bytes"] > 0
+    assert len(work["databases"]) == 2 and len(work["open_transcripts"]) == 4
+    assert len(work["trees"]) == 6
+
+
+def test_every_main_figure_is_there(result):
+    restic = result["meta"]["tools"]["restic"] is not None
+    runs = result["main"]["runs"]
+    assert len(runs) == result["meta"]["args"]["runs"]
+    for r, run in enumerate(runs):
+        systems = ["journal", "legacy"] + (["restic"] if restic else [])
+        assert ("restic" in run) == restic
+        for name in systems:
+            has_figure(run[name]["initial"], f"run {r} {name} initial")
+            assert len(run[name]["ticks"]) == result["meta"]["args"]["ticks"]
+            for t, fig in enumerate(run[name]["ticks"]):
+                has_figure(fig, f"run {r} {name} tick {t}")
+                assert fig["objects"] >= 1 and fig["bytes"] > 0
+            has_figure(run[name]["idle"], f"run {r} {name} idle")
+            has_figure(run[name]["restore"], f"run {r} {name} restore")
+            assert run[name]["restore"]["files"] > 0
+        for fig in run["journal"]["ticks"]:
+            assert fig["reported"]["objects"] == fig["objects"]
+            assert set(fig["by_kind"]) >= {"segment", "page", "manifest"}
+    main = result["summary"]["main"]
+    for name in ("journal", "legacy", "restic"):
+        assert name in main
+        if main[name] is None:
+            assert name == "restic" and not restic
+            continue
+        for part in ("initial", "tick", "idle", "restore"):
+            for key in FIGURE:
+                assert key in main[name][part], (name, part, key)
+        assert "objects_max" in main[name]["tick"]
+        assert len(main[name]["per_tick"]) == result["meta"]["args"]["ticks"]
+
+
+def test_journal_idle_tick_writes_nothing_and_active_ticks_few_objects(result):
+    for run in result["main"]["runs"]:
+        assert run["journal"]["idle"]["objects"] == 0
+        assert run["journal"]["idle"]["bytes"] == 0
+        assert all(f["objects"] <= 4 for f in run["journal"]["ticks"])
+    for run in result["tree"]["runs"]:
+        assert run["journal"]["idle"]["objects"] == 0
+        assert run["journal"]["change"]["objects"] <= 4
+
+
+def test_tree_sqlite_and_big_file_figures(result):
+    s = result["summary"]
+    assert s["tree"]["files"] == result["meta"]["args"]["tree_files"]
+    for name in ("journal", "legacy"):
+        for part in ("initial", "idle", "change"):
+            for key in FIGURE:
+                assert key in s["tree"][name][part], (name, part, key)
+        for part in ("initial", "tick"):
+            for key in FIGURE:
+                assert key in s["sqlite"][name][part], (name, part, key)
+        assert s["sqlite"][name]["tick"]["bytes"] > 0
+    assert s["sqlite"]["legacy"]["tick"]["bytes"] >= s["sqlite"]["db_bytes"]  # legacy copies the whole db
+    big = s["big_file"]
+    assert big["file_bytes"] == result["meta"]["args"]["big_file_mib"] << 20
+    assert big["journal"]["checkpoint_maxrss_kib"] > 0 and big["journal"]["restore_maxrss_kib"] > 0
+    assert all(r["journal"]["restore"]["size_ok"] for r in result["big"]["runs"])
+
+
+def test_ratios_and_targets(result):
+    ratios = result["ratios"]
+    for key in ("tick_bytes_journal_over_legacy", "tick_bytes_journal_over_restic", "tick_wall_journal_over_legacy",
+                "tick_cpu_journal_over_legacy", "idle_wall_journal_over_legacy", "restore_wall_journal_over_rsync",
+                "initial_bytes_journal_over_legacy", "tree_idle_wall_journal_over_legacy",
+                "tree_change_wall_journal_over_legacy", "sqlite_tick_bytes_journal_over_legacy"):
+        assert key in ratios, key
+    assert ratios["tick_bytes_journal_over_legacy"] > 0
+    assert (ratios["tick_bytes_journal_over_restic"] is None) == (result["meta"]["tools"]["restic"] is None)
+    targets = result["targets"]
+    assert len(targets) == TARGETS
+    for t in targets:
+        assert t["pass"] in (True, False, None)
+        assert t["line"].split()[0] in ("PASS", "FAIL", "SKIP")
+    names = " ".join(t["name"] for t in targets)
+    for word in ("active-tick bytes", "objects per active tick", "idle tick", "restore", "peak RSS", "-file idle tick"):
+        assert word in names, word

@@ -1,0 +1,1026 @@
+"""Garbage collection, retention, live deletions and compaction (issue 6).
+
+Covers ``journal gc`` (mark/sweep with tombstones, grace, lease, dry run),
+retention (the newest valid manifest is always kept, an empty policy is refused),
+gc racing checkpoints in separate processes, live deletions and the mass-deletion
+guard, and bounded restores (leveled compaction of JSONL segments, metadata reads
+that do not grow with the number of checkpoints).
+
+Self-contained: every helper lives here. Heavy stores are built on ``/dev/shm``
+when it is writable (fsync there is cheap), else in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from journal.checkpoint import checkpoint
+from journal.config import load_config
+from journal.errors import ConfigError, GcBusy, ObjectNotFound
+from journal.gc import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
+from journal.index import iter_pages
+from journal.lease import LEASE_KEY, Lease, LeaseRecord
+from journal.model import BlobRef, Manifest, TreeRoot
+from journal.objects import KIND_PAGE
+from journal.pack import pack_key
+from journal.report import Collector
+from journal.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key
+from journal.restore import restore
+from journal.retention import Policy, choose_kept, parse_duration
+from journal.status import read_status
+from journal.store import open_store
+from journal.store.base import Store
+from journal.verify import MISSING_OBJECT, verify
+
+TREE = "codex"            # the codex preset: $AM_LOCAL/codex-home
+HOUR_NS = 3600 * 10**9
+POLICY_FLAGS = ("--keep-last", "--keep-within", "--keep-hourly", "--keep-daily")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A scratch directory; on tmpfs when possible so many checkpoints stay cheap."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        path = Path(tempfile.mkdtemp(prefix="journal-gc-", dir="/dev/shm"))
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+    else:
+        yield tmp_path
+
+
+class Box:
+    """One local root (a codex-home tree), its state dir, and a local store."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.local = root / "local"
+        self.tree = self.local / "codex-home"
+        self.home = root / "home"
+        self.store_path = root / "store"
+        self.tree.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(exist_ok=True)
+        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(self.store_path), "HOME": str(self.home),
+                    "XDG_CONFIG_HOME": str(self.home / ".config")}
+        self.store = open_store(str(self.store_path))
+        self.warnings: list[str] = []
+
+    @property
+    def cfg(self):
+        return load_config(env=self.env)
+
+    # live files
+    def write(self, rel: str, data: bytes | str) -> Path:
+        path = self.tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data.encode() if isinstance(data, str) else data)
+        return path
+
+    def append(self, rel: str, data: bytes) -> None:
+        path = self.tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as fh:
+            fh.write(data)
+
+    # operations
+    def checkpoint(self, store: Store | None = None, **kwargs):
+        reporter = Collector()
+        try:
+            return checkpoint(self.cfg, store or self.store, reporter, **kwargs)
+        finally:
+            self.warnings = reporter.warnings
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "journal", *args], env=self.clean_env(),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def clean_env(self) -> dict[str, str]:
+        """A clean environment plus this box's variables (PYTHONPATH passes through)."""
+        keep = {k: os.environ[k] for k in ("PATH", "PYTHONPATH") if k in os.environ}
+        return {"PATH": "/usr/bin:/bin", **keep, "LANG": "C.UTF-8", **self.env}
+
+    def repo(self, store: Store | None = None) -> Repository:
+        return Repository.open(store or open_store(str(self.store_path)))
+
+    def gc(self, grace: float = 0.0, *, store: Store | None = None, **policy):
+        return gc(self.repo(store), Policy(**policy), grace)
+
+    # store inspection
+    def seqs(self) -> list[int]:
+        return self.repo().manifest_seqs()
+
+    def manifest(self, seq: int) -> Manifest:
+        return self.repo().load_manifest(seq)[0]
+
+    def keys(self, prefix: str = "") -> set[str]:
+        return set(self.store.list(prefix))
+
+    def entries(self, seq: int | None = None) -> dict:
+        repo = self.repo()
+        seq = seq if seq is not None else repo.manifest_seqs()[-1]
+        root = repo.load_manifest(seq)[0].trees[TREE].root
+        out = {}
+        for _, page in iter_pages(root, lambda r: repo.read_blob(r, KIND_PAGE)):
+            for e in page.entries:
+                out[e.path] = e
+        return out
+
+    def needed_packs(self, seq: int) -> set[str]:
+        """Pack keys manifest ``seq`` needs (its pages and its entries' blobs), walked here."""
+        repo = self.repo()
+        keys = set()
+        for tree in repo.load_manifest(seq)[0].trees.values():
+            for ref, page in iter_pages(tree.root, lambda r: repo.read_blob(r, KIND_PAGE)):
+                keys.add(pack_key(ref.pack))
+                for e in page.entries:
+                    keys.update(pack_key(r.pack) for r in e.refs)
+        return keys
+
+    def tombstones(self) -> dict[str, Tombstone]:
+        return {k: msgspec.json.decode(self.store.get(k), type=Tombstone) for k in self.store.list(TOMBSTONE_PREFIX)}
+
+    def listing(self) -> dict[str, tuple]:
+        """Every file under the store dir (hidden ones too): size, mtime and content hash."""
+        out = {}
+        for path in sorted(self.store_path.rglob("*")):
+            if path.is_file():
+                st = path.stat()
+                out[str(path.relative_to(self.store_path))] = (st.st_size, st.st_mtime_ns,
+                                                               hashlib.sha256(path.read_bytes()).hexdigest())
+            else:
+                out[str(path.relative_to(self.store_path)) + "/"] = ()
+        return out
+
+
+@pytest.fixture
+def box(root) -> Box:
+    return Box(root)
+
+
+class CountingStore(Store):
+    """Delegates to ``inner`` and records every get, head and list."""
+
+    def __init__(self, inner: Store):
+        self.inner = inner
+        self.location = inner.location
+        self.gets: list[tuple[str, int, int | None]] = []
+        self.heads: list[str] = []
+        self.lists: list[str] = []
+
+    def put_if_absent(self, key, data):
+        return self.inner.put_if_absent(key, data)
+
+    def get(self, key, start=0, end=None):
+        self.gets.append((key, start, end))
+        return self.inner.get(key, start, end)
+
+    def head(self, key):
+        self.heads.append(key)
+        return self.inner.head(key)
+
+    def list(self, prefix=""):
+        self.lists.append(prefix)
+        return self.inner.list(prefix)
+
+    def delete(self, key):
+        return self.inner.delete(key)
+
+    def sweep_temp(self):
+        return self.inner.sweep_temp()
+
+    def is_empty(self):
+        return self.inner.is_empty()
+
+
+class HookStore(CountingStore):
+    """A CountingStore that runs ``hook(op, key)`` before each call (once per trigger)."""
+
+    def __init__(self, inner: Store, hook):
+        super().__init__(inner)
+        self.hook = hook
+
+    def put_if_absent(self, key, data):
+        self.hook("put", key)
+        return super().put_if_absent(key, data)
+
+    def list(self, prefix=""):
+        self.hook("list", prefix)
+        return super().list(prefix)
+
+    def delete(self, key):
+        self.hook("delete", key)
+        return super().delete(key)
+
+
+def line(i: int, width: int = 80) -> bytes:
+    body = json.dumps({"i": i, "type": "message", "text": f"turn {i} " + "x" * (i * 7 % width)})
+    return body.encode() + b"\n"
+
+
+def three_versions(box: Box) -> None:
+    """Checkpoints 1..3; a.txt changes every time, b.txt never (its pack stays needed)."""
+    box.write("b.txt", "stable content\n" * 20)
+    for i in range(1, 4):
+        box.write("a.txt", f"version {i}\n" * (50 + i))
+        assert box.checkpoint().seq == i
+
+
+def pack_keys(keys) -> set[str]:
+    return {k for k in keys if k.startswith(PACK_PREFIX)}
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def test_empty_policy_is_refused_naming_the_flags(box):
+    box.write("a.txt", "a\n")
+    box.checkpoint()
+    before = box.listing()
+
+    for extra in ((), ("--grace", "0s"), ("--dry-run",), ("--json",)):
+        proc = box.cli("gc", *extra)
+        assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert all(flag in proc.stderr for flag in POLICY_FLAGS), proc.stderr
+
+    assert box.listing() == before
+    with pytest.raises(ConfigError) as err:
+        plan_gc(box.repo(), Policy(), 0.0)
+    assert all(flag in str(err.value) for flag in POLICY_FLAGS)
+
+
+def test_a_bad_duration_is_a_usage_error(box):
+    box.write("a.txt", "a\n")
+    box.checkpoint()
+
+    for args in (("--keep-within", "soon"), ("--keep-last", "1", "--grace", "5x")):
+        proc = box.cli("gc", *args)
+        assert proc.returncode == 2, proc.stderr
+        assert "not a duration" in proc.stderr
+    assert parse_duration("1d12h", "--grace") == 36 * 3600
+    assert parse_duration("0s", "--grace") == 0
+
+
+def _fake_manifest(seq: int, created_ns: int, trees=(TREE,)) -> Manifest:
+    return Manifest(seq=seq, parent=seq - 1 or None, parent_id=None, created="-", created_ns=created_ns,
+                    host="h", pid=1, writer="w", trees={t: TreeRoot(root=None, files=0, bytes=0) for t in trees})
+
+
+def test_retention_always_keeps_the_newest_manifest_of_every_tree():
+    now = 1_800_000_000 * 10**9
+    ms = [_fake_manifest(1, now - 5 * HOUR_NS, ("codex", "claude")),
+          _fake_manifest(2, now - 4 * HOUR_NS, ("codex", "claude")),
+          _fake_manifest(3, now - 3 * HOUR_NS, ("codex",)),
+          _fake_manifest(4, now - 2 * HOUR_NS, ("codex",))]
+
+    for policy in (Policy(keep_last=0), Policy(keep_last=1), Policy(keep_within=1.0), Policy(keep_hourly=0)):
+        kept = choose_kept(ms, policy, now)
+        assert sorted(kept) == [2, 4], policy  # 4: newest of codex; 2: newest of claude
+        assert "claude" in " ".join(kept[2])
+
+
+def test_retention_policies_choose_by_count_age_hour_and_day():
+    now = 1_800_000_000 * 10**9  # 2027-01-15T08:00:00Z, on the hour
+    # one a day for the 5 days before today (seqs 1..5), then two an hour over the
+    # last 6 hours (seqs 6..17): sequence numbers grow with time, as they do
+    ms = [_fake_manifest(5 - d, now - (d + 1) * 24 * HOUR_NS) for d in range(5)]
+    ms += [_fake_manifest(6 + i, now - (12 - i) * HOUR_NS // 2) for i in range(12)]
+    newest = 17
+    hours = {m.seq: m.created_ns // HOUR_NS for m in ms}
+    days = {m.seq: m.created_ns // (24 * HOUR_NS) for m in ms}
+
+    assert sorted(choose_kept(ms, Policy(keep_last=3), now)) == [15, 16, 17]
+    assert sorted(choose_kept(ms, Policy(keep_within=2 * 3600), now)) == [14, 15, 16, 17]
+    hourly = choose_kept(ms, Policy(keep_hourly=3), now)
+    assert sorted(hourly) == [13, 15, 17]  # the newest of each of the last three hours
+    assert len({hours[s] for s in hourly}) == 3
+    daily = choose_kept(ms, Policy(keep_daily=4), now)
+    assert sorted(daily) == [3, 4, 5, 17]  # today's newest, then the newest of each earlier day
+    assert len({days[s] for s in daily}) == 4
+    assert all("--keep-daily 4" in " ".join(daily[s]) for s in (3, 4, 5))
+    combined = choose_kept(ms, Policy(keep_last=2, keep_daily=2), now)
+    assert sorted(combined) == [5, 16, 17]
+
+
+def test_keep_last_zero_still_keeps_the_newest_checkpoint(box):
+    three_versions(box)
+
+    dry = box.cli("gc", "--keep-last", "0", "--grace", "0s", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)["plan"]
+    assert sorted(map(int, plan["kept"])) == [3] and plan["expire"] == [1, 2]
+
+    for _ in range(2):  # mark, then sweep
+        proc = box.cli("gc", "--keep-last", "0", "--grace", "0s")
+        assert proc.returncode == 0, proc.stderr
+    assert box.seqs() == [3]
+    out = box.root / "out"
+    assert restore(box.cfg, box.store, to=str(out)).complete
+    assert (out / TREE / "a.txt").read_text() == "version 3\n" * 53
+
+
+def test_keep_within_elapsed_keeps_only_the_newest(box):
+    three_versions(box)
+    later = time.time_ns() + 10 * HOUR_NS
+
+    plan = plan_gc(box.repo(), Policy(keep_within=60.0), 0.0, now_ns=later)
+
+    assert list(plan.kept) == [3] and plan.expire == [1, 2]
+
+
+def test_an_unreadable_newest_manifest_keeps_the_newest_valid_one(box):
+    three_versions(box)
+    (box.store_path / manifest_key(3)).write_bytes(b"torn")
+
+    for _ in range(2):
+        plan, _ = box.gc(keep_last=1)
+        assert sorted(plan.kept) == [2] and plan.unreadable == [3]
+
+    assert box.seqs() == [2, 3]  # the unreadable one is left alone, the newest valid kept
+    assert box.needed_packs(2) <= box.keys(PACK_PREFIX)
+    result = restore(box.cfg, box.store, to=str(box.root / "out"))
+    assert result.complete and result.trees[0].seq == 2
+
+
+# --------------------------------------------------------------------------- mark, grace, sweep
+
+
+def test_first_gc_only_marks_then_a_sweep_after_grace_deletes(box):
+    three_versions(box)
+    all_packs = box.keys(PACK_PREFIX)
+    needed = box.needed_packs(3)
+    garbage = all_packs - needed
+    assert garbage and needed & all_packs
+    before = box.listing()
+
+    proc = box.cli("gc", "--keep-last", "1")  # default grace: 24h
+    assert proc.returncode == 0, proc.stderr
+
+    after = box.listing()
+    added = set(after) - set(before)
+    assert {k for k in added if not k.endswith("/")} == {k for k in box.keys(TOMBSTONE_PREFIX)}
+    assert {k: v for k, v in after.items() if k in before} == before  # nothing deleted or rewritten
+    (key, stone), = box.tombstones().items()
+    assert {i.key for i in stone.items} == garbage | {manifest_key(1), manifest_key(2)}
+    assert {i.kind for i in stone.items if i.key.startswith(MANIFEST_PREFIX)} == {"manifest"}
+    assert {i.kind for i in stone.items if i.key in garbage} == {"pack"}
+    assert abs(stone.created_ns - time.time_ns()) < 600 * 10**9 and stone.mark_seq == 3
+    assert all(i.bytes == box.store.head(i.key) for i in stone.items)
+    stone_bytes = box.store.get(key)
+
+    again = box.cli("gc", "--keep-last", "1", "--json")  # still within grace: nothing more
+    assert again.returncode == 0, again.stderr
+    doc = json.loads(again.stdout)
+    assert doc["plan"]["delete"] == [] and doc["plan"]["tombstone"] == [] and doc["result"]["deleted"] == 0
+    assert box.seqs() == [1, 2, 3] and box.keys(PACK_PREFIX) == all_packs
+    assert box.store.get(key) == stone_bytes  # tombstones are immutable
+
+    sweep = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--json")
+    assert sweep.returncode == 0, sweep.stderr
+    doc = json.loads(sweep.stdout)
+    freed = sum(before[k][0] for k in garbage | {manifest_key(1), manifest_key(2)})
+    assert doc["result"]["deleted"] == len(garbage) + 2 and doc["result"]["bytes_freed"] == freed
+    assert box.seqs() == [3]
+    assert box.keys(PACK_PREFIX) == needed
+    assert box.keys(TOMBSTONE_PREFIX) == set()  # resolved
+    assert box.cli("verify", "--full").returncode == 0
+    assert restore(box.cfg, box.store, to=str(box.root / "out")).complete
+
+
+def test_grace_is_measured_from_the_tombstone(box):
+    three_versions(box)
+    box.gc(grace=24 * 3600, keep_last=1)
+    (stone,) = box.tombstones().values()
+    repo = box.repo()
+
+    early = plan_gc(repo, Policy(keep_last=1), 3600.0, now_ns=stone.created_ns + HOUR_NS // 2)
+    late = plan_gc(repo, Policy(keep_last=1), 3600.0, now_ns=stone.created_ns + HOUR_NS + 1)
+
+    assert early.delete == [] and early.bytes_freed == 0
+    assert {i.key for i in late.delete} == {i.key for i in stone.items}
+    assert late.bytes_freed == sum(i.bytes for i in stone.items)
+    # manifests (references) are deleted before packs (objects)
+    kinds = [i.kind for i in late.delete]
+    assert kinds == sorted(kinds, key=lambda k: k != "manifest")
+
+
+def test_default_grace_then_zero_grace_deletes_on_the_second_run(box):
+    three_versions(box)
+
+    first = box.cli("gc", "--keep-last", "1", "--json")
+    assert first.returncode == 0 and json.loads(first.stdout)["result"]["deleted"] == 0
+    second = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--json")
+    assert second.returncode == 0 and json.loads(second.stdout)["result"]["deleted"] > 0
+    assert box.seqs() == [3]
+
+
+def test_a_gc_right_after_expiry_with_zero_grace_deletes_nothing_yet(box):
+    three_versions(box)
+
+    plan, result = box.gc(grace=0.0, keep_last=1)
+
+    assert result.deleted == 0 and plan.tombstone  # only marked: deletion needs an existing tombstone
+    assert box.seqs() == [1, 2, 3]
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(box):
+    three_versions(box)
+    box.cli("gc", "--keep-last", "1")       # a tombstone exists now
+    box.write("a.txt", "version 4\n" * 60)  # and manifest 3 expires with keep-last 1
+    assert box.checkpoint().seq == 4
+    before = box.listing()
+
+    text = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--dry-run")
+    js = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--dry-run", "--json")
+
+    assert (text.returncode, js.returncode) == (0, 0), text.stderr + js.stderr
+    assert box.listing() == before
+    doc = json.loads(js.stdout)
+    plan = doc["plan"]
+    assert doc["dry_run"] is True and doc["result"] is None
+    assert plan["expire"] == [1, 2, 3] and sorted(map(int, plan["kept"])) == [4]
+    assert {i[0] for i in plan["tombstone"]} >= {manifest_key(3)}
+    deleted = {i[0] for i in plan["delete"]}
+    assert {manifest_key(1), manifest_key(2)} <= deleted
+    assert plan["bytes_freed"] == sum(before[k][0] for k in deleted) > 0
+    assert plan["kept_samples"]
+    for key, why in plan["kept_samples"].items():
+        assert key in before and "manifest" in why
+    out = text.stdout
+    assert "expire 3 checkpoint(s): 1, 2, 3" in out
+    assert f"tombstone {len(plan['tombstone'])} object(s)" in out
+    assert f"delete {len(plan['delete'])} object(s)" in out and f"{plan['bytes_freed']:,} bytes would be freed" in out
+    assert "  kept packs/" in out
+
+    real = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--json")
+    result = json.loads(real.stdout)["result"]
+    assert result["deleted"] == len(plan["delete"]) and result["bytes_freed"] == plan["bytes_freed"]
+    assert not deleted & set(box.listing())
+
+
+def test_revived_content_in_a_tombstoned_pack_is_not_deleted(box):
+    """A file reverted to old content: its chunk's pack (tombstoned) is needed again."""
+    box.write("b.txt", "stable\n" * 30)
+    box.write("a.txt", "zero\n")
+    assert box.checkpoint().seq == 1
+    box.write("a.txt", "X content\n" * 40)
+    assert box.checkpoint().seq == 2
+    (x_ref,) = box.entries(2)["a.txt"].refs
+    x_key = pack_key(x_ref.pack)
+    box.write("a.txt", "Y content\n" * 40)
+    assert box.checkpoint().seq == 3
+
+    box.gc(grace=3600.0, keep_last=1)
+    assert x_key in {i.key for s in box.tombstones().values() for i in s.items}
+    box.write("a.txt", "X content\n" * 40)  # reverted: same chunk, same single-blob pack
+    assert box.checkpoint().seq == 4
+    assert box.entries(4)["a.txt"].refs[0].pack == x_ref.pack, "the revert did not reuse the pack"
+
+    for _ in range(2):  # sweeps the first tombstone, then the one naming manifest 3
+        plan, result = box.gc(grace=0.0, keep_last=1)
+        assert x_key not in {i.key for i in plan.delete}
+        assert box.store.head(x_key) is not None
+    assert box.seqs() == [4]
+    assert verify(box.repo(), full=True).ok
+    out = box.root / "out"
+    assert restore(box.cfg, box.store, to=str(out)).complete
+    assert (out / TREE / "a.txt").read_text() == "X content\n" * 40
+
+
+def test_a_checkpoint_committed_during_the_sweep_keeps_what_it_needs(box):
+    """The sweep must honour manifests present at sweep time, not only at planning time.
+
+    Same revert as above, but the reverting checkpoint commits after gc planned and
+    before it deletes (the hook runs it at gc's first write).
+    """
+    box.write("b.txt", "stable\n" * 30)
+    box.write("a.txt", "zero\n")
+    box.checkpoint()
+    box.write("a.txt", "X content\n" * 40)
+    box.checkpoint()
+    x_key = pack_key(box.entries(2)["a.txt"].refs[0].pack)
+    box.write("a.txt", "Y content\n" * 40)
+    box.checkpoint()
+    box.gc(grace=3600.0, keep_last=1)
+    box.write("a.txt", "X content\n" * 40)
+    fired = []
+
+    def hook(op, key):
+        if ((op == "put" and key.startswith(TOMBSTONE_PREFIX)) or op == "delete") and not fired:
+            fired.append(key)
+            assert box.checkpoint().seq == 4  # commits manifest 4, which needs x_key
+
+    plan, _ = box.gc(grace=0.0, keep_last=1, store=HookStore(open_store(str(box.store_path)), hook))
+
+    assert fired and x_key in {i.key for i in plan.delete}  # planned before manifest 4 existed
+    assert box.entries(4)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
+    assert box.store.head(x_key) is not None, "gc deleted a pack that manifest 4 (present at sweep time) needs"
+    assert verify(box.repo(), full=True).ok
+
+
+def test_an_orphan_pack_waits_until_the_store_moves_on(box):
+    box.write("a.txt", "a\n")
+    box.checkpoint()
+    box.write("a.txt", "b\n")
+    box.checkpoint()
+    orphan = pack_key(hashlib.sha256(b"crashed upload").hexdigest())
+    box.store.put_if_absent(orphan, b"crashed upload")  # a pack whose checkpoint never committed (yet)
+
+    plan, _ = box.gc(keep_last=5)
+    assert [(i.key, i.kind) for i in plan.tombstone] == [(orphan, "orphan")]
+    for _ in range(2):
+        plan, result = box.gc(keep_last=5)
+        assert result.deleted == 0 and box.store.head(orphan) is not None
+
+    box.write("a.txt", "c\n")
+    assert box.checkpoint().seq == 3  # the store moved past the mark
+    plan, result = box.gc(keep_last=5)
+    assert [i.key for i in plan.delete] == [orphan] and box.store.head(orphan) is None
+    assert box.keys(TOMBSTONE_PREFIX) == set()
+
+
+def test_an_in_flight_checkpoint_pack_survives_a_gc_that_raced_the_previous_commit(box):
+    """A pack uploaded by a checkpoint that has not committed yet is never swept.
+
+    gc #1 lists manifests (newest 2), then checkpoint 3 commits and checkpoint 4
+    uploads its packs and stalls before its manifest put, then gc #1 lists packs and
+    marks checkpoint 4's packs as orphans. gc #2 (grace 0) sees newest 3. Checkpoint 4
+    then commits: every pack it names must still exist.
+    """
+    for i in range(2):
+        box.append("t.jsonl", line(i))
+        box.checkpoint()
+    reached, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    class StallManifest(CountingStore):
+        def put_if_absent(self, key, data):
+            if key.startswith(MANIFEST_PREFIX):
+                reached.set()
+                assert release.wait(30)
+            return super().put_if_absent(key, data)
+
+    def slow_checkpoint():
+        try:
+            box.append("t.jsonl", line(3))
+            box.checkpoint(store=StallManifest(open_store(str(box.store_path))))
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+            reached.set()
+
+    worker = threading.Thread(target=slow_checkpoint)
+
+    def hook(op, key):
+        if op == "list" and key == PACK_PREFIX and not worker.is_alive() and not reached.is_set():
+            box.append("t.jsonl", line(2))
+            assert box.checkpoint().seq == 3
+            worker.start()
+            assert reached.wait(30)
+
+    try:
+        plan1, _ = box.gc(keep_last=2, store=HookStore(open_store(str(box.store_path)), hook))
+        assert worker.is_alive() and 3 not in plan1.kept  # planned from manifests 1..2
+        plan2, _ = box.gc(keep_last=2)
+    finally:
+        release.set()
+        worker.join(30)
+    assert not errors, errors
+    assert box.seqs()[-1] == 4
+    missing = [pack_key(p) for p in box.manifest(4).packs if box.store.head(pack_key(p)) is None]
+    assert not missing, (f"gc #2 deleted {missing}, which checkpoint 4 uploaded before it committed; "
+                         f"tombstone mark_seq {[s.mark_seq for s in box.tombstones().values()]}, "
+                         f"gc #2 deleted {[i.key for i in plan2.delete]}")
+    assert verify(box.repo(), full=True).ok
+
+
+def test_gc_reads_only_index_pages_never_file_contents(box):
+    payload = os.urandom(3 << 20)  # three 1 MiB chunks of incompressible data
+    box.write("big.bin", payload)
+    box.write("a.txt", "one\n")
+    box.checkpoint()
+    box.write("big.bin", payload[::-1])
+    box.checkpoint()
+    box.write("a.txt", "two\n")
+    box.checkpoint()
+    counting = CountingStore(open_store(str(box.store_path)))
+
+    for _ in range(2):
+        box.gc(keep_last=1, store=counting)
+
+    pack_reads = [(k, s, e) for k, s, e in counting.gets if k.startswith(PACK_PREFIX)]
+    assert pack_reads and all(e is not None for _, _, e in pack_reads), "gc read a whole pack"
+    read = sum(e - s for _, s, e in pack_reads)
+    assert read < 64 << 10, f"gc read {read} bytes of packs (file contents?)"
+    assert box.seqs() == [3]
+
+
+# --------------------------------------------------------------------------- the lease
+
+
+def _plant_lease(box: Box, expires_in: float) -> bytes:
+    now = time.time_ns()
+    record = LeaseRecord(holder="host elsewhere pid 4242", token="f" * 32, acquired_ns=now - 10**9,
+                         expires_ns=now + int(expires_in * 1e9))
+    raw = msgspec.json.encode(record)
+    box.store.put_if_absent(LEASE_KEY, raw)
+    return raw
+
+
+def test_a_live_lease_makes_a_second_gc_fail_clearly(box):
+    three_versions(box)
+    box.gc(keep_last=1)
+    raw = _plant_lease(box, 3600)
+    before = box.listing()
+
+    proc = box.cli("gc", "--keep-last", "1", "--grace", "0s")
+
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert "another gc" in proc.stderr and "host elsewhere pid 4242" in proc.stderr, proc.stderr
+    assert box.listing() == before  # nothing marked, nothing deleted
+    assert box.store.get(LEASE_KEY) == raw
+    with pytest.raises(GcBusy):
+        box.gc(keep_last=1)
+    assert box.store.get(LEASE_KEY) == raw and box.seqs() == [1, 2, 3]
+
+
+def test_an_expired_lease_is_taken_over(box):
+    three_versions(box)
+    box.gc(keep_last=1)
+    _plant_lease(box, -60)
+
+    proc = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--json")
+
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["result"]["deleted"] > 0
+    assert box.seqs() == [3]
+    assert box.store.head(LEASE_KEY) is None  # released after the run
+
+
+def test_only_one_lease_holder_and_a_lost_lease_stops_the_sweep(box):
+    three_versions(box)
+    box.gc(keep_last=1)
+    store = open_store(str(box.store_path))
+
+    with Lease(store):
+        with pytest.raises(GcBusy):
+            box.gc(keep_last=1)
+        with pytest.raises(GcBusy):
+            Lease(store).__enter__()
+    assert store.head(LEASE_KEY) is None
+
+    stale = Lease(store, seconds=-1).__enter__()      # expired at once: anyone may take it over
+    plan = plan_gc(box.repo(), Policy(keep_last=1), 0.0)
+    assert plan.delete
+    with Lease(store):                                # a second gc takes it over
+        with pytest.raises(GcBusy):
+            execute_gc(box.repo(), plan, stale)       # the first one must not delete anything now
+        assert box.seqs() == [1, 2, 3]
+        assert all(store.head(i.key) is not None for i in plan.delete)
+        stale.__exit__(None, None, None)              # and must not release the new holder's lease
+        assert store.head(LEASE_KEY) is not None
+    assert store.head(LEASE_KEY) is None
+
+
+# --------------------------------------------------------------------------- concurrency
+
+_WRITER = textwrap.dedent("""
+    import json, os, sys, time
+    path, flags = sys.argv[1], sys.argv[2]
+    i = 0
+    with open(path, "ab", buffering=0) as fh:
+        open(os.path.join(flags, "writer.started"), "w").close()
+        while not os.path.exists(os.path.join(flags, "stop")):
+            rec = json.dumps({"i": i, "type": "message", "text": "w" * (i * 13 % 120)}).encode() + b"\\n"
+            if i % 5 == 0:  # a torn tail for a moment
+                fh.write(rec[:7]); time.sleep(0.0005); fh.write(rec[7:])
+            else:
+                fh.write(rec)
+            if i % 17 == 0:
+                with open(os.path.join(os.path.dirname(os.path.dirname(path)), "notes.txt"), "w") as notes:
+                    notes.write(f"note {i}\\n" * (i % 9 + 1))
+            i += 1
+            time.sleep(0.001)
+    print(i)
+""")
+
+# One loop process: "ckpt" takes checkpoints until ``minimum`` of them committed,
+# "gc" runs ``minimum`` gc rounds (--keep-last 2 --grace 0s); each goes on until the
+# other has reached its minimum too, so the two overlap the whole time.
+_LOOP = textwrap.dedent("""
+    import json, os, sys, time
+    from journal.config import load_config
+    from journal.store import open_store
+    from journal.report import Collector
+    role, minimum, flags, budget = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+    mine, peer = os.path.join(flags, role + ".min"), os.path.join(flags, ("gc" if role == "ckpt" else "ckpt") + ".min")
+    deadline = time.monotonic() + budget
+    while not os.path.exists(os.path.join(flags, "writer.started")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    cfg = load_config()
+    store = open_store(cfg.store)
+    stats = {"rounds": 0, "commits": 0, "deleted": 0, "tombstoned": 0, "errors": []}
+    if role == "ckpt":
+        from journal.checkpoint import checkpoint
+    else:
+        from journal.gc import gc
+        from journal.repository import Repository
+        from journal.retention import Policy
+    while time.monotonic() < deadline:
+        try:
+            if role == "ckpt":
+                stats["commits"] += checkpoint(cfg, store, Collector(), wait=True).seq is not None
+            else:
+                plan, result = gc(Repository.open(store), Policy(keep_last=2), 0.0)
+                stats["deleted"] += result.deleted
+                stats["tombstoned"] += len(plan.tombstone)
+        except Exception as err:
+            stats["errors"].append(f"round {stats['rounds']}: {type(err).__name__}: {err}")
+        stats["rounds"] += 1
+        progress = stats["commits"] if role == "ckpt" else stats["rounds"]
+        if progress >= minimum:
+            open(mine, "a").close()
+            if os.path.exists(peer):
+                break
+    print(json.dumps(stats))
+""")
+
+
+def test_checkpoints_and_gc_in_separate_processes_never_lose_a_needed_object(box):
+    rounds = 110
+    jsonl = box.tree / "sessions" / "t.jsonl"
+    jsonl.parent.mkdir(parents=True)
+    jsonl.write_bytes(line(0))
+    (box.tree / "notes.txt").write_text("note\n")
+    assert box.cli("checkpoint").returncode == 0
+    flags = box.root / "flags"
+    flags.mkdir()
+    env = box.clean_env()
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(jsonl), str(flags)], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    loops = [subprocess.Popen([sys.executable, "-c", _LOOP, role, str(rounds), str(flags), "80"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for role in ("ckpt", "gc")]
+    try:
+        outs = [p.communicate(timeout=120) for p in loops]
+    finally:
+        (flags / "stop").touch()
+        writer.communicate(timeout=30)
+        for p in loops:
+            if p.poll() is None:
+                p.kill()
+    stats = {}
+    for role, p, (out, err) in zip(("ckpt", "gc"), loops, outs):
+        assert p.returncode == 0, err
+        stats[role] = json.loads(out)
+    for role in stats:
+        errors = stats[role]["errors"]
+        assert not errors, f"{role} loop: {len(errors)} failed round(s), first: {errors[:3]}; stats {stats}"
+    assert stats["ckpt"]["commits"] >= rounds and stats["gc"]["rounds"] >= rounds, stats
+    assert stats["gc"]["deleted"] > 0, stats                   # gc really swept while checkpoints ran
+
+    assert box.cli("checkpoint").returncode == 0              # everything the writer wrote
+    full = box.cli("verify", "--full", "--json")
+    doc = json.loads(full.stdout)
+    assert full.returncode == 0 and doc["ok"], [f for f in doc["findings"]][:5]
+    assert not [f for f in doc["findings"] if f["kind"] == MISSING_OBJECT]
+    out = box.root / "out"
+    proc = box.cli("restore", "--to", str(out))
+    assert proc.returncode == 0 and "restore complete" in proc.stdout, proc.stdout + proc.stderr
+    assert (out / TREE / "sessions" / "t.jsonl").read_bytes() == jsonl.read_bytes()
+    assert (out / TREE / "notes.txt").read_bytes() == (box.tree / "notes.txt").read_bytes()
+    for _ in range(2):  # and a final gc leaves a complete store
+        assert box.cli("gc", "--keep-last", "2", "--grace", "0s").returncode == 0
+    assert len(box.seqs()) == 2 and box.cli("verify", "--full").returncode == 0
+
+
+# --------------------------------------------------------------------------- live deletions
+
+
+def _four_files(box: Box) -> None:
+    for name in ("f1.txt", "f2.txt", "f3.txt", "f4.txt"):
+        box.write(name, f"{name} body\n" * 10)
+
+
+def test_a_deleted_file_drops_out_but_old_checkpoints_keep_it_until_expired(box):
+    _four_files(box)
+    assert box.checkpoint().seq == 1
+    box.write("gone.txt", "soon deleted, unique bytes\n" * 30)
+    assert box.checkpoint().seq == 2
+    gone_pack = pack_key(box.entries(2)["gone.txt"].refs[0].pack)
+    (box.tree / "gone.txt").unlink()
+
+    result = box.checkpoint()
+
+    assert result.seq == 3 and result.trees[0].deleted == 1 and not box.warnings
+    assert "gone.txt" not in box.entries(3) and "gone.txt" in box.entries(2)
+    old, new = box.root / "old", box.root / "new"
+    assert box.cli("restore", "--at", "2", "--to", str(old)).returncode == 0
+    assert box.cli("restore", "--to", str(new)).returncode == 0
+    assert (old / TREE / "gone.txt").read_text() == "soon deleted, unique bytes\n" * 30
+    assert not (new / TREE / "gone.txt").exists() and (new / TREE / "f1.txt").exists()
+
+    box.gc(keep_last=2)
+    box.gc(keep_last=2)
+    assert box.seqs() == [2, 3] and box.store.head(gone_pack) is not None  # still retained
+
+    box.gc(keep_last=1)
+    box.gc(keep_last=1)
+    assert box.seqs() == [3] and box.store.head(gone_pack) is None  # expired: now collected
+    gone = box.root / "gone"
+    box.cli("restore", "--at", "2", "--to", str(gone))
+    assert not (gone / TREE / "gone.txt").exists()
+
+
+def test_exactly_half_of_a_tree_may_vanish(box):
+    _four_files(box)
+    box.checkpoint()
+    (box.tree / "f1.txt").unlink()
+    (box.tree / "f2.txt").unlink()
+
+    result = box.checkpoint()
+
+    assert result.seq == 2 and result.trees[0].deleted == 2 and not box.warnings
+    assert sorted(box.entries()) == ["f3.txt", "f4.txt"]
+
+
+def test_mass_deletion_is_kept_with_a_loud_warning_until_allowed(box):
+    _four_files(box)
+    assert box.cli("checkpoint").returncode == 0
+    for name in ("f1.txt", "f2.txt", "f3.txt"):
+        (box.tree / name).unlink()
+
+    proc = box.cli("checkpoint")
+
+    assert proc.returncode == 0, proc.stderr
+    warning = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
+    assert warning and "3 of 4 files vanished" in warning[0] and "--allow-deletions" in warning[0], proc.stderr
+    assert sorted(box.entries()) == ["f1.txt", "f2.txt", "f3.txt", "f4.txt"]
+
+    box.write("f4.txt", "changed\n")  # a later checkpoint still keeps them
+    result = box.checkpoint()
+    assert result.seq == 2 and result.trees[0].kept_deleted == 3
+    assert any("vanished" in w for w in box.warnings)
+    entries = box.entries(2)
+    assert sorted(entries) == ["f1.txt", "f2.txt", "f3.txt", "f4.txt"] and entries["f4.txt"].size == 8
+
+    allowed = box.cli("checkpoint", "--allow-deletions")
+    assert allowed.returncode == 0 and "vanished" not in allowed.stderr, allowed.stderr
+    assert sorted(box.entries()) == ["f4.txt"]
+
+
+def test_a_whole_tree_vanishing_is_kept(box):
+    _four_files(box)
+    box.checkpoint()
+    for name in ("f1.txt", "f2.txt", "f3.txt", "f4.txt"):
+        (box.tree / name).unlink()
+
+    proc = box.cli("checkpoint")
+    assert proc.returncode == 0 and "4 of 4 files vanished" in proc.stderr, proc.stderr
+    assert box.seqs() == [1] and len(box.entries()) == 4
+
+    # the tree's directory itself gone (an unmounted volume), the tree configured explicitly
+    config = box.home / ".config" / "journal" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('presets = ["codex"]\n')
+    shutil.rmtree(box.tree)
+    proc = box.cli("checkpoint")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning:" in proc.stderr and "missing" in proc.stderr, proc.stderr
+    assert box.seqs() == [1] and len(box.entries()) == 4
+
+    box.tree.mkdir()
+    assert box.cli("checkpoint", "--allow-deletions").returncode == 0
+    assert box.seqs() == [1, 2] and box.entries() == {}
+
+
+def test_supervise_records_the_mass_deletion_warning_in_status(box):
+    _four_files(box)
+    assert box.cli("checkpoint").returncode == 0
+    for name in ("f1.txt", "f2.txt", "f3.txt"):
+        (box.tree / name).unlink()
+
+    proc = box.cli("supervise", "--no-restore", "--interval", "60", "--", "true", timeout=60)
+
+    assert proc.returncode == 0, proc.stderr
+    assert "vanished" in proc.stderr
+    status = read_status(box.cfg.state_dir)
+    assert any("vanished" in w for w in status.warnings), status
+    assert "vanished" in box.cli("status").stdout
+
+
+# --------------------------------------------------------------------------- compaction, bounded restore
+
+
+def _data_refs(box: Box) -> set[tuple[str, int]]:
+    return {(pack_key(r.pack), r.offset) for e in box.entries().values() for r in e.refs}
+
+
+def _page_refs(box: Box, seq: int | None = None) -> set[tuple[str, int]]:
+    repo = box.repo()
+    seq = seq if seq is not None else repo.manifest_seqs()[-1]
+    out = set()
+    for tree in repo.load_manifest(seq)[0].trees.values():
+        for ref, _ in iter_pages(tree.root, lambda r: repo.read_blob(r, KIND_PAGE)):
+            out.add((pack_key(ref.pack), ref.offset))
+    return out
+
+
+def _counted_restore(box: Box, dest: Path) -> CountingStore:
+    counting = CountingStore(open_store(str(box.store_path)))
+    result = restore(box.cfg, counting, to=str(dest))
+    assert result.complete, result
+    return counting
+
+
+def test_a_transcript_of_1000_appends_restores_from_few_packs(box):
+    appends = 1000
+    rel = "sessions/rollout.jsonl"
+    for i in range(appends):
+        box.append(rel, line(i, width=200))
+        assert box.checkpoint().seq == i + 1
+    live = (box.tree / rel).read_bytes()
+    entry = box.entries()[rel]
+    assert entry.size == len(live) and len(entry.refs) <= 32, len(entry.refs)
+
+    counting = _counted_restore(box, box.root / "out")
+
+    assert (box.root / "out" / TREE / rel).read_bytes() == live
+    packs = {k for k, _, _ in counting.gets if k.startswith(PACK_PREFIX)}
+    assert len(packs) <= 32, f"restore read {len(packs)} distinct packs"
+    assert len(counting.gets) <= 64, f"restore made {len(counting.gets)} GETs"
+    # each byte is rewritten O(log n) times, not O(n)
+    assert box.store.put_bytes < 40 * len(live), (box.store.put_bytes, len(live))
+
+    # gc drops the superseded small segments; the store stays small and complete
+    for _ in range(2):
+        box.gc(keep_last=1)
+    assert box.seqs() == [appends]
+    assert len(box.keys(PACK_PREFIX)) <= 33, len(box.keys(PACK_PREFIX))
+    assert verify(box.repo(), full=True).ok
+    assert _counted_restore(box, box.root / "out2")
+
+
+def _build_history(box: Box, start: int, stop: int) -> None:
+    for i in range(start, stop):
+        box.append("sessions/t.jsonl", line(i))
+        if i % 10 == 0:
+            box.write(f"notes/n{i % 40:02d}.txt", f"note {i}\n")
+        assert box.checkpoint().seq == i + 1
+
+
+def _metadata_reads(box: Box, dest: Path) -> tuple[int, int, int, int]:
+    counting = _counted_restore(box, dest)
+    data, pages = _data_refs(box), _page_refs(box)
+    manifest_gets = sum(1 for k, _, _ in counting.gets if k.startswith(MANIFEST_PREFIX))
+    page_gets = sum(1 for k, s, _ in counting.gets if (k, s) in pages)
+    other = sum(1 for k, s, _ in counting.gets if (k, s) not in data)  # everything that is not file data
+    manifest_lists = sum(1 for p in counting.lists if MANIFEST_PREFIX.startswith(p) or p.startswith(MANIFEST_PREFIX))
+    return manifest_gets, page_gets, other, manifest_lists
+
+
+def test_restore_metadata_reads_do_not_grow_with_checkpoints(box):
+    for i in range(40):
+        box.write(f"notes/n{i:02d}.txt", f"note {i}\n")
+    _build_history(box, 0, 30)
+    small = _metadata_reads(box, box.root / "out30")
+    _build_history(box, 30, 300)
+    assert box.seqs()[-1] == 300
+
+    big = _metadata_reads(box, box.root / "out300")
+
+    manifest_gets, page_gets, metadata, lists = big
+    assert manifest_gets + page_gets <= 64 and metadata <= 64, big
+    assert manifest_gets <= small[0] and metadata <= small[2] + 2, (small, big)
+    assert page_gets >= 1
+
+
+def test_restore_lists_manifests_once(box):
+    for i in range(5):
+        box.append("sessions/t.jsonl", line(i))
+        box.checkpoint()
+
+    counting = _counted_restore(box, box.root / "out")
+    at = CountingStore(open_store(str(box.store_path)))
+    assert restore(box.cfg, at, at="3", to=str(box.root / "out3")).complete
+
+    for store in (counting, at):
+        lists = [p for p in store.lists if p.startswith(MANIFEST_PREFIX) or MANIFEST_PREFIX.startswith(p)]
+        assert len(lists) == 1, f"restore listed manifests/ {len(lists)} times: {store.lists}"

@@ -1,0 +1,247 @@
+"""The cloud backend against S3 (moto's server): the store contract, conditional puts
+under races between threads and processes, multipart uploads, and the whole
+checkpoint -> restore -> verify loop through the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Live, copy_fixtures, run_journal
+from store_contract import RecordingStream, StoreContract
+
+from journal.checkpoint import checkpoint
+from journal.config import load_config
+from journal.errors import KeyExists
+from journal.store import open_store
+from journal.store.cloud import SINGLE_PUT_LIMIT, CloudStore
+
+pytest_plugins = ["tests.s3server"]
+
+ROLLOUT = "codex-home/sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
+SESSION = "oc-home/.openclaw/agents/main/sessions/d703a1a9-1b7b-4fb1-b512-c9738b1fe617.jsonl"
+
+
+class TestS3Store(StoreContract):
+    @pytest.fixture
+    def make_store(self, s3_server):
+        return lambda: CloudStore(s3_server.new_bucket().url)
+
+
+def test_open_store_gives_a_cloud_store_for_an_s3_url(s3_url):
+    store = open_store(s3_url)
+    assert isinstance(store, CloudStore) and store.is_empty()
+
+
+def test_stores_on_sibling_prefixes_of_one_bucket_are_independent(s3_server):
+    bucket = s3_server.new_bucket(prefix="journal")
+    sibling = CloudStore(s3_server.url(bucket.name, "journal2"))
+    nested = CloudStore(s3_server.url(bucket.name, "journal/sub"))
+    sibling.put_if_absent("config", b"sibling")
+    nested.put_if_absent("packs/ab/x", b"nested")
+    store = CloudStore(bucket.url)
+
+    assert list(store.list()) == ["sub/packs/ab/x"]
+    assert store.head("config") is None
+    store.put_if_absent("config", b"mine")
+    assert sibling.get("config") == b"sibling" and store.get("config") == b"mine"
+    assert list(sibling.list()) == ["config"]
+
+
+def test_put_existing_key_is_refused_by_the_server_with_412(s3_bucket):
+    store = CloudStore(s3_bucket.url)
+    store.put_if_absent("manifests/000000000001", b"first")
+    etag = s3_bucket.etag("manifests/000000000001")
+    since = s3_bucket.mark()
+
+    with pytest.raises(KeyExists):
+        store.put_if_absent("manifests/000000000001", b"second")
+
+    puts = [r for r in s3_bucket.writes(since) if r[0] == "PUT"]
+    assert len(puts) == 1, "one conditional PUT, no HEAD-then-PUT"
+    assert s3_bucket.etag("manifests/000000000001") == etag
+    assert store.get("manifests/000000000001") == b"first"
+    assert (store.puts, store.put_bytes) == (1, 5)
+
+
+def test_two_threads_racing_on_one_key_have_exactly_one_winner(s3_url):
+    stores = [CloudStore(s3_url), CloudStore(s3_url)]
+    for round_ in range(10):
+        key = f"manifests/{round_:012d}"
+        barrier = threading.Barrier(2)
+        outcome: dict[int, str] = {}
+
+        def race(n: int) -> None:
+            barrier.wait()
+            try:
+                stores[n].put_if_absent(key, f"writer {n}".encode() * 1000)
+                outcome[n] = "won"
+            except KeyExists:
+                outcome[n] = "lost"
+
+        threads = [threading.Thread(target=race, args=(n,)) for n in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcome.values()) == ["lost", "won"], (key, outcome)
+        winner = next(n for n, o in outcome.items() if o == "won")
+        assert stores[0].get(key) == f"writer {winner}".encode() * 1000
+
+
+RACER = textwrap.dedent(r'''
+    import json, os, sys, time
+    from journal.errors import KeyExists
+    from journal.store import open_store
+    url, name, go, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    store = open_store(url)
+    store.head("warm-up")                   # connect before the start line
+    open(go + "." + name, "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    results = {}
+    for n in range(rounds):
+        try:
+            store.put_if_absent(f"manifests/{n:012d}", f"{name}:{n}".encode() * 500)
+            results[n] = "won"
+        except KeyExists:
+            results[n] = "lost"
+    print(json.dumps(results))
+''')
+
+
+def test_two_processes_racing_on_the_same_keys_have_exactly_one_winner_each(s3_server, s3_url, tmp_path):
+    rounds = 30
+    go = tmp_path / "go"
+    env = {**os.environ, **s3_server.env}
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, s3_url, name, str(go), str(rounds)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    deadline = time.monotonic() + 30
+    while not all(Path(f"{go}.{name}").exists() for name in "ab") and time.monotonic() < deadline:
+        time.sleep(0.005)                    # both imported obstore and connected
+    go.touch()
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        outputs.append({int(k): v for k, v in json.loads(out).items()})
+
+    store = CloudStore(s3_url)
+    for n in range(rounds):
+        assert sorted(o[n] for o in outputs) == ["lost", "won"], (n, outputs)
+        winner = "ab"[[o[n] for o in outputs].index("won")]
+        assert store.get(f"manifests/{n:012d}") == f"{winner}:{n}".encode() * 500
+    assert len(list(store.list("manifests/"))) == rounds
+
+
+def test_stream_larger_than_one_put_goes_multipart_and_counts_its_bytes(s3_bucket):
+    store = CloudStore(s3_bucket.url)
+    payload = os.urandom(SINGLE_PUT_LIMIT + (3 << 20) + 7)
+    stream = RecordingStream(payload)
+    since = s3_bucket.mark()
+
+    store.put_if_absent("packs/ab/big", stream)
+
+    assert (store.puts, store.put_bytes) == (1, len(payload))
+    assert store.head("packs/ab/big") == len(payload)
+    assert store.get("packs/ab/big") == payload
+    assert store.get("packs/ab/big", SINGLE_PUT_LIMIT - 3, SINGLE_PUT_LIMIT + 5) == \
+        payload[SINGLE_PUT_LIMIT - 3:SINGLE_PUT_LIMIT + 5]
+    assert "-" in s3_bucket.etag("packs/ab/big"), "a multipart upload's ETag ends in -<parts>"
+    assert any(q.startswith("uploads") for _, _, q in s3_bucket.writes(since)), "no CreateMultipartUpload"
+    assert all(size is not None and 0 < size <= 8 << 20 for size in stream.sizes), "reads are bounded"
+
+
+def test_multipart_put_of_an_existing_key_raises_and_keeps_the_old_object(s3_bucket):
+    store = CloudStore(s3_bucket.url)
+    store.put_if_absent("packs/ab/big", b"old")
+
+    with pytest.raises(KeyExists):
+        store.put_if_absent("packs/ab/big", io.BytesIO(os.urandom(SINGLE_PUT_LIMIT + 1)))
+
+    assert store.get("packs/ab/big") == b"old"
+    assert (store.puts, store.put_bytes) == (1, 3)
+
+
+# --- the whole loop through the CLI ------------------------------------------------------------
+
+
+class Container:
+    """One container on the S3 store: ``$AM_LOCAL`` with the real fixtures, ``HOME``, the CLI."""
+
+    def __init__(self, home: Path, bucket, fixtures: bool = True):
+        self.home = home
+        self.local = home / "local"
+        self.local.mkdir(parents=True)
+        if fixtures:
+            copy_fixtures(self.local)
+        self.env = {"JOURNAL_STORE": bucket.url, "AM_LOCAL": str(self.local), "HOME": str(home),
+                    "XDG_CONFIG_HOME": str(home / ".config"), **bucket.server.env}
+
+    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+        proc = run_journal(*args, env=self.env, timeout=120)
+        if ok:
+            assert proc.returncode == 0, f"journal {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def snapshot(self) -> dict[str, tuple]:
+        return Live.snapshot(self.local)
+
+
+def test_checkpoint_wipe_restore_verify_round_trip_on_s3(s3_bucket, tmp_path):
+    box = Container(tmp_path / "c", s3_bucket)
+    box.run("checkpoint")
+    with open(box.local / ROLLOUT, "ab") as fh:
+        fh.write(b'{"type":"event_msg","payload":{"type":"agent_message","message":"appended"}}\n')
+    with open(box.local / SESSION, "ab") as fh:
+        fh.write(b'{"type":"message","id":"x1","message":{"role":"user","content":"more"}}\n')
+    second = box.run("checkpoint", "--json")
+    assert json.loads(second.stdout)["seq"] == 2
+    want = box.snapshot()
+    assert any(k == ROLLOUT for k in want) and any(k == SESSION for k in want)
+
+    for child in box.local.iterdir():           # the container is gone: trees and state
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    assert not (box.local / ".journal").exists()
+    restored = box.run("restore")
+
+    assert "restore complete" in restored.stdout
+    assert box.snapshot() == want
+    verified = box.run("verify", "--full")
+    assert verified.stdout.strip().startswith("ok:") and "2 manifest(s)" in verified.stdout
+    assert sorted(k.split("/")[0] for k in s3_bucket.objects()) == ["config"] + ["manifests"] * 2 + ["packs"] * 4
+
+
+def test_idle_checkpoint_makes_no_write_request(s3_bucket, tmp_path):
+    box = Container(tmp_path / "c", s3_bucket)
+    box.run("checkpoint")
+    before = s3_bucket.objects()
+    since = s3_bucket.mark()
+
+    idle = box.run("checkpoint")
+
+    assert idle.stdout.startswith("idle:")
+    assert s3_bucket.writes(since) == []
+    assert s3_bucket.objects() == before
+
+
+def test_idle_checkpoint_in_process_counts_no_put(s3_bucket, tmp_path):
+    box = Container(tmp_path / "c", s3_bucket)
+    cfg = load_config(env=box.env)
+    assert checkpoint(cfg, CloudStore(s3_bucket.url)).seq == 1
+    store = CloudStore(s3_bucket.url)
+    since = s3_bucket.mark()
+
+    result = checkpoint(cfg, store)
+
+    assert result.seq is None and (store.puts, store.put_bytes) == (0, 0)
+    assert s3_bucket.writes(since) == []
