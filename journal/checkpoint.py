@@ -175,6 +175,8 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, result) -> None:
             raise ManifestConflict(seq, describe_writer(repo, seq)) from None
     state.pending = state.pending_seq = None
     save_state(cfg.state_dir, state)
+    data.confirm_existing()
+    index.confirm_existing()
     result.seq, result.manifest_id = seq, mid
     result.blobs += data.blobs + index.blobs
     result.objects += manifest.added_objects

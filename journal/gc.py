@@ -55,6 +55,8 @@ class Tombstone(msgspec.Struct, frozen=True, kw_only=True):
 class GcPlan(msgspec.Struct, frozen=True, kw_only=True):
     grace_seconds: float
     newest_seq: int
+    mark_seq: int                 # newest manifest listed *after* the packs were listed
+    known_seqs: list[int]         # manifests the plan walked or saw
     kept: dict[int, list[str]]
     expire: list[int]
     unreadable: list[int]
@@ -106,7 +108,10 @@ def plan_gc(repo: Repository, policy: Policy, grace_seconds: float, reporter: Re
         if pack not in reached_by_kept and key not in marked:
             tomb.append(Item(key=key, kind="pack" if pack in uploaded else "orphan",
                              bytes=repo.store.head(key) or 0))
-    return GcPlan(grace_seconds=grace_seconds, newest_seq=newest, kept=kept, expire=sorted(set(valid) - set(kept)),
+    # A checkpoint uploading the packs just listed has a parent no newer than this.
+    after = repo.manifest_seqs()
+    return GcPlan(grace_seconds=grace_seconds, newest_seq=newest, mark_seq=after[-1] if after else 0,
+                  known_seqs=sorted(set(seqs) | set(after)), kept=kept, expire=sorted(set(valid) - set(kept)),
                   unreadable=sorted(unreadable), tombstone=tomb, delete=delete, finished_tombstones=finished,
                   bytes_freed=sum(i.bytes for i in delete),
                   kept_samples={pack_key(p): why for p, why in reach.reasons.items()})
@@ -168,18 +173,44 @@ def execute_gc(repo: Repository, plan: GcPlan, lease: Lease, reporter: Reporter 
     if plan.tombstone:
         now = time.time_ns()
         stone = Tombstone(created=utc_now(), created_ns=now, host=socket.gethostname(),
-                          mark_seq=plan.newest_seq, items=plan.tombstone)
+                          mark_seq=plan.mark_seq, items=plan.tombstone)
         result.tombstone_key = f"{TOMBSTONE_PREFIX}{now:020d}-{uuid.uuid4().hex[:8]}"
         repo.store.put_if_absent(result.tombstone_key, msgspec.json.encode(stone))
+    protected: set[str] = set()
+    packs_started = 0
     for done, item in enumerate(plan.delete, 1):
         if done % LEASE_CHECK_EVERY == 1:
             lease.check()
+        if item.kind != "manifest":
+            # Just before the first pack and every so often: what did checkpoints
+            # committed since the plan start to need?
+            if packs_started % LEASE_CHECK_EVERY == 0:
+                protected |= _packs_of_new_manifests(repo, plan)
+            packs_started += 1
+            if item.key.rsplit("/", 1)[-1] in protected:
+                continue
         repo.store.delete(item.key)
         result.deleted += 1
         result.bytes_freed += item.bytes
         reporter.progress(done, len(plan.delete))
     for key in plan.finished_tombstones:
+        stone = msgspec.json.decode(repo.store.get(key), type=Tombstone)
+        if any(i.key.rsplit("/", 1)[-1] in protected for i in stone.items):
+            continue  # something it names was revived meanwhile: a later run looks again
         repo.store.delete(key)
         result.tombstones_removed += 1
     return result
+
+
+def _packs_of_new_manifests(repo: Repository, plan: GcPlan) -> set[str]:
+    """Packs reached by manifests committed since the plan was made (they must stay)."""
+    reach = Reach(repo)
+    known = set(plan.known_seqs)
+    for seq in repo.manifest_seqs():
+        if seq not in known:
+            try:
+                reach.walk(repo.load_manifest(seq)[0])
+            except ObjectNotFound:
+                continue
+    return reach.packs
 

@@ -45,12 +45,11 @@ def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInf
     return out
 
 
-def select_seqs(repo: Repository, at: str | None) -> list[int]:
-    """The manifest sequences a restore may use, ascending: all, or those at/before ``at``.
+def select_seqs(repo: Repository, at: str | None, seqs: list[int]) -> list[int]:
+    """Of ``seqs`` (every manifest, ascending), those a restore may use: all, or those at/before ``at``.
 
     ``at`` is a sequence number or an ISO-8601 time (a manifest created at or before it).
     """
-    seqs = repo.manifest_seqs()
     if at is None:
         return seqs
     if at.isdigit():

@@ -56,6 +56,7 @@ class PackWriter:
         self.blobs = 0
         self._ids: dict[str, str] = {}      # placeholder -> pack id
         self._uploads: list[Future] = []
+        self._existing: list[tuple[str, str]] = []   # (pack, spool path) found already stored
         self._pool: ThreadPoolExecutor | None = None
         self._stats = threading.Lock()
         self._fh = None
@@ -118,6 +119,9 @@ class PackWriter:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         self._uploads = []
+        for _, path in self._existing:
+            _unlink(path)
+        self._existing = []
 
     def _open(self) -> None:
         os.makedirs(self.spool_dir, exist_ok=True)
@@ -151,9 +155,36 @@ class PackWriter:
                 self.uploaded_bytes += size
                 self.uploaded_objects += 1
         except KeyExists:
-            pass  # same bytes, same name: an earlier attempt already published it
-        finally:
+            # Same bytes, same name: published before (a crashed attempt, or identical
+            # content). gc may have tombstoned it, so keep the spool until the manifest
+            # that needs it is committed (``confirm_existing``).
+            with self._stats:
+                self._existing.append((pack, path))
+            return
+        except BaseException:
             _unlink(path)
+            raise
+        _unlink(path)
+
+    def confirm_existing(self) -> int:
+        """After the commit: re-upload any pre-existing pack a concurrent gc removed.
+
+        Returns how many were re-uploaded. Once the manifest is visible, gc's sweep sees
+        it and keeps the pack; this closes the window before that.
+        """
+        again = 0
+        for pack, path in self._existing:
+            try:
+                if self.store.head(pack_key(pack)) is None:
+                    with open(path, "rb") as src:
+                        self.store.put_if_absent(pack_key(pack), src)
+                    again += 1
+            except KeyExists:
+                pass
+            finally:
+                _unlink(path)
+        self._existing = []
+        return again
 
 
 def _unlink(path: str) -> None:

@@ -8,6 +8,7 @@ reported lost. Only a restore with nothing lost marks the local state complete.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import msgspec
@@ -50,13 +51,14 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
     """Restore every configured tree (every stored tree with ``to``). See the module docstring."""
     with StateLock(cfg.state_dir, wait=True):
         repo = Repository.open(store, create=not dry_run)
-        seqs = select_seqs(repo, at)
+        all_seqs = repo.manifest_seqs()  # the one listing a restore makes
+        seqs = select_seqs(repo, at, all_seqs)
         result = RestoreResult(dry_run=dry_run, seq=seqs[-1] if seqs else None)
         cache = ManifestCache(repo)
         names = _tree_names(cfg, cache, seqs, to, result, reporter)
         caches: dict[str, TreeCache] = {}
         aside = os.path.join(cfg.state_dir, "invalid", utc_now().replace(":", ""))
-        newest = repo.manifest_seqs()[-1] if seqs else None
+        newest = all_seqs[-1] if seqs else None
         for name, dest in names:
             tr, tcache = _restore_tree(repo, cache, seqs, name, dest, dry_run, reporter, aside, newest)
             result.trees.append(tr)
@@ -65,7 +67,7 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
             if tr.lost or tr.error:
                 result.complete = False
         if not dry_run and to is None:
-            _save_restored_state(cfg, repo, cache, seqs, caches, result.complete)
+            _save_restored_state(cfg, repo, cache, seqs, all_seqs, caches, result.complete)
         return result
 
 
@@ -168,7 +170,8 @@ def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, as
 
 def _write_with_fallback(repo, cache, seqs, tr, dest, entry: Entry, reporter) -> Entry | None:
     """Write ``entry``; on a bad blob try older manifests' copies of the same path."""
-    candidates = [(tr.seq, entry)] + list(_older_copies(cache, seqs, tr.seq, tr.name, entry.path))
+    # Older manifests are read only when the newest copy fails.
+    candidates = itertools.chain([(tr.seq, entry)], _older_copies(cache, seqs, tr.seq, tr.name, entry.path))
     for seq, cand in candidates:
         try:
             tr.bytes += write_entry(dest, cand, repo.read_blob)
@@ -213,9 +216,9 @@ def _sig_after(dest: str, entry: Entry, action: str):
     return (0, 0, 0, st.st_mode) if entry.kind == KIND_DIR else signature(st)
 
 
-def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, seqs, caches, complete: bool) -> None:
+def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, seqs, all_seqs, caches,
+                         complete: bool) -> None:
     state = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
-    all_seqs = repo.manifest_seqs()
     newest_id = None
     for seq in reversed(all_seqs):
         try:

@@ -29,11 +29,11 @@ import pytest
 
 from journal.checkpoint import checkpoint
 from journal.config import load_config
-from journal.errors import ConfigError, GcBusy, ObjectNotFound
+from journal.errors import ConfigError, GcBusy
 from journal.gc import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
 from journal.index import iter_pages
 from journal.lease import LEASE_KEY, Lease, LeaseRecord
-from journal.model import BlobRef, Manifest, TreeRoot
+from journal.model import Manifest, TreeRoot
 from journal.objects import KIND_PAGE
 from journal.pack import pack_key
 from journal.report import Collector
@@ -240,10 +240,6 @@ def three_versions(box: Box) -> None:
     for i in range(1, 4):
         box.write("a.txt", f"version {i}\n" * (50 + i))
         assert box.checkpoint().seq == i
-
-
-def pack_keys(keys) -> set[str]:
-    return {k for k in keys if k.startswith(PACK_PREFIX)}
 
 
 # --------------------------------------------------------------------------- retention
@@ -595,8 +591,8 @@ def test_an_in_flight_checkpoint_pack_survives_a_gc_that_raced_the_previous_comm
             assert reached.wait(30)
 
     try:
-        plan1, _ = box.gc(keep_last=2, store=HookStore(open_store(str(box.store_path)), hook))
-        assert worker.is_alive() and 3 not in plan1.kept  # planned from manifests 1..2
+        box.gc(keep_last=2, store=HookStore(open_store(str(box.store_path)), hook))
+        assert worker.is_alive()  # checkpoint 4 has uploaded its packs and not committed
         plan2, _ = box.gc(keep_last=2)
     finally:
         release.set()
@@ -604,9 +600,8 @@ def test_an_in_flight_checkpoint_pack_survives_a_gc_that_raced_the_previous_comm
     assert not errors, errors
     assert box.seqs()[-1] == 4
     missing = [pack_key(p) for p in box.manifest(4).packs if box.store.head(pack_key(p)) is None]
-    assert not missing, (f"gc #2 deleted {missing}, which checkpoint 4 uploaded before it committed; "
-                         f"tombstone mark_seq {[s.mark_seq for s in box.tombstones().values()]}, "
-                         f"gc #2 deleted {[i.key for i in plan2.delete]}")
+    assert not missing, (f"gc #2 deleted {missing}, which checkpoint 4 uploaded before it committed "
+                         f"(gc #2 deleted {[i.key for i in plan2.delete]})")
     assert verify(box.repo(), full=True).ok
 
 
@@ -792,7 +787,8 @@ def test_checkpoints_and_gc_in_separate_processes_never_lose_a_needed_object(box
         stats[role] = json.loads(out)
     for role in stats:
         errors = stats[role]["errors"]
-        assert not errors, f"{role} loop: {len(errors)} failed round(s), first: {errors[:3]}; stats {stats}"
+        counts = {r: {k: v for k, v in st.items() if k != "errors"} for r, st in stats.items()}
+        assert not errors, f"{role} loop: {len(errors)} failed round(s), first: {errors[:3]}; {counts}"
     assert stats["ckpt"]["commits"] >= rounds and stats["gc"]["rounds"] >= rounds, stats
     assert stats["gc"]["deleted"] > 0, stats                   # gc really swept while checkpoints ran
 
