@@ -1320,8 +1320,8 @@ def summarize(res: dict) -> tuple[dict, dict, dict]:
             for f in r["journal"]["ticks"]:
                 for k, v in f["by_kind"].items():
                     kinds.setdefault(k, []).append(v)
-        sm["journal"]["tick_bytes_by_kind"] = {k: statistics.mean(v) * len(v) / (len(runs) * len(runs[0]["journal"]["ticks"]))
-                                               for k, v in sorted(kinds.items())}
+        nticks = sum(len(r["journal"]["ticks"]) for r in runs)
+        sm["journal"]["tick_bytes_by_kind"] = {k: sum(v) / nticks for k, v in sorted(kinds.items())}
         sm["journal"]["idle_in_process_s"] = med(r["journal"].get("idle_in_process_s") for r in runs)
         sm["appended_bytes_per_tick"] = statistics.mean(b for r in runs for b in r["appended_bytes"])
         summary["main"] = sm
@@ -1617,6 +1617,7 @@ def main(argv=None) -> int:
     global _SPAWNER
     spawn_dir = tempfile.mkdtemp(prefix="spawn-", dir=work)
     _SPAWNER = Spawner(spawn_dir)
+    floor = run_child(["true"]).maxrss_kib  # the lowest peak RSS a child can report here
     res: dict = {"meta": {
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]) if argv is None else " ".join(argv),
@@ -1641,7 +1642,6 @@ def main(argv=None) -> int:
                 res[name] = parts[name](args, tools, work)
                 res[name]["seconds"] = round(time.perf_counter() - t0, 1)
     finally:
-        floor = run_child(["true"]).maxrss_kib
         _SPAWNER.close()
         if not args.workdir:
             rmtree(work)
