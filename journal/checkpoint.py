@@ -23,7 +23,7 @@ import msgspec
 from .config import Config
 from .errors import CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict
 from .index import build_index
-from .localstate import LocalState, StateLock, TreeCache, load_state, new_state, save_state
+from .localstate import LocalState, StateLock, TreeCache, forget_state, load_state, new_state, save_state
 from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot
 from .objects import KIND_PAGE
 from .pack import PackWriter, clear_spool
@@ -58,9 +58,13 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
         store.sweep_temp()
         state = _load_or_refuse(cfg, repo)
         result = CheckpointResult()
-        if state.pending is not None:
-            _publish_pending(cfg, repo, state, result)
-        _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions)
+        try:
+            if state.pending is not None:
+                _publish_pending(cfg, repo, state, result)
+            _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions)
+        except BaseException:
+            forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
+            raise
     result.seconds = time.monotonic() - started
     return result
 

