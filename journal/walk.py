@@ -47,13 +47,21 @@ class Matcher:
         self.jsonl = _compile(jsonl)
         self.sqlite = _compile(sqlite)
         self.has_sqlite = bool(sqlite)
+        # When no file or sqlite pattern looks at the path, a file's fate depends on
+        # its name alone; trees repeat names a lot, so decisions are remembered.
+        self._by_name: dict[str, bool] | None = (
+            {} if self.files[1] is None and self.sqlite[1] is None else None)
 
     def excluded(self, path: str, name: str, is_dir: bool) -> bool:
-        if is_dir and (name == RESTORE_TMP or _matches(self.dirs, path, name)):
-            return True
-        if _matches(self.files, path, name):
-            return True
-        return not is_dir and self.sqlite_companion(path, name)
+        if is_dir:
+            return name == RESTORE_TMP or _matches(self.dirs, path, name) or _matches(self.files, path, name)
+        memo = self._by_name
+        if memo is not None:
+            hit = memo.get(name)
+            if hit is None:
+                hit = memo[name] = _matches(self.files, path, name) or self.sqlite_companion(path, name)
+            return hit
+        return _matches(self.files, path, name) or self.sqlite_companion(path, name)
 
     def is_jsonl(self, path: str) -> bool:
         return _matches(self.jsonl, path, path.rsplit("/", 1)[-1])
@@ -73,7 +81,7 @@ class Matcher:
 
 
 def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None) -> Iterator[Item]:
-    """Yield the tree's directories, files and symlinks (each directory in name order).
+    """Yield the tree's directories, files and symlinks (in directory order; callers sort).
 
     Symlinks are never followed. Sockets, FIFOs and devices are skipped. A path that
     vanishes during the walk is skipped silently. Names that are not valid UTF-8 are
@@ -84,14 +92,15 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None) -> 
         rel_dir = stack.pop()
         try:
             with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
-                dirents = sorted(it, key=lambda d: d.name)
+                dirents = list(it)
         except (FileNotFoundError, NotADirectoryError):
             continue
         subdirs = []
         for d in dirents:
             rel = f"{rel_dir}/{d.name}" if rel_dir else d.name
             try:
-                rel.encode("utf-8")
+                if not d.name.isascii():
+                    rel.encode("utf-8")
                 st = d.stat(follow_symlinks=False)
             except UnicodeEncodeError:
                 if skipped is not None:
