@@ -106,11 +106,14 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     files: dict[str, FileState] = {}
     skipped: list[str] = []
     changed = cache.dirty
+    reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
     for item in walk_tree(tree.path, matcher, skipped):
+        walked_files += item.kind != KIND_DIR
         prev = cache.files.get(item.path)
         sig = _sig(tree.path, item)
         if prev is not None and prev.sig is not None and prev.sig == sig:
             files[item.path] = prev
+            reused += 1
             continue
         fs = _capture(tree, item, prev, matcher, ctx)
         if fs is None:
@@ -124,9 +127,11 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     for path in skipped:
         ctx.reporter.warn(f"checkpoint: skipping {path}: its name is not valid UTF-8")
     changed = _apply_deletions(tree, cache, files, tr, ctx) or changed
-    tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
-    if not changed and files.keys() == cache.files.keys() and all(files[p] is cache.files[p] for p in files):
-        files = cache.files
+    if not changed and reused == len(files) == len(cache.files):
+        files = cache.files  # every path reused, none gone: the cache stands as it was
+        tr.files = walked_files
+    else:
+        tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
     return tr, files, changed
 
 

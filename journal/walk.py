@@ -67,7 +67,7 @@ class Matcher:
         return _matches(self.jsonl, path, path.rsplit("/", 1)[-1])
 
     def is_sqlite(self, path: str, name: str) -> bool:
-        return _matches(self.sqlite, path, name)
+        return self.has_sqlite and _matches(self.sqlite, path, name)
 
     def sqlite_companion(self, path: str, name: str) -> bool:
         """A ``-wal``/``-shm``/``-journal`` file of a database the sqlite patterns match."""
