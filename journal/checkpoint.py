@@ -23,10 +23,11 @@ import msgspec
 from .config import Config
 from .errors import CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict
 from .index import build_index
-from .localstate import LocalState, StateLock, TreeCache, forget_state, load_state, new_state, save_state
-from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot
-from .objects import KIND_PAGE
-from .pack import PackWriter, clear_spool
+from .localstate import (FileState, LocalState, StateLock, TreeCache, forget_state, load_state, new_state,
+                         save_state)
+from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot, decode
+from .objects import KIND_PAGE, decode_record
+from .pack import PackWriter, clear_spool, pack_key
 from .report import SILENT, Reporter
 from .repository import Repository, encode_manifest, manifest_key, utc_now
 from .scan import MapCache, ScanContext, TreeResult, scan_tree
@@ -60,7 +61,7 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
         result = CheckpointResult()
         try:
             if state.pending is not None:
-                _publish_pending(cfg, repo, state, result)
+                _publish_pending(cfg, repo, state, result, reporter)
             _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions)
         except BaseException:
             forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
@@ -79,8 +80,10 @@ def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
     return new_state(repo.store_id)
 
 
-def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult) -> None:
+def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
+                     reporter: Reporter) -> None:
     """Finish a commit that a crash interrupted between the state write and the manifest put."""
+    published = state.pending
     try:
         repo.put_manifest(state.pending, state.pending_seq)
         result.objects += 1
@@ -91,7 +94,23 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
     result.seq, result.manifest_id = state.pending_seq, state.manifest_id
     state.pending = None
     state.pending_seq = None
+    _recheck_packs(repo, state, published, reporter)
     save_state(cfg.state_dir, state)
+
+
+def _recheck_packs(repo: Repository, state: LocalState, record: bytes, reporter: Reporter) -> None:
+    """After a late republish: if a pack the manifest names is gone (a gc sweep took a
+    pre-existing pack while the manifest was pending), re-read and re-upload everything
+    at the next checkpoint, so the next manifest names only packs that exist."""
+    manifest = decode(decode_record(record, key=manifest_key(state.seq)), Manifest)
+    missing = [p for p in manifest.packs if repo.store.head(pack_key(p)) is None]
+    if not missing:
+        return
+    reporter.warn(f"checkpoint: manifest {manifest.seq} names {len(missing)} pack(s) a gc removed meanwhile; "
+                  "the next checkpoint re-uploads every file")
+    state.trees = {name: TreeCache(files={p: FileState(None, f.entry) for p, f in cache.files.items()},
+                                   dirty=True, reupload=True)
+                   for name, cache in state.trees.items()}
 
 
 def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> None:

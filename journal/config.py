@@ -18,7 +18,7 @@ from .presets import PRESETS, preset_path
 
 DEFAULT_JSONL = ("*.jsonl", "*.ndjson")
 DEFAULT_INTERVAL = 15.0
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+TREE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 class TreeFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -163,7 +163,7 @@ def _from_preset(name: str, local: str | None, env: Mapping[str, str]) -> TreeCo
 
 def _from_table(spec: TreeFile, local: str | None, env: Mapping[str, str], source: str | None) -> TreeConfig:
     where = f"read config: {source}: tree {spec.name!r}"
-    if not _NAME.match(spec.name):
+    if not TREE_NAME.match(spec.name):
         raise ConfigError(f"{where}: names are lowercase letters, digits, '-' and '_'")
     base = None
     if spec.preset:

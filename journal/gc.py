@@ -34,7 +34,7 @@ from .repository import PACK_PREFIX, Repository, manifest_key, utc_now
 from .retention import Policy, choose_kept
 
 TOMBSTONE_PREFIX = "tombstones/"
-LEASE_CHECK_EVERY = 256
+LEASE_CHECK_EVERY = 32
 
 
 class Item(msgspec.Struct, frozen=True, array_like=True):

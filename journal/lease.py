@@ -50,13 +50,20 @@ class Lease:
         for _ in range(2):
             try:
                 self.store.put_if_absent(LEASE_KEY, msgspec.json.encode(mine))
-                self.record = mine
-                return self
             except KeyExists:
                 other = self._read()
                 if other is not None and other.expires_ns > time.time_ns():
                     raise GcBusy(other.holder, _iso(other.expires_ns)) from None
-                self.store.delete(LEASE_KEY)  # expired (or unreadable): take it over
+                # Expired (or unreadable): take it over, but delete only the record we
+                # judged expired; a taker that got there first has put a live one.
+                again = self._read()
+                if again == other:
+                    self.store.delete(LEASE_KEY)
+                continue
+            current = self._read()
+            if current is not None and current.token == mine.token:
+                self.record = mine
+                return self
         other = self._read()
         raise GcBusy(other.holder if other else "unknown", _iso(other.expires_ns) if other else "unknown")
 

@@ -38,6 +38,7 @@ class TreeCache(msgspec.Struct, kw_only=True):
     pages: dict[str, BlobRef] = {}
     files: dict[str, FileState] = {}
     dirty: bool = False                 # publish a new index even if no file changed
+    reupload: bool = False              # re-read every file and upload fresh blobs (no reuse)
 
 
 class LocalState(msgspec.Struct, kw_only=True):

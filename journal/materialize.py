@@ -64,6 +64,25 @@ def ensure_parents(root: str, path: str) -> None:
             raise UnsafePath(path, f"local parent {current} is not a directory (symlinks are never followed)")
 
 
+_TMP_NAMES = (".part", "link-", "db-", "check-")
+
+
+def restore_tmp_dir(root: str) -> str:
+    """``root/.journal-tmp``, created if missing; refused unless it is a real directory.
+
+    A symlink there would send temp files (and their cleanup) outside the tree.
+    """
+    path = os.path.join(root, RESTORE_TMP)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        os.mkdir(path, 0o700)
+        return path
+    if not stat_mod.S_ISDIR(st.st_mode):
+        raise UnsafePath(RESTORE_TMP, f"{path} is not a real directory (symlinks are never followed); move it away")
+    return path
+
+
 def decide(root: str, entry: Entry) -> str:
     """What restore does with ``entry`` given what is on disk now."""
     full = os.path.join(root, entry.path)
@@ -76,7 +95,7 @@ def decide(root: str, entry: Entry) -> str:
     if stat_mod.S_ISDIR(st.st_mode):
         return KEEP_CONFLICT  # never replace a directory (and what is in it) with a file
     if entry.kind == KIND_SQLITE and stat_mod.S_ISREG(st.st_mode):
-        return KEEP_VALID_DB if check_live_db(full, os.path.join(root, RESTORE_TMP)) is None else REPLACE
+        return KEEP_VALID_DB if check_live_db(full, restore_tmp_dir(root)) is None else REPLACE
     if entry.kind == KIND_SYMLINK:
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
             return SAME
@@ -117,9 +136,8 @@ def write_entry(root: str, entry: Entry, reader) -> int:
     if entry.kind == KIND_DIR:
         os.makedirs(full, mode=0o700, exist_ok=True)
         return 0
-    tmp_dir = os.path.join(root, RESTORE_TMP)
+    tmp_dir = restore_tmp_dir(root)
     if entry.kind == KIND_SQLITE:
-        os.makedirs(tmp_dir, exist_ok=True)
         tmp = os.path.join(tmp_dir, f"db-{os.getpid()}-{hashlib.sha256(full.encode()).hexdigest()[:16]}")
         try:
             rebuild_db(entry, reader, tmp)
@@ -130,7 +148,6 @@ def write_entry(root: str, entry: Entry, reader) -> int:
                     os.unlink(tmp + suffix)
         return entry.size
     if entry.kind == KIND_SYMLINK:
-        os.makedirs(tmp_dir, exist_ok=True)
         tmp = os.path.join(tmp_dir, f"link-{os.getpid()}-{hashlib.sha256(full.encode()).hexdigest()[:16]}")
         if os.path.lexists(tmp):
             os.unlink(tmp)
@@ -165,11 +182,16 @@ def finish_dirs(root: str, entries: list[Entry]) -> None:
 
 
 def remove_tmp(root: str) -> None:
-    """Remove restore's temp directory from a tree (it holds only our own temp files)."""
+    """Remove restore's own temp files and directory from a tree; anything else stays."""
     tmp = os.path.join(root, RESTORE_TMP)
     try:
+        if not stat_mod.S_ISDIR(os.lstat(tmp).st_mode):
+            return  # not ours (a symlink or a file): never follow it, never delete it
         for name in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, name))
+            if name.endswith(_TMP_NAMES[0]) or name.startswith(_TMP_NAMES[1:]):
+                os.unlink(os.path.join(tmp, name))
         os.rmdir(tmp)
     except FileNotFoundError:
         pass
+    except OSError:
+        pass  # something else is in there: leave the directory

@@ -65,13 +65,14 @@ class PackWriter:
         self._size = 0
         self._slot = ""
 
-    def add(self, kind: int, payload: bytes) -> BlobRef:
+    def add(self, kind: int, payload: bytes, roll: bool = True) -> BlobRef:
         """Append one blob; returns its (pending) reference.
 
         A pack that has reached the target size (``None``: no limit) is closed and
-        uploaded first, so no pack grows much past the target.
+        uploaded first, so no pack grows much past the target; ``roll=False`` keeps the
+        blob in the open pack (a page map that names that pack's pages as "same pack").
         """
-        if self._fh is not None and self.target is not None and self._size >= self.target:
+        if roll and self._fh is not None and self.target is not None and self._size >= self.target:
             self._close_and_upload()
         if self._fh is None:
             self._open()

@@ -13,6 +13,7 @@ import os
 
 import msgspec
 
+from .config import TREE_NAME
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .history import ManifestCache, select_seqs
 from .localstate import FileState, LocalState, StateLock, TreeCache, load_state, new_state, save_state, signature
@@ -81,6 +82,11 @@ def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, resu
             break
         except (CorruptObject, ObjectNotFound) as err:
             reporter.warn(f"restore: skipping manifest {seq}: {err}")
+    for name in sorted(stored):
+        if not TREE_NAME.match(name):
+            stored.discard(name)
+            result.complete = False
+            result.trees.append(TreeRestore(name=name, dest="", error=str(UnsafePath(name, "not a valid tree name"))))
     if to is not None:
         return [(name, os.path.join(os.path.abspath(to), name)) for name in sorted(stored)]
     configured = {t.name: t.path for t in cfg.trees + cfg.dormant}
@@ -143,8 +149,12 @@ def _restore_tree(repo, cache, seqs, name, dest, dry_run, reporter, aside, newes
     # Publish the tree again at the next checkpoint when what is on disk is not the
     # newest manifest's version of it (a fallback, a loss, or a rollback with --at).
     behind = tr.seq != newest and name in _tree_names_at(cache, newest)
-    return tr, TreeCache(root=cache.manifest(tr.seq)[0].trees[name].root, pages=pages, files=files,
-                         dirty=bool(tr.fallbacks or tr.lost) or behind)
+    if tr.fallbacks or tr.lost or behind:
+        # What is on disk came (partly) from a manifest gc may expire at any time, so
+        # the next checkpoint must not lean on its blobs: it re-reads and re-uploads.
+        return tr, TreeCache(root=None, pages={}, files={p: FileState(None, f.entry) for p, f in files.items()},
+                             dirty=True, reupload=True)
+    return tr, TreeCache(root=cache.manifest(tr.seq)[0].trees[name].root, pages=pages, files=files)
 
 
 def _tree_names_at(cache: ManifestCache, seq: int) -> set[str]:

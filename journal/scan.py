@@ -115,7 +115,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
             files[item.path] = prev
             reused += 1
             continue
-        fs = _capture(tree, item, prev, matcher, ctx)
+        fs = _capture(tree, item, None if cache.reupload else prev, matcher, ctx)
         if fs is None:
             if prev is not None and item.kind == "sqlite":
                 files[item.path] = prev  # a failed snapshot: the previous one stays

@@ -91,7 +91,8 @@ def _put_map(full: bool, page_size: int, count: int, pages: dict[int, BlobRef], 
         if ref.id == mid:
             return ref
     maps.remember(mid, payload)
-    return writer.add(KIND_PAGEMAP, payload)
+    # The map names pages of the open pack as "same pack": it must land in that pack.
+    return writer.add(KIND_PAGEMAP, payload, roll=False)
 
 
 def rebuild_db(entry: Entry, reader, tmp_path: str) -> None:
