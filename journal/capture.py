@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat as stat_mod
@@ -48,8 +49,12 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
                                               mtime_ns=st.st_mtime_ns, target=target))
     try:
         fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None  # vanished, or swapped for a symlink: the next walk sees what it is now
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # vanished: the next walk sees what it is now
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return None  # swapped for a symlink: the next walk sees it as one
+        raise  # unreadable (permissions, I/O): the caller keeps the last checkpoint of it
     try:
         st = os.fstat(fd)
         if not stat_mod.S_ISREG(st.st_mode):

@@ -21,7 +21,8 @@ import time
 import msgspec
 
 from .config import Config
-from .errors import CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict
+from .errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict,
+                     RestoreNotComplete)
 from .index import build_index
 from .localstate import (FileState, LocalState, StateLock, TreeCache, forget_state, load_state, new_state,
                          save_state)
@@ -73,11 +74,17 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
 def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
     state = load_state(cfg.state_dir, repo.store_id)
     if state is not None:
+        if not state.restore_complete:
+            # A partial restore must not become the next checkpoint: trees it could not
+            # rebuild would drop out of history (the seed's "new lineage" hazard).
+            raise RestoreNotComplete(os.path.join(cfg.state_dir, "state.msgpack"))
         return state
     seqs = repo.manifest_seqs()  # listing only when there is no state (first run)
     if seqs:
         raise HistoryWithoutState(os.path.join(cfg.state_dir, "state.msgpack"), seqs[-1])
-    return new_state(repo.store_id)
+    fresh = new_state(repo.store_id)
+    fresh.restore_complete = True  # an empty store: nothing to restore
+    return fresh
 
 
 def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,

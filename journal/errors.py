@@ -146,3 +146,14 @@ class GcBusy(JournalError):
         self.expires = expires
         super().__init__(f"gc: another gc ({holder}) holds the store's lease until {expires}; "
                          "try again after it ends (a lease left by a crashed gc is taken over once it expires)")
+
+
+class RestoreNotComplete(JournalError):
+    """The last restore on this machine did not finish; checkpoints wait for it."""
+
+    def __init__(self, state_path: str):
+        self.state_path = state_path
+        super().__init__(
+            f"checkpoint: the last `journal restore` here was incomplete ({state_path}); run it again "
+            "(after fixing what it reported), or accept what is on disk with `journal takeover`"
+        )

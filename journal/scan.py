@@ -26,6 +26,9 @@ from .sqlite_capture import capture_sqlite
 from .sqlite_snapshot import live_signature
 from .walk import Item, Matcher, walk_tree
 
+#: ``_capture``'s answer for a path that exists but cannot be read this time.
+_KEEP = object()
+
 #: A checkpoint that would drop more than this share of a tree's files keeps them.
 DELETION_GUARD = 0.5
 
@@ -116,9 +119,9 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
             reused += 1
             continue
         fs = _capture(tree, item, None if cache.reupload else prev, matcher, ctx)
-        if fs is None:
-            if prev is not None and item.kind == "sqlite":
-                files[item.path] = prev  # a failed snapshot: the previous one stays
+        if fs is None or fs is _KEEP:
+            if prev is not None and (fs is _KEEP or item.kind == "sqlite"):
+                files[item.path] = prev  # unreadable, or a failed snapshot: the last one stays
             continue
         files[item.path] = fs
         if prev is None or prev.entry != fs.entry:
@@ -148,7 +151,12 @@ def _sig(root: str, item: Item):
 
 def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matcher, ctx: ScanContext):
     if item.kind != "sqlite":
-        return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add)
+        try:
+            return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add)
+        except OSError as err:
+            ctx.warn(f"checkpoint: cannot read {os.path.join(tree.path, item.path)}: {err.strerror or err}; "
+                     "keeping its last checkpoint")
+            return _KEEP
     full = os.path.join(tree.path, item.path)
     try:
         return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps)

@@ -294,6 +294,21 @@ def test_blob_with_no_good_copy_is_lost_and_restore_exits_non_zero(source):
     assert load_state(str(source.local / ".journal"), source.repo().store_id).restore_complete is False
 
 
+def test_checkpoint_refuses_after_an_incomplete_restore_until_takeover(source):
+    rollout = source.local / "codex-home" / ROLLOUT
+    source.corrupt_blob(source.entries("codex")[ROLLOUT].refs[0])
+    rollout.unlink()
+    assert source.run("restore").returncode == 1
+    keys_before = sorted(source.store.list(""))
+
+    refused = source.run("checkpoint")
+
+    assert refused.returncode == 1 and "incomplete" in refused.stderr and "journal takeover" in refused.stderr
+    assert sorted(source.store.list("")) == keys_before
+    assert source.run("takeover").returncode == 0
+    assert source.run("checkpoint").returncode == 0
+
+
 def test_corrupt_object_in_one_tree_does_not_block_the_others(source, make_live):
     source.corrupt_blob(source.entries("codex")[ROLLOUT].refs[0])
     fresh = make_live("b", fixtures=False)
