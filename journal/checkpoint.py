@@ -24,8 +24,8 @@ from .config import Config
 from .errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict,
                      RestoreNotComplete)
 from .index import build_index
-from .localstate import (FileState, LocalState, StateLock, TreeCache, forget_state, load_state, new_state,
-                         save_state)
+from .localstate import (LocalState, StateLock, TreeCache, cache_from_entries, forget_state, load_state,
+                         new_state, save_state)
 from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot, decode
 from .objects import KIND_PAGE, decode_record
 from .pack import PackWriter, clear_spool, pack_key
@@ -57,7 +57,6 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
     started = time.monotonic()
     with StateLock(cfg.state_dir, wait=wait):
         repo = Repository.open(store, create=True)
-        store.sweep_temp()
         state = _load_or_refuse(cfg, repo)
         result = CheckpointResult()
         try:
@@ -115,8 +114,8 @@ def _recheck_packs(repo: Repository, state: LocalState, record: bytes, reporter:
         return
     reporter.warn(f"checkpoint: manifest {manifest.seq} names {len(missing)} pack(s) a gc removed meanwhile; "
                   "the next checkpoint re-uploads every file")
-    state.trees = {name: TreeCache(files={p: FileState(None, f.entry) for p, f in cache.files.items()},
-                                   dirty=True, reupload=True)
+    state.trees = {name: cache_from_entries(None, {}, (f.entry for f in cache.files.values()),
+                                            dirty=True, reupload=True)
                    for name, cache in state.trees.items()}
 
 

@@ -170,6 +170,7 @@ def gc(repo: Repository, policy: Policy, grace_seconds: float, *, dry_run: bool 
 def execute_gc(repo: Repository, plan: GcPlan, lease: Lease, reporter: Reporter = SILENT) -> GcResult:
     """Run ``plan`` once: write the new tombstone, then sweep (manifests, packs, tombstones)."""
     result = GcResult()
+    repo.store.sweep_temp()
     if plan.tombstone:
         now = time.time_ns()
         stone = Tombstone(created=utc_now(), created_ns=now, host=socket.gethostname(),

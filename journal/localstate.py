@@ -55,6 +55,11 @@ class LocalState(msgspec.Struct, kw_only=True):
     pending: bytes | None = None        # ... its record bytes, republished on the next run
 
 
+def cache_from_entries(root: BlobRef | None, pages: dict[str, BlobRef], entries, **flags) -> TreeCache:
+    """A tree cache built from stored entries, every path marked for a re-read."""
+    return TreeCache(root=root, pages=pages, files={e.path: FileState(None, e) for e in entries}, **flags)
+
+
 def signature(st: os.stat_result) -> tuple[int, int, int, int]:
     """What decides whether a path must be read again."""
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)

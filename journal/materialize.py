@@ -24,7 +24,7 @@ from .fetch import fetch_in_order
 from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from .presets import SQLITE_COMPANIONS
 from .sqlite_capture import install_db, rebuild_db
-from .sqlite_snapshot import check_live_db
+from .sqlite_snapshot import check_live_db, remove_staging
 from .walk import RESTORE_TMP
 
 WRITE, REPLACE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB = (
@@ -143,9 +143,7 @@ def write_entry(root: str, entry: Entry, reader) -> int:
             rebuild_db(entry, reader, tmp)
             install_db(tmp, full, entry)
         finally:
-            for suffix in ("",) + SQLITE_COMPANIONS:
-                if os.path.lexists(tmp + suffix):
-                    os.unlink(tmp + suffix)
+            remove_staging(tmp)
         return entry.size
     if entry.kind == KIND_SYMLINK:
         tmp = os.path.join(tmp_dir, f"link-{os.getpid()}-{hashlib.sha256(full.encode()).hexdigest()[:16]}")

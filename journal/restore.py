@@ -16,7 +16,8 @@ import msgspec
 from .config import TREE_NAME
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .history import ManifestCache, select_seqs
-from .localstate import FileState, LocalState, StateLock, TreeCache, load_state, new_state, save_state, signature
+from .localstate import (FileState, LocalState, StateLock, TreeCache, cache_from_entries, load_state, new_state,
+                         save_state, signature)
 from .materialize import (KEEP_CONFLICT, KEEP_VALID_DB, REPLACE, SAME, WRITES, check_paths, decide, finish_dirs,
                           move_aside, remove_tmp, write_entry)
 from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
@@ -52,6 +53,8 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
     """Restore every configured tree (every stored tree with ``to``). See the module docstring."""
     with StateLock(cfg.state_dir, wait=True):
         repo = Repository.open(store, create=not dry_run)
+        if not dry_run:
+            store.sweep_temp()  # a killed writer's temp files; at startup, not on every tick
         all_seqs = repo.manifest_seqs()  # the one listing a restore makes
         seqs = select_seqs(repo, at, all_seqs)
         result = RestoreResult(dry_run=dry_run, seq=seqs[-1] if seqs else None)
@@ -152,8 +155,7 @@ def _restore_tree(repo, cache, seqs, name, dest, dry_run, reporter, aside, newes
     if tr.fallbacks or tr.lost or behind:
         # What is on disk came (partly) from a manifest gc may expire at any time, so
         # the next checkpoint must not lean on its blobs: it re-reads and re-uploads.
-        return tr, TreeCache(root=None, pages={}, files={p: FileState(None, f.entry) for p, f in files.items()},
-                             dirty=True, reupload=True)
+        return tr, cache_from_entries(None, {}, (f.entry for f in files.values()), dirty=True, reupload=True)
     return tr, TreeCache(root=cache.manifest(tr.seq)[0].trees[name].root, pages=pages, files=files)
 
 
@@ -257,7 +259,6 @@ def _carry_forward(cache: ManifestCache, seqs: list[int], caches: dict[str, Tree
                 entries, pages = cache.tree(seq, name)
             except (CorruptObject, ObjectNotFound):
                 continue
-            trees[name] = TreeCache(root=root.root, pages=pages,
-                                    files={e.path: FileState(None, e) for e in entries})
+            trees[name] = cache_from_entries(root.root, pages, entries)
         break
     return trees

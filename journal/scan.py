@@ -59,9 +59,7 @@ class MapCache:
         except FileNotFoundError:
             pass
         payload = self.repo.read_blob(ref, KIND_PAGEMAP)
-        os.makedirs(self.dir, exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.write(payload)
+        self.remember(ref.id, payload)
         return payload
 
     def remember(self, map_id: str, payload: bytes) -> None:

@@ -151,6 +151,7 @@ def page_size_of(path: str) -> int:
 
 
 def remove_staging(path: str) -> None:
+    """Remove a private database copy and its companions; missing files are fine."""
     for suffix in ("", "-journal", "-wal", "-shm"):
         try:
             os.unlink(path + suffix)

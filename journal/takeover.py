@@ -16,7 +16,7 @@ import msgspec
 
 from .errors import CorruptObject, NoStore, ObjectNotFound
 from .history import ManifestCache
-from .localstate import FileState, LocalState, StateLock, TreeCache, load_state, new_state, save_state
+from .localstate import LocalState, StateLock, cache_from_entries, load_state, new_state, save_state
 from .repository import Repository
 from .store.base import Store
 
@@ -43,8 +43,7 @@ def takeover(cfg, store: Store) -> TakeoverResult:
             trees = {}
             for name, root in manifest.trees.items():
                 entries, pages = cache.tree(seq, name)
-                trees[name] = TreeCache(root=root.root, pages=pages,
-                                        files={e.path: FileState(None, e) for e in entries}, dirty=True)
+                trees[name] = cache_from_entries(root.root, pages, entries, dirty=True)
             old = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
             save_state(cfg.state_dir, LocalState(store_id=repo.store_id, writer=old.writer, seq=seqs[-1],
                                                  manifest_id=mid, restore_complete=True, trees=trees))

@@ -21,7 +21,7 @@ from .pack import pack_key
 from .report import SILENT, Reporter
 from .repository import Repository, blob_location, manifest_key
 from .sqlite_capture import rebuild_db
-from .sqlite_snapshot import integrity_check
+from .sqlite_snapshot import integrity_check, remove_staging
 
 TORN_MANIFEST = "torn-manifest"
 CORRUPT_PAGE = "corrupt-page"
@@ -102,9 +102,7 @@ def _check_snapshots(repo, snapshots, result) -> None:
             except (CorruptObject, ObjectNotFound) as err:
                 problem = str(err)
             finally:
-                for suffix in ("", "-journal", "-wal", "-shm"):
-                    if os.path.exists(path + suffix):
-                        os.unlink(path + suffix)
+                remove_staging(path)
             if problem:
                 result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
                                                detail=problem))
