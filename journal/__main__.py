@@ -1,3 +1,5 @@
-from .cli import main
+import sys
 
-main()
+from .launch import main
+
+sys.exit(main())

@@ -18,7 +18,8 @@ import os
 import stat as stat_mod
 from collections.abc import Callable, Iterator
 
-from .localstate import FileState, signature
+from .localstate import FileState
+from .signatures import dir_signature, signature
 from .model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
 from .objects import KIND_CHUNK, KIND_SEGMENT
 from .walk import Item
@@ -38,7 +39,7 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
     st = item.stat
     mode = stat_mod.S_IMODE(st.st_mode)
     if item.kind == KIND_DIR:
-        return FileState((0, 0, 0, st.st_mode), Entry(path=item.path, kind=KIND_DIR, mode=mode))
+        return FileState(dir_signature(st), Entry(path=item.path, kind=KIND_DIR, mode=mode))
     full = os.path.join(root, item.path)
     if item.kind == KIND_SYMLINK:
         try:

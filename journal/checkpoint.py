@@ -14,6 +14,7 @@ is finished by the next run, which republishes the pending manifest bytes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
@@ -24,8 +25,9 @@ from .config import Config
 from .errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict,
                      RestoreNotComplete)
 from .index import build_index
-from .localstate import (LocalState, StateLock, TreeCache, cache_from_entries, forget_state, load_state,
-                         new_state, save_state)
+from . import quiet
+from .localstate import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
+                         load_state, new_state, save_state)
 from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot, decode
 from .objects import KIND_PAGE, decode_record
 from .pack import PackWriter, clear_spool, pack_key
@@ -56,18 +58,45 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
                           "harness state or add [[trees]] to the config (`journal trees` shows it)")
     started = time.monotonic()
     with StateLock(cfg.state_dir, wait=wait):
+        state_file = os.path.join(cfg.state_dir, STATE_FILE)
+        key = config_key(cfg)
+        idle = quiet.idle_result(cfg.state_dir, state_file, config_key=key)
+        if idle is not None:  # proven unchanged since the last clean checkpoint
+            result = msgspec.convert(idle, CheckpointResult)
+            result.seconds = time.monotonic() - started
+            return result
         repo = Repository.open(store, create=True)
         state = _load_or_refuse(cfg, repo)
         result = CheckpointResult()
         try:
             if state.pending is not None:
                 _publish_pending(cfg, repo, state, result, reporter)
-            _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions)
+            rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions)
         except BaseException:
             forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
+            quiet.discard(cfg.state_dir)
             raise
+        _save_quiet(cfg, key, state_file, result, rows)
     result.seconds = time.monotonic() - started
     return result
+
+
+def config_key(cfg: Config) -> str:
+    """A digest of the effective configuration, for the quiet snapshot."""
+    return hashlib.sha256(msgspec.msgpack.encode(cfg)).hexdigest()
+
+
+def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult, rows: list | None) -> None:
+    """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise."""
+    state_sig = quiet.file_sig(state_file)
+    if rows is None or result.warnings or state_sig is None:
+        quiet.discard(cfg.state_dir)
+        return
+    walked = {t.name for t in result.trees if not t.absent}
+    idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, absent=t.absent) for t in result.trees])
+    quiet.save(cfg.state_dir, quiet.Quiet(
+        inputs=cfg.inputs, config_key=key, state_sig=state_sig, result=msgspec.to_builtins(idle),
+        absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked], dirs=rows))
 
 
 def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
@@ -158,6 +187,7 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> 
     result.warnings = ctx.warnings + ctx.errors
     if ctx.errors:
         raise CheckpointErrors(ctx.errors, result.seq)
+    return ctx.quiet_rows
 
 
 def _map_ids(trees: dict[str, TreeCache]) -> set[str]:

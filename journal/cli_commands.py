@@ -7,6 +7,7 @@ import sys
 import click
 
 from .cli import CliReporter, common, emit_json, handle_errors, main, open_context
+from .launch import IDLE_LINE
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
 # a timer every few seconds) loads only what it uses.
@@ -53,7 +54,7 @@ def checkpoint(config_path, store_url, as_json, allow_deletions, wait):
         emit_json(result)
         return
     if result.seq is None and not result.objects:
-        click.echo(f"idle: nothing changed in {len(result.trees)} tree(s); nothing written")
+        click.echo(IDLE_LINE.format(len(result.trees)))
         return
     changed = sum(t.changed for t in result.trees)
     click.echo(f"checkpoint {result.seq}: {changed} file(s) changed, {result.objects} object(s), "

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 import msgspec
 
 from .errors import ConfigError
+from .paths import abs_path, config_source, inputs_key
+from .paths import state_dir as resolve_state_dir
 from .presets import PRESETS, preset_path
 
 DEFAULT_JSONL = ("*.jsonl", "*.ndjson")
@@ -64,6 +66,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     trees: tuple[TreeConfig, ...]
     dormant: tuple[TreeConfig, ...] = ()   # presets whose live path does not exist (yet)
     source: str | None = None
+    inputs: str | None = None              # paths.inputs_key of what this was resolved from
 
     def active_trees(self) -> tuple[TreeConfig, ...]:
         """The configured trees plus dormant presets whose live path exists now."""
@@ -73,14 +76,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
 def find_config_file(explicit: str | None, env: Mapping[str, str]) -> str | None:
     """The config file to read, or None when there is none (only the default may be absent)."""
-    named = explicit or env.get("JOURNAL_CONFIG")
-    if named:
-        if not os.path.isfile(named):
-            raise ConfigError(f"read config: {named} does not exist; fix --config or $JOURNAL_CONFIG")
-        return named
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    default = os.path.join(base, "journal", "config.toml")
-    return default if os.path.isfile(default) else None
+    path, named = config_source(explicit, env)
+    if named and not os.path.isfile(path):
+        raise ConfigError(f"read config: {path} does not exist; fix --config or $JOURNAL_CONFIG")
+    return path if named or os.path.isfile(path) else None
 
 
 def read_config_file(path: str) -> ConfigFile:
@@ -98,24 +97,20 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
                 store: str | None = None, local: str | None = None) -> Config:
     """Resolve the effective configuration (flags > environment > file > defaults)."""
     env = os.environ if env is None else env
+    inputs = inputs_key(explicit, env, store, local)
     source = find_config_file(explicit, env)
     cfg = read_config_file(source) if source else ConfigFile()
-    local = _abs(local or env.get("AM_LOCAL") or cfg.local)
+    local = abs_path(local or env.get("AM_LOCAL") or cfg.local)
     home = os.path.expanduser("~")
     store = store or env.get("JOURNAL_STORE") or cfg.store or os.path.join(
         env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "journal", "store")
     if "://" not in store:
-        store = _abs(store)
-    state_dir = _abs(env.get("JOURNAL_STATE_DIR") or cfg.state_dir) or (
-        os.path.join(local, ".journal") if local else os.path.join(home, ".local", "state", "journal"))
+        store = abs_path(store)
+    state_dir = resolve_state_dir(env, cfg.state_dir, local)
     interval = _interval(env.get("AGENT_STATE_CHECKPOINT_SECONDS"), cfg.interval, source)
     trees, dormant = _resolve_trees(cfg, local, env, source)
     return Config(store=store, local=local, state_dir=state_dir, interval=interval,
-                  trees=tuple(trees), dormant=tuple(dormant), source=source)
-
-
-def _abs(path: str | None) -> str | None:
-    return os.path.abspath(os.path.expanduser(path)) if path else None
+                  trees=tuple(trees), dormant=tuple(dormant), source=source, inputs=inputs)
 
 
 def _interval(env_value: str | None, file_value: float | None, source: str | None) -> float:
@@ -175,7 +170,7 @@ def _from_table(spec: TreeFile, local: str | None, env: Mapping[str, str], sourc
         if local is None:
             raise ConfigError(f"{where}: relative path {path!r} needs a local root; set AM_LOCAL or `local`")
         path = os.path.join(local, path)
-    path = _abs(path) or (base.path if base else None)
+    path = abs_path(path) or (base.path if base else None)
     if path is None:
         raise ConfigError(f"{where}: give it a `path` (or a `preset` and set AM_LOCAL)")
     return TreeConfig(

@@ -21,9 +21,10 @@ import msgspec
 from .atomic import write_file_atomic
 from .errors import LockBusy
 from .model import BlobRef, Entry
+from .paths import LOCK_FILE, STATE_FILE
+from .signatures import signature  # noqa: F401  (re-exported)
 
 STATE_VERSION = 1
-STATE_FILE = "state.msgpack"
 
 
 class FileState(msgspec.Struct, array_like=True):
@@ -58,11 +59,6 @@ class LocalState(msgspec.Struct, kw_only=True):
 def cache_from_entries(root: BlobRef | None, pages: dict[str, BlobRef], entries, **flags) -> TreeCache:
     """A tree cache built from stored entries, every path marked for a re-read."""
     return TreeCache(root=root, pages=pages, files={e.path: FileState(None, e) for e in entries}, **flags)
-
-
-def signature(st: os.stat_result) -> tuple[int, int, int, int]:
-    """What decides whether a path must be read again."""
-    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
 
 
 def new_state(store_id: str) -> LocalState:
@@ -119,7 +115,7 @@ class StateLock:
     """An exclusive ``flock`` on ``<state_dir>/lock``, held for one operation."""
 
     def __init__(self, state_dir: str, wait: bool = False):
-        self.path = os.path.join(state_dir, "lock")
+        self.path = os.path.join(state_dir, LOCK_FILE)
         self.wait = wait
         self.fd: int | None = None
 

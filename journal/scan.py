@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat as stat_mod
 from dataclasses import dataclass, field
 
 import msgspec
@@ -16,14 +17,15 @@ import msgspec
 from .capture import capture_item
 from .config import TreeConfig
 from .errors import SnapshotFailed
-from .localstate import FileState, TreeCache, signature
-from .model import KIND_DIR, BlobRef
+from .localstate import FileState, TreeCache
+from .model import KIND_DIR, KIND_SQLITE, BlobRef
 from .objects import KIND_PAGEMAP
 from .pack import PackWriter
 from .report import Reporter
 from .repository import Repository
+from .quiet import DB, DIR, FILE, OTHER
+from .signatures import dir_signature, live_signature, signature
 from .sqlite_capture import capture_sqlite
-from .sqlite_snapshot import live_signature
 from .walk import Item, Matcher, walk_tree
 
 #: ``_capture``'s answer for a path that exists but cannot be read this time.
@@ -88,6 +90,8 @@ class ScanContext:
     allow_deletions: bool = False
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The quiet snapshot's rows (``quiet.py``); None once any path was not read cleanly.
+    quiet_rows: list | None = field(default_factory=list)
 
     def warn(self, message: str) -> None:
         """A warning for the reporter that also lands in the checkpoint's result."""
@@ -108,7 +112,8 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     skipped: list[str] = []
     changed = cache.dirty
     reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
-    for item in walk_tree(tree.path, matcher, skipped):
+    listing: list | None = [] if ctx.quiet_rows is not None else None
+    for item in walk_tree(tree.path, matcher, skipped, listing):
         walked_files += item.kind != KIND_DIR
         prev = cache.files.get(item.path)
         sig = _sig(tree.path, item)
@@ -118,6 +123,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
             continue
         fs = _capture(tree, item, None if cache.reupload else prev, matcher, ctx)
         if fs is None or fs is _KEEP:
+            listing = None  # not read cleanly: no quiet snapshot this time
             if prev is not None and (fs is _KEEP or item.kind == "sqlite"):
                 files[item.path] = prev  # unreadable, or a failed snapshot: the last one stays
             continue
@@ -126,19 +132,46 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
             changed = True
             tr.changed += 1
     for path in skipped:
-        ctx.reporter.warn(f"checkpoint: skipping {path}: its name is not valid UTF-8")
+        ctx.warn(f"checkpoint: skipping {path}: its name is not valid UTF-8")
     changed = _apply_deletions(tree, cache, files, tr, ctx) or changed
     if not changed and reused == len(files) == len(cache.files):
         files = cache.files  # every path reused, none gone: the cache stands as it was
         tr.files = walked_files
     else:
         tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
+    rows = None if listing is None or ctx.quiet_rows is None else quiet_rows(tree.path, listing, files)
+    if rows is None:
+        ctx.quiet_rows = None
+    else:
+        ctx.quiet_rows.extend(rows)
     return tr, files, changed
+
+
+def quiet_rows(root: str, listing: list, files: dict[str, FileState]) -> list | None:
+    """The quiet snapshot's rows for one walked tree (see ``quiet.py``); None when some
+    listed path has no clean signature to compare."""
+    rows = []
+    for rel_dir, seen in listing:
+        names, wants = [], []
+        for name, st, walked in seen:
+            if st is None:
+                return None
+            if walked:
+                fs = files.get(f"{rel_dir}/{name}" if rel_dir else name)
+                if fs is None or fs.sig is None:
+                    return None
+                kind = fs.entry.kind
+                wants.append((DIR if kind == KIND_DIR else DB if kind == KIND_SQLITE else FILE, tuple(fs.sig)))
+            else:
+                wants.append((OTHER, stat_mod.S_IFMT(st.st_mode)))
+            names.append(name)
+        rows.append((os.path.join(root, rel_dir) if rel_dir else root, names, wants))
+    return rows
 
 
 def _sig(root: str, item: Item):
     if item.kind == KIND_DIR:
-        return (0, 0, 0, item.stat.st_mode)
+        return dir_signature(item.stat)
     if item.kind == "sqlite":
         try:
             return live_signature(os.path.join(root, item.path))

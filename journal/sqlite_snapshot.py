@@ -11,7 +11,6 @@ read transaction blocks them (in WAL mode: not at all).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sqlite3
@@ -21,25 +20,10 @@ from urllib.parse import quote
 
 from .errors import SnapshotFailed
 from .localfs import clear_dir
+from .signatures import live_signature  # noqa: F401  (re-exported for older imports)
 
 BUSY_TIMEOUT = 2.0
 RETRIES = 3
-
-
-def live_signature(path: str) -> tuple[int, int, int, int]:
-    """The change signature of a live database: the size and mtime of it and its WAL."""
-    st = os.stat(path)
-    try:
-        with open(path + "-wal", "rb") as fh:
-            wal = os.fstat(fh.fileno())
-            # The WAL header's checkpoint sequence and salts change when the WAL is
-            # reset and rewritten from its start at the same size.
-            salts = fh.read(24)[12:24]
-        stamp = hashlib.blake2b(wal.st_mtime_ns.to_bytes(8, "big") + salts, digest_size=7).digest()
-        wal_sig = (wal.st_size, int.from_bytes(stamp, "big"))
-    except FileNotFoundError:
-        wal_sig = (0, 0)
-    return (st.st_size, st.st_mtime_ns) + wal_sig
 
 
 def _uri(path: str, mode: str) -> str:

@@ -80,12 +80,15 @@ class Matcher:
         return False
 
 
-def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None) -> Iterator[Item]:
+def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
+              listing: list | None = None) -> Iterator[Item]:
     """Yield the tree's directories, files and symlinks (in directory order; callers sort).
 
     Symlinks are never followed. Sockets, FIFOs and devices are skipped. A path that
     vanishes during the walk is skipped silently. Names that are not valid UTF-8 are
-    skipped and appended to ``skipped``.
+    skipped and appended to ``skipped``. With ``listing``, each visited directory
+    appends ``(rel_dir, [(name, lstat or None, yielded), ...])`` for every name in it,
+    in ``readdir`` order (``quiet.py`` compares the listing at the next checkpoint).
     """
     stack = [""]
     while stack:
@@ -95,6 +98,7 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None) -> 
                 dirents = list(it)
         except (FileNotFoundError, NotADirectoryError):
             continue
+        seen = [] if listing is not None else None
         subdirs = []
         for d in dirents:
             rel = f"{rel_dir}/{d.name}" if rel_dir else d.name
@@ -105,18 +109,29 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None) -> 
             except UnicodeEncodeError:
                 if skipped is not None:
                     skipped.append(os.path.join(root, rel))
-                continue
+                st = None
             except FileNotFoundError:
-                continue
-            if stat_mod.S_ISDIR(st.st_mode):
-                if not matcher.excluded(rel, d.name, True):
-                    yield Item(rel, "dir", st)
+                st = None
+            item = None if st is None else _classify(rel, d.name, st, matcher)
+            if seen is not None:
+                seen.append((d.name, st, item is not None))
+            if item is not None:
+                if item.kind == "dir":
                     subdirs.append(rel)
-            elif stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISLNK(st.st_mode):
-                if matcher.excluded(rel, d.name, False):
-                    continue
-                if stat_mod.S_ISLNK(st.st_mode):
-                    yield Item(rel, "symlink", st)
-                else:
-                    yield Item(rel, "sqlite" if matcher.is_sqlite(rel, d.name) else "file", st)
+                yield item
+        if listing is not None:
+            listing.append((rel_dir, seen))
         stack.extend(reversed(subdirs))
+
+
+def _classify(rel: str, name: str, st: os.stat_result, matcher: Matcher) -> Item | None:
+    """The walk's item for one path, or None when the tree leaves it out."""
+    if stat_mod.S_ISDIR(st.st_mode):
+        return None if matcher.excluded(rel, name, True) else Item(rel, "dir", st)
+    if stat_mod.S_ISREG(st.st_mode):
+        if matcher.excluded(rel, name, False):
+            return None
+        return Item(rel, "sqlite" if matcher.is_sqlite(rel, name) else "file", st)
+    if stat_mod.S_ISLNK(st.st_mode):
+        return None if matcher.excluded(rel, name, False) else Item(rel, "symlink", st)
+    return None

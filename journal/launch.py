@@ -1,0 +1,84 @@
+"""The ``journal`` console command.
+
+``journal checkpoint`` runs every few seconds from cron or a timer, and most runs find
+nothing to do. Such a run is answered here, from the quiet snapshot (``quiet.py``),
+before the command line and the library are imported (click and msgspec alone take
+longer to import than the check takes to run). Anything else (another command, an
+option this parser does not know, a configuration file that may move the state
+directory, a busy lock, any change at all) goes to ``journal.cli`` unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+IDLE_LINE = "idle: nothing changed in {} tree(s); nothing written"
+
+
+def main() -> int | None:
+    started = time.monotonic()
+    opts = _checkpoint_options(sys.argv[1:])
+    if opts is not None:
+        result = _quiet_checkpoint(opts)
+        if result is not None:
+            result["seconds"] = time.monotonic() - started
+            if opts["json"]:
+                import json
+
+                print(json.dumps(result, indent=2))
+            else:
+                print(IDLE_LINE.format(len(result["trees"])))
+            return 0
+    from .cli import main as cli_main
+
+    return cli_main()
+
+
+def _checkpoint_options(argv: list[str]) -> dict | None:
+    """The options of a plain ``journal checkpoint`` command line, else None."""
+    if not argv or argv[0] != "checkpoint":
+        return None
+    opts = {"json": False, "store": None, "config": None}
+    args = iter(argv[1:])
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if arg == "--json":
+            opts["json"] = True
+        elif arg == "--allow-deletions":
+            pass  # an idle checkpoint deletes nothing
+        elif name in ("--store", "--config"):
+            value = value if eq else next(args, None)
+            if not value or opts[name[2:]] is not None:
+                return None
+            opts[name[2:]] = value
+        else:  # --wait, --help, anything new: the full command handles it
+            return None
+    return opts
+
+
+def _quiet_checkpoint(opts: dict) -> dict | None:
+    """The idle result when the quiet snapshot proves nothing changed, else None."""
+    from . import paths, quiet
+
+    env = os.environ
+    source, named = paths.config_source(opts["config"], env)
+    if (named or os.path.exists(source)) and not env.get("JOURNAL_STATE_DIR"):
+        return None  # the config file may name the state directory: let the full path read it
+    state_dir = paths.state_dir(env, None, paths.abs_path(env.get("AM_LOCAL")))
+    try:
+        lock = os.open(os.path.join(state_dir, paths.LOCK_FILE), os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        import fcntl
+
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return None  # a checkpoint or restore is running: the full command reports it
+        inputs = paths.inputs_key(opts["config"], env, opts["store"], None)
+        return quiet.idle_result(state_dir, os.path.join(state_dir, paths.STATE_FILE), inputs=inputs)
+    finally:
+        os.close(lock)

@@ -1,0 +1,274 @@
+"""The quiet snapshot (journal/quiet.py): an idle checkpoint proven by re-listing and
+re-statting, never by trusting a clock; any change, however quick, goes to the full walk."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from journal import quiet
+from journal.checkpoint import config_key
+from journal.localstate import load_state, save_state
+
+ROLLOUTS = Path("codex-home/sessions/2026/02/23")
+
+
+def quiet_claims_idle(live) -> bool:
+    cfg = live.cfg
+    return quiet.idle_result(cfg.state_dir, str(live.state_file), config_key=config_key(cfg)) is not None
+
+
+def first_rollout(live) -> Path:
+    return sorted((live.local / ROLLOUTS).iterdir())[0]
+
+
+def launch(live, *args: str) -> tuple[int, str, bool]:
+    """Run the console entry point in a child; (exit status, stdout, whether click was imported)."""
+    code = ("import sys; from journal import launch; sys.argv = ['journal', *sys.argv[1:]]\n"
+            "try:\n    rc = launch.main()\nexcept SystemExit as e:\n    rc = e.code\n"
+            "print('CLICK' if 'click' in sys.modules else 'NOCLICK', file=sys.stderr); sys.exit(rc or 0)")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env}
+    proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
+                          timeout=60, cwd=live.home)
+    return proc.returncode, proc.stdout, "NOCLICK" not in proc.stderr
+
+
+def test_idle_cli_checkpoint_is_answered_without_importing_the_cli(live):
+    assert launch(live, "checkpoint")[0] == 0  # the first checkpoint: full path, saves the snapshot
+    rc, out, imported_cli = launch(live, "checkpoint", "--json")
+    assert rc == 0 and not imported_cli
+    fast = json.loads(out)
+
+    (live.local / ".journal" / quiet.QUIET_FILE).unlink()
+    rc, out, imported_cli = launch(live, "checkpoint", "--json")
+    assert rc == 0 and imported_cli
+    slow = json.loads(out)
+
+    assert fast["seq"] is None and fast["objects"] == 0
+    fast.pop("seconds"), slow.pop("seconds")
+    assert fast == slow
+    rc, out, imported_cli = launch(live, "checkpoint")
+    assert (rc, imported_cli) == (0, False) and out.startswith("idle: nothing changed in 3 tree(s)")
+
+
+def sqlite_tree(live) -> sqlite3.Connection:
+    home = live.local / "hermes"
+    home.mkdir()
+    con = sqlite3.connect(home / "state.db", isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE m (id INTEGER PRIMARY KEY, body TEXT)")
+    con.execute("INSERT INTO m (body) VALUES ('first')")
+    return con
+
+
+def _append(live):
+    with open(first_rollout(live), "ab") as fh:
+        fh.write(b'{"type":"event_msg","payload":{"n":1}}\n')
+
+
+def _same_size_rewrite(live):
+    path = live.local / "codex-home" / "config.toml"
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + (b"#" if data[-1:] != b"#" else b"!"))
+
+
+def _new_file(live):
+    (live.local / ROLLOUTS / "rollout-new.jsonl").write_bytes(b'{"type":"x"}\n')
+
+
+def _delete(live):
+    first_rollout(live).unlink()
+
+
+def _rename(live):
+    path = first_rollout(live)
+    path.rename(path.with_name("renamed-" + path.name))
+
+
+def _file_to_dir(live):
+    path = live.local / "codex-home" / "config.toml"
+    path.unlink()
+    path.mkdir()
+
+
+def _chmod(live):
+    path = live.local / "codex-home" / "config.toml"
+    path.chmod(0o600 if path.stat().st_mode & 0o077 else 0o644)
+
+
+def _file_to_symlink(live):
+    path = live.local / "codex-home" / "config.toml"
+    path.unlink()
+    path.symlink_to("elsewhere.toml")
+
+
+def _new_empty_dir(live):
+    (live.local / ROLLOUTS / "sub").mkdir()
+
+
+def _new_harness(live):
+    live.add_gemini_tree()
+
+
+MUTATIONS = [_append, _same_size_rewrite, _new_file, _delete, _rename, _file_to_dir, _chmod,
+             _file_to_symlink, _new_empty_dir, _new_harness]
+
+
+@pytest.mark.parametrize("mutate", MUTATIONS, ids=lambda f: f.__name__.strip("_"))
+def test_a_change_made_right_after_a_checkpoint_is_never_taken_for_idle(live, mutate):
+    (live.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
+    live.checkpoint()
+    assert quiet_claims_idle(live)
+
+    mutate(live)  # within the same clock tick as the walk, as often as not
+
+    assert not quiet_claims_idle(live)
+    assert live.checkpoint().seq == 2
+    assert quiet_claims_idle(live)
+
+
+def test_a_sqlite_commit_is_seen(live):
+    con = sqlite_tree(live)
+    assert live.checkpoint().seq == 1 and quiet_claims_idle(live)
+
+    con.execute("INSERT INTO m (body) VALUES ('second')")
+
+    assert not quiet_claims_idle(live)
+    assert live.checkpoint().seq == 2
+    assert quiet_claims_idle(live)
+    con.close()
+
+
+def test_excluded_paths_do_not_matter_but_new_names_are_rechecked(live):
+    live.checkpoint()
+    cache = live.local / "codex-home" / "cache"
+    cache.mkdir()  # a new name in a walked directory: not proven idle, the full walk decides
+    assert not quiet_claims_idle(live)
+    assert live.checkpoint().seq is None  # the preset excludes cache/: nothing to publish
+    assert quiet_claims_idle(live)
+
+    (cache / "blob.bin").write_bytes(b"x" * 100)  # inside an excluded directory: never looked at
+    assert quiet_claims_idle(live)
+
+
+def test_the_snapshot_holds_only_with_the_state_it_was_written_after(live):
+    live.checkpoint()
+    cfg = live.cfg
+    state = load_state(cfg.state_dir, live.repo().store_id)
+    save_state(cfg.state_dir, state)  # same content, a new file: a restore or takeover does this
+
+    assert not quiet_claims_idle(live)
+    assert live.checkpoint().seq is None
+    assert quiet_claims_idle(live)
+
+
+def test_another_configuration_does_not_use_the_snapshot(live):
+    live.checkpoint()
+    cfg = live.cfg
+    other = quiet.idle_result(cfg.state_dir, str(live.state_file), config_key="0" * 64)
+    assert other is None
+    assert quiet.idle_result(cfg.state_dir, str(live.state_file), inputs="not-these-inputs") is None
+
+
+def test_a_checkpoint_with_warnings_leaves_no_snapshot(live):
+    live.checkpoint()
+    bad = live.local / "codex-home" / os.fsdecode(b"bad-\xff-name")
+    bad.write_bytes(b"x")
+
+    live.checkpoint()
+
+    assert any("not valid UTF-8" in w for w in live.warnings)
+    assert not (live.local / ".journal" / quiet.QUIET_FILE).exists()
+    live.checkpoint()  # warns again: the full walk runs every time
+    assert any("not valid UTF-8" in w for w in live.warnings)
+
+
+def test_a_corrupt_snapshot_is_ignored_and_replaced(live):
+    live.checkpoint()
+    path = live.local / ".journal" / quiet.QUIET_FILE
+    path.write_bytes(path.read_bytes()[:50])
+
+    assert not quiet_claims_idle(live)
+    assert live.checkpoint().seq is None
+    assert quiet_claims_idle(live)
+
+
+def test_a_config_file_sends_the_launcher_to_the_full_command(live):
+    (live.home / ".config" / "journal").mkdir(parents=True)
+    (live.home / ".config" / "journal" / "config.toml").write_text("interval = 30\n")
+    assert launch(live, "checkpoint")[0] == 0
+    rc, out, imported_cli = launch(live, "checkpoint")
+    assert (rc, imported_cli) == (0, True) and out.startswith("idle:")
+
+    live.env["JOURNAL_STATE_DIR"] = str(live.local / ".journal")  # the file cannot move it now
+    assert launch(live, "checkpoint")[0] == 0
+    rc, out, imported_cli = launch(live, "checkpoint")
+    assert (rc, imported_cli) == (0, False) and out.startswith("idle:")
+
+    (live.home / ".config" / "journal" / "config.toml").write_text("interval = 20\n")
+    rc, out, imported_cli = launch(live, "checkpoint")
+    assert (rc, imported_cli) == (0, True)
+
+
+def test_a_busy_lock_is_reported_by_the_full_command(live):
+    assert launch(live, "checkpoint")[0] == 0
+    fd = os.open(live.local / ".journal" / "lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        proc = live.run("checkpoint")
+    finally:
+        os.close(fd)
+    assert proc.returncode == 1 and "another journal operation holds" in proc.stderr
+
+
+def test_unknown_options_go_to_the_full_command(live):
+    assert launch(live, "checkpoint")[0] == 0
+    assert launch(live, "checkpoint", "--wait")[2]
+    rc, _, imported_cli = launch(live, "checkpoint", "--no-such-option")
+    assert rc == 2 and imported_cli
+
+
+def test_random_changes_right_after_checkpoints_agree_with_the_full_walk(bare_live):
+    """Whenever the snapshot claims idle, a full checkpoint (snapshot removed) finds nothing."""
+    live = bare_live
+    root = live.local / "agent-state" / "claude" / "projects"
+    root.mkdir(parents=True)
+    rng = random.Random(7)
+    claims = 0
+    live.checkpoint()
+    for step in range(150):
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        dirs = sorted([root, *(p for p in root.rglob("*") if p.is_dir())])
+        op = rng.choice(["append", "create", "delete", "rename", "mkdir", "chmod", "touch", "none", "none"])
+        if op == "append" and files:
+            with open(rng.choice(files), "ab") as fh:
+                fh.write(b'{"n": %d}\n' % step)
+        elif op == "create":
+            (rng.choice(dirs) / f"s{step}.jsonl").write_bytes(b'{"a": 1}\n')
+        elif op == "delete" and files:
+            rng.choice(files).unlink()
+        elif op == "rename" and files:
+            src = rng.choice(files)
+            src.rename(rng.choice(dirs) / f"r{step}.jsonl")
+        elif op == "mkdir":
+            (rng.choice(dirs) / f"d{step}").mkdir()
+        elif op == "chmod" and files:
+            rng.choice(files).chmod(0o600 if step % 2 else 0o644)
+        elif op == "touch" and files:
+            os.utime(rng.choice(files))
+        if quiet_claims_idle(live):
+            claims += 1
+            quiet.discard(live.cfg.state_dir)
+            result = live.checkpoint()
+            assert result.seq is None and not any(t.changed or t.deleted for t in result.trees), (step, op)
+        else:
+            live.checkpoint()
+    assert claims >= 10  # the no-op steps were proven idle
