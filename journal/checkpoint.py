@@ -60,9 +60,9 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
     with StateLock(cfg.state_dir, wait=wait):
         state_file = os.path.join(cfg.state_dir, STATE_FILE)
         key = config_key(cfg)
-        idle = quiet.idle_result(cfg.state_dir, state_file, config_key=key)
-        if idle is not None:  # proven unchanged since the last clean checkpoint
-            result = msgspec.convert(idle, CheckpointResult)
+        proven = quiet.idle_result(cfg.state_dir, state_file, config_key=key)
+        if proven is not None:  # unchanged since the last clean checkpoint
+            result = msgspec.convert(proven.result, CheckpointResult)
             result.seconds = time.monotonic() - started
             return result
         repo = Repository.open(store, create=True)
@@ -96,7 +96,7 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
     idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, absent=t.absent) for t in result.trees])
     quiet.save(cfg.state_dir, quiet.Quiet(
         inputs=cfg.inputs, config_key=key, state_sig=state_sig, result=msgspec.to_builtins(idle),
-        absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked], dirs=rows))
+        result_json=msgspec.json.format(msgspec.json.encode(idle), indent=2).decode(), absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked], dirs=rows))
 
 
 def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:

@@ -21,15 +21,13 @@ def main() -> int | None:
     started = time.monotonic()
     opts = _checkpoint_options(sys.argv[1:])
     if opts is not None:
-        result = _quiet_checkpoint(opts)
-        if result is not None:
-            result["seconds"] = time.monotonic() - started
-            if opts["json"]:
-                import json
-
-                print(json.dumps(result, indent=2))
+        proven = _quiet_checkpoint(opts)
+        if proven is not None:
+            seconds = time.monotonic() - started
+            if opts["json"]:  # as cli.emit_json prints it, without importing json or msgspec
+                print(proven.result_json.replace('"seconds": 0.0', f'"seconds": {seconds!r}', 1))
             else:
-                print(IDLE_LINE.format(len(result["trees"])))
+                print(IDLE_LINE.format(len(proven.result["trees"])))
             return 0
     from .cli import main as cli_main
 
@@ -58,8 +56,8 @@ def _checkpoint_options(argv: list[str]) -> dict | None:
     return opts
 
 
-def _quiet_checkpoint(opts: dict) -> dict | None:
-    """The idle result when the quiet snapshot proves nothing changed, else None."""
+def _quiet_checkpoint(opts: dict):
+    """The quiet snapshot when it proves nothing changed, else None."""
     from . import paths, quiet
 
     env = os.environ

@@ -7,8 +7,15 @@ decides whether the rest of journal must be imported at all.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from hashlib import blake2b
+
+try:
+    from _blake2 import blake2b  # what hashlib wraps; importing hashlib costs ~4 ms more
+except ImportError:  # pragma: no cover - other interpreters
+    from hashlib import blake2b
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 STATE_FILE = "state.msgpack"    # in the state directory: localstate.py
 LOCK_FILE = "lock"              # ... the flock of one checkpoint or restore at a time
@@ -35,6 +42,10 @@ def state_dir(env: Mapping[str, str], file_value: str | None, local: str | None)
         os.path.join(local, ".journal") if local else os.path.join(os.path.expanduser("~"), ".local", "state", "journal"))
 
 
+#: Variables a shell changes from one command to the next; journal reads none of them.
+SHELL_NOISE = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
+
+
 def inputs_key(explicit: str | None, env: Mapping[str, str], store: str | None, local: str | None) -> str:
     """A digest of everything the effective configuration is resolved from, except the
     existence of preset directories: the flags, the whole environment, the working
@@ -45,5 +56,6 @@ def inputs_key(explicit: str | None, env: Mapping[str, str], store: str | None, 
         source_sig = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
     except OSError:
         source_sig = None
-    material = repr((explicit, store, local, os.getcwd(), source, source_sig, sorted(env.items())))
+    named = sorted(item for item in env.items() if item[0] not in SHELL_NOISE)
+    material = repr((explicit, store, local, os.getcwd(), source, source_sig, named))
     return blake2b(material.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()

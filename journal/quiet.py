@@ -30,25 +30,33 @@ import marshal
 import os
 import stat as stat_mod
 import sys
-from typing import NamedTuple
 
 from .signatures import live_signature
 
 QUIET_FILE = "quiet.marshal"
-FORMAT = 1
+FORMAT = 2
 _TAG = (FORMAT, sys.version_info[:2])
 
 #: What the check computes for a listed name.
-FILE, DIR, DB, OTHER = 0, 1, 2, 3
+DIR, DB, OTHER = 1, 2, 3
 
 
-class Quiet(NamedTuple):
-    inputs: str | None          # paths.inputs_key of the configuration, for launch.py
-    config_key: str             # digest of the effective configuration
-    state_sig: tuple            # (inode, mtime_ns, size) of state.msgpack when written
-    result: dict                # the idle checkpoint's result, as plain values
-    absent: list                # dormant tree paths: each must still not be a directory
-    dirs: list                  # [(abs_dir, names, [(what, value), ...]), ...]
+class Quiet:
+    """One snapshot (a plain class: ``typing`` alone would double the entry point's imports)."""
+
+    FIELDS = ("inputs", "config_key", "state_sig", "result", "result_json", "absent", "dirs")
+
+    def __init__(self, inputs, config_key, state_sig, result, result_json, absent, dirs):
+        self.inputs: str | None = inputs        # paths.inputs_key of the configuration, for launch.py
+        self.config_key: str = config_key       # digest of the effective configuration
+        self.state_sig: tuple = state_sig       # (inode, mtime_ns, size) of state.msgpack when written
+        self.result: dict = result              # the idle checkpoint's result, as plain values
+        self.result_json: str = result_json     # ... as ``--json`` prints it, with ``"seconds": 0.0``
+        self.absent: list = absent              # dormant or missing tree paths: must still not be directories
+        self.dirs: list = dirs                  # [(abs_dir, names, sigs, others), ...]: see unchanged()
+
+    def fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.FIELDS)
 
 
 def file_sig(path: str) -> tuple | None:
@@ -69,7 +77,7 @@ def save(state_dir: str, quiet: Quiet) -> None:
     tmp = os.path.join(state_dir, "tmp", f"{QUIET_FILE}.{os.getpid()}")
     os.makedirs(os.path.dirname(tmp), exist_ok=True)
     with open(tmp, "wb") as fh:
-        fh.write(marshal.dumps((_TAG, tuple(quiet))))
+        fh.write(marshal.dumps((_TAG, quiet.fields())))
     os.replace(tmp, path)
     _memo[path] = (file_sig(path), quiet)
 
@@ -108,10 +116,10 @@ def load(state_dir: str) -> Quiet | None:
 
 
 def idle_result(state_dir: str, state_file: str, *, config_key: str | None = None,
-                inputs: str | None = None) -> dict | None:
-    """The stored idle result when the snapshot proves nothing changed, else None.
-
-    Give ``config_key`` (in-process) or ``inputs`` (the console entry point)."""
+                inputs: str | None = None) -> Quiet | None:
+    """The snapshot when it proves nothing changed since it was saved, else None; its
+    ``result`` is the idle checkpoint's. Give ``config_key`` (in-process) or ``inputs``
+    (the console entry point)."""
     quiet = load(state_dir)
     if quiet is None:
         return None
@@ -123,13 +131,16 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
         return None
     if any(os.path.isdir(p) for p in quiet.absent):
         return None
-    return dict(quiet.result) if unchanged(quiet.dirs) else None
+    return quiet if unchanged(quiet.dirs) else None
 
 
 def unchanged(dirs: list) -> bool:
-    """True when every listed directory lists the same names and every name checks equal."""
+    """True when every listed directory lists the same names and every name checks equal.
+
+    A row is ``(abs_dir, names, sigs, others)``: ``sigs[i]`` is the file signature of
+    ``names[i]`` (None for the few entries in ``others``, ``(i, what, value)``)."""
     lstat = os.lstat
-    for path, names, wants in dirs:
+    for path, names, sigs, others in dirs:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
@@ -137,22 +148,23 @@ def unchanged(dirs: list) -> bool:
         try:
             if os.listdir(fd) != names:
                 return False
-            for name, (what, want) in zip(names, wants):
-                st = lstat(name, dir_fd=fd)
-                if what == FILE:
-                    got = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
-                elif what == DIR:
-                    got = (0, 0, 0, st.st_mode)
-                elif what == OTHER:
-                    got = stat_mod.S_IFMT(st.st_mode)
-                elif stat_mod.S_ISREG(st.st_mode):
-                    got = live_signature(os.path.join(path, name))
-                else:
+            got = [(st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode) for st in [lstat(n, dir_fd=fd) for n in names]]
+            for i, what, want in others:
+                if _other(what, got[i][3], path, names[i]) != want:
                     return False
-                if got != want:
-                    return False
+                got[i] = None
+            if got != sigs:
+                return False
         except OSError:
             return False
         finally:
             os.close(fd)
     return True
+
+
+def _other(what: int, mode: int, path: str, name: str):
+    if what == DIR:
+        return (0, 0, 0, mode)
+    if what == OTHER:
+        return stat_mod.S_IFMT(mode)
+    return live_signature(os.path.join(path, name)) if stat_mod.S_ISREG(mode) else None

@@ -23,7 +23,7 @@ from .objects import KIND_PAGEMAP
 from .pack import PackWriter
 from .report import Reporter
 from .repository import Repository
-from .quiet import DB, DIR, FILE, OTHER
+from .quiet import DB, DIR, OTHER
 from .signatures import dir_signature, live_signature, signature
 from .sqlite_capture import capture_sqlite
 from .walk import Item, Matcher, walk_tree
@@ -148,24 +148,27 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
 
 
 def quiet_rows(root: str, listing: list, files: dict[str, FileState]) -> list | None:
-    """The quiet snapshot's rows for one walked tree (see ``quiet.py``); None when some
-    listed path has no clean signature to compare."""
+    """The quiet snapshot's rows for one walked tree (see ``quiet.unchanged``); None when
+    some listed path has no clean signature to compare."""
     rows = []
     for rel_dir, seen in listing:
-        names, wants = [], []
+        names, sigs, others = [], [], []
         for name, st, walked in seen:
             if st is None:
                 return None
-            if walked:
-                fs = files.get(f"{rel_dir}/{name}" if rel_dir else name)
-                if fs is None or fs.sig is None:
-                    return None
-                kind = fs.entry.kind
-                wants.append((DIR if kind == KIND_DIR else DB if kind == KIND_SQLITE else FILE, tuple(fs.sig)))
+            fs = files.get(f"{rel_dir}/{name}" if rel_dir else name) if walked else None
+            if walked and (fs is None or fs.sig is None):
+                return None
+            kind = fs.entry.kind if fs is not None else None
+            if kind is not None and kind not in (KIND_DIR, KIND_SQLITE):
+                sigs.append(tuple(fs.sig))
             else:
-                wants.append((OTHER, stat_mod.S_IFMT(st.st_mode)))
+                sigs.append(None)
+                others.append((len(names), DIR, tuple(fs.sig)) if kind == KIND_DIR else
+                              (len(names), DB, tuple(fs.sig)) if kind == KIND_SQLITE else
+                              (len(names), OTHER, stat_mod.S_IFMT(st.st_mode)))
             names.append(name)
-        rows.append((os.path.join(root, rel_dir) if rel_dir else root, names, wants))
+        rows.append((os.path.join(root, rel_dir) if rel_dir else root, names, sigs, others))
     return rows
 
 

@@ -21,7 +21,7 @@ def dir_signature(st: os.stat_result) -> tuple[int, int, int, int]:
 
 def live_signature(path: str) -> tuple[int, int, int, int]:
     """The change signature of a live database: the size and mtime of it and its WAL."""
-    from hashlib import blake2b
+    from .paths import blake2b
 
     st = os.stat(path)
     try:
