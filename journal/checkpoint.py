@@ -92,6 +92,9 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
     if rows is None or result.warnings or state_sig is None:
         quiet.discard(cfg.state_dir)
         return
+    # Directories whose files changed last come first: in a busy tree the check then
+    # fails (and the full checkpoint starts) after a few directories, not thousands.
+    rows.sort(key=lambda row: max((sig[1] for sig in row[2] if sig is not None), default=0), reverse=True)
     walked = {t.name for t in result.trees if not t.absent}
     idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, absent=t.absent) for t in result.trees])
     quiet.save(cfg.state_dir, quiet.Quiet(
