@@ -180,7 +180,7 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> 
             if repo.store.head(manifest_key(state.seq + 1)) is not None:
                 raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
             ctx.data.finish()
-            _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, result)
+            _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, ctx.captured, result)
             ctx.maps.prune(_map_ids(new_trees))
     except BaseException:
         ctx.data.abort()
@@ -198,16 +198,17 @@ def _map_ids(trees: dict[str, TreeCache]) -> set[str]:
             for r in f.entry.refs}
 
 
-def _commit(cfg, repo, state, new_trees, changed_trees, data, result) -> None:
+def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result) -> None:
+    # Entries captured this time may name packs by placeholder until their upload.
+    for fs in captured:
+        resolved = tuple(data.resolve(r) for r in fs.entry.refs)
+        if resolved != fs.entry.refs:
+            fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
     # One index pack, never rolled: inner pages name same-pack children relatively.
     index = PackWriter(repo.store, os.path.join(cfg.state_dir, "spool"), target=None)
     built = {}
     for name in changed_trees:
         files = new_trees[name].files
-        for fs in files.values():
-            resolved = tuple(data.resolve(r) for r in fs.entry.refs)
-            if resolved != fs.entry.refs:
-                fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
         entries = sorted((fs.entry for fs in files.values()), key=lambda e: e.path)
         cache = new_trees[name]
         root, used = build_index(entries, cache.pages, lambda payload: index.add(KIND_PAGE, payload))

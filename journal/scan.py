@@ -90,6 +90,7 @@ class ScanContext:
     allow_deletions: bool = False
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    captured: list[FileState] = field(default_factory=list)   # read this time (refs may be placeholders)
     # The quiet snapshot's rows (``quiet.py``); None once any path was not read cleanly.
     quiet_rows: list | None = field(default_factory=list)
 
@@ -128,6 +129,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
                 files[item.path] = prev  # unreadable, or a failed snapshot: the last one stays
             continue
         files[item.path] = fs
+        ctx.captured.append(fs)
         if prev is None or prev.entry != fs.entry:
             changed = True
             tr.changed += 1
