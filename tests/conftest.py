@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,19 @@ def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 
 def run_journal_fixture():
     """The CLI runner: ``run_journal(*args, env={...})``."""
     return run_journal
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A scratch directory; on tmpfs when possible (many small files, cheap fsync)."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        path = Path(tempfile.mkdtemp(prefix="journal-test-", dir="/dev/shm"))
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+    else:
+        yield tmp_path
 
 
 @pytest.fixture

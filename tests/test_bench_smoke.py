@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "tools" / "bench.py"
 FIGURE = ("bytes", "objects", "wall_s", "cpu_s", "maxrss_kib")
-TARGETS = 8   # the six of the issue, plus the idle and 20,000-file ticks as supervise runs them
+TARGETS = 11  # the six of issue 4, the idle and 20,000-file ticks as supervise runs them, and issue 6's three
 
 
 @pytest.fixture(scope="module")
@@ -133,5 +133,46 @@ def test_ratios_and_targets(result):
         assert t["pass"] in (True, False, None)
         assert t["line"].split()[0] in ("PASS", "FAIL", "SKIP")
     names = " ".join(t["name"] for t in targets)
-    for word in ("active-tick bytes", "objects per active tick", "idle tick", "restore", "peak RSS", "-file idle tick"):
+    for word in ("active-tick bytes", "objects per active tick", "idle tick", "restore", "peak RSS", "-file idle tick",
+                 "gc over", "appends restores from", "metadata objects"):
         assert word in names, word
+
+
+def test_gc_part_figures(result):
+    """gc over a small store (and a tenth of it): dry run, mark, sweep; counts are exact."""
+    args = result["meta"]["args"]
+    assert "gc" in args["parts"]
+    sizes = result["summary"]["gc"]["sizes"]
+    assert [s["n_objects"] for s in sizes] == [max(100, args["gc_objects"] // 10), args["gc_objects"]]
+    for s in sizes:
+        where = f"gc over {s['n_objects']} objects"
+        store = s["store"]
+        assert store["objects"] == s["n_objects"], where
+        assert store["synthetic_packs"] == store["synthetic_named"] + store["synthetic_orphans"] > 0, where
+        dry, mark, sweep = s["dry_run"], s["mark"], s["sweep"]
+        for name, fig in (("dry run", dry), ("mark", mark), ("sweep", sweep)):
+            has_figure(fig, f"{where}: {name}")
+        # a dry run changes nothing; the mark writes one tombstone and deletes nothing
+        assert dry["objects_after"] == dry["objects"] == s["n_objects"], where
+        assert mark["objects_after"] == mark["objects"] + 1 and mark["deleted"] == 0, where
+        # every synthetic pack and expired manifest is garbage, and the dry run saw the same
+        assert dry["tombstoned"] == mark["tombstoned"] >= store["synthetic_packs"] + store["expired_checkpoints"], where
+        # past the grace (and a checkpoint later, for the orphans) all of it goes
+        assert sweep["deleted"] == mark["tombstoned"] and sweep["tombstones_resolved"] >= 1, where
+        assert sweep["objects_after"] < sweep["objects"] - store["synthetic_packs"], where
+        assert s["verify_ok"], where
+
+
+def test_bounded_restore_figures(result):
+    args = result["meta"]["args"]
+    rb = result["summary"]["gc"]["restore"]
+    assert rb["appends"] == args["gc_appends"] and rb["newest_seq"] == args["gc_checkpoints"]
+    for key in ("transcript", "history"):
+        fig = rb[key]
+        has_figure(fig, f"restore {key}")
+        assert fig["same_bytes"], key
+        assert fig["manifest_lists"] == 1, key
+        assert fig["gets"] >= fig["metadata_gets"] >= 2, key       # at least the config and a manifest
+        assert fig["by_kind"].get("manifests") == 1 and fig["by_kind"].get("page", 0) >= 1, key
+    assert rb["transcript"]["objects"] <= 32
+    assert rb["history"]["metadata_gets"] <= 64

@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -53,17 +52,6 @@ POLICY_FLAGS = ("--keep-last", "--keep-within", "--keep-hourly", "--keep-daily")
 # --------------------------------------------------------------------------- helpers
 
 
-@pytest.fixture
-def root(tmp_path):
-    """A scratch directory; on tmpfs when possible so many checkpoints stay cheap."""
-    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-        path = Path(tempfile.mkdtemp(prefix="journal-gc-", dir="/dev/shm"))
-        try:
-            yield path
-        finally:
-            shutil.rmtree(path, ignore_errors=True)
-    else:
-        yield tmp_path
 
 
 class Box:
