@@ -34,6 +34,7 @@ from .pack import PackWriter, clear_spool, pack_key
 from .report import SILENT, Reporter
 from .repository import Repository, encode_manifest, manifest_key, utc_now
 from .scan import MapCache, ScanContext, TreeResult, scan_tree
+from .sqlite_base import prune_base_copies
 from .sqlite_snapshot import clear_staging
 from .store.base import Store
 
@@ -181,7 +182,9 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> 
                 raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
             ctx.data.finish()
             _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, ctx.captured, result)
-            ctx.maps.prune(_map_ids(new_trees))
+            live_maps = _map_ids(new_trees)
+            ctx.maps.prune(live_maps)
+            prune_base_copies(cfg.state_dir, live_maps)
     except BaseException:
         ctx.data.abort()
         raise

@@ -52,9 +52,26 @@ def _chunk(items: list, names: list[str], level: int, fanout: int) -> list[list]
 def _emit(page: Page, known: dict[str, BlobRef], used: dict[str, BlobRef], add_page: AddPage) -> BlobRef:
     payload = encode(page)
     pid = blob_id(payload)
-    ref = known.get(pid) or used.get(pid) or add_page(payload)
-    used[pid] = ref
+    ref = known.get(pid) or used.get(pid) or _stored_as_same_pack(page, known) or add_page(payload)
+    used[ref.id] = ref
     return ref
+
+
+def _stored_as_same_pack(page: Page, known: dict[str, BlobRef]) -> BlobRef | None:
+    """The stored copy of an inner page whose children sit in the pack it was written
+    to: there it names them with an empty ``pack`` (same pack), so the page as built
+    now, naming that pack, has another id. Without this, every inner page written by
+    one checkpoint would be written again, unchanged, by the next."""
+    packs = {c.ref.pack for c in page.children}
+    if "" in packs or any(is_pending(p) for p in packs):
+        return None  # a new child: the page is new
+    for pack in packs:
+        local = tuple(PageRef(c.first, msgspec.structs.replace(c.ref, pack=""), c.files, c.bytes)
+                      if c.ref.pack == pack else c for c in page.children)
+        ref = known.get(blob_id(encode(Page(level=page.level, children=local))))
+        if ref is not None and ref.pack == pack:
+            return ref
+    return None
 
 
 def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPage) -> tuple[BlobRef | None, dict[str, BlobRef]]:

@@ -7,12 +7,18 @@ A record is a 56-byte header followed by one zstd frame::
 ``sha256`` is the hash of the uncompressed payload and is the blob's id. Every
 decode re-hashes the payload and raises ``CorruptObject`` naming the key on any
 mismatch, so no unverified byte leaves this module.
+
+Flags (format 2): ``FLAG_DELTA`` (dbpage records only) marks a *page delta*: the
+frame was compressed with another page's bytes as a zstd raw-content dictionary.
+Its id is still the SHA-256 of the page itself; decoding it needs that dictionary
+(the page map says which page it is), and the result is verified like any other.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 
 import zstandard
 
@@ -31,6 +37,10 @@ KIND_DBPAGE = 6     # one page of a SQLite snapshot
 KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", KIND_MANIFEST: "manifest",
               KIND_PAGEMAP: "pagemap", KIND_DBPAGE: "dbpage"}
 
+FLAG_DELTA = 0x0001  # a dbpage compressed against a base page (raw-content dictionary)
+#: The flags each kind may carry; any other bit set is refused.
+KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA}
+
 #: The largest payload a record may claim; guards decompression against a bad header.
 MAX_RAW = 1 << 31
 COMPRESSION_LEVEL = 3
@@ -41,50 +51,101 @@ def blob_id(payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-def encode_record(kind: int, payload: bytes) -> tuple[str, bytes]:
-    """Return ``(blob id, record bytes)`` for ``payload``."""
+_local = threading.local()   # one (de)compressor per thread: creating one costs more than a 4 KiB page
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    cctx = getattr(_local, "cctx", None)
+    if cctx is None:
+        cctx = _local.cctx = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL)
+    return cctx
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    dctx = getattr(_local, "dctx", None)
+    if dctx is None:
+        dctx = _local.dctx = zstandard.ZstdDecompressor()
+    return dctx
+
+
+def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
+    return zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+
+def encode_record(kind: int, payload: bytes, *, base: bytes | None = None) -> tuple[str, bytes]:
+    """Return ``(blob id, record bytes)`` for ``payload``.
+
+    With ``base`` (dbpage only) the frame is compressed against ``base`` as a raw-content
+    dictionary and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``.
+    """
     digest = hashlib.sha256(payload).digest()
-    frame = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).compress(payload)
-    header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, 0, len(payload), len(frame), digest)
+    flags = 0
+    if base is None:
+        frame = _compressor().compress(payload)
+    else:
+        if kind != KIND_DBPAGE:
+            raise ValueError(f"a {KIND_NAMES.get(kind, kind)} record cannot be a delta")
+        frame = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL, dict_data=_dict(base)).compress(payload)
+        flags = FLAG_DELTA
+    header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, flags, len(payload), len(frame), digest)
     return digest.hex(), header + frame
 
 
 def parse_header(data: bytes, *, key: str) -> tuple[int, int, int, str]:
     """Return ``(kind, raw_size, stored_size, id)`` from a record's first bytes."""
+    kind, _flags, raw_size, stored, digest = parse_header_flags(data, key=key)
+    return kind, raw_size, stored, digest
+
+
+def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, str]:
+    """Return ``(kind, flags, raw_size, stored_size, id)`` from a record's first bytes."""
     if len(data) < HEADER.size:
         raise CorruptObject(key, f"record header truncated ({len(data)} bytes)")
     magic, version, kind, flags, raw_size, stored, digest = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CorruptObject(key, "bad magic")
-    if flags:
-        raise CorruptObject(key, f"unknown flags {flags:#06x}")
     if version != FORMAT_VERSION:
         raise CorruptObject(key, f"unsupported record version {version}")
     if kind not in KIND_NAMES:
         raise CorruptObject(key, f"unknown record kind {kind}")
+    if flags & ~KIND_FLAGS.get(kind, 0):
+        raise CorruptObject(key, f"unknown flags {flags:#06x}")
     if raw_size > MAX_RAW:
         raise CorruptObject(key, f"implausible payload size {raw_size}")
-    return kind, raw_size, stored, digest.hex()
+    return kind, flags, raw_size, stored, digest.hex()
 
 
 def decode_record(data: bytes, *, key: str, expect_id: str | None = None,
-                  expect_kind: int | None = None) -> bytes:
+                  expect_kind: int | None = None, base: bytes | None = None) -> bytes:
     """Verify one record and return its payload.
 
+    A delta record (``FLAG_DELTA``) is decoded against ``base``, the verified bytes of
+    its base page; without one it is refused. ``base`` is ignored for other records.
     Raises ``CorruptObject(key)`` when the header, the length, the frame, the hash,
     the expected id or the expected kind do not hold.
     """
-    kind, raw_size, stored, digest = parse_header(data, key=key)
+    kind, flags, raw_size, stored, digest = parse_header_flags(data, key=key)
     if len(data) != HEADER.size + stored:
         raise CorruptObject(key, f"record is {len(data)} bytes, header says {HEADER.size + stored}")
     if expect_kind is not None and kind != expect_kind:
         raise CorruptObject(key, f"expected a {KIND_NAMES[expect_kind]}, found a {KIND_NAMES[kind]}")
     if expect_id is not None and digest != expect_id:
         raise CorruptObject(key, f"record holds blob {digest[:12]}, expected {expect_id[:12]}")
+    if flags & FLAG_DELTA:
+        if base is None:
+            raise CorruptObject(key, "a page delta read without its base page")
+        dctx = zstandard.ZstdDecompressor(dict_data=_dict(base))
+    else:
+        dctx = _decompressor()
     try:
-        payload = zstandard.ZstdDecompressor().decompress(data[HEADER.size:], max_output_size=raw_size)
+        payload = dctx.decompress(data[HEADER.size:], max_output_size=raw_size)
     except zstandard.ZstdError as err:
         raise CorruptObject(key, f"zstd frame: {err}") from err
     if len(payload) != raw_size or hashlib.sha256(payload).hexdigest() != digest:
         raise CorruptObject(key, "payload hash mismatch")
     return payload
+
+
+def is_delta(data: bytes) -> bool:
+    """True when a record's header (its first bytes) carries ``FLAG_DELTA``."""
+    return len(data) >= HEADER.size and bool(HEADER.unpack_from(data)[3] & FLAG_DELTA)

@@ -65,18 +65,19 @@ class PackWriter:
         self._size = 0
         self._slot = ""
 
-    def add(self, kind: int, payload: bytes, roll: bool = True) -> BlobRef:
+    def add(self, kind: int, payload: bytes, roll: bool = True, *, base: bytes | None = None) -> BlobRef:
         """Append one blob; returns its (pending) reference.
 
         A pack that has reached the target size (``None``: no limit) is closed and
         uploaded first, so no pack grows much past the target; ``roll=False`` keeps the
         blob in the open pack (a page map that names that pack's pages as "same pack").
+        ``base``: store a database page as a delta against these bytes (``encode_record``).
         """
         if roll and self._fh is not None and self.target is not None and self._size >= self.target:
             self._close_and_upload()
         if self._fh is None:
             self._open()
-        blob_id, record = encode_record(kind, payload)
+        blob_id, record = encode_record(kind, payload, base=base)
         offset = self._size
         self._fh.write(record)
         self._hash.update(record)

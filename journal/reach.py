@@ -2,6 +2,10 @@
 
 A page id fixes its whole subtree, so a page already visited (in the same pack) is
 not walked again: the cost grows with distinct pages, not with manifests.
+
+A SQLite snapshot needs every page of its full map, not only the pages it ends up
+with: a page its delta map replaces is the base of that page's delta (format 2).
+Every map an entry names is walked whole, so those bases stay reachable.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class Reach:
             if (ref.pack, ref.id) in self._maps:
                 continue
             self._maps.add((ref.pack, ref.id))
-            _, pages = decode_map(self.repo.read_blob(ref, KIND_PAGEMAP), ref.pack, f"pagemap {ref.id[:12]}")
-            for page in pages.values():
-                self._need(page.pack, lambda: f"database page of {tree}/{entry.path} in manifest {seq}")
+            pm, pages = decode_map(self.repo.read_blob(ref, KIND_PAGEMAP), ref.pack, f"pagemap {ref.id[:12]}")
+            what = "database page or page-delta base" if pm.full else "database page"
+            for page in pages.values():  # a full map's pages: every one may be a delta's base
+                self._need(page.pack, lambda: f"{what} of {tree}/{entry.path} in manifest {seq}")

@@ -1,8 +1,11 @@
 """The verify operation: an audit of every manifest and what it names.
 
 Quick: every manifest decodes and passes its hash check, every index page loads,
-and every pack a manifest names exists. Full (``--full``): additionally every blob
-is read, decompressed and re-hashed, and every JSONL segment ends in ``\\n``.
+and every pack a manifest names exists, including the packs of every SQLite
+snapshot's pages (its full map's pages are the bases of its page deltas, so a
+snapshot needs all of them). Full (``--full``): additionally every blob is read,
+decompressed and re-hashed, every JSONL segment ends in ``\\n``, and every snapshot
+is rebuilt (each page delta decoded against its verified base) and integrity-checked.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .index import iter_pages
 from .materialize import check_paths
 from .model import KIND_JSONL, KIND_SQLITE, BlobRef, Entry
-from .objects import KIND_PAGE
+from .objects import KIND_PAGE, KIND_PAGEMAP
 from .pack import pack_key
+from .pagemap import load_snapshot
 from .report import SILENT, Reporter
 from .repository import Repository, blob_location, manifest_key
 from .sqlite_capture import rebuild_db
@@ -85,10 +89,31 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
                         continue
                     blobs.setdefault((ref.pack, ref.offset), (seq, ref, e.kind == KIND_JSONL))
     result.packs = len(packs)
+    _check_snapshot_packs(repo, snapshots, packs, result)
     if full:
         _check_blobs(repo, blobs, result, reporter)
         _check_snapshots(repo, snapshots, result)
     return result
+
+
+def _check_snapshot_packs(repo, snapshots, packs, result) -> None:
+    """Every pack a snapshot's pages (and the bases of its page deltas) live in exists."""
+    for seq, name, entry in snapshots.values():
+        if any(ref.pack not in packs for ref in entry.refs):
+            continue  # already reported as missing
+        try:
+            snap = load_snapshot(entry.refs, lambda r: repo.read_blob(r, KIND_PAGEMAP))
+        except (CorruptObject, ObjectNotFound) as err:
+            result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
+                                           detail=f"page map: {err}"))
+            continue
+        needed = {ref.pack: "database page" for ref in snap.pages}
+        for pgno in snap.deltas:
+            needed.setdefault(snap.base[pgno].pack, f"base page {pgno} of a page delta")
+        for pack, what in sorted(needed.items()):
+            if pack not in packs:
+                result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=pack_key(pack),
+                                               detail=f"tree {name}: {entry.path} needs it ({what})"))
 
 
 def _check_snapshots(repo, snapshots, result) -> None:

@@ -28,6 +28,16 @@ run to run with the same zstandard build. These fields differ on every run:
 
 Everything else in a manifest (``version``, ``seq``, ``parent``, ``trees``, ``packs``,
 ``added_bytes``, ``added_objects``) is reproducible.
+
+SQLite stores (``--sqlite DIR``): one tree, ``hermes``, holding ``state.db`` (page size
+1024), checkpointed three times (full map; a few rows updated and one inserted; growth
+and one more update), plus ``expect.json``: per checkpoint the SHA-256 of the database a
+restore must rebuild, its page count and a digest of its rows, and the SQLite version
+that wrote it. ``tests/golden/sqlite-v1`` was written by the format-1 writer (whole
+pages only) and is frozen: it pins that old stores still read. ``tests/golden/sqlite-v2``
+is regenerated with ``--sqlite tests/golden/sqlite-v2`` (page deltas). The database
+bytes depend on the SQLite library (its version number is in the file header), so only
+a run with the recorded SQLite version reproduces the packs byte for byte.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import stat
 import sys
 import tempfile
@@ -45,6 +56,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from journal.checkpoint import checkpoint  # noqa: E402
 from journal.config import Config, TreeConfig  # noqa: E402
+from journal.history import ManifestCache  # noqa: E402
+from journal.repository import Repository  # noqa: E402
+from journal.sqlite_capture import rebuild_db  # noqa: E402
 from journal.store.local import TMP_DIR, LocalStore  # noqa: E402
 
 TREE = "codex"
@@ -148,6 +162,81 @@ def build_golden(work: str) -> tuple[str, str]:
     return store_dir, tree
 
 
+DB_TREE = "hermes"
+DB_NAME = "state.db"
+
+
+def _note(i: int, rev: int = 0) -> tuple[int, str, str]:
+    words = hashlib.sha256(f"note {i} rev {rev}".encode()).hexdigest()
+    return i, f"note {i:03d} {words[:12]}", (f"body of note {i}, revision {rev}: " + words * 3)[:160]
+
+
+def _db_rows_digest(path: str) -> str:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT id, title, body FROM notes ORDER BY id").fetchall()
+    finally:
+        con.close()
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+#: The three states of the golden database: (SQL statements, rows to insert).
+DB_STEPS = (
+    ("CREATE TABLE notes(id INTEGER PRIMARY KEY, title TEXT, body TEXT);"
+     "CREATE INDEX notes_title ON notes(title);", [_note(i) for i in range(40)]),
+    ("UPDATE notes SET body = 'rewritten three' || body WHERE id = 3;"
+     "UPDATE notes SET body = 'rewritten seventeen' || body WHERE id = 17;", [_note(40)]),
+    ("UPDATE notes SET title = title || ' (edited)' WHERE id = 5;", [_note(i, 1) for i in range(41, 66)]),
+)
+
+
+def build_golden_sqlite(work: str) -> tuple[str, dict]:
+    """Build the SQLite golden store under ``work``; returns (store, expectations)."""
+    local = os.path.join(work, "local")
+    tree = os.path.join(local, DB_TREE)
+    store_dir = os.path.join(work, "store")
+    os.makedirs(tree)
+    cfg = Config(store=store_dir, local=local, state_dir=os.path.join(work, "state"), interval=15.0,
+                 trees=(TreeConfig(name=DB_TREE, path=tree, sqlite=(DB_NAME,)),))
+    db = os.path.join(tree, DB_NAME)
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("PRAGMA page_size=1024")
+    con.execute("PRAGMA journal_mode=DELETE")
+    expect = {"tree": DB_TREE, "db": DB_NAME, "sqlite_version": sqlite3.sqlite_version, "checkpoints": {}}
+    for n, (sql, rows) in enumerate(DB_STEPS, 1):
+        con.execute("BEGIN")
+        for stmt in filter(None, sql.split(";")):
+            con.execute(stmt)
+        con.executemany("INSERT INTO notes VALUES (?, ?, ?)", rows)
+        con.execute("COMMIT")
+        os.utime(db, ns=(T0 + n * SECOND, T0 + n * SECOND))
+        result = checkpoint(cfg, LocalStore(store_dir))
+        if result.seq != n:
+            raise SystemExit(f"make_golden: expected checkpoint {n}, got {result.seq}")
+    con.close()
+    repo = Repository.open(LocalStore(store_dir))
+    for n in range(1, len(DB_STEPS) + 1):
+        entry = next(e for e in ManifestCache(repo).tree(n, DB_TREE)[0] if e.path == DB_NAME)
+        path = os.path.join(work, f"rebuilt-{n}.db")
+        rebuild_db(entry, repo, path)
+        with open(path, "rb") as fh:
+            data = fh.read()
+        expect["checkpoints"][str(n)] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
+                                         "pages": len(data) // 1024, "rows": _db_rows_digest(path)}
+    return store_dir, expect
+
+
+def write_golden_sqlite(out: str) -> None:
+    """Write a SQLite golden store and its expect.json into ``out``."""
+    with tempfile.TemporaryDirectory(prefix="make-golden-sqlite-") as work:
+        store_dir, expect = build_golden_sqlite(work)
+        os.makedirs(out, exist_ok=True)
+        _replace_dir(store_dir, os.path.join(out, "store"), ignore=shutil.ignore_patterns(TMP_DIR))
+        with open(os.path.join(out, "expect.json"), "w") as fh:
+            json.dump(expect, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+
+
 def describe_tree(root: str) -> list[dict]:
     """Every path under ``root`` (sorted), as ``tests/golden/tree.json`` lists it."""
     out = []
@@ -181,7 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(here, "tests", "golden"))
+    parser.add_argument("--sqlite", metavar="DIR", help="write a SQLite golden store into DIR instead")
     args = parser.parse_args(argv)
+    if args.sqlite:
+        write_golden_sqlite(args.sqlite)
+        print(f"make_golden: wrote {args.sqlite}/store and expect.json")
+        return 0
     with tempfile.TemporaryDirectory(prefix="make-golden-") as work:
         store_dir, tree = build_golden(work)
         os.makedirs(args.out, exist_ok=True)

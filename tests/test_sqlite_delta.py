@@ -1,0 +1,529 @@
+"""Page deltas (format 2): a changed database page stored against its base page.
+
+A page that changed since the snapshot's full map is stored compressed with the
+full map's page of the same number as a zstd dictionary (``FLAG_DELTA``); its id is
+still the hash of the page. These tests use real SQLite databases and real commits,
+and assert bytes, counts and exact pages: what a delta tick uploads, that a delta
+record decodes to the page and only with its base, that a damaged base is caught,
+that gc keeps a base whose own page every later snapshot replaced, that full maps
+never hold deltas, and that the local base copy spares the store reads it should.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+import sqlite3
+import uuid
+from pathlib import Path
+
+import msgspec
+import pytest
+import zstandard
+
+from faults import FaultyStore
+from journal import sqlite_capture
+from journal.checkpoint import checkpoint
+from journal.config import load_config
+from journal.errors import CorruptObject, StoreError
+from journal.gc import gc
+from journal.history import ManifestCache
+from journal.model import BlobRef
+from journal.objects import FLAG_DELTA, HEADER, KIND_CHUNK, KIND_DBPAGE, MAGIC, decode_record, encode_record, is_delta
+from journal.pack import pack_key
+from journal.pagemap import decode_map, encode_map, load_snapshot
+from journal.repository import Repository
+from journal.restore import restore
+from journal.retention import Policy
+from journal.sqlite_base import BASE_DIR, base_path, prune_base_copies
+from journal.sqlite_capture import rebuild_db
+from journal.store import open_store
+from journal.verify import BAD_SNAPSHOT, verify
+
+TREE, DB = "opencode", "opencode.db"    # the opencode preset: $AM_LOCAL/opencode-share/opencode*.db
+
+
+class Box:
+    """A container: ``$AM_LOCAL``, a state dir, a local store, one opencode database."""
+
+    def __init__(self, root: Path, store: Path | None = None):
+        self.local = root / "local"
+        self.store_dir = store or root / "store"
+        (self.local / "opencode-share").mkdir(parents=True, exist_ok=True)
+        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(self.store_dir), "HOME": str(root),
+                    "XDG_CONFIG_HOME": str(root / ".config"), "XDG_DATA_HOME": str(root / ".data")}
+        self.db = self.local / "opencode-share" / DB
+
+    def cfg(self):
+        return load_config(env=self.env)
+
+    def store(self):
+        return open_store(str(self.store_dir))
+
+    def checkpoint(self, store=None):
+        result = checkpoint(self.cfg(), store or self.store())
+        assert result.seq is not None, result
+        return result
+
+    def repo(self) -> Repository:
+        return Repository.open(self.store())
+
+    def entry(self, seq: int | None = None):
+        repo = self.repo()
+        seq = seq or repo.manifest_seqs()[-1]
+        entries, _ = ManifestCache(repo).tree(seq, TREE)
+        return next(e for e in entries if e.path == DB)
+
+    def snapshot(self, seq: int | None = None):
+        return load_snapshot(self.entry(seq).refs, self.repo().read_blob)
+
+    def base_copy(self) -> Path:
+        return Path(base_path(str(self.local / ".journal"), self.entry().refs[0].id))
+
+
+def fill(db: Path, rows: int, seed: int = 1) -> sqlite3.Connection:
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE message(id TEXT PRIMARY KEY, session TEXT, n INTEGER, data TEXT)")
+    con.execute("CREATE INDEX message_session ON message(session, n)")
+    rng = random.Random(seed)
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO message VALUES (?, ?, ?, ?)",
+                    [(str(uuid.UUID(int=rng.getrandbits(128))), f"ses_{rng.randrange(40)}", i,
+                      " ".join(rng.choice(WORDS) for _ in range(40))) for i in range(rows)])
+    con.execute("COMMIT")
+    return con
+
+
+WORDS = ("the agent read file wrote patch test passed failed tool call result assistant user message "
+         "session token cache diff commit branch error retry plan step output").split()
+
+
+def small_commits(con: sqlite3.Connection, n: int, seed: int) -> None:
+    rng = random.Random(seed)
+    for i in range(n):
+        con.execute("INSERT INTO message VALUES (?, ?, ?, ?)",
+                    (str(uuid.UUID(int=rng.getrandbits(128))), f"ses_{rng.randrange(40)}", 10**6 + i,
+                     " ".join(rng.choice(WORDS) for _ in range(40))))
+        con.execute("UPDATE message SET n = n + 1 WHERE rowid = ?", (rng.randrange(1, 2000),))
+
+
+def db_pages(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    size = int.from_bytes(data[16:18], "big")
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+def record(box: Box, ref) -> bytes:
+    with open(box.store_dir / pack_key(ref.pack), "rb") as fh:
+        fh.seek(ref.offset)
+        return fh.read(ref.length)
+
+
+def rows(path: Path) -> list[tuple]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT id, session, n, data FROM message ORDER BY id").fetchall()
+    finally:
+        con.close()
+
+
+def rebuilt(box: Box, tmp: Path, seq: int | None = None) -> Path:
+    out = tmp / f"rebuilt-{seq}-{uuid.uuid4().hex[:6]}.db"
+    rebuild_db(box.entry(seq), box.repo(), str(out))
+    return out
+
+
+def copy_of(db: Path, tmp: Path) -> Path:
+    """A consistent copy of a live WAL database (what a snapshot holds)."""
+    out = tmp / f"copy-{uuid.uuid4().hex[:6]}.db"
+    src, dst = sqlite3.connect(db), sqlite3.connect(out)
+    src.backup(dst)
+    src.close()
+    dst.execute("PRAGMA journal_mode=DELETE")
+    dst.close()
+    return out
+
+
+# --------------------------------------------------------------------------- bytes and decoding
+
+
+def test_a_delta_tick_stores_changed_pages_against_their_base_and_uploads_a_third(tmp_path):
+    box = Box(tmp_path)
+    con = fill(box.db, 3000)
+    box.checkpoint()
+    first = box.snapshot()
+    small_commits(con, 6, seed=2)
+    store = box.store()
+    puts, put_bytes = store.puts, store.put_bytes
+    tick = box.checkpoint(store)
+    assert (tick.objects, store.puts - puts) == (3, 3)
+
+    snap = box.snapshot()
+    changed = [p for p in range(len(snap.pages)) if p not in snap.base or snap.pages[p] != snap.base[p]]
+    assert snap.base == first.base, "a small tick is a delta over the same full map"
+    assert len(snap.deltas) >= 5 and snap.deltas <= set(changed)
+    assert all(p < len(first.pages) for p in snap.deltas)
+
+    # each delta record is flagged, decodes to the exact page only with its base, and is small
+    live = db_pages(copy_of(box.db, tmp_path))
+    repo = box.repo()
+    delta_bytes = alone_bytes = 0
+    for p in sorted(snap.deltas):
+        data, base_ref = record(box, snap.pages[p]), snap.base[p]
+        head = HEADER.unpack_from(data)
+        assert (head[2], head[3]) == (KIND_DBPAGE, FLAG_DELTA) and is_delta(data)
+        base = repo.read_blob(base_ref, KIND_DBPAGE)
+        page = decode_record(data, key="t", expect_id=snap.pages[p].id, base=base)
+        assert page == live[p] and hashlib.sha256(page).hexdigest() == snap.pages[p].id
+        with pytest.raises(CorruptObject, match="without its base"):
+            decode_record(data, key="t")
+        with pytest.raises(CorruptObject):
+            decode_record(data, key="t", base=live[0] if p else live[1])
+        delta_bytes += len(data)
+        alone_bytes += HEADER.size + len(zstandard.ZstdCompressor(level=3).compress(page))
+    assert delta_bytes * 2 < alone_bytes, (delta_bytes, alone_bytes)
+    # what the tick uploaded is mostly those deltas: well under a whole-page upload
+    assert store.put_bytes - put_bytes < alone_bytes
+    out = rebuilt(box, tmp_path)
+    assert rows(out) == rows(box.db)
+    con.close()
+
+
+def test_cumulative_delta_reuses_unchanged_deltas_and_only_whole_pages_past_the_base(tmp_path):
+    box = Box(tmp_path)
+    con = fill(box.db, 1500)
+    box.checkpoint()
+    small_commits(con, 4, seed=3)
+    box.checkpoint()
+    second = box.snapshot()
+    small_commits(con, 4, seed=4)
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO message VALUES (?, ?, ?, ?)",
+                    [(f"zz-{i:05d}", "grow", i, "x" * 900) for i in range(200)])  # new pages at the end
+    con.execute("COMMIT")
+    box.checkpoint()
+    third = box.snapshot()
+    assert third.base == second.base
+    grown = [p for p in range(len(second.pages), len(third.pages))]
+    assert grown and not set(grown) & third.deltas, "a page with no base page is stored whole"
+    assert all(not is_delta(record(box, third.pages[p])) for p in grown)
+    kept = [p for p in second.deltas if third.pages[p] == second.pages[p]]
+    for p in kept:
+        assert p in third.deltas, "a delta carried over keeps its mark"
+    counts = [len(rows(rebuilt(box, tmp_path, seq))) for seq in (1, 2, 3)]
+    assert counts == [1500, 1504, 1708]
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
+    con.close()
+
+
+def test_a_new_full_map_lists_whole_pages_only(tmp_path, monkeypatch):
+    box = Box(tmp_path)
+    con = fill(box.db, 1500)
+    box.checkpoint()
+    small_commits(con, 5, seed=5)
+    box.checkpoint()
+    deltas = box.snapshot().deltas
+    assert deltas
+    monkeypatch.setattr(sqlite_capture, "DELTA_MIN", 0)
+    monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 10**9)   # any change now writes a full map
+    small_commits(con, 1, seed=6)
+    box.checkpoint()
+    entry = box.entry()
+    assert len(entry.refs) == 1
+    pm, pages = decode_map(box.repo().read_blob(entry.refs[0]), entry.refs[0].pack, "t")
+    assert pm.full and pm.version == 1 and pm.deltas == b""
+    assert not any(is_delta(record(box, ref)) for ref in pages.values())
+    # the pages that were deltas were stored again, whole, in this checkpoint's pack
+    assert all(pages[p].pack == entry.refs[0].pack for p in deltas)
+    monkeypatch.undo()
+    small_commits(con, 3, seed=7)
+    box.checkpoint()
+    snap = box.snapshot()
+    assert snap.deltas and snap.base == pages
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
+    con.close()
+
+
+# --------------------------------------------------------------------------- damage
+
+
+def test_a_corrupt_base_page_is_reported_and_never_restored_silently(tmp_path):
+    box = Box(tmp_path)
+    con = fill(box.db, 1500)
+    box.checkpoint()
+    small_commits(con, 5, seed=8)
+    box.checkpoint()
+    con.close()
+    snap = box.snapshot()
+    p = min(snap.deltas)
+    base = snap.base[p]
+    assert snap.pages[p].pack != base.pack
+    pack = box.store_dir / pack_key(base.pack)
+    data = bytearray(pack.read_bytes())
+    data[base.offset + HEADER.size + (base.length - HEADER.size) // 2] ^= 0xFF
+    pack.write_bytes(bytes(data))
+
+    with pytest.raises(CorruptObject) as err:
+        rebuild_db(box.entry(), box.repo(), str(tmp_path / "out.db"))
+    assert f"@{base.offset}" in err.value.key, "the error names the damaged base page"
+    result = verify(box.repo(), full=True)
+    bad = [f for f in result.findings if f.kind == BAD_SNAPSHOT]
+    assert {f.manifest for f in bad} == {1, 2}, result.findings   # checkpoint 1 uses that page whole
+
+    # restore falls back to checkpoint 1, which needs the same page: nothing is installed
+    dest = tmp_path / "restored"
+    res = restore(box.cfg(), box.store(), to=str(dest))
+    assert not res.complete
+    tree = next(t for t in res.trees if t.name == TREE)
+    assert DB in tree.lost and not (dest / TREE / DB).exists()
+
+
+def test_a_corrupt_delta_record_is_caught_by_its_hash(tmp_path):
+    box = Box(tmp_path)
+    con = fill(box.db, 1500)
+    box.checkpoint()
+    small_commits(con, 5, seed=9)
+    box.checkpoint()
+    con.close()
+    snap = box.snapshot()
+    ref = snap.pages[max(snap.deltas)]
+    pack = box.store_dir / pack_key(ref.pack)
+    data = bytearray(pack.read_bytes())
+    data[ref.offset + ref.length - 3] ^= 0x01
+    pack.write_bytes(bytes(data))
+    with pytest.raises(CorruptObject):
+        rebuild_db(box.entry(), box.repo(), str(tmp_path / "out.db"))
+    assert [f.manifest for f in verify(box.repo(), full=True).findings if f.kind == BAD_SNAPSHOT] == [2]
+    # restore falls back to checkpoint 1's snapshot, which does not need that record
+    dest = tmp_path / "restored"
+    res = restore(box.cfg(), box.store(), to=str(dest))
+    tree = next(t for t in res.trees if t.name == TREE)
+    assert tree.fallbacks and DB in " ".join(tree.fallbacks), tree
+    assert len(rows(dest / TREE / DB)) == 1500
+
+
+# --------------------------------------------------------------------------- gc
+
+
+def test_gc_keeps_the_pack_of_base_pages_every_later_snapshot_replaced(tmp_path):
+    """A tiny database whose every page changes: the newest snapshot reads no page of
+    the first pack as such, but each of its deltas needs a base page from it."""
+    box = Box(tmp_path)
+    con = sqlite3.connect(box.db, isolation_level=None)
+    con.execute("CREATE TABLE kv(k INTEGER PRIMARY KEY, v TEXT)")
+    con.executemany("INSERT INTO kv VALUES (?, ?)", [(i, f"value {i} " * 20) for i in range(60)])
+    box.checkpoint()
+    for tick in range(2):
+        con.execute("UPDATE kv SET v = v || ?", (f" t{tick}",))
+        con.execute(f"PRAGMA user_version = {tick + 1}")   # page 1's header changes too
+        box.checkpoint()
+    con.close()
+    snap = box.snapshot()
+    full_pack = box.entry(1).refs[0].pack
+    assert full_pack in box.repo().load_manifest(1)[0].packs
+    assert all(ref.pack != full_pack for ref in snap.pages), "every page was replaced"
+    assert snap.deltas == set(range(len(snap.pages))) & snap.base.keys()
+
+    repo = box.repo()
+    for _ in range(2):          # mark, then sweep
+        gc(repo, Policy(keep_last=1), 0.0)
+    assert repo.manifest_seqs() == [3]
+    assert (box.store_dir / pack_key(full_pack)).exists()
+    left = {k.rsplit("/", 1)[1] for k in repo.store.list("packs/")}
+    assert left == {full_pack, *repo.load_manifest(3)[0].packs}, "checkpoint 1's other and checkpoint 2's packs were swept"
+    assert verify(repo, full=True).ok
+    out = rebuilt(box, tmp_path)
+    assert [r[0] for r in sqlite3.connect(out).execute("SELECT count(*) FROM kv")] == [60]
+
+
+# --------------------------------------------------------------------------- the local base copy
+
+
+def get_packs(store: FaultyStore) -> list[str]:
+    return [k for m, k in store.calls if m == "get" and k.startswith("packs/")]
+
+
+def test_the_base_copy_spares_store_reads_and_a_fresh_container_rebuilds_it(tmp_path):
+    box = Box(tmp_path)
+    con = fill(box.db, 2000)
+    box.checkpoint()
+    copy = box.base_copy()
+    assert copy.exists() and copy.read_bytes() == copy_of(box.db, tmp_path).read_bytes()
+    assert not os.listdir(box.local / ".journal" / "sqlite-staging")
+
+    small_commits(con, 5, seed=10)
+    store = FaultyStore(box.store())
+    box.checkpoint(store)
+    assert get_packs(store) == [], "base pages come from the local copy"
+    assert box.snapshot().deltas
+    expected = rows(box.db)
+
+    # a fresh container (no base copy, no map cache): bases come from the store, once
+    shutil.rmtree(box.local / ".journal" / BASE_DIR)
+    shutil.rmtree(box.local / ".journal" / "maps")
+    small_commits(con, 5, seed=11)
+    store = FaultyStore(box.store())
+    box.checkpoint(store)
+    assert get_packs(store), "without a copy, base pages are read from the store"
+    snap = box.snapshot()
+    assert snap.deltas and copy.exists()
+    small_commits(con, 5, seed=12)
+    store = FaultyStore(box.store())
+    box.checkpoint(store)
+    reads = get_packs(store)
+    assert len(reads) < len(box.snapshot().deltas), "the copy now holds the bases used so far"
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db) != expected
+    con.close()
+
+
+def test_a_damaged_base_copy_is_repaired_from_the_store_and_deltas_stay_right(tmp_path):
+    box = Box(tmp_path)
+    con = fill(box.db, 2000)
+    box.checkpoint()
+    copy = box.base_copy()
+    data = bytearray(copy.read_bytes())
+    for i in range(0, len(data), 997):
+        data[i] ^= 0x5A
+    copy.write_bytes(bytes(data))
+    small_commits(con, 6, seed=13)
+    store = FaultyStore(box.store())
+    box.checkpoint(store)
+    assert get_packs(store)
+    snap = box.snapshot()
+    assert snap.deltas
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
+    repaired = db_pages(copy)
+    for p in snap.deltas:
+        assert hashlib.sha256(repaired[p]).hexdigest() == snap.base[p].id
+    con.close()
+
+
+def test_a_base_page_the_store_cannot_serve_costs_only_its_own_delta(tmp_path):
+    """No base copy, and one base page is corrupt in the store: that page goes in whole,
+    the others as deltas, and the new snapshot does not need the damaged page."""
+    box = Box(tmp_path)
+    con = fill(box.db, 1500)
+    box.checkpoint()
+    shutil.rmtree(box.local / ".journal" / BASE_DIR)
+    small_commits(con, 4, seed=14)
+    live = copy_of(box.db, tmp_path)
+    first = box.snapshot()
+    pages = db_pages(live)
+    changed = [p for p in range(len(first.pages)) if hashlib.sha256(pages[p]).hexdigest() != first.pages[p].id]
+    victim = first.base[changed[0]]
+    pack = box.store_dir / pack_key(victim.pack)
+    data = bytearray(pack.read_bytes())
+    data[victim.offset + victim.length - 2] ^= 0xFF
+    pack.write_bytes(bytes(data))
+    box.checkpoint()
+    snap = box.snapshot()
+    assert changed[0] not in snap.deltas and not is_delta(record(box, snap.pages[changed[0]]))
+    assert set(changed[1:]) & snap.deltas
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
+    con.close()
+
+
+def test_a_store_outage_while_reading_base_pages_fails_the_checkpoint(tmp_path):
+    box = Box(tmp_path)
+    con = fill(box.db, 1500)
+    box.checkpoint()
+    shutil.rmtree(box.local / ".journal" / BASE_DIR)
+    small_commits(con, 4, seed=18)
+    down = FaultyStore(box.store(), fail_when=lambda m, k: m == "get" and k.startswith("packs/"))
+    with pytest.raises(StoreError):
+        checkpoint(box.cfg(), down)
+    assert box.repo().manifest_seqs() == [1]
+    box.checkpoint()
+    assert box.snapshot().deltas and rows(rebuilt(box, tmp_path)) == rows(box.db)
+    con.close()
+
+
+def test_quick_verify_reports_a_missing_pack_of_snapshot_pages(tmp_path, monkeypatch):
+    """A new full map reuses whole pages from older packs; a later delta's bases live
+    there too. Quick verify reads the maps and names the missing pack."""
+    box = Box(tmp_path)
+    con = fill(box.db, 1500)
+    box.checkpoint()
+    first_pack = box.entry().refs[0].pack
+    small_commits(con, 4, seed=15)
+    box.checkpoint()
+    monkeypatch.setattr(sqlite_capture, "DELTA_MIN", 0)
+    monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 10**9)
+    small_commits(con, 1, seed=16)
+    box.checkpoint()
+    monkeypatch.undo()
+    small_commits(con, 4, seed=17)
+    box.checkpoint()
+    con.close()
+    snap = box.snapshot()
+    assert snap.deltas and {r.pack for r in box.entry().refs}.isdisjoint({first_pack})
+    assert any(snap.base[p].pack == first_pack for p in range(len(snap.base)))
+    assert verify(box.repo()).ok
+    os.unlink(box.store_dir / pack_key(first_pack))
+    findings = [f for f in verify(box.repo()).findings if f.manifest == 4]
+    assert [(f.kind, f.key) for f in findings] == [("missing-object", pack_key(first_pack))]
+    assert DB in findings[0].detail
+
+
+def test_base_copies_are_named_by_full_map_and_replaced_with_it(tmp_path, monkeypatch):
+    box = Box(tmp_path)
+    con = fill(box.db, 300)
+    other = box.local / "opencode-share" / "opencode-old.db"
+    fill(other, 300, seed=2).close()
+    box.checkpoint()
+    state = str(box.local / ".journal")
+    folder = box.local / ".journal" / BASE_DIR
+    entries = ManifestCache(box.repo()).tree(1, TREE)[0]
+    ids = {e.path: e.refs[0].id for e in entries}
+    assert sorted(os.listdir(folder)) == sorted(f"{i}.db" for i in ids.values())
+    # a new full map replaces its database's copy; the other database's copy stays
+    monkeypatch.setattr(sqlite_capture, "DELTA_MIN", 0)
+    monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 10**9)
+    small_commits(con, 1, seed=3)
+    box.checkpoint()
+    new_id = box.entry().refs[0].id
+    assert new_id != ids[DB]
+    assert sorted(os.listdir(folder)) == sorted([f"{new_id}.db", f"{ids['opencode-old.db']}.db"])
+    assert box.base_copy().read_bytes() == copy_of(box.db, tmp_path).read_bytes()
+    # a database no longer checkpointed: its copy goes when the checkpoint prunes
+    assert prune_base_copies(state, [new_id]) == 1
+    assert os.listdir(folder) == [f"{new_id}.db"]
+    assert prune_base_copies(state, [new_id]) == 0
+    con.close()
+
+
+# --------------------------------------------------------------------------- format rules
+
+
+def test_the_delta_flag_is_refused_on_any_other_kind_and_maps_that_break_the_rules():
+    page, base = b"a" * 3000 + b"b" * 1096, b"a" * 4096
+    pid, data = encode_record(KIND_DBPAGE, page, base=base)
+    assert decode_record(data, key="t", expect_id=pid, base=base) == page
+    forged = data[:5] + bytes([KIND_CHUNK]) + data[6:]
+    assert forged[:4] == MAGIC
+    with pytest.raises(CorruptObject, match="unknown flags"):
+        decode_record(forged, key="t", base=base)
+    with pytest.raises(ValueError):
+        encode_record(KIND_CHUNK, page, base=base)
+
+    refs = {p: BlobRef(hashlib.sha256(bytes([p])).hexdigest(), "", 10 * p, 10, 4096) for p in range(3)}
+    with pytest.raises(ValueError):
+        encode_map(True, 4096, 3, refs, lambda r: "", {1})      # a full map holds no deltas
+    with pytest.raises(ValueError):
+        encode_map(False, 4096, 3, {0: refs[0]}, lambda r: "", {1})
+    good = encode_map(False, 4096, 3, refs, lambda r: "", {0, 2})
+    pm, pages = decode_map(good, "pack", "t")
+    assert pm.version == 2 and len(pages) == 3
+    plain = encode_map(False, 4096, 3, refs, lambda r: "", set())
+    assert decode_map(plain, "pack", "t")[0].version == 1 and b"deltas" not in plain
+
+    def forge(**changes) -> bytes:
+        return msgspec.msgpack.encode(msgspec.structs.replace(pm, **changes))
+
+    for bad in (forge(full=True), forge(version=1), forge(deltas=b"\0\0\0\2\0\0\0\0"),
+                forge(deltas=b"\0\0\0\7"), forge(deltas=b"\0\0\0")):
+        with pytest.raises(CorruptObject):
+            decode_map(bad, "pack", "t")
