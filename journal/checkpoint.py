@@ -31,9 +31,10 @@ from .localstate import (STATE_FILE, LocalState, StateLock, TreeCache, cache_fro
 from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot, decode
 from .objects import KIND_PAGE, decode_record
 from .pack import PackWriter, clear_spool, pack_key
+from .page_delta import IndexWriter, keep_pages
 from .report import SILENT, Reporter
 from .repository import Repository, encode_manifest, manifest_key, utc_now
-from .scan import MapCache, ScanContext, TreeResult, scan_tree
+from .scan import BlobCache, ScanContext, TreeResult, scan_tree
 from .sqlite_base import prune_base_copies
 from .sqlite_snapshot import clear_staging
 from .store.base import Store
@@ -157,7 +158,7 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> 
     staging = os.path.join(cfg.state_dir, "sqlite-staging")
     clear_spool(spool)
     clear_staging(staging)
-    ctx = ScanContext(data=PackWriter(repo.store, spool), maps=MapCache(cfg.state_dir, repo),
+    ctx = ScanContext(data=PackWriter(repo.store, spool), maps=BlobCache(cfg.state_dir, repo),
                       staging_dir=staging, reporter=reporter, allow_deletions=allow_deletions)
     new_trees: dict[str, TreeCache] = dict(state.trees)
     changed_trees: list[str] = []
@@ -170,7 +171,8 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> 
             touched = touched or files is not cache.files
             if changed:
                 changed_trees.append(tree.name)
-            new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, files=files)
+            new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, page_keys=cache.page_keys,
+                                             bases=cache.bases, files=files)
         if not changed_trees:
             ctx.data.abort()
             if touched:
@@ -209,16 +211,19 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result) 
             fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
     # One index pack, never rolled: inner pages name same-pack children relatively.
     index = PackWriter(repo.store, os.path.join(cfg.state_dir, "spool"), target=None)
+    pages = BlobCache(cfg.state_dir, repo, "pages", KIND_PAGE)
+    writer = IndexWriter(index, pages)
     built = {}
     for name in changed_trees:
         files = new_trees[name].files
         entries = sorted((fs.entry for fs in files.values()), key=lambda e: e.path)
-        cache = new_trees[name]
-        root, used = build_index(entries, cache.pages, lambda payload: index.add(KIND_PAGE, payload))
-        built[name] = (root, used)
+        cache, keys = new_trees[name], {}
+        root, used = build_index(entries, cache.pages, writer.adder(cache), keys)
+        built[name] = (root, used, keys)
     index.finish()
-    for name, (root, used) in built.items():
+    for name, (root, used, keys) in built.items():
         cache = new_trees[name]
+        writer.settle(cache, used, keys)
         cache.root = index.resolve(root) if root else None
         cache.pages = {pid: index.resolve(ref) for pid, ref in used.items()}
     seq = state.seq + 1
@@ -243,6 +248,7 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result) 
     save_state(cfg.state_dir, state)
     data.confirm_existing()
     index.confirm_existing()
+    pages.prune(keep_pages(new_trees))
     result.seq, result.manifest_id = seq, mid
     result.blobs += data.blobs + index.blobs
     result.objects += manifest.added_objects

@@ -9,7 +9,6 @@ import msgspec
 from .errors import ConfigError, CorruptObject, ObjectNotFound
 from .index import load_entries
 from .model import BlobRef, Entry, Manifest
-from .objects import KIND_PAGE
 from .repository import Repository
 
 
@@ -98,7 +97,7 @@ class ManifestCache:
             manifest, _ = self.manifest(seq)
             root = manifest.trees[name].root
             try:
-                self._trees[key] = load_entries(root, lambda r: self.repo.read_blob(r, KIND_PAGE))
+                self._trees[key] = load_entries(root, lambda r: self.repo.read_page(r)[0])
             except (CorruptObject, ObjectNotFound) as err:
                 self._trees[key] = err
         got = self._trees[key]

@@ -27,7 +27,8 @@ LEAF_FANOUT = 64        # average entries per leaf page
 INNER_FANOUT = 32       # average children per inner page
 MAX_ITEMS = 1024        # hard cap per page, whatever the hashes say
 
-AddPage = Callable[[bytes], BlobRef]
+#: Stores a new page: ``add_page(payload, (level, first path)) -> BlobRef``.
+AddPage = Callable[[bytes, tuple[int, str]], BlobRef]
 
 
 def _boundary(name: str, level: int, fanout: int) -> bool:
@@ -49,11 +50,14 @@ def _chunk(items: list, names: list[str], level: int, fanout: int) -> list[list]
     return groups
 
 
-def _emit(page: Page, known: dict[str, BlobRef], used: dict[str, BlobRef], add_page: AddPage) -> BlobRef:
+def _emit(page: Page, first: str, known: dict[str, BlobRef], used: dict[str, BlobRef], add_page: AddPage,
+          keys: dict[str, tuple[int, str]] | None) -> BlobRef:
     payload = encode(page)
     pid = blob_id(payload)
-    ref = known.get(pid) or used.get(pid) or _stored_as_same_pack(page, known) or add_page(payload)
+    ref = known.get(pid) or used.get(pid) or _stored_as_same_pack(page, known) or add_page(payload, (page.level, first))
     used[ref.id] = ref
+    if keys is not None:
+        keys[ref.id] = (page.level, first)
     return ref
 
 
@@ -74,26 +78,29 @@ def _stored_as_same_pack(page: Page, known: dict[str, BlobRef]) -> BlobRef | Non
     return None
 
 
-def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPage) -> tuple[BlobRef | None, dict[str, BlobRef]]:
+def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPage,
+                keys: dict[str, tuple[int, str]] | None = None) -> tuple[BlobRef | None, dict[str, BlobRef]]:
     """Build the page tree of ``entries`` (sorted by path).
 
     ``known`` maps page ids already in the store to their refs; only pages not in it
-    go through ``add_page(payload) -> BlobRef``. Returns the root ref (``None`` for an
-    empty tree) and every page the tree uses, by id.
+    go through ``add_page(payload, (level, first path)) -> BlobRef``. Returns the root
+    ref (``None`` for an empty tree) and every page the tree uses, by id; ``keys``, if
+    given, receives each used page's ``(level, first path)``: a page that replaces it
+    in a later tree has the same key as long as the boundary before it stays.
     """
     used: dict[str, BlobRef] = {}
     if not entries:
         return None, used
     level_items: list[PageRef] = []
     for group in _chunk(entries, [e.path for e in entries], 0, LEAF_FANOUT):
-        ref = _emit(Page(level=0, entries=tuple(group)), known, used, add_page)
+        ref = _emit(Page(level=0, entries=tuple(group)), group[0].path, known, used, add_page, keys)
         level_items.append(PageRef(group[0].path, ref, len(group), sum(e.size for e in group)))
     level = 1
     while len(level_items) > 1:
         next_items = []
         for group in _chunk(level_items, [c.first for c in level_items], level, INNER_FANOUT):
             children = tuple(_same_pack(c) for c in group)
-            ref = _emit(Page(level=level, children=children), known, used, add_page)
+            ref = _emit(Page(level=level, children=children), group[0].first, known, used, add_page, keys)
             next_items.append(PageRef(group[0].first, ref, sum(c.files for c in group), sum(c.bytes for c in group)))
         level_items = next_items
         level += 1

@@ -8,10 +8,13 @@ A record is a 56-byte header followed by one zstd frame::
 decode re-hashes the payload and raises ``CorruptObject`` naming the key on any
 mismatch, so no unverified byte leaves this module.
 
-Flags (format 2): ``FLAG_DELTA`` (dbpage records only) marks a *page delta*: the
-frame was compressed with another page's bytes as a zstd raw-content dictionary.
-Its id is still the SHA-256 of the page itself; decoding it needs that dictionary
-(the page map says which page it is), and the result is verified like any other.
+Flags (format 2): ``FLAG_DELTA`` marks a *delta*: the frame was compressed with
+another record's payload (its *base*) as a zstd raw-content dictionary. Its id is
+still the SHA-256 of its own payload; decoding it needs the base, and the result is
+verified like any other. On a dbpage the page map says which page is the base; on an
+index page (format 3) the base's reference is stored in the record, before the frame::
+
+    header | u16 n | n bytes: the base's BlobRef (JSON array) | zstd frame
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ KIND_DBPAGE = 6     # one page of a SQLite snapshot
 KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", KIND_MANIFEST: "manifest",
               KIND_PAGEMAP: "pagemap", KIND_DBPAGE: "dbpage"}
 
-FLAG_DELTA = 0x0001  # a dbpage compressed against a base page (raw-content dictionary)
+FLAG_DELTA = 0x0001  # compressed against a base payload (raw-content dictionary)
 #: The flags each kind may carry; any other bit set is refused.
-KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA}
+KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA, KIND_PAGE: FLAG_DELTA}
+_BASE_LEN = struct.Struct(">H")
 
 #: The largest payload a record may claim; guards decompression against a bad header.
 MAX_RAW = 1 << 31
@@ -72,20 +76,26 @@ def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
     return zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 
 
-def encode_record(kind: int, payload: bytes, *, base: bytes | None = None) -> tuple[str, bytes]:
+def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
+                  base_ref: bytes | None = None) -> tuple[str, bytes]:
     """Return ``(blob id, record bytes)`` for ``payload``.
 
-    With ``base`` (dbpage only) the frame is compressed against ``base`` as a raw-content
-    dictionary and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``.
+    With ``base`` the frame is compressed against ``base`` as a raw-content dictionary
+    and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``. An index
+    page delta also stores ``base_ref``, the encoded reference of its base.
     """
     digest = hashlib.sha256(payload).digest()
     flags = 0
     if base is None:
         frame = _compressor().compress(payload)
     else:
-        if kind != KIND_DBPAGE:
+        if kind not in KIND_FLAGS:
             raise ValueError(f"a {KIND_NAMES.get(kind, kind)} record cannot be a delta")
+        if (kind == KIND_PAGE) != (base_ref is not None):
+            raise ValueError("an index page delta, and only one, names its base")
         frame = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL, dict_data=_dict(base)).compress(payload)
+        if base_ref is not None:
+            frame = _BASE_LEN.pack(len(base_ref)) + base_ref + frame
         flags = FLAG_DELTA
     header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, flags, len(payload), len(frame), digest)
     return digest.hex(), header + frame
@@ -137,13 +147,34 @@ def decode_record(data: bytes, *, key: str, expect_id: str | None = None,
         dctx = zstandard.ZstdDecompressor(dict_data=_dict(base))
     else:
         dctx = _decompressor()
+    start = HEADER.size
+    if flags & FLAG_DELTA and kind == KIND_PAGE:
+        start += _BASE_LEN.size + _embedded_len(data, key)
     try:
-        payload = dctx.decompress(data[HEADER.size:], max_output_size=raw_size)
+        payload = dctx.decompress(data[start:], max_output_size=raw_size)
     except zstandard.ZstdError as err:
         raise CorruptObject(key, f"zstd frame: {err}") from err
     if len(payload) != raw_size or hashlib.sha256(payload).hexdigest() != digest:
         raise CorruptObject(key, "payload hash mismatch")
     return payload
+
+
+def _embedded_len(data, key: str) -> int:
+    if len(data) < HEADER.size + _BASE_LEN.size:
+        raise CorruptObject(key, "page delta truncated before its base reference")
+    (n,) = _BASE_LEN.unpack_from(data, HEADER.size)
+    if len(data) < HEADER.size + _BASE_LEN.size + n:
+        raise CorruptObject(key, "page delta truncated in its base reference")
+    return n
+
+
+def embedded_base(data, *, key: str) -> bytes | None:
+    """The encoded base reference an index page delta stores, or None for any other record."""
+    kind, flags, _raw, _stored, _digest = parse_header_flags(data, key=key)
+    if not (flags & FLAG_DELTA and kind == KIND_PAGE):
+        return None
+    start = HEADER.size + _BASE_LEN.size
+    return bytes(data[start:start + _embedded_len(data, key)])
 
 
 def is_delta(data: bytes) -> bool:

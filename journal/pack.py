@@ -73,17 +73,21 @@ class PackWriter:
         blob in the open pack (a page map that names that pack's pages as "same pack").
         ``base``: store a database page as a delta against these bytes (``encode_record``).
         """
+        blob_id, record = encode_record(kind, payload, base=base)
+        return self.add_record(blob_id, record, len(payload), roll)
+
+    def add_record(self, blob_id: str, record: bytes, size: int, roll: bool = True) -> BlobRef:
+        """Append one record already made by ``encode_record``; see ``add``."""
         if roll and self._fh is not None and self.target is not None and self._size >= self.target:
             self._close_and_upload()
         if self._fh is None:
             self._open()
-        blob_id, record = encode_record(kind, payload, base=base)
         offset = self._size
         self._fh.write(record)
         self._hash.update(record)
         self._size += len(record)
         self.blobs += 1
-        return BlobRef(blob_id, self._slot, offset, len(record), len(payload))
+        return BlobRef(blob_id, self._slot, offset, len(record), size)
 
     def finish(self) -> None:
         """Close and upload the current pack, if any, and wait for every upload.

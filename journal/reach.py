@@ -14,7 +14,7 @@ import msgspec
 
 from .errors import CorruptObject
 from .model import KIND_SQLITE, BlobRef, Manifest, Page, decode
-from .objects import KIND_PAGE, KIND_PAGEMAP
+from .objects import KIND_PAGEMAP
 from .pagemap import decode_map
 from .repository import Repository
 
@@ -51,8 +51,11 @@ class Reach:
                 continue
             self._pages.add((ref.pack, ref.id))
             self._need(ref.pack, lambda: f"index page of tree {tree} in manifest {seq}")
+            payload, base = self.repo.read_page(ref)
+            if base is not None:  # a page delta needs its base page's pack too
+                self._need(base.pack, lambda: f"base of an index page of tree {tree} in manifest {seq}")
             try:
-                page = decode(self.repo.read_blob(ref, KIND_PAGE), Page)
+                page = decode(payload, Page)
             except msgspec.DecodeError as err:
                 raise CorruptObject(f"page {ref.id[:12]}", str(err)) from err
             for child in page.children:

@@ -17,7 +17,7 @@ import msgspec
 
 from .errors import CorruptObject, KeyExists, NoStore, NotAStore, ObjectNotFound
 from .model import BlobRef, Manifest, StoreInfo, decode, encode
-from .objects import KIND_MANIFEST, blob_id, decode_record, encode_record
+from .objects import KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record
 from .pack import pack_key
 from .store.base import Store
 
@@ -82,14 +82,32 @@ class Repository:
 
     def read_blob(self, ref: BlobRef, kind: int | None = None) -> bytes:
         """Read one blob by reference and verify it; raises CorruptObject/ObjectNotFound."""
-        where = blob_location(ref)
+        return decode_record(self._read_record(ref), key=blob_location(ref), expect_id=ref.id, expect_kind=kind)
+
+    def _read_record(self, ref: BlobRef) -> bytes:
         key = pack_key(ref.pack)
         data = self.store.get(key, ref.offset, ref.offset + ref.length)
         if len(data) != ref.length:
             if self.store.head(key) is None:
                 raise ObjectNotFound(key)
-            raise CorruptObject(where, f"pack too short: got {len(data)} of {ref.length} bytes")
-        return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind)
+            raise CorruptObject(blob_location(ref), f"pack too short: got {len(data)} of {ref.length} bytes")
+        return data
+
+    def read_page(self, ref: BlobRef) -> tuple[bytes, BlobRef | None]:
+        """Read one index page, verified; ``(payload, base)``: the base reference of a
+        page delta (format 3), read and verified too, else None. A base is always a
+        whole page: a delta over a delta is refused as corrupt."""
+        where = blob_location(ref)
+        data = self._read_record(ref)
+        raw = embedded_base(data, key=where)
+        if raw is None:
+            return decode_record(data, key=where, expect_id=ref.id, expect_kind=KIND_PAGE), None
+        try:
+            base_ref = decode(raw, BlobRef)
+        except (msgspec.DecodeError, msgspec.ValidationError) as err:
+            raise CorruptObject(where, f"bad base reference: {err}") from None
+        base = self.read_blob(base_ref, KIND_PAGE)
+        return decode_record(data, key=where, expect_id=ref.id, expect_kind=KIND_PAGE, base=base), base_ref
 
     def read_run(self, refs: list[BlobRef]) -> list[bytes]:
         """Read back-to-back blobs of one pack with one ranged read; each is verified."""
@@ -100,7 +118,8 @@ class Repository:
         data = self.store.get(key, start, end)
         if len(data) != end - start:
             return [self.read_blob(ref) for ref in refs]  # short: let each blob say what is wrong
-        return [decode_record(data[r.offset - start:r.offset - start + r.length], key=blob_location(r),
+        view = memoryview(data)  # each record is verified in place: no copy of it is made
+        return [decode_record(view[r.offset - start:r.offset - start + r.length], key=blob_location(r),
                               expect_id=r.id) for r in refs]
 
     def manifest_seqs(self) -> list[int]:

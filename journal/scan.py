@@ -44,12 +44,15 @@ class TreeResult(msgspec.Struct, kw_only=True):
     absent: bool = False
 
 
-class MapCache:
-    """Local copies of SQLite page maps, by id, so a checkpoint need not read them back."""
+class BlobCache:
+    """Local copies of blobs a checkpoint builds on, by id, so it need not read them back:
+    SQLite page maps (``maps/``) and the whole index pages that page deltas are made
+    against (``pages/``). Every copy is checked against its id; a miss reads the store."""
 
-    def __init__(self, state_dir: str, repo: Repository):
-        self.dir = os.path.join(state_dir, "maps")
+    def __init__(self, state_dir: str, repo: Repository, subdir: str = "maps", kind: int = KIND_PAGEMAP):
+        self.dir = os.path.join(state_dir, subdir)
         self.repo = repo
+        self.kind = kind
 
     def read(self, ref: BlobRef) -> bytes:
         path = os.path.join(self.dir, ref.id)
@@ -60,18 +63,18 @@ class MapCache:
                 return payload
         except FileNotFoundError:
             pass
-        payload = self.repo.read_blob(ref, KIND_PAGEMAP)
+        payload = self.repo.read_blob(ref, self.kind)
         self.remember(ref.id, payload)
         return payload
 
-    def remember(self, map_id: str, payload: bytes) -> None:
-        """Keep a map this checkpoint is about to publish."""
+    def remember(self, blob_id: str, payload: bytes) -> None:
+        """Keep a blob this checkpoint is about to publish."""
         os.makedirs(self.dir, exist_ok=True)
-        with open(os.path.join(self.dir, map_id), "wb") as fh:
+        with open(os.path.join(self.dir, blob_id), "wb") as fh:
             fh.write(payload)
 
     def prune(self, keep: set[str]) -> None:
-        """Drop cached maps that no current entry names."""
+        """Drop cached blobs not in ``keep``."""
         try:
             names = os.listdir(self.dir)
         except FileNotFoundError:
@@ -84,7 +87,7 @@ class MapCache:
 @dataclass
 class ScanContext:
     data: PackWriter
-    maps: MapCache
+    maps: BlobCache
     staging_dir: str
     reporter: Reporter
     allow_deletions: bool = False

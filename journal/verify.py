@@ -19,7 +19,7 @@ from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .index import iter_pages
 from .materialize import check_paths
 from .model import KIND_JSONL, KIND_SQLITE, BlobRef, Entry
-from .objects import KIND_PAGE, KIND_PAGEMAP
+from .objects import KIND_PAGEMAP
 from .pack import pack_key
 from .pagemap import load_snapshot
 from .report import SILENT, Reporter
@@ -156,7 +156,10 @@ def _tree_entries(repo, seq, name, root, packs, page_ok, result):
 def _read_page(repo: Repository, ref: BlobRef, packs: set[str]) -> bytes:
     if ref.pack not in packs:
         raise ObjectNotFound(pack_key(ref.pack))
-    return repo.read_blob(ref, KIND_PAGE)
+    payload, base = repo.read_page(ref)
+    if base is not None and base.pack not in packs:
+        raise ObjectNotFound(pack_key(base.pack))
+    return payload
 
 
 def _check_blobs(repo, blobs, result, reporter) -> None:

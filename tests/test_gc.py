@@ -33,7 +33,6 @@ from journal.gc import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
 from journal.index import iter_pages
 from journal.lease import LEASE_KEY, Lease, LeaseRecord
 from journal.model import Manifest, TreeRoot
-from journal.objects import KIND_PAGE
 from journal.pack import pack_key
 from journal.report import Collector
 from journal.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key
@@ -125,7 +124,7 @@ class Box:
         seq = seq if seq is not None else repo.manifest_seqs()[-1]
         root = repo.load_manifest(seq)[0].trees[TREE].root
         out = {}
-        for _, page in iter_pages(root, lambda r: repo.read_blob(r, KIND_PAGE)):
+        for _, page in iter_pages(root, lambda r: repo.read_page(r)[0]):
             for e in page.entries:
                 out[e.path] = e
         return out
@@ -134,8 +133,14 @@ class Box:
         """Pack keys manifest ``seq`` needs (its pages and its entries' blobs), walked here."""
         repo = self.repo()
         keys = set()
+
+        def read_page(ref):
+            payload, base = repo.read_page(ref)
+            if base is not None:  # a page delta needs its base page's pack
+                keys.add(pack_key(base.pack))
+            return payload
         for tree in repo.load_manifest(seq)[0].trees.values():
-            for ref, page in iter_pages(tree.root, lambda r: repo.read_blob(r, KIND_PAGE)):
+            for ref, page in iter_pages(tree.root, read_page):
                 keys.add(pack_key(ref.pack))
                 for e in page.entries:
                     keys.update(pack_key(r.pack) for r in e.refs)
@@ -922,7 +927,7 @@ def _page_refs(box: Box, seq: int | None = None) -> set[tuple[str, int]]:
     seq = seq if seq is not None else repo.manifest_seqs()[-1]
     out = set()
     for tree in repo.load_manifest(seq)[0].trees.values():
-        for ref, _ in iter_pages(tree.root, lambda r: repo.read_blob(r, KIND_PAGE)):
+        for ref, _ in iter_pages(tree.root, lambda r: repo.read_page(r)[0]):
             out.add((pack_key(ref.pack), ref.offset))
     return out
 

@@ -359,7 +359,7 @@ def publish_crafted_manifest(live, files: list[tuple[str, bytes]], links: list[t
     entries += [Entry(path=p, kind=KIND_SYMLINK, mode=0o777, target=t) for p, t in links]
     entries.sort(key=lambda e: e.path)
     index = PackWriter(repo.store, spool)
-    root, _ = build_index(entries, {}, lambda payload: index.add(KIND_PAGE, payload))
+    root, _ = build_index(entries, {}, lambda payload, _key: index.add(KIND_PAGE, payload))
     index.finish()
     seq = repo.manifest_seqs()[-1] + 1
     parent, parent_id = repo.load_manifest(seq - 1)

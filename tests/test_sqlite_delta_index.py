@@ -27,7 +27,7 @@ class Packs:
     def build(self, entries: list[Entry], known: dict[str, BlobRef], pack: str):
         slot = f"@{pack}"
 
-        def add(payload: bytes) -> BlobRef:
+        def add(payload: bytes, _key) -> BlobRef:
             self.added += 1
             pid = hashlib.sha256(payload).hexdigest()
             self.payloads[(pack, pid)] = payload

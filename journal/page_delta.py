@@ -1,0 +1,80 @@
+"""Index pages written as deltas against the page they replace (format 3).
+
+A checkpoint that changes one file rewrites the index page holding its entry, and
+that page differs from the one it replaces by a few bytes. Such a page is stored
+compressed against a *base*: the whole (non-delta) page that the replaced page was,
+or was itself a delta of. The record carries the base's reference (``objects.py``),
+so every reader finds it without other metadata, and gc's reachability walk, which
+reads every page anyway, keeps the base's pack.
+
+* Which page a new page replaces: the old page with the same ``(level, first path)``
+  (content-defined boundaries keep a page's first path while the boundary before it
+  stands). No such page: the new page is stored whole.
+* Chains stay one deep: a base is always a whole page, because the base of a new page
+  is the old page's own base when the old page is a delta.
+* A delta is kept only when it is at most half the size of the whole page; otherwise
+  the page is stored whole and becomes the base of later deltas (a keyframe), so
+  deltas stop growing as a page drifts from its base.
+* A base whose bytes cannot be read (missing, corrupt) makes the new page whole.
+
+Whole pages are remembered locally (``<state_dir>/pages``, checked against their id on
+every read), so a checkpoint reads no base from the store in the normal case.
+"""
+
+from __future__ import annotations
+
+from .errors import CorruptObject, ObjectNotFound
+from .localstate import TreeCache
+from .model import BlobRef, encode
+from .objects import KIND_PAGE, encode_record
+from .pack import PackWriter
+from .scan import BlobCache
+
+#: A delta is stored only when it is at most this share of the whole page's size.
+DELTA_MAX_SHARE = 0.5
+
+
+class IndexWriter:
+    """Adds one checkpoint's new index pages, as deltas where that pays."""
+
+    def __init__(self, pack: PackWriter, pages: BlobCache):
+        self.pack = pack
+        self.pages = pages
+        self.bases: dict[str, BlobRef] = {}     # new delta page id -> its base
+
+    def adder(self, cache: TreeCache):
+        """The ``add_page`` callback of ``build_index`` for one tree's previous cache."""
+        replaced = {key: pid for pid, key in cache.page_keys.items()}
+
+        def add_page(payload: bytes, key: tuple[int, str]) -> BlobRef:
+            old = replaced.get(tuple(key))
+            base_ref = None if old is None else cache.bases.get(old) or cache.pages.get(old)
+            return self._add(payload, base_ref)
+        return add_page
+
+    def _add(self, payload: bytes, base_ref: BlobRef | None) -> BlobRef:
+        pid, whole = encode_record(KIND_PAGE, payload)
+        if base_ref is not None:
+            try:
+                base = self.pages.read(base_ref)
+            except (CorruptObject, ObjectNotFound):
+                base = None
+            if base is not None:
+                _, delta = encode_record(KIND_PAGE, payload, base=base, base_ref=encode(base_ref))
+                if len(delta) <= len(whole) * DELTA_MAX_SHARE:
+                    self.bases[pid] = base_ref
+                    return self.pack.add_record(pid, delta, len(payload))
+        self.pages.remember(pid, payload)
+        return self.pack.add_record(pid, whole, len(payload))
+
+    def settle(self, cache: TreeCache, used: dict[str, BlobRef], keys: dict[str, tuple[int, str]]) -> None:
+        """Record in the tree's cache each used page's key and, for a delta, its base."""
+        cache.bases = {pid: base for pid in used
+                       if (base := self.bases.get(pid) or cache.bases.get(pid)) is not None}
+        cache.page_keys = {pid: keys[pid] for pid in used}
+
+
+def keep_pages(trees: dict[str, TreeCache]) -> set[str]:
+    """The whole pages later deltas may be made against: every current page's base, or
+    the page itself when it is whole."""
+    return {(c.bases[pid].id if pid in c.bases else pid) for c in trees.values() for pid in c.pages}

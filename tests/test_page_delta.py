@@ -1,0 +1,155 @@
+"""Index pages stored as deltas against the page they replace (journal/page_delta.py)."""
+
+from __future__ import annotations
+
+import shutil
+
+import msgspec
+import pytest
+
+from journal.errors import CorruptObject
+from journal.model import BlobRef, Page, decode, encode
+from journal.objects import FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header_flags
+from journal.pack import pack_key
+from journal.verify import verify
+
+SESSIONS = "agent-state/claude/projects/-home-node-work"
+
+
+def sessions_tree(live, n: int = 40):
+    root = live.local / SESSIONS
+    root.mkdir(parents=True)
+    for i in range(n):
+        (root / f"s{i:03d}.jsonl").write_bytes(b'{"type":"user","text":"hello %d"}\n' % i)
+    return root
+
+
+def pages(live, tree: str = "claude"):
+    """(ref, flags, base, page) for every index page of ``tree`` in the newest manifest."""
+    repo = live.repo()
+    manifest, _ = repo.load_manifest(repo.manifest_seqs()[-1])
+    out, stack = [], [manifest.trees[tree].root]
+    while stack:
+        ref = stack.pop()
+        data = repo.store.get(pack_key(ref.pack), ref.offset, ref.offset + ref.length)
+        _, flags, _, _, _ = parse_header_flags(data, key="page")
+        payload, base = repo.read_page(ref)
+        page = decode(payload, Page)
+        out.append((ref, flags, base, page))
+        stack.extend(c.ref if c.ref.pack else msgspec.structs.replace(c.ref, pack=ref.pack) for c in page.children)
+    return out
+
+
+def append(path, n: int) -> None:
+    with open(path, "ab") as fh:
+        fh.write(b'{"type":"assistant","text":"reply %d"}\n' % n)
+
+
+def test_a_changed_leaf_is_a_small_delta_and_restores_exactly(bare_live, tmp_path):
+    live = bare_live
+    root = sessions_tree(live)
+    live.checkpoint()
+    whole = {ref.id: ref.length for ref, flags, _, _ in pages(live) if not flags & FLAG_DELTA}
+
+    append(root / "s007.jsonl", 1)
+    before = live.store.put_bytes
+    live.checkpoint()
+
+    deltas = [(ref, base) for ref, flags, base, page in pages(live) if flags & FLAG_DELTA]
+    assert len(deltas) == 1
+    ref, base = deltas[0]
+    assert base.id in whole and ref.length * 2 <= whole[base.id]
+    assert live.store.put_bytes - before < 1500
+    assert verify(live.repo(), full=True).ok
+    out = tmp_path / "out"
+    assert live.run("restore", "--to", str(out)).returncode == 0
+    assert (out / "claude" / "projects" / "-home-node-work" / "s007.jsonl").read_bytes() == \
+        (root / "s007.jsonl").read_bytes()
+
+
+def test_deltas_stay_one_deep_and_a_drifting_page_gets_a_new_whole_page(bare_live):
+    live = bare_live
+    root = sessions_tree(live)
+    live.checkpoint()
+    repo = live.repo()
+    kinds = []
+    for i in range(60):
+        append(root / f"s{i % 40:03d}.jsonl", i)
+        live.checkpoint()
+        for ref, flags, base, _ in pages(live):
+            if flags & FLAG_DELTA:
+                repo.read_blob(base, KIND_PAGE)  # a base is whole: it reads without a base
+        kinds.append(tuple(sorted(bool(flags & FLAG_DELTA) for _, flags, _, _ in pages(live))))
+    assert any(True in k for k in kinds)
+    # as the leaf drifts from its base, a delta stops paying and a whole page is written again
+    leaf_deltas = [True in k for k in kinds]
+    assert False in leaf_deltas[1:], leaf_deltas
+
+
+def test_a_delta_over_a_delta_is_refused(bare_live):
+    live = bare_live
+    root = sessions_tree(live)
+    live.checkpoint()
+    append(root / "s001.jsonl", 1)
+    live.checkpoint()
+    ref, _, base, page = next(p for p in pages(live) if p[1] & FLAG_DELTA)
+    repo = live.repo()
+    # a hand-made page delta whose "base" is itself a delta
+    payload = encode(msgspec.structs.replace(page, entries=page.entries[:-1]))
+    pid, record = encode_record(KIND_PAGE, payload, base=repo.read_page(ref)[0], base_ref=encode(ref))
+    path = live.store_path / "packs" / "ff" / ("ff" * 32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(record)
+    with pytest.raises(CorruptObject, match="without its base"):
+        repo.read_page(BlobRef(pid, "ff" * 32, 0, len(record), len(payload)))
+
+
+def test_a_corrupt_base_page_is_found_by_verify(bare_live):
+    live = bare_live
+    root = sessions_tree(live)
+    live.checkpoint()
+    append(root / "s002.jsonl", 1)
+    live.checkpoint()
+    _, _, base, _ = next(p for p in pages(live) if p[1] & FLAG_DELTA)
+    path = live.store_path / pack_key(base.pack)
+    data = bytearray(path.read_bytes())
+    data[base.offset + HEADER.size + 4] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+    result = verify(live.repo())
+    assert not result.ok and any(f.kind == "corrupt-page" for f in result.findings)
+
+
+def test_gc_keeps_the_base_of_a_kept_delta(bare_live):
+    live = bare_live
+    root = sessions_tree(live)
+    live.checkpoint()
+    for i in range(3):
+        append(root / "s003.jsonl", i)
+        live.checkpoint()
+    assert any(flags & FLAG_DELTA for _, flags, _, _ in pages(live))
+
+    for _ in range(2):  # mark, then sweep
+        proc = live.run("gc", "--keep-last", "1", "--grace", "0s")
+        assert proc.returncode == 0, proc.stderr
+    assert live.repo().manifest_seqs() == [4]
+    assert verify(live.repo(), full=True).ok
+    for ref, flags, base, _ in pages(live):
+        if flags & FLAG_DELTA:
+            assert (live.store_path / pack_key(base.pack)).exists()
+
+
+def test_a_lost_local_page_cache_reads_the_base_from_the_store(bare_live):
+    live = bare_live
+    root = sessions_tree(live)
+    live.checkpoint()
+    append(root / "s004.jsonl", 1)
+    live.checkpoint()
+    shutil.rmtree(live.local / ".journal" / "pages")
+
+    append(root / "s004.jsonl", 2)
+    live.checkpoint()
+
+    assert any(flags & FLAG_DELTA for _, flags, _, _ in pages(live))
+    assert (live.local / ".journal" / "pages").is_dir()
+    assert verify(live.repo(), full=True).ok
