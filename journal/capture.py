@@ -86,24 +86,21 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
 
 def _capture_jsonl(fd: int, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob) -> Entry:
     pe = prev.entry if prev and prev.entry.kind == KIND_JSONL else None
-    refs: tuple[BlobRef, ...] = ()
+    old: list[BlobRef] = []
     start = 0
     if pe is not None and st.st_size >= pe.size:
         same_inode = prev.sig is not None and prev.sig[2] == st.st_ino
         if still_prefix(fd, pe, check_all=not same_inode):
-            refs, start = pe.refs, pe.size
-    new_refs, end = [], start
-    for seg_start, data in split_segments(fd, start, st.st_size):
-        new_refs.append(add(KIND_SEGMENT, data))
-        end = seg_start + len(data)
+            old, start = list(pe.refs), pe.size
+    fresh = [data for _, data in split_segments(fd, start, st.st_size)]
+    end = start + sum(len(d) for d in fresh)
     mode = stat_mod.S_IMODE(st.st_mode)
-    if pe is not None and not new_refs and refs == pe.refs and mode == pe.mode:
+    if pe is not None and not fresh and old == list(pe.refs) and mode == pe.mode:
         return pe  # only a torn tail changed: nothing to publish, keep the entry as it was
-    merged = compact_segments(fd, list(refs) + new_refs, add)
-    if merged is None:  # the older bytes changed under us: re-base from offset 0
-        merged = [add(KIND_SEGMENT, data) for _, data in split_segments(fd, 0, end)]
-    return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns,
-                 size=end, refs=tuple(merged))
+    refs = append_segments(fd, old, fresh, add)
+    if refs is None:  # the older bytes changed under us: re-base from offset 0
+        refs = append_segments(fd, [], [data for _, data in split_segments(fd, 0, end)], add)
+    return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns, size=end, refs=tuple(refs))
 
 
 def _tier(size: int) -> int:
@@ -114,34 +111,43 @@ def _tier(size: int) -> int:
     return tier
 
 
-def compact_segments(fd: int, refs: list[BlobRef], add: AddBlob) -> list[BlobRef] | None:
-    """Merge trailing runs of ``MERGE_FANOUT`` same-tier segments (leveled compaction).
+def append_segments(fd: int, old: list[BlobRef], fresh: list[bytes], add: AddBlob) -> list[BlobRef] | None:
+    """The refs of ``old`` segments followed by ``fresh`` ones, after leveled compaction.
 
-    Each append adds one small segment; every ``MERGE_FANOUT`` of a tier become one of
-    the next tier, so a transcript built from n appends has O(log n) segments and each
-    byte is rewritten O(log n) times. Merged bytes are read back from the live file and
-    must hash to the segments they replace; None means they no longer do.
+    Each append adds one small segment; every ``MERGE_FANOUT`` trailing segments of one
+    size tier become one of the next tier (repeatedly), so a transcript built from n
+    appends has O(log n) segments and each byte is rewritten O(log n) times. Merges are
+    planned before anything is stored, so only the segments the entry ends with are
+    uploaded. Merged old bytes are read back from the live file and must hash to the
+    segments they replace; None means they no longer do.
     """
+    # a piece: [size, stored ref or None, bytes or None (old bytes are read when merged)]
+    pieces = [[r.size, r, None] for r in old] + [[len(d), None, d] for d in fresh]
     offsets, pos = [], 0
-    for ref in refs:
+    for size, _, _ in pieces:
         offsets.append(pos)
-        pos += ref.size
-    while len(refs) >= MERGE_FANOUT:
-        run = refs[-MERGE_FANOUT:]
-        total = sum(r.size for r in run)
-        if total > MERGE_CAP or len({_tier(r.size) for r in run}) != 1:
+        pos += size
+    while len(pieces) >= MERGE_FANOUT:
+        run = pieces[-MERGE_FANOUT:]
+        total = sum(p[0] for p in run)
+        if total > MERGE_CAP or len({_tier(p[0]) for p in run}) != 1:
             break
+        parts = [_piece_bytes(fd, offset, piece) for offset, piece in zip(offsets[-MERGE_FANOUT:], run)]
+        if any(part is None for part in parts):
+            return None
         start = offsets[-MERGE_FANOUT]
-        data = os.pread(fd, total, start)
-        at = 0
-        for r in run:
-            if hashlib.sha256(data[at:at + r.size]).hexdigest() != r.id:
-                return None
-            at += r.size
-        del refs[-MERGE_FANOUT:], offsets[-MERGE_FANOUT:]
-        refs.append(add(KIND_SEGMENT, data))
+        del pieces[-MERGE_FANOUT:], offsets[-MERGE_FANOUT:]
+        pieces.append([total, None, b"".join(parts)])
         offsets.append(start)
-    return refs
+    return [ref if ref is not None else add(KIND_SEGMENT, data) for _, ref, data in pieces]
+
+
+def _piece_bytes(fd: int, offset: int, piece: list) -> bytes | None:
+    size, ref, data = piece
+    if data is not None:
+        return data
+    data = os.pread(fd, size, offset)
+    return data if hashlib.sha256(data).hexdigest() == ref.id else None
 
 
 def still_prefix(fd: int, entry: Entry, check_all: bool) -> bool:
