@@ -6,30 +6,38 @@ The rule (seed invariant 5: a hot restart never goes backwards):
 * a local file with the checkpointed size and mtime, or the same bytes, is left alone;
 * a JSONL file whose local bytes extend the checkpointed bytes is kept;
 * a local path newer than the checkpoint is kept;
-* anything else is replaced atomically (temp, fsync, rename).
+* anything else is replaced atomically: staged in full to a temp file, made durable,
+  then renamed (``batch.py``).
 
-Blobs are read and verified as they are written to a temp file, so a corrupt blob
+Blobs are read and verified as they are written to the temp file, so a corrupt blob
 aborts before any byte reaches the live path.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import stat as stat_mod
+import uuid
+from collections.abc import Iterable
 
-from .atomic import fsync_dir, write_file_atomic
+from .atomic import fsync_dir, start_writeback
+from .batch import Staged
 from .errors import UnsafePath
 from .fetch import fetch_in_order
 from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from .presets import SQLITE_COMPANIONS
-from .sqlite_capture import install_db, rebuild_db
-from .sqlite_snapshot import check_live_db, remove_staging
 from .walk import RESTORE_TMP
 
 WRITE, REPLACE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB = (
     "write", "replace", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db")
 WRITES = (WRITE, REPLACE)
+#: Writeback of a staged file is started at its end and after every this many bytes.
+WRITEBACK_BYTES = 8 << 20
+#: Staged temp files are named <random per process>-<counter>.part (and created O_EXCL).
+_TMP_PREFIX = uuid.uuid4().hex[:16]
+_tmp_seq = itertools.count()
 
 
 
@@ -50,18 +58,28 @@ def check_paths(entries: list[Entry]) -> None:
                 raise UnsafePath(p, f"path goes through the symlink {'/'.join(parts[:i])!r}")
 
 
-def ensure_parents(root: str, path: str) -> None:
-    """Create the parents of ``root/path``; refuse any existing parent that is a symlink."""
+def ensure_parents(root: str, path: str, known: set[str] | None = None, created: list[str] | None = None) -> None:
+    """Create the parents of ``root/path``; refuse any existing parent that is a symlink.
+
+    ``known`` holds directories already checked (or made) by this caller, so each is
+    looked at once per tree; ``created`` receives each directory this call made.
+    """
     current = root
     for part in path.split("/")[:-1]:
         current = os.path.join(current, part)
+        if known is not None and current in known:
+            continue
         try:
             st = os.lstat(current)
         except FileNotFoundError:
             os.mkdir(current, 0o700)
-            continue
-        if stat_mod.S_ISLNK(st.st_mode) or not stat_mod.S_ISDIR(st.st_mode):
-            raise UnsafePath(path, f"local parent {current} is not a directory (symlinks are never followed)")
+            if created is not None:
+                created.append(current)
+        else:
+            if stat_mod.S_ISLNK(st.st_mode) or not stat_mod.S_ISDIR(st.st_mode):
+                raise UnsafePath(path, f"local parent {current} is not a directory (symlinks are never followed)")
+        if known is not None:
+            known.add(current)
 
 
 _TMP_NAMES = (".part", "link-", "db-", "check-")
@@ -95,6 +113,8 @@ def decide(root: str, entry: Entry) -> str:
     if stat_mod.S_ISDIR(st.st_mode):
         return KEEP_CONFLICT  # never replace a directory (and what is in it) with a file
     if entry.kind == KIND_SQLITE and stat_mod.S_ISREG(st.st_mode):
+        from .sqlite_snapshot import check_live_db
+
         return KEEP_VALID_DB if check_live_db(full, restore_tmp_dir(root)) is None else REPLACE
     if entry.kind == KIND_SYMLINK:
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
@@ -126,36 +146,74 @@ def _same_bytes(full: str, entry: Entry) -> bool:
         os.close(fd)
 
 
-def write_entry(root: str, entry: Entry, reader) -> int:
-    """Write one entry under ``root`` from ``reader`` (a Repository); returns bytes written.
+def stage_entry(root: str, tmp_dir: str, entry: Entry, reader, payloads: Iterable[bytes] | None = None) -> Staged:
+    """Write ``entry`` (not a directory) in full to a temp file in ``tmp_dir``, from
+    ``reader`` (a Repository), or from ``payloads``: its blobs, already read and verified.
+    Its live path is not touched (see ``batch.py``).
 
-    Raises CorruptObject/ObjectNotFound on a bad blob, before the live path changes.
+    Raises CorruptObject/ObjectNotFound on a bad blob, after removing the temp file.
+    Safe to call from several threads at once.
     """
-    ensure_parents(root, entry.path)
     full = os.path.join(root, entry.path)
-    if entry.kind == KIND_DIR:
-        os.makedirs(full, mode=0o700, exist_ok=True)
-        return 0
-    tmp_dir = restore_tmp_dir(root)
     if entry.kind == KIND_SQLITE:
-        tmp = os.path.join(tmp_dir, f"db-{os.getpid()}-{hashlib.sha256(full.encode()).hexdigest()[:16]}")
-        try:
-            rebuild_db(entry, reader, tmp)
-            install_db(tmp, full, entry)
-        finally:
-            remove_staging(tmp)
-        return entry.size
+        return _stage_db(full, tmp_dir, entry, reader)
     if entry.kind == KIND_SYMLINK:
-        tmp = os.path.join(tmp_dir, f"link-{os.getpid()}-{hashlib.sha256(full.encode()).hexdigest()[:16]}")
+        tmp = os.path.join(tmp_dir, f"link-{os.getpid()}-{_path_tag(full)}")
         if os.path.lexists(tmp):
             os.unlink(tmp)
         os.symlink(entry.target, tmp)
         os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), follow_symlinks=False)
-        os.replace(tmp, full)
-        fsync_dir(os.path.dirname(full))
-        return 0
-    return write_file_atomic(full, fetch_in_order(entry.refs, reader), tmp_dir, mode=entry.mode,
-                             mtime_ns=entry.mtime_ns)
+        return Staged(full, tmp, None, 0, link=True)
+    tmp = os.path.join(tmp_dir, f"{_TMP_PREFIX}-{next(_tmp_seq)}.part")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    size = unsynced = 0
+    try:
+        for payload in fetch_in_order(entry.refs, reader) if payloads is None else payloads:
+            size += _write_all(fd, payload)
+            unsynced += len(payload)
+            if unsynced >= WRITEBACK_BYTES:  # a large file: keep its dirty pages few
+                start_writeback(fd)
+                unsynced = 0
+        os.fchmod(fd, entry.mode & 0o7777)
+        os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+        start_writeback(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return Staged(full, tmp, fd, size)
+
+
+def _stage_db(full: str, tmp_dir: str, entry: Entry, reader) -> Staged:
+    """Rebuild a database into a temp file (fsynced and quick_checked by ``rebuild_db``)."""
+    from .sqlite_capture import install_db, rebuild_db  # sqlite3 is imported only when needed
+    from .sqlite_snapshot import remove_staging
+
+    tmp = os.path.join(tmp_dir, f"db-{os.getpid()}-{_path_tag(full)}")
+    try:
+        rebuild_db(entry, reader, tmp)
+    except BaseException:
+        remove_staging(tmp)
+        raise
+
+    def install() -> None:
+        try:
+            install_db(tmp, full, entry)
+        finally:
+            remove_staging(tmp)
+
+    return Staged(full, tmp, None, entry.size, install=install)
+
+
+def _path_tag(full: str) -> str:
+    return hashlib.sha256(full.encode()).hexdigest()[:16]
+
+
+def _write_all(fd: int, payload: bytes) -> int:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view):]
+    return len(payload)
 
 
 def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
@@ -170,13 +228,23 @@ def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
     return target
 
 
-def finish_dirs(root: str, entries: list[Entry]) -> None:
-    """Apply directory modes last (deepest first), so read-only dirs do not block writes."""
+def finish_dirs(root: str, entries: list[Entry]) -> list[str]:
+    """Apply directory modes last (deepest first), so read-only dirs do not block writes.
+
+    Returns the directories whose mode changed. A path that is not a directory on disk
+    (a kept conflict) is left alone.
+    """
+    changed = []
     for e in sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True):
+        full = os.path.join(root, e.path)
         try:
-            os.chmod(os.path.join(root, e.path), e.mode, follow_symlinks=False)
+            st = os.lstat(full)
+            if stat_mod.S_ISDIR(st.st_mode) and stat_mod.S_IMODE(st.st_mode) != e.mode & 0o7777:
+                os.chmod(full, e.mode & 0o7777, follow_symlinks=False)
+                changed.append(full)
         except (OSError, NotImplementedError):
             pass
+    return changed
 
 
 def remove_tmp(root: str) -> None:

@@ -1,0 +1,124 @@
+"""Restore's batched publish: staged temp files made durable together, then renamed.
+
+Publishing restored files one at a time (``atomic.write_file_atomic``) syncs twice per
+file, the file and then its directory, and each sync waits for a filesystem journal
+commit. Restore instead *stages* each file: it is written in full, from verified blobs,
+to a temp file in the tree's ``.journal-tmp/``, with its mode and mtime, and its
+writeback is started at once (``atomic.start_writeback``). ``PublishBatch`` then:
+
+1. ``flush``: fsyncs every staged temp file of the batch (mostly already written by
+   then) and, if the batch holds symlinks, the temp directory they were created in;
+   only when every sync succeeded is each temp renamed to its live path. A failed
+   sync renames nothing and removes the batch's temp files.
+2. ``sync_dirs``: fsyncs, once each, every directory that received a new entry (a
+   rename, a new subdirectory) or a new mode, so the renames survive a crash.
+
+So no live path is ever replaced by bytes that are not durable, whatever the moment
+of a crash; a crash between a rename and ``sync_dirs`` leaves the old file or the new
+one, each whole. The restore-complete marker is written by the caller after
+``sync_dirs`` of every tree. Rebuilt databases are the one kind staged already durable
+(``rebuild_db`` fsyncs them): their install step renames them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from .atomic import fsync_dir
+
+#: A batch is flushed once its staged files hold this many bytes or this many files.
+BATCH_BYTES = 8 << 20
+BATCH_FILES = 128
+
+
+class Staged:
+    """One file ready to publish: ``tmp`` holds all of it; ``fd`` is open until the flush."""
+
+    __slots__ = ("path", "tmp", "fd", "size", "install", "link")
+
+    def __init__(self, path: str, tmp: str, fd: int | None, size: int,
+                 install: Callable[[], None] | None = None, link: bool = False):
+        self.path = path        # the live path it is renamed to
+        self.tmp = tmp
+        self.fd = fd            # None: nothing to fsync (a symlink, a rebuilt database)
+        self.size = size
+        self.install = install  # replaces the plain rename (databases)
+        self.link = link
+
+    def discard(self) -> None:
+        """Close and remove the temp file; never touches the live path."""
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
+
+
+class PublishBatch:
+    """Collects staged files; ``flush`` syncs then renames them; ``sync_dirs`` at the end."""
+
+    def __init__(self, tmp_dir: str | None = None, max_bytes: int = BATCH_BYTES, max_files: int = BATCH_FILES):
+        self.tmp_dir = tmp_dir
+        self.max_bytes = max_bytes
+        self.max_files = max_files
+        self.items: list[Staged] = []
+        self.bytes = 0
+        self.dirty: set[str] = set()
+
+    def add(self, staged: Staged) -> None:
+        """Stage one file; flushes the batch when it is full."""
+        self.items.append(staged)
+        self.bytes += staged.size
+        if self.bytes >= self.max_bytes or len(self.items) >= self.max_files:
+            self.flush()
+
+    def mark_dir(self, path: str) -> None:
+        """``path`` is a directory whose entries or mode changed: fsync it in ``sync_dirs``."""
+        self.dirty.add(path)
+
+    def flush(self) -> None:
+        """Make every staged file durable, then rename each into place (in staging order)."""
+        items, self.items, self.bytes = self.items, [], 0
+        if not items:
+            return
+        try:
+            for s in items:
+                if s.fd is not None:
+                    os.fsync(s.fd)
+                    os.close(s.fd)
+                    s.fd = None
+            if self.tmp_dir is not None and any(s.link for s in items):
+                fsync_dir(self.tmp_dir)  # a symlink's target is in its inode, created there
+        except BaseException:
+            for s in items:
+                s.discard()
+            raise
+        for i, s in enumerate(items):
+            try:
+                if s.install is not None:
+                    s.install()
+                else:
+                    os.replace(s.tmp, s.path)
+            except BaseException:
+                for rest in items[i:]:
+                    rest.discard()
+                raise
+            self.dirty.add(os.path.dirname(s.path))
+
+    def sync_dirs(self) -> None:
+        """fsync each directory that changed, once (deepest first)."""
+        for path in sorted(self.dirty, key=len, reverse=True):
+            fsync_dir(path)
+        self.dirty.clear()
+
+    def discard(self) -> None:
+        """Drop what is staged and not yet published (after an error)."""
+        items, self.items, self.bytes = self.items, [], 0
+        for s in items:
+            s.discard()

@@ -1,0 +1,268 @@
+"""Restoring the trees: decide each entry, write what must be written, fall back per file.
+
+``write_trees`` decides every entry of every tree first (``materialize.decide``; an
+invalid local database is moved aside), then writes: one pool stages the files of all
+trees, databases and large files first, small ones in groups (``tree_writer.py``); each
+tree's files are published in durable batches (``batch.py``). A file whose newest copy
+is damaged is retried from the newest older manifest with a good copy, in the caller's
+thread, else it is reported lost.
+"""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+from .errors import CorruptObject, ObjectNotFound, UnsafePath
+from .history import ManifestCache
+from .localstate import FileState, TreeCache, cache_from_entries, signature
+from .materialize import (KEEP_CONFLICT, KEEP_VALID_DB, REPLACE, SAME, WRITES, check_paths, decide, move_aside,
+                          remove_tmp)
+from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
+from .tree_writer import Pipeline, TreeWriter, make_pool, plan_jobs
+
+
+class TreeRestore(msgspec.Struct, kw_only=True):
+    name: str
+    dest: str
+    seq: int | None = None
+    actions: dict[str, int] = {}
+    bytes: int = 0
+    lost: list[str] = []
+    fallbacks: list[str] = []
+    databases: list[str] = []
+    error: str | None = None
+
+
+def write_trees(trees: list[TreeRun], dry_run: bool, aside: str, reporter) -> None:
+    """Decide every entry of every tree, then write them (see the module docstring).
+
+    When it returns, every file written and every directory changed is durable."""
+    if dry_run:
+        for run in trees:
+            run.plan(aside, dry_run=True)
+        return
+    pool = make_pool()
+    pipeline = Pipeline(pool)
+    try:
+        writes = [(run, entry) for run in trees for entry in run.plan(aside, dry_run=False)]
+        progress = _Progress(reporter, sum(len(run.entries) for run in trees), len(writes))
+        for run, entries in plan_jobs(writes):
+            pipeline.submit(run.writer, entries, progress.wrap(run.settle))
+        pipeline.drain()
+        finishing = [pool.submit(run.finish) for run in trees]  # the trees' last syncs overlap
+        for job in finishing:
+            job.exception()  # all of them have stopped before any error is raised
+        for job in finishing:
+            job.result()
+    except BaseException:
+        pipeline.abort()
+        for run in trees:
+            run.discard()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for run in trees:
+            if run.writer is not None:
+                remove_tmp(run.tr.dest)
+
+
+class _Progress:
+    """Progress over every entry of every tree: decided ones count at once, writes when settled."""
+
+    def __init__(self, reporter, total: int, writes: int):
+        self.reporter, self.total, self.done = reporter, total, total - writes
+        if writes:
+            reporter.progress(self.done, total)
+
+    def wrap(self, settle):
+        def settled(entry, outcome):
+            settle(entry, outcome)
+            self.done += 1
+            self.reporter.progress(self.done, self.total)
+        return settled
+
+
+def _newest_good_tree(cache: ManifestCache, seqs: list[int], name: str, reporter):
+    """The newest (seq, entries, pages) of tree ``name`` whose manifest and pages verify.
+
+    Data packs it names may be missing: each file then falls back on its own
+    (``_settle``), so intact files of newer manifests are never lost.
+    """
+    for seq in reversed(seqs):
+        try:
+            manifest, _ = cache.manifest(seq)
+            if name not in manifest.trees:
+                continue
+            entries, pages = cache.tree(seq, name)
+        except (CorruptObject, ObjectNotFound) as err:
+            reporter.warn(f"restore: tree {name}: manifest {seq} unusable ({err}); trying an older one")
+            continue
+        return seq, entries, pages
+    return None
+
+
+class TreeRun:
+    """One tree being restored: its entries, what was decided for each path, and which
+    entry each path ended up with (the newest copy, an older one, or None: lost)."""
+
+    def __init__(self, repo, cache: ManifestCache, seqs: list[int], name: str, dest: str, reporter):
+        self.repo, self.cache, self.seqs, self.reporter = repo, cache, seqs, reporter
+        self.tr = TreeRestore(name=name, dest=dest)
+        self.entries: list[Entry] = []
+        self.pages: dict[str, BlobRef] = {}
+        self.actions: dict[str, str] = {}
+        self.used: dict[str, Entry | None] = {}
+        self.writer: TreeWriter | None = None
+
+    def plan(self, aside: str, dry_run: bool) -> list[Entry]:
+        """Decide each entry (moving invalid local databases aside); returns those to write."""
+        tr, dest = self.tr, self.tr.dest
+        found = _newest_good_tree(self.cache, self.seqs, tr.name, self.reporter)
+        if found is None:
+            tr.error = f"restore: tree {tr.name}: no manifest with a complete copy of it"
+            return []
+        tr.seq, entries, self.pages = found
+        try:
+            check_paths(entries)
+        except UnsafePath as err:
+            tr.error = str(err)
+            return []
+        self.entries = entries
+        if not dry_run:
+            self.writer = TreeWriter(dest, self.repo)
+            self.writer.make_root()
+        writes = []
+        for entry in entries:
+            action = decide(dest, entry)
+            if entry.kind == KIND_SQLITE:
+                _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
+            tr.actions[action] = tr.actions.get(action, 0) + 1
+            self.actions[entry.path] = action
+            if action in WRITES and not dry_run:
+                writes.append(entry)
+                continue
+            if action in WRITES:
+                tr.bytes += entry.size
+            self.used[entry.path] = entry
+        return writes
+
+    def settle(self, entry: Entry, outcome) -> None:
+        self.used[entry.path] = _settle(self.writer, self.cache, self.seqs, self.tr, entry, outcome, self.reporter)
+
+    def finish(self) -> None:
+        if self.writer is not None:
+            self.writer.finish(self.entries)
+        self.tr.lost.sort()  # files settle in the order they complete; report in path order
+        self.tr.fallbacks.sort()
+
+    def discard(self) -> None:
+        if self.writer is not None:
+            self.writer.discard()
+
+    def tree_cache(self, newest: int | None) -> TreeCache | None:
+        """The local-state cache of this tree after its files are in place."""
+        tr, dest = self.tr, self.tr.dest
+        if tr.seq is None or (not self.entries and tr.error):
+            return None
+        files: dict[str, FileState] = {}
+        for entry in self.entries:
+            got, action = self.used.get(entry.path), self.actions[entry.path]
+            if got is not None and action != KEEP_CONFLICT:
+                files[entry.path] = FileState(_sig_after(dest, got, action), got)
+        # Publish the tree again at the next checkpoint when what is on disk is not the
+        # newest manifest's version of it (a fallback, a loss, or a rollback with --at).
+        behind = tr.seq != newest and tr.name in _tree_names_at(self.cache, newest)
+        if tr.fallbacks or tr.lost or behind:
+            # What is on disk came (partly) from a manifest gc may expire at any time, so
+            # the next checkpoint must not lean on its blobs: it re-reads and re-uploads.
+            return cache_from_entries(None, {}, (f.entry for f in files.values()), dirty=True, reupload=True)
+        return TreeCache(root=self.cache.manifest(tr.seq)[0].trees[tr.name].root, pages=self.pages, files=files)
+
+
+def _tree_names_at(cache: ManifestCache, seq: int) -> set[str]:
+    try:
+        return set(cache.manifest(seq)[0].trees)
+    except (CorruptObject, ObjectNotFound):
+        return set()
+
+
+def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, aside: str, tr) -> None:
+    """Say what happens to a local database; move an invalid one aside (never delete it)."""
+    full = os.path.join(dest, entry.path)
+    if action == KEEP_VALID_DB:
+        msg = f"restore: kept the valid local database {full} (it passes quick_check; it is authoritative)"
+        reporter.note(msg)
+        tr.databases.append(msg)
+    elif action == REPLACE and not dry_run:
+        moved = move_aside(dest, entry, aside)
+        msg = f"restore: local database {full} fails quick_check; moved it (and its -wal/-shm) to {moved}"
+        reporter.warn(msg)
+        tr.databases.append(msg)
+
+
+def _settle(writer, cache, seqs, tr, entry: Entry, outcome, reporter) -> Entry | None:
+    """Take back one written entry: publish it, or try older manifests' copies of the path.
+
+    Returns the entry now on disk (the newest copy or an older one), None when lost.
+    Errors other than a bad blob or an unsafe path are raised.
+    """
+    if outcome is None:  # a directory, made already
+        return entry
+    if isinstance(outcome, UnsafePath):
+        tr.error = str(outcome)
+        return None
+    if isinstance(outcome, Exception) and not isinstance(outcome, (CorruptObject, ObjectNotFound)):
+        raise outcome
+    if not isinstance(outcome, Exception):
+        writer.publish(outcome)
+        tr.bytes += outcome.size
+        return entry
+    reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {tr.seq} is damaged ({outcome})")
+    # Older manifests are read only when the newest copy fails.
+    for seq, cand in _older_copies(cache, seqs, tr.seq, tr.name, entry.path, exclude=entry.refs):
+        try:
+            staged = writer.stage_now(cand)
+        except (CorruptObject, ObjectNotFound) as err:
+            reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {seq} is damaged ({err})")
+            continue
+        except UnsafePath as err:
+            tr.error = str(err)
+            return None
+        writer.publish(staged)
+        tr.bytes += staged.size
+        msg = f"{tr.name}/{entry.path}: restored from manifest {seq} (manifest {tr.seq}'s copy is damaged)"
+        tr.fallbacks.append(msg)
+        reporter.warn(f"restore: {msg}")
+        return cand
+    tr.lost.append(entry.path)
+    return None
+
+
+def _older_copies(cache: ManifestCache, seqs: list[int], newest: int, name: str, path: str, exclude=()):
+    seen: set[tuple[BlobRef, ...]] = {exclude}
+    for seq in reversed([s for s in seqs if s < newest]):
+        try:
+            entries, _ = cache.tree(seq, name)
+        except (CorruptObject, ObjectNotFound, KeyError):
+            continue
+        for e in entries:
+            if e.path == path and e.refs not in seen:
+                seen.add(e.refs)
+                yield seq, e
+
+
+def _sig_after(dest: str, entry: Entry, action: str):
+    """The cache signature: the file as written or verified now; None forces a re-read."""
+    if action not in WRITES and action != SAME:
+        return None  # kept local content: the next checkpoint must capture it
+    try:
+        st = os.lstat(os.path.join(dest, entry.path))
+    except FileNotFoundError:
+        return None
+    if entry.kind == KIND_SQLITE:
+        from .sqlite_snapshot import live_signature
+
+        return live_signature(os.path.join(dest, entry.path))
+    return (0, 0, 0, st.st_mode) if entry.kind == KIND_DIR else signature(st)

@@ -1,0 +1,506 @@
+"""Restore's fast write path, checked by counting and by real SIGKILLs, never by timing.
+
+docs/design.md §11-12: a restore stages every file in full (verified) in the tree's
+``.journal-tmp/``, makes a batch of them durable, and only then renames them into
+place; each changed directory is fsynced once; the restore-complete marker is written
+after all of that (``journal/batch.py``, ``journal/tree_writer.py``). Fetching keeps a
+bounded number of bytes in memory across every reader at once (``journal/fetch.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from journal import batch, fetch, tree_writer
+from journal.checkpoint import checkpoint
+from journal.config import load_config
+from journal.localstate import load_state
+from journal.model import BlobRef
+from journal.repository import Repository
+from journal.restore import restore
+from journal.store import open_store
+
+MiB = 1 << 20
+
+
+# --- a live AM_LOCAL with an fx tree (files, dirs, a symlink) and a Hermes database -----
+
+def make_env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
+            "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config"), "AM_LOCAL": str(tmp_path / "local"),
+            "JOURNAL_STORE": str(tmp_path / "store"), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def fill_local(local: Path, *, small: int = 60, big: tuple[int, ...] = (3, 5, 9), seed: int = 7) -> None:
+    """Small files over a few directories, a few larger ones (several batches), a symlink,
+    a read-only directory and a small SQLite database."""
+    rng = random.Random(seed)
+    fx = local / "fx-home"
+    for i in range(small):
+        d = fx / f"d{i % 5}" / f"e{i % 3}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.jsonl").write_bytes(b"".join(b'{"i":%d,"t":"%s"}\n' % (i, rng.randbytes(30).hex().encode())
+                                                 for _ in range(rng.randint(1, 200))))
+    for n, mib in enumerate(big):
+        (fx / "bulk").mkdir(exist_ok=True)
+        (fx / "bulk" / f"blob-{n}.bin").write_bytes(rng.randbytes(mib * MiB))
+    (fx / "empty.jsonl").write_bytes(b"")
+    (fx / "mode.sh").write_bytes(b"#!/bin/sh\necho hi\n")
+    os.chmod(fx / "mode.sh", 0o751)
+    os.symlink("d0/e0/f0.jsonl", fx / "latest")
+    (fx / "ro").mkdir()
+    (fx / "ro" / "keep.txt").write_bytes(b"read-only parent\n")
+    os.chmod(fx / "ro", 0o555)
+    (local / "hermes").mkdir(parents=True)
+    con = sqlite3.connect(local / "hermes" / "state.db")
+    con.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, body TEXT)")
+    con.executemany("INSERT INTO messages (body) VALUES (?)", [(rng.randbytes(200).hex(),) for _ in range(2000)])
+    con.commit()
+    con.close()
+
+
+def describe(root: Path) -> dict[str, tuple]:
+    """path -> (kind, mode, mtime_ns, sha256 | target); databases by their rows."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in (".journal-tmp", ".journal")]
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            rel = os.path.relpath(full, root)
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("symlink", st.st_mtime_ns, os.readlink(full))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", mode)
+            elif name.endswith(".db"):
+                con = sqlite3.connect(f"file:{full}?mode=ro", uri=True)
+                out[rel] = ("db", mode, con.execute("SELECT count(*), sum(length(body)) FROM messages").fetchone())
+                con.close()
+            else:
+                out[rel] = ("file", mode, st.st_mtime_ns, hashlib.sha256(Path(full).read_bytes()).hexdigest())
+    return out
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """A store with one checkpoint of ``fill_local``, and what a restore must reproduce."""
+    base = tmp_path_factory.mktemp("source")
+    env = make_env(base)
+    fill_local(Path(env["AM_LOCAL"]))
+    checkpoint(load_config(env=env), open_store(env["JOURNAL_STORE"]))
+    return env, describe(Path(env["AM_LOCAL"]))
+
+
+def fresh_container(tmp_path: Path, source) -> dict[str, str]:
+    """An empty AM_LOCAL and no local state, pointed at the source store."""
+    env = dict(source[0])
+    env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"),
+               AM_LOCAL=str(tmp_path / "local"))
+    (tmp_path / "home").mkdir(parents=True, exist_ok=True)
+    for tree in ("fx-home", "hermes"):  # presets are picked by which live paths exist
+        (tmp_path / "local" / tree).mkdir(parents=True)
+    return env
+
+
+def marker(env) -> bool | None:
+    """The restore-complete marker in ``env``'s local state; None when there is no state."""
+    state_dir = Path(env["AM_LOCAL"]) / ".journal"
+    if not (state_dir / "state.msgpack").exists():
+        return None
+    return load_state(str(state_dir), Repository.open(open_store(env["JOURNAL_STORE"])).store_id).restore_complete
+
+
+# --- 1. ordering, counted ---------------------------------------------------------------
+
+class Recorder:
+    """Records os.fsync and os.replace, from every thread, with what they touched."""
+
+    def __init__(self, monkeypatch):
+        self.events: list[tuple] = []
+        self._lock = threading.Lock()
+        real_fsync, real_replace = os.fsync, os.replace
+
+        def fsync(fd):
+            st = os.fstat(fd)
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            real_fsync(fd)
+            self._add(("fsync", path, st.st_ino, stat.S_ISDIR(st.st_mode)))
+
+        def replace(src, dst, **kw):
+            st = os.lstat(src)
+            real_replace(src, dst, **kw)
+            self._add(("replace", os.fspath(src), os.fspath(dst), st.st_ino, stat.S_ISLNK(st.st_mode)))
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(os, "replace", replace)
+
+    def _add(self, event):
+        with self._lock:
+            self.events.append(event)
+
+
+def test_every_file_is_durable_before_its_rename_and_each_directory_is_synced_once(tmp_path, source, monkeypatch):
+    env = fresh_container(tmp_path, source)
+    local = tmp_path / "local"
+    rec = Recorder(monkeypatch)
+    flushes = []
+    real_flush = batch.PublishBatch.flush
+    monkeypatch.setattr(batch.PublishBatch, "flush",
+                        lambda self: (flushes.append(len(self.items)), real_flush(self))[1])
+
+    result = restore(load_config(env=env), open_store(env["JOURNAL_STORE"]))
+
+    assert result.complete
+    assert describe(local) == source[1]
+    events = rec.events
+    synced_inodes = [e[2] for e in events if e[0] == "fsync" and not e[3]]
+    renames = [(i, e) for i, e in enumerate(events) if e[0] == "replace" and e[2].startswith(str(local) + "/")
+               and "/.journal/" not in e[2]]
+    state_saves = [i for i, e in enumerate(events) if e[0] == "replace" and e[2].endswith("state.msgpack")]
+    written = [p for p, d in source[1].items() if d[0] in ("file", "db", "symlink")]
+    assert len(renames) == len(written), "every file, link and database reaches its live path by one rename"
+    assert len(synced_inodes) == len(set(synced_inodes)), "no file is fsynced twice"
+    for i, (_, src, dst, ino, is_link) in renames:
+        assert os.path.basename(os.path.dirname(src)) == ".journal-tmp", f"{dst} was not staged in .journal-tmp"
+        before = events[:i]
+        if is_link:  # a symlink's target lives in its inode: the temp dir is synced before the rename
+            assert any(e[0] == "fsync" and e[3] and e[1] == os.path.dirname(src) for e in before), dst
+        else:
+            assert any(e[0] == "fsync" and not e[3] and e[2] == ino for e in before), \
+                f"{dst} was renamed into place before its bytes were fsynced"
+    # Each directory that got a new entry is fsynced after its last new entry, and once
+    # (the database install syncs its own directory too).
+    dir_syncs = [(i, e[1]) for i, e in enumerate(events) if e[0] == "fsync" and e[3] and "/.journal" not in e[1]]
+    for i, (_, _, dst, _, _) in renames:
+        parent = os.path.dirname(dst)
+        assert any(j > i and path == parent for j, path in dir_syncs), f"{parent} not fsynced after {dst}"
+    counts: dict[str, int] = {}
+    for _, path in dir_syncs:
+        counts[path] = counts.get(path, 0) + 1
+    assert all(n == 1 or (path == str(local / "hermes") and n == 2) for path, n in counts.items()), counts
+    # The marker comes last: after every rename and every directory sync of the trees.
+    assert len(state_saves) == 1 and state_saves[0] > max(i for i, _ in renames) and \
+        state_saves[0] > max(i for i, _ in dir_syncs)
+    assert marker(env) is True
+    # Batches: files are synced in groups, not one by one.
+    assert sum(flushes) == len(renames) and len(flushes) < len(renames) / 4
+
+
+# --- 2. real SIGKILLs at exact calls ------------------------------------------------------
+
+TRIPWIRE = r'''
+"""Run the journal CLI and SIGKILL this process at the N-th call of os.<fn> (any thread).
+JOURNAL_TEST_KILL="fn:N"; N=0 only counts, and prints the count at exit."""
+import atexit, itertools, os, signal, sys
+fn, n = os.environ["JOURNAL_TEST_KILL"].split(":")
+n, calls, real = int(n), itertools.count(1), getattr(os, fn)
+
+def tripped(*args, **kwargs):
+    if next(calls) == n:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+
+setattr(os, fn, tripped)
+atexit.register(lambda: print(f"calls={next(calls) - 1}", file=sys.stderr))
+from journal.cli import main
+main()
+'''
+
+
+def journal_cmd(script: Path) -> list[str]:
+    return [sys.executable, str(script)]
+
+
+def run_restore(env, script: Path, kill: str) -> subprocess.CompletedProcess:
+    return subprocess.run(journal_cmd(script) + ["restore"], env={**env, "JOURNAL_TEST_KILL": kill},
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("fn", ["fsync", "replace"])
+def test_restore_sigkilled_at_any_sync_or_rename_exposes_only_whole_durable_files(tmp_path, source, fn):
+    script = tmp_path / "tripwire.py"
+    script.write_text(TRIPWIRE)
+    counting = fresh_container(tmp_path / "count", source)
+    done = run_restore(counting, script, f"{fn}:0")
+    assert done.returncode == 0, done.stderr
+    total = int(done.stderr.rsplit("calls=", 1)[1].split()[0])
+    assert total > 10
+    # The first call, one in the middle, and the last one before the state is saved
+    # (the state's own write is the last fsync and the last rename).
+    expected = source[1]
+    for n in sorted({1, total // 2, total - 1}):
+        env = fresh_container(tmp_path / f"kill-{n}", source)
+        local = Path(env["AM_LOCAL"])
+        proc = run_restore(env, script, f"{fn}:{n}")
+        assert proc.returncode == -signal.SIGKILL, f"not killed at {fn} #{n}: {proc.stderr}"
+
+        partial = describe(local)
+        for path, item in partial.items():
+            if item[0] == "dir":  # directory modes are applied last: compare kinds only
+                assert expected[path][0] == "dir", path
+            else:
+                assert item == expected[path], f"killed at {fn} #{n}: {path} is at its live path but not whole"
+        strays = [p for tree in ("fx-home", "hermes") for p in (local / tree).rglob("*") if ".journal-tmp" not in
+                  p.parts and (p.name.endswith(".part") or p.name.startswith(("db-", "link-")))]
+        assert strays == [], "temp files never leave the trees' .journal-tmp"
+        assert not marker(env), f"killed at {fn} #{n}: the marker says complete"
+        refused = subprocess.run(journal_cmd(script) + ["checkpoint"], env={**env, "JOURNAL_TEST_KILL": "fsync:0"},
+                                 capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1 and "restore" in refused.stderr, "no checkpoint over a partial restore"
+
+        again = run_restore(env, script, "fsync:0")
+        assert again.returncode == 0, again.stderr
+        assert describe(local) == expected
+        assert marker(env) is True
+
+
+# --- 3. bounded memory and bounded work in flight -----------------------------------------
+
+class SlowReader:
+    """A BlobReader that makes payloads of the refs' sizes and counts what is outstanding."""
+
+    def __init__(self, budget: fetch.Budget):
+        self.budget = budget
+        self.peak = 0
+        self.lock = threading.Lock()
+
+    def read_run(self, refs):
+        with self.lock:
+            self.peak = max(self.peak, self.budget.used)
+        return [bytes(r.size) for r in refs]
+
+
+def refs_of(pack: str, sizes: list[int], stored: int = 1000) -> list[BlobRef]:
+    refs, offset = [], 0
+    for n, size in enumerate(sizes):
+        refs.append(BlobRef(f"{n:064x}", pack, offset, stored, size))
+        offset += stored
+    return refs
+
+
+def test_runs_are_cut_by_payload_bytes_as_well_as_stored_bytes():
+    # 1,000 well-compressed 1 MiB chunks would be one 1 MB read expanding to 1,000 MiB.
+    refs = refs_of("p" * 64, [MiB] * 1000, stored=1000)
+    runs = list(fetch.runs(refs))
+    assert all(sum(r.size for r in run) <= fetch.RUN_BYTES for run in runs)
+    assert [r for run in runs for r in run] == refs
+    assert len(runs) == 1000 * MiB // fetch.RUN_BYTES
+
+
+def test_fetched_bytes_in_memory_stay_within_the_budget_across_readers():
+    budget = fetch.Budget(10 * MiB)
+    reader = SlowReader(budget)
+    streams = [fetch.fetch_in_order(refs_of(f"{k}" * 64, [MiB] * 64), reader, budget=budget) for k in range(3)]
+    got = [0, 0, 0]
+    while any(g < 64 for g in got):  # one consumer interleaving three streams
+        for k, stream in enumerate(streams):
+            if got[k] < 64:
+                assert len(next(stream)) == MiB
+                got[k] += 1
+    biggest_run = max(fetch.run_cost(run) for run in fetch.runs(refs_of("x" * 64, [MiB] * 64)))
+    assert reader.peak <= budget.limit + 3 * biggest_run
+    assert all(next(stream, None) is None for stream in streams)
+    assert budget.used == 0
+
+
+def test_one_thread_reading_two_streams_in_turn_never_blocks_on_the_budget():
+    # The database rebuild reads the full map's pages and the delta's pages in turn, in
+    # one thread: a budget that made one stream wait for the other would hang here.
+    budget = fetch.Budget(1)
+    reader = SlowReader(budget)
+    a = fetch.fetch_in_order(refs_of("a" * 64, [4096] * 5000, stored=2000), reader, budget=budget)
+    b = fetch.fetch_in_order(refs_of("b" * 64, [4096] * 5000, stored=2000), reader, budget=budget)
+    for _ in range(5000):
+        next(a)
+        next(b)
+    a.close()
+    b.close()
+    assert budget.used == 0
+
+
+def test_an_abandoned_stream_gives_its_budget_back():
+    budget = fetch.Budget(64 * MiB)
+    stream = fetch.fetch_in_order(refs_of("c" * 64, [MiB] * 40), SlowReader(budget), budget=budget)
+    next(stream)
+    assert budget.used > 0
+    stream.close()
+    assert budget.used == 0
+
+
+def test_files_in_flight_are_bounded_by_the_pipeline_and_the_batch(tmp_path, monkeypatch):
+    env = make_env(tmp_path)
+    fill_local(Path(env["AM_LOCAL"]), small=400, big=())
+    store = open_store(env["JOURNAL_STORE"])
+    checkpoint(load_config(env=env), store)
+    env["AM_LOCAL"] = str(tmp_path / "again")
+    for tree in ("fx-home", "hermes"):
+        (tmp_path / "again" / tree).mkdir(parents=True)
+    peak = [0]
+    real_add = batch.PublishBatch.add
+
+    def add(self, staged):
+        open_fds = len(os.listdir("/proc/self/fd"))
+        peak[0] = max(peak[0], open_fds)
+        real_add(self, staged)
+
+    monkeypatch.setattr(batch.PublishBatch, "add", add)
+    before = len(os.listdir("/proc/self/fd"))
+    assert restore(load_config(env=env), store).complete
+    assert peak[0] - before <= batch.BATCH_FILES + tree_writer.IN_FLIGHT * tree_writer.GROUP_FILES + 16
+
+
+PEAK_SCRIPT = r'''
+import os, sys
+from journal.config import load_config
+from journal.restore import restore
+from journal.store import open_store
+env = dict(os.environ)
+result = restore(load_config(env=env), open_store(env["JOURNAL_STORE"]), to=sys.argv[1])
+assert result.complete
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
+print(hwm)
+'''
+
+
+def test_restoring_a_file_larger_than_the_memory_bound_streams_it(tmp_path):
+    """A 160 MiB incompressible file restores with a peak RSS well under its size."""
+    env = make_env(tmp_path)
+    fx = Path(env["AM_LOCAL"]) / "fx-home"
+    fx.mkdir(parents=True)
+    rng = random.Random(3)
+    with open(fx / "weights.bin", "wb") as fh:
+        for _ in range(160):
+            fh.write(rng.randbytes(MiB))
+    checkpoint(load_config(env=env), open_store(env["JOURNAL_STORE"]))
+    (tmp_path / "peak.py").write_text(PEAK_SCRIPT)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(tmp_path / "peak.py"), str(out)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    peak_mib = int(proc.stdout.split()[-1]) / 1024
+    assert (out / "fx" / "weights.bin").stat().st_size == 160 * MiB
+    assert peak_mib < 100, f"peak RSS {peak_mib:.0f} MiB"
+
+
+def test_jobs_put_databases_and_large_files_first_and_group_small_files_per_tree():
+    from journal.model import Entry
+
+    def entry(path, size, kind="file"):
+        return Entry(path=path, kind=kind, mode=0o644, size=size)
+
+    a, b = object(), object()
+    writes = [(a, entry("a/db", 5 * MiB, "sqlite")), (a, entry("a/big1", 1 * MiB)), (a, entry("a/big2", 9 * MiB))]
+    writes += [(a, entry(f"a/s{i:02d}", 1000)) for i in range(40)]
+    writes += [(b, entry("b/dir", 0, "dir")), (b, entry("b/link", 0, "symlink"))]
+    writes += [(b, entry(f"b/m{i}", 200 << 10)) for i in range(8)]
+    jobs = tree_writer.plan_jobs(writes)
+
+    assert [e.path for _, es in jobs[:3] for e in es] == ["a/db", "a/big2", "a/big1"]
+    assert sorted((id(t), e.path) for t, es in jobs for e in es) == sorted((id(t), e.path) for t, e in writes)
+    for tree, entries in jobs[3:]:
+        assert all((tree, e) in [(t, x) for t, x in writes] for e in entries), "a group never mixes trees"
+        assert len(entries) <= tree_writer.GROUP_FILES
+        assert len(entries) == 1 or sum(e.size for e in entries) <= tree_writer.GROUP_BYTES
+    # a's 40 tiny files: 16 + 16 + 8; b's: the dir, the link and five 200 KiB files, then three more.
+    assert [len(es) for _, es in jobs[3:]] == [16, 16, 8, 7, 3]
+
+
+def test_a_failed_sync_publishes_nothing_of_its_batch_and_leaves_no_temp_files(tmp_path, source, monkeypatch):
+    """An I/O error while making a batch durable: the restore fails, no file of that batch
+    reaches its live path, every staged temp file is removed, and no marker is written."""
+    import errno
+
+    env = fresh_container(tmp_path, source)
+    local = Path(env["AM_LOCAL"])
+    real_fsync, calls = os.fsync, []
+
+    def failing_fsync(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.endswith(".part"):
+            calls.append(path)
+            if len(calls) == 3:
+                raise OSError(errno.EIO, "simulated I/O error", path)
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="simulated"):
+        restore(load_config(env=env), open_store(env["JOURNAL_STORE"]))
+    monkeypatch.undo()
+
+    partial = describe(local)
+    assert partial != source[1], "the failed batch was not published"
+    for path, item in partial.items():
+        if item[0] != "dir":
+            assert item == source[1][path], f"{path} is at its live path but not whole"
+    assert not any(local.rglob(".journal-tmp")), "the temp directories are cleaned up"
+    assert marker(env) is None, "no state, so no marker"
+    assert restore(load_config(env=env), open_store(env["JOURNAL_STORE"])).complete
+    assert describe(local) == source[1]
+
+
+def test_a_damaged_small_file_read_with_its_group_loses_only_itself(tmp_path):
+    """Small files are read together with one ranged read; a bad blob among them fails
+    that read, and then each file reads its own blobs: the siblings are restored whole,
+    the damaged one is reported lost, and the restore is incomplete."""
+    from journal.history import ManifestCache
+    from journal.objects import HEADER
+    from journal.pack import pack_key
+
+    env = make_env(tmp_path)
+    fx = Path(env["AM_LOCAL"]) / "fx-home"
+    fx.mkdir(parents=True)
+    for i in range(12):
+        (fx / f"note-{i:02d}.jsonl").write_bytes(b'{"n":%d}\n' % i * (50 + i))
+    store = open_store(env["JOURNAL_STORE"])
+    checkpoint(load_config(env=env), store)
+    repo = Repository.open(store)
+    seq = repo.manifest_seqs()[-1]
+    entries = {e.path: e for e in ManifestCache(repo).tree(seq, "fx")[0]}
+    refs = sorted((entries[f"note-{i:02d}.jsonl"].refs[0] for i in range(12)), key=lambda r: r.offset)
+    assert all(b.offset == a.offset + a.length for a, b in zip(refs, refs[1:])), "one run, read together"
+    bad = entries["note-05.jsonl"].refs[0]
+    pack = Path(env["JOURNAL_STORE"]) / pack_key(bad.pack)
+    data = bytearray(pack.read_bytes())
+    data[bad.offset + HEADER.size + (bad.length - HEADER.size) // 2] ^= 0xFF
+    pack.write_bytes(bytes(data))
+
+    out = tmp_path / "out"
+    result = restore(load_config(env=env), store, to=str(out))
+
+    fx_result = [t for t in result.trees if t.name == "fx"][0]
+    assert not result.complete and fx_result.lost == ["note-05.jsonl"]
+    assert not (out / "fx" / "note-05.jsonl").exists()
+    for i in (0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11):
+        assert (out / "fx" / f"note-{i:02d}.jsonl").read_bytes() == (fx / f"note-{i:02d}.jsonl").read_bytes()
+
+
+def test_small_files_are_read_with_one_ranged_read_per_group(tmp_path, monkeypatch):
+    env = make_env(tmp_path)
+    fx = Path(env["AM_LOCAL"]) / "fx-home"
+    fx.mkdir(parents=True)
+    for i in range(40):
+        (fx / f"s{i:02d}.jsonl").write_bytes(b'{"s":%d}\n' % i * 30)
+    store = open_store(env["JOURNAL_STORE"])
+    checkpoint(load_config(env=env), store)
+    reads = []
+    real = Repository.read_run
+    monkeypatch.setattr(Repository, "read_run", lambda self, refs: (reads.append(len(refs)), real(self, refs))[1])
+
+    assert restore(load_config(env=env), store, to=str(tmp_path / "out")).complete
+
+    groups = -(-40 // tree_writer.GROUP_FILES)
+    assert sorted(reads) == sorted([16, 16, 8]) and len(reads) == groups, reads
+    assert all((tmp_path / "out" / "fx" / f"s{i:02d}.jsonl").read_bytes() == b'{"s":%d}\n' % i * 30 for i in range(40))
