@@ -151,6 +151,11 @@ def decode_record(data: bytes, *, key: str, expect_id: str | None = None,
     if flags & FLAG_DELTA and kind == KIND_PAGE:
         start += _BASE_LEN.size + _embedded_len(data, key)
     try:
+        # python-zstandard trusts a frame's own content size over max_output_size: a
+        # damaged frame header must not make it allocate more than the record claims.
+        declared = zstandard.frame_content_size(data[start:])
+        if declared > raw_size:
+            raise CorruptObject(key, f"zstd frame claims {declared} bytes, the record {raw_size}")
         payload = dctx.decompress(data[start:], max_output_size=raw_size)
     except zstandard.ZstdError as err:
         raise CorruptObject(key, f"zstd frame: {err}") from err

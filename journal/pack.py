@@ -12,7 +12,6 @@ import hashlib
 import os
 import threading
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import msgspec
 
@@ -55,9 +54,9 @@ class PackWriter:
         self.uploaded_objects = 0
         self.blobs = 0
         self._ids: dict[str, str] = {}      # placeholder -> pack id
-        self._uploads: list[Future] = []
+        self._uploads: list = []          # concurrent.futures.Future, one per upload in flight
         self._existing: list[tuple[str, str]] = []   # (pack, spool path) found already stored
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool = None                 # a ThreadPoolExecutor once something is uploaded
         self._stats = threading.Lock()
         self._fh = None
         self._path = ""
@@ -144,6 +143,8 @@ class PackWriter:
         self._ids[self._slot] = pack
         self.packs.append(pack)
         if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor  # imported on first use: ~5 ms of every start
+
             self._pool = ThreadPoolExecutor(max_workers=UPLOADS_IN_FLIGHT, thread_name_prefix="journal-upload")
         self._wait(UPLOADS_IN_FLIGHT - 1)
         self._uploads.append(self._pool.submit(self._upload, self._path, pack, self._size))

@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tripwire import write_tripwire
 
 from journal import batch, fetch, tree_writer
 from journal.checkpoint import checkpoint
@@ -201,23 +202,6 @@ def test_every_file_is_durable_before_its_rename_and_each_directory_is_synced_on
 
 # --- 2. real SIGKILLs at exact calls ------------------------------------------------------
 
-TRIPWIRE = r'''
-"""Run the journal CLI and SIGKILL this process at the N-th call of os.<fn> (any thread).
-JOURNAL_TEST_KILL="fn:N"; N=0 only counts, and prints the count at exit."""
-import atexit, itertools, os, signal, sys
-fn, n = os.environ["JOURNAL_TEST_KILL"].split(":")
-n, calls, real = int(n), itertools.count(1), getattr(os, fn)
-
-def tripped(*args, **kwargs):
-    if next(calls) == n:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return real(*args, **kwargs)
-
-setattr(os, fn, tripped)
-atexit.register(lambda: print(f"calls={next(calls) - 1}", file=sys.stderr))
-from journal.cli import main
-main()
-'''
 
 
 def journal_cmd(script: Path) -> list[str]:
@@ -231,8 +215,7 @@ def run_restore(env, script: Path, kill: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("fn", ["fsync", "replace"])
 def test_restore_sigkilled_at_any_sync_or_rename_exposes_only_whole_durable_files(tmp_path, source, fn):
-    script = tmp_path / "tripwire.py"
-    script.write_text(TRIPWIRE)
+    script = write_tripwire(tmp_path)
     counting = fresh_container(tmp_path / "count", source)
     done = run_restore(counting, script, f"{fn}:0")
     assert done.returncode == 0, done.stderr
