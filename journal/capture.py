@@ -22,6 +22,7 @@ from .localstate import FileState
 from .signatures import dir_signature, signature
 from .model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
 from .objects import KIND_CHUNK, KIND_SEGMENT
+from .segments import DICT_TAIL, TAILS, anchors
 from .walk import Item
 
 CHUNK = 1 << 20            # ordinary files: fixed-size chunks
@@ -31,7 +32,7 @@ MERGE_FANOUT = 4           # compaction: this many trailing segments of one size
 MERGE_CAP = 8 << 20        # ... into one segment of at most this size
 TIER_BASE = 4096
 
-AddBlob = Callable[[int, bytes], BlobRef]
+AddBlob = Callable[..., BlobRef]   # PackWriter.add(kind, payload, *, base=None)
 
 
 def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, add: AddBlob) -> FileState | None:
@@ -139,7 +140,23 @@ def append_segments(fd: int, old: list[BlobRef], fresh: list[bytes], add: AddBlo
         del pieces[-MERGE_FANOUT:], offsets[-MERGE_FANOUT:]
         pieces.append([total, None, b"".join(parts)])
         offsets.append(start)
-    return [ref if ref is not None else add(KIND_SEGMENT, data) for _, ref, data in pieces]
+    # Store the new pieces; a small one is a delta against its anchor (segments.py).
+    out = []
+    for (_, ref, data), anchor in zip(pieces, anchors([p[0] for p in pieces])):
+        if ref is not None:
+            out.append(ref)
+            continue
+        base = None
+        if anchor is not None:
+            _, aref, adata = pieces[anchor]
+            base = adata[-DICT_TAIL:] if adata is not None else TAILS.tail(fd, offsets[anchor], aref)
+            if base is None:
+                return None  # the anchor's bytes changed under us
+        stored = add(KIND_SEGMENT, data, base=base)
+        if anchor is None:
+            TAILS.remember(stored.id, data)  # the next tick's small segments use it
+        out.append(stored)
+    return out
 
 
 def _piece_bytes(fd: int, offset: int, piece: list) -> bytes | None:

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from .atomic import fsync_dir, start_writeback
 from .batch import Staged
 from .errors import UnsafePath
-from .fetch import fetch_in_order
+from .segments import decode_blobs, read_blobs
 from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from .presets import SQLITE_COMPANIONS
 from .walk import RESTORE_TMP
@@ -146,9 +146,10 @@ def _same_bytes(full: str, entry: Entry) -> bool:
         os.close(fd)
 
 
-def stage_entry(root: str, tmp_dir: str, entry: Entry, reader, payloads: Iterable[bytes] | None = None) -> Staged:
+def stage_entry(root: str, tmp_dir: str, entry: Entry, reader, records: Iterable[bytes] | None = None) -> Staged:
     """Write ``entry`` (not a directory) in full to a temp file in ``tmp_dir``, from
-    ``reader`` (a Repository), or from ``payloads``: its blobs, already read and verified.
+    ``reader`` (a Repository), or from ``records``: its blobs as stored, already read
+    (each is verified here, segment deltas against their anchor).
     Its live path is not touched (see ``batch.py``).
 
     Raises CorruptObject/ObjectNotFound on a bad blob, after removing the temp file.
@@ -168,7 +169,7 @@ def stage_entry(root: str, tmp_dir: str, entry: Entry, reader, payloads: Iterabl
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     size = unsynced = 0
     try:
-        for payload in fetch_in_order(entry.refs, reader) if payloads is None else payloads:
+        for payload in read_blobs(entry, reader) if records is None else decode_blobs(entry, records):
             size += _write_all(fd, payload)
             unsynced += len(payload)
             if unsynced >= WRITEBACK_BYTES:  # a large file: keep its dirty pages few

@@ -39,6 +39,7 @@ from .model import KIND_JSONL, KIND_SQLITE, Entry
 from .presets import SQLITE_COMPANIONS
 from .report import SILENT, Reporter
 from .repository import Repository, utc_now
+from .segments import read_blobs
 from .store.base import Store
 from .verify import verify
 from .walk import RESTORE_TMP
@@ -319,10 +320,10 @@ def _confirm(repo: Repository, cache: ManifestCache, seq: int, cap: Capture) -> 
         cap.detail = f"checkpoint {seq} holds {entry.size} of its {cap.complete} complete bytes"
         return
     digest, left = hashlib.sha256(), cap.complete
-    for ref in entry.refs:
+    for payload in read_blobs(entry, repo):
         if left <= 0:
             break
-        piece = repo.read_blob(ref)[:left]
+        piece = payload[:left]
         digest.update(piece)
         left -= len(piece)
     cap.ok = digest.hexdigest() == cap.sha256

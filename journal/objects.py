@@ -11,8 +11,9 @@ mismatch, so no unverified byte leaves this module.
 Flags (format 2): ``FLAG_DELTA`` marks a *delta*: the frame was compressed with
 another record's payload (its *base*) as a zstd raw-content dictionary. Its id is
 still the SHA-256 of its own payload; decoding it needs the base, and the result is
-verified like any other. On a dbpage the page map says which page is the base; on an
-index page (format 3) the base's reference is stored in the record, before the frame::
+verified like any other. On a dbpage the page map says which page is the base; on a
+JSONL segment (format 4) it is the segment's anchor (``segments.py``); on an index
+page (format 3) the base's reference is stored in the record, before the frame::
 
     header | u16 n | n bytes: the base's BlobRef (JSON array) | zstd frame
 """
@@ -42,7 +43,7 @@ KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", K
 
 FLAG_DELTA = 0x0001  # compressed against a base payload (raw-content dictionary)
 #: The flags each kind may carry; any other bit set is refused.
-KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA, KIND_PAGE: FLAG_DELTA}
+KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA, KIND_PAGE: FLAG_DELTA, KIND_SEGMENT: FLAG_DELTA}
 _BASE_LEN = struct.Struct(">H")
 
 #: The largest payload a record may claim; guards decompression against a bad header.

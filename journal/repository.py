@@ -82,9 +82,10 @@ class Repository:
 
     def read_blob(self, ref: BlobRef, kind: int | None = None) -> bytes:
         """Read one blob by reference and verify it; raises CorruptObject/ObjectNotFound."""
-        return decode_record(self._read_record(ref), key=blob_location(ref), expect_id=ref.id, expect_kind=kind)
+        return decode_record(self.read_record(ref), key=blob_location(ref), expect_id=ref.id, expect_kind=kind)
 
-    def _read_record(self, ref: BlobRef) -> bytes:
+    def read_record(self, ref: BlobRef) -> bytes:
+        """One blob's record as stored (length checked, not yet verified)."""
         key = pack_key(ref.pack)
         data = self.store.get(key, ref.offset, ref.offset + ref.length)
         if len(data) != ref.length:
@@ -98,7 +99,7 @@ class Repository:
         page delta (format 3), read and verified too, else None. A base is always a
         whole page: a delta over a delta is refused as corrupt."""
         where = blob_location(ref)
-        data = self._read_record(ref)
+        data = self.read_record(ref)
         raw = embedded_base(data, key=where)
         if raw is None:
             return decode_record(data, key=where, expect_id=ref.id, expect_kind=KIND_PAGE), None

@@ -12,31 +12,13 @@ from __future__ import annotations
 
 import os
 
-from .errors import CorruptObject, ObjectNotFound
-from .fetch import fetch_in_order
+from .errors import CorruptObject
+from .fetch import RawReader, fetch_in_order
 from .model import BlobRef, Entry
 from .objects import KIND_DBPAGE, decode_record
-from .pack import pack_key
 from .pagemap import load_snapshot
 from .repository import blob_location
 from .sqlite_snapshot import quick_check
-
-
-class RawReader:
-    """``read_run`` that returns records as stored (verified later, with their base)."""
-
-    def __init__(self, repo):
-        self.store = repo.store
-
-    def read_run(self, refs: list[BlobRef]) -> list[bytes]:
-        start, end = refs[0].offset, refs[-1].offset + refs[-1].length
-        key = pack_key(refs[0].pack)
-        data = self.store.get(key, start, end)
-        if len(data) != end - start:
-            if self.store.head(key) is None:
-                raise ObjectNotFound(key)
-            raise CorruptObject(blob_location(refs[0]), f"pack too short: got {len(data)} of {end - start} bytes")
-        return [data[r.offset - start:r.offset - start + r.length] for r in refs]
 
 
 def iter_db_pages(entry: Entry, reader):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from .batch import PublishBatch, Staged
 from .materialize import ensure_parents, finish_dirs, restore_tmp_dir, stage_entry
-from .fetch import fetch_in_order
+from .fetch import RawReader, fetch_in_order
 from .model import KIND_DIR, KIND_SQLITE, KIND_SYMLINK, Entry
 
 #: Threads that stage files (2 cores here; more only adds contention for the GIL).
@@ -142,11 +142,12 @@ _OWN_READ = (KIND_SQLITE, KIND_SYMLINK, KIND_DIR)
 
 
 def _read_together(entries: list[Entry], reader) -> deque | None:
-    """Every blob of ``entries`` (not databases or links), verified, in order; None on any
-    error (each entry then reads its own blobs, and meets its own error)."""
+    """Every blob record of ``entries`` (not databases or links), as stored, in order
+    (``stage_entry`` verifies each); None on any error (each entry then reads its own
+    blobs, and meets its own error)."""
     refs = [ref for e in entries if e.kind not in _OWN_READ for ref in e.refs]
     try:
-        return deque(fetch_in_order(refs, reader))
+        return deque(fetch_in_order(refs, RawReader(reader)))
     except Exception:  # noqa: BLE001
         return None
 

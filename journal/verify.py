@@ -24,6 +24,7 @@ from .pack import pack_key
 from .pagemap import load_snapshot
 from .report import SILENT, Reporter
 from .repository import Repository, blob_location, manifest_key
+from .segments import anchor_refs, read_segment
 from .sqlite_capture import rebuild_db
 from .sqlite_snapshot import integrity_check, remove_staging
 
@@ -80,14 +81,15 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
             for e in entries:
                 if e.kind == KIND_SQLITE:
                     snapshots.setdefault(e.refs, (seq, name, e))
-                for ref in e.refs:
+                anchor_of = anchor_refs(e.refs) if e.kind == KIND_JSONL else [None] * len(e.refs)
+                for ref, anchor in zip(e.refs, anchor_of):
                     if ref.pack not in packs:
                         if (seq, ref.pack) not in missing_seen:
                             missing_seen.add((seq, ref.pack))
                             result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=pack_key(ref.pack),
                                                            detail=f"tree {name}: {e.path} needs it"))
                         continue
-                    blobs.setdefault((ref.pack, ref.offset), (seq, ref, e.kind == KIND_JSONL))
+                    blobs.setdefault((ref.pack, ref.offset), (seq, ref, e.kind == KIND_JSONL, anchor))
     result.packs = len(packs)
     _check_snapshot_packs(repo, snapshots, packs, result)
     if full:
@@ -164,9 +166,9 @@ def _read_page(repo: Repository, ref: BlobRef, packs: set[str]) -> bytes:
 
 def _check_blobs(repo, blobs, result, reporter) -> None:
     total = len(blobs)
-    for done, (seq, ref, is_segment) in enumerate(blobs.values(), 1):
+    for done, (seq, ref, is_segment, anchor) in enumerate(blobs.values(), 1):
         try:
-            payload = repo.read_blob(ref)
+            payload = read_segment(repo, ref, anchor) if is_segment else repo.read_blob(ref)
         except ObjectNotFound as err:
             result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=err.key, detail="blob"))
             continue

@@ -48,13 +48,30 @@ def read_header(data: bytes) -> dict:
             "raw_size": raw_size, "stored_size": stored_size, "sha256": digest.hex()}
 
 
-def read_record(data: bytes) -> tuple[dict, bytes]:
-    """(header, payload) of one whole record, checked as §4 says a reader must."""
+#: Format 2-4: flag 0x0001 marks a delta (a dbpage, an index page, a JSONL segment).
+FLAG_DELTA, DELTA_KINDS = 0x0001, (KIND_SEGMENT, KIND_PAGE, 6)
+ANCHOR_MIN = DICT_TAIL = 64 << 10   # §6: segment anchors and the dictionary they lend
+
+
+def read_record(data: bytes, base: bytes | None = None) -> tuple[dict, bytes | None]:
+    """(header, payload) of one whole record, checked as §4 says a reader must. A delta
+    needs its base's payload; without it the payload is None (not decoded here)."""
     head = read_header(data)
-    assert head["magic"] == b"JRNL" and head["version"] == 1 and head["flags"] == 0
-    assert head["kind"] in (KIND_CHUNK, KIND_SEGMENT, KIND_PAGE, KIND_MANIFEST)
+    assert head["magic"] == b"JRNL" and head["version"] == 1
+    assert head["kind"] in (KIND_CHUNK, KIND_SEGMENT, KIND_PAGE, KIND_MANIFEST, 5, 6)
+    assert head["flags"] == 0 or (head["flags"] == FLAG_DELTA and head["kind"] in DELTA_KINDS)
     assert len(data) == HEADER.size + head["stored_size"]
-    payload = zstandard.ZstdDecompressor().decompress(data[HEADER.size:], max_output_size=head["raw_size"])
+    start, dctx = HEADER.size, zstandard.ZstdDecompressor()
+    if head["flags"]:
+        if head["kind"] == KIND_PAGE:  # an index page delta names its base before the frame
+            (n,) = struct.unpack_from(">H", data, start)
+            head["base_ref"] = json.loads(data[start + 2:start + 2 + n])
+            start += 2 + n
+        if base is None:
+            return head, None
+        dctx = zstandard.ZstdDecompressor(
+            dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
+    payload = dctx.decompress(data[start:], max_output_size=head["raw_size"])
     assert len(payload) == head["raw_size"]
     assert hashlib.sha256(payload).hexdigest() == head["sha256"]
     return head, payload
@@ -87,12 +104,31 @@ class Reader:
         head, payload = read_record(self.raw(f"manifests/{seq:012d}"))
         return head, json.loads(payload), payload
 
-    def blob(self, ref: list, parent_pack: str = "") -> tuple[dict, bytes]:
+    def blob(self, ref: list, parent_pack: str = "", base: bytes | None = None) -> tuple[dict, bytes]:
         blob_id, pack, offset, length, size = ref
         data = self.raw(f"packs/{(pack or parent_pack)[:2]}/{pack or parent_pack}")[offset:offset + length]
-        head, payload = read_record(data)
+        head, payload = read_record(data, base)
+        if payload is None and "base_ref" in head:  # an index page delta: its base is a whole page
+            base_head, base_payload = self.blob(head["base_ref"])
+            assert not base_head["flags"], "a delta's base is never itself a delta"
+            head, payload = read_record(data, base_payload)
+        assert payload is not None, f"a delta read without its base: {ref}"
         assert head["sha256"] == blob_id and len(payload) == size
         return head, payload
+
+    def entry_blobs(self, entry: dict) -> list[tuple[dict, bytes]]:
+        """Every blob of an entry in order; a JSONL segment delta is decoded against the
+        last 64 KiB of its anchor: the nearest earlier segment that is the first one or
+        holds at least 64 KiB (§6)."""
+        out, tail = [], None
+        for i, ref in enumerate(entry.get("refs", [])):
+            anchor = entry["kind"] == "jsonl" and (i == 0 or ref[4] >= ANCHOR_MIN)
+            head, payload = self.blob(ref, base=tail if entry["kind"] == "jsonl" and not anchor else None)
+            if anchor:
+                assert not head["flags"], "an anchor segment is stored whole"
+                tail = payload[-DICT_TAIL:]
+            out.append((head, payload))
+        return out
 
     def entries(self, root_ref: list | None) -> list[dict]:
         """Every entry under a root page, in path order (§7: empty child pack = same pack)."""
@@ -111,7 +147,7 @@ class Reader:
         return out
 
     def file_bytes(self, entry: dict) -> bytes:
-        return b"".join(self.blob(ref)[1] for ref in entry.get("refs", []))
+        return b"".join(payload for _, payload in self.entry_blobs(entry))
 
 
 def logical_view(root: str) -> dict:
@@ -126,7 +162,7 @@ def logical_view(root: str) -> dict:
         for tree, info in man["trees"].items():
             entries = []
             for e in reader.entries(info["root"]):
-                refs = [(reader.blob(r)[0]["kind"], r[0], r[4]) for r in e.get("refs", [])]
+                refs = [(head["kind"], r[0], r[4]) for r, (head, _) in zip(e.get("refs", []), reader.entry_blobs(e))]
                 entries.append({**{k: v for k, v in e.items() if k != "refs"}, "refs": refs, "order": list(e)})
             trees[tree] = {"files": info["files"], "bytes": info["bytes"], "entries": entries,
                            "root": list(info), "pages": reader.page_layouts}
@@ -330,3 +366,20 @@ def test_current_writer_reproduces_the_golden_format(tmp_path, listing):
     assert logical_view(store_dir) == logical_view(GOLDEN_STORE), (
         "the current code writes a different format than tests/golden/store; if that is deliberate, "
         "regenerate with tools/make_golden.py and add a format version to docs/design.md §14")
+
+
+def test_current_writer_stores_an_appended_segment_as_a_delta_of_its_anchor(tmp_path):
+    """Format 4 (§6): checkpoint 2's appended lines are a delta against the first segment,
+    and the reader above, which knows only the documented format, decodes them."""
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from tools.make_golden import build_golden
+
+    store_dir, tree = build_golden(str(tmp_path / "work"))
+    reader = Reader(store_dir)
+    _, man, _ = reader.manifest(2)
+    rollout = next(e for e in reader.entries(man["trees"][TREE_NAME]["root"]) if e["kind"] == "jsonl")
+    blobs = reader.entry_blobs(rollout)
+    assert [head["flags"] for head, _ in blobs] == [0, FLAG_DELTA]
+    with open(os.path.join(tree, rollout["path"]), "rb") as fh:
+        assert b"".join(payload for _, payload in blobs) == fh.read()

@@ -479,8 +479,8 @@ def test_small_files_are_read_with_one_ranged_read_per_group(tmp_path, monkeypat
     store = open_store(env["JOURNAL_STORE"])
     checkpoint(load_config(env=env), store)
     reads = []
-    real = Repository.read_run
-    monkeypatch.setattr(Repository, "read_run", lambda self, refs: (reads.append(len(refs)), real(self, refs))[1])
+    real = fetch.RawReader.read_run
+    monkeypatch.setattr(fetch.RawReader, "read_run", lambda self, refs: (reads.append(len(refs)), real(self, refs))[1])
 
     assert restore(load_config(env=env), store, to=str(tmp_path / "out")).complete
 
