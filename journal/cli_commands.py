@@ -349,11 +349,27 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
     click.echo(f"expire {len(plan.expire)} checkpoint(s): " + (", ".join(str(s) for s in plan.expire) or "none"))
     if plan.unreadable:
         click.echo(f"left alone (unreadable): {', '.join(str(s) for s in plan.unreadable)}")
-    click.echo(f"tombstone {len(plan.tombstone)} object(s) ({sum(i.bytes for i in plan.tombstone):,} bytes)")
-    click.echo(f"delete {len(plan.delete)} object(s) tombstoned more than {grace} ago: "
+    kinds = ", ".join(f"{n:,} {kind}(s)" for kind, n in sorted(plan.tombstone_kinds.items()))
+    click.echo(f"tombstone {plan.tombstone_count} object(s) ({plan.tombstone_bytes:,} bytes)"
+               + (f": {kinds}" if kinds else ""))
+    for item in plan.tombstone[:3]:
+        why = {"manifest": "expired checkpoint", "pack": "no kept checkpoint needs it",
+               "orphan": "no checkpoint ever named it"}.get(item.kind, item.kind)
+        click.echo(f"  e.g. {item.key} ({item.bytes:,} bytes): {why}")
+    click.echo(f"delete {plan.delete_count} object(s) tombstoned more than {grace} ago: "
                f"{plan.bytes_freed:,} bytes {verb} be freed")
+    for item in plan.delete[:3]:
+        click.echo(f"  e.g. {item.key} ({item.kind}, {item.bytes:,} bytes)")
+    if plan.waiting:
+        click.echo(f"wait: {plan.waiting} orphan pack(s) stay until a checkpoint newer than their mark is "
+                   f"committed (an upload in flight when they were marked may still commit)")
     for key, why in list(plan.kept_samples.items())[:5]:
         click.echo(f"  kept {key}: {why}")
     if result is not None:
-        click.echo(f"done: tombstone {result.tombstone_key or 'none'}, deleted {result.deleted} object(s), "
+        first, written = result.tombstone_key or "none", result.tombstones_written
+        if written > 1:
+            first = f"{first}+{written - 1}"  # the first key, and how many more: one word
+        if result.protected:
+            click.echo(f"kept {result.protected} planned deletion(s): a checkpoint committed during gc needs them")
+        click.echo(f"done: tombstone {first}, deleted {result.deleted} object(s), "
                    f"{result.bytes_freed:,} bytes freed, {result.tombstones_removed} tombstone(s) resolved")

@@ -2,39 +2,68 @@
 
 1. **Mark.** Retention (``retention.py``) chooses the manifests to keep. Every
    manifest it does not keep, and every pack no kept manifest reaches, is named in
-   a new immutable tombstone (``tombstones/<ns>-<id>``) with the time and the newest
-   manifest sequence at marking (``mark_seq``).
+   new immutable tombstones (``tombstones/<ns>-<id>``), at most ``TOMBSTONE_ITEMS``
+   items each, written while the pack listing streams. Each records the time and
+   its ``mark_seq``: the newest manifest sequence listed right after the last pack
+   it names was listed.
 2. **Sweep.** A key named by a tombstone older than ``grace`` is deleted only if no
-   manifest present now (kept, or expired but not yet swept) reaches it. A pack that
+   manifest reaches it: none present when gc started (kept, or expired but not yet
+   swept), and none committed since (the manifests are listed again before the first
+   pack deletion and every ``RELIST_EVERY`` after it, and new ones walked). A pack that
    no manifest had ever uploaded at marking time (an *orphan*: a crashed or
-   in-progress checkpoint's) is deleted only once the store has moved past
-   ``mark_seq``, so the checkpoint that was uploading it has either committed (and
-   its manifest now protects it) or can never commit. Manifests are deleted before
-   packs (references before objects); a tombstone is deleted when all it names is
-   resolved.
+   in-progress checkpoint's) is deleted only once the store has moved past the
+   tombstone's ``mark_seq``, so the checkpoint that was uploading it has either
+   committed (and its manifest now protects it) or can never commit. Manifests are
+   deleted before packs (references before objects); then the ripe tombstones are
+   swept one at a time, each deleted when all it names is resolved.
 
-``plan_gc`` returns a frozen plan; ``--dry-run`` prints it; ``execute_gc`` runs it,
-holding the store's gc lease and checking it before each destructive step.
+**Memory.** gc holds what grows with the manifests and with the data they reach,
+never with the garbage: per manifest its sequence, time and tree names (retention)
+and the packs and pages the walked manifests reach; one tombstone (at most
+``TOMBSTONE_ITEMS`` items) at a time. The two sets that grow with the garbage, the
+packs some manifest uploaded and the packs some tombstone already names, go to a
+private temporary SQLite database on disk and are read back in ascending order,
+merged in step with the (ascending) pack listing. A plan holds counts, bytes and a
+sample of ``SAMPLE_ITEMS`` items, not every item.
+
+``plan_gc`` decides and counts what gc would do now (``--dry-run`` prints it);
+``execute_gc`` runs a plan: it streams the listings again under the plan's
+decisions (kept manifests, what they reach, the ripe tombstones), writing and
+deleting, holding the store's gc lease and checking it before each destructive
+step. ``gc`` does both in one pass.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 import uuid
+import weakref
+from collections.abc import Iterable, Iterator
 
 import msgspec
 
-from .errors import ObjectNotFound
+from .errors import CorruptObject, ObjectNotFound
 from .lease import Lease
 from .pack import pack_key
 from .reach import Reach
 from .report import SILENT, Reporter
-from .repository import PACK_PREFIX, Repository, manifest_key, utc_now
-from .retention import Policy, choose_kept
+from .repository import MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, manifest_key, utc_now
+from .retention import ManifestInfo, Policy, choose_kept
+from .spill import Spill
 
 TOMBSTONE_PREFIX = "tombstones/"
+#: Items per tombstone: the mark writes one every this many, the sweep holds one at a time.
+TOMBSTONE_ITEMS = 3000
+#: The sweep checks its lease before its first deletion and every this many deletions.
 LEASE_CHECK_EVERY = 32
+#: The sweep lists manifests again before its first pack deletion and every this many.
+RELIST_EVERY = 256
+#: Items a plan names (per list); the counts and bytes cover all of them.
+SAMPLE_ITEMS = 100
+
+_PACK_KEY = re.compile(r"packs/([0-9a-f]{2})/\1[0-9a-f]{62}")
 
 
 class Item(msgspec.Struct, frozen=True, array_like=True):
@@ -52,166 +81,449 @@ class Tombstone(msgspec.Struct, frozen=True, kw_only=True):
     items: list[Item]
 
 
-class GcPlan(msgspec.Struct, frozen=True, kw_only=True):
+class _LazyTombstone(msgspec.Struct, frozen=True, kw_only=True):
+    """A tombstone as gc reads it: each item stays encoded (~150 bytes with its share of
+    the record, against ~360 decoded) until it is used."""
+
+    version: int = 1
+    created: str
+    created_ns: int
+    host: str
+    mark_seq: int
+    items: list[msgspec.Raw]
+
+
+_ENCODER = msgspec.json.Encoder()
+_ITEM = msgspec.json.Decoder(Item)
+
+
+class _Chunk:
+    """The items of the next tombstone, held encoded (a JSON list's elements)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.count = 0
+
+    def add(self, item: Item) -> None:
+        if self.count:
+            self.buf += b","
+        self.buf += _ENCODER.encode(item)  # (encode_into would over-allocate by half)
+        self.count += 1
+
+    def record(self, header: Tombstone) -> bytes:
+        """The tombstone ``header`` (its ``items`` empty) naming every item added; then empty."""
+        head = _ENCODER.encode(header)
+        if header.items or not head.endswith(b'"items":[]}'):  # items is the last field
+            raise AssertionError("gc: unexpected tombstone encoding")
+        data = b"".join((head[:-2], self.buf, b"]}"))
+        self.buf, self.count = bytearray(), 0
+        return data
+
+
+class GcPlan(msgspec.Struct, frozen=True, kw_only=True, weakref=True):
+    """What gc decided: the manifests kept and expired, and what it tombstones and deletes
+    (counts, bytes, and the first ``SAMPLE_ITEMS`` of each list)."""
+
     grace_seconds: float
-    newest_seq: int
-    mark_seq: int                 # newest manifest listed *after* the packs were listed
-    known_seqs: list[int]         # manifests the plan walked or saw
+    newest_seq: int               # the newest manifest when gc started (the orphan rule compares with it)
+    mark_seq: int                 # the newest manifest listed after the last tombstoned pack was listed
+    known_seqs: list[int]         # the manifests listed when gc started
     kept: dict[int, list[str]]
     expire: list[int]
     unreadable: list[int]
-    tombstone: list[Item]
-    delete: list[Item]
-    finished_tombstones: list[str]
+    tombstone: list[Item]         # a sample
+    tombstone_count: int
+    tombstone_bytes: int
+    tombstone_kinds: dict[str, int]
+    delete: list[Item]            # a sample: manifests first, then packs
+    delete_count: int
     bytes_freed: int
+    waiting: int                  # orphans named by ripe tombstones, kept until the store moves past mark_seq
+    finished_tombstones: list[str]  # a sample
+    finished_count: int
     kept_samples: dict[str, str]
 
 
 class GcResult(msgspec.Struct, kw_only=True):
-    tombstone_key: str | None = None
+    tombstone_key: str | None = None    # the first tombstone this run wrote
+    tombstones_written: int = 0
+    tombstoned: int = 0                 # objects the new tombstones name
     deleted: int = 0
     bytes_freed: int = 0
+    protected: int = 0                  # planned deletions skipped: a manifest committed meanwhile needs them
     tombstones_removed: int = 0
 
 
 def plan_gc(repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter = SILENT,
             now_ns: int | None = None) -> GcPlan:
-    """Decide what gc would do now; changes nothing."""
-    now_ns = time.time_ns() if now_ns is None else now_ns
-    seqs = repo.manifest_seqs()
-    valid, unreadable = {}, []
-    for seq, manifest, _ in repo.iter_manifests_desc(seqs):
-        if manifest is None:
-            unreadable.append(seq)
-        else:
-            valid[seq] = manifest
-    kept = choose_kept(list(valid.values()), policy, now_ns) if valid else {}
-    stones = list(_load_tombstones(repo, reporter))
-    ripe = [(k, t) for k, t in stones if t.created_ns <= now_ns - int(grace_seconds * 1e9)]
-    newest = seqs[-1] if seqs else 0
-    present = set(valid) | set(unreadable)
-    deleting = {seq for _, t in ripe for i in t.items if i.kind == "manifest"
-                for seq in [_seq_of(i.key)] if seq in present and seq not in kept}
-    reach = Reach(repo)
-    for seq in sorted(kept, reverse=True):
-        reach.walk(valid[seq])
-    reached_by_kept = set(reach.packs)
-    for seq in sorted(set(valid) - set(kept) - deleting, reverse=True):
-        reach.walk(valid[seq])  # expired but still present: still protects what it names
-    delete, finished = _sweep(repo, ripe, valid, unreadable, kept, deleting, reach.packs, newest)
-    marked = {i.key for _, t in stones for i in t.items}
-    uploaded = {p for m in valid.values() for p in m.packs}
-    tomb = [Item(key=manifest_key(s), kind="manifest", bytes=repo.store.head(manifest_key(s)) or 0)
-            for s in sorted(set(valid) - set(kept)) if manifest_key(s) not in marked]
-    for key in repo.store.list(PACK_PREFIX):
-        pack = key.rsplit("/", 1)[-1]
-        if pack not in reached_by_kept and key not in marked:
-            tomb.append(Item(key=key, kind="pack" if pack in uploaded else "orphan",
-                             bytes=repo.store.head(key) or 0))
-    # A checkpoint uploading the packs just listed has a parent no newer than this.
-    after = repo.manifest_seqs()
-    return GcPlan(grace_seconds=grace_seconds, newest_seq=newest, mark_seq=after[-1] if after else 0,
-                  known_seqs=sorted(set(seqs) | set(after)), kept=kept, expire=sorted(set(valid) - set(kept)),
-                  unreadable=sorted(unreadable), tombstone=tomb, delete=delete, finished_tombstones=finished,
-                  bytes_freed=sum(i.bytes for i in delete),
-                  kept_samples={pack_key(p): why for p, why in reach.reasons.items()})
-
-
-def _seq_of(key: str) -> int:
-    return int(key.rsplit("/", 1)[1])
-
-
-def _sweep(repo, ripe, valid, unreadable, kept, deleting, reached, newest) -> tuple[list[Item], list[str]]:
-    delete: list[Item] = []
-    finished: list[str] = []
-    present_manifests = set(valid) | set(unreadable)
-    for key, stone in ripe:
-        resolved = True
-        for item in stone.items:
-            if item.kind == "manifest":
-                seq = _seq_of(item.key)
-                if seq in deleting:
-                    delete.append(item)
-                elif seq in present_manifests:
-                    resolved = resolved and seq in kept  # revived by the policy: nothing to do
-                continue
-            pack = item.key.rsplit("/", 1)[-1]
-            if pack in reached or repo.store.head(item.key) is None:
-                continue  # revived by a newer manifest, or already gone
-            if item.kind == "orphan" and newest <= stone.mark_seq:
-                resolved = False  # its checkpoint may still commit: wait for the store to move on
-                continue
-            delete.append(item)
-        if resolved:
-            finished.append(key)
-    # References before objects: manifests first, then packs.
-    delete.sort(key=lambda i: (i.kind != "manifest", i.key))
-    return delete, finished
-
-
-def _load_tombstones(repo: Repository, reporter: Reporter):
-    for key in repo.store.list(TOMBSTONE_PREFIX):
-        try:
-            yield key, msgspec.json.decode(repo.store.get(key), type=Tombstone)
-        except (ObjectNotFound, msgspec.DecodeError, msgspec.ValidationError) as err:
-            reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err}")
+    """Decide and count what gc would do now; changes nothing. ``execute_gc`` can run it."""
+    run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns() if now_ns is None else now_ns)
+    try:
+        plan = run.run(None, GcResult())
+    except BaseException:
+        run.close()
+        raise
+    _attach(plan, run)
+    return plan
 
 
 def gc(repo: Repository, policy: Policy, grace_seconds: float, *, dry_run: bool = False,
        reporter: Reporter = SILENT) -> tuple[GcPlan, GcResult | None]:
-    """Plan (and unless ``dry_run``, execute) one gc; planning and executing hold the lease."""
+    """Plan (and unless ``dry_run``, execute) one gc, in one pass; executing holds the lease."""
     if dry_run:
-        return plan_gc(repo, policy, grace_seconds, reporter), None
+        run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns())
+        try:
+            return run.run(None, GcResult()), None
+        finally:
+            run.close()
     with Lease(repo.store) as lease:
-        plan = plan_gc(repo, policy, grace_seconds, reporter)
-        return plan, execute_gc(repo, plan, lease, reporter)
+        run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns())
+        try:
+            repo.store.sweep_temp()
+            result = GcResult()
+            return run.run(lease, result), result
+        finally:
+            run.close()
 
 
 def execute_gc(repo: Repository, plan: GcPlan, lease: Lease, reporter: Reporter = SILENT) -> GcResult:
-    """Run ``plan`` once: write the new tombstone, then sweep (manifests, packs, tombstones)."""
-    result = GcResult()
-    repo.store.sweep_temp()
-    if plan.tombstone:
-        now = time.time_ns()
-        stone = Tombstone(created=utc_now(), created_ns=now, host=socket.gethostname(),
-                          mark_seq=plan.mark_seq, items=plan.tombstone)
-        result.tombstone_key = f"{TOMBSTONE_PREFIX}{now:020d}-{uuid.uuid4().hex[:8]}"
-        repo.store.put_if_absent(result.tombstone_key, msgspec.json.encode(stone))
-    protected: set[str] = set()
-    packs_started = 0
-    for done, item in enumerate(plan.delete, 1):
-        if done % LEASE_CHECK_EVERY == 1:
-            lease.check()
-        if item.kind != "manifest":
-            # Just before the first pack and every so often: what did checkpoints
-            # committed since the plan start to need?
-            if packs_started % LEASE_CHECK_EVERY == 0:
-                protected |= _packs_of_new_manifests(repo, plan)
-            packs_started += 1
-            if item.key.rsplit("/", 1)[-1] in protected:
-                continue
-        repo.store.delete(item.key)
-        result.deleted += 1
-        result.bytes_freed += item.bytes
-        reporter.progress(done, len(plan.delete))
-    for key in plan.finished_tombstones:
-        stone = msgspec.json.decode(repo.store.get(key), type=Tombstone)
-        if any(i.key.rsplit("/", 1)[-1] in protected for i in stone.items):
-            continue  # something it names was revived meanwhile: a later run looks again
-        repo.store.delete(key)
-        result.tombstones_removed += 1
-    return result
+    """Run ``plan`` (from ``plan_gc`` in this process) once: tombstones, then the sweep."""
+    run = _RUNS.pop(id(plan), None)
+    if run is None:
+        raise ValueError("execute_gc: this plan was not made by plan_gc in this process, or was run already")
+    try:
+        run.repo, run.reporter = repo, reporter
+        repo.store.sweep_temp()
+        result = GcResult()
+        run.run(lease, result)
+        return result
+    finally:
+        run.close()
 
 
-def _packs_of_new_manifests(repo: Repository, plan: GcPlan) -> set[str]:
-    """Packs reached by manifests committed since the plan was made (they must stay)."""
-    reach = Reach(repo)
-    known = set(plan.known_seqs)
-    for seq in repo.manifest_seqs():
-        if seq not in known:
+# Plans made by plan_gc, with the state execute_gc needs (a plan is plain data).
+_RUNS: dict[int, "_Gc"] = {}
+
+
+def _attach(plan: GcPlan, run: "_Gc") -> None:
+    _RUNS[id(plan)] = run
+    weakref.finalize(plan, _forget, id(plan), run)
+
+
+def _forget(key: int, run: "_Gc") -> None:
+    if _RUNS.get(key) is run:
+        del _RUNS[key]
+    run.close()
+
+
+class _Tally:
+    """A count, bytes and a bounded sample of what one list would hold."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.bytes = 0
+        self.kinds: dict[str, int] = {}
+        self.sample: list = []
+
+    def add(self, item, nbytes: int = 0, kind: str | None = None) -> None:
+        self.count += 1
+        self.bytes += nbytes
+        if kind is not None:
+            self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        if len(self.sample) < SAMPLE_ITEMS:
+            self.sample.append(item)
+
+
+def _pack_id(key: str) -> str | None:
+    """The id of a well-formed pack key (``packs/<hh>/<64 hex>``), else None."""
+    return key[9:] if _PACK_KEY.fullmatch(key) else None
+
+
+def _seq_of(key: str) -> int | None:
+    name = key[len(MANIFEST_PREFIX):]
+    if key.startswith(MANIFEST_PREFIX) and name.isdigit() and len(name) == SEQ_WIDTH:
+        return int(name)
+    return None
+
+
+def _newest_seq(repo: Repository) -> int:
+    """The newest manifest sequence present now (one listing, streamed)."""
+    newest = 0
+    for key in repo.store.list(MANIFEST_PREFIX):
+        seq = _seq_of(key)
+        if seq is not None and seq > newest:
+            newest = seq
+    return newest
+
+
+class _Gc:
+    """One gc: the decisions, made once from the manifests and the tombstones, then the
+    streaming mark and sweep that apply them (counting only, or writing and deleting)."""
+
+    def __init__(self, repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter, now_ns: int):
+        if policy.is_empty():
+            choose_kept([], policy, now_ns)  # raises the usage error naming the flags
+        self.repo = repo
+        self.reporter = reporter
+        self.grace_seconds = grace_seconds
+        self.now_ns = now_ns
+        self.spill = Spill()
+        self.closed = False
+        try:
+            self._read_manifests(policy)
+            self._read_tombstones()
+            self.spill.seal()
+            self._walk()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.spill.close()
+
+    # ------------------------------------------------------------------ decisions
+
+    def _read_manifests(self, policy: Policy) -> None:
+        """Retention from one summary per manifest; the packs each names go to the spill."""
+        self.seqs = self.repo.manifest_seqs()
+        self.present = set(self.seqs)
+        self.newest = self.seqs[-1] if self.seqs else 0
+        infos: list[ManifestInfo] = []
+        unreadable: list[int] = []
+        names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        for seq in reversed(self.seqs):
             try:
-                reach.walk(repo.load_manifest(seq)[0])
-            except ObjectNotFound:
+                manifest = self.repo.load_manifest(seq)[0]
+            except (CorruptObject, ObjectNotFound):
+                unreadable.append(seq)
                 continue
-    return reach.packs
+            trees = tuple(sorted(manifest.trees))
+            infos.append(ManifestInfo(seq=seq, created_ns=manifest.created_ns, trees=names.setdefault(trees, trees)))
+            self.spill.add("uploaded", manifest.packs)
+            del manifest  # one decoded manifest at a time: not this one while the next loads
+        self.kept = choose_kept(infos, policy, self.now_ns) if infos else {}
+        self.valid = {i.seq for i in infos}
+        self.expire = sorted(self.valid - set(self.kept))
+        self.unreadable = sorted(unreadable)
 
+    def _tombstones(self, keys: Iterable[str]) -> Iterator[tuple[str, _LazyTombstone]]:
+        """Each readable tombstone of ``keys``, one at a time (its items still encoded)."""
+        for key in keys:
+            try:
+                stone = msgspec.json.decode(self.repo.store.get(key), type=_LazyTombstone)
+            except (ObjectNotFound, msgspec.DecodeError, msgspec.ValidationError) as err:
+                self.reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err}")
+                continue
+            yield key, stone
+            stone = None  # not held while the next one loads
+
+    def _read_tombstones(self) -> None:
+        """What tombstones name already (spilled), which are ripe, and the manifests the
+        sweep deletes: ripe-tombstoned, present and not kept now."""
+        cutoff = self.now_ns - int(self.grace_seconds * 1e9)
+        self.ripe: list[str] = []
+        self.marked_manifests: set[str] = set()
+        self.deleting: dict[int, Item] = {}
+        for key, stone in self._tombstones(self.repo.store.list(TOMBSTONE_PREFIX)):
+            ripe = stone.created_ns <= cutoff
+            if ripe:
+                self.ripe.append(key)
+            self.spill.add("marked", self._marked_packs(key, stone, ripe))
+            del stone  # one tombstone at a time: not this one while the next loads
+
+    def _marked_packs(self, key: str, stone: _LazyTombstone, ripe: bool) -> Iterator[str]:
+        """The ids of the packs ``stone`` names; notes the manifests it names on the way."""
+        for item in self._items(key, stone):
+            if item is None:
+                continue
+            if item.kind == "manifest":
+                self.marked_manifests.add(item.key)
+                seq = _seq_of(item.key)
+                if ripe and seq in self.present and seq not in self.kept:
+                    self.deleting.setdefault(seq, item)
+            else:
+                yield item.key.rsplit("/", 1)[-1]
+
+    def _items(self, key: str, stone: _LazyTombstone) -> Iterator[Item | None]:
+        """The items of ``stone``, decoded one at a time; ``None`` for one that does not decode."""
+        for raw in stone.items:
+            try:
+                yield _ITEM.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                self.reporter.warn(f"gc: tombstone {key}: ignoring an unreadable item: {err}")
+                yield None
+
+    def _walk(self) -> None:
+        """What the kept manifests reach, then what every other manifest that stays reaches."""
+        self.reach = Reach(self.repo)
+        for seq in sorted(self.kept, reverse=True):
+            self._walk_one(seq)
+        self.reached_by_kept = frozenset(self.reach.packs)
+        self.kept_samples = {pack_key(p): why for p, why in self.reach.reasons.items()}
+        for seq in sorted(self.valid - set(self.kept) - set(self.deleting), reverse=True):
+            self._walk_one(seq)  # expired but still present: still protects what it names
+        # Manifests committed after gc listed them are walked by the sweep (``_protect``).
+        self.accounted = set(self.seqs)
+        self.fresh: Reach | None = None
+
+    def _walk_one(self, seq: int) -> None:
+        """Walk manifest ``seq`` again (gc keeps only a summary of each manifest)."""
+        try:
+            manifest = self.repo.load_manifest(seq)[0]
+        except ObjectNotFound:  # only a dry run, holding no lease, can see this
+            self.reporter.warn(f"gc: manifest {seq} vanished while gc ran")
+            return
+        self.reach.walk(manifest)
+
+    # ------------------------------------------------------------------ one pass
+
+    def run(self, lease: Lease | None, result: GcResult) -> GcPlan:
+        """Mark, then sweep; with ``lease`` write and delete, else only count."""
+        tomb, delete, finished = _Tally(), _Tally(), _Tally()
+        self._destructive = 0
+        mark_seq = self._mark(lease, tomb, result)
+        waiting = self._sweep(lease, delete, finished, result)
+        return GcPlan(grace_seconds=self.grace_seconds, newest_seq=self.newest, mark_seq=mark_seq,
+                      known_seqs=list(self.seqs), kept=self.kept, expire=self.expire, unreadable=self.unreadable,
+                      tombstone=tomb.sample, tombstone_count=tomb.count, tombstone_bytes=tomb.bytes,
+                      tombstone_kinds=tomb.kinds, delete=delete.sample, delete_count=delete.count,
+                      bytes_freed=delete.bytes, waiting=waiting, finished_tombstones=finished.sample,
+                      finished_count=finished.count, kept_samples=self.kept_samples)
+
+    def _mark(self, lease: Lease | None, tally: _Tally, result: GcResult) -> int:
+        """Tombstone every expired manifest and every pack no kept manifest reaches that no
+        tombstone names yet, ``TOMBSTONE_ITEMS`` at a time while the listing streams.
+        Returns the last tombstone's ``mark_seq``."""
+        store = self.repo.store
+        chunk = _Chunk()
+        mark_seq: int | None = None
+
+        def add(item: Item) -> None:
+            tally.add(item, item.bytes, item.kind)
+            if lease is not None:
+                chunk.add(item)
+                if chunk.count >= TOMBSTONE_ITEMS:
+                    flush()
+
+        def flush() -> None:
+            nonlocal mark_seq
+            # Every pack of this chunk has been listed, so a checkpoint that uploaded one
+            # of them (before it was listed) has a parent no newer than the newest
+            # manifest listed from here on: that is this chunk's mark_seq.
+            mark_seq = _newest_seq(self.repo)
+            lease.check()
+            self._put_tombstone(chunk, mark_seq, result)
+
+        for seq in self.expire:
+            key = manifest_key(seq)
+            if key not in self.marked_manifests:
+                add(Item(key=key, kind="manifest", bytes=store.head(key) or 0))
+        uploaded, marked = self.spill.ascending("uploaded"), self.spill.ascending("marked")
+        odd = 0
+        for key in store.list(PACK_PREFIX):
+            pid = _pack_id(key)
+            if pid is None:
+                odd += 1  # not a pack name journal writes: left alone
+                continue
+            if pid in self.reached_by_kept:
+                continue
+            if pid in marked:
+                continue
+            add(Item(key=key, kind="pack" if pid in uploaded else "orphan", bytes=store.head(key) or 0))
+        if chunk.count:
+            flush()
+        if odd:
+            self.reporter.warn(f"gc: left alone {odd} key(s) under {PACK_PREFIX} that are not pack names")
+        return _newest_seq(self.repo) if mark_seq is None else mark_seq
+
+    def _put_tombstone(self, chunk: _Chunk, mark_seq: int, result: GcResult) -> None:
+        now = time.time_ns()
+        count = chunk.count
+        record = chunk.record(Tombstone(created=utc_now(), created_ns=now, host=socket.gethostname(),
+                                        mark_seq=mark_seq, items=[]))
+        key = f"{TOMBSTONE_PREFIX}{now:020d}-{uuid.uuid4().hex[:8]}"
+        self.repo.store.put_if_absent(key, record)
+        result.tombstone_key = result.tombstone_key or key
+        result.tombstones_written += 1
+        result.tombstoned += count
+
+    def _sweep(self, lease: Lease | None, delete: _Tally, finished: _Tally, result: GcResult) -> int:
+        """Delete what the ripe tombstones name and nothing present reaches: the expired
+        manifests first, then each ripe tombstone's packs and the tombstone. Returns the
+        number of orphans that wait for the store to move past their mark."""
+        store = self.repo.store
+        for seq in sorted(self.deleting):
+            item = self.deleting[seq]
+            delete.add(item, item.bytes)
+            if lease is not None:
+                self._delete(lease, item.key)
+                result.deleted += 1
+                result.bytes_freed += item.bytes
+        waiting = 0
+        packs_started = 0
+        done = 0
+        for key, stone in self._tombstones(self.ripe):  # (not enumerate: it would hold the last one)
+            done += 1
+            resolved, revived = True, False
+            for item in self._items(key, stone):
+                if item is None:
+                    resolved = False  # something it names is unknown: keep it
+                    continue
+                if item.kind == "manifest":
+                    seq = _seq_of(item.key)
+                    if seq in self.present and seq not in self.deleting:
+                        resolved = resolved and seq in self.kept  # revived by the policy: nothing to do
+                    continue
+                pack = item.key.rsplit("/", 1)[-1]
+                if pack in self.reach.packs or store.head(item.key) is None:
+                    continue  # revived by a manifest present at the start, or already gone
+                if item.kind == "orphan" and self.newest <= stone.mark_seq:
+                    resolved = False  # its checkpoint may still commit: wait for the store to move on
+                    waiting += 1
+                    continue
+                delete.add(item, item.bytes)
+                if lease is None:
+                    continue
+                # Just before the first pack and every so often: what do checkpoints
+                # committed since gc listed the manifests need?
+                if packs_started % RELIST_EVERY == 0:
+                    self._protect()
+                packs_started += 1
+                if pack in self.fresh.packs:
+                    revived = True
+                    result.protected += 1
+                    continue
+                self._delete(lease, item.key)
+                result.deleted += 1
+                result.bytes_freed += item.bytes
+            if resolved:
+                finished.add(key)
+                if lease is not None and not revived:
+                    self._delete(lease, key)
+                    result.tombstones_removed += 1
+            del stone  # one tombstone at a time: not this one while the next loads
+            if lease is not None:
+                self.reporter.progress(done, len(self.ripe))
+        return waiting
+
+    def _delete(self, lease: Lease, key: str) -> None:
+        if self._destructive % LEASE_CHECK_EVERY == 0:
+            lease.check()
+        self._destructive += 1
+        self.repo.store.delete(key)
+
+    def _protect(self) -> None:
+        """Walk the manifests committed since gc first listed them (each once)."""
+        if self.fresh is None:
+            self.fresh = Reach(self.repo)
+        for seq in self.repo.manifest_seqs():
+            if seq in self.accounted:
+                continue
+            self.accounted.add(seq)
+            try:
+                manifest = self.repo.load_manifest(seq)[0]
+            except (ObjectNotFound, CorruptObject):
+                continue  # gone, or unreadable (restore skips it too): it needs nothing
+            self.fresh.walk(manifest)

@@ -3,8 +3,9 @@
 ``leases/gc`` holds who took it and when it expires. It is taken with
 put-if-absent; a lease past its expiry is deleted and taken over (put-if-absent
 again, so of two takers exactly one wins). The holder releases it by deleting it
-after checking it is still its own. A gc checks that its lease has not expired
-before each destructive step.
+after checking it is still its own. A gc checks that its lease is still its own
+and unexpired before each tombstone it writes, before its first deletion and every
+``journal.gc.LEASE_CHECK_EVERY`` (32) deletions after it.
 """
 
 from __future__ import annotations

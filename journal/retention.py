@@ -1,6 +1,8 @@
 """Retention: which manifests a gc keeps, and why.
 
 The newest valid manifest of every tree is always kept, whatever the policy says.
+Retention needs only each manifest's sequence, time and tree names: gc holds a
+``ManifestInfo`` per manifest, never the decoded manifests themselves.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ from .model import Manifest
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+class ManifestInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What retention reads of one manifest (a ``Manifest`` has the same attributes)."""
+
+    seq: int
+    created_ns: int
+    trees: tuple[str, ...]
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,15 +46,16 @@ def parse_duration(text: str, flag: str) -> float:
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
-def choose_kept(manifests: list[Manifest], policy: Policy, now_ns: int) -> dict[int, list[str]]:
-    """Map each kept manifest's seq to the reasons it is kept; ``manifests`` are valid ones."""
+def choose_kept(manifests: list[Manifest] | list[ManifestInfo], policy: Policy, now_ns: int) -> dict[int, list[str]]:
+    """Map each kept manifest's seq to the reasons it is kept; ``manifests`` are valid ones
+    (``Manifest`` or ``ManifestInfo``: only ``seq``, ``created_ns`` and the tree names are read)."""
     if policy.is_empty():
         raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
                           "--keep-within DURATION, --keep-hourly N, --keep-daily N")
     newest_first = sorted(manifests, key=lambda m: m.seq, reverse=True)
     reasons: dict[int, list[str]] = {}
 
-    def keep(m: Manifest, why: str) -> None:
+    def keep(m: Manifest | ManifestInfo, why: str) -> None:
         reasons.setdefault(m.seq, []).append(why)
 
     seen_trees: set[str] = set()

@@ -29,6 +29,7 @@ import pytest
 from journal.checkpoint import checkpoint
 from journal.config import load_config
 from journal.errors import ConfigError, GcBusy
+import journal.gc as gc_module
 from journal.gc import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
 from journal.index import iter_pages
 from journal.lease import LEASE_KEY, Lease, LeaseRecord
@@ -403,7 +404,7 @@ def test_grace_is_measured_from_the_tombstone(box):
     late = plan_gc(repo, Policy(keep_last=1), 3600.0, now_ns=stone.created_ns + HOUR_NS + 1)
 
     assert early.delete == [] and early.bytes_freed == 0
-    assert {i.key for i in late.delete} == {i.key for i in stone.items}
+    assert {i.key for i in late.delete} == {i.key for i in stone.items} and late.delete_count == len(stone.items)
     assert late.bytes_freed == sum(i.bytes for i in stone.items)
     # manifests (references) are deleted before packs (objects)
     kinds = [i.kind for i in late.delete]
@@ -454,13 +455,15 @@ def test_dry_run_prints_the_plan_and_changes_nothing(box):
         assert key in before and "manifest" in why
     out = text.stdout
     assert "expire 3 checkpoint(s): 1, 2, 3" in out
-    assert f"tombstone {len(plan['tombstone'])} object(s)" in out
-    assert f"delete {len(plan['delete'])} object(s)" in out and f"{plan['bytes_freed']:,} bytes would be freed" in out
+    assert plan["tombstone_count"] == len(plan["tombstone"]) and plan["delete_count"] == len(plan["delete"])
+    assert f"tombstone {plan['tombstone_count']} object(s) ({plan['tombstone_bytes']:,} bytes)" in out
+    assert f"delete {plan['delete_count']} object(s)" in out and f"{plan['bytes_freed']:,} bytes would be freed" in out
+    assert f"  e.g. {plan['delete'][0][0]} (manifest, " in out
     assert "  kept packs/" in out
 
     real = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--json")
     result = json.loads(real.stdout)["result"]
-    assert result["deleted"] == len(plan["delete"]) and result["bytes_freed"] == plan["bytes_freed"]
+    assert result["deleted"] == plan["delete_count"] and result["bytes_freed"] == plan["bytes_freed"]
     assert not deleted & set(box.listing())
 
 
@@ -543,6 +546,124 @@ def test_an_orphan_pack_waits_until_the_store_moves_on(box):
     plan, result = box.gc(keep_last=5)
     assert [i.key for i in plan.delete] == [orphan] and box.store.head(orphan) is None
     assert box.keys(TOMBSTONE_PREFIX) == set()
+
+
+def test_a_checkpoint_committed_while_gc_lists_packs_keeps_what_it_needs(box):
+    """As above, but the reverting checkpoint commits while gc lists packs (after gc
+    listed the manifests): gc did not walk it when it started, so its sweep must."""
+    box.write("b.txt", "stable\n" * 30)
+    box.write("a.txt", "zero\n")
+    box.checkpoint()
+    box.write("a.txt", "X content\n" * 40)
+    box.checkpoint()
+    x_key = pack_key(box.entries(2)["a.txt"].refs[0].pack)
+    box.write("a.txt", "Y content\n" * 40)
+    box.checkpoint()
+    box.gc(grace=3600.0, keep_last=1)
+    box.write("a.txt", "X content\n" * 40)
+    fired = []
+
+    def hook(op, key):
+        if op == "list" and key == PACK_PREFIX and not fired:
+            fired.append(key)
+            assert box.checkpoint().seq == 4  # needs x_key, which a ripe tombstone names
+
+    plan, result = box.gc(grace=0.0, keep_last=1, store=HookStore(open_store(str(box.store_path)), hook))
+
+    assert fired and 4 not in plan.known_seqs
+    assert box.entries(4)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
+    assert box.store.head(x_key) is not None, "gc deleted a pack that manifest 4 (committed while it ran) needs"
+    assert result.protected >= 1
+    assert verify(box.repo(), full=True).ok
+
+
+def test_the_mark_writes_bounded_tombstones_each_with_its_own_mark_seq(box, monkeypatch):
+    """Tombstones of at most TOMBSTONE_ITEMS items, written while the pack listing streams;
+    each one's mark_seq is the newest manifest listed after its last pack was listed."""
+    monkeypatch.setattr(gc_module, "TOMBSTONE_ITEMS", 3)
+    box.write("a.txt", "a\n")
+    assert box.checkpoint().seq == 1
+    crashed = {pack_key(hashlib.sha256(f"crashed upload {i}".encode()).hexdigest()) for i in range(8)}
+    for key in crashed:
+        box.store.put_if_absent(key, b"crashed upload")
+    fired = []
+
+    def hook(op, key):
+        if op == "put" and key.startswith(TOMBSTONE_PREFIX) and not fired:
+            fired.append(key)  # the first tombstone is being written: a checkpoint commits now
+            box.write("a.txt", "b\n")
+            assert box.checkpoint().seq == 2
+
+    plan, result = box.gc(grace=3600.0, keep_last=5, store=HookStore(open_store(str(box.store_path)), hook))
+
+    stones = [stone for _, stone in sorted(box.tombstones().items())]
+    assert fired and len(stones) == result.tombstones_written >= 3
+    assert all(1 <= len(s.items) <= 3 for s in stones)
+    keys = [i.key for s in stones for i in s.items]
+    assert keys == sorted(keys) and len(keys) == len(set(keys)) == result.tombstoned == plan.tombstone_count
+    assert crashed <= set(keys) and {i.kind for s in stones for i in s.items} == {"orphan"}
+    assert stones[0].mark_seq == 1 and all(s.mark_seq == 2 for s in stones[1:]), [s.mark_seq for s in stones]
+    assert plan.mark_seq == 2
+
+    # newest is 2: the first tombstone's orphans go, the later ones' wait for the store to move on
+    first, later = {i.key for i in stones[0].items}, crashed - {i.key for i in stones[0].items}
+    plan, result = box.gc(keep_last=5)
+    assert first and later
+    assert all(box.store.head(k) is None for k in first) and all(box.store.head(k) is not None for k in later)
+    assert plan.waiting == len(later) and result.deleted == len(first)
+    box.write("a.txt", "c\n")
+    assert box.checkpoint().seq == 3
+    box.gc(keep_last=5)
+    assert all(box.store.head(k) is None for k in crashed)
+    assert box.keys(TOMBSTONE_PREFIX) == set()  # checkpoint 2's packs were revived: resolved too
+    assert verify(box.repo(), full=True).ok
+
+
+def test_a_plan_counts_everything_and_names_a_bounded_sample(box, monkeypatch):
+    monkeypatch.setattr(gc_module, "SAMPLE_ITEMS", 2)
+    three_versions(box)
+    for i in range(5):
+        box.store.put_if_absent(pack_key(hashlib.sha256(f"orphan {i}".encode()).hexdigest()), b"x" * (i + 1))
+
+    dry = plan_gc(box.repo(), Policy(keep_last=1), 0.0)
+    mark, marked = box.gc(keep_last=1)
+    (stone,) = box.tombstones().values()
+
+    for plan in (dry, mark):
+        assert len(plan.tombstone) == 2 and plan.tombstone_count == len(stone.items) == marked.tombstoned > 2
+        assert plan.tombstone_bytes == sum(i.bytes for i in stone.items)
+        assert plan.tombstone_kinds == {"manifest": 2, "pack": len(stone.items) - 7, "orphan": 5}
+        assert plan.delete == [] and plan.delete_count == 0
+    box.write("a.txt", "version 4\n")
+    box.checkpoint()  # the store moves past the mark: the orphans may go too
+    sweep, swept = box.gc(keep_last=1)
+    assert len(sweep.delete) == 2 and [i.kind for i in sweep.delete] == ["manifest", "manifest"]
+    assert sweep.delete_count == swept.deleted == len(stone.items)
+    assert sweep.bytes_freed == swept.bytes_freed == sum(i.bytes for i in stone.items)
+    assert sweep.finished_count == swept.tombstones_removed == 1
+
+
+def test_the_sweep_relists_manifests_before_its_first_pack_and_every_so_often(box, monkeypatch):
+    monkeypatch.setattr(gc_module, "RELIST_EVERY", 2)
+    three_versions(box)
+    for i in range(7):
+        box.store.put_if_absent(pack_key(hashlib.sha256(f"unnamed {i}".encode()).hexdigest()), b"x")
+    box.gc(keep_last=1)
+    box.write("a.txt", "version 4\n")
+    box.checkpoint()
+    events = []
+
+    def hook(op, key):
+        if (op == "list" and key == MANIFEST_PREFIX) or (op == "delete" and key.startswith(PACK_PREFIX)):
+            events.append(op)
+
+    _, result = box.gc(keep_last=1, store=HookStore(open_store(str(box.store_path)), hook))
+
+    assert result.deleted >= 9
+    sweep = events[events.index("delete") - 1:]
+    assert sweep[0] == "list", events
+    runs = "".join("L" if e == "list" else "d" for e in sweep).split("L")[1:]
+    assert runs and all(len(r) <= 2 for r in runs) and sum(map(len, runs)) == result.deleted - 2, sweep
 
 
 def test_an_in_flight_checkpoint_pack_survives_a_gc_that_raced_the_previous_commit(box):
@@ -738,7 +859,7 @@ _LOOP = textwrap.dedent("""
             else:
                 plan, result = gc(Repository.open(store), Policy(keep_last=2), 0.0)
                 stats["deleted"] += result.deleted
-                stats["tombstoned"] += len(plan.tombstone)
+                stats["tombstoned"] += plan.tombstone_count
         except Exception as err:
             stats["errors"].append(f"round {stats['rounds']}: {type(err).__name__}: {err}")
         stats["rounds"] += 1

@@ -19,7 +19,6 @@ import tracemalloc
 from pathlib import Path
 
 import msgspec
-import pytest
 
 from journal.checkpoint import checkpoint
 from journal.config import load_config
@@ -133,11 +132,6 @@ def test_gc_over_thousands_of_garbage_packs_collects_all_of_them(root):
     assert verify(store.repo()).ok
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 6: gc's memory grows with the garbage it collects (about 400 bytes per tombstoned pack in the mark, "
-    "700 in the sweep): plan_gc holds every manifest (valid), every pack they name (uploaded), one Item per "
-    "unreached pack (tomb) and every tombstone decoded (stones, marked, delete); execute_gc writes one tombstone "
-    "naming them all and decodes it again. Remove this marker once gc streams."))
 def test_gc_memory_does_not_grow_with_the_garbage(root):
     small_root, big_root = root / "small", root / "big"
     small_root.mkdir()

@@ -245,3 +245,61 @@ def test_idle_checkpoint_in_process_counts_no_put(s3_bucket, tmp_path):
 
     assert result.seq is None and (store.puts, store.put_bytes) == (0, 0)
     assert s3_bucket.writes(since) == []
+
+
+# --------------------------------------------------------------------------- listing streams
+
+
+def test_a_listing_streams_page_by_page_in_ascending_order(s3_bucket, monkeypatch):
+    import journal.store.cloud as cloud
+
+    monkeypatch.setattr(cloud, "LIST_PAGE", 7)
+    store = CloudStore(s3_bucket.url)
+    keys = [f"packs/{i % 5:02x}/{i:064x}" for i in range(40)] + [f"manifests/{i:012d}" for i in range(1, 4)]
+    for key in keys:
+        store.put_if_absent(key, b"x")
+
+    assert list(store.list("packs/")) == sorted(k for k in keys if k.startswith("packs/"))
+    assert list(store.list("packs/03/")) == sorted(k for k in keys if k.startswith("packs/03/"))
+    assert list(store.list("manifests/00000000000")) == [f"manifests/{i:012d}" for i in range(1, 4)]
+    assert list(store.list()) == sorted(keys)
+
+
+class _FakeListing:
+    """Stands in for obstore's ``list``: yields the given pages, counting what was fetched."""
+
+    def __init__(self, pages):
+        self.pages = pages
+        self.fetched = 0
+
+    def list(self, store, prefix=None, chunk_size=50):
+        for page in self.pages:
+            self.fetched += 1
+            yield [{"path": k} for k in page]
+
+
+def _fake_store(pages) -> tuple[CloudStore, _FakeListing]:
+    store = CloudStore("s3://bucket/prefix?region=us-east-1")
+    fake = _FakeListing(pages)
+    store._ob = fake
+    return store, fake
+
+
+def test_an_ordered_listing_is_not_collected_before_the_first_key():
+    store, fake = _fake_store([["packs/00/a", "packs/00/b"], ["packs/01/a"], ["packs/02/a", "packs/03/a"]])
+
+    it = store.list("packs/")
+    assert next(it) == "packs/00/a" and fake.fetched == 1
+    assert list(it) == ["packs/00/b", "packs/01/a", "packs/02/a", "packs/03/a"] and fake.fetched == 3
+
+
+def test_a_backend_listing_out_of_order_is_sorted_or_refused():
+    from journal.errors import StoreError
+
+    unordered_first = [["packs/02/a", "packs/00/a"], ["packs/01/a"]]
+    store, _ = _fake_store(unordered_first)
+    assert list(store.list("packs/")) == ["packs/00/a", "packs/01/a", "packs/02/a"]  # collected and sorted
+
+    store, _ = _fake_store([["packs/01/a", "packs/02/a"], ["packs/00/a"]])
+    with pytest.raises(StoreError, match="not in ascending order"):
+        list(store.list("packs/"))  # never a key out of order

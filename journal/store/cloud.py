@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
+import itertools
 from collections.abc import Iterator
 from typing import BinaryIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -22,6 +23,8 @@ from ..errors import ConfigError, KeyExists, ObjectNotFound, StoreError
 from .base import COPY_CHUNK, Store, check_key
 
 SINGLE_PUT_LIMIT = 64 << 20
+#: Keys per page of a listing (S3 returns at most 1,000 per request).
+LIST_PAGE = 1000
 CLIENT_OPTIONS = {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url"}
 SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss")
 
@@ -136,14 +139,45 @@ class CloudStore(Store):
             raise translated from err
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        """Every key starting with ``prefix``, ascending (listing is paginated by obstore)."""
+        """Every key starting with ``prefix``, ascending, streamed page by page.
+
+        S3 (ListObjectsV2), GCS and Azure list keys in ascending UTF-8 byte order, and
+        obstore yields the pages in the order it fetched them, so the keys stream as they
+        come, in bounded memory. obstore does not promise that order, so it is checked:
+        a first page out of order (a backend that lists unordered, such as an S3 Express
+        directory bucket) makes this listing collect and sort every key instead; a later
+        page out of order raises ``StoreError`` rather than yield a key out of order.
+        """
         directory = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        pages = self._pages(prefix, directory)
+        first = next(pages, [])
+        if any(a >= b for a, b in zip(first, first[1:])):
+            yield from sorted(k for page in (first, *pages) for k in page if k.startswith(prefix))
+            return
+        last = None
+        for batch in itertools.chain([first], pages):
+            for key in batch:
+                if last is not None and key <= last:
+                    raise StoreError(f"store {self.location}: listing {directory or '/'} is not in ascending "
+                                     f"order ({key!r} after {last!r})")
+                last = key
+                if key.startswith(prefix):
+                    yield key
+
+    def _pages(self, prefix: str, directory: str) -> Iterator[list[str]]:
+        """The keys under ``directory``, one list per page, in the order obstore yields them."""
         try:
-            keys = [meta["path"] for batch in self._ob.list(self._store, prefix=directory or None)
-                    for meta in batch]
+            stream = iter(self._ob.list(self._store, prefix=directory or None, chunk_size=LIST_PAGE))
         except Exception as err:
             raise self._translate(prefix, err) from err
-        yield from sorted(k for k in keys if k.startswith(prefix))
+        while True:
+            try:
+                batch = next(stream, None)
+            except Exception as err:
+                raise self._translate(prefix, err) from err
+            if batch is None:
+                return
+            yield [meta["path"] for meta in batch]
 
     def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error."""
