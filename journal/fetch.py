@@ -21,10 +21,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from .errors import CorruptObject, ObjectNotFound
 from .model import BlobRef
-from .pack import pack_key
-from .repository import blob_location
 
 WINDOW = 4
 RUN_BYTES = 4 << 20
@@ -147,17 +144,10 @@ def _consume(pending: deque, budget: Budget) -> Iterator[bytes]:
 
 
 class RawReader:
-    """``read_run`` that returns records as stored (verified later, with their base)."""
+    """A ``BlobReader`` whose runs are records as stored (verified later, with their base)."""
 
     def __init__(self, repo):
-        self.store = repo.store
+        self.repo = repo
 
-    def read_run(self, refs: list[BlobRef]) -> list[bytes]:
-        start, end = refs[0].offset, refs[-1].offset + refs[-1].length
-        key = pack_key(refs[0].pack)
-        data = self.store.get(key, start, end)
-        if len(data) != end - start:
-            if self.store.head(key) is None:
-                raise ObjectNotFound(key)
-            raise CorruptObject(blob_location(refs[0]), f"pack too short: got {len(data)} of {end - start} bytes")
-        return [data[r.offset - start:r.offset - start + r.length] for r in refs]
+    def read_run(self, refs: list[BlobRef]) -> list:
+        return self.repo.read_records(refs)

@@ -84,15 +84,22 @@ class Repository:
         """Read one blob by reference and verify it; raises CorruptObject/ObjectNotFound."""
         return decode_record(self.read_record(ref), key=blob_location(ref), expect_id=ref.id, expect_kind=kind)
 
-    def read_record(self, ref: BlobRef) -> bytes:
+    def read_record(self, ref: BlobRef):
         """One blob's record as stored (length checked, not yet verified)."""
-        key = pack_key(ref.pack)
-        data = self.store.get(key, ref.offset, ref.offset + ref.length)
-        if len(data) != ref.length:
+        return self.read_records([ref])[0]
+
+    def read_records(self, refs: list[BlobRef]) -> list:
+        """Back-to-back records of one pack, as stored, with one ranged read (lengths
+        checked, not yet verified); each a view of the one buffer, not a copy."""
+        start, end = refs[0].offset, refs[-1].offset + refs[-1].length
+        key = pack_key(refs[0].pack)
+        data = self.store.get(key, start, end)
+        if len(data) != end - start:
             if self.store.head(key) is None:
                 raise ObjectNotFound(key)
-            raise CorruptObject(blob_location(ref), f"pack too short: got {len(data)} of {ref.length} bytes")
-        return data
+            raise CorruptObject(blob_location(refs[0]), f"pack too short: got {len(data)} of {end - start} bytes")
+        view = memoryview(data)
+        return [view[r.offset - start:r.offset - start + r.length] for r in refs]
 
     def read_page(self, ref: BlobRef) -> tuple[bytes, BlobRef | None]:
         """Read one index page, verified; ``(payload, base)``: the base reference of a
@@ -112,16 +119,13 @@ class Repository:
 
     def read_run(self, refs: list[BlobRef]) -> list[bytes]:
         """Read back-to-back blobs of one pack with one ranged read; each is verified."""
-        if len(refs) == 1:
-            return [self.read_blob(refs[0])]
-        start, end = refs[0].offset, refs[-1].offset + refs[-1].length
-        key = pack_key(refs[0].pack)
-        data = self.store.get(key, start, end)
-        if len(data) != end - start:
+        try:
+            records = self.read_records(refs)
+        except CorruptObject:
+            if len(refs) == 1:
+                raise
             return [self.read_blob(ref) for ref in refs]  # short: let each blob say what is wrong
-        view = memoryview(data)  # each record is verified in place: no copy of it is made
-        return [decode_record(view[r.offset - start:r.offset - start + r.length], key=blob_location(r),
-                              expect_id=r.id) for r in refs]
+        return [decode_record(data, key=blob_location(r), expect_id=r.id) for r, data in zip(refs, records)]
 
     def manifest_seqs(self) -> list[int]:
         """Every manifest sequence present in the store, ascending (listing only)."""

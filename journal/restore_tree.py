@@ -16,7 +16,8 @@ import msgspec
 
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .history import ManifestCache
-from .localstate import FileState, TreeCache, cache_from_entries, signature
+from .localstate import FileState, TreeCache, cache_from_entries
+from .signatures import dir_signature, signature
 from .materialize import (KEEP_CONFLICT, KEEP_VALID_DB, REPLACE, SAME, WRITES, check_paths, decide, move_aside,
                           remove_tmp)
 from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
@@ -265,4 +266,4 @@ def _sig_after(dest: str, entry: Entry, action: str):
         from .sqlite_snapshot import live_signature
 
         return live_signature(os.path.join(dest, entry.path))
-    return (0, 0, 0, st.st_mode) if entry.kind == KIND_DIR else signature(st)
+    return dir_signature(st) if entry.kind == KIND_DIR else signature(st)

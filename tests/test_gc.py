@@ -496,12 +496,9 @@ def test_revived_content_in_a_tombstoned_pack_is_not_deleted(box):
     assert (out / TREE / "a.txt").read_text() == "X content\n" * 40
 
 
-def test_a_checkpoint_committed_during_the_sweep_keeps_what_it_needs(box):
-    """The sweep must honour manifests present at sweep time, not only at planning time.
-
-    Same revert as above, but the reverting checkpoint commits after gc planned and
-    before it deletes (the hook runs it at gc's first write).
-    """
+def _revert_after_a_mark(box) -> str:
+    """Checkpoints 1-3 (a.txt: zero, X, Y), a gc that tombstones X's pack, then a.txt
+    back to X on disk (not yet checkpointed); returns X's pack key."""
     box.write("b.txt", "stable\n" * 30)
     box.write("a.txt", "zero\n")
     box.checkpoint()
@@ -512,6 +509,16 @@ def test_a_checkpoint_committed_during_the_sweep_keeps_what_it_needs(box):
     box.checkpoint()
     box.gc(grace=3600.0, keep_last=1)
     box.write("a.txt", "X content\n" * 40)
+    return x_key
+
+
+def test_a_checkpoint_committed_during_the_sweep_keeps_what_it_needs(box):
+    """The sweep must honour manifests present at sweep time, not only at planning time.
+
+    Same revert as above, but the reverting checkpoint commits after gc planned and
+    before it deletes (the hook runs it at gc's first write).
+    """
+    x_key = _revert_after_a_mark(box)
     fired = []
 
     def hook(op, key):
@@ -551,16 +558,7 @@ def test_an_orphan_pack_waits_until_the_store_moves_on(box):
 def test_a_checkpoint_committed_while_gc_lists_packs_keeps_what_it_needs(box):
     """As above, but the reverting checkpoint commits while gc lists packs (after gc
     listed the manifests): gc did not walk it when it started, so its sweep must."""
-    box.write("b.txt", "stable\n" * 30)
-    box.write("a.txt", "zero\n")
-    box.checkpoint()
-    box.write("a.txt", "X content\n" * 40)
-    box.checkpoint()
-    x_key = pack_key(box.entries(2)["a.txt"].refs[0].pack)
-    box.write("a.txt", "Y content\n" * 40)
-    box.checkpoint()
-    box.gc(grace=3600.0, keep_last=1)
-    box.write("a.txt", "X content\n" * 40)
+    x_key = _revert_after_a_mark(box)
     fired = []
 
     def hook(op, key):
