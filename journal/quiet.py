@@ -22,6 +22,8 @@ inode, mtime and size are recorded) and with the same configuration (``config_ke
 and ``inputs`` for the console entry point, which answers an idle ``journal
 checkpoint`` without importing the rest of journal). Dormant preset paths must still
 be absent. This module imports nothing heavy; ``marshal`` keeps the file fast to read.
+The rows are saved in two parts, which the console entry point checks in two
+processes on a large tree (``_check_parts``; design §10).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import sys
 from .signatures import live_signature
 
 QUIET_FILE = "quiet.marshal"
-FORMAT = 2
+FORMAT = 3
 _TAG = (FORMAT, sys.version_info[:2])
 
 #: What the check computes for a listed name.
@@ -44,16 +46,16 @@ DIR, DB, OTHER = 1, 2, 3
 class Quiet:
     """One snapshot (a plain class: ``typing`` alone would double the entry point's imports)."""
 
-    FIELDS = ("inputs", "config_key", "state_sig", "result", "result_json", "absent", "dirs")
+    FIELDS = ("inputs", "config_key", "state_sig", "result", "result_json", "absent")
 
-    def __init__(self, inputs, config_key, state_sig, result, result_json, absent, dirs):
+    def __init__(self, inputs, config_key, state_sig, result, result_json, absent, dirs=None):
         self.inputs: str | None = inputs        # paths.inputs_key of the configuration, for launch.py
         self.config_key: str = config_key       # digest of the effective configuration
         self.state_sig: tuple = state_sig       # (inode, mtime_ns, size) of state.msgpack when written
         self.result: dict = result              # the idle checkpoint's result, as plain values
         self.result_json: str = result_json     # ... as ``--json`` prints it, with ``"seconds": 0.0``
         self.absent: list = absent              # dormant or missing tree paths: must still not be directories
-        self.dirs: list = dirs                  # [(abs_dir, names, sigs, others), ...]: see unchanged()
+        self.dirs: list | None = dirs           # [(abs_dir, names, sigs, others), ...]: see unchanged()
 
     def fields(self) -> tuple:
         return tuple(getattr(self, name) for name in self.FIELDS)
@@ -72,14 +74,31 @@ def quiet_path(state_dir: str) -> str:
 
 
 def save(state_dir: str, quiet: Quiet) -> None:
-    """Replace the snapshot. Not fsynced: a lost or torn snapshot only costs a full walk."""
+    """Replace the snapshot. Not fsynced: a lost or torn snapshot only costs a full walk.
+
+    The file is a header, then the directory rows in ``PARTS`` parts of about as many
+    names each (every part keeps the rows' order), so that the console entry point can
+    check the parts in parallel processes, each decoding only its own part."""
+    parts = [marshal.dumps(rows) for rows in _partition(quiet.dirs)]
+    names = sum(len(row[1]) for row in quiet.dirs)
+    header = marshal.dumps((_TAG, quiet.fields(), names, [len(part) for part in parts]))
     path = quiet_path(state_dir)
     tmp = os.path.join(state_dir, "tmp", f"{QUIET_FILE}.{os.getpid()}")
     os.makedirs(os.path.dirname(tmp), exist_ok=True)
     with open(tmp, "wb") as fh:
-        fh.write(marshal.dumps((_TAG, quiet.fields())))
+        fh.write(b"".join([len(header).to_bytes(4, "big"), header, *parts]))
     os.replace(tmp, path)
     _memo[path] = (file_sig(path), quiet)
+
+
+def _partition(rows: list) -> list[list]:
+    parts: list[list] = [[] for _ in range(PARTS)]
+    sizes = [0] * PARTS
+    for row in rows:
+        i = sizes.index(min(sizes))
+        parts[i].append(row)
+        sizes[i] += len(row[1])
+    return parts
 
 
 def discard(state_dir: str) -> None:
@@ -95,7 +114,36 @@ def discard(state_dir: str) -> None:
 _memo: dict[str, tuple[tuple | None, Quiet]] = {}
 
 
+class _File:
+    """A snapshot file read, its header decoded and its parts not yet."""
+
+    def __init__(self, quiet: Quiet, names: int, data: bytes, spans: list[tuple[int, int]]):
+        self.quiet, self.names, self.data, self.spans = quiet, names, data, spans
+
+    def part(self, i: int) -> list:
+        start, end = self.spans[i]
+        return marshal.loads(memoryview(self.data)[start:end])
+
+
+def _read(path: str) -> _File | None:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        size = int.from_bytes(data[:4], "big")
+        tag, fields, names, lengths = marshal.loads(memoryview(data)[4:4 + size])
+        if tag != _TAG or len(lengths) != PARTS or 4 + size + sum(lengths) != len(data):
+            return None
+        spans, start = [], 4 + size
+        for n in lengths:
+            spans.append((start, start + n))
+            start += n
+        return _File(Quiet(*fields), names, data, spans)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
 def load(state_dir: str) -> Quiet | None:
+    """The whole snapshot, or None when there is none or it cannot be read."""
     path = quiet_path(state_dir)
     sig = file_sig(path)
     if sig is None:
@@ -103,24 +151,28 @@ def load(state_dir: str) -> Quiet | None:
     memo = _memo.get(path)
     if memo is not None and memo[0] == sig:
         return memo[1]
-    try:
-        with open(path, "rb") as fh:
-            tag, fields = marshal.loads(fh.read())
-        if tag != _TAG:
-            return None
-        quiet = Quiet(*fields)
-    except (OSError, EOFError, ValueError, TypeError):
+    snap = _read(path)
+    if snap is None:
         return None
-    _memo[path] = (sig, quiet)
-    return quiet
+    try:
+        snap.quiet.dirs = [row for i in range(PARTS) for row in snap.part(i)]
+    except (EOFError, ValueError, TypeError):
+        return None
+    _memo[path] = (sig, snap.quiet)
+    return snap.quiet
 
 
 def idle_result(state_dir: str, state_file: str, *, config_key: str | None = None,
-                inputs: str | None = None) -> Quiet | None:
+                inputs: str | None = None, fork: bool = False) -> Quiet | None:
     """The snapshot when it proves nothing changed since it was saved, else None; its
     ``result`` is the idle checkpoint's. Give ``config_key`` (in-process) or ``inputs``
-    (the console entry point)."""
-    quiet = load(state_dir)
+    (the console entry point). ``fork``: the caller is single-threaded, and a large
+    check may be split with a forked child (``_check_parts``)."""
+    if fork:
+        snap = _read(quiet_path(state_dir))
+        quiet = snap.quiet if snap is not None else None
+    else:
+        quiet = load(state_dir)
     if quiet is None:
         return None
     if config_key is not None and quiet.config_key != config_key:
@@ -131,7 +183,40 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
         return None
     if any(os.path.isdir(p) for p in quiet.absent):
         return None
-    return quiet if unchanged(quiet.dirs) else None
+    return quiet if (_check_parts(snap) if fork else unchanged(quiet.dirs)) else None
+
+
+#: The parts a snapshot's rows are saved in: one for each process that checks them.
+PARTS = 2
+#: Below this many names, a fork costs more than the half of the check it saves.
+SPLIT_MIN_NAMES = 4000
+_SIGKILL = 9  # signal.SIGKILL, without importing signal (which imports enum)
+
+
+def _check_parts(snap: _File) -> bool:
+    """``unchanged`` over every part. When the check is large and a second CPU is
+    there, a forked child decodes and checks the second part while this process does
+    the first: the ``lstat`` calls are the cost, and in one process they hold the GIL."""
+    try:
+        if snap.names < SPLIT_MIN_NAMES or len(os.sched_getaffinity(0)) < 2:
+            return all(unchanged(snap.part(i)) for i in range(PARTS))
+        pid = os.fork()
+    except (OSError, EOFError, ValueError, TypeError):
+        return False
+    if pid == 0:  # the child: its answer is its exit status; nothing else of it runs
+        code = 1
+        try:
+            code = 0 if unchanged(snap.part(1)) else 1
+        finally:
+            os._exit(code)
+    try:
+        mine = unchanged(snap.part(0))
+    except (EOFError, ValueError, TypeError):
+        mine = False
+    if not mine:
+        os.kill(pid, _SIGKILL)  # its answer no longer matters
+    _, status = os.waitpid(pid, 0)
+    return mine and os.waitstatus_to_exitcode(status) == 0
 
 
 def unchanged(dirs: list) -> bool:

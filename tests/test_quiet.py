@@ -21,9 +21,20 @@ from journal.localstate import load_state, save_state
 ROLLOUTS = Path("codex-home/sessions/2026/02/23")
 
 
-def quiet_claims_idle(live) -> bool:
+def quiet_claims_idle(live, fork: bool = False) -> bool:
     cfg = live.cfg
-    return quiet.idle_result(cfg.state_dir, str(live.state_file), config_key=config_key(cfg)) is not None
+    return quiet.idle_result(cfg.state_dir, str(live.state_file), config_key=config_key(cfg), fork=fork) is not None
+
+
+def split_always(monkeypatch) -> None:
+    """The console path's check split over two processes, even on a small tree."""
+    monkeypatch.setattr(quiet, "SPLIT_MIN_NAMES", 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+
+
+@pytest.fixture
+def split(monkeypatch):
+    split_always(monkeypatch)
 
 
 def first_rollout(live) -> Path:
@@ -122,17 +133,67 @@ MUTATIONS = [_append, _same_size_rewrite, _new_file, _delete, _rename, _file_to_
              _file_to_symlink, _new_empty_dir, _new_harness]
 
 
+@pytest.mark.parametrize("forked", [False, True], ids=["one-process", "forked"])
 @pytest.mark.parametrize("mutate", MUTATIONS, ids=lambda f: f.__name__.strip("_"))
-def test_a_change_made_right_after_a_checkpoint_is_never_taken_for_idle(live, mutate):
+def test_a_change_made_right_after_a_checkpoint_is_never_taken_for_idle(live, mutate, forked, monkeypatch):
+    if forked:
+        split_always(monkeypatch)
     (live.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
     live.checkpoint()
-    assert quiet_claims_idle(live)
+    assert quiet_claims_idle(live, fork=forked)
 
     mutate(live)  # within the same clock tick as the walk, as often as not
 
-    assert not quiet_claims_idle(live)
+    assert not quiet_claims_idle(live, fork=forked)
     assert live.checkpoint().seq == 2
-    assert quiet_claims_idle(live)
+    assert quiet_claims_idle(live, fork=forked)
+
+
+def _part_rows(live, i: int) -> list:
+    snap = quiet._read(quiet.quiet_path(live.cfg.state_dir))
+    return snap.part(i)
+
+
+@pytest.mark.parametrize("part", [0, 1], ids=["parent's-part", "child's-part"])
+def test_the_split_check_sees_a_change_in_either_part(live, split, part):
+    live.checkpoint()
+    assert quiet_claims_idle(live, fork=True)
+    rows = _part_rows(live, part)
+    assert rows and all(rows for rows in (_part_rows(live, 0), _part_rows(live, 1)))
+    path, names, sigs, _others = next(row for row in rows if any(sigs for sigs in row[2]))
+    name = next(n for n, sig in zip(names, sigs) if sig is not None and sig[0] > 0)
+    target = Path(path) / name
+    data = target.read_bytes()
+    target.write_bytes(data[:-1] + (b"x" if data[-1:] != b"x" else b"y"))  # same size, new mtime
+    os.utime(target, ns=(sigs[names.index(name)][1] + 1,) * 2)
+
+    assert not quiet_claims_idle(live, fork=True)
+    assert not quiet_claims_idle(live)  # and the one-process check agrees
+
+
+def test_a_child_that_dies_is_not_taken_for_idle(live, split, monkeypatch):
+    live.checkpoint()
+    parent = os.getpid()
+    real = quiet.unchanged
+
+    def dies_in_the_child(rows):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), 9)
+        return real(rows)
+
+    monkeypatch.setattr(quiet, "unchanged", dies_in_the_child)
+    assert not quiet_claims_idle(live, fork=True)
+    monkeypatch.setattr(quiet, "unchanged", real)
+    assert quiet_claims_idle(live, fork=True)
+
+
+def test_the_parts_hold_about_half_the_names_each(live):
+    for i in range(40):
+        (live.local / "codex-home" / "sessions" / f"extra-{i}.jsonl").write_text("{}\n")
+    live.checkpoint()
+    sizes = [sum(len(row[1]) for row in _part_rows(live, i)) for i in (0, 1)]
+    biggest_dir = max(len(row[1]) for i in (0, 1) for row in _part_rows(live, i))
+    assert abs(sizes[0] - sizes[1]) <= biggest_dir
 
 
 def test_a_sqlite_commit_is_seen(live):
