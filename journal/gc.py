@@ -17,20 +17,26 @@
    deleted before packs (references before objects); then the ripe tombstones are
    swept one at a time, each deleted when all it names is resolved.
 
+**Requests.** No HEAD per object: sizes come with the listings (``Store.list_sizes``),
+and the sweep knows what is already gone from the mark's pack listing of the same
+run (what the tombstones name and that listing lacks). Skipping a pack that came back
+after that listing is safe: it is not deleted this time (``docs/design.md`` §16).
+
 **Memory.** gc holds what grows with the manifests and with the data they reach,
-never with the garbage: per manifest its sequence, time and tree names (retention)
-and the packs and pages the walked manifests reach; one tombstone (at most
-``TOMBSTONE_ITEMS`` items) at a time. The two sets that grow with the garbage, the
-packs some manifest uploaded and the packs some tombstone already names, go to a
-private temporary SQLite database on disk and are read back in ascending order,
-merged in step with the (ascending) pack listing. A plan holds counts, bytes and a
-sample of ``SAMPLE_ITEMS`` items, not every item.
+never with the garbage: per manifest its sequence, size, time and tree names
+(retention) and the packs and pages the walked manifests reach; one tombstone (at
+most ``TOMBSTONE_ITEMS`` items) at a time. The sets that grow with the garbage, the
+packs some manifest uploaded, the packs some tombstone already names and those of
+them the pack listing lacks, go to a private temporary SQLite database on disk
+(``spill.py``), read back in ascending order, merged in step with the (ascending)
+pack listing, or looked up. A plan holds counts, bytes and a sample of
+``SAMPLE_ITEMS`` items, not every item.
 
 ``plan_gc`` decides and counts what gc would do now (``--dry-run`` prints it);
 ``execute_gc`` runs a plan: it streams the listings again under the plan's
 decisions (kept manifests, what they reach, the ripe tombstones), writing and
-deleting, holding the store's gc lease and checking it before each destructive
-step. ``gc`` does both in one pass.
+deleting, holding the store's gc lease, checking it before each destructive step
+and renewing it as it goes (``lease.py``). ``gc`` does both in one pass.
 """
 
 from __future__ import annotations
@@ -45,13 +51,14 @@ from collections.abc import Iterable, Iterator
 import msgspec
 
 from .errors import CorruptObject, ObjectNotFound
-from .lease import Lease
+from .lease import LEASE_SECONDS, Lease
 from .pack import pack_key
 from .reach import Reach
 from .report import SILENT, Reporter
 from .repository import MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, manifest_key, utc_now
 from .retention import ManifestInfo, Policy, choose_kept
 from .spill import Spill
+from .store.base import Store
 
 TOMBSTONE_PREFIX = "tombstones/"
 #: Items per tombstone: the mark writes one every this many, the sweep holds one at a time.
@@ -152,6 +159,7 @@ class GcResult(msgspec.Struct, kw_only=True):
     bytes_freed: int = 0
     protected: int = 0                  # planned deletions skipped: a manifest committed meanwhile needs them
     tombstones_removed: int = 0
+    lease_renewals: int = 0
 
 
 def plan_gc(repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter = SILENT,
@@ -168,16 +176,17 @@ def plan_gc(repo: Repository, policy: Policy, grace_seconds: float, reporter: Re
 
 
 def gc(repo: Repository, policy: Policy, grace_seconds: float, *, dry_run: bool = False,
-       reporter: Reporter = SILENT) -> tuple[GcPlan, GcResult | None]:
-    """Plan (and unless ``dry_run``, execute) one gc, in one pass; executing holds the lease."""
+       reporter: Reporter = SILENT, lease_seconds: float = LEASE_SECONDS) -> tuple[GcPlan, GcResult | None]:
+    """Plan (and unless ``dry_run``, execute) one gc, in one pass; executing holds the
+    lease (of ``lease_seconds``, renewed as it runs)."""
     if dry_run:
         run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns())
         try:
             return run.run(None, GcResult()), None
         finally:
             run.close()
-    with Lease(repo.store) as lease:
-        run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns())
+    with Lease(repo.store, lease_seconds) as lease:
+        run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns(), lease)
         try:
             repo.store.sweep_temp()
             result = GcResult()
@@ -246,27 +255,32 @@ def _seq_of(key: str) -> int | None:
     return None
 
 
+def _manifests(store: Store) -> Iterator[tuple[int, int]]:
+    """``(seq, size)`` of every manifest present now (one listing, streamed)."""
+    for key, size in store.list_sizes(MANIFEST_PREFIX):
+        seq = _seq_of(key)
+        if seq is not None:
+            yield seq, size
+
+
 def _newest_seq(repo: Repository) -> int:
     """The newest manifest sequence present now (one listing, streamed)."""
-    newest = 0
-    for key in repo.store.list(MANIFEST_PREFIX):
-        seq = _seq_of(key)
-        if seq is not None and seq > newest:
-            newest = seq
-    return newest
+    return max(filter(None, map(_seq_of, repo.store.list(MANIFEST_PREFIX))), default=0)
 
 
 class _Gc:
     """One gc: the decisions, made once from the manifests and the tombstones, then the
     streaming mark and sweep that apply them (counting only, or writing and deleting)."""
 
-    def __init__(self, repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter, now_ns: int):
+    def __init__(self, repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter, now_ns: int,
+                 lease: Lease | None = None):
         if policy.is_empty():
             choose_kept([], policy, now_ns)  # raises the usage error naming the flags
         self.repo = repo
         self.reporter = reporter
         self.grace_seconds = grace_seconds
         self.now_ns = now_ns
+        self.lease = lease
         self.spill = Spill()
         self.closed = False
         try:
@@ -283,17 +297,25 @@ class _Gc:
             self.closed = True
             self.spill.close()
 
+    def _keep(self) -> None:
+        """Renew the lease when it is due (a clock read until then); called throughout."""
+        if self.lease is not None:
+            self.lease.keep()
+
     # ------------------------------------------------------------------ decisions
 
     def _read_manifests(self, policy: Policy) -> None:
-        """Retention from one summary per manifest; the packs each names go to the spill."""
-        self.seqs = self.repo.manifest_seqs()
+        """Retention from one summary per manifest; the packs each names go to the spill.
+        The sizes come with the listing (the mark records those of the expired ones)."""
+        self.manifest_bytes = {seq: size for seq, size in _manifests(self.repo.store)}
+        self.seqs = sorted(self.manifest_bytes)
         self.present = set(self.seqs)
         self.newest = self.seqs[-1] if self.seqs else 0
         infos: list[ManifestInfo] = []
         unreadable: list[int] = []
         names: dict[tuple[str, ...], tuple[str, ...]] = {}
         for seq in reversed(self.seqs):
+            self._keep()
             try:
                 manifest = self.repo.load_manifest(seq)[0]
             except (CorruptObject, ObjectNotFound):
@@ -327,6 +349,7 @@ class _Gc:
         self.marked_manifests: set[str] = set()
         self.deleting: dict[int, Item] = {}
         for key, stone in self._tombstones(self.repo.store.list(TOMBSTONE_PREFIX)):
+            self._keep()
             ripe = stone.created_ns <= cutoff
             if ripe:
                 self.ripe.append(key)
@@ -370,6 +393,7 @@ class _Gc:
 
     def _walk_one(self, seq: int) -> None:
         """Walk manifest ``seq`` again (gc keeps only a summary of each manifest)."""
+        self._keep()
         try:
             manifest = self.repo.load_manifest(seq)[0]
         except ObjectNotFound:  # only a dry run, holding no lease, can see this
@@ -383,8 +407,10 @@ class _Gc:
         """Mark, then sweep; with ``lease`` write and delete, else only count."""
         tomb, delete, finished = _Tally(), _Tally(), _Tally()
         self._destructive = 0
+        self.lease = lease
         mark_seq = self._mark(lease, tomb, result)
         waiting = self._sweep(lease, delete, finished, result)
+        result.lease_renewals = lease.renewals if lease is not None else 0
         return GcPlan(grace_seconds=self.grace_seconds, newest_seq=self.newest, mark_seq=mark_seq,
                       known_seqs=list(self.seqs), kept=self.kept, expire=self.expire, unreadable=self.unreadable,
                       tombstone=tomb.sample, tombstone_count=tomb.count, tombstone_bytes=tomb.bytes,
@@ -419,19 +445,23 @@ class _Gc:
         for seq in self.expire:
             key = manifest_key(seq)
             if key not in self.marked_manifests:
-                add(Item(key=key, kind="manifest", bytes=store.head(key) or 0))
-        uploaded, marked = self.spill.ascending("uploaded"), self.spill.ascending("marked")
+                add(Item(key=key, kind="manifest", bytes=self.manifest_bytes[seq]))
+        # What the tombstones name that this listing lacks is gone: the sweep skips it.
+        self.spill.clear("gone")
+        gone = self.spill.batch("gone")
+        uploaded, marked = self.spill.ascending("uploaded"), self.spill.ascending("marked", missed=gone)
         odd = 0
-        for key in store.list(PACK_PREFIX):
+        for key, size in store.list_sizes(PACK_PREFIX):
+            self._keep()
             pid = _pack_id(key)
             if pid is None:
                 odd += 1  # not a pack name journal writes: left alone
                 continue
-            if pid in self.reached_by_kept:
+            if pid in marked or pid in self.reached_by_kept:  # (marked is asked first: every pack, in order)
                 continue
-            if pid in marked:
-                continue
-            add(Item(key=key, kind="pack" if pid in uploaded else "orphan", bytes=store.head(key) or 0))
+            add(Item(key=key, kind="pack" if pid in uploaded else "orphan", bytes=size))
+        marked.finish()
+        gone.flush()
         if chunk.count:
             flush()
         if odd:
@@ -453,7 +483,6 @@ class _Gc:
         """Delete what the ripe tombstones name and nothing present reaches: the expired
         manifests first, then each ripe tombstone's packs and the tombstone. Returns the
         number of orphans that wait for the store to move past their mark."""
-        store = self.repo.store
         for seq in sorted(self.deleting):
             item = self.deleting[seq]
             delete.add(item, item.bytes)
@@ -468,6 +497,7 @@ class _Gc:
             done += 1
             resolved, revived = True, False
             for item in self._items(key, stone):
+                self._keep()
                 if item is None:
                     resolved = False  # something it names is unknown: keep it
                     continue
@@ -477,8 +507,8 @@ class _Gc:
                         resolved = resolved and seq in self.kept  # revived by the policy: nothing to do
                     continue
                 pack = item.key.rsplit("/", 1)[-1]
-                if pack in self.reach.packs or store.head(item.key) is None:
-                    continue  # revived by a manifest present at the start, or already gone
+                if pack in self.reach.packs or self.spill.has("gone", pack):
+                    continue  # revived by a manifest present at the start, or gone when the mark listed packs
                 if item.kind == "orphan" and self.newest <= stone.mark_seq:
                     resolved = False  # its checkpoint may still commit: wait for the store to move on
                     waiting += 1
@@ -511,6 +541,8 @@ class _Gc:
     def _delete(self, lease: Lease, key: str) -> None:
         if self._destructive % LEASE_CHECK_EVERY == 0:
             lease.check()
+        else:
+            lease.keep()
         self._destructive += 1
         self.repo.store.delete(key)
 
@@ -519,6 +551,7 @@ class _Gc:
         if self.fresh is None:
             self.fresh = Reach(self.repo)
         for seq in self.repo.manifest_seqs():
+            self._keep()
             if seq in self.accounted:
                 continue
             self.accounted.add(seq)

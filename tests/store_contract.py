@@ -132,6 +132,21 @@ class StoreContract:
         assert list(store.list("nothing/")) == []
         assert list(store.list("manifests/0001/")) == []
 
+    def test_list_sizes_yields_what_list_yields_with_sizes_and_no_head(self, store, monkeypatch):
+        sizes = {"manifests/0001": 0, "manifests/0002": 7, "packs/00/00aa": 1 << 20, "packs/01/01bb": 3, "packsx": 1}
+        for key, size in sizes.items():
+            store.put_if_absent(key, b"s" * size)
+        expected = {prefix: [(k, sizes[k]) for k in store.list(prefix)]
+                    for prefix in ("", "manifests/", "manifests/0002", "packs", "packs/01/", "nothing/")}
+
+        def no_head(key):
+            raise AssertionError(f"list_sizes made a HEAD request ({key}): the listing carries the sizes")
+        monkeypatch.setattr(store, "head", no_head)
+
+        for prefix, pairs in expected.items():
+            assert list(store.list_sizes(prefix)) == pairs, prefix
+        assert [k for k, _ in expected[""]] == sorted(sizes, key=str.encode)
+
     def test_delete_removes_key_and_is_idempotent(self, store):
         store.put_if_absent("d/one", b"1")
         store.put_if_absent("d/two", b"2")

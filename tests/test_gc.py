@@ -169,7 +169,7 @@ def box(root) -> Box:
 
 
 class CountingStore(Store):
-    """Delegates to ``inner`` and records every get, head and list."""
+    """Delegates to ``inner`` and records every get, head and list (with sizes or not)."""
 
     def __init__(self, inner: Store):
         self.inner = inner
@@ -192,6 +192,10 @@ class CountingStore(Store):
     def list(self, prefix=""):
         self.lists.append(prefix)
         return self.inner.list(prefix)
+
+    def list_sizes(self, prefix=""):
+        self.lists.append(prefix)
+        return self.inner.list_sizes(prefix)
 
     def delete(self, key):
         return self.inner.delete(key)
@@ -218,6 +222,10 @@ class HookStore(CountingStore):
         self.hook("list", prefix)
         return super().list(prefix)
 
+    def list_sizes(self, prefix=""):
+        self.hook("list", prefix)
+        return super().list_sizes(prefix)
+
     def delete(self, key):
         self.hook("delete", key)
         return super().delete(key)
@@ -226,6 +234,16 @@ class HookStore(CountingStore):
 def line(i: int, width: int = 80) -> bytes:
     body = json.dumps({"i": i, "type": "message", "text": f"turn {i} " + "x" * (i * 7 % width)})
     return body.encode() + b"\n"
+
+
+def garbage_packs(box: Box, n: int, tag: str = "orphan") -> list[str]:
+    """``n`` packs no manifest names (a crashed checkpoint's), of 1..n bytes; their keys, ascending."""
+    keys = []
+    for i in range(n):
+        key = pack_key(hashlib.sha256(f"{tag} {i}".encode()).hexdigest())
+        box.store.put_if_absent(key, b"x" * (i + 1))
+        keys.append(key)
+    return sorted(keys)
 
 
 def three_versions(box: Box) -> None:
@@ -581,9 +599,7 @@ def test_the_mark_writes_bounded_tombstones_each_with_its_own_mark_seq(box, monk
     monkeypatch.setattr(gc_module, "TOMBSTONE_ITEMS", 3)
     box.write("a.txt", "a\n")
     assert box.checkpoint().seq == 1
-    crashed = {pack_key(hashlib.sha256(f"crashed upload {i}".encode()).hexdigest()) for i in range(8)}
-    for key in crashed:
-        box.store.put_if_absent(key, b"crashed upload")
+    crashed = set(garbage_packs(box, 8, "crashed upload"))
     fired = []
 
     def hook(op, key):
@@ -620,8 +636,7 @@ def test_the_mark_writes_bounded_tombstones_each_with_its_own_mark_seq(box, monk
 def test_a_plan_counts_everything_and_names_a_bounded_sample(box, monkeypatch):
     monkeypatch.setattr(gc_module, "SAMPLE_ITEMS", 2)
     three_versions(box)
-    for i in range(5):
-        box.store.put_if_absent(pack_key(hashlib.sha256(f"orphan {i}".encode()).hexdigest()), b"x" * (i + 1))
+    garbage_packs(box, 5)
 
     dry = plan_gc(box.repo(), Policy(keep_last=1), 0.0)
     mark, marked = box.gc(keep_last=1)
@@ -644,8 +659,7 @@ def test_a_plan_counts_everything_and_names_a_bounded_sample(box, monkeypatch):
 def test_the_sweep_relists_manifests_before_its_first_pack_and_every_so_often(box, monkeypatch):
     monkeypatch.setattr(gc_module, "RELIST_EVERY", 2)
     three_versions(box)
-    for i in range(7):
-        box.store.put_if_absent(pack_key(hashlib.sha256(f"unnamed {i}".encode()).hexdigest()), b"x")
+    garbage_packs(box, 7, "unnamed")
     box.gc(keep_last=1)
     box.write("a.txt", "version 4\n")
     box.checkpoint()
@@ -738,6 +752,67 @@ def test_gc_reads_only_index_pages_never_file_contents(box):
     assert box.seqs() == [3]
 
 
+# --------------------------------------------------------------------------- store requests
+
+
+def test_gc_makes_no_head_request_however_many_packs(box):
+    """Sizes come with the listings, and the sweep learns what is gone from the mark's
+    pack listing: a dry run, a mark and a sweep make no HEAD request at all (they made
+    one per expired manifest, per unreached pack and per item swept)."""
+    three_versions(box)
+    orphans = garbage_packs(box, 150)
+    counting = CountingStore(open_store(str(box.store_path)))
+
+    def run(grace: float, **kwargs):
+        counting.heads.clear()
+        plan, result = gc(box.repo(counting), Policy(keep_last=1), grace, **kwargs)
+        assert counting.heads == [], f"{len(counting.heads)} HEAD request(s), first {counting.heads[:3]}"
+        return plan, result
+
+    dry, _ = run(0.0, dry_run=True)
+    mark, marked = run(3600.0)
+    (stone,) = box.tombstones().values()
+    assert dry.tombstone_count == mark.tombstone_count == marked.tombstoned == len(stone.items) > 150 + 2
+    assert all(i.bytes == box.store.head(i.key) for i in stone.items)  # the listed sizes, right
+    assert set(orphans) <= {i.key for i in stone.items}
+    box.write("a.txt", "version 4\n")
+    box.checkpoint()  # the store moves past the mark: the orphans may go
+    sweep, swept = run(0.0)
+    assert sweep.delete_count == swept.deleted == len(stone.items)
+    assert sweep.bytes_freed == swept.bytes_freed == sum(i.bytes for i in stone.items)
+    assert not set(orphans) & box.keys(PACK_PREFIX)
+    assert verify(box.repo(), full=True).ok
+
+
+def test_the_sweep_skips_what_the_mark_listing_lacked_even_if_it_comes_back(box):
+    """An item gone when the mark listed packs is skipped (not counted, not deleted),
+    also when it is uploaded again before the sweep reaches it: its tombstone resolves,
+    and the next mark names it again."""
+    box.write("a.txt", "a\n")
+    box.checkpoint()
+    orphans = garbage_packs(box, 4)
+    box.gc(grace=3600.0, keep_last=5)
+    box.write("a.txt", "b\n")
+    box.checkpoint()  # the store moves past the mark
+    gone, back = orphans[:2]
+    box.store.delete(gone)
+    box.store.delete(back)
+    fired = []
+
+    def hook(op, key):
+        if op == "delete" and not fired:  # the mark has listed packs; nothing deleted yet
+            fired.append(key)
+            box.store.put_if_absent(back, b"uploaded again")
+
+    plan, result = box.gc(keep_last=5, store=HookStore(open_store(str(box.store_path)), hook))
+
+    assert fired and {i.key for i in plan.delete} == set(orphans[2:]) and result.deleted == 2
+    assert box.store.head(back) is not None and box.store.head(gone) is None
+    assert box.keys(TOMBSTONE_PREFIX) == set()
+    plan, _ = box.gc(grace=3600.0, keep_last=5)
+    assert [(i.key, i.kind) for i in plan.tombstone] == [(back, "orphan")]
+
+
 # --------------------------------------------------------------------------- the lease
 
 
@@ -804,6 +879,61 @@ def test_only_one_lease_holder_and_a_lost_lease_stops_the_sweep(box):
         stale.__exit__(None, None, None)              # and must not release the new holder's lease
         assert store.head(LEASE_KEY) is not None
     assert store.head(LEASE_KEY) is None
+
+
+def _swept_after_a_mark(box: Box, orphans: int) -> list[str]:
+    """Checkpoints 1-3, ``orphans`` garbage packs, a mark (keep-last 1), checkpoint 4:
+    the next gc with zero grace sweeps them all; returns their keys."""
+    three_versions(box)
+    keys = garbage_packs(box, orphans)
+    box.gc(grace=3600.0, keep_last=1)
+    box.write("a.txt", "version 4\n")
+    box.checkpoint()
+    return keys
+
+
+def test_a_gc_longer_than_its_lease_renews_it_and_finishes(box):
+    orphans = _swept_after_a_mark(box, 40)
+
+    def slow(op, key):
+        if op == "delete" and key.startswith(PACK_PREFIX):
+            time.sleep(0.03)
+
+    started = time.monotonic()
+    plan, result = gc(box.repo(HookStore(open_store(str(box.store_path)), slow)), Policy(keep_last=1), 0.0,
+                      lease_seconds=1.0)
+
+    assert time.monotonic() - started > 1.0, "the gc should outlast one lease"
+    assert result.lease_renewals >= 2
+    assert result.deleted == plan.delete_count > 40 and not set(orphans) & box.keys(PACK_PREFIX)
+    assert box.store.head(LEASE_KEY) is None  # released
+    assert verify(box.repo(), full=True).ok
+
+
+def test_a_gc_that_loses_its_lease_stops_and_the_next_run_finishes_the_work(box, monkeypatch):
+    monkeypatch.setattr(gc_module, "LEASE_CHECK_EVERY", 4)
+    orphans = _swept_after_a_mark(box, 30)
+    deleted: list[str] = []
+    planted: list[bytes] = []
+
+    def steal(op, key):
+        if op == "delete" and key.startswith(PACK_PREFIX):
+            deleted.append(key)
+            if len(deleted) == 10:  # this gc's lease is gone and another gc holds the store's
+                box.store.delete(LEASE_KEY)
+                planted.append(_plant_lease(box, 3600))
+
+    with pytest.raises(GcBusy, match="run gc again to continue"):
+        box.gc(keep_last=1, store=HookStore(open_store(str(box.store_path)), steal))
+
+    assert 10 <= len(deleted) <= 10 + gc_module.LEASE_CHECK_EVERY  # it stopped at its next check
+    assert box.store.get(LEASE_KEY) == planted[0]  # and left the other gc's lease alone
+    assert set(orphans) & box.keys(PACK_PREFIX) and verify(box.repo(), full=True).ok
+    box.store.delete(LEASE_KEY)  # the other gc ends
+
+    box.gc(keep_last=1)
+    assert not set(orphans) & box.keys(PACK_PREFIX) and box.seqs() == [4]
+    assert verify(box.repo(), full=True).ok
 
 
 # --------------------------------------------------------------------------- concurrency

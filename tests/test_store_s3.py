@@ -265,6 +265,62 @@ def test_a_listing_streams_page_by_page_in_ascending_order(s3_bucket, monkeypatc
     assert list(store.list()) == sorted(keys)
 
 
+def test_list_sizes_comes_in_the_listing_pages_without_a_head_request(s3_bucket, monkeypatch):
+    import journal.store.cloud as cloud
+
+    monkeypatch.setattr(cloud, "LIST_PAGE", 7)
+    store = CloudStore(s3_bucket.url)
+    sizes = {f"packs/{i % 5:02x}/{i:064x}": i * 3 for i in range(40)}
+    for key, size in sizes.items():
+        store.put_if_absent(key, b"p" * size)
+    since = s3_bucket.mark()
+
+    assert list(store.list_sizes("packs/")) == sorted(sizes.items())
+
+    requests = [m for m, path, _ in s3_bucket.server.requests[since:] if path.startswith(f"/{s3_bucket.name}")]
+    assert requests == ["GET"], requests  # one ListObjectsV2 request (obstore hands it over 7 keys at a time), no HEAD
+
+
+def test_gc_on_s3_makes_no_head_request(s3_bucket, tmp_path):
+    """A dry run, a mark and a sweep over an S3 store: sizes come from the listings and
+    the sweep's existence check from the mark's listing, so no HEAD, however many packs."""
+    from journal.gc import gc
+    from journal.pack import pack_key
+    from journal.repository import PACK_PREFIX, Repository
+    from journal.retention import Policy
+    from journal.verify import verify
+
+    box = Container(tmp_path / "c", s3_bucket, fixtures=False)
+    tree = box.local / "codex-home"
+    tree.mkdir()
+    cfg = load_config(env=box.env)
+    store = CloudStore(s3_bucket.url)
+    for i in range(3):
+        (tree / "a.txt").write_text(f"version {i}\n" * (50 + i))
+        assert checkpoint(cfg, store).seq == i + 1
+    orphans = {pack_key(f"{i:064x}") for i in range(30)}
+    for i, key in enumerate(sorted(orphans)):
+        store.put_if_absent(key, b"o" * (i + 1))
+    repo = Repository.open(store)
+
+    def heads(grace: float, **kwargs):
+        since = s3_bucket.mark()
+        plan, result = gc(repo, Policy(keep_last=1), grace, **kwargs)
+        return plan, result, [r for r in s3_bucket.server.requests[since:] if r[0] == "HEAD"]
+
+    dry, _, dry_heads = heads(0.0, dry_run=True)
+    mark, marked, mark_heads = heads(3600.0)
+    (tree / "a.txt").write_text("version 4\n")
+    assert checkpoint(cfg, store).seq == 4  # the store moves past the mark: the orphans may go
+    sweep, swept, sweep_heads = heads(0.0)
+
+    assert (dry_heads, mark_heads, sweep_heads) == ([], [], [])
+    assert dry.tombstone_count == mark.tombstone_count == marked.tombstoned == swept.deleted > len(orphans) + 2
+    assert sweep.bytes_freed == swept.bytes_freed == mark.tombstone_bytes
+    assert not orphans & set(store.list(PACK_PREFIX))
+    assert verify(repo, full=True).ok
+
+
 class _FakeListing:
     """Stands in for obstore's ``list``: yields the given pages, counting what was fetched."""
 
@@ -275,7 +331,7 @@ class _FakeListing:
     def list(self, store, prefix=None, chunk_size=50):
         for page in self.pages:
             self.fetched += 1
-            yield [{"path": k} for k in page]
+            yield [{"path": k, "size": len(k)} for k in page]
 
 
 def _fake_store(pages) -> tuple[CloudStore, _FakeListing]:

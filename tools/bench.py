@@ -1409,7 +1409,7 @@ def build_gc_store(lib: LibJournal, n_objects: int, seed: int) -> dict:
     20 rotating notes) give real manifests, index pages and data packs; ``--keep-last
     real/10`` keeps a tenth of them. The rest of the keys are synthetic packs written
     straight into the local store's layout (``packs/<hh>/<sha256>``, sparse files of
-    realistic sizes: gc only lists and heads them): 99% named in the ``packs`` field of
+    realistic sizes: gc only lists them, sizes included): 99% named in the ``packs`` field of
     the expired manifests (each expired manifest is re-encoded naming its share, as if
     that checkpoint had uploaded them), 1% named by no manifest (a crashed checkpoint's
     orphans).

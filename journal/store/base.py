@@ -27,7 +27,8 @@ def check_key(key: str) -> str:
 
 
 class Store(abc.ABC):
-    """An object store: put-if-absent of closed objects, get, head, list, delete.
+    """An object store: put-if-absent of closed objects, get, head, list (with or
+    without sizes), delete.
 
     There is no append, no in-place update and no visible rename. Every backend
     passes ``tests/store_contract.py``.
@@ -64,6 +65,18 @@ class Store(abc.ABC):
         ``prefix`` is a plain string prefix (``"packs/"`` or ``"manifests/00"``).
         Keys published while the iterator runs may or may not appear.
         """
+
+    def list_sizes(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """Yield ``(key, size in bytes)`` for every key ``list(prefix)`` yields, in the same order.
+
+        The sizes come with the listing (a directory entry, a listing page), not one
+        request per key: every backend here overrides this. This fallback, for a store
+        that does not, HEADs each key and skips one deleted since it was listed.
+        """
+        for key in self.list(prefix):
+            size = self.head(key)
+            if size is not None:
+                yield key, size
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:

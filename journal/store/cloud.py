@@ -148,24 +148,33 @@ class CloudStore(Store):
         directory bucket) makes this listing collect and sort every key instead; a later
         page out of order raises ``StoreError`` rather than yield a key out of order.
         """
+        return (key for key, _ in self._listing(prefix))
+
+    def list_sizes(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """``(key, size)`` for the keys ``list(prefix)`` yields, as it yields them: the
+        size comes in the listing page (each object's metadata), no HEAD per key."""
+        return self._listing(prefix)
+
+    def _listing(self, prefix: str) -> Iterator[tuple[str, int]]:
         directory = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
         pages = self._pages(prefix, directory)
         first = next(pages, [])
-        if any(a >= b for a, b in zip(first, first[1:])):
-            yield from sorted(k for page in (first, *pages) for k in page if k.startswith(prefix))
+        if any(a[0] >= b[0] for a, b in zip(first, first[1:])):
+            yield from sorted(m for page in (first, *pages) for m in page if m[0].startswith(prefix))
             return
         last = None
         for batch in itertools.chain([first], pages):
-            for key in batch:
+            for meta in batch:
+                key = meta[0]
                 if last is not None and key <= last:
                     raise StoreError(f"store {self.location}: listing {directory or '/'} is not in ascending "
                                      f"order ({key!r} after {last!r})")
                 last = key
                 if key.startswith(prefix):
-                    yield key
+                    yield meta
 
-    def _pages(self, prefix: str, directory: str) -> Iterator[list[str]]:
-        """The keys under ``directory``, one list per page, in the order obstore yields them."""
+    def _pages(self, prefix: str, directory: str) -> Iterator[list[tuple[str, int]]]:
+        """``(key, size)`` under ``directory``, one list per page, in the order obstore yields them."""
         try:
             stream = iter(self._ob.list(self._store, prefix=directory or None, chunk_size=LIST_PAGE))
         except Exception as err:
@@ -177,7 +186,7 @@ class CloudStore(Store):
                 raise self._translate(prefix, err) from err
             if batch is None:
                 return
-            yield [meta["path"] for meta in batch]
+            yield [(meta["path"], int(meta["size"])) for meta in batch]
 
     def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error."""

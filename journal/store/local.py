@@ -132,9 +132,20 @@ class LocalStore(Store):
         Names starting with ``.`` and names that are not valid key components are
         skipped. Only directories that can hold a matching key are read.
         """
-        return self._walk(self.root, "", prefix)
+        return (key for key, _ in self._walk(self.root, "", prefix))
 
-    def _walk(self, directory: str, rel: str, prefix: str) -> Iterator[str]:
+    def list_sizes(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """``(key, size)`` for the keys ``list(prefix)`` yields: each size from an ``lstat``
+        of its directory entry (not ``entry.stat()``, which would keep every stat of a
+        directory until it is done); a file deleted meanwhile is skipped."""
+        for key, entry in self._walk(self.root, "", prefix):
+            try:
+                size = os.lstat(entry.path).st_size
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            yield key, size
+
+    def _walk(self, directory: str, rel: str, prefix: str) -> Iterator[tuple[str, os.DirEntry]]:
         try:
             with os.scandir(directory) as it:
                 entries = [e for e in it if not e.name.startswith(".")]
@@ -148,7 +159,7 @@ class LocalStore(Store):
                 if key.startswith(prefix) or prefix.startswith(key):
                     yield from self._walk(entry.path, key, prefix)
             elif key.startswith(prefix) and entry.is_file(follow_symlinks=False) and _valid_key(key):
-                yield key
+                yield key, entry
 
     def delete(self, key: str) -> None:
         """Remove ``key`` (missing is fine), then prune now-empty parent directories."""

@@ -68,6 +68,12 @@ class MemoryStore(Store):
             keys = sorted(k for k in self._objects if k.startswith(prefix))
         return iter(keys)
 
+    def list_sizes(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """``(key, size)`` for the keys ``list(prefix)`` yields (a snapshot taken now)."""
+        with self._lock:
+            found = sorted((k, len(v)) for k, v in self._objects.items() if k.startswith(prefix))
+        return iter(found)
+
     def delete(self, key: str) -> None:
         """Remove ``key``; deleting a missing key does nothing."""
         check_key(key)

@@ -1,0 +1,34 @@
+"""gc's spill (``journal/spill.py``): ascending merges, and what a listing lacks."""
+
+from __future__ import annotations
+
+import journal.spill as spill_module
+from journal.spill import Ascending, Spill
+
+
+def test_an_ascending_merge_answers_ascending_questions_and_reports_what_none_matched():
+    missed: list[str] = []
+    values = Ascending(["b", "c", "c", "d", "f", "h"], missed.append)
+
+    asked = [x for x in "acefg" if x in values]
+    assert asked == ["c", "f"] and missed == ["b", "d"]  # the duplicate "c" matched once: not missed
+    values.finish()
+    assert missed == ["b", "d", "h"]
+
+
+def test_a_sealed_spill_takes_batches_during_a_merge_and_answers_lookups(monkeypatch):
+    monkeypatch.setattr(spill_module, "BATCH_ROWS", 2)
+    spill = Spill()
+    try:
+        spill.add("marked", reversed("abcdefg"))
+        spill.seal()
+        gone = spill.batch("gone")
+        marked = spill.ascending("marked", gone)
+        assert all(listed in marked for listed in "aceg")  # the listing lacks b, d and f
+        marked.finish()
+        gone.flush()
+        assert [v for v in "abcdefg" if spill.has("gone", v)] == ["b", "d", "f"]  # the first two written mid-merge
+        spill.clear("gone")
+        assert not spill.has("gone", "b") and spill.has("marked", "b")
+    finally:
+        spill.close()

@@ -1,0 +1,121 @@
+"""The gc lease: renewal on a real clock with short leases (design §16, "Lease").
+
+A holder renews once less than half of its lease is left, by deleting its record and
+putting a new one, and only while more than a quarter is left; whatever goes wrong
+in between, at most one gc believes it holds the lease. Each test takes about a second.
+"""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+import pytest
+
+from journal.errors import GcBusy
+from journal.lease import LEASE_KEY, Lease, LeaseLost, LeaseRecord
+from journal.store.memory import MemoryStore
+
+
+class OnDelete(MemoryStore):
+    """A memory store that calls ``hook(key)`` after each delete."""
+
+    def __init__(self, hook):
+        super().__init__()
+        self.hook = hook
+
+    def delete(self, key):
+        super().delete(key)
+        self.hook(key)
+
+
+def stored(store) -> LeaseRecord:
+    return msgspec.json.decode(store.get(LEASE_KEY), type=LeaseRecord)
+
+
+def test_a_lease_is_renewed_once_half_of_it_is_left_and_outlives_its_first_expiry():
+    store = MemoryStore()
+    with Lease(store, seconds=1.0) as lease:
+        first = lease.record
+        lease.keep()
+        lease.check()
+        assert lease.renewals == 0 and stored(store) == first and store.puts == 1  # not due: nothing written
+
+        time.sleep(0.55)
+        lease.keep()
+        assert lease.renewals == 1
+        renewed = stored(store)
+        assert renewed == lease.record and renewed.token == first.token
+        assert renewed.expires_ns >= first.expires_ns + 0.5e9
+        with pytest.raises(GcBusy):
+            Lease(store).__enter__()
+
+        time.sleep(0.5)  # past the first expiry
+        lease.check()
+    assert store.head(LEASE_KEY) is None  # released
+
+
+def test_a_renewal_too_close_to_expiry_stops_the_gc_and_lets_the_lease_expire():
+    store = MemoryStore()
+    lease = Lease(store, seconds=0.4).__enter__()
+    raw = store.get(LEASE_KEY)
+    time.sleep(0.32)  # less than a quarter left: another gc may judge it expired before a delete lands
+
+    with pytest.raises(LeaseLost, match="run gc again to continue"):
+        lease.keep()
+    assert store.get(LEASE_KEY) == raw  # neither deleted nor renewed
+    lease.__exit__(None, None, None)
+    assert store.get(LEASE_KEY) == raw  # nor released
+
+    time.sleep(0.1)
+    with Lease(store) as taker:  # expired: the next gc takes it over
+        assert stored(store).token == taker.record.token
+
+
+def test_a_gc_that_takes_the_key_during_a_renewal_holds_the_lease_alone():
+    competitor: list[Lease] = []
+
+    def take(key):
+        if key == LEASE_KEY and not competitor:
+            competitor.append(Lease(store).__enter__())  # between the renewal's delete and its put
+
+    store = OnDelete(take)
+    lease = Lease(store, seconds=1.0).__enter__()
+    time.sleep(0.55)
+
+    with pytest.raises(LeaseLost, match="another gc took the lease"):
+        lease.keep()
+    (other,) = competitor
+    other.check()
+    with pytest.raises(GcBusy):
+        lease.check()
+    lease.__exit__(None, None, None)
+    assert stored(store).token == other.record.token  # the loser released nothing
+
+
+def test_a_renewal_whose_delete_answers_late_puts_no_new_record():
+    store = OnDelete(lambda key: time.sleep(0.35))  # the delete's answer comes late
+    lease = Lease(store, seconds=1.0).__enter__()
+    time.sleep(0.55)
+
+    with pytest.raises(LeaseLost, match="while gc renewed it"):
+        lease.keep()
+    assert store.head(LEASE_KEY) is None  # its own record went, no new one came: nobody holds it
+    with Lease(store) as taker:
+        taker.check()
+
+
+def test_a_lease_taken_over_is_neither_renewed_nor_released():
+    store = MemoryStore()
+    lease = Lease(store, seconds=1.0).__enter__()
+    store.delete(LEASE_KEY)  # as a taker that judged it expired would
+
+    with Lease(store) as other:
+        with pytest.raises(LeaseLost, match="lost its lease"):
+            lease.check()
+        time.sleep(0.55)
+        with pytest.raises(LeaseLost, match="lost its lease"):
+            lease.keep()  # due: the renewal reads the record first
+        lease.__exit__(None, None, None)
+        other.check()
+        assert stored(store) == other.record
