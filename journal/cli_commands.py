@@ -373,3 +373,5 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
             click.echo(f"kept {result.protected} planned deletion(s): a checkpoint committed during gc needs them")
         click.echo(f"done: tombstone {first}, deleted {result.deleted} object(s), "
                    f"{result.bytes_freed:,} bytes freed, {result.tombstones_removed} tombstone(s) resolved")
+        if result.lease_renewals:
+            click.echo(f"the gc lease was renewed {result.lease_renewals} time(s) during this long run")
