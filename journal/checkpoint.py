@@ -62,7 +62,7 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
     with StateLock(cfg.state_dir, wait=wait):
         state_file = os.path.join(cfg.state_dir, STATE_FILE)
         key = config_key(cfg)
-        proven = quiet.idle_result(cfg.state_dir, state_file, config_key=key)
+        proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key)
         if proven is not None:  # unchanged since the last clean checkpoint
             result = msgspec.convert(proven.result, CheckpointResult)
             result.seconds = time.monotonic() - started
@@ -73,7 +73,7 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
         try:
             if state.pending is not None:
                 _publish_pending(cfg, repo, state, result, reporter)
-            rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions)
+            rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same)
         except BaseException:
             forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
             quiet.discard(cfg.state_dir)
@@ -153,13 +153,15 @@ def _recheck_packs(repo: Repository, state: LocalState, record: bytes, reporter:
                    for name, cache in state.trees.items()}
 
 
-def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions) -> None:
+def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same=None) -> list | None:
+    """Scan every tree (taking the directories in ``same`` as the quiet snapshot holds
+    them), then commit what changed; returns the new quiet snapshot's rows, or None."""
     spool = os.path.join(cfg.state_dir, "spool")
     staging = os.path.join(cfg.state_dir, "sqlite-staging")
     clear_spool(spool)
     clear_staging(staging)
     ctx = ScanContext(data=PackWriter(repo.store, spool), maps=BlobCache(cfg.state_dir, repo),
-                      staging_dir=staging, reporter=reporter, allow_deletions=allow_deletions)
+                      staging_dir=staging, reporter=reporter, allow_deletions=allow_deletions, same=same or {})
     new_trees: dict[str, TreeCache] = dict(state.trees)
     changed_trees: list[str] = []
     touched = False

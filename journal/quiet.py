@@ -186,6 +186,30 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
     return quiet if (_check_parts(snap) if fork else unchanged(quiet.dirs)) else None
 
 
+def same_rows(state_dir: str, state_file: str, *, config_key: str) -> tuple[Quiet | None, dict[str, tuple]]:
+    """In-process: ``(snapshot, same)``. ``snapshot`` is the snapshot when nothing changed
+    (the idle answer), else None; ``same`` maps the absolute path of every directory
+    whose listing and values all check equal to its row, for the full walk to take as
+    it was (``walk.walk_tree``), or is empty when the snapshot is missing or not valid."""
+    quiet = load(state_dir)
+    if quiet is None or quiet.config_key != config_key or file_sig(state_file) != tuple(quiet.state_sig):
+        return None, {}
+    if any(os.path.isdir(p) for p in quiet.absent):
+        return None, {}
+    same, seen, twice, idle = {}, set(), set(), True
+    for row in quiet.dirs:
+        if unchanged((row,)):
+            same[row[0]] = row
+        else:
+            idle = False
+        # A directory two trees walk has a row from each (each with its own rules on
+        # what is included): it is walked, not taken from either.
+        (twice if row[0] in seen else seen).add(row[0])
+    for path in twice:
+        same.pop(path, None)
+    return (quiet if idle else None), same
+
+
 #: The parts a snapshot's rows are saved in: one for each process that checks them.
 PARTS = 2
 #: Below this many names, a fork costs more than the half of the check it saves.

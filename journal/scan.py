@@ -26,7 +26,9 @@ from .repository import Repository
 from .quiet import DB, DIR, OTHER
 from .signatures import dir_signature, live_signature, signature
 from .sqlite_capture import capture_sqlite
-from .walk import Item, Matcher, walk_tree
+from .walk import SAME, SAME_DIR, Item, Matcher, same_items, walk_tree
+
+SAME_KINDS = (SAME, SAME_DIR)
 
 #: ``_capture``'s answer for a path that exists but cannot be read this time.
 _KEEP = object()
@@ -96,6 +98,8 @@ class ScanContext:
     captured: list[FileState] = field(default_factory=list)   # read this time (refs may be placeholders)
     # The quiet snapshot's rows (``quiet.py``); None once any path was not read cleanly.
     quiet_rows: list | None = field(default_factory=list)
+    # The last snapshot's rows of the directories it found unchanged, by absolute path.
+    same: dict[str, tuple] = field(default_factory=dict)
 
     def warn(self, message: str) -> None:
         """A warning for the reporter that also lands in the checkpoint's result."""
@@ -117,7 +121,12 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     changed = cache.dirty
     reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
     listing: list | None = [] if ctx.quiet_rows is not None else None
-    for item in walk_tree(tree.path, matcher, skipped, listing):
+    for item in walk_tree(tree.path, matcher, skipped, listing, _same_dirs(tree.path, cache, ctx.same)):
+        if item.kind in SAME_KINDS:  # in a directory the quiet snapshot found unchanged
+            walked_files += item.kind == SAME
+            files[item.path] = cache.files[item.path]
+            reused += 1
+            continue
         walked_files += item.kind != KIND_DIR
         prev = cache.files.get(item.path)
         sig = _sig(tree.path, item)
@@ -152,11 +161,34 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     return tr, files, changed
 
 
+def _same_dirs(root: str, cache: TreeCache, same: dict[str, tuple]) -> dict[str, tuple]:
+    """The unchanged directories of this tree, by relative path, whose every included
+    name the cache holds with the signature the snapshot compared (always so when the
+    state is the one the snapshot was saved with; anything else is walked)."""
+    out = {}
+    prefix = root.rstrip(os.sep) + os.sep
+    for path, row in same.items():
+        rel_dir = "" if path == root else path[len(prefix):] if path.startswith(prefix) else None
+        if rel_dir is None:
+            continue
+        for item in same_items(rel_dir, row):
+            prev = cache.files.get(item.path)
+            if prev is None or prev.sig is None or tuple(prev.sig) != item.sig:
+                break
+        else:
+            out[rel_dir] = row
+    return out
+
+
 def quiet_rows(root: str, listing: list, files: dict[str, FileState]) -> list | None:
     """The quiet snapshot's rows for one walked tree (see ``quiet.unchanged``); None when
-    some listed path has no clean signature to compare."""
+    some listed path has no clean signature to compare. A directory taken from the last
+    snapshot (``walk_tree``'s ``same``) keeps its row."""
     rows = []
     for rel_dir, seen in listing:
+        if isinstance(seen, tuple):
+            rows.append(seen)
+            continue
         names, sigs, others = [], [], []
         for name, st, walked in seen:
             if st is None:

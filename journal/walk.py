@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .presets import SQLITE_COMPANIONS
+from .quiet import DIR as DIR_ROW, OTHER as OTHER_ROW
 
 #: Restore's temp directory inside a tree; never part of the tree.
 RESTORE_TMP = ".journal-tmp"
@@ -17,8 +18,14 @@ RESTORE_TMP = ".journal-tmp"
 
 class Item(NamedTuple):
     path: str               # relative, "/"-separated
-    kind: str               # "file" | "symlink" | "dir" | "sqlite"
-    stat: os.stat_result
+    kind: str               # "file" | "symlink" | "dir" | "sqlite" | SAME | SAME_DIR
+    stat: os.stat_result | None
+    sig: tuple | None = None  # SAME / SAME_DIR: the signature the quiet snapshot holds
+
+
+#: Kinds of an item in a directory the quiet snapshot found unchanged: taken as it
+#: was, without an ``lstat`` (a directory, or anything else the tree includes).
+SAME, SAME_DIR = "same", "same-dir"
 
 
 def _compile(patterns) -> tuple[re.Pattern | None, re.Pattern | None]:
@@ -81,7 +88,7 @@ class Matcher:
 
 
 def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
-              listing: list | None = None) -> Iterator[Item]:
+              listing: list | None = None, same: dict[str, tuple] | None = None) -> Iterator[Item]:
     """Yield the tree's directories, files and symlinks (in directory order; callers sort).
 
     Symlinks are never followed. Sockets, FIFOs and devices are skipped. A path that
@@ -89,10 +96,26 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
     skipped and appended to ``skipped``. With ``listing``, each visited directory
     appends ``(rel_dir, [(name, lstat or None, yielded), ...])`` for every name in it,
     in ``readdir`` order (``quiet.py`` compares the listing at the next checkpoint).
+
+    ``same`` maps a directory's relative path to its quiet snapshot row when the
+    snapshot found it unchanged this tick (``quiet.same_rows``): such a directory is not
+    listed again; what it includes is yielded as ``SAME``/``SAME_DIR`` items carrying
+    the snapshot's signature, and ``listing`` gets ``(rel_dir, row)``.
     """
     stack = [""]
     while stack:
         rel_dir = stack.pop()
+        row = same.get(rel_dir) if same else None
+        if row is not None:
+            subdirs = []
+            for item in same_items(rel_dir, row):
+                if item.kind == SAME_DIR:
+                    subdirs.append(item.path)
+                yield item
+            if listing is not None:
+                listing.append((rel_dir, row))
+            stack.extend(reversed(subdirs))
+            continue
         try:
             with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
                 dirents = list(it)
@@ -122,6 +145,20 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
         if listing is not None:
             listing.append((rel_dir, seen))
         stack.extend(reversed(subdirs))
+
+
+def same_items(rel_dir: str, row: tuple) -> Iterator[Item]:
+    """The items a quiet snapshot row holds: every name with a signature (a file or a
+    link) or with a directory's or a database's value; excluded names have neither."""
+    _path, names, sigs, others = row
+    kinds = {i: (SAME_DIR if what == DIR_ROW else SAME, value) for i, what, value in others if what != OTHER_ROW}
+    for i, name in enumerate(names):
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        if sigs[i] is not None:
+            yield Item(rel, SAME, None, tuple(sigs[i]))
+        elif i in kinds:
+            kind, value = kinds[i]
+            yield Item(rel, kind, None, tuple(value))
 
 
 def _classify(rel: str, name: str, st: os.stat_result, matcher: Matcher) -> Item | None:

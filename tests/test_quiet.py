@@ -333,3 +333,120 @@ def test_random_changes_right_after_checkpoints_agree_with_the_full_walk(bare_li
         else:
             live.checkpoint()
     assert claims >= 10  # the no-op steps were proven idle
+
+
+# --- A busy tick takes the directories the snapshot found unchanged as they were ---
+
+def _full_walk_finds_nothing(live) -> bool:
+    """A checkpoint without the snapshot (so a full walk of every directory) finds no change."""
+    quiet.discard(live.cfg.state_dir)
+    result = live.checkpoint()
+    return result.seq is None and not any(t.changed or t.deleted for t in result.trees)
+
+
+def _projects(live, dirs: int, files: int) -> Path:
+    root = live.local / "agent-state" / "claude" / "projects"
+    for d in range(dirs):
+        for f in range(files):
+            path = root / f"-home-p{d:02d}" / f"s{f}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b'{"d": %d, "f": %d}\n' % (d, f))
+    return root
+
+
+def test_a_busy_tick_lists_only_the_directories_that_changed(bare_live, monkeypatch):
+    live = bare_live
+    root = _projects(live, dirs=20, files=5)
+    live.checkpoint()
+    live.checkpoint()  # a clean checkpoint: the snapshot holds every directory
+    with open(root / "-home-p07" / "s3.jsonl", "ab") as fh:
+        fh.write(b'{"more": 1}\n')
+
+    from journal import walk
+    listed = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(walk.os, "scandir", lambda path: listed.append(path) or real_scandir(path))
+    result = live.checkpoint()
+    monkeypatch.undo()
+
+    assert result.seq is not None and sum(t.changed for t in result.trees) == 1
+    assert listed == [str(root / "-home-p07")]  # 22 directories in the tree; one listed again
+    assert quiet_claims_idle(live)
+    assert _full_walk_finds_nothing(live)
+    entries = live.entries("claude")
+    assert sum(1 for p in entries if p.endswith(".jsonl")) == 100
+
+
+def test_random_changes_with_directories_taken_from_the_snapshot_miss_nothing(bare_live):
+    """Every busy tick that takes unchanged directories from the snapshot records what a
+    full walk finds: a full walk right after it has nothing to add."""
+    live = bare_live
+    root = _projects(live, dirs=6, files=3)
+    rng = random.Random(11)
+    live.checkpoint()
+    for step in range(60):
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        dirs = sorted([root, *(p for p in root.rglob("*") if p.is_dir())])
+        op = rng.choice(["append", "create", "delete", "rename", "mkdir", "rmdir", "chmod", "touch"])
+        if op == "append" and files:
+            with open(rng.choice(files), "ab") as fh:
+                fh.write(b'{"n": %d}\n' % step)
+        elif op == "create":
+            (rng.choice(dirs) / f"s{step}.jsonl").write_bytes(b'{"a": 1}\n')
+        elif op == "delete" and files:
+            rng.choice(files).unlink()
+        elif op == "rename" and files:
+            rng.choice(files).rename(rng.choice(dirs) / f"r{step}.jsonl")
+        elif op == "mkdir":
+            (rng.choice(dirs) / f"d{step}").mkdir()
+        elif op == "rmdir":
+            empty = [d for d in dirs if d != root and not any(d.iterdir())]
+            if empty:
+                rng.choice(empty).rmdir()
+        elif op == "chmod" and files:
+            rng.choice(files).chmod(0o600 if step % 2 else 0o644)
+        elif op == "touch" and files:
+            os.utime(rng.choice(files))
+        live.checkpoint()  # takes every unchanged directory from the snapshot
+        assert _full_walk_finds_nothing(live), (step, op)
+
+
+def test_a_directory_two_trees_walk_is_never_taken_from_the_other_trees_row(bare_live):
+    live = bare_live
+    (live.home / ".config" / "journal").mkdir(parents=True)
+    (live.home / ".config" / "journal" / "config.toml").write_text(
+        'presets = []\n'
+        '[[trees]]\nname = "wide"\npath = "shared"\nexclude = ["*.log"]\n'
+        '[[trees]]\nname = "narrow"\npath = "shared/sub"\n')
+    sub = live.local / "shared" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "run.log").write_text("line 1\n")
+    (sub / "notes.txt").write_text("notes\n")
+    live.checkpoint()
+    live.checkpoint()
+    (live.local / "shared" / "top.txt").write_text("a change elsewhere\n")  # a busy tick
+
+    live.checkpoint()
+
+    assert sorted(live.entries("narrow")) == ["notes.txt", "run.log"]
+    assert sorted(live.entries("wide")) == ["sub", "sub/notes.txt", "top.txt"]
+    assert _full_walk_finds_nothing(live)
+
+
+def test_a_busy_tick_keeps_databases_links_and_subdirectories_of_unchanged_directories(live):
+    con = sqlite_tree(live)  # hermes/state.db, WAL mode, a writer still open
+    (live.local / "hermes" / "memories").mkdir()
+    (live.local / "hermes" / "memories" / "a.md").write_text("remember\n")
+    (live.local / "hermes" / "latest").symlink_to("memories/a.md")
+    live.checkpoint()
+    live.checkpoint()
+    before = {tree: sorted(live.entries(tree)) for tree in ("hermes", "codex")}
+    _append(live)  # only the codex tree changes
+
+    result = live.checkpoint()
+
+    assert [t.name for t in result.trees if t.changed] == ["codex"]
+    assert sorted(live.entries("hermes")) == before["hermes"]
+    assert {"state.db", "memories", "memories/a.md", "latest"} <= set(before["hermes"])
+    assert _full_walk_finds_nothing(live)
+    con.close()
