@@ -297,6 +297,33 @@ def test_unknown_options_go_to_the_full_command(live):
     assert rc == 2 and imported_cli
 
 
+def random_change(rng: random.Random, root: Path, step: int, ops: list[str]) -> str:
+    """One random change under ``root`` (an op from ``ops``; "none" does nothing); returns the op."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    dirs = sorted([root, *(p for p in root.rglob("*") if p.is_dir())])
+    op = rng.choice(ops)
+    if op == "append" and files:
+        with open(rng.choice(files), "ab") as fh:
+            fh.write(b'{"n": %d}\n' % step)
+    elif op == "create":
+        (rng.choice(dirs) / f"s{step}.jsonl").write_bytes(b'{"a": 1}\n')
+    elif op == "delete" and files:
+        rng.choice(files).unlink()
+    elif op == "rename" and files:
+        rng.choice(files).rename(rng.choice(dirs) / f"r{step}.jsonl")
+    elif op == "mkdir":
+        (rng.choice(dirs) / f"d{step}").mkdir()
+    elif op == "rmdir":
+        empty = [d for d in dirs if d != root and not any(d.iterdir())]
+        if empty:
+            rng.choice(empty).rmdir()
+    elif op == "chmod" and files:
+        rng.choice(files).chmod(0o600 if step % 2 else 0o644)
+    elif op == "touch" and files:
+        os.utime(rng.choice(files))
+    return op
+
+
 def test_random_changes_right_after_checkpoints_agree_with_the_full_walk(bare_live):
     """Whenever the snapshot claims idle, a full checkpoint (snapshot removed) finds nothing."""
     live = bare_live
@@ -306,25 +333,8 @@ def test_random_changes_right_after_checkpoints_agree_with_the_full_walk(bare_li
     claims = 0
     live.checkpoint()
     for step in range(150):
-        files = sorted(p for p in root.rglob("*") if p.is_file())
-        dirs = sorted([root, *(p for p in root.rglob("*") if p.is_dir())])
-        op = rng.choice(["append", "create", "delete", "rename", "mkdir", "chmod", "touch", "none", "none"])
-        if op == "append" and files:
-            with open(rng.choice(files), "ab") as fh:
-                fh.write(b'{"n": %d}\n' % step)
-        elif op == "create":
-            (rng.choice(dirs) / f"s{step}.jsonl").write_bytes(b'{"a": 1}\n')
-        elif op == "delete" and files:
-            rng.choice(files).unlink()
-        elif op == "rename" and files:
-            src = rng.choice(files)
-            src.rename(rng.choice(dirs) / f"r{step}.jsonl")
-        elif op == "mkdir":
-            (rng.choice(dirs) / f"d{step}").mkdir()
-        elif op == "chmod" and files:
-            rng.choice(files).chmod(0o600 if step % 2 else 0o644)
-        elif op == "touch" and files:
-            os.utime(rng.choice(files))
+        op = random_change(rng, root, step, ["append", "create", "delete", "rename", "mkdir", "chmod", "touch",
+                                             "none", "none"])
         if quiet_claims_idle(live):
             claims += 1
             quiet.discard(live.cfg.state_dir)
@@ -385,28 +395,8 @@ def test_random_changes_with_directories_taken_from_the_snapshot_miss_nothing(ba
     rng = random.Random(11)
     live.checkpoint()
     for step in range(60):
-        files = sorted(p for p in root.rglob("*") if p.is_file())
-        dirs = sorted([root, *(p for p in root.rglob("*") if p.is_dir())])
-        op = rng.choice(["append", "create", "delete", "rename", "mkdir", "rmdir", "chmod", "touch"])
-        if op == "append" and files:
-            with open(rng.choice(files), "ab") as fh:
-                fh.write(b'{"n": %d}\n' % step)
-        elif op == "create":
-            (rng.choice(dirs) / f"s{step}.jsonl").write_bytes(b'{"a": 1}\n')
-        elif op == "delete" and files:
-            rng.choice(files).unlink()
-        elif op == "rename" and files:
-            rng.choice(files).rename(rng.choice(dirs) / f"r{step}.jsonl")
-        elif op == "mkdir":
-            (rng.choice(dirs) / f"d{step}").mkdir()
-        elif op == "rmdir":
-            empty = [d for d in dirs if d != root and not any(d.iterdir())]
-            if empty:
-                rng.choice(empty).rmdir()
-        elif op == "chmod" and files:
-            rng.choice(files).chmod(0o600 if step % 2 else 0o644)
-        elif op == "touch" and files:
-            os.utime(rng.choice(files))
+        op = random_change(rng, root, step, ["append", "create", "delete", "rename", "mkdir", "rmdir", "chmod",
+                                             "touch"])
         live.checkpoint()  # takes every unchanged directory from the snapshot
         assert _full_walk_finds_nothing(live), (step, op)
 
