@@ -8,19 +8,22 @@
    it names was listed.
 2. **Sweep.** A key named by a tombstone older than ``grace`` is deleted only if no
    manifest reaches it: none present when gc started (kept, or expired but not yet
-   swept), and none committed since (the manifests are listed again before the first
-   pack deletion and every ``RELIST_EVERY`` after it, and new ones walked). A pack that
-   no manifest had ever uploaded at marking time (an *orphan*: a crashed or
+   swept), and none committed since (packs go in batches of at most ``DELETE_BATCH``,
+   one tombstone's at a time, and just before each batch is sent the manifests are
+   listed again and new ones walked). A pack that no manifest had ever uploaded at
+   marking time (an *orphan*: a crashed or
    in-progress checkpoint's) is deleted only once the store has moved past the
    tombstone's ``mark_seq``, so the checkpoint that was uploading it has either
    committed (and its manifest now protects it) or can never commit. Manifests are
    deleted before packs (references before objects); then the ripe tombstones are
-   swept one at a time, each deleted when all it names is resolved.
+   swept one at a time, each deleted (in a later batch) once all it names is resolved.
 
 **Requests.** No HEAD per object: sizes come with the listings (``Store.list_sizes``),
 and the sweep knows what is already gone from the mark's pack listing of the same
 run (what the tombstones name and that listing lacks). Skipping a pack that came back
 after that listing is safe: it is not deleted this time (``docs/design.md`` §16).
+Deletions go at most ``DELETE_BATCH`` keys per ``Store.delete_many`` call (one
+DeleteObjects request on S3), each right after a lease check.
 
 **Memory.** gc holds what grows with the manifests and with the data they reach,
 never with the garbage: per manifest its sequence, size, time and tree names
@@ -63,10 +66,9 @@ from .store.base import Store
 TOMBSTONE_PREFIX = "tombstones/"
 #: Items per tombstone: the mark writes one every this many, the sweep holds one at a time.
 TOMBSTONE_ITEMS = 3000
-#: The sweep checks its lease before its first deletion and every this many deletions.
-LEASE_CHECK_EVERY = 32
-#: The sweep lists manifests again before its first pack deletion and every this many.
-RELIST_EVERY = 256
+#: The sweep deletes at most this many keys per request (S3's DeleteObjects limit), each
+#: batch right after a lease check, and a batch of packs right after listing manifests again.
+DELETE_BATCH = 1000
 #: Items a plan names (per list); the counts and bytes cover all of them.
 SAMPLE_ITEMS = 100
 
@@ -406,7 +408,6 @@ class _Gc:
     def run(self, lease: Lease | None, result: GcResult) -> GcPlan:
         """Mark, then sweep; with ``lease`` write and delete, else only count."""
         tomb, delete, finished = _Tally(), _Tally(), _Tally()
-        self._destructive = 0
         self.lease = lease
         mark_seq = self._mark(lease, tomb, result)
         waiting = self._sweep(lease, delete, finished, result)
@@ -481,70 +482,104 @@ class _Gc:
 
     def _sweep(self, lease: Lease | None, delete: _Tally, finished: _Tally, result: GcResult) -> int:
         """Delete what the ripe tombstones name and nothing present reaches: the expired
-        manifests first, then each ripe tombstone's packs and the tombstone. Returns the
-        number of orphans that wait for the store to move past their mark."""
-        for seq in sorted(self.deleting):
-            item = self.deleting[seq]
+        manifests first, then each ripe tombstone's packs, and the tombstones once their
+        packs are gone. Returns the number of orphans that wait for the store to move
+        past their mark."""
+        manifests = [self.deleting[seq] for seq in sorted(self.deleting)]
+        for item in manifests:
             delete.add(item, item.bytes)
-            if lease is not None:
-                self._delete(lease, item.key)
-                result.deleted += 1
-                result.bytes_freed += item.bytes
+        if lease is not None:
+            self._delete_items(lease, manifests, result)
         waiting = 0
-        packs_started = 0
+        stones: list[str] = []  # finished tombstones, deleted a batch at a time after their packs
         done = 0
         for key, stone in self._tombstones(self.ripe):  # (not enumerate: it would hold the last one)
             done += 1
-            resolved, revived = True, False
-            for item in self._items(key, stone):
-                self._keep()
-                if item is None:
-                    resolved = False  # something it names is unknown: keep it
-                    continue
-                if item.kind == "manifest":
-                    seq = _seq_of(item.key)
-                    if seq in self.present and seq not in self.deleting:
-                        resolved = resolved and seq in self.kept  # revived by the policy: nothing to do
-                    continue
-                pack = item.key.rsplit("/", 1)[-1]
-                if pack in self.reach.packs or self.spill.has("gone", pack):
-                    continue  # revived by a manifest present at the start, or gone when the mark listed packs
-                if item.kind == "orphan" and self.newest <= stone.mark_seq:
-                    resolved = False  # its checkpoint may still commit: wait for the store to move on
-                    waiting += 1
-                    continue
-                delete.add(item, item.bytes)
-                if lease is None:
-                    continue
-                # Just before the first pack and every so often: what do checkpoints
-                # committed since gc listed the manifests need?
-                if packs_started % RELIST_EVERY == 0:
-                    self._protect()
-                packs_started += 1
-                if pack in self.fresh.packs:
-                    revived = True
-                    result.protected += 1
-                    continue
-                self._delete(lease, item.key)
-                result.deleted += 1
-                result.bytes_freed += item.bytes
+            waits, resolved, revived = self._sweep_one(lease, key, stone, delete, result)
+            waiting += waits
+            del stone  # one tombstone at a time: not this one while the next loads
             if resolved:
                 finished.add(key)
                 if lease is not None and not revived:
-                    self._delete(lease, key)
-                    result.tombstones_removed += 1
-            del stone  # one tombstone at a time: not this one while the next loads
+                    stones.append(key)
             if lease is not None:
+                if len(stones) >= DELETE_BATCH:
+                    self._delete_tombstones(lease, stones, result)
                 self.reporter.progress(done, len(self.ripe))
+        if stones:
+            self._delete_tombstones(lease, stones, result)
         return waiting
 
-    def _delete(self, lease: Lease, key: str) -> None:
-        if self._destructive % LEASE_CHECK_EVERY == 0:
+    def _sweep_one(self, lease: Lease | None, key: str, stone: _LazyTombstone, delete: _Tally,
+                   result: GcResult) -> tuple[int, bool, bool]:
+        """Delete the packs of one ripe tombstone, ``DELETE_BATCH`` at a time. Returns the
+        number of its orphans that wait, whether all it names is resolved, and whether a
+        manifest committed during the run needs some of it (the tombstone then stays)."""
+        resolved, revived, waiting, batch = True, False, 0, []
+        for item in self._items(key, stone):
+            self._keep()
+            fate = self._fate(item, stone.mark_seq)
+            resolved = resolved and fate in ("done", "delete")
+            waiting += fate == "wait"
+            if fate != "delete":
+                continue
+            delete.add(item, item.bytes)
+            if lease is not None:
+                batch.append(item)
+                if len(batch) >= DELETE_BATCH:
+                    revived |= self._delete_packs(lease, batch, result)
+                    batch = []
+        if batch:
+            revived |= self._delete_packs(lease, batch, result)
+        return waiting, resolved, revived
+
+    def _fate(self, item: Item | None, mark_seq: int) -> str:
+        """What the sweep does with one item of a ripe tombstone (of ``mark_seq``): ``delete``
+        it; nothing, as it is resolved: ``done`` (a pack a manifest present at the start
+        reaches, or gone when the mark listed packs; a manifest deleted first, gone, or
+        kept by the policy); or nothing for now, so the tombstone stays: ``wait`` (an
+        orphan whose checkpoint may still commit) or ``keep`` (an unreadable item, or an
+        expired manifest that is not deleted this time)."""
+        if item is None:
+            return "keep"
+        if item.kind == "manifest":
+            seq = _seq_of(item.key)
+            if seq in self.present and seq not in self.deleting and seq not in self.kept:
+                return "keep"
+            return "done"
+        pack = item.key.rsplit("/", 1)[-1]
+        if pack in self.reach.packs or self.spill.has("gone", pack):
+            return "done"
+        if item.kind == "orphan" and self.newest <= mark_seq:
+            return "wait"  # the store has not moved past its mark yet
+        return "delete"
+
+    def _delete_packs(self, lease: Lease, batch: list[Item], result: GcResult) -> bool:
+        """Delete the packs of ``batch`` that no manifest committed since gc started
+        reaches, listing the manifests again (and walking new ones) just before; True
+        when a manifest needs one of them (its tombstone then stays)."""
+        self._protect()
+        doomed = [item for item in batch if item.key.rsplit("/", 1)[-1] not in self.fresh.packs]
+        result.protected += len(batch) - len(doomed)
+        self._delete_items(lease, doomed, result)
+        return len(doomed) < len(batch)
+
+    def _delete_items(self, lease: Lease, items: list[Item], result: GcResult) -> None:
+        self._delete_keys(lease, [item.key for item in items])
+        result.deleted += len(items)
+        result.bytes_freed += sum(item.bytes for item in items)
+
+    def _delete_tombstones(self, lease: Lease, keys: list[str], result: GcResult) -> None:
+        """Delete the resolved tombstones ``keys`` (every pack they name is gone); then empty it."""
+        self._delete_keys(lease, keys)
+        result.tombstones_removed += len(keys)
+        keys.clear()
+
+    def _delete_keys(self, lease: Lease, keys: list[str]) -> None:
+        """``DELETE_BATCH`` keys per request, each request right after a lease check."""
+        for start in range(0, len(keys), DELETE_BATCH):
             lease.check()
-        else:
-            lease.keep()
-        self._destructive += 1
-        self.repo.store.delete(key)
+            self.repo.store.delete_many(keys[start:start + DELETE_BATCH])
 
     def _protect(self) -> None:
         """Walk the manifests committed since gc first listed them (each once)."""

@@ -3,8 +3,8 @@
 ``leases/gc`` holds who took it and when it expires. It is taken with
 put-if-absent; a lease past its expiry is deleted and taken over (put-if-absent
 again, so of two takers exactly one wins). A gc checks that its lease is still its
-own and unexpired before each tombstone it writes, before its first deletion and every
-``journal.gc.LEASE_CHECK_EVERY`` (32) deletions after it.
+own and unexpired before each tombstone it writes and before each deletion request
+(a batch of at most ``journal.gc.DELETE_BATCH`` keys).
 
 A gc runs longer than one lease on a big store, so the holder renews it: once less
 than half of it is left (``keep``, called often, costs a clock read until then), it

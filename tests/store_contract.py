@@ -156,6 +156,23 @@ class StoreContract:
         assert store.head("d/one") is None
         assert list(store.list()) == ["d/two"]
 
+    def test_delete_many_removes_the_keys_and_skips_missing_ones(self, store):
+        keys = ["manifests/0001", "manifests/0002", "packs/00/00aa", "packs/00/00bb", "packs/01/01cc", "config"]
+        for key in keys:
+            store.put_if_absent(key, b"k")
+        store.delete_many([])
+        store.delete_many(["packs/00/00aa", "never/existed", "packs/01/01cc", "manifests/0001", "packs/02/02dd"])
+        assert list(store.list()) == ["config", "manifests/0002", "packs/00/00bb"]
+        store.delete_many(("config", "manifests/0002", "packs/00/00bb", "config"))  # any sequence; twice is fine
+        assert store.is_empty()
+
+    def test_delete_many_checks_every_key_before_deleting_any(self, store):
+        store.put_if_absent("a/b", b"1")
+        for key in BAD_KEYS:
+            with pytest.raises(ValueError):
+                store.delete_many(["a/b", key])
+        assert list(store.list()) == ["a/b"]
+
     def test_deleted_key_can_be_put_again(self, store):
         store.put_if_absent("a/b/c", b"old")
         store.delete("a/b/c")

@@ -169,7 +169,8 @@ def box(root) -> Box:
 
 
 class CountingStore(Store):
-    """Delegates to ``inner`` and records every get, head and list (with sizes or not)."""
+    """Delegates to ``inner`` and records every get, head, list (with sizes or not) and
+    delete (one key, or many: ``bulk`` holds the keys of each ``delete_many`` call)."""
 
     def __init__(self, inner: Store):
         self.inner = inner
@@ -177,6 +178,8 @@ class CountingStore(Store):
         self.gets: list[tuple[str, int, int | None]] = []
         self.heads: list[str] = []
         self.lists: list[str] = []
+        self.deletes: list[str] = []
+        self.bulk: list[list[str]] = []
 
     def put_if_absent(self, key, data):
         return self.inner.put_if_absent(key, data)
@@ -198,7 +201,12 @@ class CountingStore(Store):
         return self.inner.list_sizes(prefix)
 
     def delete(self, key):
+        self.deletes.append(key)
         return self.inner.delete(key)
+
+    def delete_many(self, keys):
+        self.bulk.append(list(keys))
+        return self.inner.delete_many(keys)
 
     def sweep_temp(self):
         return self.inner.sweep_temp()
@@ -208,7 +216,8 @@ class CountingStore(Store):
 
 
 class HookStore(CountingStore):
-    """A CountingStore that runs ``hook(op, key)`` before each call (once per trigger)."""
+    """A CountingStore that runs ``hook(op, key)`` before each call (once per trigger;
+    before a ``delete_many``, ``hook("delete", key)`` for each of its keys)."""
 
     def __init__(self, inner: Store, hook):
         super().__init__(inner)
@@ -229,6 +238,11 @@ class HookStore(CountingStore):
     def delete(self, key):
         self.hook("delete", key)
         return super().delete(key)
+
+    def delete_many(self, keys):
+        for key in keys:
+            self.hook("delete", key)
+        return super().delete_many(keys)
 
 
 def line(i: int, width: int = 80) -> bytes:
@@ -514,9 +528,10 @@ def test_revived_content_in_a_tombstoned_pack_is_not_deleted(box):
     assert (out / TREE / "a.txt").read_text() == "X content\n" * 40
 
 
-def _revert_after_a_mark(box) -> str:
-    """Checkpoints 1-3 (a.txt: zero, X, Y), a gc that tombstones X's pack, then a.txt
-    back to X on disk (not yet checkpointed); returns X's pack key."""
+def _revert_after_a_mark(box, first: int = 0) -> str:
+    """Checkpoints 1-3 (a.txt: zero, X, Y), ``first`` garbage packs whose keys sort before
+    every other pack, a gc that tombstones them and X's pack, then a.txt back to X on disk
+    (not yet checkpointed); returns X's pack key."""
     box.write("b.txt", "stable\n" * 30)
     box.write("a.txt", "zero\n")
     box.checkpoint()
@@ -525,6 +540,8 @@ def _revert_after_a_mark(box) -> str:
     x_key = pack_key(box.entries(2)["a.txt"].refs[0].pack)
     box.write("a.txt", "Y content\n" * 40)
     box.checkpoint()
+    for i in range(first):
+        box.store.put_if_absent(pack_key(f"{i:064x}"), b"first")
     box.gc(grace=3600.0, keep_last=1)
     box.write("a.txt", "X content\n" * 40)
     return x_key
@@ -549,6 +566,33 @@ def test_a_checkpoint_committed_during_the_sweep_keeps_what_it_needs(box):
     assert fired and x_key in {i.key for i in plan.delete}  # planned before manifest 4 existed
     assert box.entries(4)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
     assert box.store.head(x_key) is not None, "gc deleted a pack that manifest 4 (present at sweep time) needs"
+    assert verify(box.repo(), full=True).ok
+
+
+def test_a_checkpoint_committed_while_a_batch_is_sent_protects_the_later_batches(box, monkeypatch):
+    """The sweep deletes packs a batch per request and lists the manifests again before
+    each batch: a manifest committed while one batch is sent keeps what it needs in the
+    batches after it."""
+    monkeypatch.setattr(gc_module, "DELETE_BATCH", 2)
+    x_key = _revert_after_a_mark(box, first=4)  # two batches of packs before X's
+    first = [pack_key(f"{i:064x}") for i in range(4)]
+    box.write("a.txt", "Z content\n" * 40)
+    assert box.checkpoint().seq == 4  # the store moves past the mark: the first packs (orphans) may go
+    box.write("a.txt", "X content\n" * 40)
+    fired = []
+
+    def hook(op, key):
+        if op == "delete" and key == first[0] and not fired:
+            fired.append(key)  # the first batch of packs is being sent
+            assert box.checkpoint().seq == 5  # commits manifest 5, which needs x_key
+
+    plan, result = box.gc(grace=0.0, keep_last=1, store=HookStore(open_store(str(box.store_path)), hook))
+
+    assert fired and x_key in {i.key for i in plan.delete}  # planned before manifest 5 existed
+    assert box.entries(5)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
+    assert not set(first) & box.keys(PACK_PREFIX)  # the batches went: the first one, and the next one
+    assert box.store.head(x_key) is not None, "gc deleted a pack that manifest 5 (committed between batches) needs"
+    assert result.protected == 1 and result.tombstones_removed == 0  # its tombstone stays for a later run
     assert verify(box.repo(), full=True).ok
 
 
@@ -656,8 +700,8 @@ def test_a_plan_counts_everything_and_names_a_bounded_sample(box, monkeypatch):
     assert sweep.finished_count == swept.tombstones_removed == 1
 
 
-def test_the_sweep_relists_manifests_before_its_first_pack_and_every_so_often(box, monkeypatch):
-    monkeypatch.setattr(gc_module, "RELIST_EVERY", 2)
+def test_the_sweep_relists_manifests_before_every_batch_of_packs(box, monkeypatch):
+    monkeypatch.setattr(gc_module, "DELETE_BATCH", 2)
     three_versions(box)
     garbage_packs(box, 7, "unnamed")
     box.gc(keep_last=1)
@@ -753,6 +797,28 @@ def test_gc_reads_only_index_pages_never_file_contents(box):
 
 
 # --------------------------------------------------------------------------- store requests
+
+
+def test_the_sweep_deletes_a_batch_of_keys_per_request(box):
+    """The sweep sends its deletions ``DELETE_BATCH`` keys per ``delete_many`` (one
+    DeleteObjects request on S3), never one request per object: the expired manifests,
+    then the tombstone's packs, then the tombstones it swept; the lease is checked once
+    per batch."""
+    orphans = _swept_after_a_mark(box, 2 * gc_module.DELETE_BATCH + 500)
+    counting = CountingStore(open_store(str(box.store_path)))
+
+    _, result = gc(box.repo(counting), Policy(keep_last=1), 0.0)
+
+    assert [{k.split("/")[0] for k in keys} for keys in counting.bulk] == \
+        [{"manifests"}] + [{"packs"}] * 3 + [{"tombstones"}]
+    packs = result.deleted - 2
+    assert [len(keys) for keys in counting.bulk] == [2, 1000, 1000, packs - 2000, 1] and packs > 2500
+    assert counting.deletes == [LEASE_KEY]  # releasing the lease; nothing else one key at a time
+    lease_reads = [k for k, _, _ in counting.gets if k == LEASE_KEY]
+    assert result.tombstones_written == 1  # (manifest 3 expires now)
+    assert len(lease_reads) == 1 + 1 + len(counting.bulk) + 1  # taking it, a check per write, releasing it
+    assert not set(orphans) & box.keys(PACK_PREFIX) and result.tombstones_removed == 1
+    assert verify(box.repo(), full=True).ok
 
 
 def test_gc_makes_no_head_request_however_many_packs(box):
@@ -892,7 +958,8 @@ def _swept_after_a_mark(box: Box, orphans: int) -> list[str]:
     return keys
 
 
-def test_a_gc_longer_than_its_lease_renews_it_and_finishes(box):
+def test_a_gc_longer_than_its_lease_renews_it_and_finishes(box, monkeypatch):
+    monkeypatch.setattr(gc_module, "DELETE_BATCH", 4)  # each batch takes 0.12 s: the lease is checked between
     orphans = _swept_after_a_mark(box, 40)
 
     def slow(op, key):
@@ -911,7 +978,7 @@ def test_a_gc_longer_than_its_lease_renews_it_and_finishes(box):
 
 
 def test_a_gc_that_loses_its_lease_stops_and_the_next_run_finishes_the_work(box, monkeypatch):
-    monkeypatch.setattr(gc_module, "LEASE_CHECK_EVERY", 4)
+    monkeypatch.setattr(gc_module, "DELETE_BATCH", 4)
     orphans = _swept_after_a_mark(box, 30)
     deleted: list[str] = []
     planted: list[bytes] = []
@@ -926,7 +993,7 @@ def test_a_gc_that_loses_its_lease_stops_and_the_next_run_finishes_the_work(box,
     with pytest.raises(GcBusy, match="run gc again to continue"):
         box.gc(keep_last=1, store=HookStore(open_store(str(box.store_path)), steal))
 
-    assert 10 <= len(deleted) <= 10 + gc_module.LEASE_CHECK_EVERY  # it stopped at its next check
+    assert len(deleted) == 12  # the batch under way when it lost the lease (9-12) went; no batch after it
     assert box.store.get(LEASE_KEY) == planted[0]  # and left the other gc's lease alone
     assert set(orphans) & box.keys(PACK_PREFIX) and verify(box.repo(), full=True).ok
     box.store.delete(LEASE_KEY)  # the other gc ends

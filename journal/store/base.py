@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 _KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$")
@@ -28,7 +28,7 @@ def check_key(key: str) -> str:
 
 class Store(abc.ABC):
     """An object store: put-if-absent of closed objects, get, head, list (with or
-    without sizes), delete.
+    without sizes), delete (one key, or many at once).
 
     There is no append, no in-place update and no visible rename. Every backend
     passes ``tests/store_contract.py``.
@@ -81,6 +81,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete(self, key: str) -> None:
         """Remove ``key``. Deleting a missing key is not an error (idempotent)."""
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove every key of ``keys``; missing keys are not an error (idempotent).
+
+        Every key is checked before anything is deleted (``ValueError``). The keys are
+        deleted in no particular order, and when this raises any of them may be gone:
+        a caller that needs an order (references before objects) makes one call per
+        step. This default deletes one key at a time; a backend with a bulk request
+        (the cloud backend: up to 1,000 keys per request) overrides it.
+        """
+        for key in [check_key(key) for key in keys]:
+            self.delete(key)
 
     def exists(self, key: str) -> bool:
         """True when ``key`` is present."""

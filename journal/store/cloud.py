@@ -6,6 +6,13 @@ Objects up to ``SINGLE_PUT_LIMIT`` are sent in one conditional request; larger
 streams (only content-addressed packs are that large) are checked with a HEAD and
 sent as a multipart upload, whose content is identical for every writer of that key.
 
+``delete_many`` deletes up to ``DELETE_BATCH`` keys per call to obstore's bulk delete:
+on S3 one DeleteObjects request (a missing key is no error there), on Azure batches
+of 256, on GCS concurrent single deletes. obstore stops at the first key that fails
+without saying which, and GCS and Azure call a missing key a failure, so a batch that
+fails is settled again key by key (``delete``: a missing key is fine, any other
+failure raises naming its key).
+
 Transient failures (5xx, timeouts, connection resets) are retried with backoff by
 obstore's client (``retry_config``); what still fails raises ``StoreError``.
 """
@@ -15,7 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import io
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -25,6 +32,8 @@ from .base import COPY_CHUNK, Store, check_key
 SINGLE_PUT_LIMIT = 64 << 20
 #: Keys per page of a listing (S3 returns at most 1,000 per request).
 LIST_PAGE = 1000
+#: Keys per bulk delete (S3's DeleteObjects takes at most 1,000).
+DELETE_BATCH = 1000
 CLIENT_OPTIONS = {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url"}
 SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss")
 
@@ -197,6 +206,17 @@ class CloudStore(Store):
             translated = self._translate(key, err)
             if not isinstance(translated, ObjectNotFound):
                 raise translated from err
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove every key of ``keys`` (missing ones are fine), ``DELETE_BATCH`` per request."""
+        keys = [check_key(key) for key in keys]
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = keys[start:start + DELETE_BATCH]
+            try:
+                self._ob.delete(self._store, batch)
+            except Exception:  # which key failed is not said: settle the batch key by key
+                for key in batch:
+                    self.delete(key)
 
 
 def _read_upto(stream: BinaryIO, limit: int):
