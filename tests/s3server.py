@@ -157,9 +157,10 @@ class Bucket:
         return len(self.server.requests)
 
     def writes(self, since: int = 0) -> list[tuple[str, str, str]]:
-        """Requests since ``since`` that could change this bucket: PUT, POST, DELETE."""
+        """Requests since ``since`` that could change this bucket: PUT, POST, DELETE
+        (a bulk delete is a POST to the bucket itself, ``/<bucket>?delete``)."""
         return [r for r in self.server.requests[since:]
-                if r[0] in ("PUT", "POST", "DELETE") and r[1].startswith(f"/{self.name}/")]
+                if r[0] in ("PUT", "POST", "DELETE") and (r[1] == f"/{self.name}" or r[1].startswith(f"/{self.name}/"))]
 
     def etag(self, key: str) -> str:
         return self.client.head_object(Bucket=self.name, Key=f"{self.prefix}/{key}")["ETag"]
