@@ -69,6 +69,9 @@ TOMBSTONE_ITEMS = 3000
 #: The sweep deletes at most this many keys per request (S3's DeleteObjects limit), each
 #: batch right after a lease check, and a batch of packs right after listing manifests again.
 DELETE_BATCH = 1000
+#: When a bulk delete fails and is redone key by key, the manifests are listed again
+#: every this many single requests (and the lease is checked before each).
+FALLBACK_RELIST = 32
 #: Items a plan names (per list); the counts and bytes cover all of them.
 SAMPLE_ITEMS = 100
 
@@ -561,13 +564,18 @@ class _Gc:
         self._protect()
         doomed = [item for item in batch if item.key.rsplit("/", 1)[-1] not in self.fresh.packs]
         result.protected += len(batch) - len(doomed)
-        self._delete_items(lease, doomed, result)
-        return len(doomed) < len(batch)
+        kept = self._delete_items(lease, doomed, result)
+        return len(doomed) < len(batch) or kept > 0
 
-    def _delete_items(self, lease: Lease, items: list[Item], result: GcResult) -> None:
-        self._delete_keys(lease, [item.key for item in items])
-        result.deleted += len(items)
-        result.bytes_freed += sum(item.bytes for item in items)
+    def _delete_items(self, lease: Lease, items: list[Item], result: GcResult) -> int:
+        """Delete the packs ``items``; returns how many a manifest committed meanwhile
+        turned out to need (only found when a bulk request is redone key by key)."""
+        kept = set(self._delete_keys(lease, [item.key for item in items], packs=True))
+        gone = [item for item in items if item.key not in kept]
+        result.deleted += len(gone)
+        result.bytes_freed += sum(item.bytes for item in gone)
+        result.protected += len(kept)
+        return len(kept)
 
     def _delete_tombstones(self, lease: Lease, keys: list[str], result: GcResult) -> None:
         """Delete the resolved tombstones ``keys`` (every pack they name is gone); then empty it."""
@@ -575,11 +583,32 @@ class _Gc:
         result.tombstones_removed += len(keys)
         keys.clear()
 
-    def _delete_keys(self, lease: Lease, keys: list[str]) -> None:
-        """``DELETE_BATCH`` keys per request, each request right after a lease check."""
+    def _delete_keys(self, lease: Lease, keys: list[str], packs: bool = False) -> list[str]:
+        """``DELETE_BATCH`` keys per request, each request right after a lease check.
+        A failed bulk request is redone key by key by the store, each single request
+        after a lease check too and, for packs, after the manifests are listed again
+        every ``FALLBACK_RELIST`` keys: a pack a new manifest needs is kept (returned)."""
+        kept: list[str] = []
         for start in range(0, len(keys), DELETE_BATCH):
             lease.check()
-            self.repo.store.delete_many(keys[start:start + DELETE_BATCH])
+            kept += self.repo.store.delete_many(keys[start:start + DELETE_BATCH],
+                                                guard=self._single_guard(lease, packs)) or []
+        return kept
+
+    def _single_guard(self, lease: Lease, packs: bool):
+        done = 0
+
+        def guard(key: str) -> bool:
+            nonlocal done
+            lease.check()
+            if not packs:
+                return True
+            if done % FALLBACK_RELIST == 0:
+                self._protect()
+            done += 1
+            return key.rsplit("/", 1)[-1] not in self.fresh.packs
+
+        return guard
 
     def _protect(self) -> None:
         """Walk the manifests committed since gc first listed them (each once)."""

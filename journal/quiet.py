@@ -36,7 +36,7 @@ import sys
 from .signatures import live_signature
 
 QUIET_FILE = "quiet.marshal"
-FORMAT = 3
+FORMAT = 4
 _TAG = (FORMAT, sys.version_info[:2])
 
 #: What the check computes for a listed name.
@@ -55,7 +55,7 @@ class Quiet:
         self.result: dict = result              # the idle checkpoint's result, as plain values
         self.result_json: str = result_json     # ... as ``--json`` prints it, with ``"seconds": 0.0``
         self.absent: list = absent              # dormant or missing tree paths: must still not be directories
-        self.dirs: list | None = dirs           # [(abs_dir, names, sigs, others), ...]: see unchanged()
+        self.dirs: list | None = dirs           # [(abs_dir, names, sigs, others, tree), ...]: see unchanged()
 
     def fields(self) -> tuple:
         return tuple(getattr(self, name) for name in self.FIELDS)
@@ -186,27 +186,27 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
     return quiet if (_check_parts(snap) if fork else unchanged(quiet.dirs)) else None
 
 
-def same_rows(state_dir: str, state_file: str, *, config_key: str) -> tuple[Quiet | None, dict[str, tuple]]:
+def same_rows(state_dir: str, state_file: str, *, config_key: str) -> tuple[Quiet | None, dict]:
     """In-process: ``(snapshot, same)``. ``snapshot`` is the snapshot when nothing changed
-    (the idle answer), else None; ``same`` maps the absolute path of every directory
-    whose listing and values all check equal to its row, for the full walk to take as
-    it was (``walk.walk_tree``), or is empty when the snapshot is missing or not valid."""
+    (the idle answer), else None; ``same`` maps ``(tree, absolute path)`` of every
+    directory whose listing and values all check equal to that tree's row, for the
+    full walk of that tree to take as it was (``walk.walk_tree``). It is empty when the
+    snapshot is missing, not valid, or holds a row it cannot read (then it is dropped)."""
     quiet = load(state_dir)
     if quiet is None or quiet.config_key != config_key or file_sig(state_file) != tuple(quiet.state_sig):
         return None, {}
     if any(os.path.isdir(p) for p in quiet.absent):
         return None, {}
-    same, seen, twice, idle = {}, set(), set(), True
-    for row in quiet.dirs:
-        if unchanged((row,)):
-            same[row[0]] = row
-        else:
-            idle = False
-        # A directory two trees walk has a row from each (each with its own rules on
-        # what is included): it is walked, not taken from either.
-        (twice if row[0] in seen else seen).add(row[0])
-    for path in twice:
-        same.pop(path, None)
+    same, idle = {}, True
+    try:
+        for row in quiet.dirs:
+            if unchanged((row,)):
+                same[(row[4], row[0])] = row
+            else:
+                idle = False
+    except (TypeError, ValueError, IndexError):  # not a row at all
+        discard(state_dir)
+        return None, {}
     return (quiet if idle else None), same
 
 
@@ -214,7 +214,7 @@ def same_rows(state_dir: str, state_file: str, *, config_key: str) -> tuple[Quie
 PARTS = 2
 #: Below this many names, a fork costs more than the half of the check it saves.
 SPLIT_MIN_NAMES = 4000
-_SIGKILL = 9  # signal.SIGKILL, without importing signal (which imports enum)
+_SIGKILL = 9  # signal.SIGKILL (signal is imported only to fork)
 
 
 def _check_parts(snap: _File) -> bool:
@@ -224,8 +224,23 @@ def _check_parts(snap: _File) -> bool:
     try:
         if snap.names < SPLIT_MIN_NAMES or len(os.sched_getaffinity(0)) < 2:
             return all(unchanged(snap.part(i)) for i in range(PARTS))
+    except (EOFError, ValueError, TypeError):
+        return False
+    import signal  # (only here: it imports enum)
+
+    # A caller that ignores SIGCHLD (some cron and supervisor setups pass that on)
+    # would have the kernel reap the child, and its answer would be lost.
+    saved = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    try:
+        return _forked_check(snap)
+    finally:
+        signal.signal(signal.SIGCHLD, saved)
+
+
+def _forked_check(snap: _File) -> bool:
+    try:
         pid = os.fork()
-    except (OSError, EOFError, ValueError, TypeError):
+    except OSError:
         return False
     if pid == 0:  # the child: its answer is its exit status; nothing else of it runs
         code = 1
@@ -239,35 +254,38 @@ def _check_parts(snap: _File) -> bool:
         mine = False
     if not mine:
         os.kill(pid, _SIGKILL)  # its answer no longer matters
-    _, status = os.waitpid(pid, 0)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return False
     return mine and os.waitstatus_to_exitcode(status) == 0
 
 
-def unchanged(dirs: list) -> bool:
+def unchanged(dirs) -> bool:
     """True when every listed directory lists the same names and every name checks equal.
 
-    A row is ``(abs_dir, names, sigs, others)``: ``sigs[i]`` is the file signature of
-    ``names[i]`` (None for the few entries in ``others``, ``(i, what, value)``)."""
+    A row is ``(abs_dir, names, sigs, others, tree)``: ``sigs[i]`` is the file signature
+    of ``names[i]`` (None for the few entries in ``others``, ``(i, what, value)``);
+    ``tree`` names the tree whose walk wrote it. A row of any other shape (the file is
+    not checksummed) is a difference, never an error."""
     lstat = os.lstat
-    for path, names, sigs, others in dirs:
-        try:
+    try:
+        for path, names, sigs, others, _tree in dirs:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            if os.listdir(fd) != names:
-                return False
-            got = [(st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode) for st in [lstat(n, dir_fd=fd) for n in names]]
-            for i, what, want in others:
-                if _other(what, got[i][3], path, names[i]) != want:
+            try:
+                if os.listdir(fd) != names:
                     return False
-                got[i] = None
-            if got != sigs:
-                return False
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
+                got = [(st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode) for st in [lstat(n, dir_fd=fd) for n in names]]
+                for i, what, want in others:
+                    if _other(what, got[i][3], path, names[i]) != want:
+                        return False
+                    got[i] = None
+                if got != sigs:
+                    return False
+            finally:
+                os.close(fd)
+    except (OSError, ValueError, TypeError, IndexError):
+        return False
     return True
 
 

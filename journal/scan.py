@@ -121,7 +121,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     changed = cache.dirty
     reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
     listing: list | None = [] if ctx.quiet_rows is not None else None
-    for item in walk_tree(tree.path, matcher, skipped, listing, _same_dirs(tree.path, cache, ctx.same)):
+    for item in walk_tree(tree.path, matcher, skipped, listing, _same_dirs(tree, cache, ctx.same)):
         if item.kind in SAME_KINDS:  # in a directory the quiet snapshot found unchanged
             walked_files += item.kind == SAME
             files[item.path] = cache.files[item.path]
@@ -153,7 +153,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         tr.files = walked_files
     else:
         tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
-    rows = None if listing is None or ctx.quiet_rows is None else quiet_rows(tree.path, listing, files)
+    rows = None if listing is None or ctx.quiet_rows is None else quiet_rows(tree, listing, files)
     if rows is None:
         ctx.quiet_rows = None
     else:
@@ -161,29 +161,37 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     return tr, files, changed
 
 
-def _same_dirs(root: str, cache: TreeCache, same: dict[str, tuple]) -> dict[str, tuple]:
-    """The unchanged directories of this tree, by relative path, whose every included
-    name the cache holds with the signature the snapshot compared (always so when the
-    state is the one the snapshot was saved with; anything else is walked)."""
+def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict) -> dict[str, tuple]:
+    """This tree's unchanged directories, by relative path: rows this tree's own walk
+    wrote (a directory another tree also walks has that tree's row, with that tree's
+    rules), whose every included name the cache holds with the signature the snapshot
+    compared (always so when the state is the one the snapshot was saved with)."""
     out = {}
+    root = tree.path
     prefix = root.rstrip(os.sep) + os.sep
-    for path, row in same.items():
+    for (name, path), row in same.items():
+        if name != tree.name:
+            continue
         rel_dir = "" if path == root else path[len(prefix):] if path.startswith(prefix) else None
         if rel_dir is None:
             continue
-        for item in same_items(rel_dir, row):
-            prev = cache.files.get(item.path)
-            if prev is None or prev.sig is None or tuple(prev.sig) != item.sig:
-                break
-        else:
-            out[rel_dir] = row
+        try:
+            for item in same_items(rel_dir, row):
+                prev = cache.files.get(item.path)
+                if prev is None or prev.sig is None or tuple(prev.sig) != item.sig:
+                    break
+            else:
+                out[rel_dir] = row
+        except (TypeError, ValueError, IndexError):
+            continue  # a row this code cannot read: the directory is walked
     return out
 
 
-def quiet_rows(root: str, listing: list, files: dict[str, FileState]) -> list | None:
+def quiet_rows(tree: TreeConfig, listing: list, files: dict[str, FileState]) -> list | None:
     """The quiet snapshot's rows for one walked tree (see ``quiet.unchanged``); None when
     some listed path has no clean signature to compare. A directory taken from the last
     snapshot (``walk_tree``'s ``same``) keeps its row."""
+    root = tree.path
     rows = []
     for rel_dir, seen in listing:
         if isinstance(seen, tuple):
@@ -205,7 +213,7 @@ def quiet_rows(root: str, listing: list, files: dict[str, FileState]) -> list | 
                               (len(names), DB, tuple(fs.sig)) if kind == KIND_SQLITE else
                               (len(names), OTHER, stat_mod.S_IFMT(st.st_mode)))
             names.append(name)
-        rows.append((os.path.join(root, rel_dir) if rel_dir else root, names, sigs, others))
+        rows.append((os.path.join(root, rel_dir) if rel_dir else root, names, sigs, others, tree.name))
     return rows
 
 

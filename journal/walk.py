@@ -150,7 +150,7 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
 def same_items(rel_dir: str, row: tuple) -> Iterator[Item]:
     """The items a quiet snapshot row holds: every name with a signature (a file or a
     link) or with a directory's or a database's value; excluded names have neither."""
-    _path, names, sigs, others = row
+    names, sigs, others = row[1], row[2], row[3]
     kinds = {i: (SAME_DIR if what == DIR_ROW else SAME, value) for i, what, value in others if what != OTHER_ROW}
     for i, name in enumerate(names):
         rel = f"{rel_dir}/{name}" if rel_dir else name

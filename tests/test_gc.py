@@ -204,9 +204,9 @@ class CountingStore(Store):
         self.deletes.append(key)
         return self.inner.delete(key)
 
-    def delete_many(self, keys):
+    def delete_many(self, keys, guard=None):
         self.bulk.append(list(keys))
-        return self.inner.delete_many(keys)
+        return self.inner.delete_many(keys, guard)
 
     def sweep_temp(self):
         return self.inner.sweep_temp()
@@ -239,10 +239,10 @@ class HookStore(CountingStore):
         self.hook("delete", key)
         return super().delete(key)
 
-    def delete_many(self, keys):
+    def delete_many(self, keys, guard=None):
         for key in keys:
             self.hook("delete", key)
-        return super().delete_many(keys)
+        return super().delete_many(keys, guard)
 
 
 def line(i: int, width: int = 80) -> bytes:

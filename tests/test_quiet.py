@@ -160,7 +160,7 @@ def test_the_split_check_sees_a_change_in_either_part(live, split, part):
     assert quiet_claims_idle(live, fork=True)
     rows = _part_rows(live, part)
     assert rows and all(rows for rows in (_part_rows(live, 0), _part_rows(live, 1)))
-    path, names, sigs, _others = next(row for row in rows if any(sigs for sigs in row[2]))
+    path, names, sigs, _others, _tree = next(row for row in rows if any(sigs for sigs in row[2]))
     name = next(n for n, sig in zip(names, sigs) if sig is not None and sig[0] > 0)
     target = Path(path) / name
     data = target.read_bytes()
@@ -401,13 +401,18 @@ def test_random_changes_with_directories_taken_from_the_snapshot_miss_nothing(ba
         assert _full_walk_finds_nothing(live), (step, op)
 
 
-def test_a_directory_two_trees_walk_is_never_taken_from_the_other_trees_row(bare_live):
-    live = bare_live
+def nested_trees(live, wide_exclude: str = "", narrow_exclude: str = "") -> None:
+    """A config with tree "wide" at shared/ and tree "narrow" at shared/sub/ inside it."""
     (live.home / ".config" / "journal").mkdir(parents=True)
     (live.home / ".config" / "journal" / "config.toml").write_text(
         'presets = []\n'
-        '[[trees]]\nname = "wide"\npath = "shared"\nexclude = ["*.log"]\n'
-        '[[trees]]\nname = "narrow"\npath = "shared/sub"\n')
+        f'[[trees]]\nname = "wide"\npath = "shared"\n{wide_exclude}\n'
+        f'[[trees]]\nname = "narrow"\npath = "shared/sub"\n{narrow_exclude}\n')
+
+
+def test_a_directory_two_trees_walk_is_never_taken_from_the_other_trees_row(bare_live):
+    live = bare_live
+    nested_trees(live, wide_exclude='exclude = ["*.log"]')
     sub = live.local / "shared" / "sub"
     sub.mkdir(parents=True)
     (sub / "run.log").write_text("line 1\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
 _KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$")
@@ -82,17 +82,22 @@ class Store(abc.ABC):
     def delete(self, key: str) -> None:
         """Remove ``key``. Deleting a missing key is not an error (idempotent)."""
 
-    def delete_many(self, keys: Sequence[str]) -> None:
+    def delete_many(self, keys: Sequence[str], guard: Callable[[str], bool] | None = None) -> list[str]:
         """Remove every key of ``keys``; missing keys are not an error (idempotent).
+        Returns the keys ``guard`` kept (see below); normally none.
 
         Every key is checked before anything is deleted (``ValueError``). The keys are
         deleted in no particular order, and when this raises any of them may be gone:
         a caller that needs an order (references before objects) makes one call per
-        step. This default deletes one key at a time; a backend with a bulk request
-        (the cloud backend: up to 1,000 keys per request) overrides it.
+        step. This default deletes one key at a time, as one step; a backend with a
+        bulk request (the cloud backend: up to 1,000 keys per request) overrides it.
+        When a bulk request fails, the backend redoes it key by key, one request each:
+        ``guard(key)`` is called before each of those, may raise to stop, and returns
+        False to keep that key (gc checks its lease and the manifests there).
         """
         for key in [check_key(key) for key in keys]:
             self.delete(key)
+        return []
 
     def exists(self, key: str) -> bool:
         """True when ``key`` is present."""

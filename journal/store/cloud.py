@@ -207,16 +207,23 @@ class CloudStore(Store):
             if not isinstance(translated, ObjectNotFound):
                 raise translated from err
 
-    def delete_many(self, keys: Sequence[str]) -> None:
-        """Remove every key of ``keys`` (missing ones are fine), ``DELETE_BATCH`` per request."""
+    def delete_many(self, keys: Sequence[str], guard=None) -> list[str]:
+        """Remove every key of ``keys`` (missing ones are fine), ``DELETE_BATCH`` per
+        request; a failed request is redone key by key, each after ``guard`` (see
+        ``Store.delete_many``). Returns the keys ``guard`` kept."""
         keys = [check_key(key) for key in keys]
+        kept: list[str] = []
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start:start + DELETE_BATCH]
             try:
                 self._ob.delete(self._store, batch)
             except Exception:  # which key failed is not said: settle the batch key by key
                 for key in batch:
+                    if guard is not None and not guard(key):
+                        kept.append(key)
+                        continue
                     self.delete(key)
+        return kept
 
 
 def _read_upto(stream: BinaryIO, limit: int):
