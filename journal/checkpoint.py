@@ -62,7 +62,7 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
     with StateLock(cfg.state_dir, wait=wait):
         state_file = os.path.join(cfg.state_dir, STATE_FILE)
         key = config_key(cfg)
-        proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key)
+        proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True)
         if proven is not None:  # unchanged since the last clean checkpoint
             result = msgspec.convert(proven.result, CheckpointResult)
             result.seconds = time.monotonic() - started

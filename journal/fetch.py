@@ -68,6 +68,16 @@ def _executor():
         return _pool
 
 
+def shutdown() -> None:
+    """Stop the fetch threads (a restore is over): a long-running process that only
+    checkpoints then runs one thread, which lets the quiet check fork (``quiet.py``)."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
 def runs(refs: Iterable[BlobRef]) -> Iterator[list[BlobRef]]:
     """Group refs into runs of back-to-back records of one pack, in order.
 

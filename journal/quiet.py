@@ -186,28 +186,92 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
     return quiet if (_check_parts(snap) if fork else unchanged(quiet.dirs)) else None
 
 
-def same_rows(state_dir: str, state_file: str, *, config_key: str) -> tuple[Quiet | None, dict]:
+def same_rows(state_dir: str, state_file: str, *, config_key: str,
+              fork: bool = False) -> tuple[Quiet | None, dict]:
     """In-process: ``(snapshot, same)``. ``snapshot`` is the snapshot when nothing changed
     (the idle answer), else None; ``same`` maps ``(tree, absolute path)`` of every
     directory whose listing and values all check equal to that tree's row, for the
     full walk of that tree to take as it was (``walk.walk_tree``). It is empty when the
-    snapshot is missing, not valid, or holds a row it cannot read (then it is dropped)."""
+    snapshot is missing, not valid, or holds a row it cannot read (then it is dropped).
+    ``fork``: a large check may be split with a forked child when this process runs a
+    single thread (``_row_checks``)."""
     quiet = load(state_dir)
     if quiet is None or quiet.config_key != config_key or file_sig(state_file) != tuple(quiet.state_sig):
         return None, {}
     if any(os.path.isdir(p) for p in quiet.absent):
         return None, {}
-    same, idle = {}, True
     try:
-        for row in quiet.dirs:
-            if unchanged((row,)):
-                same[(row[4], row[0])] = row
-            else:
-                idle = False
+        checks = _row_checks(quiet.dirs, fork)
+        same = {(row[4], row[0]): row for row, ok in zip(quiet.dirs, checks) if ok}
     except (TypeError, ValueError, IndexError):  # not a row at all
         discard(state_dir)
         return None, {}
-    return (quiet if idle else None), same
+    return (quiet if all(checks) else None), same
+
+
+def _row_checks(rows: list, fork: bool) -> list[bool]:
+    """``unchanged`` of each row. With ``fork``, on a large snapshot, two CPUs and a
+    process that runs one thread only (forking a threaded process is not safe), a
+    child checks every other row and sends its answers through a pipe."""
+    if not (fork and sum(len(row[1]) for row in rows) >= SPLIT_MIN_NAMES
+            and len(os.sched_getaffinity(0)) >= 2 and _one_thread()):
+        return [unchanged((row,)) for row in rows]
+    import signal
+
+    # Every signal waits until the check is over: the child must never run this
+    # process's handlers (a supervisor's SIGTERM handler, say), and this process's
+    # SIGCHLD handler must not reap the child first.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its answers go through the pipe; nothing else of it runs
+            try:
+                os.close(read_fd)
+                answers = bytes(unchanged((row,)) for row in rows[1::2])
+                while answers:
+                    answers = answers[os.write(write_fd, answers):]
+            finally:
+                os._exit(0)
+        os.close(write_fd)
+        try:
+            mine = [unchanged((row,)) for row in rows[0::2]]
+            theirs = _read_all(read_fd)
+        finally:
+            os.close(read_fd)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass  # reaped by a SIGCHLD left ignored: the answers are complete or not, below
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if len(theirs) != len(rows[1::2]):  # the child failed: what it did not answer changed
+        theirs = bytes(len(rows[1::2]))
+    checks = [False] * len(rows)
+    checks[0::2] = mine
+    checks[1::2] = [bool(b) for b in theirs]
+    return checks
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _one_thread() -> bool:
+    """True when this process runs one thread: Python's, and any a library started."""
+    import threading
+
+    if threading.active_count() != 1:
+        return False
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return int(fields[17]) == 1  # num_threads (field 20; fields counted after the name)
+    except (OSError, IndexError, ValueError):
+        return False
 
 
 #: The parts a snapshot's rows are saved in: one for each process that checks them.

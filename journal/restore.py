@@ -19,6 +19,7 @@ from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .history import ManifestCache, select_seqs
 from .localstate import LocalState, StateLock, TreeCache, cache_from_entries, load_state, new_state, save_state
 from .report import SILENT, Reporter
+from . import fetch
 from .repository import Repository, utc_now
 from .restore_tree import TreeRestore, TreeRun, write_trees
 from .store.base import Store
@@ -35,6 +36,13 @@ class RestoreResult(msgspec.Struct, kw_only=True):
 def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
             to: str | None = None, dry_run: bool = False) -> RestoreResult:
     """Restore every configured tree (every stored tree with ``to``). See the module docstring."""
+    try:
+        return _restore(cfg, store, reporter, at, to, dry_run)
+    finally:
+        fetch.shutdown()  # nothing more to fetch: no idle threads left behind
+
+
+def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | None, dry_run: bool) -> RestoreResult:
     with StateLock(cfg.state_dir, wait=True):
         repo = Repository.open(store, create=not dry_run)
         if not dry_run:

@@ -171,8 +171,8 @@ def test_the_split_check_sees_a_change_in_either_part(live, split, part):
     assert not quiet_claims_idle(live)  # and the one-process check agrees
 
 
-def test_a_child_that_dies_is_not_taken_for_idle(live, split, monkeypatch):
-    live.checkpoint()
+def kill_forked_children(monkeypatch):
+    """Make ``quiet.unchanged`` SIGKILL itself in any forked child; returns the real one."""
     parent = os.getpid()
     real = quiet.unchanged
 
@@ -182,6 +182,12 @@ def test_a_child_that_dies_is_not_taken_for_idle(live, split, monkeypatch):
         return real(rows)
 
     monkeypatch.setattr(quiet, "unchanged", dies_in_the_child)
+    return real
+
+
+def test_a_child_that_dies_is_not_taken_for_idle(live, split, monkeypatch):
+    live.checkpoint()
+    real = kill_forked_children(monkeypatch)
     assert not quiet_claims_idle(live, fork=True)
     monkeypatch.setattr(quiet, "unchanged", real)
     assert quiet_claims_idle(live, fork=True)
@@ -445,3 +451,64 @@ def test_a_busy_tick_keeps_databases_links_and_subdirectories_of_unchanged_direc
     assert {"state.db", "memories", "memories/a.md", "latest"} <= set(before["hermes"])
     assert _full_walk_finds_nothing(live)
     con.close()
+
+
+# --- In-process (journal supervise): the row checks forked when the process runs one thread ---
+
+@pytest.fixture
+def forks(monkeypatch):
+    """The in-process check split with a child even on a small tree and under pytest
+    (whose idle threads the child never touches); returns the list of forks made."""
+    split_always(monkeypatch)
+    monkeypatch.setattr(quiet, "_one_thread", lambda: True)
+    made = []
+    real_fork = os.fork
+
+    def counting_fork():
+        pid = real_fork()
+        if pid:
+            made.append(pid)
+        return pid
+
+    monkeypatch.setattr(quiet.os, "fork", counting_fork)
+    return made
+
+
+def test_in_process_forked_checks_agree_with_the_full_walk(bare_live, forks):
+    live = bare_live
+    root = _projects(live, dirs=6, files=3)
+    rng = random.Random(13)
+    live.checkpoint()
+    idle = 0
+    for step in range(40):
+        op = random_change(rng, root, step, ["append", "create", "delete", "rename", "mkdir", "chmod", "none"])
+        result = live.checkpoint()
+        idle += result.seq is None
+        assert _full_walk_finds_nothing(live), (step, op)
+    assert len(forks) >= 40 and idle >= 3
+
+
+def test_in_process_a_child_that_dies_leaves_its_rows_to_the_walk(bare_live, forks, monkeypatch):
+    live = bare_live
+    root = _projects(live, dirs=6, files=3)
+    live.checkpoint()
+    live.checkpoint()
+    real = kill_forked_children(monkeypatch)
+    proven, same = quiet.same_rows(live.cfg.state_dir, str(live.state_file), config_key=config_key(live.cfg),
+                                   fork=True)
+    assert forks and proven is None  # the child's half is unanswered: not idle
+    rows = quiet.load(live.cfg.state_dir).dirs
+    assert len(same) == len(rows[0::2])  # the parent's half, all unchanged
+    with open(root / "-home-p02" / "s1.jsonl", "ab") as fh:
+        fh.write(b'{"more": 1}\n')
+    assert live.checkpoint().seq is not None
+    monkeypatch.setattr(quiet, "unchanged", real)
+    assert _full_walk_finds_nothing(live)
+
+
+def test_one_thread_is_told_apart_from_many():
+    code = ("import threading, time\nfrom journal import quiet\nalone = quiet._one_thread()\n"
+            "stop = threading.Event(); t = threading.Thread(target=stop.wait); t.start()\n"
+            "crowded = quiet._one_thread(); stop.set(); t.join()\nprint(alone, crowded)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["True", "False"]
