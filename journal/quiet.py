@@ -219,30 +219,13 @@ def _row_checks(rows: list, fork: bool) -> list[bool]:
     import signal
 
     # Every signal waits until the check is over: the child must never run this
-    # process's handlers (a supervisor's SIGTERM handler, say), and this process's
-    # SIGCHLD handler must not reap the child first.
+    # process's handlers (a supervisor's SIGTERM handler, say).
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: its answers go through the pipe; nothing else of it runs
-            try:
-                os.close(read_fd)
-                answers = bytes(unchanged((row,)) for row in rows[1::2])
-                while answers:
-                    answers = answers[os.write(write_fd, answers):]
-            finally:
-                os._exit(0)
-        os.close(write_fd)
-        try:
-            mine = [unchanged((row,)) for row in rows[0::2]]
-            theirs = _read_all(read_fd)
-        finally:
-            os.close(read_fd)
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass  # reaped by a SIGCHLD left ignored: the answers are complete or not, below
+        mine, theirs = _with_child(lambda: [unchanged((row,)) for row in rows[0::2]],
+                                   lambda: bytes(unchanged((row,)) for row in rows[1::2]))
+    except OSError:  # no pipe or no fork to be had: one process checks it all
+        return [unchanged((row,)) for row in rows]
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     if len(theirs) != len(rows[1::2]):  # the child failed: what it did not answer changed
@@ -251,13 +234,6 @@ def _row_checks(rows: list, fork: bool) -> list[bool]:
     checks[0::2] = mine
     checks[1::2] = [bool(b) for b in theirs]
     return checks
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 16):
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _one_thread() -> bool:
@@ -278,7 +254,7 @@ def _one_thread() -> bool:
 PARTS = 2
 #: Below this many names, a fork costs more than the half of the check it saves.
 SPLIT_MIN_NAMES = 4000
-_SIGKILL = 9  # signal.SIGKILL (signal is imported only to fork)
+_SIGKILL = 9  # signal.SIGKILL, without importing signal (which imports enum)
 
 
 def _check_parts(snap: _File) -> bool:
@@ -288,41 +264,45 @@ def _check_parts(snap: _File) -> bool:
     try:
         if snap.names < SPLIT_MIN_NAMES or len(os.sched_getaffinity(0)) < 2:
             return all(unchanged(snap.part(i)) for i in range(PARTS))
-    except (EOFError, ValueError, TypeError):
+        mine, theirs = _with_child(lambda: unchanged(snap.part(0)),
+                                   lambda: bytes([unchanged(snap.part(1))]), stop_early=True)
+    except (OSError, EOFError, ValueError, TypeError):
         return False
-    import signal  # (only here: it imports enum)
-
-    # A caller that ignores SIGCHLD (some cron and supervisor setups pass that on)
-    # would have the kernel reap the child, and its answer would be lost.
-    saved = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    try:
-        return _forked_check(snap)
-    finally:
-        signal.signal(signal.SIGCHLD, saved)
+    return mine and theirs == b"\x01"
 
 
-def _forked_check(snap: _File) -> bool:
-    try:
-        pid = os.fork()
-    except OSError:
-        return False
-    if pid == 0:  # the child: its answer is its exit status; nothing else of it runs
-        code = 1
+def _with_child(mine, theirs, stop_early: bool = False):
+    """``(mine(), bytes)``: ``theirs()`` runs in a forked child and its bytes come back
+    through a pipe (empty or short when the child failed or was stopped). The answer
+    never depends on the child's exit status, which a caller that ignores SIGCHLD (some
+    cron and supervisor setups pass that on) would have the kernel reap and lose.
+    ``stop_early``: a false ``mine()`` kills the child, whose answer then no longer matters."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its answer goes through the pipe; nothing else of it runs
         try:
-            code = 0 if unchanged(snap.part(1)) else 1
+            os.close(read_fd)
+            answer = theirs()
+            while answer:
+                answer = answer[os.write(write_fd, answer):]
         finally:
-            os._exit(code)
+            os._exit(0)
+    os.close(write_fd)
     try:
-        mine = unchanged(snap.part(0))
-    except (EOFError, ValueError, TypeError):
-        mine = False
-    if not mine:
-        os.kill(pid, _SIGKILL)  # its answer no longer matters
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return False
-    return mine and os.waitstatus_to_exitcode(status) == 0
+        result = mine()
+        if stop_early and not result:
+            os.kill(pid, _SIGKILL)
+            return result, b""
+        chunks = []
+        while chunk := os.read(read_fd, 1 << 16):
+            chunks.append(chunk)
+        return result, b"".join(chunks)
+    finally:
+        os.close(read_fd)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass  # reaped already (SIGCHLD ignored): the pipe said all there is
 
 
 def unchanged(dirs) -> bool:

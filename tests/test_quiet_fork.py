@@ -3,7 +3,7 @@
 `journal checkpoint` runs from cron, systemd timers, supervisors and agent harnesses;
 some of them start their children with SIGCHLD ignored, a disposition that survives
 exec. The kernel would then reap the forked checker itself and its answer would be
-lost: the check sets SIGCHLD to its default around the fork, and an idle tick on a
+lost: the child answers through a pipe instead, and an idle tick on a
 large tree still answers idle.
 """
 
