@@ -62,10 +62,8 @@ from .repository import MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, man
 from .retention import ManifestInfo, Policy, choose_kept
 from .spill import Spill
 from .store.base import Store
+from .tombstone import TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, Item, LazyTombstone, Tombstone, decode_item
 
-TOMBSTONE_PREFIX = "tombstones/"
-#: Items per tombstone: the mark writes one every this many, the sweep holds one at a time.
-TOMBSTONE_ITEMS = 3000
 #: The sweep deletes at most this many keys per request (S3's DeleteObjects limit), each
 #: batch right after a lease check, and a batch of packs right after listing manifests again.
 DELETE_BATCH = 1000
@@ -76,60 +74,6 @@ FALLBACK_RELIST = 32
 SAMPLE_ITEMS = 100
 
 _PACK_KEY = re.compile(r"packs/([0-9a-f]{2})/\1[0-9a-f]{62}")
-
-
-class Item(msgspec.Struct, frozen=True, array_like=True):
-    key: str
-    kind: str       # "manifest" | "pack" | "orphan"
-    bytes: int
-
-
-class Tombstone(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = 1
-    created: str
-    created_ns: int
-    host: str
-    mark_seq: int
-    items: list[Item]
-
-
-class _LazyTombstone(msgspec.Struct, frozen=True, kw_only=True):
-    """A tombstone as gc reads it: each item stays encoded (~150 bytes with its share of
-    the record, against ~360 decoded) until it is used."""
-
-    version: int = 1
-    created: str
-    created_ns: int
-    host: str
-    mark_seq: int
-    items: list[msgspec.Raw]
-
-
-_ENCODER = msgspec.json.Encoder()
-_ITEM = msgspec.json.Decoder(Item)
-
-
-class _Chunk:
-    """The items of the next tombstone, held encoded (a JSON list's elements)."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.count = 0
-
-    def add(self, item: Item) -> None:
-        if self.count:
-            self.buf += b","
-        self.buf += _ENCODER.encode(item)  # (encode_into would over-allocate by half)
-        self.count += 1
-
-    def record(self, header: Tombstone) -> bytes:
-        """The tombstone ``header`` (its ``items`` empty) naming every item added; then empty."""
-        head = _ENCODER.encode(header)
-        if header.items or not head.endswith(b'"items":[]}'):  # items is the last field
-            raise AssertionError("gc: unexpected tombstone encoding")
-        data = b"".join((head[:-2], self.buf, b"]}"))
-        self.buf, self.count = bytearray(), 0
-        return data
 
 
 class GcPlan(msgspec.Struct, frozen=True, kw_only=True, weakref=True):
@@ -335,11 +279,11 @@ class _Gc:
         self.expire = sorted(self.valid - set(self.kept))
         self.unreadable = sorted(unreadable)
 
-    def _tombstones(self, keys: Iterable[str]) -> Iterator[tuple[str, _LazyTombstone]]:
+    def _tombstones(self, keys: Iterable[str]) -> Iterator[tuple[str, LazyTombstone]]:
         """Each readable tombstone of ``keys``, one at a time (its items still encoded)."""
         for key in keys:
             try:
-                stone = msgspec.json.decode(self.repo.store.get(key), type=_LazyTombstone)
+                stone = msgspec.json.decode(self.repo.store.get(key), type=LazyTombstone)
             except (ObjectNotFound, msgspec.DecodeError, msgspec.ValidationError) as err:
                 self.reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err}")
                 continue
@@ -361,7 +305,7 @@ class _Gc:
             self.spill.add("marked", self._marked_packs(key, stone, ripe))
             del stone  # one tombstone at a time: not this one while the next loads
 
-    def _marked_packs(self, key: str, stone: _LazyTombstone, ripe: bool) -> Iterator[str]:
+    def _marked_packs(self, key: str, stone: LazyTombstone, ripe: bool) -> Iterator[str]:
         """The ids of the packs ``stone`` names; notes the manifests it names on the way."""
         for item in self._items(key, stone):
             if item is None:
@@ -374,11 +318,11 @@ class _Gc:
             else:
                 yield item.key.rsplit("/", 1)[-1]
 
-    def _items(self, key: str, stone: _LazyTombstone) -> Iterator[Item | None]:
+    def _items(self, key: str, stone: LazyTombstone) -> Iterator[Item | None]:
         """The items of ``stone``, decoded one at a time; ``None`` for one that does not decode."""
         for raw in stone.items:
             try:
-                yield _ITEM.decode(raw)
+                yield decode_item(raw)
             except (msgspec.DecodeError, msgspec.ValidationError) as err:
                 self.reporter.warn(f"gc: tombstone {key}: ignoring an unreadable item: {err}")
                 yield None
@@ -427,7 +371,7 @@ class _Gc:
         tombstone names yet, ``TOMBSTONE_ITEMS`` at a time while the listing streams.
         Returns the last tombstone's ``mark_seq``."""
         store = self.repo.store
-        chunk = _Chunk()
+        chunk = Chunk()
         mark_seq: int | None = None
 
         def add(item: Item) -> None:
@@ -472,7 +416,7 @@ class _Gc:
             self.reporter.warn(f"gc: left alone {odd} key(s) under {PACK_PREFIX} that are not pack names")
         return _newest_seq(self.repo) if mark_seq is None else mark_seq
 
-    def _put_tombstone(self, chunk: _Chunk, mark_seq: int, result: GcResult) -> None:
+    def _put_tombstone(self, chunk: Chunk, mark_seq: int, result: GcResult) -> None:
         now = time.time_ns()
         count = chunk.count
         record = chunk.record(Tombstone(created=utc_now(), created_ns=now, host=socket.gethostname(),
@@ -513,7 +457,7 @@ class _Gc:
             self._delete_tombstones(lease, stones, result)
         return waiting
 
-    def _sweep_one(self, lease: Lease | None, key: str, stone: _LazyTombstone, delete: _Tally,
+    def _sweep_one(self, lease: Lease | None, key: str, stone: LazyTombstone, delete: _Tally,
                    result: GcResult) -> tuple[int, bool, bool]:
         """Delete the packs of one ripe tombstone, ``DELETE_BATCH`` at a time. Returns the
         number of its orphans that wait, whether all it names is resolved, and whether a

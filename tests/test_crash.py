@@ -98,11 +98,13 @@ class Box:
         return Repository.open(LocalStore(str(self.store_dir)))
 
 
-def describe(root: Path) -> dict[str, tuple]:
-    """path -> (kind, mode, mtime_ns, sha256 | target): what a restore must reproduce."""
+def describe(root: Path, skip: tuple[str, ...] = (".journal-tmp",), db=None) -> dict[str, tuple]:
+    """path -> (kind, mode, mtime_ns, sha256 | target): what a restore must reproduce.
+    Directories named in ``skip`` are left out; with ``db``, a ``*.db`` file is
+    described by ``("db", mode, db(path))`` instead (its rows, not its bytes)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".journal-tmp"]
+        dirnames[:] = [d for d in dirnames if d not in skip]
         for name in dirnames + filenames:
             full = os.path.join(dirpath, name)
             st = os.lstat(full)
@@ -112,6 +114,8 @@ def describe(root: Path) -> dict[str, tuple]:
                 out[rel] = ("symlink", mode, st.st_mtime_ns, os.readlink(full))
             elif stat.S_ISDIR(st.st_mode):
                 out[rel] = ("dir", mode)
+            elif db is not None and name.endswith(".db"):
+                out[rel] = ("db", mode, db(full))
             else:
                 out[rel] = ("file", mode, st.st_mtime_ns, sha256_file(full))
     return out

@@ -9,7 +9,6 @@ bounded number of bytes in memory across every reader at once (``journal/fetch.p
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import signal
@@ -21,6 +20,8 @@ import threading
 from pathlib import Path
 
 import pytest
+
+from test_crash import describe as describe_tree
 from tripwire import write_tripwire
 
 from journal import batch, fetch, tree_writer
@@ -72,27 +73,17 @@ def fill_local(local: Path, *, small: int = 60, big: tuple[int, ...] = (3, 5, 9)
     con.close()
 
 
+def _db_rows(path: str) -> tuple:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*), sum(length(body)) FROM messages").fetchone()
+    finally:
+        con.close()
+
+
 def describe(root: Path) -> dict[str, tuple]:
     """path -> (kind, mode, mtime_ns, sha256 | target); databases by their rows."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in (".journal-tmp", ".journal")]
-        for name in dirnames + filenames:
-            full = os.path.join(dirpath, name)
-            st = os.lstat(full)
-            rel = os.path.relpath(full, root)
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("symlink", st.st_mtime_ns, os.readlink(full))
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", mode)
-            elif name.endswith(".db"):
-                con = sqlite3.connect(f"file:{full}?mode=ro", uri=True)
-                out[rel] = ("db", mode, con.execute("SELECT count(*), sum(length(body)) FROM messages").fetchone())
-                con.close()
-            else:
-                out[rel] = ("file", mode, st.st_mtime_ns, hashlib.sha256(Path(full).read_bytes()).hexdigest())
-    return out
+    return describe_tree(root, skip=(".journal-tmp", ".journal"), db=_db_rows)
 
 
 @pytest.fixture(scope="module")

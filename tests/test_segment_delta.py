@@ -24,6 +24,28 @@ def event(i: int) -> bytes:
                       }).encode() + b"\n"
 
 
+def entry_of(live, path):
+    """The newest manifest's entry of the rollout at ``path``."""
+    return live.entries("codex")[path.relative_to(live.local / "codex-home").as_posix()]
+
+
+def appended_once(live, i: int):
+    """The first rollout checkpointed, then again with ``event(i)`` appended: (path, entry)."""
+    path = rollout(live)
+    live.checkpoint()
+    with open(path, "ab") as fh:
+        fh.write(event(i))
+    live.checkpoint()
+    return path, entry_of(live, path)
+
+
+def assert_restores_intact(live, path, tmp_path) -> None:
+    assert verify(live.repo(), full=True).ok
+    out = tmp_path / "out"
+    assert live.run("restore", "--to", str(out)).returncode == 0
+    assert (out / "codex" / ROLLOUT / path.name).read_bytes() == path.read_bytes()
+
+
 def flags_of(live, ref) -> int:
     data = live.store.get(pack_key(ref.pack), ref.offset, ref.offset + HEADER.size)
     return parse_header_flags(data, key="segment")[1]
@@ -46,7 +68,7 @@ def test_appended_lines_are_deltas_of_the_anchor_and_much_smaller(live, tmp_path
         live.checkpoint()
         sizes.append(live.store.put_bytes - before)
 
-    entry = live.entries("codex")[path.relative_to(live.local / "codex-home").as_posix()]
+    entry = entry_of(live, path)
     base_of = anchors([r.size for r in entry.refs])
     assert base_of[-1] is not None
     for ref, anchor in zip(entry.refs, base_of):
@@ -54,30 +76,18 @@ def test_appended_lines_are_deltas_of_the_anchor_and_much_smaller(live, tmp_path
     # ten ~250-byte lines alone compress ~3x; against the transcript so far, far more
     new = entry.refs[-1]
     assert new.length < new.size / 5, (new.length, new.size)
-    assert verify(live.repo(), full=True).ok
-    out = tmp_path / "out"
-    assert live.run("restore", "--to", str(out)).returncode == 0
-    assert (out / "codex" / ROLLOUT / path.name).read_bytes() == path.read_bytes()
+    assert_restores_intact(live, path, tmp_path)
 
 
 def test_a_segment_reads_alone_with_its_anchor(live):
-    path = rollout(live)
-    live.checkpoint()
-    with open(path, "ab") as fh:
-        fh.write(event(1))
-    live.checkpoint()
-    entry = live.entries("codex")[path.relative_to(live.local / "codex-home").as_posix()]
+    _path, entry = appended_once(live, 1)
     repo = live.repo()
     last, anchor = entry.refs[-1], segments.anchor_refs(entry.refs)[-1]
     assert segments.read_segment(repo, last, anchor) == event(1)
 
 
 def test_an_anchor_edited_in_place_rebases_instead_of_publishing_an_undecodable_delta(live, tmp_path):
-    path = rollout(live)
-    live.checkpoint()
-    with open(path, "ab") as fh:
-        fh.write(event(1))
-    live.checkpoint()  # refs: [anchor, delta]; the append check re-hashes only the delta
+    path, _entry = appended_once(live, 1)  # refs: [anchor, delta]; the append check re-hashes only the delta
     segments.TAILS._tails.clear()  # a new process: the anchor must be read back from the file
     data = bytearray(path.read_bytes())
     data[10] = ord("X") if data[10] != ord("X") else ord("Y")  # same size, same inode: looks like an append
@@ -85,21 +95,13 @@ def test_an_anchor_edited_in_place_rebases_instead_of_publishing_an_undecodable_
 
     live.checkpoint()
 
-    entry = live.entries("codex")[path.relative_to(live.local / "codex-home").as_posix()]
+    entry = entry_of(live, path)
     assert entry.size == len(path.read_bytes())
-    assert verify(live.repo(), full=True).ok
-    out = tmp_path / "out"
-    assert live.run("restore", "--to", str(out)).returncode == 0
-    assert (out / "codex" / ROLLOUT / path.name).read_bytes() == path.read_bytes()
+    assert_restores_intact(live, path, tmp_path)
 
 
 def test_a_corrupt_anchor_is_reported_for_its_deltas(live):
-    path = rollout(live)
-    live.checkpoint()
-    with open(path, "ab") as fh:
-        fh.write(event(3))
-    live.checkpoint()
-    entry = live.entries("codex")[path.relative_to(live.local / "codex-home").as_posix()]
+    path, entry = appended_once(live, 3)
     anchor = segments.anchor_refs(entry.refs)[-1]
     live.corrupt_blob(anchor)
 

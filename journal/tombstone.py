@@ -1,0 +1,69 @@
+"""The tombstone record: what a gc mark names for a later sweep to delete.
+
+``tombstones/<ns>-<id>`` is an immutable JSON object (design §16): when it was made,
+by which host, the ``mark_seq`` its orphan rule is judged against, and its items,
+each ``[key, kind, bytes]``. gc writes one every ``TOMBSTONE_ITEMS`` items and reads
+them one at a time, each item left encoded until it is used.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+TOMBSTONE_PREFIX = "tombstones/"
+#: Items per tombstone: the mark writes one every this many, the sweep holds one at a time.
+TOMBSTONE_ITEMS = 3000
+
+
+class Item(msgspec.Struct, frozen=True, array_like=True):
+    key: str
+    kind: str       # "manifest" | "pack" | "orphan"
+    bytes: int
+
+
+class Tombstone(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = 1
+    created: str
+    created_ns: int
+    host: str
+    mark_seq: int
+    items: list[Item]
+
+
+class LazyTombstone(msgspec.Struct, frozen=True, kw_only=True):
+    """A tombstone as gc reads it: each item stays encoded (~150 bytes with its share of
+    the record, against ~360 decoded) until it is used."""
+
+    version: int = 1
+    created: str
+    created_ns: int
+    host: str
+    mark_seq: int
+    items: list[msgspec.Raw]
+
+
+_ENCODER = msgspec.json.Encoder()
+decode_item = msgspec.json.Decoder(Item).decode
+
+
+class Chunk:
+    """The items of the next tombstone, held encoded (a JSON list's elements)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.count = 0
+
+    def add(self, item: Item) -> None:
+        if self.count:
+            self.buf += b","
+        self.buf += _ENCODER.encode(item)  # (encode_into would over-allocate by half)
+        self.count += 1
+
+    def record(self, header: Tombstone) -> bytes:
+        """The tombstone ``header`` (its ``items`` empty) naming every item added; then empty."""
+        head = _ENCODER.encode(header)
+        if header.items or not head.endswith(b'"items":[]}'):  # items is the last field
+            raise AssertionError("gc: unexpected tombstone encoding")
+        data = b"".join((head[:-2], self.buf, b"]}"))
+        self.buf, self.count = bytearray(), 0
+        return data
