@@ -16,6 +16,13 @@ JSONL segment (format 4) it is the segment's anchor (``segments.py``); on an ind
 page (format 3) the base's reference is stored in the record, before the frame::
 
     header | u16 n | n bytes: the base's BlobRef (JSON array) | zstd frame
+
+Format 5: a dbpage record may hold several pages (a *page group*: the payload is the
+pages back to back). A group stored as a delta also carries ``FLAG_MEMBERS``: the
+page numbers of its slots are stored before the frame, in the same way, and its base
+is the full map's pages of those numbers, back to back (``pagemap.py``)::
+
+    header | u16 n | n bytes: the members, u32 each | zstd frame
 """
 
 from __future__ import annotations
@@ -41,9 +48,10 @@ KIND_DBPAGE = 6     # one page of a SQLite snapshot
 KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", KIND_MANIFEST: "manifest",
               KIND_PAGEMAP: "pagemap", KIND_DBPAGE: "dbpage"}
 
-FLAG_DELTA = 0x0001  # compressed against a base payload (raw-content dictionary)
+FLAG_DELTA = 0x0001    # compressed against a base payload (raw-content dictionary)
+FLAG_MEMBERS = 0x0002  # a dbpage group delta: its slots' page numbers precede the frame
 #: The flags each kind may carry; any other bit set is refused.
-KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA, KIND_PAGE: FLAG_DELTA, KIND_SEGMENT: FLAG_DELTA}
+KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA | FLAG_MEMBERS, KIND_PAGE: FLAG_DELTA, KIND_SEGMENT: FLAG_DELTA}
 _BASE_LEN = struct.Struct(">H")
 
 #: The largest payload a record may claim; guards decompression against a bad header.
@@ -82,27 +90,33 @@ def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
 
 
 def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
-                  base_ref: bytes | None = None) -> tuple[str, bytes]:
+                  base_ref: bytes | None = None, members: bytes | None = None,
+                  level: int | None = None) -> tuple[str, bytes]:
     """Return ``(blob id, record bytes)`` for ``payload``.
 
     With ``base`` the frame is compressed against ``base`` as a raw-content dictionary
     and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``. An index
-    page delta also stores ``base_ref``, the encoded reference of its base.
+    page delta also stores ``base_ref``, the encoded reference of its base; a dbpage
+    group delta stores ``members`` (``FLAG_MEMBERS``). ``level`` overrides the delta's
+    compression level.
     """
     digest = hashlib.sha256(payload).digest()
     flags = 0
     if base is None:
+        if members is not None:
+            raise ValueError("only a delta names its members")
         frame = _compressor().compress(payload)
     else:
         if kind not in KIND_FLAGS:
             raise ValueError(f"a {KIND_NAMES.get(kind, kind)} record cannot be a delta")
-        if (kind == KIND_PAGE) != (base_ref is not None):
-            raise ValueError("an index page delta, and only one, names its base")
-        level = DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_BASE else DELTA_LEVEL
+        if (kind == KIND_PAGE) != (base_ref is not None) or (members is not None and kind != KIND_DBPAGE):
+            raise ValueError("an index page delta, and only one, names its base; only a dbpage group its members")
+        level = level or (DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_BASE else DELTA_LEVEL)
         frame = zstandard.ZstdCompressor(level=level, dict_data=_dict(base)).compress(payload)
-        if base_ref is not None:
-            frame = _BASE_LEN.pack(len(base_ref)) + base_ref + frame
-        flags = FLAG_DELTA
+        prefix = base_ref if base_ref is not None else members
+        if prefix is not None:
+            frame = _BASE_LEN.pack(len(prefix)) + prefix + frame
+        flags = FLAG_DELTA | (FLAG_MEMBERS if members is not None else 0)
     header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, flags, len(payload), len(frame), digest)
     return digest.hex(), header + frame
 
@@ -124,7 +138,7 @@ def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, st
         raise CorruptObject(key, f"unsupported record version {version}")
     if kind not in KIND_NAMES:
         raise CorruptObject(key, f"unknown record kind {kind}")
-    if flags & ~KIND_FLAGS.get(kind, 0):
+    if flags & ~KIND_FLAGS.get(kind, 0) or (flags & FLAG_MEMBERS and not flags & FLAG_DELTA):
         raise CorruptObject(key, f"unknown flags {flags:#06x}")
     if raw_size > MAX_RAW:
         raise CorruptObject(key, f"implausible payload size {raw_size}")
@@ -154,7 +168,7 @@ def decode_record(data: bytes, *, key: str, expect_id: str | None = None,
     else:
         dctx = _decompressor()
     start = HEADER.size
-    if flags & FLAG_DELTA and kind == KIND_PAGE:
+    if _has_prefix(kind, flags):
         start += _BASE_LEN.size + _embedded_len(data, key)
     try:
         # python-zstandard trusts a frame's own content size over max_output_size: a
@@ -177,6 +191,22 @@ def _embedded_len(data, key: str) -> int:
     if len(data) < HEADER.size + _BASE_LEN.size + n:
         raise CorruptObject(key, "page delta truncated in its base reference")
     return n
+
+
+def _has_prefix(kind: int, flags: int) -> bool:
+    return bool(flags & FLAG_MEMBERS or (flags & FLAG_DELTA and kind == KIND_PAGE))
+
+
+def embedded_members(data, *, key: str) -> list[int] | None:
+    """The page numbers a dbpage group delta stores (``FLAG_MEMBERS``), else None."""
+    _kind, flags, _raw, _stored, _digest = parse_header_flags(data, key=key)
+    if not flags & FLAG_MEMBERS:
+        return None
+    start = HEADER.size + _BASE_LEN.size
+    raw = bytes(data[start:start + _embedded_len(data, key)])
+    if len(raw) % 4:
+        raise CorruptObject(key, "page group member list is torn")
+    return [n for (n,) in struct.iter_unpack(">I", raw)]
 
 
 def embedded_base(data, *, key: str) -> bytes | None:

@@ -1,23 +1,33 @@
-"""Page maps: which blob holds each page of a SQLite snapshot.
+"""Page maps: which record holds each page of a SQLite snapshot.
 
-A snapshot is split into page-sized blobs (one SQLite page each), so a few small
-transactions upload only the pages they dirtied, wherever they are in the file.
-The list of pages is a *page map*, itself a blob (kind ``pagemap``, msgpack):
+A snapshot is described page by page, so a few small transactions upload only the
+pages they dirtied, wherever they are in the file. Pages are stored in *page groups*
+(format 5): one dbpage record holds up to a group's worth of pages back to back, so a
+restore decodes and verifies a few hundred records rather than one per page. The list
+of pages is a *page map*, itself a blob (kind ``pagemap``, msgpack):
 
-* a **full** map lists every page;
-* a **delta** map lists only the pages that differ from a full map, which the
-  entry names first. Deltas are cumulative (always against the full map, never
-  chained), so a restore reads at most two maps. A new full map is written when the
-  delta would list more than ``max(DELTA_MIN, page_count // DELTA_SHARE)`` pages.
+* a **full** map lists every page; its records are whole (never deltas);
+* a **delta** map lists only the pages that differ from a full map, which the entry
+  names first. Deltas are cumulative (always against the full map, never chained),
+  so a restore reads at most two maps. A new full map is written when the delta would
+  list more than ``max(DELTA_MIN, page_count // DELTA_SHARE)`` pages.
 
-Each record is ``pgno u32 | pack index u16 | offset u64 | length u32 | sha256 32B``;
-pack index ``0xFFFF`` means "the pack this map was read from".
+Map version 3 (format 5) has two tables:
 
-Map version 2 adds ``deltas``: the sorted pgnos (``u32`` each) whose record is a
-*page delta* (a dbpage record flagged ``FLAG_DELTA``), compressed against the page
-with the same pgno in the entry's full map. Only delta maps have them: a full map
-lists whole pages only, so a base is always a whole page and a delta is at most one
-page deep. A map without deltas is written as version 1, byte for byte as before.
+* ``records``: ``pack index u16 | offset u64 | length u32 | pages u32 | flags u8 |
+  sha256 32B`` per record; flag ``1`` marks a *group delta*, a record compressed
+  against the full map's pages of its members (the page numbers stored in the record,
+  ``objects.FLAG_MEMBERS``), back to back, skipping members the full map lacks;
+* ``slots``: ``pgno u32 | record index u32 | slot u32 | page sha256 32B`` per page.
+
+Pack index ``0xFFFF`` means "the pack this map was read from". A page's own SHA-256 is
+what a checkpoint compares to find changed pages; the record's is what every read
+verifies.
+
+Versions 1 and 2 (formats 1-4, still read) list one record per page
+(``pgno u32 | pack index u16 | offset u64 | length u32 | sha256 32B``), the record's
+id being the page's. Version 2 adds ``deltas``, the sorted pgnos (``u32`` each) whose
+record is a one-page delta against the full map's page of the same number.
 """
 
 from __future__ import annotations
@@ -31,10 +41,13 @@ import msgspec
 from .errors import CorruptObject
 from .model import BlobRef
 
-MAP_VERSION = 2
+MAP_VERSION = 3
 SAME_PACK = 0xFFFF
-RECORD = struct.Struct(">IHQI32s")
+RECORD = struct.Struct(">IHQI32s")       # versions 1-2: one record per page
+GROUP = struct.Struct(">HQIIB32s")       # version 3: the record table
+SLOT = struct.Struct(">III32s")          # version 3: the page table
 PGNO = struct.Struct(">I")
+GROUP_DELTA = 0x01
 DELTA_MIN = 1024
 DELTA_SHARE = 8
 
@@ -47,61 +60,114 @@ class PageMap(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     packs: list[str]
     records: bytes
     deltas: bytes = b""
+    slots: bytes = b""
+
+
+class PageLoc(NamedTuple):
+    """Where one page of a snapshot lives: ``id`` is the page's SHA-256, ``rec`` the
+    record holding it, ``slot`` its index among the record's pages."""
+
+    id: str
+    rec: BlobRef
+    slot: int
+    delta: bool = False     # the record is a delta: it decodes against the full map's pages
+    legacy: bool = False    # a version 2 one-page delta: its base is the full map's page of this pgno
+
+    @property
+    def pack(self) -> str:
+        return self.rec.pack
 
 
 class Snapshot(NamedTuple):
     """A snapshot entry's maps, resolved: every page in order, and what each needs."""
 
     page_size: int
-    pages: list[BlobRef]          # pgno -> the record that holds the page
-    base: dict[int, BlobRef]      # the full map's pages (a delta's base is base[pgno])
-    deltas: frozenset[int]        # pgnos whose record in ``pages`` is a page delta
+    pages: list[PageLoc]          # pgno -> where the page is
+    base: dict[int, PageLoc]      # the full map's pages (a delta's base pages)
+
+    @property
+    def deltas(self) -> frozenset[int]:
+        """The pgnos whose record is a delta."""
+        return frozenset(p for p, loc in enumerate(self.pages) if loc.delta)
 
 
-def encode_map(full: bool, page_size: int, page_count: int, pages: dict[int, BlobRef],
-               locate: Callable[[BlobRef], str], deltas: set[int] | frozenset[int] = frozenset()) -> bytes:
-    """Encode ``pages`` (pgno -> ref); ``locate(ref)`` gives its pack, ``""`` for the map's own.
-
-    ``deltas``: the pgnos whose record is a page delta against the full map's page
-    (delta maps only).
-    """
-    if deltas and (full or not deltas <= pages.keys()):
-        raise ValueError("page deltas belong in a delta map, and each must be one of its pages")
+def encode_map(full: bool, page_size: int, page_count: int, pages: dict[int, PageLoc],
+               locate: Callable[[BlobRef], str]) -> bytes:
+    """Encode ``pages`` (pgno -> location) as a version 3 map; ``locate(ref)`` gives a
+    record's pack, ``""`` for the map's own."""
+    if full and any(loc.delta for loc in pages.values()):
+        raise ValueError("a full map lists whole records only")
     packs: dict[str, int] = {}
-    out = bytearray()
+    groups: dict[tuple[str, int], int] = {}
+    table, slots = bytearray(), bytearray()
     for pgno in sorted(pages):
-        ref = pages[pgno]
-        pack = locate(ref)
-        idx = SAME_PACK if pack == "" else packs.setdefault(pack, len(packs))
-        out += RECORD.pack(pgno, idx, ref.offset, ref.length, bytes.fromhex(ref.id))
-    marks = b"".join(PGNO.pack(p) for p in sorted(deltas))
-    return msgspec.msgpack.encode(PageMap(version=2 if marks else 1, full=full, page_size=page_size,
-                                          page_count=page_count, packs=list(packs), records=bytes(out),
-                                          deltas=marks))
+        loc = pages[pgno]
+        rec = loc.rec
+        idx = groups.get((rec.pack, rec.offset))
+        if idx is None:
+            pack = locate(rec)
+            pidx = SAME_PACK if pack == "" else packs.setdefault(pack, len(packs))
+            idx = groups[(rec.pack, rec.offset)] = len(groups)
+            table += GROUP.pack(pidx, rec.offset, rec.length, rec.size // page_size,
+                                GROUP_DELTA if loc.delta else 0, bytes.fromhex(rec.id))
+        slots += SLOT.pack(pgno, idx, loc.slot, bytes.fromhex(loc.id))
+    return msgspec.msgpack.encode(PageMap(version=MAP_VERSION, full=full, page_size=page_size,
+                                          page_count=page_count, packs=list(packs), records=bytes(table),
+                                          slots=bytes(slots)))
 
 
-def decode_map(payload: bytes, own_pack: str, key: str) -> tuple[PageMap, dict[int, BlobRef]]:
+def decode_map(payload: bytes, own_pack: str, key: str) -> tuple[PageMap, dict[int, PageLoc]]:
     """Decode a map read from pack ``own_pack``; raises CorruptObject(key)."""
     try:
         pm = msgspec.msgpack.decode(payload, type=PageMap)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise CorruptObject(key, f"page map does not decode: {err}") from err
-    if pm.version not in (1, MAP_VERSION) or len(pm.records) % RECORD.size:
-        raise CorruptObject(key, "page map has a bad version or length")
-    pages = {}
-    page_size = pm.page_size
+    if pm.page_size <= 0:
+        raise CorruptObject(key, "page map has a bad page size")
     try:
-        for pgno, idx, offset, length, digest in RECORD.iter_unpack(pm.records):
-            pack = own_pack if idx == SAME_PACK else pm.packs[idx]
-            pages[pgno] = BlobRef(digest.hex(), pack, offset, length, page_size)
+        if pm.version == MAP_VERSION:
+            pages = _decode_v3(pm, own_pack, key)
+        elif pm.version in (1, 2):
+            pages = _decode_v1(pm, own_pack, key)
+        else:
+            raise CorruptObject(key, f"page map has unknown version {pm.version}")
     except IndexError:
-        raise CorruptObject(key, "page map names a pack it does not list") from None
-    delta_pgnos(pm, pages, key)
+        raise CorruptObject(key, "page map names a pack or record it does not list") from None
+    if pm.full and any(loc.delta for loc in pages.values()):
+        raise CorruptObject(key, "a full map lists a delta record")
     return pm, pages
 
 
-def delta_pgnos(pm: PageMap, pages: dict[int, BlobRef], key: str) -> frozenset[int]:
-    """The pgnos a decoded map marks as page deltas; raises CorruptObject(key) if malformed."""
+def _decode_v3(pm: PageMap, own_pack: str, key: str) -> dict[int, PageLoc]:
+    if len(pm.records) % GROUP.size or len(pm.slots) % SLOT.size or pm.deltas:
+        raise CorruptObject(key, "page map has a torn table")
+    recs = []
+    for pidx, offset, length, npages, flags, digest in GROUP.iter_unpack(pm.records):
+        if flags & ~GROUP_DELTA or npages == 0:
+            raise CorruptObject(key, "page map has a bad record entry")
+        pack = own_pack if pidx == SAME_PACK else pm.packs[pidx]
+        recs.append((BlobRef(digest.hex(), pack, offset, length, npages * pm.page_size), npages, bool(flags)))
+    pages = {}
+    for pgno, idx, slot, digest in SLOT.iter_unpack(pm.slots):
+        rec, npages, delta = recs[idx]
+        if slot >= npages or pgno in pages:
+            raise CorruptObject(key, "page map names a slot its record lacks, or a page twice")
+        pages[pgno] = PageLoc(digest.hex(), rec, slot, delta)
+    return pages
+
+
+def _decode_v1(pm: PageMap, own_pack: str, key: str) -> dict[int, PageLoc]:
+    if len(pm.records) % RECORD.size:
+        raise CorruptObject(key, "page map has a bad length")
+    refs = {}
+    for pgno, idx, offset, length, digest in RECORD.iter_unpack(pm.records):
+        pack = own_pack if idx == SAME_PACK else pm.packs[idx]
+        refs[pgno] = BlobRef(digest.hex(), pack, offset, length, pm.page_size)
+    marks = _legacy_deltas(pm, refs, key)
+    return {p: PageLoc(r.id, r, 0, p in marks, p in marks) for p, r in refs.items()}
+
+
+def _legacy_deltas(pm: PageMap, pages: dict[int, BlobRef], key: str) -> frozenset[int]:
     if not pm.deltas:
         return frozenset()
     if pm.version < 2 or pm.full or len(pm.deltas) % PGNO.size:
@@ -120,14 +186,13 @@ def load_snapshot(refs: tuple[BlobRef, ...], read_map: Callable[[BlobRef], bytes
     base, base_pages = decode_map(read_map(refs[0]), refs[0].pack, key)
     if not base.full:
         raise CorruptObject(key, "first map of a snapshot is not a full map")
-    pages, count, deltas = dict(base_pages), base.page_count, frozenset()
+    pages, count = dict(base_pages), base.page_count
     if len(refs) > 1:
         key = f"pagemap {refs[1].id[:12]}"
         delta, delta_pages = decode_map(read_map(refs[1]), refs[1].pack, key)
         if delta.full or delta.page_size != base.page_size:
             raise CorruptObject(key, "second map of a snapshot is not a delta over the first")
-        deltas = delta_pgnos(delta, delta_pages, key)
-        if not deltas <= base_pages.keys():
+        if any(loc.legacy and p not in base_pages for p, loc in delta_pages.items()):
             raise CorruptObject(key, "a page delta has no base page in the full map")
         pages.update(delta_pages)
         count = delta.page_count
@@ -136,10 +201,10 @@ def load_snapshot(refs: tuple[BlobRef, ...], read_map: Callable[[BlobRef], bytes
         if pgno not in pages:
             raise CorruptObject(f"pagemap {refs[-1].id[:12]}", f"page {pgno} of {count} is missing")
         ordered.append(pages[pgno])
-    return Snapshot(base.page_size, ordered, base_pages, frozenset(p for p in deltas if p < count))
+    return Snapshot(base.page_size, ordered, base_pages)
 
 
-def snapshot_pages(refs: tuple[BlobRef, ...], read_map: Callable[[BlobRef], bytes]) -> tuple[int, list[BlobRef], dict[int, BlobRef]]:
-    """``(page_size, pages in order, full map's pages)`` of a snapshot entry's map refs."""
-    snap = load_snapshot(refs, read_map)
-    return snap.page_size, snap.pages, snap.base
+def group_base(members: list[int], full: dict[int, PageLoc], read: Callable[[int], bytes]) -> bytes:
+    """The dictionary of a group delta: the full map's pages of its members, back to
+    back (``read(pgno)``), skipping members the full map lacks."""
+    return b"".join(read(m) for m in members if m in full)

@@ -21,7 +21,7 @@ import os
 
 from .errors import CorruptObject, ObjectNotFound
 from .fetch import fetch_in_order
-from .model import BlobRef
+from .pagemap import PageLoc
 
 BASE_DIR = "sqlite-base"
 
@@ -57,8 +57,8 @@ class BaseCopy:
         self.repo = repo                           # a Repository, or None: no store reads
         self.fetched: dict[int, bytes] = {}        # pages read from the store this time
 
-    def read(self, want: list[tuple[int, BlobRef]]) -> dict[int, bytes]:
-        """Verified bytes of the base pages ``want`` (pgno, full map ref); a page that is
+    def read(self, want: list[tuple[int, PageLoc]]) -> dict[int, bytes]:
+        """Verified bytes of the base pages ``want`` (pgno, location in the full map); a page that is
         neither in the copy nor readable from the store is left out."""
         out: dict[int, bytes] = {}
         missing = []
@@ -114,20 +114,31 @@ class BaseCopy:
         except FileNotFoundError:
             return None
 
-    def _from_store(self, missing: list[tuple[int, BlobRef]]) -> list[tuple[int, bytes]]:
+    def _from_store(self, missing: list[tuple[int, PageLoc]]) -> list[tuple[int, bytes]]:
+        """The base pages ``missing`` read from their (whole) records, each checked
+        against its page id; a page that cannot be read is left out."""
         if not missing or self.repo is None:
             return []
-        order = sorted(missing, key=lambda m: (m[1].pack, m[1].offset))
+        uses: dict[tuple[str, int], list[tuple[int, PageLoc]]] = {}
+        for pgno, loc in missing:
+            uses.setdefault((loc.rec.pack, loc.rec.offset), []).append((pgno, loc))
+        recs = [uses[k][0][1].rec for k in sorted(uses)]
         try:
-            return list(zip((p for p, _ in order), fetch_in_order([r for _, r in order], self.repo)))
+            payloads = list(zip(recs, fetch_in_order(recs, self.repo)))
         except (CorruptObject, ObjectNotFound):
-            pass
+            payloads = []
+            for rec in recs:  # a bad record costs only its own pages' deltas (stored whole)
+                try:
+                    payloads.append((rec, self.repo.read_blob(rec)))
+                except (CorruptObject, ObjectNotFound):
+                    continue
         found = []
-        for pgno, ref in order:  # a bad base page costs only its own delta (stored whole)
-            try:
-                found.append((pgno, self.repo.read_blob(ref)))
-            except (CorruptObject, ObjectNotFound):
-                continue
+        size = self.page_size
+        for rec, payload in payloads:
+            for pgno, loc in uses[(rec.pack, rec.offset)]:
+                page = payload[loc.slot * size:(loc.slot + 1) * size]
+                if hashlib.sha256(page).hexdigest() == loc.id:
+                    found.append((pgno, page))
         return found
 
 

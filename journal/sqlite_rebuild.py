@@ -1,64 +1,129 @@
-"""Rebuilding a database file from a snapshot's verified pages (restore, verify --full).
+"""Rebuilding a database file from a snapshot's verified records (restore, verify --full).
 
-Two ordered streams are read with ranged reads of back-to-back records: the full
-map's pages (all of them below the snapshot's page count, including pages the delta
-map replaces, because those are the bases of its page deltas and they sit inside the
-same runs), and the delta map's pages. Each page is written once, in order; a page
-delta is decoded against its base page, itself verified first. Memory stays bounded
-by the fetch windows of the two streams.
+1. Every page of the full map is written at its place, from its record: each record
+   is read once (ranged reads of back-to-back records), verified, and its pages
+   written with one ``pwrite`` per run of consecutive page numbers. This includes
+   pages the delta map replaces and pages past the snapshot's end: they are the bases
+   of group deltas.
+2. Each record of the delta map is read and verified; a group delta is decoded
+   against its members' pages from step 1 (``pagemap.group_base``), read back from
+   the file being built. The pages it provides go to an anonymous overlay file, so no
+   base page is overwritten while a later record may still need it.
+3. The overlay is copied into place, the file cut to the snapshot's size, fsynced, and
+   ``quick_check`` run on it.
+
+Memory stays bounded by the fetch window and one record at a time.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 
 from .errors import CorruptObject
 from .fetch import RawReader, fetch_in_order
 from .model import BlobRef, Entry
-from .objects import KIND_DBPAGE, decode_record
-from .pagemap import load_snapshot
+from .objects import FLAG_DELTA, KIND_DBPAGE, decode_record, embedded_members, parse_header_flags
+from .pagemap import PageLoc, Snapshot, group_base, load_snapshot
 from .repository import blob_location
 from .sqlite_snapshot import quick_check
 
 
-def iter_db_pages(entry: Entry, reader):
-    """Yield every page of the snapshot ``entry`` in order, verified (``reader``: a
-    Repository). Raises CorruptObject/ObjectNotFound on a bad map, page or base page."""
-    snap = load_snapshot(entry.refs, reader.read_blob)
-    count = len(snap.pages)
-    raw = RawReader(reader)
-    changed = [p for p in range(count) if p not in snap.base or snap.pages[p] != snap.base[p]]
-    changed_set = set(changed)
-    full = fetch_in_order([snap.base[p] for p in range(count) if p in snap.base], raw)
-    over = fetch_in_order([snap.pages[p] for p in changed], raw)
-
-    def verified(data: bytes, ref: BlobRef, base: bytes | None = None) -> bytes:
-        return decode_record(data, key=blob_location(ref), expect_id=ref.id, expect_kind=KIND_DBPAGE, base=base)
-
-    try:
-        for pgno in range(count):
-            base_raw = next(full) if pgno in snap.base else None
-            if pgno not in changed_set:
-                yield verified(base_raw, snap.base[pgno])
-            elif pgno in snap.deltas:
-                yield verified(next(over), snap.pages[pgno], verified(base_raw, snap.base[pgno]))
-            else:
-                yield verified(next(over), snap.pages[pgno])
-    finally:
-        full.close()
-        over.close()
-
-
 def rebuild_db(entry: Entry, reader, tmp_path: str) -> None:
-    """Write the snapshot to ``tmp_path`` from verified pages (``reader``: a Repository)
-    and quick_check it. Raises CorruptObject when a page or map is bad or the result
-    fails quick_check."""
-    with open(tmp_path, "wb", buffering=1 << 20) as fh:
-        os.fchmod(fh.fileno(), entry.mode & 0o7777 or 0o600)
-        for page in iter_db_pages(entry, reader):
-            fh.write(page)
-        fh.flush()
-        os.fsync(fh.fileno())
+    """Write the snapshot to ``tmp_path`` from verified records (``reader``: a
+    Repository) and quick_check it. Raises CorruptObject/ObjectNotFound when a map or
+    record is bad or missing, or the result fails quick_check."""
+    snap = load_snapshot(entry.refs, reader.read_blob)
+    fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, entry.mode & 0o7777 or 0o600)
+        _write_full(fd, snap, reader)
+        _apply_delta(fd, snap, reader, os.path.dirname(os.path.abspath(tmp_path)))
+        os.ftruncate(fd, len(snap.pages) * snap.page_size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     problem = quick_check(tmp_path)
     if problem:
         raise CorruptObject(f"snapshot of {entry.path}", f"rebuilt database fails quick_check: {problem}")
+
+
+def _by_record(pages) -> tuple[list[BlobRef], dict[tuple[str, int], list[tuple[int, int]]]]:
+    """The records ``pages`` ((pgno, PageLoc) pairs) use, in pack order, and each
+    record's (slot, pgno) uses."""
+    uses: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    recs: dict[tuple[str, int], BlobRef] = {}
+    for pgno, loc in pages:
+        key = (loc.rec.pack, loc.rec.offset)
+        recs.setdefault(key, loc.rec)
+        uses.setdefault(key, []).append((loc.slot, pgno))
+    order = sorted(recs)
+    return [recs[k] for k in order], uses
+
+
+def _write_runs(fd: int, payload, uses: list[tuple[int, int]], size: int) -> None:
+    """pwrite each use (slot, pgno) of a record's payload, one call per run of slots
+    that land on consecutive pages."""
+    uses = sorted(uses, key=lambda u: u[1])
+    i = 0
+    while i < len(uses):
+        slot, pgno = uses[i]
+        j = i + 1
+        while j < len(uses) and uses[j] == (slot + j - i, pgno + j - i):
+            j += 1
+        chunk = payload[slot * size:(slot + j - i) * size]
+        if len(chunk) != (j - i) * size:
+            raise CorruptObject(f"page {pgno}", "record is shorter than the slots the map names")
+        os.pwrite(fd, chunk, pgno * size)
+        i = j
+
+
+def _write_full(fd: int, snap: Snapshot, reader) -> None:
+    recs, uses = _by_record(snap.base.items())
+    for rec, payload in zip(recs, fetch_in_order(recs, reader)):
+        _write_runs(fd, payload, uses[(rec.pack, rec.offset)], snap.page_size)
+
+
+def _apply_delta(fd: int, snap: Snapshot, reader, workdir: str) -> None:
+    size = snap.page_size
+    changed = [(p, loc) for p, loc in enumerate(snap.pages) if p not in snap.base or loc != snap.base[p]]
+    if not changed:
+        return
+    recs, uses = _by_record(changed)
+
+    def base_page(pgno: int) -> bytes:
+        page = os.pread(fd, size, pgno * size)
+        if len(page) != size:
+            raise CorruptObject(f"page {pgno}", "base page missing from the rebuilt file")
+        return page
+
+    placed: list[int] = []
+    with tempfile.TemporaryFile(dir=workdir, prefix=".journal-overlay-") as overlay:
+        for rec, data in zip(recs, fetch_in_order(recs, RawReader(reader))):
+            key = blob_location(rec)
+            slot_uses = uses[(rec.pack, rec.offset)]
+            _kind, flags, _raw, _stored, _id = parse_header_flags(data, key=key)
+            base = None
+            if flags & FLAG_DELTA:
+                members = embedded_members(data, key=key)
+                if members is None:  # a format 4 one-page delta: its base has its page number
+                    members = [slot_uses[0][1]]
+                    if len({p for _, p in slot_uses}) != 1 or members[0] not in snap.base:
+                        raise CorruptObject(key, "a page delta without its base page")
+                base = group_base(members, snap.base, base_page)
+                if not base:
+                    raise CorruptObject(key, "a group delta none of whose members has a base page")
+            payload = decode_record(data, key=key, expect_id=rec.id, expect_kind=KIND_DBPAGE, base=base)
+            for slot, pgno in slot_uses:
+                page = payload[slot * size:(slot + 1) * size]
+                if len(page) != size:
+                    raise CorruptObject(key, "record is shorter than the slots the map names")
+                overlay.write(page)
+                placed.append(pgno)
+        overlay.flush()
+        ofd = overlay.fileno()
+        for i, pgno in enumerate(placed):
+            os.pwrite(fd, os.pread(ofd, size, i * size), pgno * size)
+
+
+__all__ = ["rebuild_db", "PageLoc"]

@@ -109,9 +109,10 @@ def _check_snapshot_packs(repo, snapshots, packs, result) -> None:
             result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
                                            detail=f"page map: {err}"))
             continue
-        needed = {ref.pack: "database page" for ref in snap.pages}
-        for pgno in snap.deltas:
-            needed.setdefault(snap.base[pgno].pack, f"base page {pgno} of a page delta")
+        needed = {loc.pack: "database page" for loc in snap.pages}
+        if snap.deltas:  # any page of the full map may be a base of a group delta
+            for pgno, loc in snap.base.items():
+                needed.setdefault(loc.pack, f"base page {pgno} of a page delta")
         for pack, what in sorted(needed.items()):
             if pack not in packs:
                 result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=pack_key(pack),

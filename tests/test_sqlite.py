@@ -29,7 +29,7 @@ from journal.history import ManifestCache
 from journal.model import KIND_SQLITE
 from journal.objects import HEADER
 from journal.pack import pack_key
-from journal.pagemap import snapshot_pages
+from journal.pagemap import load_snapshot
 from journal.report import Collector
 from journal.repository import Repository
 from journal.restore import restore
@@ -932,8 +932,7 @@ def test_verify_full_finds_a_corrupt_page_blob_of_a_snapshot(tmp_path):
 
     repo = box.repo()
     entry = box.entries("opencode")["opencode.db"]
-    _, pages, _ = snapshot_pages(entry.refs, repo.read_blob)
-    ref = pages[2]  # a b-tree page in the middle of the file
+    ref = load_snapshot(entry.refs, repo.read_blob).pages[2].rec  # the record of a b-tree page
     pack = box.store_path / pack_key(ref.pack)
     data = bytearray(pack.read_bytes())
     data[ref.offset + HEADER.size + (ref.length - HEADER.size) // 2] ^= 0xFF
