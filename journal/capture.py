@@ -28,9 +28,9 @@ from .walk import Item
 CHUNK = 1 << 20            # ordinary files: fixed-size chunks
 SEGMENT_TARGET = 4 << 20   # JSONL: a segment closes at the first line end past this size
 READ_BLOCK = 1 << 20
-MERGE_FANOUT = 4           # compaction: this many trailing segments of one size tier merge
+MERGE_FANOUT = 8           # compaction: this many trailing segments merge, when the oldest of
+MERGE_RATIO = 0.5          # ... them is at most this share of the others together,
 MERGE_CAP = 8 << 20        # ... into one segment of at most this size
-TIER_BASE = 4096
 
 AddBlob = Callable[..., BlobRef]   # PackWriter.add(kind, payload, *, base=None)
 
@@ -104,22 +104,16 @@ def _capture_jsonl(fd: int, path: str, st: os.stat_result, prev: FileState | Non
     return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns, size=end, refs=tuple(refs))
 
 
-def _tier(size: int) -> int:
-    tier = 0
-    while size >= TIER_BASE * MERGE_FANOUT:
-        size //= MERGE_FANOUT
-        tier += 1
-    return tier
-
-
 def append_segments(fd: int, old: list[BlobRef], fresh: list[bytes], add: AddBlob) -> list[BlobRef] | None:
     """The refs of ``old`` segments followed by ``fresh`` ones, after leveled compaction.
 
-    Each append adds one small segment; every ``MERGE_FANOUT`` trailing segments of one
-    size tier become one of the next tier (repeatedly), so a transcript built from n
-    appends has O(log n) segments and each byte is rewritten O(log n) times. Merges are
-    planned before anything is stored, so only the segments the entry ends with are
-    uploaded. Merged old bytes are read back from the live file and must hash to the
+    Each append adds one small segment; the last ``MERGE_FANOUT`` segments become one
+    when the oldest of them is at most ``MERGE_RATIO`` of the others together
+    (repeatedly). Merged segments thus grow geometrically, like digits of a base-8
+    counter, so a transcript built from n appends has O(log n) segments and each byte
+    is rewritten O(log n) times, whatever the mix of append sizes (design §6). Merges
+    are planned before anything is stored, so only the segments the entry ends with
+    are uploaded. Merged old bytes are read back from the live file and must hash to the
     segments they replace; None means they no longer do.
     """
     # a piece: [size, stored ref or None, bytes or None (old bytes are read when merged)]
@@ -131,7 +125,7 @@ def append_segments(fd: int, old: list[BlobRef], fresh: list[bytes], add: AddBlo
     while len(pieces) >= MERGE_FANOUT:
         run = pieces[-MERGE_FANOUT:]
         total = sum(p[0] for p in run)
-        if total > MERGE_CAP or len({_tier(p[0]) for p in run}) != 1:
+        if total > MERGE_CAP or run[0][0] > MERGE_RATIO * (total - run[0][0]):
             break
         parts = [_piece_bytes(fd, offset, piece) for offset, piece in zip(offsets[-MERGE_FANOUT:], run)]
         if any(part is None for part in parts):
