@@ -8,9 +8,13 @@ of pages is a *page map*, itself a blob (kind ``pagemap``, msgpack):
 
 * a **full** map lists every page; its records are whole (never deltas);
 * a **delta** map lists only the pages that differ from a full map, which the entry
-  names first. Deltas are cumulative (always against the full map, never chained),
-  so a restore reads at most two maps. A new full map is written when the delta would
-  list more than ``max(DELTA_MIN, page_count // DELTA_SHARE)`` pages.
+  names first. The entry names at most two delta maps after it, applied in order: a
+  cumulative one (every page that differs from the full map), then a *recent* one
+  (every page that differs from the first two), written while it stays small
+  (``RECENT_MIN``, ``RECENT_SHARE``), so a tick's map grows with that tick's changes,
+  not with every page changed since the full map. A restore reads at most three maps.
+  A new full map is written when the pages differing from it would be more than
+  ``max(DELTA_MIN, page_count // DELTA_SHARE)``.
 
 Map version 3 (format 5) has two tables:
 
@@ -50,6 +54,11 @@ PGNO = struct.Struct(">I")
 GROUP_DELTA = 0x01
 DELTA_MIN = 1024
 DELTA_SHARE = 8
+#: A recent map is written instead of a new cumulative one while it lists at most
+#: ``max(RECENT_MIN, cumulative pages // RECENT_SHARE)`` pages.
+RECENT_MIN = 64
+RECENT_SHARE = 8
+MAX_MAPS = 3
 
 
 class PageMap(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -179,19 +188,19 @@ def _legacy_deltas(pm: PageMap, pages: dict[int, BlobRef], key: str) -> frozense
 
 
 def load_snapshot(refs: tuple[BlobRef, ...], read_map: Callable[[BlobRef], bytes]) -> Snapshot:
-    """Resolve a snapshot entry's map refs (full map, then optionally a delta map)."""
-    if not refs:
-        raise CorruptObject("sqlite entry", "a snapshot entry names no page map")
+    """Resolve a snapshot entry's map refs (a full map, then up to two delta maps)."""
+    if not refs or len(refs) > MAX_MAPS:
+        raise CorruptObject("sqlite entry", f"a snapshot entry names {len(refs)} page maps (1 to {MAX_MAPS})")
     key = f"pagemap {refs[0].id[:12]}"
     base, base_pages = decode_map(read_map(refs[0]), refs[0].pack, key)
     if not base.full:
         raise CorruptObject(key, "first map of a snapshot is not a full map")
     pages, count = dict(base_pages), base.page_count
-    if len(refs) > 1:
-        key = f"pagemap {refs[1].id[:12]}"
-        delta, delta_pages = decode_map(read_map(refs[1]), refs[1].pack, key)
+    for ref in refs[1:]:
+        key = f"pagemap {ref.id[:12]}"
+        delta, delta_pages = decode_map(read_map(ref), ref.pack, key)
         if delta.full or delta.page_size != base.page_size:
-            raise CorruptObject(key, "second map of a snapshot is not a delta over the first")
+            raise CorruptObject(key, "a later map of a snapshot is not a delta over the first")
         if any(loc.legacy and p not in base_pages for p, loc in delta_pages.items()):
             raise CorruptObject(key, "a page delta has no base page in the full map")
         pages.update(delta_pages)

@@ -23,7 +23,8 @@ from .localstate import FileState
 from .model import KIND_SQLITE, BlobRef, Entry
 from .objects import DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, encode_record
 from .pack import PackWriter
-from .pagemap import DELTA_MIN, DELTA_SHARE, PageLoc, Snapshot, encode_map, load_snapshot
+from .pagemap import (DELTA_MIN, DELTA_SHARE, RECENT_MIN, RECENT_SHARE, PageLoc, Snapshot, decode_map, encode_map,
+                      load_snapshot)
 from .presets import SQLITE_COMPANIONS
 from .sqlite_base import BaseCopy
 from .sqlite_rebuild import rebuild_db
@@ -121,6 +122,15 @@ class _Cut:
         if not self.changed and len(self.base) == count:
             return (base_ref,)
         pages = self._store(self.changed, deltas=True)
+        if len(prev.entry.refs) > 1:  # a small recent map over the cumulative one, if it pays
+            mid_ref = prev.entry.refs[1]
+            mid_map, mid = decode_map(maps.read(mid_ref), mid_ref.pack, f"pagemap {mid_ref.id[:12]}")
+            recent = {p: want for p in pages.keys() | mid.keys() if p < count
+                      and mid.get(p) != (want := pages.get(p) or self.base[p])}
+            if len(recent) <= max(RECENT_MIN, len(pages) // RECENT_SHARE):
+                if not recent and mid_map.page_count == count:
+                    return (base_ref, mid_ref)
+                return (base_ref, mid_ref, _put_map(False, self.page_size, count, recent, prev, self.writer, maps))
         return (base_ref, _put_map(False, self.page_size, count, pages, prev, self.writer, maps))
 
     def _store(self, pgnos, deltas: bool) -> dict[int, PageLoc]:

@@ -1,0 +1,138 @@
+"""Page maps over many ticks: the cumulative map, then a small recent map (pagemap.py).
+
+A tick's map must grow with that tick's changes, not with every page changed since
+the full map; and whatever the maps, a restore of any checkpoint must equal the
+database as it was then, including pages that changed back and a file that shrank.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import uuid
+from pathlib import Path
+
+from journal.checkpoint import checkpoint
+from journal.config import load_config
+from journal.history import ManifestCache
+from journal.objects import KIND_PAGEMAP
+from journal.pagemap import RECENT_MIN, RECENT_SHARE, decode_map, load_snapshot
+from journal.repository import Repository
+from journal.restore import restore
+from journal.store import open_store
+from journal.verify import verify
+
+TREE, DB = "opencode", "opencode.db"
+
+
+class Box:
+    def __init__(self, root: Path):
+        self.root = root
+        self.local = root / "local"
+        (self.local / "opencode-share").mkdir(parents=True)
+        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(root / "store"), "HOME": str(root),
+                    "XDG_CONFIG_HOME": str(root / ".config"), "XDG_DATA_HOME": str(root / ".data")}
+        self.db = self.local / "opencode-share" / DB
+        self.con = sqlite3.connect(self.db, isolation_level=None)
+        self.con.execute("PRAGMA journal_mode=WAL")
+        self.con.execute("CREATE TABLE m(id TEXT PRIMARY KEY, n INTEGER, body TEXT)")
+        self.rng = random.Random(7)
+        self.insert(6000)
+
+    def insert(self, n: int) -> None:
+        self.con.execute("BEGIN")
+        for i in range(n):
+            self.con.execute("INSERT INTO m VALUES (?, ?, ?)", (str(uuid.UUID(int=self.rng.getrandbits(128))), i,
+                                                                 f"row {self.rng.getrandbits(64):x} " * 6))
+        self.con.execute("COMMIT")
+
+    def checkpoint(self) -> int:
+        cfg = load_config(env=self.env)
+        result = checkpoint(cfg, open_store(cfg.store))
+        assert result.seq is not None and not result.warnings, result
+        return result.seq
+
+    def repo(self) -> Repository:
+        return Repository.open(open_store(self.env["JOURNAL_STORE"]))
+
+    def entry(self, seq: int):
+        entries, _ = ManifestCache(self.repo()).tree(seq, TREE)
+        return next(e for e in entries if e.path == DB)
+
+    def rows(self, path: Path | None = None) -> list[tuple]:
+        con = sqlite3.connect(path or self.db)
+        try:
+            return con.execute("SELECT id, n, body FROM m ORDER BY id").fetchall()
+        finally:
+            con.close()
+
+    def restored_rows(self, seq: int) -> list[tuple]:
+        dest = self.root / f"out-{seq}"
+        cfg = load_config(env=self.env)
+        assert restore(cfg, open_store(cfg.store), at=str(seq), to=str(dest)).complete
+        path = dest / TREE / DB
+        con = sqlite3.connect(path)
+        try:
+            assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        finally:
+            con.close()
+        return self.rows(path)
+
+
+def test_a_ticks_map_stays_small_and_every_checkpoint_restores(tmp_path):
+    box = Box(tmp_path)
+    box.checkpoint()
+    expect: dict[int, list[tuple]] = {}
+    seen_three = False
+    smallest = 1.0
+    for tick in range(40):
+        box.insert(3)
+        box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
+        seq = box.checkpoint()
+        expect[seq] = box.rows()
+        refs = box.entry(seq).refs
+        assert 1 <= len(refs) <= 3
+        if len(refs) == 3:
+            seen_three = True
+            repo = box.repo()
+            _, cumulative = decode_map(repo.read_blob(refs[1], KIND_PAGEMAP), refs[1].pack, "t")
+            _, recent = decode_map(repo.read_blob(refs[2], KIND_PAGEMAP), refs[2].pack, "t")
+            assert len(recent) <= max(RECENT_MIN, (len(cumulative) + len(recent)) // RECENT_SHARE)
+            changed = load_snapshot(refs, repo.read_blob)
+            differing = sum(1 for p, loc in enumerate(changed.pages) if changed.base.get(p) != loc)
+            smallest = min(smallest, len(recent) / differing)
+    assert seen_three, "a small tick over a cumulative map writes a recent map"
+    assert smallest < 0.5, "the recent map lists far fewer pages than differ from the full map"
+    for seq in list(expect)[::7] + [max(expect)]:
+        assert box.restored_rows(seq) == expect[seq], seq
+    assert verify(box.repo(), full=True).ok
+
+
+def test_pages_that_change_back_and_a_file_that_shrinks_restore_exactly(tmp_path):
+    box = Box(tmp_path)
+    box.checkpoint()
+    box.insert(40)  # a cumulative map with these pages
+    first = box.checkpoint()
+    # change a row and change it back: its page may equal the full map's page again
+    row = box.con.execute("SELECT id, body FROM m LIMIT 1").fetchone()
+    box.con.execute("UPDATE m SET body = ? WHERE id = ?", ("x" * len(row[1]), row[0]))
+    box.checkpoint()
+    box.con.execute("UPDATE m SET body = ? WHERE id = ?", (row[1], row[0]))
+    reverted = box.checkpoint()
+    expect = {first: None, reverted: box.rows()}
+    # shrink the file below pages the cumulative map lists
+    box.con.execute("DELETE FROM m WHERE n > 100")
+    box.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    box.con.execute("VACUUM")
+    shrunk = box.checkpoint()
+    expect[shrunk] = box.rows()
+    refs = box.entry(shrunk).refs
+    snap = load_snapshot(refs, box.repo().read_blob)
+    assert len(refs) >= 2 and len(snap.pages) < len(snap.base), "a delta over a longer full map"
+    box.insert(5)
+    grown = box.checkpoint()
+    expect[grown] = box.rows()
+    for seq, rows in expect.items():
+        if rows is not None:
+            assert box.restored_rows(seq) == rows, seq
+    assert verify(box.repo(), full=True).ok
