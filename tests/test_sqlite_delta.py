@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import sqlite3
+import struct
 import uuid
 from pathlib import Path
 
@@ -31,9 +32,10 @@ from journal.errors import CorruptObject, StoreError
 from journal.gc import gc
 from journal.history import ManifestCache
 from journal.model import BlobRef
-from journal.objects import FLAG_DELTA, HEADER, KIND_CHUNK, KIND_DBPAGE, MAGIC, decode_record, encode_record, is_delta
+from journal.objects import (FLAG_DELTA, FLAG_MEMBERS, HEADER, KIND_CHUNK, KIND_DBPAGE, KIND_PAGE, MAGIC, decode_record,
+                             embedded_members, encode_record, is_delta)
 from journal.pack import pack_key
-from journal.pagemap import decode_map, encode_map, load_snapshot
+from journal.pagemap import GROUP, SLOT, PageLoc, decode_map, encode_map, group_base, load_snapshot
 from journal.repository import Repository
 from journal.restore import restore
 from journal.retention import Policy
@@ -116,10 +118,18 @@ def db_pages(path: Path) -> list[bytes]:
     return [data[i:i + size] for i in range(0, len(data), size)]
 
 
-def record(box: Box, ref) -> bytes:
+def record(box: Box, loc) -> bytes:
+    """The stored record holding a page (a PageLoc) or a blob (a BlobRef)."""
+    ref = getattr(loc, "rec", loc)
     with open(box.store_dir / pack_key(ref.pack), "rb") as fh:
         fh.seek(ref.offset)
         return fh.read(ref.length)
+
+
+def page_bytes(repo: Repository, loc, page_size: int = 4096) -> bytes:
+    """A page's bytes from its (whole) record, verified."""
+    payload = repo.read_blob(loc.rec, KIND_DBPAGE)
+    return payload[loc.slot * page_size:(loc.slot + 1) * page_size]
 
 
 def rows(path: Path) -> list[tuple]:
@@ -165,26 +175,34 @@ def test_a_delta_tick_stores_changed_pages_against_their_base_and_uploads_a_thir
     changed = [p for p in range(len(snap.pages)) if p not in snap.base or snap.pages[p] != snap.base[p]]
     assert snap.base == first.base, "a small tick is a delta over the same full map"
     assert len(snap.deltas) >= 5 and snap.deltas <= set(changed)
-    assert all(p < len(first.pages) for p in snap.deltas)
+    assert snap.deltas & first.base.keys()
 
-    # each delta record is flagged, decodes to the exact page only with its base, and is small
+    # the tick's pages are one group delta (format 5): flagged, naming its members, and it
+    # decodes to the exact pages only against the full map's pages of those members
     live = db_pages(copy_of(box.db, tmp_path))
     repo = box.repo()
+    groups = {(snap.pages[p].rec.pack, snap.pages[p].rec.offset): snap.pages[p].rec for p in snap.deltas}
+    assert len(groups) == 1, "one group delta per database per tick"
     delta_bytes = alone_bytes = 0
-    for p in sorted(snap.deltas):
-        data, base_ref = record(box, snap.pages[p]), snap.base[p]
+    for rec in groups.values():
+        data = record(box, rec)
         head = HEADER.unpack_from(data)
-        assert (head[2], head[3]) == (KIND_DBPAGE, FLAG_DELTA) and is_delta(data)
-        base = repo.read_blob(base_ref, KIND_DBPAGE)
-        page = decode_record(data, key="t", expect_id=snap.pages[p].id, base=base)
-        assert page == live[p] and hashlib.sha256(page).hexdigest() == snap.pages[p].id
+        assert (head[2], head[3]) == (KIND_DBPAGE, FLAG_DELTA | FLAG_MEMBERS) and is_delta(data)
+        members = embedded_members(data, key="t")
+        assert members == sorted(members) and set(members) >= {p for p in snap.deltas if snap.pages[p].rec == rec}
+        base = group_base(members, snap.base, lambda m: page_bytes(repo, snap.base[m]))
+        payload = decode_record(data, key="t", expect_id=rec.id, base=base)
+        for slot, p in enumerate(members):
+            page = payload[slot * 4096:(slot + 1) * 4096]
+            if snap.pages[p].rec == rec:
+                assert page == live[p] and hashlib.sha256(page).hexdigest() == snap.pages[p].id
+            alone_bytes += HEADER.size + len(zstandard.ZstdCompressor(level=3).compress(page))
         with pytest.raises(CorruptObject, match="without its base"):
             decode_record(data, key="t")
         with pytest.raises(CorruptObject):
-            decode_record(data, key="t", base=live[0] if p else live[1])
+            decode_record(data, key="t", base=base[4096:] + base[:4096])
         delta_bytes += len(data)
-        alone_bytes += HEADER.size + len(zstandard.ZstdCompressor(level=3).compress(page))
-    assert delta_bytes * 2 < alone_bytes, (delta_bytes, alone_bytes)
+    assert delta_bytes * 4 < alone_bytes, (delta_bytes, alone_bytes)
     # what the tick uploaded is mostly those deltas: well under a whole-page upload
     assert store.put_bytes - put_bytes < alone_bytes
     out = rebuilt(box, tmp_path)
@@ -208,8 +226,18 @@ def test_cumulative_delta_reuses_unchanged_deltas_and_only_whole_pages_past_the_
     third = box.snapshot()
     assert third.base == second.base
     grown = [p for p in range(len(second.pages), len(third.pages))]
-    assert grown and not set(grown) & third.deltas, "a page with no base page is stored whole"
-    assert all(not is_delta(record(box, third.pages[p])) for p in grown)
+    assert grown and not set(grown) & third.base.keys()
+    # a page past the full map's end may share a group delta; it adds nothing to its
+    # dictionary, so every member with a base is one the full map has
+    repo = box.repo()
+    for p in grown:
+        data = record(box, third.pages[p])
+        members = embedded_members(data, key="t") or []
+        assert p in members or not is_delta(data)
+        if is_delta(data):
+            assert any(m in third.base for m in members), "a group delta has at least one base page"
+            base = group_base(members, third.base, lambda m: page_bytes(repo, third.base[m]))
+            assert decode_record(data, key="t", expect_id=third.pages[p].rec.id, base=base)
     kept = [p for p in second.deltas if third.pages[p] == second.pages[p]]
     for p in kept:
         assert p in third.deltas, "a delta carried over keeps its mark"
@@ -234,8 +262,8 @@ def test_a_new_full_map_lists_whole_pages_only(tmp_path, monkeypatch):
     entry = box.entry()
     assert len(entry.refs) == 1
     pm, pages = decode_map(box.repo().read_blob(entry.refs[0]), entry.refs[0].pack, "t")
-    assert pm.full and pm.version == 1 and pm.deltas == b""
-    assert not any(is_delta(record(box, ref)) for ref in pages.values())
+    assert pm.full and pm.version == 3 and pm.deltas == b""
+    assert not any(is_delta(record(box, loc)) for loc in pages.values())
     # the pages that were deltas were stored again, whole, in this checkpoint's pack
     assert all(pages[p].pack == entry.refs[0].pack for p in deltas)
     monkeypatch.undo()
@@ -263,12 +291,12 @@ def test_a_corrupt_base_page_is_reported_and_never_restored_silently(tmp_path):
     assert snap.pages[p].pack != base.pack
     pack = box.store_dir / pack_key(base.pack)
     data = bytearray(pack.read_bytes())
-    data[base.offset + HEADER.size + (base.length - HEADER.size) // 2] ^= 0xFF
+    data[base.rec.offset + HEADER.size + (base.rec.length - HEADER.size) // 2] ^= 0xFF
     pack.write_bytes(bytes(data))
 
     with pytest.raises(CorruptObject) as err:
         rebuild_db(box.entry(), box.repo(), str(tmp_path / "out.db"))
-    assert f"@{base.offset}" in err.value.key, "the error names the damaged base page"
+    assert f"@{base.rec.offset}" in err.value.key, "the error names the damaged base record"
     result = verify(box.repo(), full=True)
     bad = [f for f in result.findings if f.kind == BAD_SNAPSHOT]
     assert {f.manifest for f in bad} == {1, 2}, result.findings   # checkpoint 1 uses that page whole
@@ -289,7 +317,7 @@ def test_a_corrupt_delta_record_is_caught_by_its_hash(tmp_path):
     box.checkpoint()
     con.close()
     snap = box.snapshot()
-    ref = snap.pages[max(snap.deltas)]
+    ref = snap.pages[max(snap.deltas)].rec
     pack = box.store_dir / pack_key(ref.pack)
     data = bytearray(pack.read_bytes())
     data[ref.offset + ref.length - 3] ^= 0x01
@@ -328,12 +356,18 @@ def test_gc_keeps_the_pack_of_base_pages_every_later_snapshot_replaced(tmp_path)
     assert snap.deltas == set(range(len(snap.pages))) & snap.base.keys()
 
     repo = box.repo()
+    before = set(repo.store.list("packs/"))
     for _ in range(2):          # mark, then sweep
         gc(repo, Policy(keep_last=1), 0.0)
     assert repo.manifest_seqs() == [3]
     assert (box.store_dir / pack_key(full_pack)).exists()
     left = {k.rsplit("/", 1)[1] for k in repo.store.list("packs/")}
-    assert left == {full_pack, *repo.load_manifest(3)[0].packs}, "checkpoint 1's other and checkpoint 2's packs were swept"
+    # what checkpoint 3 needs: its own packs, its maps' packs (the cumulative map may be
+    # checkpoint 2's), every final page's and every full-map page's; nothing else stays
+    entry = box.entry(3)
+    needed = {full_pack, *repo.load_manifest(3)[0].packs, *(r.pack for r in entry.refs),
+              *(loc.pack for loc in snap.pages), *(loc.pack for loc in snap.base.values())}
+    assert left == needed and len(left) < len(before), "checkpoint 1's index pack was swept"
     assert verify(repo, full=True).ok
     out = rebuilt(box, tmp_path)
     assert [r[0] for r in sqlite3.connect(out).execute("SELECT count(*) FROM kv")] == [60]
@@ -396,7 +430,7 @@ def test_a_damaged_base_copy_is_repaired_from_the_store_and_deltas_stay_right(tm
     assert snap.deltas
     assert rows(rebuilt(box, tmp_path)) == rows(box.db)
     repaired = db_pages(copy)
-    for p in snap.deltas:
+    for p in snap.deltas & snap.base.keys():
         assert hashlib.sha256(repaired[p]).hexdigest() == snap.base[p].id
     con.close()
 
@@ -413,15 +447,24 @@ def test_a_base_page_the_store_cannot_serve_costs_only_its_own_delta(tmp_path):
     first = box.snapshot()
     pages = db_pages(live)
     changed = [p for p in range(len(first.pages)) if hashlib.sha256(pages[p]).hexdigest() != first.pages[p].id]
-    victim = first.base[changed[0]]
+    victim = first.base[changed[0]].rec  # a whole group: every changed page it holds loses its base
+    lost = {p for p in changed if first.base[p].rec == victim}
+    assert set(changed) - lost, "some changed pages have their base in another group"
     pack = box.store_dir / pack_key(victim.pack)
-    data = bytearray(pack.read_bytes())
+    good = pack.read_bytes()
+    data = bytearray(good)
     data[victim.offset + victim.length - 2] ^= 0xFF
     pack.write_bytes(bytes(data))
     box.checkpoint()
     snap = box.snapshot()
-    assert changed[0] not in snap.deltas and not is_delta(record(box, snap.pages[changed[0]]))
-    assert set(changed[1:]) & snap.deltas
+    for p in lost:  # stored whole: their new copies need nothing from the damaged group
+        assert p not in snap.deltas and not is_delta(record(box, snap.pages[p]))
+        assert snap.pages[p].rec != victim
+    assert (set(changed) - lost) & snap.deltas
+    # the group's unchanged pages are still the snapshot's, so a rebuild needs it whole again
+    with pytest.raises(CorruptObject):
+        rebuilt(box, tmp_path)
+    pack.write_bytes(good)
     assert rows(rebuilt(box, tmp_path)) == rows(box.db)
     con.close()
 
@@ -509,21 +552,39 @@ def test_the_delta_flag_is_refused_on_any_other_kind_and_maps_that_break_the_rul
     with pytest.raises(ValueError):
         encode_record(KIND_CHUNK, page, base=base)
 
-    refs = {p: BlobRef(hashlib.sha256(bytes([p])).hexdigest(), "", 10 * p, 10, 4096) for p in range(3)}
+    # a group delta names its members; only a dbpage delta may, and only a delta
+    members = struct.pack(">2I", 4, 9)
+    gid, gdata = encode_record(KIND_DBPAGE, page + page, base=base, members=members)
+    assert embedded_members(gdata, key="t") == [4, 9]
+    assert decode_record(gdata, key="t", expect_id=gid, base=base) == page + page
     with pytest.raises(ValueError):
-        encode_map(True, 4096, 3, refs, lambda r: "", {1})      # a full map holds no deltas
+        encode_record(KIND_DBPAGE, page, members=members)
     with pytest.raises(ValueError):
-        encode_map(False, 4096, 3, {0: refs[0]}, lambda r: "", {1})
-    good = encode_map(False, 4096, 3, refs, lambda r: "", {0, 2})
-    pm, pages = decode_map(good, "pack", "t")
-    assert pm.version == 2 and len(pages) == 3
-    plain = encode_map(False, 4096, 3, refs, lambda r: "", set())
-    assert decode_map(plain, "pack", "t")[0].version == 1 and b"deltas" not in plain
+        encode_record(KIND_PAGE, page, base=base, members=members)
+    no_delta = bytearray(gdata)
+    no_delta[6:8] = FLAG_MEMBERS.to_bytes(2, "big")  # members without the delta flag
+    with pytest.raises(CorruptObject, match="unknown flags"):
+        decode_record(bytes(no_delta), key="t", base=base)
+
+    whole = BlobRef(hashlib.sha256(b"w").hexdigest(), "", 0, 10, 2 * 4096)
+    group = BlobRef(hashlib.sha256(b"g").hexdigest(), "", 10, 10, 4096)
+    pid_of = {p: hashlib.sha256(bytes([p])).hexdigest() for p in range(3)}
+    pages = {0: PageLoc(pid_of[0], whole, 0), 1: PageLoc(pid_of[1], whole, 1), 2: PageLoc(pid_of[2], group, 0, True)}
+    with pytest.raises(ValueError):
+        encode_map(True, 4096, 3, pages, lambda r: "")      # a full map holds no delta record
+    good = encode_map(False, 4096, 3, pages, lambda r: "")
+    pm, decoded = decode_map(good, "pack", "t")
+    assert pm.version == 3 and len(decoded) == 3 and decoded[2].delta and decoded[1].slot == 1
+    assert decoded[0].rec == decoded[1].rec and decoded[0].rec.pack == "pack"
 
     def forge(**changes) -> bytes:
         return msgspec.msgpack.encode(msgspec.structs.replace(pm, **changes))
 
-    for bad in (forge(full=True), forge(version=1), forge(deltas=b"\0\0\0\2\0\0\0\0"),
-                forge(deltas=b"\0\0\0\7"), forge(deltas=b"\0\0\0")):
+    slots = bytearray(pm.slots)
+    slots[8:12] = (5).to_bytes(4, "big")                    # page 0 in slot 5 of a 2-page record
+    twice = pm.slots + pm.slots[:SLOT.size]                 # page 0 listed twice
+    for bad in (forge(full=True), forge(version=4), forge(slots=bytes(slots)), forge(slots=twice),
+                forge(slots=pm.slots[:-1]), forge(records=pm.records[:-1]), forge(deltas=b"\0\0\0\0"),
+                forge(records=pm.records[:GROUP.size])):
         with pytest.raises(CorruptObject):
             decode_map(bad, "pack", "t")

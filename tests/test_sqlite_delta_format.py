@@ -1,11 +1,12 @@
-"""SQLite snapshots on disk, pinned by two golden stores (docs/design.md §7, §18).
+"""SQLite snapshots on disk, pinned by three golden stores (docs/design.md §7, §18).
 
 ``tests/golden/sqlite-v1`` was written by the format-1 writer (every page stored
-whole, page maps version 1) and is frozen: it pins that old stores still read.
-``tests/golden/sqlite-v2`` is written by ``tools/make_golden.py --sqlite`` (format 2:
-changed pages stored as page deltas, delta maps version 2). Each holds one database
-checkpointed three times; ``expect.json`` gives the SHA-256, page count and a row
-digest of each snapshot.
+whole, page maps version 1) and ``tests/golden/sqlite-v2`` by the format-2 writer
+(changed pages stored as one-page deltas, delta maps version 2); both are frozen: they
+pin that old stores still read. ``tests/golden/sqlite-v3`` is written by
+``tools/make_golden.py --sqlite`` (format 5: page groups, group deltas, maps version
+3). Each holds one database checkpointed three times; ``expect.json`` gives the
+SHA-256, page count and a row digest of each snapshot.
 
 A reader written here from the documented format (struct, zstandard, msgpack; no
 journal imports) rebuilds every snapshot; journal's own restore and verify must
@@ -29,12 +30,14 @@ import zstandard
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-GOLDEN = {v: os.path.join(HERE, "golden", f"sqlite-{v}") for v in ("v1", "v2")}
+GOLDEN = {v: os.path.join(HERE, "golden", f"sqlite-{v}") for v in ("v1", "v2", "v3")}
 
 HEADER = struct.Struct(">4sBBHQQ32s")
-MAP_RECORD = struct.Struct(">IHQI32s")
+MAP_RECORD = struct.Struct(">IHQI32s")     # maps v1-v2: one record per page
+MAP_GROUP = struct.Struct(">HQIIB32s")     # maps v3: pack index, offset, length, pages, flags, record id
+MAP_SLOT = struct.Struct(">III32s")        # maps v3: pgno, record index, slot, page id
 KIND_MANIFEST, KIND_PAGE, KIND_PAGEMAP, KIND_DBPAGE = 4, 3, 5, 6
-FLAG_DELTA = 0x0001
+FLAG_DELTA, FLAG_MEMBERS = 0x0001, 0x0002
 SAME_PACK = 0xFFFF
 
 
@@ -52,24 +55,36 @@ class Reader:
     def record(self, data: bytes, expect_id: str | None = None, base: bytes | None = None) -> tuple[int, int, bytes]:
         magic, version, kind, flags, raw_size, stored, digest = HEADER.unpack_from(data)
         assert magic == b"JRNL" and version == 1 and len(data) == HEADER.size + stored
-        assert flags in ((0, FLAG_DELTA) if kind == KIND_DBPAGE else (0,))
+        assert flags in ((0, FLAG_DELTA, FLAG_DELTA | FLAG_MEMBERS) if kind == KIND_DBPAGE else (0,))
         self.flags_seen.setdefault(kind, set()).add(flags)
+        start = HEADER.size
+        if flags & FLAG_MEMBERS:  # u16 n, then n bytes of member page numbers, before the frame
+            (n,) = struct.unpack_from(">H", data, start)
+            start += 2 + n
         if flags & FLAG_DELTA:
             assert base is not None, "a page delta needs its base page"
             dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(
                 base, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
         else:
             dctx = zstandard.ZstdDecompressor()
-        payload = dctx.decompress(data[HEADER.size:], max_output_size=raw_size)
+        payload = dctx.decompress(data[start:], max_output_size=raw_size)
         assert len(payload) == raw_size and hashlib.sha256(payload).digest() == digest
         assert expect_id is None or digest.hex() == expect_id
         return kind, flags, payload
 
-    def blob(self, ref: list, parent_pack: str = "", base: bytes | None = None) -> tuple[int, int, bytes]:
-        blob_id, pack, offset, length, _size = ref
+    def stored(self, ref: list, parent_pack: str = "") -> bytes:
+        _id, pack, offset, length, _size = ref
         pack = pack or parent_pack
-        data = self.raw(f"packs/{pack[:2]}/{pack}")[offset:offset + length]
-        return self.record(data, blob_id, base)
+        return self.raw(f"packs/{pack[:2]}/{pack}")[offset:offset + length]
+
+    def blob(self, ref: list, parent_pack: str = "", base: bytes | None = None) -> tuple[int, int, bytes]:
+        return self.record(self.stored(ref, parent_pack), ref[0], base)
+
+    @staticmethod
+    def members(data: bytes) -> list[int]:
+        """The member page numbers a group delta stores before its frame."""
+        (n,) = struct.unpack_from(">H", data, HEADER.size)
+        return [p for (p,) in struct.iter_unpack(">I", data[HEADER.size + 2:HEADER.size + 2 + n])]
 
     def manifest(self, seq: int) -> dict:
         kind, _, payload = self.record(self.raw(f"manifests/{seq:012d}"))
@@ -91,14 +106,28 @@ class Reader:
         kind, _, payload = self.blob(ref)
         assert kind == KIND_PAGEMAP
         pm = msgspec.msgpack.decode(payload)
-        assert pm["version"] in (1, 2) and len(pm["records"]) % MAP_RECORD.size == 0
-        pages = {}
-        for pgno, idx, offset, length, digest in MAP_RECORD.iter_unpack(pm["records"]):
-            pack = ref[1] if idx == SAME_PACK else pm["packs"][idx]
-            pages[pgno] = [digest.hex(), pack, offset, length, pm["page_size"]]
-        deltas = [p for (p,) in struct.iter_unpack(">I", pm.get("deltas", b""))]
-        if pm["version"] == 1:
+        # pages: pgno -> [record ref, slot, page id]; deltas: pgnos whose record is a delta
+        pages, deltas = {}, []
+        if pm["version"] == 3:
+            recs = []
+            for idx, offset, length, npages, flags, digest in MAP_GROUP.iter_unpack(pm["records"]):
+                pack = ref[1] if idx == SAME_PACK else pm["packs"][idx]
+                recs.append(([digest.hex(), pack, offset, length, npages * pm["page_size"]], flags))
+            for pgno, idx, slot, digest in MAP_SLOT.iter_unpack(pm["slots"]):
+                rec, flags = recs[idx]
+                assert slot < rec[4] // pm["page_size"]
+                pages[pgno] = [rec, slot, digest.hex()]
+                if flags & 1:
+                    deltas.append(pgno)
             assert "deltas" not in pm
+        else:
+            assert pm["version"] in (1, 2) and len(pm["records"]) % MAP_RECORD.size == 0
+            for pgno, idx, offset, length, digest in MAP_RECORD.iter_unpack(pm["records"]):
+                pack = ref[1] if idx == SAME_PACK else pm["packs"][idx]
+                pages[pgno] = [[digest.hex(), pack, offset, length, pm["page_size"]], 0, digest.hex()]
+            deltas = [p for (p,) in struct.iter_unpack(">I", pm.get("deltas", b""))]
+            if pm["version"] == 1:
+                assert "deltas" not in pm
         assert not (deltas and pm["full"]), "a full map lists whole pages only"
         return {"full": pm["full"], "version": pm["version"], "page_size": pm["page_size"],
                 "count": pm["page_count"], "pages": pages, "deltas": deltas}
@@ -107,20 +136,38 @@ class Reader:
         """The database bytes of one sqlite entry, and what its maps said."""
         maps = [self.page_map(r) for r in entry["refs"]]
         full = maps[0]
-        assert full["full"] and len(maps) <= 2 and sorted(full["pages"]) == list(range(full["count"]))
+        assert full["full"] and len(maps) <= 3 and sorted(full["pages"]) == list(range(full["count"]))
+        assert not full["deltas"]
         pages, count, deltas = dict(full["pages"]), full["count"], set()
-        if len(maps) == 2:
-            assert not maps[1]["full"]
-            pages.update(maps[1]["pages"])
-            count, deltas = maps[1]["count"], set(maps[1]["deltas"])
+        for later in maps[1:]:  # delta maps, applied in order
+            assert not later["full"]
+            pages.update(later["pages"])
+            count = later["count"]
+            deltas = (deltas - later["pages"].keys()) | set(later["deltas"])
+        size = full["page_size"]
+
+        def page_of(loc) -> tuple[int, bytes]:
+            rec, slot, page_id = loc
+            data = self.stored(rec)
+            flags = HEADER.unpack_from(data)[3]
+            base = None
+            if flags & FLAG_MEMBERS:  # format 5: the full map's pages of its members, back to back
+                base = b"".join(page_of(full["pages"][m])[1] for m in self.members(data) if m in full["pages"])
+            elif flags & FLAG_DELTA:  # format 2: the full map's page of the same number
+                base = page_of(full["pages"][pgno])[1]
+            kind, flags, payload = self.record(data, rec[0], base)
+            assert kind == KIND_DBPAGE
+            page = payload[slot * size:(slot + 1) * size]
+            assert hashlib.sha256(page).hexdigest() == page_id
+            return flags, page
+
         out, forms = bytearray(), []
         for pgno in range(count):
-            base = self.blob(full["pages"][pgno])[2] if pgno in deltas else None
-            kind, flags, page = self.blob(pages[pgno], base=base)
-            assert kind == KIND_DBPAGE and bool(flags & FLAG_DELTA) == (pgno in deltas)
+            flags, page = page_of(pages[pgno])
+            assert bool(flags & FLAG_DELTA) == (pgno in deltas)
             out += page
-            forms.append((pages[pgno][0], flags))
-        return bytes(out), {"maps": [(m["full"], m["version"], m["count"], m["deltas"]) for m in maps],
+            forms.append((pages[pgno][2], flags))
+        return bytes(out), {"maps": [(m["full"], m["version"], m["count"], sorted(m["deltas"])) for m in maps],
                             "pages": forms}
 
 
@@ -168,7 +215,7 @@ def run_journal(tmp_path, store: str, *args: str) -> subprocess.CompletedProcess
 
 # --- the tests -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
 def test_documented_reader_rebuilds_every_golden_snapshot(tmp_path, version):
     expect = load_expect(version)
     snaps = golden_snapshots(version)
@@ -198,7 +245,25 @@ def test_v1_store_holds_whole_pages_and_v2_store_holds_page_deltas():
     assert 13 not in v2[2][1]["maps"][1][3] and not set(range(13, 19)) & set(v2[3][1]["maps"][1][3])
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_v3_store_holds_page_groups_and_group_deltas():
+    v1, v3 = golden_snapshots("v1"), golden_snapshots("v3")
+    assert v3[0][1]["flags"][KIND_DBPAGE] == {0, FLAG_DELTA | FLAG_MEMBERS}
+    for seq in (1, 2, 3):
+        assert v1[seq][0] == v3[seq][0], "both formats describe the same databases"
+    assert [m[:2] for m in v3[1][1]["maps"]] == [(True, 3)]
+    for seq in (2, 3):
+        full, *deltas = v3[seq][1]["maps"]
+        assert full == (True, 3, 13, []) and all(d[:2] == (False, 3) for d in deltas)
+        assert any(d[3] for d in deltas), "changed pages are stored in group deltas"
+    reader = Reader(os.path.join(GOLDEN["v3"], "store"))
+    expect = load_expect("v3")
+    man = reader.manifest(1)
+    entry = next(e for e in reader.entries(man["trees"][expect["tree"]]["root"]) if e["path"] == expect["db"])
+    records = {tuple(loc[0]) for loc in reader.page_map(entry["refs"][0])["pages"].values()}
+    assert len(records) == 1, "the full map's 13 pages are one whole group"
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
 def test_restore_at_each_golden_checkpoint_rebuilds_the_same_bytes(tmp_path, version):
     store = tmp_path / "store"
     shutil.copytree(os.path.join(GOLDEN[version], "store"), store)
@@ -212,7 +277,7 @@ def test_restore_at_each_golden_checkpoint_rebuilds_the_same_bytes(tmp_path, ver
         assert rows_digest(str(path)) == want["rows"]
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
 def test_verify_full_on_golden_sqlite_store_is_clean(tmp_path, version):
     store = tmp_path / "store"
     shutil.copytree(os.path.join(GOLDEN[version], "store"), store)
@@ -222,42 +287,47 @@ def test_verify_full_on_golden_sqlite_store_is_clean(tmp_path, version):
     assert result["ok"] is True and result["manifests"] == 3
 
 
-def test_current_writer_reproduces_the_v2_golden_store(tmp_path):
+def test_current_writer_reproduces_the_v3_golden_store(tmp_path):
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
     from tools.make_golden import build_golden_sqlite
 
     store_dir, expect = build_golden_sqlite(str(tmp_path / "work"))
-    golden = load_expect("v2")
+    golden = load_expect("v3")
     assert expect["checkpoints"] == golden["checkpoints"] or expect["sqlite_version"] != golden["sqlite_version"]
     if expect["sqlite_version"] != golden["sqlite_version"]:
         pytest.skip(f"SQLite {expect['sqlite_version']} writes other database bytes than "
                     f"{golden['sqlite_version']}, which wrote the golden store")
     # compared as the format means it (maps, page ids, record kinds and flags), not as
     # frame bytes, so a zstd upgrade is not mistaken for a format change
-    built, golden_view = golden_snapshots("v2", store_dir), golden_snapshots("v2")
+    built, golden_view = golden_snapshots("v3", store_dir), golden_snapshots("v3")
     assert built == golden_view, (
-        "the current code writes a different SQLite format than tests/golden/sqlite-v2; if that is "
+        "the current code writes a different SQLite format than tests/golden/sqlite-v3; if that is "
         "deliberate, regenerate it with tools/make_golden.py --sqlite and add a format version")
 
 
-def test_maps_without_page_deltas_are_still_written_as_version_1_byte_for_byte():
-    """The format-2 writer encodes a map with no page delta exactly as format 1 did."""
+def test_v3_maps_decode_and_reencode_byte_for_byte_and_old_maps_are_never_written():
+    """journal's own map codec agrees with the golden v3 maps byte for byte; it reads v1
+    and v2 maps but writes only v3."""
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
-    from journal.pagemap import decode_map, encode_map
+    from journal.pagemap import MAP_VERSION, decode_map, encode_map
 
-    reader = Reader(os.path.join(GOLDEN["v1"], "store"))
-    expect = load_expect("v1")
+    assert MAP_VERSION == 3
     seen = 0
-    for seq in expect["checkpoints"]:
-        man = reader.manifest(int(seq))
-        entry = next(e for e in reader.entries(man["trees"][expect["tree"]]["root"]) if e["path"] == expect["db"])
-        for ref in entry["refs"]:
-            payload = reader.blob(ref)[2]
-            pm, pages = decode_map(payload, ref[1], "golden")
-            again = encode_map(pm.full, pm.page_size, pm.page_count, pages,
-                               lambda r, own=ref[1]: "" if r.pack == own else r.pack)
-            assert again == payload
-            seen += 1
-    assert seen == 5
+    for version in ("v1", "v2", "v3"):
+        reader = Reader(os.path.join(GOLDEN[version], "store"))
+        expect = load_expect(version)
+        for seq in expect["checkpoints"]:
+            man = reader.manifest(int(seq))
+            entry = next(e for e in reader.entries(man["trees"][expect["tree"]]["root"]) if e["path"] == expect["db"])
+            for ref in entry["refs"]:
+                payload = reader.blob(ref)[2]
+                pm, pages = decode_map(payload, ref[1], "golden")
+                again = encode_map(pm.full, pm.page_size, pm.page_count, pages,
+                                   lambda r, own=ref[1]: "" if r.pack == own else r.pack)
+                assert (again == payload) == (version == "v3"), (version, seq)
+                assert decode_map(again, ref[1], "again")[1] == {p: loc._replace(legacy=False)
+                                                                 for p, loc in pages.items()}
+                seen += version == "v3"
+    assert seen == 6  # checkpoint 3 names a full, a cumulative and a recent map

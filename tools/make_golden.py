@@ -34,8 +34,10 @@ SQLite stores (``--sqlite DIR``): one tree, ``hermes``, holding ``state.db`` (pa
 and one more update), plus ``expect.json``: per checkpoint the SHA-256 of the database a
 restore must rebuild, its page count and a digest of its rows, and the SQLite version
 that wrote it. ``tests/golden/sqlite-v1`` was written by the format-1 writer (whole
-pages only) and is frozen: it pins that old stores still read. ``tests/golden/sqlite-v2``
-is regenerated with ``--sqlite tests/golden/sqlite-v2`` (page deltas). The database
+pages only) and ``tests/golden/sqlite-v2`` by the format-2 writer (one-page deltas); both
+are frozen: they pin that old stores still read. ``tests/golden/sqlite-v3`` is
+regenerated with ``--sqlite tests/golden/sqlite-v3`` (format 5: page groups, group
+deltas, a recent map in the third checkpoint). The database
 bytes depend on the SQLite library (its version number is in the file header), so only
 a run with the recorded SQLite version reproduces the packs byte for byte.
 """
