@@ -136,3 +136,66 @@ def test_pages_that_change_back_and_a_file_that_shrinks_restore_exactly(tmp_path
         if rows is not None:
             assert box.restored_rows(seq) == rows, seq
     assert verify(box.repo(), full=True).ok
+
+
+def test_a_format_4_store_is_carried_on_by_the_format_5_writer(tmp_path):
+    """A store whose newest snapshot is a version 2 delta map with one-page deltas
+    (tests/golden/sqlite-v2): restore it, keep writing, checkpoint twice with the
+    current writer; every checkpoint, old and new, restores exactly and verifies."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    golden = Path(__file__).parent / "golden" / "sqlite-v2" / "store"
+    store = tmp_path / "store"
+    shutil.copytree(golden, store)
+    local = tmp_path / "local"
+    local.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "AM_LOCAL": str(local),
+           "JOURNAL_STORE": str(store), "LANG": "C.UTF-8"}
+    exe = [os.path.join(os.path.dirname(sys.executable), "journal")]
+
+    def run(*args):
+        proc = subprocess.run(exe + list(args), env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    run("restore")
+    db = local / "hermes" / "state.db"
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    expect = {}
+    for tick in range(2):
+        con.execute("BEGIN")
+        con.executemany("INSERT INTO notes VALUES (?, ?, ?)",
+                        [(1000 + 10 * tick + i, f"t{tick}", "new row " * 30) for i in range(10)])
+        con.execute("UPDATE notes SET body = body || ? WHERE id IN (SELECT id FROM notes ORDER BY id LIMIT 3)",
+                    (f" tick {tick}",))
+        con.execute("COMMIT")
+        run("checkpoint")
+        seq = 4 + tick
+        expect[seq] = con.execute("SELECT id, title, body FROM notes ORDER BY id").fetchall()
+    con.close()
+    for seq in (3, 4, 5):
+        out = tmp_path / f"out-{seq}"
+        run("restore", "--at", str(seq), "--to", str(out))
+        got = sqlite3.connect(out / "hermes" / "state.db")
+        try:
+            assert got.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            rows = got.execute("SELECT id, title, body FROM notes ORDER BY id").fetchall()
+        finally:
+            got.close()
+        if seq in expect:
+            assert rows == expect[seq], seq
+    run("verify", "--full")
+    # the new checkpoints built on the old maps: a format-4 (version 2) delta map as the
+    # cumulative map, under a version 3 recent map whose pages override its one-page deltas
+    repo = Repository.open(open_store(str(store)))
+    old = next(e for e in ManifestCache(repo).tree(3, "hermes")[0] if e.path == "state.db")
+    new = next(e for e in ManifestCache(repo).tree(4, "hermes")[0] if e.path == "state.db")
+    assert len(old.refs) == 2 and new.refs[:2] == old.refs and len(new.refs) == 3
+    versions = [decode_map(repo.read_blob(r, KIND_PAGEMAP), r.pack, "t")[0].version for r in new.refs]
+    assert versions[1:] == [2, 3]
+    snap = load_snapshot(new.refs, repo.read_blob)
+    assert not any(loc.legacy for loc in snap.pages), "no one-page delta is reused by the new writer"
