@@ -199,3 +199,24 @@ def test_a_format_4_store_is_carried_on_by_the_format_5_writer(tmp_path):
     assert versions[1:] == [2, 3]
     snap = load_snapshot(new.refs, repo.read_blob)
     assert not any(loc.legacy for loc in snap.pages), "no one-page delta is reused by the new writer"
+
+
+def test_a_page_size_change_writes_a_new_full_map_and_both_checkpoints_restore(tmp_path):
+    box = Box(tmp_path)
+    box.con.execute("PRAGMA journal_mode=DELETE")  # the page size changes only outside WAL
+    first = box.checkpoint()
+    rows_first = box.rows()
+    box.con.execute("PRAGMA page_size=8192")
+    box.con.execute("VACUUM")
+    assert box.con.execute("PRAGMA page_size").fetchone()[0] == 8192
+    box.insert(5)
+    second = box.checkpoint()
+    refs = box.entry(second).refs
+    snap = load_snapshot(refs, box.repo().read_blob)
+    assert len(refs) == 1 and snap.page_size == 8192
+    assert box.restored_rows(first) == rows_first
+    assert box.restored_rows(second) == box.rows()
+    box.insert(3)  # and a delta over the new full map
+    third = box.checkpoint()
+    assert len(box.entry(third).refs) == 2 and box.restored_rows(third) == box.rows()
+    assert verify(box.repo(), full=True).ok
