@@ -27,7 +27,7 @@ from .errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExis
 from .index import build_index
 from . import quiet
 from .localstate import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
-                         load_state, new_state, save_state)
+                         load_state, new_state, open_repository, save_state)
 from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot, decode
 from .objects import KIND_PAGE, decode_record
 from .pack import PackWriter, clear_spool, pack_key
@@ -67,7 +67,7 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
             result = msgspec.convert(proven.result, CheckpointResult)
             result.seconds = time.monotonic() - started
             return result
-        repo = Repository.open(store, create=True)
+        repo = open_repository(store, cfg.state_dir, create=True)
         state = _load_or_refuse(cfg, repo)
         result = CheckpointResult()
         try:

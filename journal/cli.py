@@ -10,7 +10,7 @@ import msgspec
 
 from . import __version__
 from .config import load_config
-from .errors import ConfigError, JournalError
+from .errors import CheckpointErrors, ConfigError, JournalError
 from .report import Reporter
 from .store import open_store
 
@@ -54,18 +54,33 @@ def emit_json(value) -> None:
 
 
 def handle_errors(fn):
-    """Turn library errors into one clear line and a non-zero exit."""
+    """Turn library errors into one clear line and a non-zero exit; with ``--json``,
+    also a JSON object on stdout, so a script always gets JSON."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except ConfigError as err:
-            click.echo(f"journal: error: {err}", err=True)
-            sys.exit(EXIT_USAGE)
+            fail(err, EXIT_USAGE, kwargs.get("as_json"))
         except JournalError as err:
-            click.echo(f"journal: error: {err}", err=True)
-            sys.exit(EXIT_ERROR)
+            fail(err, EXIT_ERROR, kwargs.get("as_json"))
+        except OSError as err:  # a local path the library did not expect to fail
+            where = f"{err.filename}: " if err.filename else ""
+            fail(f"{where}{err.strerror or err}; check that path (a file where a directory belongs?)",
+                 EXIT_ERROR, kwargs.get("as_json"), kind="OSError")
     return wrapper
+
+
+def fail(err, code: int, as_json: bool | None, kind: str | None = None):
+    """Print one error line (and the JSON error object) and exit with ``code``."""
+    message = str(err)
+    click.echo(f"journal: error: {message}", err=True)
+    if as_json:
+        doc = {"error": message, "kind": kind or type(err).__name__, "exit": code}
+        if isinstance(err, CheckpointErrors):
+            doc.update(seq=err.seq, errors=err.errors)
+        emit_json(doc)
+    sys.exit(code)
 
 
 def common(fn):
@@ -79,10 +94,41 @@ def common(fn):
 
 def open_context(config_path, store_url):
     cfg = load_config(config_path, store=store_url)
-    return cfg, open_store(cfg.store)
+    return cfg, open_store(durable_url(cfg.store))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def durable_url(url: str) -> str:
+    """Refuse ``memory://`` on the command line: each command would get a new, empty store."""
+    if url.lower().startswith("memory://"):
+        raise ConfigError("open store: memory:// keeps nothing between commands (it is for tests); "
+                          "set JOURNAL_STORE to a path or a cloud URL")
+    return url
+
+
+class OneLineGroup(click.Group):
+    """Usage errors (a bad flag value, a missing argument) are one line too."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.UsageError as err:
+            message = err.format_message()
+            if "\n" in message:  # `journal` alone: the help text is the message
+                click.echo(message, err=True)
+                sys.exit(EXIT_USAGE)
+            where = f"; see `{err.ctx.command_path} --help`" if err.ctx else ""
+            click.echo(f"journal: error: {message.rstrip('.')}{where}", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.ClickException as err:
+            click.echo(f"journal: error: {err.format_message()}", err=True)
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo("journal: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="journal")
 def main():
     """Durable checkpoints of AI coding-agent state in disposable containers.

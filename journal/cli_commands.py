@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .cli import CliReporter, common, emit_json, handle_errors, main, open_context
+from .cli import CliReporter, common, durable_url, emit_json, handle_errors, main, open_context
 from .launch import IDLE_LINE
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
@@ -22,10 +22,12 @@ def init(config_path, store_url, as_json):
 
         JOURNAL_STORE=/data/journal journal init
     """
+    from .quiet import discard
     from .repository import Repository
 
     cfg, store = open_context(config_path, store_url)
     repo = Repository.open(store, create=True)
+    discard(cfg.state_dir)  # the next checkpoint walks the trees: the store may be a new one
     if as_json:
         emit_json({"store": cfg.store, "store_id": repo.store_id, "created": repo.info.created})
     else:
@@ -63,7 +65,7 @@ def checkpoint(config_path, store_url, as_json, allow_deletions, wait):
 
 @main.command()
 @common
-@click.option("-n", "--limit", type=int, default=None, help="Show only the newest N checkpoints.")
+@click.option("-n", "--limit", type=click.IntRange(min=0), default=None, help="Show only the newest N checkpoints.")
 def log(config_path, store_url, as_json, limit):
     """List checkpoints in the store, newest first.
 
@@ -91,7 +93,7 @@ def log(config_path, store_url, as_json, limit):
 @main.command()
 @common
 @click.option("--at", metavar="SEQ|ISO-TIME", help="Restore the newest checkpoint at or before this.")
-@click.option("--to", "to_dir", metavar="DIR", type=click.Path(file_okay=False),
+@click.option("--to", "to_dir", metavar="DIR",
               help="Write every stored tree under DIR/<tree> instead of the live paths.")
 @click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
 def restore(config_path, store_url, as_json, at, to_dir, dry_run):
@@ -124,7 +126,7 @@ def restore(config_path, store_url, as_json, at, to_dir, dry_run):
             for path in t.lost:
                 click.echo(f"{t.name}: LOST {path}: no good copy in any checkpoint")
         for w in result.warnings:
-            click.echo(w)
+            click.echo(f"warning: {w}", err=True)
         click.echo("restore complete" if result.complete else "restore INCOMPLETE", err=not result.complete)
     if not result.complete:
         sys.exit(1)
@@ -243,11 +245,14 @@ def supervise(interval, grace, no_restore, config_path, store_url, cmd):
 
         journal supervise --interval 15 -- node server.js
     """
-    from .config import load_config
+    from .config import check_interval, load_config
     from .store import open_store
     from .supervise import Supervisor
 
+    if interval is not None:
+        check_interval(interval, "--interval")
     cfg = load_config(config_path, store=store_url)
+    durable_url(cfg.store)
     sup = Supervisor(cfg, lambda: open_store(cfg.store), list(cmd), interval=interval or cfg.interval,
                      grace=grace, restore_first=not no_restore, reporter=CliReporter())
     sys.exit(sup.run())
@@ -311,10 +316,10 @@ def takeover(config_path, store_url, as_json):
 @main.command("gc")
 @common
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
-@click.option("--keep-last", type=int, help="Keep the newest N checkpoints.")
+@click.option("--keep-last", type=click.IntRange(min=0), help="Keep the newest N checkpoints.")
 @click.option("--keep-within", metavar="DURATION", help="Keep checkpoints newer than this (30m, 24h, 7d).")
-@click.option("--keep-hourly", type=int, help="Keep the newest checkpoint of each of the last N hours.")
-@click.option("--keep-daily", type=int, help="Keep the newest checkpoint of each of the last N days.")
+@click.option("--keep-hourly", type=click.IntRange(min=0), help="Keep the newest checkpoint of each of the last N hours.")
+@click.option("--keep-daily", type=click.IntRange(min=0), help="Keep the newest checkpoint of each of the last N days.")
 @click.option("--grace", default="24h", show_default=True, metavar="DURATION",
               help="Delete only what was tombstoned at least this long ago.")
 def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within, keep_hourly, keep_daily, grace):

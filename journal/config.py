@@ -7,6 +7,7 @@ The file is found through ``--config``, then ``$JOURNAL_CONFIG``, then
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -77,9 +78,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 def find_config_file(explicit: str | None, env: Mapping[str, str]) -> str | None:
     """The config file to read, or None when there is none (only the default may be absent)."""
     path, named = config_source(explicit, env)
-    if named and not os.path.isfile(path):
+    if os.path.isfile(path):
+        return path
+    if os.path.lexists(path):
+        raise ConfigError(f"read config: {path} is not a regular file; replace it with a config file or remove it")
+    if named:
         raise ConfigError(f"read config: {path} does not exist; fix --config or $JOURNAL_CONFIG")
-    return path if named or os.path.isfile(path) else None
+    return None
 
 
 def read_config_file(path: str) -> ConfigFile:
@@ -102,6 +107,10 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     cfg = read_config_file(source) if source else ConfigFile()
     local = abs_path(local or env.get("AM_LOCAL") or cfg.local)
     home = os.path.expanduser("~")
+    if store == "" or (store is None and env.get("JOURNAL_STORE") == ""):
+        which = "--store" if store == "" else "JOURNAL_STORE"
+        raise ConfigError(f"read config: {which} is set but empty; set it to the store path or URL, "
+                          "or unset it to use the config file or the default")
     store = store or env.get("JOURNAL_STORE") or cfg.store or os.path.join(
         env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "journal", "store")
     if "://" not in store:
@@ -121,8 +130,14 @@ def _interval(env_value: str | None, file_value: float | None, source: str | Non
             raise ConfigError(f"read config: AGENT_STATE_CHECKPOINT_SECONDS={env_value!r} is not a number") from None
     else:
         value = DEFAULT_INTERVAL if file_value is None else file_value
-    if value <= 0:
-        raise ConfigError(f"read config: the checkpoint interval must be positive, got {value} ({source or 'environment'})")
+    return check_interval(value, source or "environment")
+
+
+def check_interval(value: float, where: str) -> float:
+    """A checkpoint interval: a finite number of seconds above zero (NaN never elapses)."""
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"read config: the checkpoint interval must be a positive number of seconds, "
+                          f"got {value} ({where})")
     return value
 
 

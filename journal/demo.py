@@ -21,6 +21,7 @@ import msgspec
 
 from .checkpoint import checkpoint
 from .config import load_config
+from .errors import ConfigError
 from .report import SILENT, Reporter
 from .repository import Repository
 from .restore import restore
@@ -62,9 +63,10 @@ def run_demo(workdir: str | None = None, reporter: Reporter = SILENT, child_line
     """Run the demo in ``workdir`` (a fresh temp dir when None) and return what happened."""
     work = workdir or tempfile.mkdtemp(prefix="journal-demo-")
     local, store_dir = os.path.join(work, "local"), os.path.join(work, "store")
-    for path in (local, store_dir):
-        if os.path.exists(path):
-            shutil.rmtree(path)
+    for path in (local, store_dir):  # a demo never deletes or mixes with existing data
+        if os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path)):
+            raise ConfigError(f"demo: {path} already exists and is not an empty directory; "
+                              "pass a new --dir (the demo never overwrites anything)")
     result = DemoResult(workdir=work)
     say = result.lines.append
     files = generate_tree(local)

@@ -157,3 +157,25 @@ class RestoreNotComplete(JournalError):
             f"checkpoint: the last `journal restore` here was incomplete ({state_path}); run it again "
             "(after fixing what it reported), or accept what is on disk with `journal takeover`"
         )
+
+
+class StoreVanished(StoreError):
+    """The store this machine checkpointed to is absent or empty now."""
+
+    def __init__(self, location: str, store_id: str, seq: int):
+        self.location = location
+        super().__init__(
+            f"open store: no journal store at {location}, but this machine has checkpointed up to {seq} "
+            f"to store {store_id}; is the volume mounted? Run `journal init` to start a new, empty "
+            "store there on purpose"
+        )
+
+
+class StateDirUnusable(JournalError):
+    """The local state directory cannot be created or locked."""
+
+    def __init__(self, state_dir: str, err: OSError):
+        self.state_dir = state_dir
+        where = err.filename or state_dir
+        super().__init__(f"lock state: cannot use {state_dir} as the state directory ({where}: {err.strerror}); "
+                         "set JOURNAL_STATE_DIR (or AM_LOCAL) to a writable directory")

@@ -28,7 +28,9 @@ class ManifestInfo(msgspec.Struct, kw_only=True):
 
 def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInfo]:
     """Checkpoints newest first; a manifest that fails its checks is listed with its error."""
-    out = []
+    out: list[ManifestInfo] = []
+    if limit == 0:
+        return out
     for seq, manifest, mid in repo.iter_manifests_desc():
         if manifest is None:
             out.append(ManifestInfo(seq=seq, error=str(mid)))
@@ -51,6 +53,14 @@ def select_seqs(repo: Repository, at: str | None, seqs: list[int]) -> list[int]:
     """
     if at is None:
         return seqs
+    keep = _at_or_before(repo, at, seqs)
+    if seqs and not keep:
+        raise ConfigError(f"restore: no checkpoint at or before --at {at}; the oldest is checkpoint {seqs[0]} "
+                          "(`journal log` lists them)")
+    return keep
+
+
+def _at_or_before(repo: Repository, at: str, seqs: list[int]) -> list[int]:
     if at.isdigit():
         return [s for s in seqs if s <= int(at)]
     try:

@@ -19,7 +19,7 @@ import uuid
 import msgspec
 
 from .atomic import write_file_atomic
-from .errors import LockBusy
+from .errors import LockBusy, NoStore, StateDirUnusable, StoreVanished
 from .model import BlobRef, Entry
 from .paths import LOCK_FILE, STATE_FILE
 from .signatures import signature  # noqa: F401  (re-exported)
@@ -98,6 +98,30 @@ def load_state(state_dir: str, store_id: str) -> LocalState | None:
     return state
 
 
+def open_repository(store, state_dir: str, *, create: bool):
+    """Open the store; create it when absent only if this machine never checkpointed
+    to a store. A store that vanished (an unmounted volume) is not silently replaced by
+    a new, empty one on local disk: ``journal init`` creates it on purpose."""
+    from .repository import Repository
+    try:
+        return Repository.open(store)
+    except NoStore:
+        if not create:
+            raise
+        known = _read_state(os.path.join(state_dir, STATE_FILE))
+        if known is not None and known.seq > 0:
+            raise StoreVanished(store.location, known.store_id, known.seq) from None
+        return Repository.open(store, create=True)
+
+
+def _read_state(path: str) -> LocalState | None:
+    try:
+        with open(path, "rb") as fh:
+            return msgspec.msgpack.decode(fh.read(), type=LocalState)
+    except (OSError, msgspec.DecodeError):
+        return None
+
+
 def forget_state(state_dir: str) -> None:
     """Drop the in-memory copy (after a failed operation may have changed it)."""
     _memo.pop(os.path.join(state_dir, STATE_FILE), None)
@@ -116,14 +140,25 @@ def save_state(state_dir: str, state: LocalState) -> None:
 class StateLock:
     """An exclusive ``flock`` on ``<state_dir>/lock``, held for one operation."""
 
-    def __init__(self, state_dir: str, wait: bool = False):
+    def __init__(self, state_dir: str, wait: bool = False, create: bool = True):
         self.path = os.path.join(state_dir, LOCK_FILE)
         self.wait = wait
+        self.create = create
         self.fd: int | None = None
 
     def __enter__(self) -> "StateLock":
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not self.create:  # a read-only operation (a dry run) creates nothing
+            try:
+                fd = os.open(self.path, os.O_RDWR)
+            except FileNotFoundError:
+                return self  # no lock file: no other operation ever ran here
+        else:
+            state_dir = os.path.dirname(self.path)
+            try:
+                os.makedirs(state_dir, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise StateDirUnusable(state_dir, err) from err
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
         except BlockingIOError:

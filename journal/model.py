@@ -11,6 +11,7 @@ import msgspec
 
 MANIFEST_VERSION = 1
 PAGE_VERSION = 1
+STORE_VERSION = 1                   # the store config's version: a newer one is refused
 
 KIND_FILE = "file"
 KIND_JSONL = "jsonl"
@@ -93,7 +94,7 @@ class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):
     """The ``config`` object at the root of every store."""
 
     format: str = "journal-store"
-    version: int = 1
+    version: int = STORE_VERSION
     store_id: str
     created: str
 

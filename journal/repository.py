@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import msgspec
 
-from .errors import CorruptObject, KeyExists, NoStore, NotAStore, ObjectNotFound
-from .model import BlobRef, Manifest, StoreInfo, decode, encode
+from .errors import CorruptObject, KeyExists, NoStore, NotAStore, ObjectNotFound, StoreError
+from .model import STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode
 from .objects import KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record
 from .pack import pack_key
 from .store.base import Store
@@ -37,6 +37,16 @@ def blob_location(ref: BlobRef) -> str:
     return f"{pack_key(ref.pack)}@{ref.offset}"
 
 
+def _not_a_store(store: Store, problem: str) -> StoreError:
+    """A location without a valid config: a damaged journal store when it holds
+    manifests (name the config object), else something that is not a journal store."""
+    if next(iter(store.list(MANIFEST_PREFIX)), None) is None:
+        return NotAStore(store.location)
+    return StoreError(f"open store: {store.location}/{CONFIG_KEY} {problem}, yet the store holds checkpoints; "
+                      "the store's config object is damaged: copy it back from a backup of the store "
+                      "(nothing was changed)")
+
+
 class Repository:
     """A journal store opened for reading and writing."""
 
@@ -55,16 +65,19 @@ class Repository:
             raw = store.get(CONFIG_KEY)
         except ObjectNotFound:
             if not store.is_empty():
-                raise NotAStore(store.location) from None
+                raise _not_a_store(store, "is missing") from None
             if not create:
                 raise NoStore(store.location) from None
             return cls._init(store)
         try:
             info = decode(raw, StoreInfo)
         except msgspec.DecodeError as err:
-            raise NotAStore(store.location) from err
+            raise _not_a_store(store, f"is unreadable ({err})") from err
         if info.format != "journal-store":
-            raise NotAStore(store.location)
+            raise _not_a_store(store, f"names format {info.format!r}")
+        if info.version > STORE_VERSION:
+            raise StoreError(f"open store: {store.location}/{CONFIG_KEY} says store version {info.version}; "
+                             f"this journal reads version {STORE_VERSION}: upgrade journal to use this store")
         return cls(store, info)
 
     @classmethod

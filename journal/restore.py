@@ -15,9 +15,10 @@ import os
 import msgspec
 
 from .config import TREE_NAME
-from .errors import CorruptObject, ObjectNotFound, UnsafePath
+from .errors import ConfigError, CorruptObject, ObjectNotFound, UnsafePath
 from .history import ManifestCache, select_seqs
-from .localstate import LocalState, StateLock, TreeCache, cache_from_entries, load_state, new_state, save_state
+from .localstate import (LocalState, StateLock, TreeCache, cache_from_entries, load_state, new_state,
+                         open_repository, save_state)
 from .report import SILENT, Reporter
 from . import fetch
 from .repository import Repository, utc_now
@@ -43,8 +44,10 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
 
 
 def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | None, dry_run: bool) -> RestoreResult:
-    with StateLock(cfg.state_dir, wait=True):
-        repo = Repository.open(store, create=not dry_run)
+    if to is not None:
+        _check_to(to)
+    with StateLock(cfg.state_dir, wait=True, create=not dry_run):
+        repo = open_repository(store, cfg.state_dir, create=not dry_run)
         if not dry_run:
             store.sweep_temp()  # a killed writer's temp files; at startup, not on every tick
         all_seqs = repo.manifest_seqs()  # the one listing a restore makes
@@ -70,6 +73,15 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         if want_state:
             _save_restored_state(cfg, repo, cache, seqs, all_seqs, caches, result.complete)
         return result
+
+
+def _check_to(to: str) -> None:
+    """``--to`` must be a directory or creatable as one: no regular file on the way."""
+    path = os.path.abspath(to)
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise ConfigError(f"restore: --to {to}: {path} is not a directory; choose another --to")
 
 
 def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, result, reporter) -> list[tuple[str, str]]:

@@ -130,10 +130,16 @@ class TreeRun:
         except UnsafePath as err:
             tr.error = str(err)
             return []
-        self.entries = entries
         if not dry_run:
-            self.writer = TreeWriter(dest, self.repo)
-            self.writer.make_root()
+            writer = TreeWriter(dest, self.repo)
+            try:
+                writer.make_root()
+            except OSError as err:  # e.g. a regular file where the tree's directory belongs
+                tr.error = (f"restore: tree {tr.name}: cannot create {err.filename or dest}: {err.strerror}; "
+                            "move that file aside and restore again")
+                return []
+            self.writer = writer
+        self.entries = entries
         writes = []
         for entry in entries:
             action = decide(dest, entry)

@@ -110,6 +110,8 @@ def integrity_check(path: str) -> str | None:
 #: so the map is never cut short under SQLite. The cap bounds the resident pages a
 #: check adds to the process (mapped file pages count in its RSS).
 CHECK_MMAP = 32 << 20
+CHECK_ROWS = 5        # problems a failed check reports, and at most this many characters of them:
+CHECK_TEXT = 400      # the complaint ends up in one error line
 
 
 def _check(path: str, pragma: str) -> str | None:
@@ -117,12 +119,15 @@ def _check(path: str, pragma: str) -> str | None:
         con = sqlite3.connect(_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT)
         try:
             con.execute(f"PRAGMA mmap_size={CHECK_MMAP}")
-            rows = [r[0] for r in con.execute(f"PRAGMA {pragma}").fetchall()]
+            rows = [r[0] for r in con.execute(f"PRAGMA {pragma}({CHECK_ROWS})").fetchall()]
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
         return str(err)
-    return None if rows == ["ok"] else "; ".join(" ".join(str(r).split()) for r in rows[:5])
+    if rows == ["ok"]:
+        return None
+    text = "; ".join(" ".join(str(r).split()) for r in rows)
+    return text if len(text) <= CHECK_TEXT else text[:CHECK_TEXT] + f"... (run PRAGMA {pragma} for the rest)"
 
 
 def _to_rollback_journal(path: str) -> None:

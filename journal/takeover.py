@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .errors import CorruptObject, NoStore, ObjectNotFound
+from .errors import CorruptObject, JournalError, ObjectNotFound
 from .history import ManifestCache
 from .localstate import LocalState, StateLock, cache_from_entries, load_state, new_state, save_state
 from .repository import Repository
@@ -33,7 +33,8 @@ def takeover(cfg, store: Store) -> TakeoverResult:
         repo = Repository.open(store)
         seqs = repo.manifest_seqs()
         if not seqs:
-            raise NoStore(f"{store.location} (it has no checkpoint to take over)")
+            raise JournalError(f"takeover: the store {store.location} has no checkpoint yet, so there is "
+                               "nothing to take over; `journal checkpoint` publishes this container's files")
         cache = ManifestCache(repo)
         for seq in reversed(seqs):
             try:

@@ -1,0 +1,674 @@
+"""Bad input and hostile states at the command line, from a user's point of view.
+
+Every test runs the real ``journal`` CLI in a subprocess against real files and a real
+local store (and real SQLite where a database is involved); nothing is mocked. The
+rules checked are the project's: bad input gives ONE line on stderr (``journal: error:
+...``) naming the file and the fix, a non-zero exit and no traceback; nothing local is
+deleted or overwritten by surprise; ``--json`` prints valid JSON on stdout; restore
+never reports success when anything is incomplete; dry runs change nothing; warnings
+go to stderr, not stdout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_journal
+
+CLAUDE_JSONL = "agent-state/claude/projects/p/session.jsonl"
+CODEX_JSONL = "codex-home/sessions/2026/02/23/rollout-a.jsonl"
+CODEX_CONFIG = "codex-home/config.toml"
+OPENCLAW_JSONL = "oc-home/.openclaw/agents/main/sessions/s.jsonl"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def no_traceback(proc) -> None:
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr[-3000:]
+
+
+def one_line_error(proc) -> str:
+    """The single ``journal: error: ...`` line of a failed command (asserts the shape)."""
+    no_traceback(proc)
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one error line, got {len(lines)}:\n{proc.stderr}"
+    assert lines[0].startswith("journal: error: "), lines[0]
+    return lines[0]
+
+
+def jsonl(n: int, tag: str) -> bytes:
+    return b"".join(json.dumps({"i": i, "tag": tag, "text": "lorem ipsum " * 5}).encode() + b"\n"
+                    for i in range(n))
+
+
+def snapshot_files(root: Path) -> dict[str, bytes]:
+    """Every regular file under ``root`` (outside journal's own dirs) with its bytes."""
+    out = {}
+    if not root.exists():
+        return out
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in (".journal",) or path.is_symlink() or not path.is_file():
+            continue
+        out[str(rel)] = path.read_bytes()
+    return out
+
+
+def store_bytes(store: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
+
+
+class Box:
+    """One container: a local root and its environment, on a store shared by the test."""
+
+    def __init__(self, tmp_path: Path, name: str = "a", *, store: Path | None = None, make_local: bool = True):
+        self.home = tmp_path / name
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.local = self.home / "local"
+        self.store = store or tmp_path / "store"
+        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(self.store), "HOME": str(self.home),
+                    "XDG_CONFIG_HOME": str(self.home / ".config")}
+        if make_local:
+            self.local.mkdir(parents=True, exist_ok=True)
+
+    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60):
+        return run_journal(*args, env={**self.env, **(env or {})}, timeout=timeout)
+
+    def write(self, rel: str, data: bytes) -> Path:
+        path = self.local / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return path
+
+    def populate(self) -> None:
+        """Three harness trees (claude, codex, openclaw) with a few small files."""
+        self.write(CLAUDE_JSONL, jsonl(30, "claude"))
+        self.write(CODEX_JSONL, jsonl(40, "codex"))
+        self.write(CODEX_CONFIG, b'model = "gpt-5"\n')
+        self.write(OPENCLAW_JSONL, jsonl(20, "openclaw"))
+
+    def checkpoint_ok(self) -> dict:
+        proc = self.run("checkpoint", "--json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def log(self) -> list[dict]:
+        proc = self.run("log", "--json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def box(tmp_path) -> Box:
+    """A container whose three trees were checkpointed twice (seq 1 and 2)."""
+    b = Box(tmp_path)
+    b.populate()
+    assert b.checkpoint_ok()["seq"] == 1
+    b.first = snapshot_files(b.local)   # what checkpoint 1 holds
+    with open(b.local / CLAUDE_JSONL, "ab") as fh:
+        fh.write(jsonl(3, "more"))
+    assert b.checkpoint_ok()["seq"] == 2
+    return b
+
+
+# --------------------------------------------------------------------------- --json on errors
+
+
+STORE_COMMANDS = [
+    ("checkpoint",),
+    ("log",),
+    ("verify",),
+    ("restore",),
+    ("gc", "--keep-last", "1", "--dry-run"),
+]
+
+
+@pytest.mark.parametrize("args", STORE_COMMANDS, ids=lambda a: a[0])
+def test_json_output_is_valid_json_even_when_the_command_fails(tmp_path, args):
+    b = Box(tmp_path)
+    b.populate()
+    b.store.write_text("not a store\n")  # JOURNAL_STORE names a regular file
+
+    proc = b.run(*args, "--json")
+
+    assert proc.returncode != 0
+    no_traceback(proc)
+    json.loads(proc.stdout)  # a script calling `journal ... --json` must always get JSON
+
+
+def test_json_output_is_valid_json_on_a_config_error(tmp_path):
+    b = Box(tmp_path)
+    config = tmp_path / "bad.toml"
+    config.write_text("store = 5\n")
+
+    proc = b.run("trees", "--json", "--config", str(config))
+
+    assert proc.returncode == 2
+    json.loads(proc.stdout)
+
+
+def test_checkpoint_json_reports_the_committed_seq_when_one_database_fails(tmp_path):
+    """A checkpoint that commits every other file but refuses one bad SQLite database
+    exits 1 (right) and says "checkpoint N committed the rest" on stderr, but
+    ``--json`` prints nothing: a script cannot learn which checkpoint was committed."""
+    b = Box(tmp_path)
+    b.populate()
+    db = b.local / "hermes" / "state.db"
+    db.parent.mkdir(parents=True)
+    con = sqlite3.connect(db)
+    con.execute("create table t(x)")
+    con.executemany("insert into t values (?)", [(i,) for i in range(5000)])
+    con.commit()
+    con.close()
+    b.write("hermes/notes.txt", b"note\n")
+    b.checkpoint_ok()
+    data = bytearray(db.read_bytes())
+    data[4096 * 2 + 100:4096 * 2 + 400] = b"\xff" * 300  # a b-tree page: quick_check fails
+    db.write_bytes(bytes(data))
+    with open(b.local / "hermes" / "notes.txt", "ab") as fh:
+        fh.write(b"more\n")
+
+    proc = b.run("checkpoint", "--json")
+
+    assert proc.returncode == 1
+    assert "committed the rest" in proc.stderr
+    committed = b.log()[0]["seq"]
+    assert committed == 2
+    assert json.loads(proc.stdout)["seq"] == committed
+
+
+# --------------------------------------------------------------------------- store location problems
+
+
+@pytest.mark.parametrize("args", [("init",), ("checkpoint",), ("log",), ("verify",), ("restore",),
+                                  ("gc", "--keep-last", "1"), ("takeover",)], ids=lambda a: a[0])
+def test_store_path_that_is_a_regular_file_is_refused_and_left_alone(tmp_path, args):
+    b = Box(tmp_path)
+    b.populate()
+    b.store.write_bytes(b"my notes, not a store\n")
+
+    proc = b.run(*args)
+
+    assert proc.returncode == 1
+    line = one_line_error(proc)
+    assert str(b.store) in line and "JOURNAL_STORE" in line
+    assert b.store.read_bytes() == b"my notes, not a store\n"
+
+
+@pytest.mark.parametrize("args", [("verify",), ("gc", "--keep-last", "1"), ("takeover",),
+                                  ("restore", "--dry-run"), ("log", "--json")], ids=lambda a: a[0])
+def test_missing_store_is_a_one_line_error_and_is_not_created(tmp_path, args):
+    b = Box(tmp_path)
+    b.populate()
+
+    proc = b.run(*args)
+
+    assert proc.returncode == 1
+    assert "journal init" in one_line_error(proc)
+    assert not b.store.exists()
+
+
+def test_empty_journal_store_variable_is_refused_not_silently_replaced_by_a_default(tmp_path):
+    """``JOURNAL_STORE=`` (set, but empty: a typo'd ``ENV JOURNAL_STORE=$UNSET``) falls back
+    to ``~/.local/share/journal/store`` on the container's own disk: checkpoints report
+    success while nothing is durable. ``open_store`` has an error for an empty URL, but
+    ``load_config`` never lets it see one."""
+    b = Box(tmp_path)
+    b.populate()
+
+    proc = b.run("checkpoint", env={"JOURNAL_STORE": ""})
+
+    assert proc.returncode != 0
+    assert "JOURNAL_STORE" in one_line_error(proc)
+    assert not (b.home / ".local" / "share" / "journal").exists()
+
+
+def test_checkpoint_does_not_silently_start_a_new_store_where_the_known_one_vanished(box):
+    """The store this machine published to (e.g. an unmounted /data) is gone: checkpoint
+    creates a brand-new empty store at the same path and reports success, so every later
+    checkpoint lands on local disk. The local state knows a different store id; it
+    should refuse and name the path (is the volume mounted?)."""
+    shutil.rmtree(box.store)
+    box.write(CODEX_CONFIG, b'model = "changed"\n')
+
+    proc = box.run("checkpoint")
+
+    assert proc.returncode != 0
+    assert str(box.store) in one_line_error(proc)
+    assert not box.store.exists()
+
+
+def test_store_whose_config_says_a_future_version_is_refused(box):
+    """StoreInfo.version is never checked: a store written by a newer journal (version 99)
+    is opened, and written to, by this one."""
+    config = box.store / "config"
+    info = json.loads(config.read_bytes())
+    info["version"] = 99
+    config.write_text(json.dumps(info))
+    before = sorted(p.name for p in (box.store / "manifests").iterdir())
+    box.write(CODEX_CONFIG, b'model = "changed"\n')
+
+    proc = box.run("checkpoint")
+
+    assert proc.returncode != 0
+    assert "version" in one_line_error(proc)
+    assert sorted(p.name for p in (box.store / "manifests").iterdir()) == before
+
+
+def test_damaged_store_config_error_names_the_config_object(box):
+    """A store full of manifests and packs whose ``config`` object is torn is reported as
+    "not empty and is not a journal store; point JOURNAL_STORE at an empty directory":
+    the wrong diagnosis and the wrong fix. It should name <store>/config."""
+    config = box.store / "config"
+    config.write_bytes(config.read_bytes()[:20])
+
+    proc = box.run("log")
+
+    assert proc.returncode == 1
+    assert str(config) in one_line_error(proc)
+
+
+def test_takeover_on_a_store_without_checkpoints_does_not_say_to_run_init(tmp_path):
+    b = Box(tmp_path)
+    assert b.run("init").returncode == 0
+
+    proc = b.run("takeover")
+
+    assert proc.returncode == 1
+    line = one_line_error(proc)
+    assert "`journal init`" not in line, line  # the store exists; init cannot help
+
+
+# --------------------------------------------------------------------------- local paths that are files
+
+
+@pytest.mark.parametrize("command,var", [("checkpoint", "JOURNAL_STATE_DIR"), ("takeover", "JOURNAL_STATE_DIR"),
+                                         ("restore", "AM_LOCAL"), ("restore", "JOURNAL_STATE_DIR")])
+def test_state_dir_that_is_a_regular_file_is_a_clear_error(box, tmp_path, command, var):
+    blocker = tmp_path / "blocker"
+    blocker.write_bytes(b"keep me\n")
+    box.write(CODEX_CONFIG, b'model = "changed"\n')
+
+    proc = box.run(command, env={var: str(blocker)})
+
+    assert proc.returncode != 0
+    assert str(blocker) in one_line_error(proc)
+    assert blocker.read_bytes() == b"keep me\n"
+
+
+def test_restore_into_a_tree_root_that_is_a_regular_file_fails_cleanly(box):
+    codex = box.local / "codex-home"
+    shutil.rmtree(codex)
+    codex.write_bytes(b"precious\n")
+
+    proc = box.run("restore")
+
+    no_traceback(proc)
+    assert proc.returncode == 1
+    assert str(codex) in proc.stdout + proc.stderr
+    assert codex.read_bytes() == b"precious\n"
+
+
+def test_restore_to_below_a_regular_file_is_a_one_line_error(box, tmp_path):
+    blocker = tmp_path / "export"
+    blocker.write_bytes(b"not a dir\n")
+
+    proc = box.run("restore", "--to", str(blocker / "sub"))
+
+    assert proc.returncode != 0
+    assert str(blocker) in one_line_error(proc)
+    assert blocker.read_bytes() == b"not a dir\n"
+
+
+def test_restore_to_a_regular_file_is_a_one_line_error(box, tmp_path):
+    target = tmp_path / "export"
+    target.write_bytes(b"not a dir\n")
+
+    proc = box.run("restore", "--to", str(target))
+
+    assert proc.returncode == 2
+    assert str(target) in one_line_error(proc)  # click prints a 3-line usage block instead
+    assert target.read_bytes() == b"not a dir\n"
+
+
+def test_checkpoint_with_a_missing_local_root_creates_nothing(tmp_path):
+    b = Box(tmp_path, make_local=False)
+
+    proc = b.run("checkpoint")
+
+    assert proc.returncode == 2
+    assert "AM_LOCAL" in one_line_error(proc)
+    assert not b.local.exists() and not b.store.exists()
+
+
+def test_restore_dry_run_creates_nothing_on_a_fresh_machine(box, tmp_path):
+    fresh = Box(tmp_path, "fresh", store=box.store, make_local=False)
+
+    proc = fresh.run("restore", "--dry-run")
+
+    assert proc.returncode == 0, proc.stderr
+    assert "would restore" in proc.stdout
+    assert not fresh.local.exists(), sorted(str(p) for p in fresh.local.rglob("*"))
+
+
+# --------------------------------------------------------------------------- restore --at
+
+
+@pytest.mark.parametrize("at", ["0", "2000-01-01T00:00:00"])
+def test_restore_at_before_the_first_checkpoint_is_an_error_not_success(box, at):
+    """`--at` that selects no checkpoint prints "nothing to restore: the store has no
+    checkpoint of a configured tree" and "restore complete", exit 0."""
+    before = snapshot_files(box.local)
+
+    proc = box.run("restore", "--at", at)
+
+    assert proc.returncode != 0, proc.stdout
+    assert "--at" in one_line_error(proc)
+    assert snapshot_files(box.local) == before
+
+
+def test_restore_at_zero_on_a_fresh_machine_does_not_let_checkpoint_drop_stored_trees(box, tmp_path):
+    """A fresh container runs `journal restore --at 0` (exit 0, "restore complete"); the
+    local state is saved as complete with no trees, so its next checkpoint publishes a
+    manifest holding only what exists locally: codex and openclaw vanish from the newest
+    checkpoint, and a plain `journal restore` elsewhere no longer brings them back."""
+    fresh = Box(tmp_path, "fresh", store=box.store)
+    fresh.run("restore", "--at", "0")
+    fresh.write("agent-state/claude/other.txt", b"new\n")
+
+    fresh.run("checkpoint")
+
+    newest = box.log()[0]
+    assert newest["error"] is None
+    assert {"codex", "openclaw", "claude"} <= set(newest["trees"]), newest
+
+
+# --------------------------------------------------------------------------- config values
+
+
+@pytest.mark.parametrize("env,text", [
+    ({"AGENT_STATE_CHECKPOINT_SECONDS": "nan"}, None),
+    ({"AGENT_STATE_CHECKPOINT_SECONDS": "inf"}, None),
+    ({}, "interval = nan\n"),
+    ({}, "interval = inf\n"),
+], ids=["env-nan", "env-inf", "file-nan", "file-inf"])
+def test_non_finite_checkpoint_interval_is_refused(tmp_path, env, text):
+    """A NaN interval passes `value <= 0`; the supervisor's `monotonic() >= next_tick`
+    is then never true, so it never checkpoints until it stops (inf: the same)."""
+    b = Box(tmp_path)
+    b.populate()
+    args = ["trees"]
+    if text is not None:
+        config = tmp_path / "journal.toml"
+        config.write_text(text)
+        args += ["--config", str(config)]
+
+    proc = b.run(*args, env=env)
+
+    assert proc.returncode == 2, proc.stdout
+    one_line_error(proc)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan"])
+def test_supervise_interval_flag_is_validated(tmp_path, value):
+    b = Box(tmp_path)
+    b.populate()
+
+    proc = b.run("supervise", "--no-restore", "--interval", value, "--", "true", timeout=30)
+
+    assert proc.returncode == 2
+    assert "--interval" in one_line_error(proc)
+
+
+def test_gc_negative_keep_last_is_refused(box):
+    before = store_bytes(box.store)
+
+    proc = box.run("gc", "--keep-last", "-1", "--dry-run")
+
+    assert proc.returncode == 2, proc.stdout
+    assert "--keep-last" in one_line_error(proc)
+    assert store_bytes(box.store) == before
+
+
+def test_log_limit_zero_lists_nothing(box):
+    proc = box.run("log", "--json", "-n", "0")
+
+    assert proc.returncode == 2 or json.loads(proc.stdout) == [], proc.stdout
+
+
+# --------------------------------------------------------------------------- stdout vs stderr
+
+
+def test_restore_warnings_go_to_stderr_not_stdout(box, tmp_path):
+    config = tmp_path / "codex-only.toml"
+    config.write_text('presets = ["codex"]\n')
+
+    proc = box.run("restore", "--config", str(config))
+
+    assert proc.returncode == 0, proc.stderr
+    assert "not configured here" in proc.stderr
+    assert "not configured here" not in proc.stdout
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def test_demo_dir_never_deletes_existing_local_or_store_directories(tmp_path):
+    """`journal demo --dir DIR` runs `shutil.rmtree` on DIR/local and DIR/store when they
+    exist: `journal demo --dir $HOME` wipes a real $HOME/local (agent state) without a word."""
+    work = tmp_path / "work"
+    (work / "local").mkdir(parents=True)
+    (work / "local" / "precious.txt").write_bytes(b"agent state\n")
+    (work / "store").mkdir()
+    (work / "store" / "photo.jpg").write_bytes(b"\xff\xd8")
+
+    proc = run_journal("demo", "--dir", str(work), env={"HOME": str(tmp_path)}, timeout=60)
+
+    no_traceback(proc)
+    assert (work / "local" / "precious.txt").read_bytes() == b"agent state\n"
+    assert (work / "store" / "photo.jpg").read_bytes() == b"\xff\xd8"
+
+
+def test_demo_dir_below_a_regular_file_is_a_one_line_error(tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.write_bytes(b"x")
+
+    proc = run_journal("demo", "--dir", str(blocker / "sub"), env={"HOME": str(tmp_path)})
+
+    assert proc.returncode != 0
+    assert str(blocker) in one_line_error(proc)
+
+
+# --------------------------------------------------------------------------- empty stores
+
+
+@pytest.mark.parametrize("args", [("log",), ("verify",), ("verify", "--full"), ("gc", "--keep-last", "1", "--dry-run"),
+                                  ("restore", "--dry-run"), ("status",), ("trees",)], ids=" ".join)
+def test_commands_on_an_empty_store_succeed_with_valid_json(tmp_path, args):
+    b = Box(tmp_path)
+    assert b.run("init").returncode == 0
+    before = store_bytes(b.store)
+
+    proc = b.run(*args, "--json")
+
+    assert proc.returncode == 0, proc.stderr
+    no_traceback(proc)
+    doc = json.loads(proc.stdout)
+    if args == ("log",):
+        assert doc == []
+    assert store_bytes(b.store) == before
+
+
+# --------------------------------------------------------------------------- damaged stores
+
+
+def test_damaged_manifest_and_truncated_pack_verify_restore_and_gc_dry_run(box, tmp_path):
+    """Newest manifest bit-flipped, the store's biggest pack cut short: verify
+    --full names both, restore says incomplete (exit 1, JSON) and puts no partial file at
+    a live path, and `gc --dry-run` changes no byte of the store."""
+    manifest = box.store / "manifests" / "000000000002"
+    data = bytearray(manifest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    manifest.write_bytes(bytes(data))
+    biggest = max((p for p in (box.store / "packs").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    biggest.write_bytes(biggest.read_bytes()[: biggest.stat().st_size // 3])
+
+    verify = box.run("verify", "--full", "--json")
+    assert verify.returncode == 1
+    found = json.loads(verify.stdout)
+    kinds = {f["kind"] for f in found["findings"]}
+    assert "torn-manifest" in kinds and found["ok"] is False
+    assert any(biggest.name in f["key"] for f in found["findings"])
+
+    fresh = Box(tmp_path, "fresh", store=box.store)
+    restored = fresh.run("restore", "--json")
+    assert restored.returncode == 1
+    no_traceback(restored)
+    doc = json.loads(restored.stdout)
+    assert doc["complete"] is False and any(t["lost"] or t["error"] for t in doc["trees"])
+    for rel, content in snapshot_files(fresh.local).items():  # all from checkpoint 1 now
+        assert ".journal-tmp" not in rel and not rel.endswith(".part"), rel
+        assert content == box.first[rel], f"{rel} is not the checkpointed content"
+    assert not list(fresh.local.rglob(".journal-tmp"))
+    assert "restore" in one_line_error(fresh.run("checkpoint"))  # a partial view is never published
+
+    before = store_bytes(box.store)
+    gc = box.run("gc", "--keep-last", "1", "--grace", "0s", "--dry-run")
+    no_traceback(gc)  # gc refuses a store whose kept index pages are damaged: one line, exit 1
+    assert gc.returncode == 0 or "corrupt" in one_line_error(gc)
+    assert store_bytes(box.store) == before
+
+
+# --------------------------------------------------------------------------- Ctrl-C during restore
+
+
+def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_path):
+    src = Box(tmp_path, "src")
+    rng = random.Random(7)
+    for d in range(30):
+        for f in range(60):
+            src.write(f"agent-state/claude/projects/p{d}/f{f}.bin", rng.randbytes(16_000))
+    src.checkpoint_ok()
+    originals = snapshot_files(src.local)
+    fresh = Box(tmp_path, "fresh", store=src.store)
+    tree = fresh.local / "agent-state" / "claude"
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **fresh.env}
+    proc = subprocess.Popen([sys.executable, "-m", "journal", "restore"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (tree / ".journal-tmp").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+
+    assert proc.returncode not in (0, None), "the restore finished before Ctrl-C: make the tree bigger"
+    assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
+    assert "restore complete" not in out + err
+    on_disk = snapshot_files(fresh.local)
+    assert len(on_disk) < len(originals)  # it really was interrupted part way
+    for rel, content in on_disk.items():
+        assert not rel.endswith(".part") and ".journal-tmp" not in rel, rel
+        assert hashlib.sha256(content).digest() == hashlib.sha256(originals[rel]).digest(), rel
+    assert not (tree / ".journal-tmp").exists()
+    # the partial tree is never published, and a second restore finishes the job
+    refused = fresh.run("checkpoint")
+    assert refused.returncode == 1 and "journal restore" in one_line_error(refused)
+    again = fresh.run("restore")
+    assert again.returncode == 0, again.stderr
+    assert snapshot_files(fresh.local) == originals
+
+
+# --------------------------------------------------------------------------- more of the same rules
+
+
+def test_memory_store_url_is_refused_on_the_command_line(tmp_path):
+    """memory:// is a new, empty store in every process: a checkpoint would keep nothing."""
+    b = Box(tmp_path)
+    b.populate()
+
+    for args in (("checkpoint",), ("supervise", "--", "true")):
+        proc = b.run(*args, env={"JOURNAL_STORE": "memory://"})
+        assert proc.returncode == 2
+        assert "memory://" in one_line_error(proc)
+
+
+def test_default_config_path_that_is_a_directory_is_an_error_not_ignored(tmp_path):
+    b = Box(tmp_path)
+    b.populate()
+    odd = b.home / ".config" / "journal" / "config.toml"
+    odd.mkdir(parents=True)
+
+    proc = b.run("trees")
+
+    assert proc.returncode == 2
+    assert str(odd) in one_line_error(proc)
+
+
+def test_a_tree_whose_root_is_a_file_fails_alone_and_the_other_trees_restore(box, tmp_path):
+    codex = box.local / "codex-home"
+    shutil.rmtree(codex)
+    codex.write_bytes(b"precious\n")
+    shutil.rmtree(box.local / "agent-state")
+
+    proc = box.run("restore", "--json")
+
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    by_name = {t["name"]: t for t in doc["trees"]}
+    assert str(codex) in by_name["codex"]["error"] and doc["complete"] is False
+    assert by_name["claude"]["error"] is None
+    assert (box.local / CLAUDE_JSONL).read_bytes().startswith(jsonl(30, "claude"))
+    assert codex.read_bytes() == b"precious\n"
+
+
+def test_restore_refuses_to_replace_a_vanished_store_and_init_starts_one_on_purpose(box):
+    shutil.rmtree(box.store)
+
+    proc = box.run("restore")
+
+    assert proc.returncode == 1
+    assert "journal init" in one_line_error(proc) and not box.store.exists()
+    assert box.run("init").returncode == 0
+    assert box.checkpoint_ok()["seq"] == 1  # a new history, started on purpose
+
+
+def test_usage_errors_are_one_line_naming_the_help(box):
+    proc = box.run("log", "--bogus")
+
+    assert proc.returncode == 2
+    assert "log --help" in one_line_error(proc)
+
+
+def test_a_failed_quick_check_is_reported_in_a_bounded_line(tmp_path):
+    from journal.sqlite_snapshot import CHECK_TEXT, quick_check
+
+    db = tmp_path / "big.db"
+    con = sqlite3.connect(db)
+    con.execute("create table t(x, y)")
+    con.execute("create index ty on t(y)")
+    con.executemany("insert into t values (?, ?)", [(i, "v" * 50 + str(i)) for i in range(20_000)])
+    con.commit()
+    con.close()
+    data = bytearray(db.read_bytes())
+    for page in range(3, len(data) // 4096, 3):  # many damaged pages: many complaints
+        data[page * 4096 + 200:page * 4096 + 600] = b"\x07" * 400
+    db.write_bytes(bytes(data))
+
+    problem = quick_check(str(db))
+
+    assert problem is not None and "\n" not in problem
+    assert len(problem) <= CHECK_TEXT + 60
