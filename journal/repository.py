@@ -171,9 +171,9 @@ class Repository:
                 continue
             yield seq, manifest, mid
 
-    def pack_ids(self) -> set[str]:
-        """Every pack id in the store (one listing)."""
-        return {key.rsplit("/", 1)[-1] for key in self.store.list(PACK_PREFIX)}
+    def pack_sizes(self) -> dict[str, int]:
+        """Every pack id in the store and its size in bytes (one listing)."""
+        return {key.rsplit("/", 1)[-1]: size for key, size in self.store.list_sizes(PACK_PREFIX)}
 
     def put_manifest(self, record: bytes, seq: int) -> None:
         """Publish a manifest record put-if-absent; raises KeyExists when taken."""

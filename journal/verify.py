@@ -1,8 +1,9 @@
 """The verify operation: an audit of every manifest and what it names.
 
 Quick: every manifest decodes and passes its hash check, every index page loads,
-and every pack a manifest names exists, including the packs of every SQLite
-snapshot's pages (its full map's pages are the bases of its page deltas, so a
+and every pack a manifest names exists and is long enough for every record named in
+it (the sizes come with the one listing of ``packs/``), including the packs of every
+SQLite snapshot's pages (its full map's pages are the bases of its page deltas, so a
 snapshot needs all of them). Full (``--full``): additionally every blob is read,
 decompressed and re-hashed, every JSONL segment ends in ``\\n``, and every snapshot
 is rebuilt (each page delta decoded against its verified base) and integrity-checked.
@@ -35,6 +36,7 @@ CORRUPT_OBJECT = "corrupt-object"
 TORN_SEGMENT = "torn-segment"
 UNSAFE_PATH = "unsafe-path"
 BAD_SNAPSHOT = "bad-snapshot"
+SHORT_PACK = "short-pack"
 
 
 class Finding(msgspec.Struct, kw_only=True):
@@ -60,11 +62,11 @@ class VerifyResult(msgspec.Struct, kw_only=True):
 def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False) -> VerifyResult:
     """Audit the store; see the module docstring. Never modifies anything."""
     result = VerifyResult(full=full)
-    packs = repo.pack_ids()
+    packs = repo.pack_sizes()
     page_ok: dict[str, bool] = {}
     blobs: dict[tuple[str, int], tuple[int, BlobRef, bool]] = {}
     snapshots: dict[tuple[BlobRef, ...], tuple[int, str, Entry]] = {}
-    missing_seen: set[tuple[int, str]] = set()
+    reported: set[tuple[int, str]] = set()  # (manifest, pack): one finding each
     for seq, manifest, mid in repo.iter_manifests_desc():
         result.manifests += 1
         if manifest is None:
@@ -83,40 +85,53 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
                     snapshots.setdefault(e.refs, (seq, name, e))
                 anchor_of = anchor_refs(e.refs) if e.kind == KIND_JSONL else [None] * len(e.refs)
                 for ref, anchor in zip(e.refs, anchor_of):
-                    if ref.pack not in packs:
-                        if (seq, ref.pack) not in missing_seen:
-                            missing_seen.add((seq, ref.pack))
-                            result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=pack_key(ref.pack),
-                                                           detail=f"tree {name}: {e.path} needs it"))
+                    if _pack_problem(ref, packs, seq, f"tree {name}: {e.path}", reported, result):
                         continue
                     blobs.setdefault((ref.pack, ref.offset), (seq, ref, e.kind == KIND_JSONL, anchor))
     result.packs = len(packs)
-    _check_snapshot_packs(repo, snapshots, packs, result)
+    _check_snapshot_packs(repo, snapshots, packs, reported, result)
     if full:
         _check_blobs(repo, blobs, result, reporter)
         _check_snapshots(repo, snapshots, result)
     return result
 
 
-def _check_snapshot_packs(repo, snapshots, packs, result) -> None:
-    """Every pack a snapshot's pages (and the bases of its page deltas) live in exists."""
+def _pack_problem(ref: BlobRef, packs: dict[str, int], seq: int, who: str, reported, result) -> bool:
+    """True (and one finding per manifest and pack) when ``ref``'s pack is missing or
+    too short for it: a pack cut short is found without reading it."""
+    size = packs.get(ref.pack)
+    if size is not None and ref.offset + ref.length <= size:
+        return False
+    if (seq, ref.pack) not in reported:
+        reported.add((seq, ref.pack))
+        if size is None:
+            result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=pack_key(ref.pack),
+                                           detail=f"{who} needs it"))
+        else:
+            result.findings.append(Finding(kind=SHORT_PACK, manifest=seq, key=pack_key(ref.pack),
+                                           detail=f"{who} needs bytes up to {ref.offset + ref.length:,}, "
+                                                  f"the pack holds {size:,}"))
+    return True
+
+
+def _check_snapshot_packs(repo, snapshots, packs, reported, result) -> None:
+    """Every record a snapshot's pages (and the bases of its page deltas) live in is in
+    a pack that exists and is long enough."""
     for seq, name, entry in snapshots.values():
-        if any(ref.pack not in packs for ref in entry.refs):
-            continue  # already reported as missing
+        if any(ref.pack not in packs or ref.offset + ref.length > packs[ref.pack] for ref in entry.refs):
+            continue  # already reported
         try:
             snap = load_snapshot(entry.refs, lambda r: repo.read_blob(r, KIND_PAGEMAP))
         except (CorruptObject, ObjectNotFound) as err:
             result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
                                            detail=f"page map: {err}"))
             continue
-        needed = {loc.pack: "database page" for loc in snap.pages}
+        needed = {loc.rec: "database page" for loc in snap.pages}
         if snap.deltas:  # any page of the full map may be a base of a group delta
             for pgno, loc in snap.base.items():
-                needed.setdefault(loc.pack, f"base page {pgno} of a page delta")
-        for pack, what in sorted(needed.items()):
-            if pack not in packs:
-                result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=pack_key(pack),
-                                               detail=f"tree {name}: {entry.path} needs it ({what})"))
+                needed.setdefault(loc.rec, f"base page {pgno} of a page delta")
+        for rec, what in sorted(needed.items(), key=lambda item: (item[0].pack, item[0].offset)):
+            _pack_problem(rec, packs, seq, f"tree {name}: {entry.path} ({what})", reported, result)
 
 
 def _check_snapshots(repo, snapshots, result) -> None:
@@ -156,7 +171,7 @@ def _tree_entries(repo, seq, name, root, packs, page_ok, result):
     return entries
 
 
-def _read_page(repo: Repository, ref: BlobRef, packs: set[str]) -> bytes:
+def _read_page(repo: Repository, ref: BlobRef, packs: dict[str, int]) -> bytes:
     if ref.pack not in packs:
         raise ObjectNotFound(pack_key(ref.pack))
     payload, base = repo.read_page(ref)

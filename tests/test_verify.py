@@ -8,7 +8,7 @@ import pytest
 
 from journal.pack import pack_key
 from journal.repository import blob_location, manifest_key
-from journal.verify import CORRUPT_OBJECT, MISSING_OBJECT, TORN_MANIFEST, UNSAFE_PATH, verify
+from journal.verify import CORRUPT_OBJECT, MISSING_OBJECT, SHORT_PACK, TORN_MANIFEST, UNSAFE_PATH, verify
 from test_restore import publish_crafted_manifest
 
 ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
@@ -67,6 +67,22 @@ def test_quick_verify_reports_a_deleted_pack_as_missing(stored):
     findings = json.loads(proc.stdout)["findings"]
     assert {(f["kind"], f["manifest"], f["key"]) for f in findings} == {(MISSING_OBJECT, 2, pack_key(ref.pack))}
     assert "config.toml" in findings[0]["detail"]
+
+
+def test_quick_verify_finds_a_pack_cut_short_without_reading_it(stored):
+    """The pack sizes come with the listing: a pack truncated (an interrupted copy of
+    the store, a torn upload) is found by the quick audit, once per manifest."""
+    ref = stored.entries("codex", seq=2)[ROLLOUT].refs[-1]
+    path = stored.store_path / pack_key(ref.pack)
+    path.write_bytes(path.read_bytes()[:ref.offset + ref.length - 1])
+
+    proc = stored.run("verify", "--json")
+
+    assert proc.returncode == 1
+    findings = json.loads(proc.stdout)["findings"]
+    assert {(f["kind"], f["key"]) for f in findings} == {(SHORT_PACK, pack_key(ref.pack))}
+    assert sorted(f["manifest"] for f in findings) == [1, 2]  # both checkpoints name the rollout's pack
+    assert f"bytes up to {ref.offset + ref.length:,}" in findings[0]["detail"]
 
 
 def test_verify_reports_a_truncated_manifest_as_torn(stored):
