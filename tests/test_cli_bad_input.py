@@ -563,27 +563,32 @@ def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_pat
             src.write(f"agent-state/claude/projects/p{d}/f{f}.bin", rng.randbytes(16_000))
     src.checkpoint_ok()
     originals = snapshot_files(src.local)
-    fresh = Box(tmp_path, "fresh", store=src.store)
-    tree = fresh.local / "agent-state" / "claude"
+    # Ctrl-C lands part way on most attempts; on a loaded machine it may land after the
+    # last file (or the restore may finish first): such an attempt is checked, then retried.
+    for attempt in range(5):
+        fresh = Box(tmp_path, f"fresh{attempt}", store=src.store)
+        tree = fresh.local / "agent-state" / "claude"
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **fresh.env}
+        proc = subprocess.Popen([sys.executable, "-m", "journal", "restore"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not (tree / ".journal-tmp").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
 
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **fresh.env}
-    proc = subprocess.Popen([sys.executable, "-m", "journal", "restore"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not (tree / ".journal-tmp").exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.002)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
-
-    assert proc.returncode not in (0, None), "the restore finished before Ctrl-C: make the tree bigger"
-    assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
-    assert "restore complete" not in out + err
-    on_disk = snapshot_files(fresh.local)
-    assert len(on_disk) < len(originals)  # it really was interrupted part way
-    for rel, content in on_disk.items():
-        assert not rel.endswith(".part") and ".journal-tmp" not in rel, rel
-        assert hashlib.sha256(content).digest() == hashlib.sha256(originals[rel]).digest(), rel
-    assert not (tree / ".journal-tmp").exists()
+        assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
+        on_disk = snapshot_files(fresh.local)
+        for rel, content in on_disk.items():
+            assert not rel.endswith(".part") and ".journal-tmp" not in rel, rel
+            assert hashlib.sha256(content).digest() == hashlib.sha256(originals[rel]).digest(), rel
+        assert not (tree / ".journal-tmp").exists()
+        if proc.returncode != 0:
+            assert "restore complete" not in out + err
+        if proc.returncode != 0 and len(on_disk) < len(originals):
+            break  # it really was interrupted part way
+    else:
+        pytest.fail("Ctrl-C never landed part way through the restore in 5 attempts: make the tree bigger")
     # the partial tree is never published, and a second restore finishes the job
     refused = fresh.run("checkpoint")
     assert refused.returncode == 1 and "journal restore" in one_line_error(refused)

@@ -665,8 +665,10 @@ def test_truncated_data_pack_loses_only_its_cut_records_and_they_fall_back(damag
     path.write_bytes(path.read_bytes()[: cut_at + 60])  # the pack's last record loses its tail
     assert cut_path in ("version.json", rollout), "the last record belongs to a file checkpoint 1 also holds"
 
+    quick = json.loads(damaged.run("verify", "--json", expect=1).stdout)
+    assert [f["kind"] for f in quick["findings"]] == ["short-pack"]  # found from the listing's size
     full = json.loads(damaged.run("verify", "--full", "--json", expect=1).stdout)
-    assert [f["kind"] for f in full["findings"]] == ["corrupt-object"]
+    assert [f["kind"] for f in full["findings"]] == ["short-pack"]
     damaged.restore_to("out")
     out = damaged.tmp / "out" / "codex"
     expected = dict(damaged_base["second"])
