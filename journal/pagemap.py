@@ -58,6 +58,13 @@ DELTA_SHARE = 8
 #: ``max(RECENT_MIN, cumulative pages // RECENT_SHARE)`` pages.
 RECENT_MIN = 64
 RECENT_SHARE = 8
+#: A map's writer names at most about this many packs: when reusing stored pages would
+#: name more, the pages of the least-used packs are stored again (sqlite_capture.py).
+#: A full map reuses each unchanged page from the pack it was first written to, so
+#: without a bound a database that keeps changing names more packs at every full map,
+#: up to the table's limit (``SAME_PACK``), and pins all of them against gc.
+MAP_PACKS = 1024
+MAP_PACKS_KEPT = 768
 MAX_MAPS = 3
 
 
@@ -116,6 +123,8 @@ def encode_map(full: bool, page_size: int, page_count: int, pages: dict[int, Pag
         if idx is None:
             pack = locate(rec)
             pidx = SAME_PACK if pack == "" else packs.setdefault(pack, len(packs))
+            if pidx == SAME_PACK and pack != "":
+                raise ValueError(f"a page map names at most {SAME_PACK} packs (index {SAME_PACK:#x} is its own)")
             idx = groups[(rec.pack, rec.offset)] = len(groups)
             table += GROUP.pack(pidx, rec.offset, rec.length, rec.size // page_size,
                                 GROUP_DELTA if loc.delta else 0, bytes.fromhex(rec.id))

@@ -16,7 +16,7 @@ import msgspec
 
 from .capture import capture_item
 from .config import TreeConfig
-from .errors import SnapshotFailed
+from .errors import CorruptObject, ObjectNotFound, SnapshotFailed
 from .localstate import FileState, TreeCache
 from .model import KIND_DIR, KIND_SQLITE, BlobRef
 from .objects import KIND_PAGEMAP
@@ -238,7 +238,12 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
             return _KEEP
     full = os.path.join(tree.path, item.path)
     try:
-        return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps)
+        try:
+            return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps)
+        except (CorruptObject, ObjectNotFound) as err:  # the previous snapshot's maps
+            ctx.warn(f"checkpoint: {full}: the page maps of its last snapshot are unusable ({err}); "
+                     "storing a new full snapshot of it")
+            return capture_sqlite(full, item.path, None, ctx.staging_dir, ctx.data, ctx.maps)
     except SnapshotFailed as err:
         ctx.reporter.warn(str(err))
         ctx.errors.append(str(err))

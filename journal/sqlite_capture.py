@@ -17,14 +17,15 @@ import hashlib
 import os
 import stat as stat_mod
 import struct
+from collections import Counter
 
 from .atomic import fsync_dir
 from .localstate import FileState
 from .model import KIND_SQLITE, BlobRef, Entry
 from .objects import DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, encode_record
 from .pack import PackWriter
-from .pagemap import (DELTA_MIN, DELTA_SHARE, RECENT_MIN, RECENT_SHARE, PageLoc, Snapshot, decode_map, encode_map,
-                      load_snapshot)
+from .pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, PageLoc, Snapshot,
+                      decode_map, encode_map, load_snapshot)
 from .presets import SQLITE_COMPANIONS
 from .sqlite_base import BaseCopy
 from .sqlite_rebuild import rebuild_db
@@ -111,6 +112,22 @@ class _Cut:
         self.changed = list(range(count)) if self.base is None else \
             [p for p in range(count) if p not in self.base or self.base[p].id != self.ids[p]]
         self.full = self.base is None or len(self.changed) > max(DELTA_MIN, count // DELTA_SHARE)
+        self._bound_packs(range(count) if self.full else self.changed)
+
+    def _bound_packs(self, pgnos) -> None:
+        """Keep the new map under ``MAP_PACKS`` packs: when the stored pages it would
+        reuse lie in more, forget the slots in all but the ``MAP_PACKS_KEPT`` most-used
+        packs, so those pages are stored again, in the open pack."""
+        use: Counter[str] = Counter()
+        for pgno in pgnos:
+            loc = self.whole.get(self.ids[pgno]) or self.delta.get((self.ids[pgno], pgno))
+            if loc is not None:
+                use[loc.pack] += 1
+        if len(use) <= MAP_PACKS:
+            return
+        kept = {pack for pack, _ in use.most_common(MAP_PACKS_KEPT)}
+        self.whole = {pid: loc for pid, loc in self.whole.items() if loc.pack in kept}
+        self.delta = {key: loc for key, loc in self.delta.items() if loc.pack in kept}
 
     def describe(self, prev: FileState | None, maps) -> tuple[BlobRef, ...]:
         """Store the pages the snapshot needs and return the entry's map refs."""

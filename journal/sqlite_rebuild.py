@@ -4,7 +4,9 @@
    is read once (ranged reads of back-to-back records), verified, and its pages
    written with one ``pwrite`` per run of consecutive page numbers. This includes
    pages the delta map replaces and pages past the snapshot's end: they are the bases
-   of group deltas.
+   of group deltas. If a full-map record is bad, only the pages the snapshot reads
+   are written again (its unchanged pages and its group deltas' members, read from
+   the delta records): a damaged record this snapshot does not need costs nothing.
 2. Each record of the delta map is read and verified; a group delta is decoded
    against its members' pages from step 1 (``pagemap.group_base``), read back from
    the file being built. The pages it provides go to an anonymous overlay file, so no
@@ -20,7 +22,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from .errors import CorruptObject
+from .errors import CorruptObject, ObjectNotFound
 from .fetch import RawReader, fetch_in_order
 from .model import BlobRef, Entry
 from .objects import FLAG_DELTA, KIND_DBPAGE, decode_record, embedded_members, parse_header_flags
@@ -29,15 +31,25 @@ from .repository import blob_location
 from .sqlite_snapshot import quick_check
 
 
-def rebuild_db(entry: Entry, reader, tmp_path: str) -> None:
+def rebuild_db(entry: Entry, reader, tmp_path: str, *, strict: bool = False) -> None:
     """Write the snapshot to ``tmp_path`` from verified records (``reader``: a
     Repository) and quick_check it. Raises CorruptObject/ObjectNotFound when a map or
-    record is bad or missing, or the result fails quick_check."""
+    a record it needs is bad or missing, or the result fails quick_check; ``strict``
+    (an audit): when any record of its full map is."""
     snap = load_snapshot(entry.refs, reader.read_blob)
     fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.fchmod(fd, entry.mode & 0o7777 or 0o600)
-        _write_full(fd, snap, reader)
+        try:
+            _write_full(fd, snap, reader, snap.base.items())
+        except (CorruptObject, ObjectNotFound):
+            if strict:
+                raise
+            # A damaged full-map record may hold only pages this snapshot no longer
+            # uses (a changed page whose base could not be read was stored whole):
+            # write just the pages it needs, which fails only if one of those is bad.
+            needed = _needed_base_pages(snap, reader)
+            _write_full(fd, snap, reader, [(p, snap.base[p]) for p in sorted(needed)])
         _apply_delta(fd, snap, reader, os.path.dirname(os.path.abspath(tmp_path)))
         os.ftruncate(fd, len(snap.pages) * snap.page_size)
         os.fsync(fd)
@@ -78,15 +90,44 @@ def _write_runs(fd: int, payload, uses: list[tuple[int, int]], size: int) -> Non
         i = j
 
 
-def _write_full(fd: int, snap: Snapshot, reader) -> None:
-    recs, uses = _by_record(snap.base.items())
+def _write_full(fd: int, snap: Snapshot, reader, pages) -> None:
+    recs, uses = _by_record(pages)
     for rec, payload in zip(recs, fetch_in_order(recs, reader)):
         _write_runs(fd, payload, uses[(rec.pack, rec.offset)], snap.page_size)
 
 
+def _changed(snap: Snapshot) -> list[tuple[int, PageLoc]]:
+    """The pages whose location is not the full map's: the delta map's."""
+    return [(p, loc) for p, loc in enumerate(snap.pages) if p not in snap.base or loc != snap.base[p]]
+
+
+def _members(data, key: str, slot_uses: list[tuple[int, int]], snap: Snapshot) -> list[int] | None:
+    """The base pages a delta map record decodes against; None for a whole record."""
+    _kind, flags, _raw, _stored, _id = parse_header_flags(data, key=key)
+    if not flags & FLAG_DELTA:
+        return None
+    members = embedded_members(data, key=key)
+    if members is None:  # a format 4 one-page delta: its base has its page number
+        members = [slot_uses[0][1]]
+        if len({p for _, p in slot_uses}) != 1 or members[0] not in snap.base:
+            raise CorruptObject(key, "a page delta without its base page")
+    return members
+
+
+def _needed_base_pages(snap: Snapshot, reader) -> set[int]:
+    """The full map's pages this snapshot reads: its unchanged pages, and the members
+    of its group deltas (read from the delta records' headers)."""
+    needed = {p for p, loc in enumerate(snap.pages) if snap.base.get(p) == loc}
+    recs, uses = _by_record(_changed(snap))
+    for rec, data in zip(recs, fetch_in_order(recs, RawReader(reader))):
+        members = _members(data, blob_location(rec), uses[(rec.pack, rec.offset)], snap)
+        needed.update(m for m in members or () if m in snap.base)
+    return needed
+
+
 def _apply_delta(fd: int, snap: Snapshot, reader, workdir: str) -> None:
     size = snap.page_size
-    changed = [(p, loc) for p, loc in enumerate(snap.pages) if p not in snap.base or loc != snap.base[p]]
+    changed = _changed(snap)
     if not changed:
         return
     recs, uses = _by_record(changed)
@@ -102,14 +143,9 @@ def _apply_delta(fd: int, snap: Snapshot, reader, workdir: str) -> None:
         for rec, data in zip(recs, fetch_in_order(recs, RawReader(reader))):
             key = blob_location(rec)
             slot_uses = uses[(rec.pack, rec.offset)]
-            _kind, flags, _raw, _stored, _id = parse_header_flags(data, key=key)
+            members = _members(data, key, slot_uses, snap)
             base = None
-            if flags & FLAG_DELTA:
-                members = embedded_members(data, key=key)
-                if members is None:  # a format 4 one-page delta: its base has its page number
-                    members = [slot_uses[0][1]]
-                    if len({p for _, p in slot_uses}) != 1 or members[0] not in snap.base:
-                        raise CorruptObject(key, "a page delta without its base page")
+            if members is not None:
                 base = group_base(members, snap.base, base_page)
                 if not base:
                     raise CorruptObject(key, "a group delta none of whose members has a base page")

@@ -140,7 +140,7 @@ def _check_snapshots(repo, snapshots, result) -> None:
         for seq, name, entry in snapshots.values():
             path = os.path.join(tmp, "snapshot.db")
             try:
-                rebuild_db(entry, repo, path)
+                rebuild_db(entry, repo, path, strict=True)  # every record the maps name
                 problem = integrity_check(path)
             except (CorruptObject, ObjectNotFound) as err:
                 problem = str(err)

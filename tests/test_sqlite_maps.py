@@ -220,3 +220,47 @@ def test_a_page_size_change_writes_a_new_full_map_and_both_checkpoints_restore(t
     third = box.checkpoint()
     assert len(box.entry(third).refs) == 2 and box.restored_rows(third) == box.rows()
     assert verify(box.repo(), full=True).ok
+
+
+def test_a_full_map_names_a_bounded_number_of_packs_and_every_checkpoint_restores(tmp_path, monkeypatch):
+    """A full map reuses each unchanged page from the pack it was first written to, so
+    a database that keeps changing would name one more pack at every full map, up to
+    the record table's limit (index 0xFFFF is the map's own pack). The writer keeps it
+    under MAP_PACKS by storing the pages of the least-used packs again. Here the bound
+    is 6 and every tick writes a full map."""
+    from journal import sqlite_capture
+    from journal.pagemap import PageLoc, encode_map
+    from journal.model import BlobRef
+
+    monkeypatch.setattr(sqlite_capture, "DELTA_MIN", 0)
+    monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 1 << 30)   # any change: a new full map
+    monkeypatch.setattr(sqlite_capture, "MAP_PACKS", 6)
+    monkeypatch.setattr(sqlite_capture, "MAP_PACKS_KEPT", 3)
+    box = Box(tmp_path)
+    box.checkpoint()
+    expect: dict[int, list[tuple]] = {}
+    most, pruned = 0, False
+    for tick in range(14):
+        box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
+        seq = box.checkpoint()
+        expect[seq] = box.rows()
+        refs = box.entry(seq).refs
+        assert len(refs) == 1  # a full map at every tick
+        pm, _ = decode_map(box.repo().read_blob(refs[0], KIND_PAGEMAP), refs[0].pack, "t")
+        pruned |= len(pm.packs) < most
+        most = max(most, len(pm.packs))
+    assert most <= 6 + 1, most   # the bound, plus the open pack's own pages (not in the table)
+    assert pruned, "the least-used packs' pages were stored again"
+    for seq in expect:
+        assert box.restored_rows(seq) == expect[seq], seq
+    assert verify(box.repo(), full=True).ok
+
+    # encode_map refuses a 65,536th pack rather than naming it as its own
+    rec = lambda i: BlobRef("0" * 64, f"{i + 1:064x}", 0, 10, 512)  # noqa: E731
+    pages = {i: PageLoc("1" * 64, rec(i), 0) for i in range(0xFFFF + 1)}
+    try:
+        encode_map(True, 512, len(pages), pages, lambda ref: ref.pack)
+    except ValueError as err:
+        assert "at most 65535 packs" in str(err)
+    else:
+        raise AssertionError("a map naming 65,536 packs was encoded")
