@@ -17,6 +17,7 @@ demo: $(BIN)/.installed
 
 # pytest exits 5 when it collects no tests; that is a failure here.
 test: $(BIN)/.installed
+	bash tools/test-deps.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests collected: failing"; exit 1; fi; exit $$rc
 

@@ -122,8 +122,25 @@ def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
 
 def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
                      reporter: Reporter) -> None:
-    """Finish a commit that a crash interrupted between the state write and the manifest put."""
+    """Finish a commit that a crash interrupted between the state write and the manifest put.
+
+    A pending manifest naming a pack the store does not hold (its put failed in a way
+    that looked like success, or a gc sweep took a pre-existing copy) is dropped, not
+    published: the state goes back to its parent and this checkpoint re-reads and
+    re-uploads every file under the same seq. If the store already holds that manifest
+    (it was committed before the pack went), it stands, and this checkpoint commits
+    the next seq with every file uploaded again."""
     published = state.pending
+    manifest = decode(decode_record(published, key=manifest_key(state.pending_seq)), Manifest)
+    missing = _missing_packs(repo, manifest)
+    if missing and repo.store.head(manifest_key(state.pending_seq)) is None:
+        _warn(result, reporter, f"checkpoint: pending manifest {manifest.seq} names {len(missing)} pack(s) the "
+              "store does not hold; dropped it, and this checkpoint re-uploads every file")
+        state.seq, state.manifest_id = manifest.parent or 0, manifest.parent_id
+        state.pending = state.pending_seq = None
+        _reupload_all(state)
+        save_state(cfg.state_dir, state)
+        return
     try:
         repo.put_manifest(state.pending, state.pending_seq)
         result.objects += 1
@@ -134,20 +151,26 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
     result.seq, result.manifest_id = state.pending_seq, state.manifest_id
     state.pending = None
     state.pending_seq = None
-    _recheck_packs(repo, state, published, reporter)
+    if missing or _missing_packs(repo, manifest):
+        # Committed before a gc sweep took a pre-existing pack it names (the manifest
+        # was already in the store, or the sweep ran between the check and the put).
+        _warn(result, reporter, f"checkpoint: manifest {manifest.seq} names pack(s) the store lost after it was "
+              "committed; this checkpoint re-uploads every file")
+        _reupload_all(state)
     save_state(cfg.state_dir, state)
 
 
-def _recheck_packs(repo: Repository, state: LocalState, record: bytes, reporter: Reporter) -> None:
-    """After a late republish: if a pack the manifest names is gone (a gc sweep took a
-    pre-existing pack while the manifest was pending), re-read and re-upload everything
-    at the next checkpoint, so the next manifest names only packs that exist."""
-    manifest = decode(decode_record(record, key=manifest_key(state.seq)), Manifest)
-    missing = [p for p in manifest.packs if repo.store.head(pack_key(p)) is None]
-    if not missing:
-        return
-    reporter.warn(f"checkpoint: manifest {manifest.seq} names {len(missing)} pack(s) a gc removed meanwhile; "
-                  "the next checkpoint re-uploads every file")
+def _warn(result: CheckpointResult, reporter: Reporter, message: str) -> None:
+    result.warnings.append(message)
+    reporter.warn(message)
+
+
+def _missing_packs(repo: Repository, manifest: Manifest) -> list[str]:
+    return [p for p in manifest.packs if repo.store.head(pack_key(p)) is None]
+
+
+def _reupload_all(state: LocalState) -> None:
+    """Make the next capture re-read every file and upload fresh blobs, reusing none."""
     state.trees = {name: cache_from_entries(None, {}, (f.entry for f in cache.files.values()),
                                             dirty=True, reupload=True)
                    for name, cache in state.trees.items()}
@@ -194,7 +217,7 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
         raise
     finally:
         clear_staging(staging)
-    result.warnings = ctx.warnings + ctx.errors
+    result.warnings += ctx.warnings + ctx.errors
     if ctx.errors:
         raise CheckpointErrors(ctx.errors, result.seq)
     return ctx.quiet_rows

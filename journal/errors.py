@@ -96,6 +96,15 @@ class LockBusy(JournalError):
         super().__init__(f"lock state: another journal operation holds {path}; try again when it ends")
 
 
+class SupervisorRunning(JournalError):
+    """Another supervisor holds this state directory's lifetime lock."""
+
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(f"supervise: another supervisor runs on this state directory ({path} is locked); "
+                         "stop it first, or give this one its own JOURNAL_STATE_DIR")
+
+
 class RestoreIncomplete(JournalError):
     """Restore could not rebuild every file; the restore-complete marker is not written."""
 

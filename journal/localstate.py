@@ -138,10 +138,11 @@ def save_state(state_dir: str, state: LocalState) -> None:
 
 
 class StateLock:
-    """An exclusive ``flock`` on ``<state_dir>/lock``, held for one operation."""
+    """An exclusive ``flock`` on ``<state_dir>/lock`` (or another ``name``), held for one
+    operation (a supervisor holds ``supervise.lock`` for its lifetime)."""
 
-    def __init__(self, state_dir: str, wait: bool = False, create: bool = True):
-        self.path = os.path.join(state_dir, LOCK_FILE)
+    def __init__(self, state_dir: str, wait: bool = False, create: bool = True, name: str = LOCK_FILE):
+        self.path = os.path.join(state_dir, name)
         self.wait = wait
         self.create = create
         self.fd: int | None = None
@@ -171,3 +172,23 @@ class StateLock:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def lock_held(state_dir: str, name: str) -> bool:
+    """Whether a live process holds the flock ``<state_dir>/<name>`` (creates nothing).
+
+    Unlike a recorded pid, this cannot be fooled by pid reuse or by another PID
+    namespace: the kernel drops the lock when its holder dies."""
+    try:
+        fd = os.open(os.path.join(state_dir, name), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 STATE_FILE = "state.msgpack"    # in the state directory: localstate.py
 LOCK_FILE = "lock"              # ... the flock of one checkpoint or restore at a time
+SUPERVISE_LOCK = "supervise.lock"  # ... the flock a supervisor holds for its lifetime
 
 
 def abs_path(path: str | None) -> str | None:

@@ -1,7 +1,9 @@
 """The supervisor's status file: what the last checkpoint did, the last error, who runs.
 
 ``<state_dir>/status.json`` is replaced atomically on every change; ``journal
-status`` reads it and checks whether the recorded supervisor pid is alive.
+status`` reads it, and decides whether a supervisor runs from the flock it holds on
+``<state_dir>/supervise.lock`` for its lifetime, not from the recorded pid (a pid is
+reused, and a container's PID 1 is alive in every other PID namespace).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import time
 import msgspec
 
 from .atomic import write_file_atomic
+from .localstate import lock_held
+from .paths import SUPERVISE_LOCK
 
 STATUS_FILE = "status.json"
 
@@ -66,16 +70,7 @@ def write_status(state_dir: str, status: Status) -> None:
 
 def report_status(state_dir: str) -> StatusReport:
     status = read_status(state_dir)
-    running = status.pid is not None and status.stopped is None and _alive(status.pid)
+    running = lock_held(state_dir, SUPERVISE_LOCK)
     lag = time.time() - status.last_success if status.last_success else None
     return StatusReport(running=running, pid=status.pid if running else None, lag_seconds=lag, status=status)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -1,16 +1,23 @@
 """``journal supervise``: the PID-1 timer around an agent server.
 
-Lifecycle: restore (unless told not to; an incomplete restore never starts CMD) ->
-start CMD in its own process group -> checkpoint every interval (never overlapping:
+Lifecycle: take ``<state_dir>/supervise.lock`` for the whole run (one supervisor per
+state directory; ``journal status`` probes it) -> restore (unless told not to; an
+incomplete restore never starts CMD) -> start CMD in its own process group, handing it
+the terminal when supervise has one -> checkpoint every interval (never overlapping:
 the state lock serializes timer, manual and final checkpoints; a tick that comes due
-while one runs is skipped) -> on SIGTERM/SIGINT/SIGHUP forward the signal to CMD's
-group, wait up to ``grace`` for it, take the final checkpoint, exit with CMD's status
-or 128+signal. When CMD exits on its own: final checkpoint, exit with its status.
-Orphaned processes re-parented to us (as PID 1, or as a child subreaper) are reaped.
+while one runs is skipped; a tick that fails for any reason is recorded and retried,
+it never touches CMD) -> on SIGTERM/SIGINT/SIGHUP forward the signal to CMD's group at
+once (even while a tick runs), wait up to ``grace`` for the whole group to exit,
+SIGKILL what is left, then take the final checkpoint (nothing of CMD's group can
+write behind it) and exit with CMD's status, or 128+signal when CMD had to be
+killed. When CMD exits on its own: its group gets SIGTERM, ``grace``, SIGKILL; then
+the final checkpoint, and exit with CMD's status. Orphaned processes re-parented to us
+(as PID 1, or as a child subreaper) are reaped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -18,13 +25,16 @@ import subprocess
 import time
 
 from .checkpoint import checkpoint
-from .errors import JournalError, LockBusy, RestoreIncomplete
+from .errors import JournalError, LockBusy, RestoreIncomplete, SupervisorRunning
+from .localstate import StateLock
+from .paths import SUPERVISE_LOCK
 from .report import SILENT, Reporter
 from .restore import restore
 from .status import LastCheckpoint, Status, write_status
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 POLL = 0.05
+KILL_WAIT = 5.0     # seconds to wait for a SIGKILLed group (a process in D state may linger)
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -42,10 +52,24 @@ class Supervisor:
         self.reporter = reporter
         self.status = Status(pid=os.getpid(), started=time.time(), interval=interval)
         self.signal: int | None = None
+        self.stop_deadline: float | None = None   # monotonic; set with the stop signal
+        self.forwarded = False
         self.child: subprocess.Popen | None = None
         self.child_status: int | None = None
+        self.killed = False                       # CMD itself outlived the grace
+        self.tty: int | None = None               # the terminal handed to CMD's group
 
     def run(self) -> int:
+        try:
+            lifetime = StateLock(self.cfg.state_dir, name=SUPERVISE_LOCK).__enter__()
+        except LockBusy as err:
+            raise SupervisorRunning(err.path) from None
+        try:
+            return self._run()
+        finally:
+            lifetime.__exit__(None, None, None)
+
+    def _run(self) -> int:
         for sig in STOP_SIGNALS:
             signal.signal(sig, self._on_signal)
         _become_subreaper()
@@ -53,23 +77,49 @@ class Supervisor:
         if self.restore_first and not self._restore():
             return 1
         if self.signal is not None:
+            self._record_stop(f"stopped by signal {self.signal} before {self.cmd[0]} started")
             return 128 + self.signal
         try:
             self.child = subprocess.Popen(self.cmd, process_group=0)
         except OSError as err:
-            self.status.last_error = f"start {self.cmd[0]}: {err.strerror or err}"
-            self.status.last_error_time = self.status.stopped = time.time()
-            self._save()
+            self._record_stop(f"start {self.cmd[0]}: {err.strerror or err}")
             self.reporter.warn(f"supervise: cannot start {self.cmd[0]}: {err.strerror or err}")
             return 127
+        self._give_terminal()
         self.status.child_pid = self.child.pid
         self._save()
+        if self.signal is not None:   # it came while CMD was starting
+            self._forward()
         self._loop()
         return self._stop()
 
     def _on_signal(self, signum, _frame) -> None:
+        """Forward at once, even in the middle of a tick: the runtime's stop timeout runs."""
         if self.signal is None:
             self.signal = signum
+            self.stop_deadline = time.monotonic() + self.grace
+            if self.child is not None and self.child_status is None:
+                self._forward()
+
+    def _forward(self) -> None:
+        if not self.forwarded:
+            self.forwarded = True
+            self._signal_group(self.signal)
+
+    def _signal_group(self, sig: int) -> bool:
+        """Send ``sig`` to CMD's process group; False when no process of it is left."""
+        try:
+            os.killpg(self.child.pid, sig)
+        except ProcessLookupError:
+            return False
+        except PermissionError:   # a member changed its credentials; it is still there
+            return True
+        return True
+
+    def _record_stop(self, why: str) -> None:
+        self.status.last_error = why
+        self.status.last_error_time = self.status.stopped = time.time()
+        self._save()
 
     def _restore(self) -> bool:
         try:
@@ -78,9 +128,7 @@ class Supervisor:
                 lost = [p for t in result.trees for p in t.lost] + [t.error for t in result.trees if t.error]
                 raise RestoreIncomplete(lost)
         except JournalError as err:
-            self.status.last_error, self.status.last_error_time = f"restore: {err}", time.time()
-            self.status.stopped = time.time()
-            self._save()
+            self._record_stop(f"restore: {err}")
             self.reporter.warn(f"supervise: not starting {self.cmd[0]}: {err}")
             return False
         return True
@@ -95,30 +143,34 @@ class Supervisor:
             time.sleep(POLL)
 
     def _stop(self) -> int:
-        if self.signal is not None and self.child_status is None:
-            try:
-                os.killpg(self.child.pid, self.signal)
-            except ProcessLookupError:
-                pass
+        """Stop CMD's whole group (grace, then SIGKILL), then take the final checkpoint."""
+        if self.signal is not None:
+            self._forward()
+            deadline = self.stop_deadline
+        else:  # CMD exited: what is left of its group gets the same treatment
+            self._signal_group(signal.SIGTERM)
             deadline = time.monotonic() + self.grace
-            while self.child_status is None and time.monotonic() < deadline:
-                self._reap()
-                time.sleep(POLL / 2)
+        self._wait_group(deadline)
+        if self._signal_group(signal.SIGKILL):
+            self.killed = self.child_status is None
+            self._wait_group(time.monotonic() + KILL_WAIT)
         for sig in STOP_SIGNALS:  # a second signal must not interrupt the final checkpoint
             signal.signal(sig, signal.SIG_IGN)
+        self._take_terminal_back()
         self._checkpoint(final=True)
-        if self.child_status is None:
-            try:
-                os.killpg(self.child.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(self.child.pid, 0)
         self._reap()
         self.status.stopped = time.time()
         self._save()
-        if self.child_status is not None:
+        if self.child_status is not None and not self.killed:
             return self.child_status
-        return 128 + (self.signal or signal.SIGTERM)
+        return 128 + (self.signal or signal.SIGKILL)
+
+    def _wait_group(self, deadline: float) -> None:
+        while True:
+            self._reap()
+            if not self._signal_group(0) or time.monotonic() >= deadline:
+                return
+            time.sleep(POLL / 2)
 
     def _reap(self) -> None:
         """Collect every exited child: CMD's status, and orphans handed to us."""
@@ -134,8 +186,30 @@ class Supervisor:
                 code = self.child.returncode
                 self.child_status = 128 - code if code < 0 else code
 
+    def _give_terminal(self) -> None:
+        """When supervise runs in the foreground of a terminal (``docker run -it``, a
+        shell), make CMD's group the foreground group, as a shell or tini does: an
+        agent TUI reading its terminal from a background group would be stopped."""
+        try:
+            if not os.isatty(0) or os.tcgetpgrp(0) != os.getpgrp():
+                return
+            with _no_sigttou():
+                os.tcsetpgrp(0, self.child.pid)
+        except OSError:
+            return
+        self.tty = 0
+        # CMD may have read the terminal before it was its own; a stopped read resumes.
+        self._signal_group(signal.SIGCONT)
+
+    def _take_terminal_back(self) -> None:
+        if self.tty is not None:
+            with contextlib.suppress(OSError), _no_sigttou():
+                os.tcsetpgrp(self.tty, os.getpgrp())
+            self.tty = None
+
     def _checkpoint(self, final: bool) -> None:
         started = time.monotonic()
+        what = f"{'final ' if final else ''}checkpoint"
         try:
             result = checkpoint(self.cfg, self.open_store(), self.reporter, wait=final)
         except LockBusy:
@@ -143,10 +217,10 @@ class Supervisor:
             self.reporter.note("supervise: a checkpoint is already running; skipping this tick")
             self._save()
             return
-        except JournalError as err:
+        except Exception as err:  # noqa: BLE001 - PID 1 records a failed tick and keeps CMD running
             self.status.failed_ticks += 1
-            self.status.last_error, self.status.last_error_time = str(err), time.time()
-            self.reporter.warn(f"supervise: {'final ' if final else ''}checkpoint failed: {err}")
+            self.status.last_error, self.status.last_error_time = _describe(err), time.time()
+            self.reporter.warn(f"supervise: {what} failed: {self.status.last_error}")
             self._save()
             return
         now = time.time()
@@ -163,6 +237,25 @@ class Supervisor:
             write_status(self.cfg.state_dir, self.status)
         except OSError as err:
             self.reporter.warn(f"supervise: cannot write status: {err}")
+
+
+def _describe(err: Exception) -> str:
+    """One line for a failed tick: journal's own message, an OS error with its file."""
+    if isinstance(err, JournalError):
+        return str(err)
+    if isinstance(err, OSError) and err.strerror:
+        return f"{err.filename}: {err.strerror}" if err.filename else err.strerror
+    return f"{type(err).__name__}: {err}"
+
+
+@contextlib.contextmanager
+def _no_sigttou():
+    """A background process changing the terminal's foreground group gets SIGTTOU."""
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTTOU, old)
 
 
 def _become_subreaper() -> None:

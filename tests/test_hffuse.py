@@ -21,10 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_journal
+from conftest import FIXTURES, run_journal
 
 HERE = Path(__file__).parent
-FIXTURES = HERE.parent.parent / "shared" / "fixtures" / "real"
 ROLLOUT = "codex-home/sessions/2026/12/03/rollout-live.jsonl"
 
 pytestmark = pytest.mark.skipif(

@@ -1,50 +1,94 @@
-"""A checkpoint whose data pack already exists (KeyExists) relies on confirm_existing()
-after the commit; when the manifest put fails (crash / network) the manifest is kept
-as *pending* and republished later, but confirm_existing never runs for it and the
-spool copy is thrown away. A gc sweep in between deletes the tombstoned pack."""
-import os
+"""A pending manifest (the put failed after the state was saved) whose packs are
+missing when it is republished.
+
+A checkpoint whose data pack already exists (KeyExists) relies on a check after the
+commit; when the manifest put fails, the manifest is kept as *pending* and the spool
+copy is thrown away. A gc sweep in between deletes the tombstoned pack. The
+republish must then not publish a manifest naming it."""
 import pytest
+
 from journal.checkpoint import checkpoint
-from journal.restore import restore
 from journal.config import load_config
-from journal.store import open_store
-from journal.repository import Repository
 from journal.gc import gc
-from journal.retention import Policy
 from journal.history import ManifestCache
+from journal.repository import Repository
+from journal.restore import restore
+from journal.retention import Policy
+from journal.store import open_store
 
 
-def test_pending_republish_after_sweep(tmp_path, monkeypatch):
+@pytest.fixture
+def fx(tmp_path):
     local = tmp_path / "local"
     tree = local / "fx-home"
     tree.mkdir(parents=True)
     env = {"AM_LOCAL": str(local), "JOURNAL_STORE": str(tmp_path / "store"), "HOME": str(tmp_path),
            "XDG_CONFIG_HOME": str(tmp_path / ".config")}
-    store = open_store(env["JOURNAL_STORE"])
-    cfg = lambda: load_config(env=env)
-    f = tree / "notes.txt"
+    return tree / "notes.txt", open_store(env["JOURNAL_STORE"]), (lambda: load_config(env=env))
+
+
+def missing_packs(store, seq: int) -> list[str]:
+    entries, _ = ManifestCache(Repository.open(store)).tree(seq, "fx")
+    return [r.pack for e in entries for r in e.refs if store.head(f"packs/{r.pack[:2]}/{r.pack}") is None]
+
+
+def restores_whole(tmp_path, store, cfg, text: str) -> None:
+    out = tmp_path / "out"
+    r = restore(cfg(), store, to=str(out))
+    assert r.complete, [(t.lost, t.error) for t in r.trees]
+    assert (out / "fx" / "notes.txt").read_text() == text
+
+
+def test_a_pending_manifest_whose_pack_a_sweep_took_is_dropped_and_uploaded_again(fx, tmp_path, monkeypatch):
+    f, store, cfg = fx
     f.write_text("X" * 1000)
     checkpoint(cfg(), store)                         # seq 1: data pack P1 = [chunk X]
     f.write_text("Y" * 1000)
     checkpoint(cfg(), store)                         # seq 2
     repo = Repository.open(store)
-    print("mark", [i.key for i in gc(repo, Policy(keep_last=1), 0.0)[0].tombstone])  # tombstones m1, P1
+    gc(repo, Policy(keep_last=1), 0.0)               # tombstones manifest 1 and P1
     f.write_text("X" * 1000)                         # content comes back: same pack bytes as P1
-    real_put = Repository.put_manifest
+
     def failing_put(self, record, seq):
         raise ConnectionError("network down during the manifest put")
+    real_put = Repository.put_manifest
     monkeypatch.setattr(Repository, "put_manifest", failing_put)
     with pytest.raises(ConnectionError):
         checkpoint(cfg(), store)                     # seq 3 left pending in local state
     monkeypatch.setattr(Repository, "put_manifest", real_put)
-    print("sweep", gc(repo, Policy(keep_last=1), 0.0)[1])    # grace elapsed: deletes m1 and P1
-    res = checkpoint(cfg(), store)                   # republishes pending seq 3
-    print("checkpoint seq", res.seq)
-    entries, _ = ManifestCache(Repository.open(store)).tree(3, "fx")
-    missing = [r.pack for e in entries for r in e.refs if store.head(f"packs/{r.pack[:2]}/{r.pack}") is None]
-    print("manifest 3 names missing packs:", missing)
-    out = tmp_path / "out"
-    r = restore(cfg(), store, to=str(out))
-    print("fresh restore:", r.complete, [(t.lost, t.fallbacks) for t in r.trees],
-          (out / "fx" / "notes.txt").read_text()[:5] if (out / "fx" / "notes.txt").exists() else None)
-    assert not missing
+    gc(repo, Policy(keep_last=1), 0.0)               # grace elapsed: deletes manifest 1 and P1
+
+    res = checkpoint(cfg(), store)                   # drops pending 3, re-uploads, commits 3
+    assert res.seq == 3
+    assert any("dropped it" in w for w in res.warnings), res.warnings
+    assert missing_packs(store, 3) == []
+    restores_whole(tmp_path, store, cfg, "X" * 1000)
+
+
+def test_a_pending_manifest_already_in_the_store_stands_and_the_next_checkpoint_uploads_again(
+        fx, tmp_path, monkeypatch):
+    f, store, cfg = fx
+    f.write_text("A" * 1000)
+    checkpoint(cfg(), store)                         # seq 1
+    f.write_text("B" * 1000)
+
+    def put_then_fail(self, record, seq):            # the put landed; its answer was lost
+        real_put(self, record, seq)
+        raise ConnectionError("connection reset after the manifest put")
+    real_put = Repository.put_manifest
+    monkeypatch.setattr(Repository, "put_manifest", put_then_fail)
+    with pytest.raises(ConnectionError):
+        checkpoint(cfg(), store)                     # seq 2 in the store, and pending locally
+    monkeypatch.setattr(Repository, "put_manifest", real_put)
+    lost = missing_packs(store, 2) or []
+    assert lost == []
+    packs = {r.pack for e in ManifestCache(Repository.open(store)).tree(2, "fx")[0] for r in e.refs}
+    for p in packs:                                  # the store loses manifest 2's data pack
+        (tmp_path / "store" / "packs" / p[:2] / p).unlink()
+
+    res = checkpoint(cfg(), store)                   # manifest 2 stands (no conflict, no fork), and
+    assert res.seq == 3                              # nothing changed, yet every file is uploaded again
+    assert any("re-uploads every file" in w for w in res.warnings), res.warnings
+    assert missing_packs(store, 3) == []
+    assert checkpoint(cfg(), store).seq is None      # then idle again
+    restores_whole(tmp_path, store, cfg, "B" * 1000)

@@ -7,32 +7,26 @@ preset). Assertions are about behaviour and counts: exit statuses, which lines t
 store holds after a restore into an empty directory, what ``status.json`` says, and
 what ``/proc`` shows about children. Timing only enters as generous bounds.
 
-The helpers are self-contained (no conftest fixtures).
+The harness (``Box``, /proc and store helpers) is ``tests/supervisebox.py``.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-JOURNAL = [sys.executable, "-m", "journal"]
-INTERVAL = 0.3
-SESSION = "sessions/2026/03/01/rollout-1.jsonl"        # relative to codex-home
-STRAY_ENV = ("JOURNAL_CONFIG", "JOURNAL_STATE_DIR", "JOURNAL_STORE", "AM_LOCAL", "AGENT_STATE_CHECKPOINT_SECONDS",
-             "XDG_CONFIG_HOME", "XDG_DATA_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_LIVE", "GEMINI_CLI_HOME",
-             "OPENCLAW_STATE_DIR", "OPENCODE_LIVE", "HERMES_LIVE", "FX_LIVE")
+from supervisebox import (INTERVAL, assert_not_torn, assert_store_clean, boxes, children_of, complete_lines,
+                          finish, flock_holders, manifest_seqs, parse_lines, proc_stat, restore_to,
+                          restored_session, wait_for)
 
 # The supervised child. It appends {"n", "t", "pad"} lines to the transcript, each
 # written in two flushed halves (so a checkpoint can observe a torn last line), and
@@ -89,221 +83,9 @@ sys.exit(int(mode.rsplit(":", 1)[1]) if ":" in mode else 0)
 # ---------------------------------------------------------------- helpers
 
 
-class Box:
-    """One "container": a local root, its state dir, and a (possibly shared) store."""
-
-    def __init__(self, base: Path, store: Path, name: str = "box"):
-        self.root = base / name
-        self.local = self.root / "local"
-        self.home = self.root / "home"
-        self.run_dir = self.root / "run"
-        self.store = store
-        for d in (self.local, self.home, self.run_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if k not in STRAY_ENV}
-        env.update(AM_LOCAL=str(self.local), JOURNAL_STORE=str(store), HOME=str(self.home),
-                   XDG_CONFIG_HOME=str(self.home / ".config"), PYTHONUNBUFFERED="1")
-        self.env = env
-        self.writer = self.root / "writer.py"
-        self.writer.write_text(WRITER)
-        self.procs: list[subprocess.Popen] = []
-
-    # paths
-    @property
-    def codex(self) -> Path:
-        return self.local / "codex-home"
-
-    @property
-    def session(self) -> Path:
-        return self.codex / SESSION
-
-    @property
-    def state_dir(self) -> Path:
-        return self.local / ".journal"
-
-    @property
-    def status_file(self) -> Path:
-        return self.state_dir / "status.json"
-
-    # commands
-    def journal(self, *args: str, check: bool = False, timeout: float = 60) -> subprocess.CompletedProcess:
-        proc = subprocess.run(JOURNAL + list(args), env=self.env, capture_output=True, text=True, timeout=timeout)
-        if check:
-            assert proc.returncode == 0, f"journal {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        return proc
-
-    def writer_cmd(self, mode: str, period: float = 0.05, *, make_tree: bool = True) -> list[str]:
-        if make_tree:  # the tree exists before supervise starts (active from the first tick)
-            self.session.parent.mkdir(parents=True, exist_ok=True)
-        return [sys.executable, str(self.writer), str(self.session), str(period), mode, str(self.run_dir)]
-
-    def supervise(self, cmd: list[str], *opts: str, interval: float = INTERVAL, prefix: list[str] | None = None,
-                  tag: str = "supervise") -> subprocess.Popen:
-        args = (prefix or []) + JOURNAL + ["supervise", "--interval", str(interval), *opts, "--", *cmd]
-        out = open(self.root / f"{tag}.out", "wb")
-        err = open(self.root / f"{tag}.err", "wb")
-        proc = subprocess.Popen(args, env=self.env, stdout=out, stderr=err, cwd=self.root, start_new_session=True)
-        out.close()
-        err.close()
-        self.procs.append(proc)
-        return proc
-
-    def output(self, tag: str = "supervise") -> str:
-        return (self.root / f"{tag}.out").read_text() + (self.root / f"{tag}.err").read_text()
-
-    def status(self) -> dict:
-        try:
-            return json.loads(self.status_file.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return {}
-
-    def status_report(self) -> dict:
-        return json.loads(self.journal("status", "--json", check=True).stdout)
-
-    def child_pid(self) -> int:
-        return int((self.run_dir / "child-pid").read_text())
-
-    def wait_ready(self, proc: subprocess.Popen, *, checkpoints: int = 1, timeout: float = 15) -> dict:
-        """Wait until the child runs and supervise has committed at least ``checkpoints`` manifests."""
-        def ready():
-            if proc.poll() is not None:
-                pytest.fail(f"supervise exited early ({proc.returncode}):\n{self.output()}")
-            st = self.status()
-            return (st.get("child_pid") and (self.run_dir / "child-ready").exists()
-                    and len(manifest_seqs(self.store)) >= checkpoints) and st
-        return wait_for(ready, timeout, "the child to run and supervise to checkpoint")
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(10)
-        try:
-            kill_if_alive(self.child_pid(), signal.SIGKILL)
-        except (FileNotFoundError, ValueError):
-            pass
-
-
 @pytest.fixture
 def box(tmp_path):
-    made: list[Box] = []
-
-    def make(name: str = "box") -> Box:
-        b = Box(tmp_path, tmp_path / "store", name)
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.stop_all()
-
-
-def wait_for(pred, timeout: float, what: str, step: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(step)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
-
-
-def kill_if_alive(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def proc_stat(pid: int) -> tuple[str, int, str] | None:
-    """(state, ppid, comm) of a pid from /proc, or None when it is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    comm = raw[raw.index("(") + 1:raw.rindex(")")]
-    fields = raw[raw.rindex(")") + 2:].split()
-    return fields[0], int(fields[1]), comm
-
-
-def children_of(ppid: int) -> list[tuple[int, str, str]]:
-    """(pid, state, comm) of every process whose parent is ``ppid``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = proc_stat(int(name))
-            if st is not None and st[1] == ppid:
-                found.append((int(name), st[0], st[2]))
-    return found
-
-
-def flock_holders(path: Path) -> set[int]:
-    """Pids holding a flock on ``path``, from /proc/locks (without touching the lock)."""
-    st = os.stat(path)
-    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    holders = set()
-    for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
-        if "->" in fields:  # a waiter
-            continue
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == want:
-            holders.add(int(fields[4]))
-    return holders
-
-
-def manifest_seqs(store: Path) -> list[int]:
-    try:
-        return sorted(int(n) for n in os.listdir(store / "manifests") if n.isdigit())
-    except FileNotFoundError:
-        return []
-
-
-def complete_lines(data: bytes) -> bytes:
-    """Everything up to and including the last newline."""
-    return data[:data.rfind(b"\n") + 1]
-
-
-def parse_lines(data: bytes) -> list[dict]:
-    return [json.loads(line) for line in data.split(b"\n")[:-1]]
-
-
-def restore_to(box_factory, name: str = "restorer") -> Path:
-    """Restore the shared store into an empty directory from a fresh container."""
-    fresh = box_factory(name)
-    dest = fresh.root / "out"
-    proc = fresh.journal("restore", "--to", str(dest))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return dest
-
-
-def restored_session(dest: Path) -> bytes:
-    path = dest / "codex" / SESSION
-    assert path.exists(), f"the store holds no {SESSION}; restored: {sorted(p for p in dest.rglob('*'))}"
-    return path.read_bytes()
-
-
-def assert_not_torn(data: bytes) -> list[dict]:
-    assert data.endswith(b"\n"), f"restored transcript ends in a torn line: {data[-80:]!r}"
-    lines = parse_lines(data)
-    assert [r["n"] for r in lines] == list(range(1, len(lines) + 1)), "restored lines are not 1..N in order"
-    return lines
-
-
-def assert_store_clean(box: Box) -> None:
-    proc = box.journal("verify", "--full")
-    assert proc.returncode == 0, f"journal verify --full found problems:\n{proc.stdout}{proc.stderr}"
-    seqs = manifest_seqs(box.store)
-    assert seqs == list(range(1, len(seqs) + 1)), f"manifest seqs are not contiguous: {seqs}"
-
-
-def finish(proc: subprocess.Popen, timeout: float = 30) -> int:
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"supervise (pid {proc.pid}) did not exit within {timeout}s")
+    yield from boxes(tmp_path, WRITER)
 
 
 # ---------------------------------------------------------------- 1. graceful stop
@@ -631,6 +413,23 @@ def test_status_while_running_and_after_stop(box):
     assert rep["running"] is False and rep["pid"] is None
     assert rep["status"]["stopped"] is not None
     assert "supervisor: not running" in b.journal("status", check=True).stdout
+
+
+def test_second_supervisor_on_the_same_state_dir_is_refused_and_the_first_runs_on(box):
+    b = box()
+    sup = b.supervise(b.writer_cmd("term-exit:0"))
+    b.wait_ready(sup)
+    marker = b.root / "second-ran"
+    second = b.supervise([sys.executable, "-c", f"open({str(marker)!r}, 'w')"], tag="second")
+    rc = finish(second)
+    assert rc == 1, b.output("second")
+    err = b.output("second").strip().splitlines()
+    assert len(err) == 1 and "another supervisor runs on this state directory" in err[0], err
+    assert "supervise.lock" in err[0] and "JOURNAL_STATE_DIR" in err[0]
+    assert not marker.exists()                    # its CMD never started
+    assert sup.poll() is None and b.status_report()["pid"] == sup.pid   # the first one's status is untouched
+    sup.send_signal(signal.SIGTERM)
+    assert finish(sup) == 0
 
 
 def test_status_after_kill_9_is_not_running(box):

@@ -70,6 +70,8 @@ class LocalStore(Store):
             except FileExistsError as err:
                 if os.path.isdir(path):
                     raise StoreError(f"put object: {key} collides with a directory of other keys") from err
+                if not os.path.lexists(path):  # e.g. a file standing where the temp directory belongs
+                    raise StoreError(f"put object: {key}: {err}") from err
                 raise KeyExists(key) from err
             except FileNotFoundError as err:
                 # A concurrent delete may have pruned the parent between mkdir and rename.
