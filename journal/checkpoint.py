@@ -24,6 +24,7 @@ import msgspec
 from .config import Config
 from .errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict,
                      RestoreNotComplete)
+from .history import ManifestCache
 from .index import build_index
 from . import quiet
 from .localstate import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
@@ -138,7 +139,8 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
               "store does not hold; dropped it, and this checkpoint re-uploads every file")
         state.seq, state.manifest_id = manifest.parent or 0, manifest.parent_id
         state.pending = state.pending_seq = None
-        _reupload_all(state)
+        _inactive_as_in_parent(cfg, repo, state, result, reporter)
+        _reupload_all(cfg, state)
         save_state(cfg.state_dir, state)
         return
     try:
@@ -156,7 +158,7 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
         # was already in the store, or the sweep ran between the check and the put).
         _warn(result, reporter, f"checkpoint: manifest {manifest.seq} names pack(s) the store lost after it was "
               "committed; this checkpoint re-uploads every file")
-        _reupload_all(state)
+        _reupload_all(cfg, state)
     save_state(cfg.state_dir, state)
 
 
@@ -169,11 +171,33 @@ def _missing_packs(repo: Repository, manifest: Manifest) -> list[str]:
     return [p for p in manifest.packs if repo.store.head(pack_key(p)) is None]
 
 
-def _reupload_all(state: LocalState) -> None:
-    """Make the next capture re-read every file and upload fresh blobs, reusing none."""
-    state.trees = {name: cache_from_entries(None, {}, (f.entry for f in cache.files.values()),
-                                            dirty=True, reupload=True)
-                   for name, cache in state.trees.items()}
+def _reupload_all(cfg: Config, state: LocalState) -> None:
+    """Make the capture re-read every file of every active tree and upload fresh blobs,
+    reusing none. A tree not active now (its live directory is gone) has nothing to
+    re-read: it keeps its cache, so the next manifest still names it."""
+    active = {t.name for t in cfg.active_trees()}
+    for name, cache in state.trees.items():
+        if name in active:
+            state.trees[name] = cache_from_entries(None, {}, (f.entry for f in cache.files.values()),
+                                                   dirty=True, reupload=True)
+
+
+def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
+                           reporter: Reporter) -> None:
+    """After a pending manifest is dropped, a tree that is not active now takes its
+    version in the parent manifest (the dropped one may name missing packs, and there
+    is no live directory to read it again from); one the parent lacks is left out."""
+    active = {t.name for t in cfg.active_trees()}
+    parent = repo.load_manifest(state.seq)[0] if state.seq else None
+    history = ManifestCache(repo)
+    for name in [n for n in state.trees if n not in active]:
+        if parent is None or name not in parent.trees:
+            del state.trees[name]
+            _warn(result, reporter, f"checkpoint: tree {name} is only in the dropped manifest and its live "
+                  "directory is gone; it is left out of this checkpoint")
+            continue
+        entries, pages = history.tree(state.seq, name)
+        state.trees[name] = cache_from_entries(parent.trees[name].root, pages, entries)
 
 
 def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same=None) -> list | None:

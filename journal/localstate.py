@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 import uuid
 
 import msgspec
@@ -141,10 +142,12 @@ class StateLock:
     """An exclusive ``flock`` on ``<state_dir>/lock`` (or another ``name``), held for one
     operation (a supervisor holds ``supervise.lock`` for its lifetime)."""
 
-    def __init__(self, state_dir: str, wait: bool = False, create: bool = True, name: str = LOCK_FILE):
+    def __init__(self, state_dir: str, wait: bool = False, create: bool = True, name: str = LOCK_FILE,
+                 patience: float = 0.0):
         self.path = os.path.join(state_dir, name)
         self.wait = wait
         self.create = create
+        self.patience = patience   # seconds to keep trying before LockBusy (a probe holds it for microseconds)
         self.fd: int | None = None
 
     def __enter__(self) -> "StateLock":
@@ -160,11 +163,16 @@ class StateLock:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as err:
                 raise StateDirUnusable(state_dir, err) from err
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
-            raise LockBusy(self.path) from None
+        deadline = time.monotonic() + self.patience
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise LockBusy(self.path) from None
+                time.sleep(0.02)
         self.fd = fd
         return self
 

@@ -34,7 +34,8 @@ from .status import LastCheckpoint, Status, write_status
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 POLL = 0.05
-KILL_WAIT = 5.0     # seconds to wait for a SIGKILLed group (a process in D state may linger)
+LOCK_PATIENCE = 1.0  # seconds: ``journal status`` probes supervise.lock for microseconds
+KILL_WAIT = 5.0      # seconds to wait for a SIGKILLed group (a process in D state may linger)
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -49,7 +50,7 @@ class Supervisor:
         self.interval = interval
         self.grace = grace
         self.restore_first = restore_first
-        self.reporter = reporter
+        self.reporter = _Unbroken(reporter)
         self.status = Status(pid=os.getpid(), started=time.time(), interval=interval)
         self.signal: int | None = None
         self.stop_deadline: float | None = None   # monotonic; set with the stop signal
@@ -58,10 +59,11 @@ class Supervisor:
         self.child_status: int | None = None
         self.killed = False                       # CMD itself outlived the grace
         self.tty: int | None = None               # the terminal handed to CMD's group
+        self.continued = False                    # SIGCONT came: a shell resumed us (``fg``/``bg``)
 
     def run(self) -> int:
         try:
-            lifetime = StateLock(self.cfg.state_dir, name=SUPERVISE_LOCK).__enter__()
+            lifetime = StateLock(self.cfg.state_dir, name=SUPERVISE_LOCK, patience=LOCK_PATIENCE).__enter__()
         except LockBusy as err:
             raise SupervisorRunning(err.path) from None
         try:
@@ -72,6 +74,7 @@ class Supervisor:
     def _run(self) -> int:
         for sig in STOP_SIGNALS:
             signal.signal(sig, self._on_signal)
+        signal.signal(signal.SIGCONT, self._on_continue)
         _become_subreaper()
         self._save()
         if self.restore_first and not self._restore():
@@ -90,7 +93,11 @@ class Supervisor:
         self._save()
         if self.signal is not None:   # it came while CMD was starting
             self._forward()
-        self._loop()
+        try:
+            self._loop()
+        except BaseException:
+            self._stop()  # CMD's group is never left running unsupervised
+            raise
         return self._stop()
 
     def _on_signal(self, signum, _frame) -> None:
@@ -101,10 +108,14 @@ class Supervisor:
             if self.child is not None and self.child_status is None:
                 self._forward()
 
+    def _on_continue(self, _signum, _frame) -> None:
+        self.continued = True
+
     def _forward(self) -> None:
         if not self.forwarded:
             self.forwarded = True
             self._signal_group(self.signal)
+            self._signal_group(signal.SIGCONT)  # a stopped CMD (Ctrl-Z, SIGSTOP) must get to handle it
 
     def _signal_group(self, sig: int) -> bool:
         """Send ``sig`` to CMD's process group; False when no process of it is left."""
@@ -137,6 +148,8 @@ class Supervisor:
         next_tick = time.monotonic() + self.interval
         while self.signal is None and self.child_status is None:
             self._reap()
+            if self.continued:
+                self._resume()
             if time.monotonic() >= next_tick:
                 self._checkpoint(final=False)
                 next_tick = time.monotonic() + self.interval
@@ -149,11 +162,13 @@ class Supervisor:
             deadline = self.stop_deadline
         else:  # CMD exited: what is left of its group gets the same treatment
             self._signal_group(signal.SIGTERM)
+            self._signal_group(signal.SIGCONT)
             deadline = time.monotonic() + self.grace
         self._wait_group(deadline)
         if self._signal_group(signal.SIGKILL):
-            self.killed = self.child_status is None
             self._wait_group(time.monotonic() + KILL_WAIT)
+            # CMD's own death by that SIGKILL, not an exit that raced it
+            self.killed = self.child_status is None or self.child.returncode == -signal.SIGKILL
         for sig in STOP_SIGNALS:  # a second signal must not interrupt the final checkpoint
             signal.signal(sig, signal.SIG_IGN)
         self._take_terminal_back()
@@ -176,15 +191,19 @@ class Supervisor:
         """Collect every exited child: CMD's status, and orphans handed to us."""
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
-            if self.child is not None and pid == self.child.pid:
-                self.child.returncode = os.waitstatus_to_exitcode(status)
-                code = self.child.returncode
-                self.child_status = 128 - code if code < 0 else code
+            if self.child is None or pid != self.child.pid:
+                continue
+            if os.WIFSTOPPED(status):
+                self._suspend()
+                continue
+            self.child.returncode = os.waitstatus_to_exitcode(status)
+            code = self.child.returncode
+            self.child_status = 128 - code if code < 0 else code
 
     def _give_terminal(self) -> None:
         """When supervise runs in the foreground of a terminal (``docker run -it``, a
@@ -202,10 +221,29 @@ class Supervisor:
         self._signal_group(signal.SIGCONT)
 
     def _take_terminal_back(self) -> None:
+        """Make our group the terminal's foreground again, if CMD's group still holds it
+        (never take it from a shell that put us in the background)."""
         if self.tty is not None:
             with contextlib.suppress(OSError), _no_sigttou():
-                os.tcsetpgrp(self.tty, os.getpgrp())
+                if os.tcgetpgrp(self.tty) == self.child.pid:
+                    os.tcsetpgrp(self.tty, os.getpgrp())
             self.tty = None
+
+    def _suspend(self) -> None:
+        """CMD stopped (Ctrl-Z on the terminal it holds): stop with it, as a job does, so
+        the shell gets its prompt back; ``fg`` or ``bg`` resumes us and ``_resume`` it.
+        Where nobody can resume us (an orphaned process group, PID 1 of a container)
+        the kernel drops our SIGTSTP, and CMD is resumed at once."""
+        if self.tty is None:
+            return  # not the terminal's job: whoever stopped CMD resumes it
+        self._take_terminal_back()
+        os.kill(os.getpid(), signal.SIGTSTP)
+        self._resume()
+
+    def _resume(self) -> None:
+        self.continued = False
+        self._give_terminal()
+        self._signal_group(signal.SIGCONT)
 
     def _checkpoint(self, final: bool) -> None:
         started = time.monotonic()
@@ -237,6 +275,26 @@ class Supervisor:
             write_status(self.cfg.state_dir, self.status)
         except OSError as err:
             self.reporter.warn(f"supervise: cannot write status: {err}")
+
+
+class _Unbroken(Reporter):
+    """The reporter, minus its I/O errors: a closed stderr pipe (a dead ``| tee``) must
+    not kill PID 1 and leave CMD unsupervised."""
+
+    def __init__(self, inner: Reporter):
+        self.inner = inner
+
+    def warn(self, message: str) -> None:
+        with contextlib.suppress(OSError):
+            self.inner.warn(message)
+
+    def note(self, message: str) -> None:
+        with contextlib.suppress(OSError):
+            self.inner.note(message)
+
+    def progress(self, done: int, total: int) -> None:
+        with contextlib.suppress(OSError):
+            self.inner.progress(done, total)
 
 
 def _describe(err: Exception) -> str:

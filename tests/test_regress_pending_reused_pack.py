@@ -5,12 +5,18 @@ A checkpoint whose data pack already exists (KeyExists) relies on a check after 
 commit; when the manifest put fails, the manifest is kept as *pending* and the spool
 copy is thrown away. A gc sweep in between deletes the tombstoned pack. The
 republish must then not publish a manifest naming it."""
+import shutil
+
 import pytest
 
 from journal.checkpoint import checkpoint
 from journal.config import load_config
 from journal.gc import gc
 from journal.history import ManifestCache
+from journal.localstate import load_state
+from journal.model import Manifest, decode
+from journal.objects import decode_record
+from journal.pack import pack_key
 from journal.repository import Repository
 from journal.restore import restore
 from journal.retention import Policy
@@ -92,3 +98,38 @@ def test_a_pending_manifest_already_in_the_store_stands_and_the_next_checkpoint_
     assert missing_packs(store, 3) == []
     assert checkpoint(cfg(), store).seq is None      # then idle again
     restores_whole(tmp_path, store, cfg, "B" * 1000)
+
+
+def test_a_dropped_pending_manifest_keeps_a_tree_whose_live_directory_is_gone(fx, tmp_path, monkeypatch):
+    f, store, cfg = fx
+    codex = tmp_path / "local" / "codex-home"
+    codex.mkdir()
+    (codex / "keep.txt").write_text("codex data " * 100)
+    f.write_text("A" * 1000)
+    checkpoint(cfg(), store)                         # seq 1: both trees
+
+    def failing_put(self, record, seq):
+        raise ConnectionError("network down during the manifest put")
+    f.write_text("B" * 1000)
+    (codex / "keep.txt").write_text("newer codex data " * 100)
+    real_put = Repository.put_manifest
+    monkeypatch.setattr(Repository, "put_manifest", failing_put)
+    with pytest.raises(ConnectionError):
+        checkpoint(cfg(), store)                     # seq 2 pending, naming a new pack
+    monkeypatch.setattr(Repository, "put_manifest", real_put)
+    state = load_state(str(tmp_path / "local" / ".journal"), Repository.open(store).store_id)
+    pending = decode(decode_record(state.pending, key="pending"), Manifest)
+    for pack in pending.packs:                       # the store lost the pending checkpoint's packs
+        (tmp_path / "store" / pack_key(pack)).unlink()
+    shutil.rmtree(codex)                             # and codex's live directory is gone: a dormant tree
+
+    res = checkpoint(cfg(), store)                   # drops pending 2, re-uploads fx, commits 2
+    assert res.seq == 2 and any("dropped it" in w for w in res.warnings), res.warnings
+    manifest, _ = Repository.open(store).load_manifest(2)
+    assert manifest.trees["codex"].root is not None and manifest.trees["codex"].files == 1
+    out = tmp_path / "out"
+    r = restore(cfg(), store, to=str(out))
+    assert r.complete, [(t.lost, t.error) for t in r.trees]
+    assert (out / "codex" / "keep.txt").read_text() == "codex data " * 100   # as in the parent, seq 1
+    assert (out / "fx" / "notes.txt").read_text() == "B" * 1000
+    assert Repository.open(store).manifest_seqs() == [1, 2]

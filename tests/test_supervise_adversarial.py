@@ -46,6 +46,7 @@ CMD from starting and names the file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import select
@@ -615,3 +616,180 @@ def test_corrupt_pack_at_start_never_starts_cmd_and_names_the_file(box):
     st = b.status()
     assert st["child_pid"] is None and st["last_error"].startswith("restore:") and SESSION in st["last_error"], st
     assert b.status_report()["running"] is False
+
+
+# ---------------------------------------------------------------- 13. found by a second review
+
+
+def _pty_supervise(b, cmd: list[str], *opts: str) -> tuple[int, int]:
+    """supervise on a fresh session whose controlling terminal is a pty; (pid, master)."""
+    args = JOURNAL + ["supervise", "--interval", "5", *opts, "--", *cmd]
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(b.root)
+            os.execve(args[0], args, b.env)
+        finally:
+            os._exit(127)
+    return pid, master
+
+
+def _read_until(master: int, out: bytearray, want: bytes, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while want not in out and time.monotonic() < deadline:
+        if select.select([master], [], [], 0.05)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            out += chunk
+    return want in out
+
+
+def test_ctrl_z_on_cmds_terminal_never_strands_it_and_a_stop_stays_graceful(box):
+    """Ctrl-Z on the terminal CMD holds stops CMD's group. With no shell to resume the
+    job (an orphaned process group, as here, or PID 1 of a container) supervise resumes
+    CMD; a stop signal then reaches CMD's handler (it is forwarded with SIGCONT)."""
+    b = box()
+    b.codex.mkdir()
+    marker = b.root / "graceful"
+    probe = ("import signal, sys, time\n"
+             f"signal.signal(signal.SIGTERM, lambda *a: (open({str(marker)!r}, 'w').close(), sys.exit(0)))\n"
+             "print('ready', flush=True)\n"
+             "while True: time.sleep(0.05)\n")
+    pid, master = _pty_supervise(b, [sys.executable, "-c", probe], "--grace", "3")
+    out = bytearray()
+    try:
+        assert _read_until(master, out, b"ready", 15), bytes(out)
+        cmd_pid = wait_for(lambda: [p for p, _, _ in children_of(pid)], 5, "CMD")[0]
+        os.write(master, b"\x1a")                  # Ctrl-Z
+        time.sleep(0.5)
+        wait_for(lambda: (proc_stat(cmd_pid) or ("",))[0] != "T", 5, "CMD to be resumed after Ctrl-Z")
+        assert (proc_stat(pid) or ("",))[0] != "T"
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, bytes(out)
+        assert marker.exists(), "CMD's SIGTERM handler never ran"
+    finally:
+        for p, _, _ in children_of(pid):
+            kill_if_alive(p, signal.SIGKILL)
+        kill_if_alive(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        os.close(master)
+
+
+def test_a_stopped_cmd_gets_the_stop_signal(box):
+    """CMD stopped by SIGSTOP (a debugger, a freezer): the forwarded SIGTERM comes with
+    a SIGCONT, so CMD exits through its handler within the grace, not by SIGKILL."""
+    b = box()
+    sup = b.supervise(b.writer_cmd("term-exit"), "--grace", "3")
+    b.wait_ready(sup)
+    child = b.child_pid()
+    os.kill(child, signal.SIGSTOP)
+    wait_for(lambda: (proc_stat(child) or ("",))[0] == "T", 5, "CMD to stop")
+    sup.send_signal(signal.SIGTERM)
+    assert finish(sup) == 0, b.output()
+    assert (b.run_dir / "got-signal").exists(), "CMD never handled the SIGTERM"
+    assert restored_session(restore_to(box)) == complete_lines((b.run_dir / "final-transcript").read_bytes())
+
+
+def test_status_probes_never_make_a_supervisor_refuse_to_start(box):
+    """`journal status` (a health check in a loop) probes supervise.lock; a supervisor
+    starting at that instant must not take the probe for another supervisor."""
+    b = box()
+    b.codex.mkdir()
+    assert finish(b.supervise(["true"], tag="first")) == 0   # the lock file exists from now on
+    probes = [subprocess.Popen([sys.executable, "-c",
+                                "import sys\nfrom journal.localstate import lock_held\n"
+                                "while True: lock_held(sys.argv[1], 'supervise.lock')\n", str(b.state_dir)])
+              for _ in range(2)]
+    try:
+        refused = []
+        for i in range(30):
+            rc = finish(b.supervise(["true"], tag=f"run{i}"))
+            if rc != 0:
+                refused.append((i, rc, b.output(f"run{i}")))
+        assert not refused, refused
+    finally:
+        for probe in probes:
+            probe.kill()
+            probe.wait()
+
+
+def test_a_closed_stderr_and_a_failing_tick_never_kill_supervise(box):
+    """`journal supervise ... 2>&1 | tee log`, and tee dies: the next failed tick's
+    warning hits a closed pipe. supervise records the tick and keeps CMD supervised."""
+    b = box()
+    read, write = os.pipe()
+    sup = subprocess.Popen(JOURNAL + ["supervise", "--interval", str(INTERVAL), "--", *b.writer_cmd("term-exit")],
+                           env=b.env, cwd=b.root, stdout=write, stderr=write, start_new_session=True)
+    os.close(write)
+    b.procs.append(sup)
+    try:
+        b.wait_ready(sup)
+    finally:
+        os.close(read)                             # the log reader dies
+    tmp = b.store / ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.write_text("not a directory")              # every tick fails from now on
+    wait_for(lambda: b.status().get("failed_ticks", 0) >= 2, 15, "failed ticks to be recorded")
+    assert sup.poll() is None, "supervise died"
+    assert alive(b.child_pid())
+    sup.send_signal(signal.SIGTERM)
+    assert finish(sup) == 0
+    assert not alive(b.child_pid())
+    assert b.status()["stopped"] is not None
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ctrl_z_in_a_job_control_shell_stops_the_job_and_fg_gives_cmd_its_terminal_back(box):
+    """In an interactive shell, Ctrl-Z stops the whole job (supervise stops with CMD),
+    the shell gets its prompt back, and `fg` resumes CMD holding the terminal again."""
+    b = box()
+    b.codex.mkdir()
+    probe = ("import sys\n"
+             "print('ready', flush=True)\n"
+             "for line in sys.stdin:\n"
+             "    print('got', line.strip(), flush=True)\n")
+    script = b.root / "cmd.py"
+    script.write_text(probe)
+    line = " ".join(JOURNAL + ["supervise", "--interval", "5", "--", sys.executable, str(script)])
+    env = dict(b.env, PS1="PROMPT> ", TERM="dumb")
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(b.root)
+            os.execve(shutil.which("bash"), ["bash", "--norc", "--noprofile", "-i"], env)
+        finally:
+            os._exit(127)
+    out = bytearray()
+    try:
+        assert _read_until(master, out, b"PROMPT> ", 10), bytes(out)
+        os.write(master, line.encode() + b"\n")
+        assert _read_until(master, out, b"ready", 15), bytes(out)
+        sup = wait_for(lambda: [p for p, _, c in children_of(pid) if c.startswith("python")], 5, "supervise")[0]
+        cmd = wait_for(lambda: [p for p, _, _ in children_of(sup)], 5, "CMD")[0]
+        del out[:]
+        os.write(master, b"\x1a")                  # Ctrl-Z
+        assert _read_until(master, out, b"PROMPT> ", 10), f"the shell never got its prompt back: {bytes(out)!r}"
+        wait_for(lambda: (proc_stat(sup) or ("",))[0] == "T" and (proc_stat(cmd) or ("",))[0] == "T", 5,
+                 "supervise and CMD both stopped")
+        del out[:]
+        os.write(master, b"fg\n")
+        time.sleep(0.5)
+        os.write(master, b"hello\n")
+        assert _read_until(master, out, b"got hello", 10), f"CMD did not get its terminal back: {bytes(out)!r}"
+        os.kill(sup, signal.SIGTERM)
+        wait_for(lambda: proc_stat(sup) is None or proc_stat(sup)[0] == "Z", 15, "supervise to exit")
+    finally:
+        for p, _, _ in children_of(pid):
+            for q, _, _ in children_of(p):
+                kill_if_alive(q, signal.SIGKILL)
+            kill_if_alive(p, signal.SIGKILL)
+        kill_if_alive(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        os.close(master)
