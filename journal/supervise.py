@@ -22,6 +22,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import termios
 import time
 
 from .checkpoint import checkpoint
@@ -59,6 +60,7 @@ class Supervisor:
         self.child_status: int | None = None
         self.killed = False                       # CMD itself outlived the grace
         self.tty: int | None = None               # the terminal handed to CMD's group
+        self.tty_modes: list | None = None        # its modes before CMD had it (termios)
         self.continued = False                    # SIGCONT came: a shell resumed us (``fg``/``bg``)
 
     def run(self) -> int:
@@ -172,6 +174,8 @@ class Supervisor:
         for sig in STOP_SIGNALS:  # a second signal must not interrupt the final checkpoint
             signal.signal(sig, signal.SIG_IGN)
         self._take_terminal_back()
+        if self.child.returncode is not None and self.child.returncode < 0:
+            self._restore_terminal_modes()  # as a shell does after a job dies of a signal
         self._checkpoint(final=True)
         self._reap()
         self.status.stopped = time.time()
@@ -212,9 +216,11 @@ class Supervisor:
         try:
             if not os.isatty(0) or os.tcgetpgrp(0) != os.getpgrp():
                 return
+            if self.tty_modes is None:
+                self.tty_modes = termios.tcgetattr(0)
             with _no_sigttou():
                 os.tcsetpgrp(0, self.child.pid)
-        except OSError:
+        except (OSError, termios.error):
             return
         self.tty = 0
         # CMD may have read the terminal before it was its own; a stopped read resumes.
@@ -228,6 +234,15 @@ class Supervisor:
                 if os.tcgetpgrp(self.tty) == self.child.pid:
                     os.tcsetpgrp(self.tty, os.getpgrp())
             self.tty = None
+
+    def _restore_terminal_modes(self) -> None:
+        """Put the terminal's modes back as they were before CMD had it: a TUI killed
+        in raw mode leaves a terminal that echoes nothing."""
+        if self.tty_modes is None:
+            return
+        with contextlib.suppress(OSError, termios.error), _no_sigttou():
+            if os.tcgetpgrp(0) == os.getpgrp():
+                termios.tcsetattr(0, termios.TCSADRAIN, self.tty_modes)
 
     def _suspend(self) -> None:
         """CMD stopped (Ctrl-Z on the terminal it holds): stop with it, as a job does, so

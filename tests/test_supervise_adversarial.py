@@ -197,6 +197,45 @@ def _mount_ns_ok() -> bool:
 needs_mount_ns = pytest.mark.skipif(not _mount_ns_ok(), reason="needs unshare -m and mount (CAP_SYS_ADMIN)")
 
 
+def _pty_supervise(b, cmd: list[str], *opts: str) -> tuple[int, int]:
+    """supervise on a fresh session whose controlling terminal is a pty; (pid, master)."""
+    args = JOURNAL + ["supervise", "--interval", "5", *opts, "--", *cmd]
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(b.root)
+            os.execve(args[0], args, b.env)
+        finally:
+            os._exit(127)
+    return pid, master
+
+
+def _read_until(master: int, out: bytearray, want: bytes, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while want not in out and time.monotonic() < deadline:
+        if select.select([master], [], [], 0.05)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            out += chunk
+    return want in out
+
+
+def _kill_pty_session(pid: int, master: int) -> None:
+    """Kill the pty's session leader and its descendants (two levels), reap, close."""
+    for p, _, _ in children_of(pid):
+        for q, _, _ in children_of(p):
+            kill_if_alive(q, signal.SIGKILL)
+        kill_if_alive(p, signal.SIGKILL)
+    kill_if_alive(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    os.close(master)
+
+
 # ---------------------------------------------------------------- 1. an interactive CMD on a terminal
 
 
@@ -208,14 +247,7 @@ def test_cmd_on_a_terminal_can_read_it(box):
     b.codex.mkdir()
     probe = ("import sys; print('ready', flush=True); "
              "print('got', sys.stdin.readline().strip(), flush=True)")
-    args = JOURNAL + ["supervise", "--interval", "5", "--grace", "0.3", "--", sys.executable, "-c", probe]
-    pid, master = pty.fork()
-    if pid == 0:  # the child: supervise on a fresh session whose controlling tty is the pty
-        try:
-            os.chdir(b.root)
-            os.execve(args[0], args, b.env)
-        finally:
-            os._exit(127)
+    pid, master = _pty_supervise(b, [sys.executable, "-c", probe], "--grace", "0.3")
     out, sent = b"", False
     try:
         deadline = time.monotonic() + 10
@@ -245,11 +277,7 @@ def test_cmd_on_a_terminal_can_read_it(box):
             f"CMD never read its terminal; it is {[(p, s[0]) for p, s in states.items() if s]} "
             f"(T = stopped by SIGTTIN: CMD runs in a background process group of the terminal); output {out!r}")
     finally:
-        for p, _, _ in children_of(pid):
-            kill_if_alive(p, signal.SIGKILL)
-        kill_if_alive(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        os.close(master)
+        _kill_pty_session(pid, master)
 
 
 # ---------------------------------------------------------------- 2. local disk full
@@ -621,33 +649,6 @@ def test_corrupt_pack_at_start_never_starts_cmd_and_names_the_file(box):
 # ---------------------------------------------------------------- 13. found by a second review
 
 
-def _pty_supervise(b, cmd: list[str], *opts: str) -> tuple[int, int]:
-    """supervise on a fresh session whose controlling terminal is a pty; (pid, master)."""
-    args = JOURNAL + ["supervise", "--interval", "5", *opts, "--", *cmd]
-    pid, master = pty.fork()
-    if pid == 0:
-        try:
-            os.chdir(b.root)
-            os.execve(args[0], args, b.env)
-        finally:
-            os._exit(127)
-    return pid, master
-
-
-def _read_until(master: int, out: bytearray, want: bytes, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while want not in out and time.monotonic() < deadline:
-        if select.select([master], [], [], 0.05)[0]:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                return False
-            if not chunk:
-                return False
-            out += chunk
-    return want in out
-
-
 def test_ctrl_z_on_cmds_terminal_never_strands_it_and_a_stop_stays_graceful(box):
     """Ctrl-Z on the terminal CMD holds stops CMD's group. With no shell to resume the
     job (an orphaned process group, as here, or PID 1 of a container) supervise resumes
@@ -673,12 +674,7 @@ def test_ctrl_z_on_cmds_terminal_never_strands_it_and_a_stop_stays_graceful(box)
         assert os.waitstatus_to_exitcode(status) == 0, bytes(out)
         assert marker.exists(), "CMD's SIGTERM handler never ran"
     finally:
-        for p, _, _ in children_of(pid):
-            kill_if_alive(p, signal.SIGKILL)
-        kill_if_alive(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-        os.close(master)
+        _kill_pty_session(pid, master)
 
 
 def test_a_stopped_cmd_gets_the_stop_signal(box):
@@ -785,11 +781,35 @@ def test_ctrl_z_in_a_job_control_shell_stops_the_job_and_fg_gives_cmd_its_termin
         os.kill(sup, signal.SIGTERM)
         wait_for(lambda: proc_stat(sup) is None or proc_stat(sup)[0] == "Z", 15, "supervise to exit")
     finally:
-        for p, _, _ in children_of(pid):
-            for q, _, _ in children_of(p):
-                kill_if_alive(q, signal.SIGKILL)
-            kill_if_alive(p, signal.SIGKILL)
-        kill_if_alive(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-        os.close(master)
+        _kill_pty_session(pid, master)
+
+
+def test_a_raw_mode_cmd_killed_at_the_grace_deadline_leaves_the_terminal_as_it_was(box):
+    """A TUI puts its terminal in raw mode and ignores SIGTERM; supervise SIGKILLs it
+    when --grace runs out. The terminal's modes must be put back (echo, line editing),
+    as a shell does after a job dies of a signal."""
+    import termios
+    b = box()
+    b.codex.mkdir()
+    probe = ("import signal, sys, time, tty\n"
+             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+             "tty.setraw(0)\n"
+             "print('raw', flush=True)\n"
+             "while True: time.sleep(0.05)\n")
+    pid, master = _pty_supervise(b, [sys.executable, "-c", probe], "--grace", "0.3")
+    out = bytearray()
+    slave = None
+    try:
+        assert _read_until(master, out, b"raw", 15), bytes(out)
+        slave = os.open(os.readlink(f"/proc/{pid}/fd/0"), os.O_RDWR | os.O_NOCTTY)
+        lflag = termios.tcgetattr(slave)[3]
+        assert not lflag & termios.ECHO and not lflag & termios.ICANON   # CMD made it raw
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGTERM
+        lflag = termios.tcgetattr(slave)[3]
+        assert lflag & termios.ECHO and lflag & termios.ICANON, "the terminal was left in raw mode"
+    finally:
+        if slave is not None:
+            os.close(slave)
+        _kill_pty_session(pid, master)
