@@ -13,6 +13,13 @@ writeback is started at once (``atomic.start_writeback``). ``PublishBatch`` then
 2. ``sync_dirs``: fsyncs, once each, every directory that received a new entry (a
    rename, a new subdirectory) or a new mode, so the renames survive a crash.
 
+Between the plan and the rename, another process (an agent started early, a user)
+may create or change a live path. Each staged file carries what its path was when
+restore decided to write it (``expect``: absent, or its inode, size and mtime); just
+before the rename the path is looked at again, and a path that changed is left alone
+(the staged copy is dropped and the path reported in ``kept``). What remains is the
+few microseconds between that look and the rename.
+
 So no live path is ever replaced by bytes that are not durable, whatever the moment
 of a crash; a crash between a rename and ``sync_dirs`` leaves the old file or the new
 one, each whole. The restore-complete marker is written by the caller after
@@ -32,10 +39,23 @@ BATCH_BYTES = 8 << 20
 BATCH_FILES = 128
 
 
+#: ``Staged.expect`` when the live path is not looked at again before the rename.
+UNCHECKED = ("unchecked",)
+
+
+def observe(path: str) -> tuple[int, int, int] | None:
+    """What is at ``path`` now: None when nothing, else (inode, size, mtime_ns)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class Staged:
     """One file ready to publish: ``tmp`` holds all of it; ``fd`` is open until the flush."""
 
-    __slots__ = ("path", "tmp", "fd", "size", "install", "link")
+    __slots__ = ("path", "tmp", "fd", "size", "install", "link", "expect")
 
     def __init__(self, path: str, tmp: str, fd: int | None, size: int,
                  install: Callable[[], None] | None = None, link: bool = False):
@@ -45,6 +65,7 @@ class Staged:
         self.size = size
         self.install = install  # replaces the plain rename (databases)
         self.link = link
+        self.expect = UNCHECKED  # what the live path must still be (``observe``) to be replaced
 
     def discard(self) -> None:
         """Close and remove the temp file; never touches the live path."""
@@ -70,6 +91,7 @@ class PublishBatch:
         self.items: list[Staged] = []
         self.bytes = 0
         self.dirty: set[str] = set()
+        self.kept: list[str] = []   # live paths that changed after the plan: left as they are
 
     def add(self, staged: Staged) -> None:
         """Stage one file; flushes the batch when it is full."""
@@ -101,15 +123,26 @@ class PublishBatch:
             raise
         for i, s in enumerate(items):
             try:
-                if s.install is not None:
-                    s.install()
-                else:
-                    os.replace(s.tmp, s.path)
+                if not self._publish(s):
+                    s.discard()
+                    self.kept.append(s.path)
+                    continue
             except BaseException:
                 for rest in items[i:]:
                     rest.discard()
                 raise
             self.dirty.add(os.path.dirname(s.path))
+
+    @staticmethod
+    def _publish(s: Staged) -> bool:
+        """Rename (or install) ``s`` unless its live path changed since the plan."""
+        if s.expect is not UNCHECKED and observe(s.path) != s.expect:
+            return False
+        if s.install is not None:
+            s.install()
+        else:
+            os.replace(s.tmp, s.path)
+        return True
 
     def sync_dirs(self) -> None:
         """fsync each directory that changed, once (deepest first)."""

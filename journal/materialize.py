@@ -15,9 +15,11 @@ aborts before any byte reaches the live path.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import os
+import shutil
 import stat as stat_mod
 import uuid
 from collections.abc import Iterable
@@ -101,13 +103,16 @@ def restore_tmp_dir(root: str) -> str:
     return path
 
 
-def decide(root: str, entry: Entry) -> str:
-    """What restore does with ``entry`` given what is on disk now."""
+def decide(root: str, entry: Entry, check_dir: str | None = None) -> str:
+    """What restore does with ``entry`` given what is on disk now. A live database is
+    checked through a private copy in ``check_dir`` (default: the tree's temp dir)."""
     full = os.path.join(root, entry.path)
     try:
         st = os.lstat(full)
     except FileNotFoundError:
         return WRITE
+    except NotADirectoryError:
+        return KEEP_CONFLICT  # a local file where the entry's parent directory belongs
     if entry.kind == KIND_DIR:
         return SAME if stat_mod.S_ISDIR(st.st_mode) else KEEP_CONFLICT
     if stat_mod.S_ISDIR(st.st_mode):
@@ -115,7 +120,7 @@ def decide(root: str, entry: Entry) -> str:
     if entry.kind == KIND_SQLITE and stat_mod.S_ISREG(st.st_mode):
         from .sqlite_snapshot import check_live_db
 
-        return KEEP_VALID_DB if check_live_db(full, restore_tmp_dir(root)) is None else REPLACE
+        return KEEP_VALID_DB if check_live_db(full, check_dir or restore_tmp_dir(root)) is None else REPLACE
     if entry.kind == KIND_SYMLINK:
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
             return SAME
@@ -224,9 +229,28 @@ def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
     os.makedirs(os.path.dirname(target), exist_ok=True)
     for suffix in ("",) + SQLITE_COMPANIONS:
         if os.path.lexists(full + suffix):
-            os.replace(full + suffix, target + suffix)
+            _move(full + suffix, target + suffix)
     fsync_dir(os.path.dirname(full))
     return target
+
+
+def _move(src: str, dst: str) -> None:
+    """Rename; across filesystems (a tree on its own volume), copy, fsync, then unlink."""
+    try:
+        os.replace(src, dst)
+        return
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+    shutil.copy2(src, dst, follow_symlinks=False)
+    if not os.path.islink(dst):
+        fd = os.open(dst, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fsync_dir(os.path.dirname(dst))
+    os.unlink(src)
 
 
 def finish_dirs(root: str, entries: list[Entry]) -> list[str]:

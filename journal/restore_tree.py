@@ -11,15 +11,17 @@ thread, else it is reported lost.
 from __future__ import annotations
 
 import os
+import tempfile
 
 import msgspec
 
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .history import ManifestCache
 from .localstate import FileState, TreeCache, cache_from_entries
+from .batch import observe
 from .signatures import dir_signature, signature
-from .materialize import (KEEP_CONFLICT, KEEP_VALID_DB, REPLACE, SAME, WRITES, check_paths, decide, move_aside,
-                          remove_tmp)
+from .materialize import (KEEP_CONFLICT, KEEP_NEWER, KEEP_VALID_DB, REPLACE, SAME, WRITES, check_paths, decide,
+                          move_aside, remove_tmp)
 from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .tree_writer import Pipeline, TreeWriter, make_pool, plan_jobs
 
@@ -141,19 +143,31 @@ class TreeRun:
             self.writer = writer
         self.entries = entries
         writes = []
-        for entry in entries:
-            action = decide(dest, entry)
-            if entry.kind == KIND_SQLITE:
-                _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
-            tr.actions[action] = tr.actions.get(action, 0) + 1
-            self.actions[entry.path] = action
-            if action in WRITES and not dry_run:
-                writes.append(entry)
-                continue
-            if action in WRITES:
-                tr.bytes += entry.size
-            self.used[entry.path] = entry
+        # A dry run creates nothing in the tree: live databases are checked elsewhere.
+        check = tempfile.TemporaryDirectory(prefix="journal-check-") if dry_run else None
+        try:
+            for entry in entries:
+                self._decide(entry, aside, dry_run, check and check.name, writes)
+        finally:
+            if check is not None:
+                check.cleanup()
         return writes
+
+    def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: str | None, writes: list) -> None:
+        tr, dest = self.tr, self.tr.dest
+        action = decide(dest, entry, check_dir)
+        if entry.kind == KIND_SQLITE:
+            _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
+        tr.actions[action] = tr.actions.get(action, 0) + 1
+        self.actions[entry.path] = action
+        if action in WRITES and not dry_run:
+            full = os.path.join(dest, entry.path)
+            self.writer.expect[full] = observe(full)   # after a database was moved aside
+            writes.append(entry)
+            return
+        if action in WRITES:
+            tr.bytes += entry.size
+        self.used[entry.path] = entry
 
     def settle(self, entry: Entry, outcome) -> None:
         self.used[entry.path] = _settle(self.writer, self.cache, self.seqs, self.tr, entry, outcome, self.reporter)
@@ -161,8 +175,21 @@ class TreeRun:
     def finish(self) -> None:
         if self.writer is not None:
             self.writer.finish(self.entries)
+            for full in self.writer.batch.kept:
+                self._changed_meanwhile(os.path.relpath(full, self.tr.dest))
         self.tr.lost.sort()  # files settle in the order they complete; report in path order
         self.tr.fallbacks.sort()
+
+    def _changed_meanwhile(self, path: str) -> None:
+        """A path another process created or changed while the restore ran: it is kept."""
+        tr, was = self.tr, self.actions[path]
+        tr.actions[was] -= 1
+        if not tr.actions[was]:
+            del tr.actions[was]
+        tr.actions[KEEP_NEWER] = tr.actions.get(KEEP_NEWER, 0) + 1
+        self.actions[path] = KEEP_NEWER
+        self.reporter.warn(f"restore: {tr.name}/{path} was created or changed while the restore ran; "
+                           "kept the local file")
 
     def discard(self) -> None:
         if self.writer is not None:

@@ -80,18 +80,55 @@ def _backup_once(path: str, staging: str) -> None:
         src.close()
 
 
+#: Copies of a live database ``check_live_db`` takes before it decides the database
+#: is in use (its files changed under every copy), and the pause between them.
+CHECK_TRIES = 3
+CHECK_PAUSE = 0.05
+
+
 def check_live_db(path: str, tmp_dir: str) -> str | None:
-    """quick_check a live database without touching it: a private copy of the db and
-    its WAL is checked (SQLite would otherwise run WAL recovery and rewrite the -shm)."""
+    """quick_check a live database without touching its files; None when it is valid,
+    or in use (a writer changed it under every copy, so it is live state, never to be
+    replaced), else SQLite's complaint.
+
+    A private copy of the db with its -wal and -journal is checked read-write, so
+    SQLite recovers the WAL or rolls back a hot journal *in the copy* (opening the live
+    files, even read-only, would rewrite their -shm). Copies of several files are only
+    consistent when no writer commits while they are taken: the files' inode, size and
+    mtime are compared before and after, and a copy they changed under is taken again.
+    """
     os.makedirs(tmp_dir, exist_ok=True)
     copy = os.path.join(tmp_dir, f"check-{uuid.uuid4().hex}.db")
-    try:
-        shutil.copyfile(path, copy)
-        if os.path.exists(path + "-wal"):
-            shutil.copyfile(path + "-wal", copy + "-wal")
-        return quick_check(copy)
-    finally:
-        remove_staging(copy)
+    for attempt in range(CHECK_TRIES):
+        if attempt:
+            time.sleep(CHECK_PAUSE * attempt)
+        try:
+            before = _files_now(path)
+            if before[""] is None:
+                return "the database file is gone"
+            shutil.copyfile(path, copy)
+            for suffix in ("-wal", "-journal"):
+                if before[suffix] is not None:
+                    shutil.copyfile(path + suffix, copy + suffix)
+            if _files_now(path) == before:
+                return _check(copy, "quick_check", mode="rw")
+        except FileNotFoundError:
+            pass  # a companion went away while it was copied: a writer is at work
+        finally:
+            remove_staging(copy)
+    return None
+
+
+def _files_now(path: str) -> dict[str, tuple[int, int, int] | None]:
+    """(inode, size, mtime_ns) of a database and its -wal and -journal; None when absent."""
+    out = {}
+    for suffix in ("", "-wal", "-journal"):
+        try:
+            st = os.stat(path + suffix)
+            out[suffix] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            out[suffix] = None
+    return out
 
 
 def quick_check(path: str) -> str | None:
@@ -114,9 +151,9 @@ CHECK_ROWS = 5        # problems a failed check reports, and at most this many c
 CHECK_TEXT = 400      # the complaint ends up in one error line
 
 
-def _check(path: str, pragma: str) -> str | None:
+def _check(path: str, pragma: str, mode: str = "ro") -> str | None:
     try:
-        con = sqlite3.connect(_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT)
+        con = sqlite3.connect(_uri(path, mode), uri=True, timeout=BUSY_TIMEOUT)
         try:
             con.execute(f"PRAGMA mmap_size={CHECK_MMAP}")
             rows = [r[0] for r in con.execute(f"PRAGMA {pragma}({CHECK_ROWS})").fetchall()]

@@ -52,6 +52,7 @@ class TreeWriter:
         self.reader = reader
         self.batch = PublishBatch()
         self._known: set[str] = {root}
+        self.expect: dict[str, tuple | None] = {}   # live path -> what it was when the write was decided
 
     def make_root(self) -> None:
         """Create the tree's directory (and missing ancestors), durably."""
@@ -103,6 +104,8 @@ class TreeWriter:
         return stage_entry(self.root, self.tmp_dir(), entry, self.reader)
 
     def publish(self, staged: Staged) -> None:
+        if staged.path in self.expect:
+            staged.expect = self.expect[staged.path]
         self.batch.add(staged)
 
     def finish(self, entries: list[Entry]) -> None:

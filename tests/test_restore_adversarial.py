@@ -1,0 +1,181 @@
+"""Restore against what else is on the machine (found by an adversarial review):
+live databases another process is using, a file where a directory belongs, a tree on
+its own filesystem, a dry run, and a process writing a path while the restore runs.
+Real SQLite, real processes and real mounts; one fault is injected in-process where
+only its timing could not be had otherwise."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from journal import tree_writer
+from conftest import run_journal
+
+
+def _db_rows(path: Path) -> int:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("SELECT count(*) FROM t").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _make_db(path: Path, rows: int, wal: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path)
+    if wal:
+        con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE t(x INTEGER PRIMARY KEY, y)")
+    con.execute("CREATE INDEX ty ON t(y)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(i, os.urandom(60).hex()) for i in range(rows)])
+    con.commit()
+    con.close()
+
+
+def test_a_valid_local_db_with_a_hot_rollback_journal_is_kept(make_live):
+    """The agent committed after the checkpoint, then died in the middle of a later
+    transaction: the db plus its -journal is valid and newer than the stored copy."""
+    a = make_live("a", fixtures=False)
+    db = a.local / "opencode-share" / "opencode.db"
+    _make_db(db, 20000)
+    assert a.checkpoint().seq == 1
+    writer = ("import os, signal, sqlite3, sys\n"
+              "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+              "c.execute('PRAGMA cache_size=5')\n"
+              "c.execute('INSERT INTO t SELECT x + 100000, y FROM t WHERE x < 1000')\n"   # committed
+              "c.execute('BEGIN')\n"
+              "c.execute('UPDATE t SET y = hex(randomblob(60))')\n"                       # spills pages
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", writer, str(db)])
+    assert proc.returncode == -signal.SIGKILL
+    assert Path(str(db) + "-journal").exists()      # hot: the writer died mid-transaction
+    r = a.restore()
+    assert r.complete
+    assert not list((a.local / ".journal").glob("invalid/**/opencode.db")), a.warnings
+    assert _db_rows(db) == 21000                    # the local commit survives (SQLite rolls back the rest)
+
+
+def test_a_db_a_writer_keeps_committing_to_is_never_moved_aside(make_live):
+    a = make_live("a", fixtures=False)
+    db = a.local / "opencode-share" / "opencode.db"
+    _make_db(db, 30000, wal=True)
+    assert a.checkpoint().seq == 1
+    writer = subprocess.Popen([sys.executable, "-c",
+                               "import os, sqlite3, sys\n"
+                               "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                               "c.execute('PRAGMA wal_autocheckpoint=20')\n"
+                               "i = 10**6\n"
+                               "while True:\n"
+                               "    c.execute('BEGIN')\n"
+                               "    for _ in range(200):\n"
+                               "        c.execute('INSERT INTO t VALUES (?, ?)', (i, os.urandom(60).hex())); i += 1\n"
+                               "    c.execute('COMMIT')\n", str(db)])
+    try:
+        for _ in range(8):
+            r = a.restore()
+            assert r.complete
+            assert not any("fails quick_check" in w for w in a.warnings), a.warnings
+    finally:
+        writer.kill()
+        writer.wait()
+    assert _db_rows(db) > 30000
+
+
+def test_a_file_where_the_store_has_a_directory_is_a_conflict_of_its_tree_only(live, make_live):
+    assert live.checkpoint().seq == 1
+    b = make_live("b", fixtures=False)
+    (b.local / "codex-home").mkdir()
+    blocker = b.local / "oc-home" / ".openclaw" / "agents" / "main"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("a local note")
+    r = b.restore()
+    assert r.complete, [(t.name, t.error, t.lost) for t in r.trees]
+    assert blocker.read_text() == "a local note"
+    for name in ("codex-home", "agent-state"):
+        assert _files_under(live.local / name) == _files_under(b.local / name)
+
+
+def _files_under(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_dry_run_creates_nothing_in_a_tree_that_holds_a_live_db(make_live):
+    a = make_live("a", fixtures=False)
+    db = a.local / "opencode-share" / "opencode.db"
+    _make_db(db, 500)
+    assert a.checkpoint().seq == 1
+    before = sorted(p.name for p in db.parent.iterdir())
+    proc = run_journal("restore", "--dry-run", env=a.env)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in db.parent.iterdir()) == before
+
+
+def _can_mount() -> bool:
+    probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"journal-mount-probe-{os.getpid()}"
+    probe.mkdir(exist_ok=True)
+    try:
+        return subprocess.run(["unshare", "-m", "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe)],
+                              capture_output=True).returncode == 0
+    except OSError:
+        return False
+    finally:
+        probe.rmdir()
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or not _can_mount(), reason="needs unshare -m and mount")
+def test_an_invalid_db_on_another_filesystem_than_the_state_dir_is_moved_aside(make_live, tmp_path):
+    a = make_live("a", fixtures=False)
+    db = a.local / "opencode-share" / "opencode.db"
+    _make_db(db, 1000)
+    assert a.checkpoint().seq == 1
+    b = make_live("b", fixtures=False)
+    tree = b.local / "opencode-share"
+    tree.mkdir(parents=True)
+    bad = os.urandom(8192)
+    (tmp_path / "bad.db").write_bytes(bad)
+    script = (f"mount -t tmpfs -o size=64m tmpfs {tree} && cp {tmp_path / 'bad.db'} {tree}/opencode.db && "
+              f"{sys.executable} -m journal restore; echo rc=$?; "
+              f"{sys.executable} -c \"import sqlite3; print('rows', sqlite3.connect('{tree}/opencode.db')"
+              f".execute('SELECT count(*) FROM t').fetchone()[0])\"")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **b.env}
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert "rc=0" in proc.stdout and "rows 1000" in proc.stdout, proc.stdout + proc.stderr
+    moved = list((b.local / ".journal").glob("invalid/*/opencode/opencode.db"))
+    assert len(moved) == 1 and moved[0].read_bytes() == bad
+
+
+def test_a_path_created_or_appended_while_the_restore_runs_is_kept(live, make_live, monkeypatch):
+    """An agent started early writes a transcript after restore decided to write it
+    (absent) or replace it (older): the agent's file stays, and the restore says so."""
+    assert live.checkpoint().seq == 1
+    b = make_live("b", fixtures=False)
+    stored = {str(p.relative_to(live.local)): p for p in (live.local / "codex-home").rglob("*.jsonl")}
+    created, replaced = sorted(stored)[:2]
+    (b.local / replaced).parent.mkdir(parents=True, exist_ok=True)
+    (b.local / replaced).write_bytes(b"old\n")
+    os.utime(b.local / replaced, ns=(1, 1))            # older than the stored copy: planned as a replace
+    agent_line = b'{"type":"agent","note":"written while the restore ran"}\n'
+    real = tree_writer.stage_group
+
+    def stage_then_agent_writes(root, tmp_dir, entries, reader):
+        out = real(root, tmp_dir, entries, reader)
+        for e in entries:
+            if os.path.join(root, e.path) in (str(b.local / created), str(b.local / replaced)):
+                with open(os.path.join(root, e.path), "ab") as fh:
+                    fh.write(agent_line)
+        return out
+    monkeypatch.setattr(tree_writer, "stage_group", stage_then_agent_writes)
+    r = b.restore()
+    assert r.complete
+    assert (b.local / created).read_bytes() == agent_line
+    assert (b.local / replaced).read_bytes() == b"old\n" + agent_line
+    assert sum("while the restore ran" in w for w in b.warnings) == 2, b.warnings
+    assert not list((b.local / "codex-home").rglob("*.part"))
