@@ -14,8 +14,10 @@ ever opened as a copy. ``plan_migration`` returns a frozen plan of every step.
 from __future__ import annotations
 
 import datetime as _dt
+import filecmp
 import os
 import shutil
+import sqlite3
 import stat as stat_mod
 import tempfile
 
@@ -121,11 +123,23 @@ class DbCandidate(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
 
 
-def legacy_sources(tree: str, legacy_root: str, old_home: str) -> list[Source]:
-    """The existing real directories that feed ``tree``, the legacy root's first."""
+def legacy_sources(tree: str, legacy_root: str, old_home: str, live: tuple[str, ...] = ()) -> list[Source]:
+    """The existing real directories that feed ``tree``, the legacy root's first. An
+    old-HOME directory that is, holds or lies in a live tree (``live``: their paths) is
+    no source: it is that live state itself."""
     found = [Source(root=os.path.join(legacy_root, d), legacy=True) for d, t in LEGACY_TREES if t == tree]
     found += [Source(root=os.path.join(old_home, p)) for t, p, _ in OLD_HOME_DIRS if t == tree]
-    return [s for s in found if _real_dir(s.root)]
+    return [s for s in found if _real_dir(s.root) and (s.legacy or not _live_overlap(s.root, live))]
+
+
+def _live_overlap(path: str, live: tuple[str, ...]) -> str | None:
+    """The first live tree path that ``path`` is, holds or lies in (real paths), else None."""
+    real = os.path.realpath(path)
+    for tree in live:
+        other = os.path.realpath(tree)
+        if real == other or real.startswith(other + os.sep) or other.startswith(real + os.sep):
+            return tree
+    return None
 
 
 def _real_dir(path: str) -> bool:
@@ -135,21 +149,26 @@ def _real_dir(path: str) -> bool:
         return False
 
 
-def scan_sources(tree: TreeConfig, sources: list[Source]) -> tuple[dict[str, LegacyFile], dict[str, list[DbCandidate]]]:
+def scan_sources(tree: TreeConfig, sources: list[Source], left_out: list[tuple[str, str]] | None = None
+                 ) -> tuple[dict[str, LegacyFile], dict[str, list[DbCandidate]]]:
     """Every path the sources hold under the tree's patterns, and every database's candidates.
 
     Files matching the tree's SQLite patterns and their ``-wal``/``-shm`` are never
     files of the import: each database gets candidates, ``checkpoints/<name>`` first,
     then raw trios in source order. For a path in several sources the newest wins;
-    a kind conflict keeps the first source's.
+    a kind conflict keeps the first source's, and what another source holds under a
+    path that is a file there cannot be placed. Those, and names that are not valid
+    UTF-8, are appended to ``left_out`` as (legacy path, why).
     """
+    left_out = [] if left_out is None else left_out
     matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite)
     chosen: dict[str, LegacyFile] = {}
     dbs: dict[str, list[DbCandidate]] = {}
     for src in sources:
         if src.legacy and tree.sqlite:
             _checkpoint_copies(src.root, matcher, dbs)
-        for item in walk_tree(src.root, matcher):
+        skipped: list[str] = []
+        for item in walk_tree(src.root, matcher, skipped):
             if src.legacy and tree.sqlite and item.path.split("/")[0] == CHECKPOINTS:
                 continue
             full = os.path.join(src.root, item.path)
@@ -160,7 +179,18 @@ def scan_sources(tree: TreeConfig, sources: list[Source]) -> tuple[dict[str, Leg
             prev = chosen.get(item.path)
             if prev is None or (prev.kind == found.kind and found.kind != "dir" and found.mtime_ns > prev.mtime_ns):
                 chosen[item.path] = found
+        left_out.extend((path, "its name is not valid UTF-8") for path in skipped)
+    _drop_under_files(chosen, left_out)
     return chosen, dbs
+
+
+def _drop_under_files(chosen: dict[str, LegacyFile], left_out: list[tuple[str, str]]) -> None:
+    files = {rel for rel, f in chosen.items() if f.kind != "dir"}
+    for rel in sorted(chosen):
+        parts = rel.split("/")
+        above = next((a for a in ("/".join(parts[:i]) for i in range(1, len(parts))) if a in files), None)
+        if above is not None:
+            left_out.append((chosen.pop(rel).src, f"{chosen[above].src} is a file in another source"))
 
 
 def _checkpoint_copies(root: str, matcher: Matcher, dbs: dict[str, list[DbCandidate]]) -> None:
@@ -190,21 +220,72 @@ def recover_db(cand: DbCandidate, private: str) -> str:
 
     A raw trio is copied whole (db, then ``-wal`` and ``-shm`` when present); SQLite
     rebuilds the copy's wal-index from the WAL, since no process holds that ``-shm``.
-    A ``checkpoints/`` copy is a closed backup and is copied alone. Raises
-    ``SnapshotFailed`` naming the legacy path; the legacy files are never opened.
+    A ``-wal`` older than its db may be stale (an rsync without ``--delete`` keeps an
+    old one): SQLite would replay it over newer pages, so the db is also recovered
+    without it, and if the two differ the candidate is refused, naming the ``-wal``.
+    A ``checkpoints/`` copy is a closed backup and is copied alone. Every source must
+    be a regular file (never followed through a symlink), and a copy with no tables
+    (an empty file) is refused. Raises ``SnapshotFailed`` naming the legacy path; the
+    legacy files are never opened by SQLite.
     """
-    copy = os.path.join(private, "candidate.db")
     try:
-        shutil.copyfile(cand.path, copy)
-        if cand.kind == RAW_TRIO:
-            for suffix in ("-wal", "-shm"):
-                if os.path.isfile(cand.path + suffix):
-                    shutil.copyfile(cand.path + suffix, copy + suffix)
-        return snapshot_db(copy, os.path.join(private, "verified"))
+        wal = _regular(cand.path + "-wal") if cand.kind == RAW_TRIO else None
+        db = _regular(cand.path)
+        if db is None:
+            raise SnapshotFailed(cand.path, "not a regular file")
+        verified = _recover_copy(cand.path, os.path.join(private, "with-wal"), wal is not None)
+        if wal is not None and wal.st_mtime_ns < db.st_mtime_ns:
+            alone = _recover_copy(cand.path, os.path.join(private, "alone"), False)
+            if not filecmp.cmp(verified, alone, shallow=False):
+                raise SnapshotFailed(cand.path, f"its -wal is older than the database and replaying it changes "
+                                     "the database; if that -wal is stale (an rsync without --delete), move it "
+                                     "away and migrate again")
+        return verified
     except SnapshotFailed as err:
+        if err.path == cand.path:
+            raise
         raise SnapshotFailed(cand.path, _short(err.detail)) from err
     except OSError as err:
         raise SnapshotFailed(cand.path, f"copy it: {err.strerror}") from err
+
+
+def _regular(path: str) -> os.stat_result | None:
+    """lstat of ``path`` when it is a regular file (a symlink is not), else None."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st if stat_mod.S_ISREG(st.st_mode) else None
+
+
+def _recover_copy(path: str, private: str, with_wal: bool) -> str:
+    os.makedirs(private)
+    copy = os.path.join(private, "candidate.db")
+    _copy_regular(path, copy)
+    if with_wal:
+        _copy_regular(path + "-wal", copy + "-wal")
+        if _regular(path + "-shm") is not None:
+            _copy_regular(path + "-shm", copy + "-shm")
+    verified = snapshot_db(copy, os.path.join(private, "verified"))
+    con = sqlite3.connect(verified)
+    try:
+        tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    finally:
+        con.close()
+    if not tables:
+        raise SnapshotFailed(path, "holds no tables (an empty database)")
+    return verified
+
+
+def _copy_regular(src: str, dst: str) -> None:
+    """Copy ``src`` only if it is a regular file when opened (never through a symlink,
+    never blocking on a FIFO put there since the plan)."""
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            raise SnapshotFailed(src, "not a regular file")
+        with open(dst, "xb") as out:
+            shutil.copyfileobj(fh, out, 1 << 20)
 
 
 def _short(detail: str, limit: int = 240) -> str:
@@ -291,6 +372,7 @@ class _Planner:
     def __init__(self, cfg: Config, legacy_root: str, old_home: str, stored: set[str], tmp: str):
         self.cfg, self.legacy_root, self.old_home, self.stored, self.tmp = cfg, legacy_root, old_home, stored, tmp
         self.trees = {t.name: t for t in cfg.trees + cfg.dormant}
+        self.live = tuple(t.path for t in self.trees.values())
         self.steps: list[Step] = []
         self.problems: list[str] = []
         self.imports: list[str] = []
@@ -368,11 +450,12 @@ def _check_overlap(p: _Planner) -> None:
 
 
 def _all_sources(p: _Planner):
-    return {name: legacy_sources(name, p.legacy_root, p.old_home) for name in dict.fromkeys(t for _, t in LEGACY_TREES)}
+    return {name: legacy_sources(name, p.legacy_root, p.old_home, p.live)
+            for name in dict.fromkeys(t for _, t in LEGACY_TREES)}
 
 
 def _plan_tree(p: _Planner, name: str) -> None:
-    sources = legacy_sources(name, p.legacy_root, p.old_home)
+    sources = legacy_sources(name, p.legacy_root, p.old_home, p.live)
     if not sources:
         return
     where = ", ".join(s.root for s in sources)
@@ -392,7 +475,11 @@ def _plan_tree(p: _Planner, name: str) -> None:
     p.imports.append(name)
     p.add(IMPORT_TREE, tree.path, f"no checkpoint has tree {name}; import {where}", tree=name)
     unlinking = _plan_link_unlink(p, tree)
-    files, dbs = scan_sources(tree, sources)
+    left_out: list[tuple[str, str]] = []
+    files, dbs = scan_sources(tree, sources, left_out)
+    for path, why in left_out:
+        p.problem(f"migrate: {path}: {why}; left out (copy it into {tree.path} by hand under a name that "
+                  "fits; the next checkpoint publishes it)")
     same = 0
     for rel in sorted(files):
         same += _plan_file(p, tree, files[rel], unlinking)
@@ -529,6 +616,8 @@ def _plan_old_home(p: _Planner) -> None:
         path = os.path.join(p.old_home, rel)
         if os.path.islink(path):
             p.add(LEAVE, path, f"already a symlink to {os.readlink(path)}; left alone", tree=tree)
+        elif os.path.isdir(path) and (live := _live_overlap(path, p.live)):
+            p.add(LEAVE, path, f"it is (or holds) the live tree {live}; neither imported nor renamed", tree=tree)
         elif not os.path.isdir(path):
             continue
         elif tree not in p.imports:

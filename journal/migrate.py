@@ -212,21 +212,36 @@ def _guarded(fn):
 @_guarded
 def _mkdir(run: _Run, step: Step, root: str, rel: str):
     os.mkdir(step.path, 0o700)
-    run.new_dirs.append((step.path, stat_mod.S_IMODE(os.lstat(step.source).st_mode)))
+    mode = stat_mod.S_IMODE(os.lstat(step.source).st_mode)
+    if mode & 0o700 == 0o700:
+        os.chmod(step.path, mode)  # now: a run killed before the checkpoint leaves the right mode
+    else:
+        run.new_dirs.append((step.path, mode))  # stays writable until its files are in place
     return DONE, ""
 
 
 @_guarded
 def _copy(run: _Run, step: Step, root: str, rel: str):
-    with open(step.source, "rb") as fh:
-        st = os.fstat(fh.fileno())
+    # Never through a symlink, never blocking on a FIFO: the source must still be the
+    # regular file the plan saw.
+    fd = os.open(step.source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            return FAILED, "no longer a regular file (changed since the plan); nothing copied"
         size = st.st_size
-        if step.kind == KIND_JSONL and os.path.realpath(step.source) in run.trim:
-            size = complete_length(fh.fileno(), size)  # a writer holds it: never copy a torn line
+        if step.kind == KIND_JSONL:
+            size = complete_length(fd, size)  # never a torn last line, open writer or not
         written = write_file_atomic(step.path, _read_upto(fh, size), os.path.join(root, RESTORE_TMP),
                                     noclobber=True, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns)
     cut = st.st_size - written
-    return DONE, f"{written:,} bytes" + (f" (an open writer's incomplete last {cut} bytes left out)" if cut else "")
+    if not cut:
+        return DONE, f"{written:,} bytes"
+    if os.path.realpath(step.source) in run.trim:
+        return DONE, f"{written:,} bytes (an open writer's incomplete last {cut} bytes left out)"
+    run.report.warnings.append(f"migrate: {step.source}: its last {cut} bytes are not a complete line; left "
+                               "out of the live copy (the legacy file keeps them)")
+    return DONE, f"{written:,} bytes (an incomplete last line of {cut} bytes left out)"
 
 
 @_guarded
@@ -263,6 +278,12 @@ def _install_db(run: _Run, step: Step, root: str, rel: str):
 
 
 def _checkpoint(run: _Run, step: Step):
+    failed = sum(r.outcome == FAILED for r in run.report.results)
+    if failed:
+        # A committed checkpoint would make the next run skip these trees ("the store
+        # already has it"), so the failed paths would never be imported.
+        return SKIPPED, (f"not taken: {failed} step(s) failed; what was copied stays in place, and the next "
+                         "`journal migrate` plans the rest again")
     for path, mode in sorted(run.new_dirs, reverse=True):
         os.chmod(path, mode)
     for name in run.plan.imports:

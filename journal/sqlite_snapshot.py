@@ -106,6 +106,8 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
             before = _files_now(path)
             if before[""] is None:
                 return "the database file is gone"
+            if before[""][1] == 0:
+                return "the database file is empty (0 bytes)"
             shutil.copyfile(path, copy)
             for suffix in ("-wal", "-journal"):
                 if before[suffix] is not None:

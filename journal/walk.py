@@ -93,7 +93,8 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
 
     Symlinks are never followed. Sockets, FIFOs and devices are skipped. A path that
     vanishes during the walk is skipped silently. Names that are not valid UTF-8 are
-    skipped and appended to ``skipped``. With ``listing``, each visited directory
+    skipped and appended to ``skipped`` (full paths, printable: each byte that is not
+    UTF-8 shown as a backslash escape). With ``listing``, each visited directory
     appends ``(rel_dir, [(name, lstat or None, yielded), ...])`` for every name in it,
     in ``readdir`` order (``quiet.py`` compares the listing at the next checkpoint).
 
@@ -130,8 +131,8 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
                     rel.encode("utf-8")
                 st = d.stat(follow_symlinks=False)
             except UnicodeEncodeError:
-                if skipped is not None:
-                    skipped.append(os.path.join(root, rel))
+                if skipped is not None:  # printable: \xNN for each byte that is not UTF-8
+                    skipped.append(os.fsencode(os.path.join(root, rel)).decode("utf-8", "backslashreplace"))
                 st = None
             except FileNotFoundError:
                 st = None
