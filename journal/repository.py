@@ -82,6 +82,7 @@ class Repository:
 
     @classmethod
     def _init(cls, store: Store) -> "Repository":
+        store.check_creatable()
         info = StoreInfo(store_id=uuid.uuid4().hex, created=utc_now())
         try:
             store.put_if_absent(CONFIG_KEY, encode(info))

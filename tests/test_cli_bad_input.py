@@ -221,6 +221,25 @@ def test_missing_store_is_a_one_line_error_and_is_not_created(tmp_path, args):
     assert not b.store.exists()
 
 
+@pytest.mark.parametrize("args", [("checkpoint",), ("restore",), ("init",),
+                                  ("supervise", "--", sys.executable, "-c", "open(MARK, 'w')")],
+                         ids=lambda a: a[0])
+def test_a_store_whose_parent_directory_is_missing_is_never_created(tmp_path, args):
+    """``JOURNAL_STORE=/data/journal`` with no ``/data`` (a volume that is not mounted, a
+    typo): a fresh container would otherwise create the store on its own disk, restore
+    "nothing" and start the agent on empty state, checkpointing where nothing lasts."""
+    b = Box(tmp_path)
+    b.populate()
+    store = tmp_path / "unmounted" / "journal"
+    mark = tmp_path / "cmd-ran"
+    proc = b.run(*(a.replace("MARK", repr(str(mark))) for a in args), env={"JOURNAL_STORE": str(store)})
+    assert proc.returncode != 0
+    line = one_line_error(proc) if args[0] != "supervise" else proc.stderr
+    assert str(store.parent) in line and "does not exist" in line, line
+    assert not store.parent.exists()
+    assert not mark.exists()
+
+
 def test_empty_journal_store_variable_is_refused_not_silently_replaced_by_a_default(tmp_path):
     """``JOURNAL_STORE=`` (set, but empty: a typo'd ``ENV JOURNAL_STORE=$UNSET``) falls back
     to ``~/.local/share/journal/store`` on the container's own disk: checkpoints report

@@ -107,6 +107,9 @@ class Store(abc.ABC):
         """True when the store holds no keys (and, for the local backend, no foreign files)."""
         return next(iter(self.list("")), None) is None
 
+    def check_creatable(self) -> None:
+        """Raise ``StoreError`` when a new store must not be created here (the default: it may)."""
+
     def sweep_temp(self) -> None:
         """Remove temp files a crashed writer left behind (backends without any: nothing)."""
 

@@ -198,6 +198,15 @@ class LocalStore(Store):
             except FileNotFoundError:
                 pass
 
+    def check_creatable(self) -> None:
+        """A new store is made in an existing directory, or as a new directory in one:
+        never with missing parents, which is what a typo or a volume that is not mounted
+        (``/data`` absent) looks like."""
+        parent = os.path.dirname(self.root)
+        if not os.path.isdir(self.root) and not os.path.isdir(parent):
+            raise StoreError(f"create store {self.root}: its parent directory {parent} does not exist (is the "
+                             "volume mounted?); create it, or fix JOURNAL_STORE")
+
     def is_empty(self) -> bool:
         """True when the root is missing or holds nothing but the temp directory."""
         try:
