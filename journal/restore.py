@@ -119,12 +119,15 @@ def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, seqs, all_
             continue
     restored = LocalState(store_id=repo.store_id, writer=state.writer,
                           seq=all_seqs[-1] if all_seqs else 0, manifest_id=newest_id,
-                          restore_complete=complete, trees=_carry_forward(cache, seqs, caches))
+                          restore_complete=complete, trees=_carry_forward(cache, all_seqs, caches))
     save_state(cfg.state_dir, restored)
 
 
 def _carry_forward(cache: ManifestCache, seqs: list[int], caches: dict[str, TreeCache]) -> dict[str, TreeCache]:
-    """Trees restored here, plus stored trees not configured here (kept as they are)."""
+    """Trees restored here, plus stored trees not configured here, kept as the newest
+    readable manifest of ``seqs`` (every manifest, even for ``restore --at``: this
+    machine did not roll those back, and a checkpoint may only name packs the newest
+    manifest reaches, which gc keeps)."""
     trees = dict(caches)
     for seq in reversed(seqs):
         try:

@@ -45,3 +45,35 @@ def test_gc_after_rollback(tmp_path):
                if store.head("packs/%s/%s" % (r.pack[:2], r.pack)) is None]
     print("manifest 4 names missing packs:", missing)
     assert not missing
+
+
+def test_a_rollback_carries_a_tree_not_configured_here_as_the_newest_manifest_has_it(tmp_path):
+    """`restore --at 1` on a machine that does not configure tree ``extra`` (another
+    container's): the next checkpoint must carry ``extra`` as the newest manifest has it,
+    not as manifest 1 had it (whose packs a gc sweep may already have deleted)."""
+    local = tmp_path / "local"
+    (local / "fx-home").mkdir(parents=True)
+    extra = tmp_path / "extra-live"
+    extra.mkdir()
+    conf = tmp_path / ".config" / "journal" / "config.toml"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(f'[[trees]]\nname = "extra"\npath = "{extra}"\n')
+    env = {"AM_LOCAL": str(local), "JOURNAL_STORE": str(tmp_path / "store"), "HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": str(tmp_path / ".config")}
+    store = open_store(env["JOURNAL_STORE"])
+    for v in (1, 2, 3):
+        (extra / "data.txt").write_text(f"extra version {v}\n" * 100)
+        (local / "fx-home" / "n.txt").write_text(f"fx {v}\n" * 10)
+        checkpoint(load_config(env=env), store)
+    conf.unlink()                                    # this container does not configure "extra"
+    cfg = load_config(env=env)
+    repo = Repository.open(store)
+    gc(repo, Policy(keep_last=1), 0.0)               # mark manifests 1, 2 and their packs
+    assert restore(cfg, store, at="1").complete
+    gc(repo, Policy(keep_last=1), 0.0)               # sweep: manifest 1's packs are gone
+    assert checkpoint(cfg, store).seq == 4
+    result = verify(Repository.open(store), full=True)
+    assert not result.findings, result.findings
+    from journal.history import ManifestCache
+    entries, _ = ManifestCache(Repository.open(store)).tree(4, "extra")
+    assert [e.size for e in entries if e.path == "data.txt"] == [len("extra version 3\n" * 100)]
