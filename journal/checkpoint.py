@@ -31,7 +31,9 @@ from .localstate import (STATE_FILE, LocalState, StateLock, TreeCache, cache_fro
                          load_state, new_state, open_repository, save_state)
 from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot, decode
 from .objects import KIND_PAGE, decode_record
-from .pack import PackWriter, clear_spool, pack_key
+from .lease import LEASE_SECONDS
+from .pack import PackWriter, clear_spool, pack_key, recheck_kept
+from .paths import RECHECK_DIR
 from .page_delta import IndexWriter, keep_pages
 from .report import SILENT, Reporter
 from .repository import Repository, encode_manifest, manifest_key, utc_now
@@ -72,6 +74,7 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
         state = _load_or_refuse(cfg, repo)
         result = CheckpointResult()
         try:
+            _recheck_kept(cfg, repo, result, reporter)
             if state.pending is not None:
                 _publish_pending(cfg, repo, state, result, reporter)
             rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same)
@@ -92,7 +95,7 @@ def config_key(cfg: Config) -> str:
 def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult, rows: list | None) -> None:
     """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise."""
     state_sig = quiet.file_sig(state_file)
-    if rows is None or result.warnings or state_sig is None:
+    if rows is None or result.warnings or state_sig is None or _rechecks_pending(cfg):
         quiet.discard(cfg.state_dir)
         return
     # Directories whose files changed last come first: in a busy tree the check then
@@ -160,6 +163,22 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
               "committed; this checkpoint re-uploads every file")
         _reupload_all(cfg, state)
     save_state(cfg.state_dir, state)
+
+
+def _recheck_kept(cfg: Config, repo: Repository, result: CheckpointResult, reporter: Reporter) -> None:
+    """Packs earlier checkpoints found already stored stay checked for one gc lease
+    after their commit: a sweep batch planned before that commit may delete them."""
+    for pack in recheck_kept(repo.store, os.path.join(cfg.state_dir, RECHECK_DIR), LEASE_SECONDS):
+        _warn(result, reporter, f"checkpoint: pack {pack} (named by a committed checkpoint) was deleted by a gc "
+              "sweep planned before that commit; uploaded it again")
+
+
+def _rechecks_pending(cfg: Config) -> bool:
+    """While packs wait for a recheck, no quiet snapshot: every tick takes the full path."""
+    try:
+        return bool(os.listdir(os.path.join(cfg.state_dir, RECHECK_DIR)))
+    except FileNotFoundError:
+        return False
 
 
 def _warn(result: CheckpointResult, reporter: Reporter, message: str) -> None:
@@ -295,8 +314,9 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result) 
             raise ManifestConflict(seq, describe_writer(repo, seq)) from None
     state.pending = state.pending_seq = None
     save_state(cfg.state_dir, state)
-    data.confirm_existing()
-    index.confirm_existing()
+    keep = os.path.join(cfg.state_dir, RECHECK_DIR)
+    data.confirm_existing(keep)
+    index.confirm_existing(keep)
     pages.prune(keep_pages(new_trees))
     result.seq, result.manifest_id = seq, mid
     result.blobs += data.blobs + index.blobs

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import threading
 import uuid
 
 import msgspec
 
 from .errors import KeyExists
+from .lease import LEASE_KEY
 from .localfs import clear_dir
 from .model import BlobRef
 from .objects import encode_record
@@ -173,13 +175,19 @@ class PackWriter:
             raise
         _unlink(path)
 
-    def confirm_existing(self) -> int:
+    def confirm_existing(self, keep_dir: str | None = None) -> int:
         """After the commit: re-upload any pre-existing pack a concurrent gc removed.
 
-        Returns how many were re-uploaded. Once the manifest is visible, gc's sweep sees
-        it and keeps the pack; this closes the window before that.
+        Returns how many were re-uploaded. Once the manifest is visible, a gc that
+        lists manifests afterwards keeps the pack; but a sweep batch planned from a
+        listing taken before the commit may still delete it after this check. A gc
+        holds its lease from before it plans until after its last delete, so when no
+        lease is held *before* the pack is checked, that check is final. When one is
+        (and ``keep_dir`` is given), the pack's spool copy is kept there and
+        ``recheck_kept`` checks it again at later checkpoints.
         """
         again = 0
+        gc_running = bool(self._existing) and keep_dir is not None and self.store.head(LEASE_KEY) is not None
         for pack, path in self._existing:
             try:
                 if self.store.head(pack_key(pack)) is None:
@@ -189,9 +197,42 @@ class PackWriter:
             except KeyExists:
                 pass
             finally:
-                _unlink(path)
+                if gc_running:
+                    os.makedirs(keep_dir, exist_ok=True)
+                    kept = os.path.join(keep_dir, pack)
+                    os.replace(path, kept)
+                    os.utime(kept)  # the commit time: when the recheck window starts
+                else:
+                    _unlink(path)
         self._existing = []
         return again
+
+
+def recheck_kept(store: Store, keep_dir: str, window: float) -> list[str]:
+    """HEAD each pack kept by ``confirm_existing`` and upload again any that a gc sweep
+    deleted after its commit. A pack is forgotten once no gc lease was held before its
+    check (no batch planned before the commit can still run), or after ``window``
+    seconds. Returns the packs uploaded again."""
+    try:
+        names = sorted(os.listdir(keep_dir))
+    except FileNotFoundError:
+        return []
+    if not names:
+        return []
+    gc_running = store.head(LEASE_KEY) is not None
+    again, now = [], time.time()
+    for pack in names:
+        path = os.path.join(keep_dir, pack)
+        if store.head(pack_key(pack)) is None:
+            try:
+                with open(path, "rb") as src:
+                    store.put_if_absent(pack_key(pack), src)
+                again.append(pack)
+            except KeyExists:
+                pass
+        if not gc_running or now - os.path.getmtime(path) > window:
+            _unlink(path)
+    return again
 
 
 def _unlink(path: str) -> None:

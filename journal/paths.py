@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 STATE_FILE = "state.msgpack"    # in the state directory: localstate.py
 LOCK_FILE = "lock"              # ... the flock of one checkpoint or restore at a time
 SUPERVISE_LOCK = "supervise.lock"  # ... the flock a supervisor holds for its lifetime
+RECHECK_DIR = "recheck"         # ... packs found already stored, checked again after the commit
 
 
 def abs_path(path: str | None) -> str | None:

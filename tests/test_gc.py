@@ -44,6 +44,8 @@ from journal.store import open_store
 from journal.store.base import Store
 from journal.verify import MISSING_OBJECT, verify
 
+from conftest import run_journal
+
 TREE = "codex"            # the codex preset: $AM_LOCAL/codex-home
 HOUR_NS = 3600 * 10**9
 POLICY_FLAGS = ("--keep-last", "--keep-within", "--keep-hourly", "--keep-daily")
@@ -1329,3 +1331,54 @@ def test_restore_lists_manifests_once(box):
     for store in (counting, at):
         lists = [p for p in store.lists if p.startswith(MANIFEST_PREFIX) or MANIFEST_PREFIX.startswith(p)]
         assert len(lists) == 1, f"restore listed manifests/ {len(lists)} times: {store.lists}"
+
+
+def test_a_pack_found_stored_and_deleted_by_a_sweep_planned_before_the_commit_is_uploaded_again(tmp_path):
+    """A file goes back to earlier content, so its data pack is byte-identical to one a
+    ripe tombstone names: the put answers KeyExists. The checkpoint (a real process)
+    commits, and checks the pack, inside the window of a sweep batch already planned
+    from a manifest listing taken just before: the batch deletes it afterwards. The
+    next checkpoint must put it back, so the committed checkpoint is whole."""
+    from journal.store.local import LocalStore
+
+    local = tmp_path / "local"
+    codex = local / "codex-home"
+    codex.mkdir(parents=True)
+    env = {"AM_LOCAL": str(local), "JOURNAL_STORE": str(tmp_path / "store"), "HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": str(tmp_path / ".config")}
+    settings = codex / "settings.json"
+
+    def put(content: str, t: int) -> None:
+        settings.write_text(content)
+        os.utime(settings, ns=(t, t))
+
+    (codex / "other.txt").write_text("stable\n" * 100)
+    a, b = '{"mode": "A"}\n' * 300, '{"mode": "B"}\n' * 300
+    for content, t in ((b, 1), (a, 2), (b, 3)):
+        put(content, t * 10**18)
+        assert run_journal("checkpoint", env=env).returncode == 0
+    repo = Repository.open(open_store(env["JOURNAL_STORE"]))
+    gc(repo, Policy(keep_last=1), 0.0)                       # tombstones manifests 1-2 and their packs
+    real = LocalStore.delete_many
+    inside: list[subprocess.CompletedProcess] = []
+
+    def delete_many(self, keys, guard=None):
+        if not inside and any(k.startswith("packs/") for k in keys):
+            put(a, 4 * 10**18)                               # back to A: the same pack as manifest 2's
+            inside.append(run_journal("checkpoint", env=env))
+        return real(self, keys, guard)
+    try:
+        LocalStore.delete_many = delete_many
+        gc(Repository.open(open_store(env["JOURNAL_STORE"])), Policy(keep_last=1), 0.0)
+    finally:
+        LocalStore.delete_many = real
+    assert inside and inside[0].returncode == 0, inside
+    first = verify(Repository.open(open_store(env["JOURNAL_STORE"])), full=True)
+    assert first.findings                                    # the sweep did take the pack
+    proc = run_journal("checkpoint", "--json", env=env)      # the next tick, nothing changed locally
+    assert proc.returncode == 0, proc.stderr
+    assert any("uploaded it again" in w for w in json.loads(proc.stdout)["warnings"]), proc.stdout
+    assert not verify(Repository.open(open_store(env["JOURNAL_STORE"])), full=True).findings
+    out = tmp_path / "out"
+    assert run_journal("restore", "--to", str(out), env=env).returncode == 0
+    assert (out / "codex" / "settings.json").read_text() == a
