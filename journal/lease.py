@@ -59,6 +59,14 @@ class LeaseLost(GcBusy):
                                     "did stands: run gc again to continue")
 
 
+def _decode(raw: bytes) -> LeaseRecord | None:
+    """The lease record, or None when the bytes are not one (a torn or foreign write)."""
+    try:
+        return msgspec.json.decode(raw, type=LeaseRecord)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
 def _iso(ns: int) -> str:
     return _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -76,17 +84,21 @@ class Lease:
         now = time.time_ns()
         mine = LeaseRecord(holder=f"host {socket.gethostname()} pid {os.getpid()}", token=uuid.uuid4().hex,
                            acquired_ns=now, expires_ns=now + self._ns(1.0))
-        for _ in range(2):
+        for _ in range(3):
             try:
                 self.store.put_if_absent(LEASE_KEY, msgspec.json.encode(mine))
             except KeyExists:
-                other = self._read()
+                raw = self._raw()
+                if raw is None:
+                    continue  # gone since the put: released, or its holder is renewing it; put again
+                other = _decode(raw)
                 if other is not None and other.expires_ns > time.time_ns():
                     raise GcBusy(other.holder, _iso(other.expires_ns)) from None
-                # Expired (or unreadable): take it over, but delete only the record we
-                # judged expired; a taker that got there first has put a live one.
-                again = self._read()
-                if again == other:
+                # Expired (or unreadable): take it over, but delete only the very record
+                # judged expired; a taker that got there first has put a live one. (An
+                # absent key is never deleted: a renewing holder's new record may land
+                # between that read and the delete.)
+                if self._raw() == raw:
                     self.store.delete(LEASE_KEY)
                 continue
             current = self._read()
@@ -100,11 +112,15 @@ class Lease:
         """``share`` of the lease, in nanoseconds."""
         return int(self.seconds * share * 1e9)
 
-    def _read(self) -> LeaseRecord | None:
+    def _raw(self) -> bytes | None:
         try:
-            return msgspec.json.decode(self.store.get(LEASE_KEY), type=LeaseRecord)
-        except (ObjectNotFound, msgspec.DecodeError, msgspec.ValidationError):
+            return self.store.get(LEASE_KEY)
+        except ObjectNotFound:
             return None
+
+    def _read(self) -> LeaseRecord | None:
+        raw = self._raw()
+        return None if raw is None else _decode(raw)
 
     def _mine(self) -> LeaseRecord:
         """The lease record, if it is still ours and unexpired; else ``LeaseLost``."""

@@ -12,7 +12,7 @@ import time
 import msgspec
 import pytest
 
-from journal.errors import GcBusy
+from journal.errors import GcBusy, KeyExists
 from journal.lease import LEASE_KEY, Lease, LeaseLost, LeaseRecord
 from journal.store.memory import MemoryStore
 
@@ -119,3 +119,55 @@ def test_a_lease_taken_over_is_neither_renewed_nor_released():
         lease.__exit__(None, None, None)
         other.check()
         assert stored(store) == other.record
+
+
+def test_a_taker_that_finds_the_key_gone_never_deletes_a_renewed_record():
+    """The holder renews (delete, then put) while another gc starts: the other gc's put
+    meets the old record, its reads find the key gone (the renewal's delete), and the
+    renewal's put lands just after. Whoever's record is stored must be the only one
+    that believes it holds the lease: a taker that read the key as absent must never
+    delete the renewed record and take the lease beside it."""
+    class Interleaved(MemoryStore):
+        def __init__(self):
+            super().__init__()
+            self.script: list = []   # actions run before the next store calls, one per call
+
+        def _step(self):
+            if self.script:
+                self.script.pop(0)()
+
+        def put_if_absent(self, key, data):
+            self._step()
+            return super().put_if_absent(key, data)
+
+        def get(self, key):
+            self._step()
+            return super().get(key)
+
+        def delete(self, key):
+            self._step()
+            return super().delete(key)
+
+    store = Interleaved()
+    holder = Lease(store, seconds=60).__enter__()
+    renewed = LeaseRecord(holder="the holder", token=holder.record.token, acquired_ns=holder.record.acquired_ns,
+                          expires_ns=time.time_ns() + 60 * 10**9)
+    renewal_put: list[bool] = []
+
+    def renewal_puts():
+        try:
+            MemoryStore.put_if_absent(store, LEASE_KEY, msgspec.json.encode(renewed))
+            renewal_put.append(True)
+        except KeyExists:
+            renewal_put.append(False)   # another gc got the key first: the holder knows it lost
+
+    store.script = [lambda: None,                                  # the taker's put meets the old record
+                    lambda: MemoryStore.delete(store, LEASE_KEY),  # the renewal's delete
+                    lambda: None,
+                    renewal_puts]                                  # the renewal's put
+    try:
+        taker = Lease(store, seconds=60).__enter__()
+    except GcBusy:
+        taker = None
+    holders = ([holder.record.token] if renewal_put == [True] else []) + ([taker.record.token] if taker else [])
+    assert holders == [stored(store).token], (renewal_put, taker)
