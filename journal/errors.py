@@ -157,6 +157,19 @@ class GcBusy(JournalError):
                          "try again after it ends (a lease left by a crashed gc is taken over once it expires)")
 
 
+class GcBlocked(JournalError):
+    """A manifest gc keeps needs an object the store does not hold (or holds damaged):
+    gc cannot know what that object would have kept, so it deletes nothing."""
+
+    def __init__(self, seq: int, tree: str, detail: str):
+        self.seq = seq
+        self.tree = tree
+        super().__init__(f"gc: checkpoint {seq} (tree {tree}) needs an object that is missing or damaged ({detail}); "
+                         "gc deletes nothing while a checkpoint it keeps is damaged: run `journal verify --full` "
+                         "to see every damaged file, then replace the damaged checkpoints (restore an older one "
+                         "with `journal restore --at` and checkpoint again)")
+
+
 class RestoreNotComplete(JournalError):
     """The last restore on this machine did not finish; checkpoints wait for it."""
 

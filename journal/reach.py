@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .errors import CorruptObject
+from .errors import CorruptObject, GcBlocked, ObjectNotFound
 from .model import KIND_SQLITE, BlobRef, Manifest, Page, decode
 from .objects import KIND_PAGEMAP
 from .pagemap import decode_map
@@ -38,10 +38,14 @@ class Reach:
                 self.reasons[pack] = why()
 
     def walk(self, manifest: Manifest) -> None:
-        """Add every pack manifest ``manifest`` needs; raises CorruptObject on a bad page."""
+        """Add every pack manifest ``manifest`` needs; ``GcBlocked`` when one of its index
+        pages or page maps is missing or damaged."""
         for name, tree in sorted(manifest.trees.items()):
             if tree.root is not None:
-                self._walk_page(manifest.seq, name, tree.root)
+                try:
+                    self._walk_page(manifest.seq, name, tree.root)
+                except (CorruptObject, ObjectNotFound) as err:
+                    raise GcBlocked(manifest.seq, name, str(err)) from err
 
     def _walk_page(self, seq: int, tree: str, root: BlobRef) -> None:
         stack = [root]

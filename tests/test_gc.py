@@ -1382,3 +1382,18 @@ def test_a_pack_found_stored_and_deleted_by_a_sweep_planned_before_the_commit_is
     out = tmp_path / "out"
     assert run_journal("restore", "--to", str(out), env=env).returncode == 0
     assert (out / "codex" / "settings.json").read_text() == a
+
+
+def test_a_kept_checkpoint_missing_its_index_pages_blocks_gc_with_a_way_out(box):
+    """The newest checkpoint's index pack is gone (a lost object): gc cannot know what
+    that checkpoint would keep, so it deletes and marks nothing, and says what to do."""
+    three_versions(box)
+    box.gc(keep_last=1)                                      # tombstones for 1-2
+    root = box.manifest(3).trees["codex"].root
+    (box.store_path / pack_key(root.pack)).unlink()
+    before = box.listing()
+    proc = box.cli("gc", "--keep-last", "1", "--grace", "0s")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    line = proc.stderr.strip()
+    assert line.count("\n") == 0 and "checkpoint 3 (tree codex)" in line and "journal verify --full" in line, line
+    assert box.listing() == before
