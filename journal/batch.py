@@ -33,6 +33,7 @@ import os
 from collections.abc import Callable
 
 from .atomic import fsync_dir
+from .localfs import observe
 
 #: A batch is flushed once its staged files hold this many bytes or this many files.
 BATCH_BYTES = 8 << 20
@@ -41,15 +42,6 @@ BATCH_FILES = 128
 
 #: ``Staged.expect`` when the live path is not looked at again before the rename.
 UNCHECKED = ("unchecked",)
-
-
-def observe(path: str) -> tuple[int, int, int] | None:
-    """What is at ``path`` now: None when nothing, else (inode, size, mtime_ns)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class Staged:

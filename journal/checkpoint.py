@@ -31,7 +31,6 @@ from .localstate import (STATE_FILE, LocalState, StateLock, TreeCache, cache_fro
                          load_state, new_state, open_repository, save_state)
 from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot, decode
 from .objects import KIND_PAGE, decode_record
-from .lease import LEASE_SECONDS
 from .pack import PackWriter, clear_spool, pack_key, recheck_kept
 from .paths import RECHECK_DIR
 from .page_delta import IndexWriter, keep_pages
@@ -168,7 +167,7 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
 def _recheck_kept(cfg: Config, repo: Repository, result: CheckpointResult, reporter: Reporter) -> None:
     """Packs earlier checkpoints found already stored stay checked for one gc lease
     after their commit: a sweep batch planned before that commit may delete them."""
-    for pack in recheck_kept(repo.store, os.path.join(cfg.state_dir, RECHECK_DIR), LEASE_SECONDS):
+    for pack in recheck_kept(repo.store, os.path.join(cfg.state_dir, RECHECK_DIR)):
         _warn(result, reporter, f"checkpoint: pack {pack} (named by a committed checkpoint) was deleted by a gc "
               "sweep planned before that commit; uploaded it again")
 
@@ -315,8 +314,9 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result) 
     state.pending = state.pending_seq = None
     save_state(cfg.state_dir, state)
     keep = os.path.join(cfg.state_dir, RECHECK_DIR)
-    data.confirm_existing(keep)
-    index.confirm_existing(keep)
+    data.keep_existing(keep)
+    index.keep_existing(keep)
+    recheck_kept(repo.store, keep)
     pages.prune(keep_pages(new_trees))
     result.seq, result.manifest_id = seq, mid
     result.blobs += data.blobs + index.blobs

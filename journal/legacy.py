@@ -1,5 +1,6 @@
 """Planning a migration: reading the upstream shell design's layout, the open transcripts
-and the store, and recovering legacy SQLite copies privately. ``execute`` is in migrate.py.
+and the store (legacy SQLite copies are recovered privately by legacy_db.py). ``execute``
+is in migrate.py.
 
 The legacy root (``/data/state``) holds one rsync-copied tree per harness; opencode
 and Hermes also hold ``checkpoints/<db>`` (a ``.backup`` copy) and, from the older
@@ -14,10 +15,7 @@ ever opened as a copy. ``plan_migration`` returns a frozen plan of every step.
 from __future__ import annotations
 
 import datetime as _dt
-import filecmp
 import os
-import shutil
-import sqlite3
 import stat as stat_mod
 import tempfile
 
@@ -25,10 +23,11 @@ import msgspec
 
 from .config import Config, TreeConfig
 from .errors import ConfigError, HistoryWithoutState, NoStore, SnapshotFailed
+from .legacy_db import CHECKPOINT_COPY, RAW_TRIO, DbCandidate, recover_db
 from .localstate import load_state
 from .report import SILENT, Reporter
 from .repository import Repository, utc_now
-from .sqlite_snapshot import check_live_db, snapshot_db
+from .sqlite_snapshot import check_live_db
 from .store.base import Store
 from .walk import Matcher, walk_tree
 
@@ -50,7 +49,6 @@ OLD_LOCAL_DIRS = {"agent-state-stamps": "the shell design's per-tree stamps; jou
                   "agent-state-invalid": "invalid local databases the shell design kept for diagnosis",
                   "agent-state-snapshots": "the shell design's SQLite staging directory"}
 
-CHECKPOINT_COPY, RAW_TRIO = "checkpoint-copy", "raw-trio"
 IMPORT_TREE, SKIP_TREE, UNLINK, MKDIR, COPY, LINK, SAME, KEEP_LOCAL = (
     "import-tree", "skip-tree", "unlink-symlink", "create-dir", "copy", "copy-symlink", "unchanged", "keep-local")
 INSTALL_DB, REJECT_DB, UNUSED_DB, KEEP_DB, MOVE_DB = (
@@ -114,13 +112,6 @@ class LegacyFile(msgspec.Struct, frozen=True, kw_only=True):
     mode: int = 0
     mtime_ns: int = 0
     target: str | None = None
-
-
-class DbCandidate(msgspec.Struct, frozen=True, kw_only=True):
-    """A legacy copy of one database: a ``checkpoints/`` copy or a raw db+wal+shm trio."""
-
-    path: str
-    kind: str
 
 
 def legacy_sources(tree: str, legacy_root: str, old_home: str, live: tuple[str, ...] = ()) -> list[Source]:
@@ -212,84 +203,6 @@ def _legacy_file(item, full: str, matcher: Matcher) -> LegacyFile:
                           mtime_ns=st.st_mtime_ns)
     return LegacyFile(rel=item.path, src=full, kind="jsonl" if matcher.is_jsonl(item.path) else "file",
                       size=st.st_size, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns)
-
-
-def recover_db(cand: DbCandidate, private: str) -> str:
-    """Copy a candidate into the empty directory ``private``, let SQLite recover it there,
-    back it up and quick_check the backup; returns the verified copy (rollback-journal mode).
-
-    A raw trio is copied whole (db, then ``-wal`` and ``-shm`` when present); SQLite
-    rebuilds the copy's wal-index from the WAL, since no process holds that ``-shm``.
-    A ``-wal`` older than its db may be stale (an rsync without ``--delete`` keeps an
-    old one): SQLite would replay it over newer pages, so the db is also recovered
-    without it, and if the two differ the candidate is refused, naming the ``-wal``.
-    A ``checkpoints/`` copy is a closed backup and is copied alone. Every source must
-    be a regular file (never followed through a symlink), and a copy with no tables
-    (an empty file) is refused. Raises ``SnapshotFailed`` naming the legacy path; the
-    legacy files are never opened by SQLite.
-    """
-    try:
-        wal = _regular(cand.path + "-wal") if cand.kind == RAW_TRIO else None
-        db = _regular(cand.path)
-        if db is None:
-            raise SnapshotFailed(cand.path, "not a regular file")
-        verified = _recover_copy(cand.path, os.path.join(private, "with-wal"), wal is not None)
-        if wal is not None and wal.st_mtime_ns < db.st_mtime_ns:
-            alone = _recover_copy(cand.path, os.path.join(private, "alone"), False)
-            if not filecmp.cmp(verified, alone, shallow=False):
-                raise SnapshotFailed(cand.path, f"its -wal is older than the database and replaying it changes "
-                                     "the database; if that -wal is stale (an rsync without --delete), move it "
-                                     "away and migrate again")
-        return verified
-    except SnapshotFailed as err:
-        if err.path == cand.path:
-            raise
-        raise SnapshotFailed(cand.path, _short(err.detail)) from err
-    except OSError as err:
-        raise SnapshotFailed(cand.path, f"copy it: {err.strerror}") from err
-
-
-def _regular(path: str) -> os.stat_result | None:
-    """lstat of ``path`` when it is a regular file (a symlink is not), else None."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return st if stat_mod.S_ISREG(st.st_mode) else None
-
-
-def _recover_copy(path: str, private: str, with_wal: bool) -> str:
-    os.makedirs(private)
-    copy = os.path.join(private, "candidate.db")
-    _copy_regular(path, copy)
-    if with_wal:
-        _copy_regular(path + "-wal", copy + "-wal")
-        if _regular(path + "-shm") is not None:
-            _copy_regular(path + "-shm", copy + "-shm")
-    verified = snapshot_db(copy, os.path.join(private, "verified"))
-    con = sqlite3.connect(verified)
-    try:
-        tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-    finally:
-        con.close()
-    if not tables:
-        raise SnapshotFailed(path, "holds no tables (an empty database)")
-    return verified
-
-
-def _copy_regular(src: str, dst: str) -> None:
-    """Copy ``src`` only if it is a regular file when opened (never through a symlink,
-    never blocking on a FIFO put there since the plan)."""
-    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
-            raise SnapshotFailed(src, "not a regular file")
-        with open(dst, "xb") as out:
-            shutil.copyfileobj(fh, out, 1 << 20)
-
-
-def _short(detail: str, limit: int = 240) -> str:
-    return detail if len(detail) <= limit else detail[:limit] + " ..."
 
 
 def open_files() -> dict[str, tuple[set[int], bool]]:

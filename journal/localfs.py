@@ -1,8 +1,9 @@
-"""Small local-disk chores shared by the spool, the SQLite staging area and restore."""
+"""Small local-disk chores shared by the spool, the SQLite staging area, restore and migrate."""
 
 from __future__ import annotations
 
 import os
+import stat as stat_mod
 
 
 def clear_dir(directory: str, suffix: str = "") -> None:
@@ -17,3 +18,22 @@ def clear_dir(directory: str, suffix: str = "") -> None:
                 os.unlink(os.path.join(directory, name))
             except (FileNotFoundError, IsADirectoryError):
                 pass
+
+
+def observe(path: str) -> tuple[int, int, int] | None:
+    """What is at ``path`` now (never followed): None when nothing, else (inode, size, mtime_ns)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def open_regular(path: str):
+    """``path`` opened for binary reading if it is a regular file when opened (never
+    through a symlink: ``OSError``; never blocking on a FIFO put there); else None."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")

@@ -31,9 +31,10 @@ from .config import Config
 from .errors import CheckpointErrors, CorruptObject, ObjectNotFound, SnapshotFailed, UnsafePath
 from .history import ManifestCache
 from .legacy import (CHECKPOINT, COPY, IMPORT_TREE, INSTALL_DB, LEGACY_TREES, LINK, MKDIR, MOVE_DB,
-                     RENAME, UNLINK, VERIFY, DbCandidate, MigrationPlan, OpenTranscript,
-                     Step, complete_length, find_open_transcripts, legacy_sources, plan_migration, recover_db,
-                     retired_name)
+                     RENAME, UNLINK, VERIFY, MigrationPlan, OpenTranscript, Step, complete_length,
+                     find_open_transcripts, legacy_sources, plan_migration, retired_name)
+from .legacy_db import DbCandidate, recover_db
+from .localfs import open_regular
 from .materialize import ensure_parents, move_aside, remove_tmp
 from .model import KIND_JSONL, KIND_SQLITE, Entry
 from .presets import SQLITE_COMPANIONS
@@ -222,16 +223,14 @@ def _mkdir(run: _Run, step: Step, root: str, rel: str):
 
 @_guarded
 def _copy(run: _Run, step: Step, root: str, rel: str):
-    # Never through a symlink, never blocking on a FIFO: the source must still be the
-    # regular file the plan saw.
-    fd = os.open(step.source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode):
-            return FAILED, "no longer a regular file (changed since the plan); nothing copied"
+    fh = open_regular(step.source)  # still the regular file the plan saw, never a link or FIFO
+    if fh is None:
+        return FAILED, "no longer a regular file (changed since the plan); nothing copied"
+    with fh:
+        st = os.fstat(fh.fileno())
         size = st.st_size
         if step.kind == KIND_JSONL:
-            size = complete_length(fd, size)  # never a torn last line, open writer or not
+            size = complete_length(fh.fileno(), size)  # never a torn last line, open writer or not
         written = write_file_atomic(step.path, _read_upto(fh, size), os.path.join(root, RESTORE_TMP),
                                     noclobber=True, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns)
     cut = st.st_size - written

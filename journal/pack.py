@@ -17,7 +17,7 @@ import uuid
 import msgspec
 
 from .errors import KeyExists
-from .lease import LEASE_KEY
+from .lease import LEASE_KEY, LEASE_SECONDS
 from .localfs import clear_dir
 from .model import BlobRef
 from .objects import encode_record
@@ -166,7 +166,7 @@ class PackWriter:
         except KeyExists:
             # Same bytes, same name: published before (a crashed attempt, or identical
             # content). gc may have tombstoned it, so keep the spool until the manifest
-            # that needs it is committed (``confirm_existing``).
+            # that needs it is committed (``keep_existing``).
             with self._stats:
                 self._existing.append((pack, path))
             return
@@ -175,44 +175,29 @@ class PackWriter:
             raise
         _unlink(path)
 
-    def confirm_existing(self, keep_dir: str | None = None) -> int:
-        """After the commit: re-upload any pre-existing pack a concurrent gc removed.
+    def keep_existing(self, keep_dir: str) -> None:
+        """After the commit: move the spool copy of each pack whose put found it already
+        stored into ``keep_dir``, for ``recheck_kept`` (which the caller runs next).
 
-        Returns how many were re-uploaded. Once the manifest is visible, a gc that
-        lists manifests afterwards keeps the pack; but a sweep batch planned from a
-        listing taken before the commit may still delete it after this check. A gc
-        holds its lease from before it plans until after its last delete, so when no
-        lease is held *before* the pack is checked, that check is final. When one is
-        (and ``keep_dir`` is given), the pack's spool copy is kept there and
-        ``recheck_kept`` checks it again at later checkpoints.
+        Once the manifest is visible, a gc that lists manifests afterwards keeps the
+        pack; but a sweep batch planned from a listing taken before the commit may
+        still delete it after a check made now, so the copy outlives this checkpoint
+        while a gc may be running.
         """
-        again = 0
-        gc_running = bool(self._existing) and keep_dir is not None and self.store.head(LEASE_KEY) is not None
         for pack, path in self._existing:
-            try:
-                if self.store.head(pack_key(pack)) is None:
-                    with open(path, "rb") as src:
-                        self.store.put_if_absent(pack_key(pack), src)
-                    again += 1
-            except KeyExists:
-                pass
-            finally:
-                if gc_running:
-                    os.makedirs(keep_dir, exist_ok=True)
-                    kept = os.path.join(keep_dir, pack)
-                    os.replace(path, kept)
-                    os.utime(kept)  # the commit time: when the recheck window starts
-                else:
-                    _unlink(path)
+            os.makedirs(keep_dir, exist_ok=True)
+            kept = os.path.join(keep_dir, pack)
+            os.replace(path, kept)
+            os.utime(kept)  # the commit time: when the recheck window starts
         self._existing = []
-        return again
 
 
-def recheck_kept(store: Store, keep_dir: str, window: float) -> list[str]:
-    """HEAD each pack kept by ``confirm_existing`` and upload again any that a gc sweep
-    deleted after its commit. A pack is forgotten once no gc lease was held before its
-    check (no batch planned before the commit can still run), or after ``window``
-    seconds. Returns the packs uploaded again."""
+def recheck_kept(store: Store, keep_dir: str, window: float = LEASE_SECONDS) -> list[str]:
+    """HEAD each pack in ``keep_dir`` and upload again any that a gc sweep deleted after
+    the commit that named it. A gc holds its lease from before it plans until after its
+    last delete, so when no lease is held *before* the packs are checked, that check is
+    final and the copies are forgotten; otherwise they stay for the next checkpoint, at
+    most ``window`` seconds. Returns the packs uploaded again."""
     try:
         names = sorted(os.listdir(keep_dir))
     except FileNotFoundError:

@@ -17,8 +17,8 @@ import msgspec
 
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .history import ManifestCache
+from .localfs import observe
 from .localstate import FileState, TreeCache, cache_from_entries
-from .batch import observe
 from .signatures import dir_signature, signature
 from .materialize import (KEEP_CONFLICT, KEEP_NEWER, KEEP_VALID_DB, REPLACE, SAME, WRITES, check_paths, decide,
                           move_aside, remove_tmp)

@@ -19,7 +19,7 @@ import uuid
 from urllib.parse import quote
 
 from .errors import SnapshotFailed
-from .localfs import clear_dir
+from .localfs import clear_dir, observe
 from .signatures import live_signature  # noqa: F401  (re-exported for older imports)
 
 BUSY_TIMEOUT = 2.0
@@ -122,15 +122,8 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
 
 
 def _files_now(path: str) -> dict[str, tuple[int, int, int] | None]:
-    """(inode, size, mtime_ns) of a database and its -wal and -journal; None when absent."""
-    out = {}
-    for suffix in ("", "-wal", "-journal"):
-        try:
-            st = os.stat(path + suffix)
-            out[suffix] = (st.st_ino, st.st_size, st.st_mtime_ns)
-        except FileNotFoundError:
-            out[suffix] = None
-    return out
+    """``observe`` of a database and its -wal and -journal."""
+    return {suffix: observe(path + suffix) for suffix in ("", "-wal", "-journal")}
 
 
 def quick_check(path: str) -> str | None:
