@@ -23,7 +23,7 @@ from .signatures import dir_signature, signature
 from .materialize import (KEEP_CONFLICT, KEEP_NEWER, KEEP_VALID_DB, REPLACE, SAME, WRITES, check_paths, decide,
                           move_aside, remove_tmp)
 from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
-from .tree_writer import Pipeline, TreeWriter, make_pool, plan_jobs
+from .tree_writer import Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
 
 
 class TreeRestore(msgspec.Struct, kw_only=True):
@@ -65,7 +65,7 @@ def write_trees(trees: list[TreeRun], dry_run: bool, aside: str, reporter) -> No
             run.discard()
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        stop_pool(pool)
         for run in trees:
             if run.writer is not None:
                 remove_tmp(run.tr.dest)

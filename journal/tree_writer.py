@@ -38,10 +38,26 @@ GROUP_BYTES = 1 << 20
 Outcome = Staged | Exception | None
 
 
+POOL_NAME = "journal-restore"
+
+
 def make_pool(workers: int = WORKERS):
     from concurrent.futures import ThreadPoolExecutor
 
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="journal-restore")
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=POOL_NAME)
+
+
+def stop_pool(pool) -> None:
+    """Cancel what has not started and wait for every staging thread, including one a
+    Ctrl-C caught half started: ``pool.submit`` queues the job, then starts a thread
+    and records it only once it runs, so an interrupt in between leaves a thread that
+    ``shutdown`` does not join, staging temp files after the caller cleaned up."""
+    import threading
+
+    pool.shutdown(wait=True, cancel_futures=True)
+    for thread in threading.enumerate():
+        if thread.name.startswith(POOL_NAME) and thread is not threading.current_thread():
+            thread.join()
 
 
 class TreeWriter:
