@@ -1,7 +1,9 @@
 """Reading one live path into an ``Entry`` and the new blobs it needs.
 
 * Ordinary files are cut into fixed ``CHUNK``-sized blobs; a chunk whose id the
-  previous version already had is reused, not uploaded again.
+  previous version already had is reused, not uploaded again. A changed chunk of a
+  rewritten small file may be stored as a delta of the previous version's
+  (``file_delta.py``).
 * JSONL transcripts that only grew publish just the new complete lines, from the
   previously checkpointed length to the last ``\\n``. A torn last line waits for a
   later checkpoint. Anything else (shrunk, rewritten) is re-based from offset 0.
@@ -18,6 +20,7 @@ import os
 import stat as stat_mod
 from collections.abc import Callable, Iterator
 
+from .file_delta import MAX_FILE, FileDeltas
 from .localstate import FileState
 from .signatures import dir_signature, signature
 from .model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
@@ -35,8 +38,11 @@ MERGE_CAP = 8 << 20        # ... into one segment of at most this size
 AddBlob = Callable[..., BlobRef]   # PackWriter.add(kind, payload, *, base=None)
 
 
-def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, add: AddBlob) -> FileState | None:
-    """Return the path's new cache record, or None if it vanished meanwhile."""
+def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, add: AddBlob,
+                 deltas: FileDeltas | None = None) -> FileState | None:
+    """Return the path's new cache record, or None if it vanished meanwhile. ``deltas``
+    stores the changed chunks of rewritten files (``file_delta.py``); without it every
+    changed chunk is stored whole."""
     st = item.stat
     mode = stat_mod.S_IMODE(st.st_mode)
     if item.kind == KIND_DIR:
@@ -64,25 +70,39 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
         if is_jsonl:
             entry = _capture_jsonl(fd, item.path, st, prev, add)
         else:
-            entry = _capture_whole(fd, item.path, st, prev, add)
+            entry = _capture_whole(fd, item.path, st, prev, add, deltas)
     finally:
         os.close(fd)
     return FileState(signature(st), entry)
 
 
-def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob) -> Entry:
-    known = {r.id: r for r in prev.entry.refs} if prev else {}
-    refs = []
+def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob,
+                   deltas: FileDeltas | None) -> Entry:
+    """Fixed-size chunks; an unchanged one is reused, a changed one of a rewritten small
+    file is stored as a delta of the previous version's chunk (``file_delta.py``)."""
+    old = prev.entry if prev is not None and prev.entry.kind == KIND_FILE else None
+    old_refs = old.refs if old is not None else ()
+    old_bases = (old.bases or (None,) * len(old_refs)) if old is not None else ()
+    known = {r.id: (r, b) for r, b in zip(old_refs, old_bases)}
+    rewrite = deltas is not None and old is not None and st.st_size <= MAX_FILE
+    refs, bases = [], []
     offset = 0
     while offset < st.st_size:
         data = os.pread(fd, min(CHUNK, st.st_size - offset), offset)
         if not data:
             break  # the file shrank while we read: the next pass re-reads it
         cid = hashlib.sha256(data).hexdigest()
-        refs.append(known.get(cid) or add(KIND_CHUNK, data))
+        i = len(refs)
+        ref, base = known.get(cid) or (None, None)
+        if ref is None and rewrite:
+            ref, base = deltas.chunk(data, (old_bases[i] or old_refs[i]) if i < len(old_refs) else None)
+        elif ref is None:
+            ref = add(KIND_CHUNK, data)
+        refs.append(ref)
+        bases.append(base)
         offset += len(data)
     return Entry(path=path, kind=KIND_FILE, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns,
-                 size=offset, refs=tuple(refs))
+                 size=offset, refs=tuple(refs), bases=tuple(bases) if any(bases) else ())
 
 
 def _capture_jsonl(fd: int, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob) -> Entry:

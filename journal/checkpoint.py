@@ -21,6 +21,7 @@ import time
 
 import msgspec
 
+from .blob_cache import BlobCache
 from .config import Config
 from .errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict,
                      RestoreNotComplete)
@@ -29,14 +30,15 @@ from .index import build_index
 from . import quiet
 from .localstate import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
                          load_state, new_state, open_repository, save_state)
-from .model import KIND_DIR, KIND_SQLITE, Manifest, TreeRoot, decode
-from .objects import KIND_PAGE, decode_record
+from .file_delta import FileDeltas
+from .model import KIND_DIR, KIND_FILE, KIND_SQLITE, Manifest, TreeRoot, decode
+from .objects import KIND_CHUNK, KIND_PAGE, decode_record
 from .pack import PackWriter, clear_spool, pack_key, recheck_kept
 from .paths import RECHECK_DIR
 from .page_delta import IndexWriter, keep_pages
 from .report import SILENT, Reporter
 from .repository import Repository, encode_manifest, manifest_key, utc_now
-from .scan import BlobCache, ScanContext, TreeResult, scan_tree
+from .scan import ScanContext, TreeResult, scan_tree
 from .sqlite_base import prune_base_copies
 from .sqlite_snapshot import clear_staging
 from .store.base import Store
@@ -225,8 +227,11 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
     staging = os.path.join(cfg.state_dir, "sqlite-staging")
     clear_spool(spool)
     clear_staging(staging)
-    ctx = ScanContext(data=PackWriter(repo.store, spool), maps=BlobCache(cfg.state_dir, repo),
-                      staging_dir=staging, reporter=reporter, allow_deletions=allow_deletions, same=same or {})
+    data = PackWriter(repo.store, spool)
+    chunks = BlobCache(cfg.state_dir, repo, "chunks", KIND_CHUNK)
+    ctx = ScanContext(data=data, maps=BlobCache(cfg.state_dir, repo, bases=True), staging_dir=staging,
+                      reporter=reporter, allow_deletions=allow_deletions, same=same or {},
+                      deltas=FileDeltas(data, chunks))
     new_trees: dict[str, TreeCache] = dict(state.trees)
     changed_trees: list[str] = []
     touched = False
@@ -254,6 +259,8 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
             live_maps = _map_ids(new_trees)
             ctx.maps.prune(live_maps)
             prune_base_copies(cfg.state_dir, live_maps)
+            if ctx.deltas.remembered:  # a new base copy: drop those no entry can use any more
+                chunks.prune(_chunk_ids(new_trees))
     except BaseException:
         ctx.data.abort()
         raise
@@ -263,6 +270,13 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
     if ctx.errors:
         raise CheckpointErrors(ctx.errors, result.seq)
     return ctx.quiet_rows
+
+
+def _chunk_ids(trees: dict[str, TreeCache]) -> set[str]:
+    """Every whole chunk a file entry names (as a ref or as a delta's base): the local
+    base copies a later rewrite may use."""
+    return {r.id for c in trees.values() for f in c.files.values() if f.entry.kind == KIND_FILE
+            for r in (*f.entry.refs, *f.entry.bases) if r is not None}
 
 
 def _map_ids(trees: dict[str, TreeCache]) -> set[str]:

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from .atomic import fsync_dir, start_writeback
 from .batch import Staged
 from .errors import UnsafePath
-from .segments import decode_blobs, read_blobs
+from .segments import chunk_reader, decode_blobs, read_blobs
 from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from .presets import SQLITE_COMPANIONS
 from .walk import RESTORE_TMP
@@ -174,7 +174,8 @@ def stage_entry(root: str, tmp_dir: str, entry: Entry, reader, records: Iterable
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     size = unsynced = 0
     try:
-        for payload in read_blobs(entry, reader) if records is None else decode_blobs(entry, records):
+        blobs = read_blobs(entry, reader) if records is None else decode_blobs(entry, records, chunk_reader(reader))
+        for payload in blobs:
             size += _write_all(fd, payload)
             unsynced += len(payload)
             if unsynced >= WRITEBACK_BYTES:  # a large file: keep its dirty pages few

@@ -44,6 +44,9 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     size: int = 0
     refs: tuple[BlobRef, ...] = ()
     target: str | None = None
+    #: Format 6: for a ``file``, each ref's base when the chunk is a delta (None: whole);
+    #: empty when every chunk is whole (``file_delta.py``).
+    bases: tuple[BlobRef | None, ...] = ()
 
 
 class PageRef(msgspec.Struct, frozen=True, array_like=True):

@@ -23,11 +23,25 @@ page numbers of its slots are stored before the frame, in the same way, and its 
 is the full map's pages of those numbers, back to back (``pagemap.py``)::
 
     header | u16 n | n bytes: the members, u32 each | zstd frame
+
+Format 6: an index page delta may name its base by position alone, and a page map
+may be a delta, which always does so; either is flagged
+``FLAG_BASE_AT``: ``pack sha256 32B | offset u64 | length u32`` (44 bytes instead of a
+~150-byte JSON ``BlobRef``). The base's id and size are read from its own header,
+which its payload is verified against; a wrong position cannot go unnoticed either,
+because the delta decoded against any other bytes fails its own hash::
+
+    header | u16 44 | pack 32B | offset u64 | length u32 | zstd frame
+
+Format 6 also stores a changed chunk of a rewritten file as a delta of the whole chunk
+at the same index of the file's previous version; the entry names that base
+(``Entry.bases``, ``file_delta.py``), as it names a segment's anchor.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 import threading
 
@@ -50,9 +64,16 @@ KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", K
 
 FLAG_DELTA = 0x0001    # compressed against a base payload (raw-content dictionary)
 FLAG_MEMBERS = 0x0002  # a dbpage group delta: its slots' page numbers precede the frame
+FLAG_BASE_AT = 0x0004  # an index page or page map delta names its base by position (format 6)
 #: The flags each kind may carry; any other bit set is refused.
-KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA | FLAG_MEMBERS, KIND_PAGE: FLAG_DELTA, KIND_SEGMENT: FLAG_DELTA}
+KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA | FLAG_MEMBERS, KIND_PAGE: FLAG_DELTA | FLAG_BASE_AT, KIND_SEGMENT: FLAG_DELTA,
+              KIND_PAGEMAP: FLAG_DELTA | FLAG_BASE_AT, KIND_CHUNK: FLAG_DELTA}
+#: Kinds whose deltas always name their base by position.
+BASE_AT_KINDS = (KIND_PAGEMAP,)
+#: Flags that qualify a delta: never set without ``FLAG_DELTA``.
+DELTA_ONLY = FLAG_MEMBERS | FLAG_BASE_AT
 _BASE_LEN = struct.Struct(">H")
+BASE_AT = struct.Struct(">32sQI")
 
 #: The largest payload a record may claim; guards decompression against a bad header.
 MAX_RAW = 1 << 31
@@ -90,13 +111,14 @@ def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
 
 
 def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
-                  base_ref: bytes | None = None, members: bytes | None = None,
-                  level: int | None = None) -> tuple[str, bytes]:
+                  base_ref: bytes | None = None, base_at: tuple[str, int, int] | None = None,
+                  members: bytes | None = None, level: int | None = None) -> tuple[str, bytes]:
     """Return ``(blob id, record bytes)`` for ``payload``.
 
     With ``base`` the frame is compressed against ``base`` as a raw-content dictionary
     and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``. An index
-    page delta also stores ``base_ref``, the encoded reference of its base; a dbpage
+    page delta also stores where its base is: ``base_at``, its ``(pack, offset, length)``
+    (``FLAG_BASE_AT``), or ``base_ref``, the JSON reference formats 3-5 wrote; a dbpage
     group delta stores ``members`` (``FLAG_MEMBERS``). ``level`` overrides the delta's
     compression level.
     """
@@ -109,16 +131,46 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
     else:
         if kind not in KIND_FLAGS:
             raise ValueError(f"a {KIND_NAMES.get(kind, kind)} record cannot be a delta")
-        if (kind == KIND_PAGE) != (base_ref is not None) or (members is not None and kind != KIND_DBPAGE):
-            raise ValueError("an index page delta, and only one, names its base; only a dbpage group its members")
+        named = (base_ref is not None) + (base_at is not None)
+        names = kind == KIND_PAGE or kind in BASE_AT_KINDS
+        if names != (named == 1) or named > 1 or (base_ref is not None and kind != KIND_PAGE) \
+                or (members is not None and kind != KIND_DBPAGE):
+            raise ValueError("an index page or page map delta, and only one, names its base once; "
+                             "only a dbpage group its members")
         level = level or (DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_BASE else DELTA_LEVEL)
         frame = zstandard.ZstdCompressor(level=level, dict_data=_dict(base)).compress(payload)
         prefix = base_ref if base_ref is not None else members
+        flags = FLAG_DELTA | (FLAG_MEMBERS if members is not None else 0)
+        if base_at is not None:
+            pack, offset, length = base_at
+            prefix = BASE_AT.pack(bytes.fromhex(pack), offset, length)
+            flags |= FLAG_BASE_AT
         if prefix is not None:
             frame = _BASE_LEN.pack(len(prefix)) + prefix + frame
-        flags = FLAG_DELTA | (FLAG_MEMBERS if members is not None else 0)
     header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, flags, len(payload), len(frame), digest)
     return digest.hex(), header + frame
+
+
+#: A delta is kept only when its frame is at most this share of the whole record's.
+DELTA_MAX_SHARE = 0.5
+_PACK_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def is_pack_name(pack: str) -> bool:
+    """True for a committed pack's name (its SHA-256), which a base may be named by."""
+    return _PACK_NAME.fullmatch(pack) is not None
+
+
+def delta_pays(delta: bytes, whole: bytes, named: int = _BASE_LEN.size + BASE_AT.size) -> bool:
+    """Keep a delta (one that names its base by position) rather than the whole record:
+    when it is smaller and its frame, which grows as the payload drifts from its base,
+    is at most ``DELTA_MAX_SHARE`` of the whole record's frame. Frames, not records:
+    the header and the base's position (``named`` bytes; 0 for a delta whose entry
+    names its base) are a fixed ~100 bytes that would otherwise keep every small record
+    whole. Failing this, the record is stored whole and becomes the base of later
+    deltas (a keyframe)."""
+    fixed = HEADER.size + named
+    return len(delta) < len(whole) and len(delta) - fixed <= (len(whole) - HEADER.size) * DELTA_MAX_SHARE
 
 
 def parse_header(data: bytes, *, key: str) -> tuple[int, int, int, str]:
@@ -138,7 +190,8 @@ def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, st
         raise CorruptObject(key, f"unsupported record version {version}")
     if kind not in KIND_NAMES:
         raise CorruptObject(key, f"unknown record kind {kind}")
-    if flags & ~KIND_FLAGS.get(kind, 0) or (flags & FLAG_MEMBERS and not flags & FLAG_DELTA):
+    if flags & ~KIND_FLAGS.get(kind, 0) or (flags & DELTA_ONLY and not flags & FLAG_DELTA) \
+            or (kind in BASE_AT_KINDS and flags & FLAG_DELTA and not flags & FLAG_BASE_AT):
         raise CorruptObject(key, f"unknown flags {flags:#06x}")
     if raw_size > MAX_RAW:
         raise CorruptObject(key, f"implausible payload size {raw_size}")
@@ -194,7 +247,7 @@ def _embedded_len(data, key: str) -> int:
 
 
 def _has_prefix(kind: int, flags: int) -> bool:
-    return bool(flags & FLAG_MEMBERS or (flags & FLAG_DELTA and kind == KIND_PAGE))
+    return bool(flags & (FLAG_MEMBERS | FLAG_BASE_AT) or (flags & FLAG_DELTA and kind == KIND_PAGE))
 
 
 def embedded_members(data, *, key: str) -> list[int] | None:
@@ -209,13 +262,23 @@ def embedded_members(data, *, key: str) -> list[int] | None:
     return [n for (n,) in struct.iter_unpack(">I", raw)]
 
 
-def embedded_base(data, *, key: str) -> bytes | None:
-    """The encoded base reference an index page delta stores, or None for any other record."""
+def embedded_base(data, *, key: str) -> bytes | tuple[str, int, int] | None:
+    """Where a delta says its base is: ``(pack, offset, length)`` (format 6,
+    ``FLAG_BASE_AT``: an index page or a page map) or the encoded JSON reference (an
+    index page, formats 3-5); None for any other record."""
     kind, flags, _raw, _stored, _digest = parse_header_flags(data, key=key)
-    if not (flags & FLAG_DELTA and kind == KIND_PAGE):
+    if not (flags & FLAG_BASE_AT or (flags & FLAG_DELTA and kind == KIND_PAGE)):
         return None
     start = HEADER.size + _BASE_LEN.size
-    return bytes(data[start:start + _embedded_len(data, key)])
+    raw = bytes(data[start:start + _embedded_len(data, key)])
+    if not flags & FLAG_BASE_AT:
+        return raw
+    if len(raw) != BASE_AT.size:
+        raise CorruptObject(key, f"page delta names its base in {len(raw)} bytes, not {BASE_AT.size}")
+    pack, offset, length = BASE_AT.unpack(raw)
+    if length < HEADER.size:
+        raise CorruptObject(key, f"page delta names a base of {length} bytes")
+    return pack.hex(), offset, length
 
 
 def is_delta(data: bytes) -> bool:

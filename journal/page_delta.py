@@ -12,9 +12,13 @@ reads every page anyway, keeps the base's pack.
   stands). No such page: the new page is stored whole.
 * Chains stay one deep: a base is always a whole page, because the base of a new page
   is the old page's own base when the old page is a delta.
-* A delta is kept only when it is at most half the size of the whole page; otherwise
-  the page is stored whole and becomes the base of later deltas (a keyframe), so
-  deltas stop growing as a page drifts from its base.
+* A delta is kept only when it is smaller than the whole page and its zstd frame is
+  at most half the whole page's; otherwise the page is stored whole and becomes the
+  base of later deltas (a keyframe), so deltas stop growing as a page drifts from its
+  base.
+* The base is named by position (format 6: pack, offset, length; 44 bytes): its id
+  and size are in its own header. Formats 3-5 stored its JSON ``BlobRef`` (~150
+  bytes), which kept most small pages (inner pages, short leaves) whole.
 * A base whose bytes cannot be read (missing, corrupt) makes the new page whole.
 
 Whole pages are remembered locally (``<state_dir>/pages``, checked against their id on
@@ -26,12 +30,10 @@ from __future__ import annotations
 from .errors import CorruptObject, ObjectNotFound
 from .localstate import TreeCache
 from .model import BlobRef, encode
-from .objects import KIND_PAGE, encode_record
+from .objects import KIND_PAGE, delta_pays, encode_record, is_pack_name
 from .pack import PackWriter
-from .scan import BlobCache
+from .blob_cache import BlobCache
 
-#: A delta is stored only when it is at most this share of the whole page's size.
-DELTA_MAX_SHARE = 0.5
 
 
 class IndexWriter:
@@ -60,8 +62,8 @@ class IndexWriter:
             except (CorruptObject, ObjectNotFound):
                 base = None
             if base is not None:
-                _, delta = encode_record(KIND_PAGE, payload, base=base, base_ref=encode(base_ref))
-                if len(delta) <= len(whole) * DELTA_MAX_SHARE:
+                _, delta = encode_record(KIND_PAGE, payload, base=base, **_naming(base_ref))
+                if delta_pays(delta, whole):
                     self.bases[pid] = base_ref
                     return self.pack.add_record(pid, delta, len(payload))
         self.pages.remember(pid, payload)
@@ -72,6 +74,14 @@ class IndexWriter:
         cache.bases = {pid: base for pid in used
                        if (base := self.bases.get(pid) or cache.bases.get(pid)) is not None}
         cache.page_keys = {pid: keys[pid] for pid in used}
+
+
+def _naming(base_ref: BlobRef) -> dict:
+    """How a delta names its base: by position (format 6) when the base's pack has its
+    final name, as every committed page's has; else by its JSON reference."""
+    if is_pack_name(base_ref.pack):
+        return {"base_at": (base_ref.pack, base_ref.offset, base_ref.length)}
+    return {"base_ref": encode(base_ref)}
 
 
 def keep_pages(trees: dict[str, TreeCache]) -> set[str]:

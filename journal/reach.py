@@ -67,6 +67,9 @@ class Reach:
             for e in page.entries:
                 for r in e.refs:
                     self._need(r.pack, lambda: f"{tree}/{e.path} in manifest {seq}")
+                for r in e.bases:  # a delta chunk's base (format 6)
+                    if r is not None:
+                        self._need(r.pack, lambda: f"base of a chunk of {tree}/{e.path} in manifest {seq}")
                 if e.kind == KIND_SQLITE:
                     self._walk_maps(seq, tree, e)
 
@@ -75,7 +78,10 @@ class Reach:
             if (ref.pack, ref.id) in self._maps:
                 continue
             self._maps.add((ref.pack, ref.id))
-            pm, pages = decode_map(self.repo.read_blob(ref, KIND_PAGEMAP), ref.pack, f"pagemap {ref.id[:12]}")
+            payload, base = self.repo.read_based(ref, KIND_PAGEMAP)
+            if base is not None:  # a map delta (format 6) needs its base map's pack too
+                self._need(base.pack, lambda: f"base of a page map of {tree}/{entry.path} in manifest {seq}")
+            pm, pages = decode_map(payload, ref.pack, f"pagemap {ref.id[:12]}")
             what = "database page or page-delta base" if pm.full else "database page"
             for page in pages.values():  # a full map's pages: every one may be a delta's base
                 self._need(page.pack, lambda: f"{what} of {tree}/{entry.path} in manifest {seq}")

@@ -17,7 +17,7 @@ import msgspec
 
 from .errors import CorruptObject, KeyExists, NoStore, NotAStore, ObjectNotFound, StoreError
 from .model import STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode
-from .objects import KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record
+from .objects import KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, parse_header
 from .pack import pack_key
 from .store.base import Store
 
@@ -95,8 +95,10 @@ class Repository:
         return self.info.store_id
 
     def read_blob(self, ref: BlobRef, kind: int | None = None) -> bytes:
-        """Read one blob by reference and verify it; raises CorruptObject/ObjectNotFound."""
-        return decode_record(self.read_record(ref), key=blob_location(ref), expect_id=ref.id, expect_kind=kind)
+        """Read one blob by reference and verify it; raises CorruptObject/ObjectNotFound.
+        A delta whose record names its base (an index page, a page map) is decoded
+        against that base, read and verified too."""
+        return self.read_based(ref, kind)[0]
 
     def read_record(self, ref: BlobRef):
         """One blob's record as stored (length checked, not yet verified)."""
@@ -116,20 +118,39 @@ class Repository:
         return [view[r.offset - start:r.offset - start + r.length] for r in refs]
 
     def read_page(self, ref: BlobRef) -> tuple[bytes, BlobRef | None]:
-        """Read one index page, verified; ``(payload, base)``: the base reference of a
-        page delta (format 3), read and verified too, else None. A base is always a
-        whole page: a delta over a delta is refused as corrupt."""
+        """Read one index page, verified; ``(payload, base)`` (see ``read_based``)."""
+        return self.read_based(ref, KIND_PAGE)
+
+    def read_based(self, ref: BlobRef, kind: int | None = None) -> tuple[bytes, BlobRef | None]:
+        """Read one blob, verified; ``(payload, base)``: the base reference of a delta
+        whose record names its base (an index page, format 3; a page map, format 6),
+        read and verified too, else None. A base is always a whole record of the same
+        kind: a delta over a delta is refused as corrupt."""
         where = blob_location(ref)
         data = self.read_record(ref)
-        raw = embedded_base(data, key=where)
-        if raw is None:
-            return decode_record(data, key=where, expect_id=ref.id, expect_kind=KIND_PAGE), None
-        try:
-            base_ref = decode(raw, BlobRef)
-        except (msgspec.DecodeError, msgspec.ValidationError) as err:
-            raise CorruptObject(where, f"bad base reference: {err}") from None
-        base = self.read_blob(base_ref, KIND_PAGE)
-        return decode_record(data, key=where, expect_id=ref.id, expect_kind=KIND_PAGE, base=base), base_ref
+        named = embedded_base(data, key=where)
+        if named is None:
+            return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind), None
+        own_kind = parse_header(data, key=where)[0]
+        if isinstance(named, tuple):
+            base_ref = BlobRef("", *named, 0)
+        else:
+            try:
+                base_ref = decode(named, BlobRef)
+            except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                raise CorruptObject(where, f"bad base reference: {err}") from None
+        base, base_ref = self._read_base(base_ref, own_kind)
+        return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, base=base), base_ref
+
+    def _read_base(self, ref: BlobRef, kind: int) -> tuple[bytes, BlobRef]:
+        """A delta's base: the whole record of ``kind`` at ``ref``, verified against its
+        own header and against ``ref.id`` when the delta named one (format 6 names a
+        base by position only; its id and size come from its header)."""
+        where = blob_location(ref)
+        data = self.read_record(ref)
+        _kind, _raw, _stored, digest = parse_header(data, key=where)
+        payload = decode_record(data, key=where, expect_id=ref.id or None, expect_kind=kind)
+        return payload, BlobRef(digest, ref.pack, ref.offset, ref.length, len(payload))
 
     def read_run(self, refs: list[BlobRef]) -> list[bytes]:
         """Read back-to-back blobs of one pack with one ranged read; each is verified."""

@@ -7,22 +7,21 @@ databases); their new blobs go into the checkpoint's data pack.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat as stat_mod
 from dataclasses import dataclass, field
 
 import msgspec
 
+from .blob_cache import BlobCache
 from .capture import capture_item
+from .file_delta import FileDeltas
 from .config import TreeConfig
 from .errors import CorruptObject, ObjectNotFound, SnapshotFailed
 from .localstate import FileState, TreeCache
-from .model import KIND_DIR, KIND_SQLITE, BlobRef
-from .objects import KIND_PAGEMAP
+from .model import KIND_DIR, KIND_SQLITE
 from .pack import PackWriter
 from .report import Reporter
-from .repository import Repository
 from .quiet import DB, DIR, OTHER
 from .signatures import dir_signature, live_signature, signature
 from .sqlite_capture import capture_sqlite
@@ -46,52 +45,13 @@ class TreeResult(msgspec.Struct, kw_only=True):
     absent: bool = False
 
 
-class BlobCache:
-    """Local copies of blobs a checkpoint builds on, by id, so it need not read them back:
-    SQLite page maps (``maps/``) and the whole index pages that page deltas are made
-    against (``pages/``). Every copy is checked against its id; a miss reads the store."""
-
-    def __init__(self, state_dir: str, repo: Repository, subdir: str = "maps", kind: int = KIND_PAGEMAP):
-        self.dir = os.path.join(state_dir, subdir)
-        self.repo = repo
-        self.kind = kind
-
-    def read(self, ref: BlobRef) -> bytes:
-        path = os.path.join(self.dir, ref.id)
-        try:
-            with open(path, "rb") as fh:
-                payload = fh.read()
-            if hashlib.sha256(payload).hexdigest() == ref.id:
-                return payload
-        except FileNotFoundError:
-            pass
-        payload = self.repo.read_blob(ref, self.kind)
-        self.remember(ref.id, payload)
-        return payload
-
-    def remember(self, blob_id: str, payload: bytes) -> None:
-        """Keep a blob this checkpoint is about to publish."""
-        os.makedirs(self.dir, exist_ok=True)
-        with open(os.path.join(self.dir, blob_id), "wb") as fh:
-            fh.write(payload)
-
-    def prune(self, keep: set[str]) -> None:
-        """Drop cached blobs not in ``keep``."""
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if name not in keep:
-                os.unlink(os.path.join(self.dir, name))
-
-
 @dataclass
 class ScanContext:
     data: PackWriter
     maps: BlobCache
     staging_dir: str
     reporter: Reporter
+    deltas: FileDeltas | None = None      # rewritten files' changed chunks (file_delta.py)
     allow_deletions: bool = False
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -231,7 +191,7 @@ def _sig(root: str, item: Item):
 def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matcher, ctx: ScanContext):
     if item.kind != "sqlite":
         try:
-            return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add)
+            return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add, ctx.deltas)
         except OSError as err:
             ctx.warn(f"checkpoint: cannot read {os.path.join(tree.path, item.path)}: {err.strerror or err}; "
                      "keeping its last checkpoint")

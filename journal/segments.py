@@ -26,11 +26,12 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from .fetch import RawReader, fetch_in_order
-from .model import KIND_JSONL, BlobRef, Entry
-from .objects import decode_record
+from .errors import CorruptObject
+from .model import KIND_FILE, KIND_JSONL, BlobRef, Entry
+from .objects import KIND_CHUNK, decode_record
 from .repository import Repository, blob_location
 
 ANCHOR_MIN = 64 << 10
@@ -50,21 +51,41 @@ def anchors(sizes: list[int]) -> list[int | None]:
     return out
 
 
-def decode_blobs(entry: Entry, records: Iterable[bytes]) -> Iterator[bytes]:
-    """Verify an entry's records (as stored, in ref order) and yield their payloads."""
+def decode_blobs(entry: Entry, records: Iterable[bytes],
+                 read_base: Callable[[BlobRef], bytes] | None = None) -> Iterator[bytes]:
+    """Verify an entry's records (as stored, in ref order) and yield their payloads.
+    A file's delta chunk (format 6) is decoded against its base, ``read_base(ref)``."""
     base_of = anchors([r.size for r in entry.refs]) if entry.kind == KIND_JSONL else None
+    bases = file_bases(entry)
     tail = None
     for i, (ref, data) in enumerate(zip(entry.refs, records)):
         anchor = None if base_of is None else base_of[i]
-        payload = decode_record(data, key=blob_location(ref), expect_id=ref.id, base=None if anchor is None else tail)
+        base = None if anchor is None else tail
+        if bases and bases[i] is not None and read_base is not None:
+            base = read_base(bases[i])
+        payload = decode_record(data, key=blob_location(ref), expect_id=ref.id, base=base)
         if base_of is not None and anchor is None:
             tail = payload[-DICT_TAIL:]
         yield payload
 
 
+def file_bases(entry: Entry) -> tuple[BlobRef | None, ...]:
+    """A file entry's delta bases, aligned with its refs (empty: every chunk is whole);
+    CorruptObject when an entry names bases it cannot have."""
+    if entry.bases and (entry.kind != KIND_FILE or len(entry.bases) != len(entry.refs)):
+        raise CorruptObject(f"entry {entry.path}", f"names {len(entry.bases)} chunk bases for "
+                                                   f"{len(entry.refs)} {entry.kind} blobs")
+    return entry.bases
+
+
 def read_blobs(entry: Entry, repo: Repository) -> Iterator[bytes]:
     """Every blob of ``entry``, fetched ahead (``fetch.py``), verified, in order."""
-    return decode_blobs(entry, fetch_in_order(entry.refs, RawReader(repo)))
+    return decode_blobs(entry, fetch_in_order(entry.refs, RawReader(repo)), chunk_reader(repo))
+
+
+def chunk_reader(repo: Repository) -> Callable[[BlobRef], bytes]:
+    """Reads a delta chunk's base: a whole chunk, verified (a delta is refused)."""
+    return lambda ref: repo.read_blob(ref, KIND_CHUNK)
 
 
 def read_segment(repo: Repository, ref: BlobRef, anchor: BlobRef | None) -> bytes:

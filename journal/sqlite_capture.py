@@ -22,7 +22,9 @@ from collections import Counter
 from .atomic import fsync_dir
 from .localstate import FileState
 from .model import KIND_SQLITE, BlobRef, Entry
-from .objects import DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, encode_record
+from .errors import CorruptObject, ObjectNotFound
+from .objects import (DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays,
+                      encode_record, is_pack_name)
 from .pack import PackWriter
 from .pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, PageLoc, Snapshot,
                       decode_map, encode_map, load_snapshot)
@@ -134,7 +136,7 @@ class _Cut:
         count = len(self.ids)
         if self.full:
             pages = self._store(range(count), deltas=False)
-            return (_put_map(True, self.page_size, count, pages, prev, self.writer, maps),)
+            return (_put_map(True, self.page_size, count, pages, prev, self.writer, maps, 0),)
         base_ref = prev.entry.refs[0]
         if not self.changed and len(self.base) == count:
             return (base_ref,)
@@ -147,8 +149,8 @@ class _Cut:
             if len(recent) <= max(RECENT_MIN, len(pages) // RECENT_SHARE):
                 if not recent and mid_map.page_count == count:
                     return (base_ref, mid_ref)
-                return (base_ref, mid_ref, _put_map(False, self.page_size, count, recent, prev, self.writer, maps))
-        return (base_ref, _put_map(False, self.page_size, count, pages, prev, self.writer, maps))
+                return (base_ref, mid_ref, _put_map(False, self.page_size, count, recent, prev, self.writer, maps, 2))
+        return (base_ref, _put_map(False, self.page_size, count, pages, prev, self.writer, maps, 1))
 
     def _store(self, pgnos, deltas: bool) -> dict[int, PageLoc]:
         """Locations for ``pgnos``: reused when stored before, else added in page order in
@@ -245,15 +247,44 @@ def _page_ids(fd: int, page_size: int) -> list[str]:
 
 
 def _put_map(full: bool, page_size: int, count: int, pages: dict[int, PageLoc],
-             prev: FileState | None, writer: PackWriter, maps) -> BlobRef:
+             prev: FileState | None, writer: PackWriter, maps, place: int) -> BlobRef:
+    """Store a map (unless the previous entry has it already) as the entry's map number
+    ``place`` (0 full, 1 cumulative, 2 recent): as a delta (format 6) against the whole
+    map that the previous entry's map in the same place was or was a delta of, when that
+    pays; else whole, and a base for later maps."""
     payload = encode_map(full, page_size, count, pages, writer.locate)
     mid = blob_id(payload)
-    for ref in (prev.entry.refs if prev is not None and prev.entry.kind == KIND_SQLITE else ()):
+    refs = prev.entry.refs if prev is not None and prev.entry.kind == KIND_SQLITE else ()
+    for ref in refs:
         if ref.id == mid:
             return ref
-    maps.remember(mid, payload)
+    _, whole = encode_record(KIND_PAGEMAP, payload)
+    base = _map_base(refs, place, maps)
     # The map names pages of the open pack as "same pack": it must land in that pack.
-    return writer.add(KIND_PAGEMAP, payload, roll=False)
+    if base is not None:
+        base_ref, base_payload = base
+        _, delta = encode_record(KIND_PAGEMAP, payload, base=base_payload,
+                                 base_at=(base_ref.pack, base_ref.offset, base_ref.length))
+        if delta_pays(delta, whole):
+            maps.remember(mid, payload, base_ref)
+            return writer.add_record(mid, delta, len(payload), roll=False)
+    maps.remember(mid, payload)
+    return writer.add_record(mid, whole, len(payload), roll=False)
+
+
+def _map_base(refs: tuple[BlobRef, ...], place: int, maps) -> tuple[BlobRef, bytes] | None:
+    """The whole map a new map in ``place`` of the entry may be a delta of: the previous entry's map there, or its base; None when there is
+    none, it is not known to be whole, or its bytes cannot be read."""
+    if place >= len(refs):
+        return None
+    known, base = maps.base_of(refs[place].id)
+    target = refs[place] if base is None else base
+    if not known or not is_pack_name(target.pack):
+        return None
+    try:
+        return target, maps.read(target)
+    except (CorruptObject, ObjectNotFound):
+        return None
 
 
 def install_db(tmp_path: str, full_path: str, entry: Entry) -> None:

@@ -20,12 +20,12 @@ from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .index import iter_pages
 from .materialize import check_paths
 from .model import KIND_JSONL, KIND_SQLITE, BlobRef, Entry
-from .objects import KIND_PAGEMAP
+from .objects import KIND_PAGEMAP, decode_record
 from .pack import pack_key
 from .pagemap import load_snapshot
 from .report import SILENT, Reporter
 from .repository import Repository, blob_location, manifest_key
-from .segments import anchor_refs, read_segment
+from .segments import anchor_refs, chunk_reader, file_bases, read_segment
 from .sqlite_capture import rebuild_db
 from .sqlite_snapshot import integrity_check, remove_staging
 
@@ -84,10 +84,18 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
                 if e.kind == KIND_SQLITE:
                     snapshots.setdefault(e.refs, (seq, name, e))
                 anchor_of = anchor_refs(e.refs) if e.kind == KIND_JSONL else [None] * len(e.refs)
-                for ref, anchor in zip(e.refs, anchor_of):
-                    if _pack_problem(ref, packs, seq, f"tree {name}: {e.path}", reported, result):
+                try:
+                    base_of = file_bases(e) or [None] * len(e.refs)
+                except CorruptObject as err:
+                    result.findings.append(Finding(kind=CORRUPT_PAGE, manifest=seq, key=f"{name}/{e.path}",
+                                                   detail=err.detail))
+                    continue
+                for ref, anchor, base in zip(e.refs, anchor_of, base_of):
+                    if _pack_problem(ref, packs, seq, f"tree {name}: {e.path}", reported, result) or (
+                            base is not None and _pack_problem(base, packs, seq, f"tree {name}: {e.path} (a chunk's "
+                                                               f"base)", reported, result)):
                         continue
-                    blobs.setdefault((ref.pack, ref.offset), (seq, ref, e.kind == KIND_JSONL, anchor))
+                    blobs.setdefault((ref.pack, ref.offset), (seq, ref, e.kind == KIND_JSONL, anchor or base))
     result.packs = len(packs)
     _check_snapshot_packs(repo, snapshots, packs, reported, result)
     if full:
@@ -122,7 +130,14 @@ def _check_snapshot_packs(repo, snapshots, packs, reported, result) -> None:
             continue  # already reported
         try:
             snap = load_snapshot(entry.refs, lambda r: repo.read_blob(r, KIND_PAGEMAP))
-        except (CorruptObject, ObjectNotFound) as err:
+        except ObjectNotFound as err:  # the pack of a map delta's base (format 6)
+            pack = err.key.rsplit("/", 1)[-1]
+            if (seq, pack) not in reported:
+                reported.add((seq, pack))
+                result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=err.key,
+                                               detail=f"tree {name}: {entry.path} (a page map's base) needs it"))
+            continue
+        except CorruptObject as err:
             result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
                                            detail=f"page map: {err}"))
             continue
@@ -184,7 +199,13 @@ def _check_blobs(repo, blobs, result, reporter) -> None:
     total = len(blobs)
     for done, (seq, ref, is_segment, anchor) in enumerate(blobs.values(), 1):
         try:
-            payload = read_segment(repo, ref, anchor) if is_segment else repo.read_blob(ref)
+            if is_segment:
+                payload = read_segment(repo, ref, anchor)
+            elif anchor is not None:  # a file's delta chunk and its base (format 6)
+                payload = decode_record(repo.read_record(ref), key=blob_location(ref), expect_id=ref.id,
+                                        base=chunk_reader(repo)(anchor))
+            else:
+                payload = repo.read_blob(ref)
         except ObjectNotFound as err:
             result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=err.key, detail="blob"))
             continue

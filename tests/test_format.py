@@ -48,8 +48,10 @@ def read_header(data: bytes) -> dict:
             "raw_size": raw_size, "stored_size": stored_size, "sha256": digest.hex()}
 
 
-#: Format 2-4: flag 0x0001 marks a delta (a dbpage, an index page, a JSONL segment).
-FLAG_DELTA, DELTA_KINDS = 0x0001, (KIND_SEGMENT, KIND_PAGE, 6)
+#: Format 2-6: flag 0x0001 marks a delta (a dbpage, an index page, a JSONL segment, a chunk).
+FLAG_DELTA, DELTA_KINDS = 0x0001, (KIND_SEGMENT, KIND_PAGE, 6, KIND_CHUNK)
+#: Format 6: an index page delta naming its base by position (pack 32B, offset u64, length u32).
+FLAG_BASE_AT = 0x0004
 ANCHOR_MIN = DICT_TAIL = 64 << 10   # §6: segment anchors and the dictionary they lend
 
 
@@ -59,13 +61,18 @@ def read_record(data: bytes, base: bytes | None = None) -> tuple[dict, bytes | N
     head = read_header(data)
     assert head["magic"] == b"JRNL" and head["version"] == 1
     assert head["kind"] in (KIND_CHUNK, KIND_SEGMENT, KIND_PAGE, KIND_MANIFEST, 5, 6)
-    assert head["flags"] == 0 or (head["flags"] == FLAG_DELTA and head["kind"] in DELTA_KINDS)
+    assert head["flags"] == 0 or (head["flags"] == FLAG_DELTA and head["kind"] in DELTA_KINDS) \
+        or (head["flags"] == FLAG_DELTA | FLAG_BASE_AT and head["kind"] == KIND_PAGE)
     assert len(data) == HEADER.size + head["stored_size"]
     start, dctx = HEADER.size, zstandard.ZstdDecompressor()
     if head["flags"]:
         if head["kind"] == KIND_PAGE:  # an index page delta names its base before the frame
             (n,) = struct.unpack_from(">H", data, start)
-            head["base_ref"] = json.loads(data[start + 2:start + 2 + n])
+            if head["flags"] & FLAG_BASE_AT:  # format 6: by position; id and size from its header
+                pack, offset, length = struct.unpack(">32sQI", data[start + 2:start + 2 + n])
+                head["base_ref"] = [None, pack.hex(), offset, length, None]
+            else:
+                head["base_ref"] = json.loads(data[start + 2:start + 2 + n])
             start += 2 + n
         if base is None:
             return head, None
@@ -113,7 +120,7 @@ class Reader:
             assert not base_head["flags"], "a delta's base is never itself a delta"
             head, payload = read_record(data, base_payload)
         assert payload is not None, f"a delta read without its base: {ref}"
-        assert head["sha256"] == blob_id and len(payload) == size
+        assert blob_id is None or (head["sha256"] == blob_id and len(payload) == size)
         return head, payload
 
     def entry_blobs(self, entry: dict) -> list[tuple[dict, bytes]]:
@@ -121,9 +128,14 @@ class Reader:
         last 64 KiB of its anchor: the nearest earlier segment that is the first one or
         holds at least 64 KiB (§6)."""
         out, tail = [], None
+        bases = entry.get("bases") or [None] * len(entry.get("refs", []))  # format 6: a file's delta chunks
         for i, ref in enumerate(entry.get("refs", [])):
             anchor = entry["kind"] == "jsonl" and (i == 0 or ref[4] >= ANCHOR_MIN)
-            head, payload = self.blob(ref, base=tail if entry["kind"] == "jsonl" and not anchor else None)
+            base = tail if entry["kind"] == "jsonl" and not anchor else None
+            if bases[i] is not None:
+                base_head, base = self.blob(bases[i])
+                assert base_head["flags"] == 0, "a chunk's base is a whole chunk"
+            head, payload = self.blob(ref, base=base)
             if anchor:
                 assert not head["flags"], "an anchor segment is stored whole"
                 tail = payload[-DICT_TAIL:]
@@ -383,3 +395,32 @@ def test_current_writer_stores_an_appended_segment_as_a_delta_of_its_anchor(tmp_
     assert [head["flags"] for head, _ in blobs] == [0, FLAG_DELTA]
     with open(os.path.join(tree, rollout["path"]), "rb") as fh:
         assert b"".join(payload for _, payload in blobs) == fh.read()
+
+
+def test_a_rewritten_file_is_stored_as_delta_chunks_the_documented_reader_decodes(tmp_path):
+    """Format 6 (§6): from its second rewrite on, a small file's changed chunk is a delta of
+    the previous version's whole chunk, which the entry names in ``bases``; the reader
+    above, which knows only the documented format, rebuilds every version."""
+    from journal.checkpoint import checkpoint
+    from journal.config import Config, TreeConfig
+    from journal.store.local import LocalStore
+
+    tree, store_dir = tmp_path / "codex", str(tmp_path / "store")
+    tree.mkdir()
+    cfg = Config(store=store_dir, local=str(tmp_path), state_dir=str(tmp_path / "state"), interval=15.0,
+                 trees=(TreeConfig(name=TREE_NAME, path=str(tree)),))
+    versions = []
+    for n in range(4):
+        data = json.dumps({"projects": {f"/home/node/p{i}": {"cost": i * 3, "turns": n if i == 7 else 1}
+                                        for i in range(300)}, "lastSession": n}).encode()
+        (tree / "state.json").write_bytes(data)
+        versions.append(data)
+        checkpoint(cfg, LocalStore(store_dir))
+    reader = Reader(store_dir)
+    forms = []
+    for seq, data in enumerate(versions, 1):
+        _, man, _ = reader.manifest(seq)
+        entry = next(e for e in reader.entries(man["trees"][TREE_NAME]["root"]) if e["path"] == "state.json")
+        assert reader.file_bytes(entry) == data
+        forms.append(([head["flags"] for head, _ in reader.entry_blobs(entry)], bool(entry.get("bases"))))
+    assert forms == [([0], False), ([0], False), ([FLAG_DELTA], True), ([FLAG_DELTA], True)]

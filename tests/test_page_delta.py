@@ -9,7 +9,7 @@ import pytest
 
 from journal.errors import CorruptObject
 from journal.model import BlobRef, Page, decode, encode
-from journal.objects import FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header_flags
+from journal.objects import FLAG_BASE_AT, FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header_flags
 from journal.pack import pack_key
 from journal.verify import verify
 
@@ -55,11 +55,17 @@ def test_a_changed_leaf_is_a_small_delta_and_restores_exactly(bare_live, tmp_pat
     before = live.store.put_bytes
     live.checkpoint()
 
-    deltas = [(ref, base) for ref, flags, base, page in pages(live) if flags & FLAG_DELTA]
-    assert len(deltas) == 1
-    ref, base = deltas[0]
-    assert base.id in whole and ref.length * 2 <= whole[base.id]
-    assert live.store.put_bytes - before < 1500
+    # the leaf holding the entry and the root above it both changed: both are deltas,
+    # each naming its whole base by position (format 6); the leaf's is under half its
+    # base's size, and even the small root's is smaller than its base
+    after = pages(live)
+    changed = {page.level: (ref, flags, base) for ref, flags, base, page in after if ref.id not in whole}
+    assert sorted(changed) == [0, 1] and len(after) > 2
+    for ref, flags, base in changed.values():
+        assert flags == FLAG_DELTA | FLAG_BASE_AT and base.id in whole and ref.length < whole[base.id]
+    leaf, _, leaf_base = changed[0]
+    assert leaf.length * 2 <= whole[leaf_base.id]
+    assert live.store.put_bytes - before < 1300
     assert verify(live.repo(), full=True).ok
     out = tmp_path / "out"
     assert live.run("restore", "--to", str(out)).returncode == 0
@@ -72,17 +78,19 @@ def test_deltas_stay_one_deep_and_a_drifting_page_gets_a_new_whole_page(bare_liv
     root = sessions_tree(live)
     live.checkpoint()
     repo = live.repo()
-    kinds = []
+    seen = {ref.id for ref, _, _, _ in pages(live)}
+    leaf_deltas = []   # per checkpoint: was each new leaf page stored as a delta?
     for i in range(60):
         append(root / f"s{i % 40:03d}.jsonl", i)
         live.checkpoint()
-        for ref, flags, base, _ in pages(live):
+        now = pages(live)
+        for ref, flags, base, _ in now:
             if flags & FLAG_DELTA:
                 repo.read_blob(base, KIND_PAGE)  # a base is whole: it reads without a base
-        kinds.append(tuple(sorted(bool(flags & FLAG_DELTA) for _, flags, _, _ in pages(live))))
-    assert any(True in k for k in kinds)
-    # as the leaf drifts from its base, a delta stops paying and a whole page is written again
-    leaf_deltas = [True in k for k in kinds]
+        leaf_deltas += [bool(flags & FLAG_DELTA) for ref, flags, _, page in now if page.level == 0 and ref.id not in seen]
+        seen |= {ref.id for ref, _, _, _ in now}
+    assert True in leaf_deltas
+    # as a leaf drifts from its base, a delta stops paying and a whole page is written again
     assert False in leaf_deltas[1:], leaf_deltas
 
 
@@ -153,3 +161,64 @@ def test_a_lost_local_page_cache_reads_the_base_from_the_store(bare_live):
     assert any(flags & FLAG_DELTA for _, flags, _, _ in pages(live))
     assert (live.local / ".journal" / "pages").is_dir()
     assert verify(live.repo(), full=True).ok
+
+
+def _delta_fixture(live):
+    """A store with one page delta; returns (repo, the delta's ref, its base ref, the
+    whole pages of the first checkpoint, the new page's payload)."""
+    root = sessions_tree(live)
+    live.checkpoint()
+    first = [p for p in pages(live)]
+    append(root / "s005.jsonl", 1)
+    live.checkpoint()
+    ref, _, base, page = next(p for p in pages(live) if p[1] & FLAG_DELTA and p[3].level == 0)
+    return live.repo(), ref, base, first, encode(page)
+
+
+def _put_record(live, record: bytes) -> str:
+    pack = "ee" * 32
+    path = live.store_path / "packs" / "ee" / pack
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(record)
+    return pack
+
+
+def test_a_format_3_delta_naming_its_base_as_json_still_reads(bare_live):
+    live = bare_live
+    repo, ref, base, _, payload = _delta_fixture(live)
+    pid, record = encode_record(KIND_PAGE, payload, base=repo.read_blob(base, KIND_PAGE), base_ref=encode(base))
+    assert parse_header_flags(record, key="x")[1] == FLAG_DELTA
+    pack = _put_record(live, record)
+    got, got_base = repo.read_page(BlobRef(pid, pack, 0, len(record), len(payload)))
+    assert got == payload and got_base == base
+
+
+def test_a_base_position_naming_other_bytes_is_refused(bare_live):
+    """The position carries no id: a delta decoded against another whole page (or a
+    delta, or bytes past the pack's end) must fail, never yield a page."""
+    live = bare_live
+    repo, ref, base, first, payload = _delta_fixture(live)
+    other = next(r for r, flags, _, _ in first if r.id != base.id and not flags)
+    delta_base = next(r for r, flags, _, _ in pages(live) if flags & FLAG_DELTA)
+    cases = {"another whole page": (other, "hash mismatch|zstd"),
+             "a delta": (delta_base, "without its base"),
+             "past the pack's end": (BlobRef("", base.pack, base.offset + 10 ** 6, base.length, 0), "too short")}
+    for name, (at, match) in cases.items():
+        pid, record = encode_record(KIND_PAGE, payload, base=repo.read_blob(base, KIND_PAGE),
+                                    base_at=(at.pack, at.offset, at.length))
+        pack = _put_record(live, record)
+        with pytest.raises(CorruptObject, match=match):
+            repo.read_page(BlobRef(pid, pack, 0, len(record), len(payload)))
+
+
+def test_a_torn_base_position_is_refused(bare_live):
+    live = bare_live
+    repo, ref, base, _, payload = _delta_fixture(live)
+    pid, record = encode_record(KIND_PAGE, payload, base=repo.read_blob(base, KIND_PAGE),
+                                base_at=(base.pack, base.offset, base.length))
+    n = HEADER.size
+    torn = record[:n] + (43).to_bytes(2, "big") + record[n + 2:n + 2 + 43] + record[n + 2 + 44:]
+    torn = torn[:16] + (len(torn) - n).to_bytes(8, "big") + torn[24:]   # stored_size matches the record
+    pack = _put_record(live, torn)
+    with pytest.raises(CorruptObject, match="names its base in 43 bytes"):
+        repo.read_page(BlobRef(pid, pack, 0, len(torn), len(payload)))

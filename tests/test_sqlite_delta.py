@@ -32,7 +32,7 @@ from journal.errors import CorruptObject, StoreError
 from journal.gc import gc
 from journal.history import ManifestCache
 from journal.model import BlobRef
-from journal.objects import (FLAG_DELTA, FLAG_MEMBERS, HEADER, KIND_CHUNK, KIND_DBPAGE, KIND_PAGE, MAGIC, decode_record,
+from journal.objects import (FLAG_DELTA, FLAG_MEMBERS, HEADER, KIND_DBPAGE, KIND_MANIFEST, KIND_PAGE, MAGIC, decode_record,
                              embedded_members, encode_record, is_delta)
 from journal.pack import pack_key
 from journal.pagemap import GROUP, SLOT, PageLoc, decode_map, encode_map, group_base, load_snapshot
@@ -545,12 +545,12 @@ def test_the_delta_flag_is_refused_on_any_other_kind_and_maps_that_break_the_rul
     page, base = b"a" * 3000 + b"b" * 1096, b"a" * 4096
     pid, data = encode_record(KIND_DBPAGE, page, base=base)
     assert decode_record(data, key="t", expect_id=pid, base=base) == page
-    forged = data[:5] + bytes([KIND_CHUNK]) + data[6:]
+    forged = data[:5] + bytes([KIND_MANIFEST]) + data[6:]   # a manifest is never a delta
     assert forged[:4] == MAGIC
     with pytest.raises(CorruptObject, match="unknown flags"):
         decode_record(forged, key="t", base=base)
     with pytest.raises(ValueError):
-        encode_record(KIND_CHUNK, page, base=base)
+        encode_record(KIND_MANIFEST, page, base=base)
 
     # a group delta names its members; only a dbpage delta may, and only a delta
     members = struct.pack(">2I", 4, 9)

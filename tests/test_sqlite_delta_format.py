@@ -1,12 +1,14 @@
 """SQLite snapshots on disk, pinned by three golden stores (docs/design.md §7, §18).
 
 ``tests/golden/sqlite-v1`` was written by the format-1 writer (every page stored
-whole, page maps version 1) and ``tests/golden/sqlite-v2`` by the format-2 writer
-(changed pages stored as one-page deltas, delta maps version 2); both are frozen: they
-pin that old stores still read. ``tests/golden/sqlite-v3`` is written by
-``tools/make_golden.py --sqlite`` (format 5: page groups, group deltas, maps version
-3). Each holds one database checkpointed three times; ``expect.json`` gives the
-SHA-256, page count and a row digest of each snapshot.
+whole, page maps version 1), ``tests/golden/sqlite-v2`` by the format-2 writer
+(changed pages stored as one-page deltas, delta maps version 2) and
+``tests/golden/sqlite-v3`` by the format-5 writer (page groups, group deltas, maps
+version 3); all three are frozen: they pin that old stores still read.
+``tests/golden/sqlite-v4`` is written by ``tools/make_golden.py --sqlite`` (format 6:
+index page and page map deltas naming their base by position). Each holds one
+database checkpointed three times (v4: four); ``expect.json`` gives the SHA-256, page
+count and a row digest of each snapshot.
 
 A reader written here from the documented format (struct, zstandard, msgpack; no
 journal imports) rebuilds every snapshot; journal's own restore and verify must
@@ -30,14 +32,16 @@ import zstandard
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-GOLDEN = {v: os.path.join(HERE, "golden", f"sqlite-{v}") for v in ("v1", "v2", "v3")}
+VERSIONS = ("v1", "v2", "v3", "v4")
+GOLDEN = {v: os.path.join(HERE, "golden", f"sqlite-{v}") for v in VERSIONS}
 
 HEADER = struct.Struct(">4sBBHQQ32s")
 MAP_RECORD = struct.Struct(">IHQI32s")     # maps v1-v2: one record per page
 MAP_GROUP = struct.Struct(">HQIIB32s")     # maps v3: pack index, offset, length, pages, flags, record id
 MAP_SLOT = struct.Struct(">III32s")        # maps v3: pgno, record index, slot, page id
 KIND_MANIFEST, KIND_PAGE, KIND_PAGEMAP, KIND_DBPAGE = 4, 3, 5, 6
-FLAG_DELTA, FLAG_MEMBERS = 0x0001, 0x0002
+FLAG_DELTA, FLAG_MEMBERS, FLAG_BASE_AT = 0x0001, 0x0002, 0x0004
+BASE_AT = struct.Struct(">32sQI")           # format 6: a delta's base by position: pack, offset, length
 SAME_PACK = 0xFFFF
 
 
@@ -55,11 +59,19 @@ class Reader:
     def record(self, data: bytes, expect_id: str | None = None, base: bytes | None = None) -> tuple[int, int, bytes]:
         magic, version, kind, flags, raw_size, stored, digest = HEADER.unpack_from(data)
         assert magic == b"JRNL" and version == 1 and len(data) == HEADER.size + stored
-        assert flags in ((0, FLAG_DELTA, FLAG_DELTA | FLAG_MEMBERS) if kind == KIND_DBPAGE else (0,))
+        allowed = {KIND_DBPAGE: (0, FLAG_DELTA, FLAG_DELTA | FLAG_MEMBERS),
+                   KIND_PAGE: (0, FLAG_DELTA | FLAG_BASE_AT), KIND_PAGEMAP: (0, FLAG_DELTA | FLAG_BASE_AT)}
+        assert flags in allowed.get(kind, (0,))
         self.flags_seen.setdefault(kind, set()).add(flags)
         start = HEADER.size
         if flags & FLAG_MEMBERS:  # u16 n, then n bytes of member page numbers, before the frame
             (n,) = struct.unpack_from(">H", data, start)
+            start += 2 + n
+        if flags & FLAG_BASE_AT:  # u16 44, then the base's pack, offset and length
+            (n,) = struct.unpack_from(">H", data, start)
+            pack, offset, length = BASE_AT.unpack(data[start + 2:start + 2 + n])
+            base_kind, base_flags, base = self.record(self.stored([None, pack.hex(), offset, length, None]))
+            assert base_kind == kind and base_flags == 0, "a delta's base is a whole record of its kind"
             start += 2 + n
         if flags & FLAG_DELTA:
             assert base is not None, "a page delta needs its base page"
@@ -215,7 +227,7 @@ def run_journal(tmp_path, store: str, *args: str) -> subprocess.CompletedProcess
 
 # --- the tests -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_documented_reader_rebuilds_every_golden_snapshot(tmp_path, version):
     expect = load_expect(version)
     snaps = golden_snapshots(version)
@@ -263,7 +275,7 @@ def test_v3_store_holds_page_groups_and_group_deltas():
     assert len(records) == 1, "the full map's 13 pages are one whole group"
 
 
-@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_restore_at_each_golden_checkpoint_rebuilds_the_same_bytes(tmp_path, version):
     store = tmp_path / "store"
     shutil.copytree(os.path.join(GOLDEN[version], "store"), store)
@@ -277,45 +289,45 @@ def test_restore_at_each_golden_checkpoint_rebuilds_the_same_bytes(tmp_path, ver
         assert rows_digest(str(path)) == want["rows"]
 
 
-@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_verify_full_on_golden_sqlite_store_is_clean(tmp_path, version):
     store = tmp_path / "store"
     shutil.copytree(os.path.join(GOLDEN[version], "store"), store)
     proc = run_journal(tmp_path, str(store), "verify", "--full", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(proc.stdout)
-    assert result["ok"] is True and result["manifests"] == 3
+    assert result["ok"] is True and result["manifests"] == len(load_expect(version)["checkpoints"])
 
 
-def test_current_writer_reproduces_the_v3_golden_store(tmp_path):
+def test_current_writer_reproduces_the_v4_golden_store(tmp_path):
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
     from tools.make_golden import build_golden_sqlite
 
     store_dir, expect = build_golden_sqlite(str(tmp_path / "work"))
-    golden = load_expect("v3")
+    golden = load_expect("v4")
     assert expect["checkpoints"] == golden["checkpoints"] or expect["sqlite_version"] != golden["sqlite_version"]
     if expect["sqlite_version"] != golden["sqlite_version"]:
         pytest.skip(f"SQLite {expect['sqlite_version']} writes other database bytes than "
                     f"{golden['sqlite_version']}, which wrote the golden store")
     # compared as the format means it (maps, page ids, record kinds and flags), not as
     # frame bytes, so a zstd upgrade is not mistaken for a format change
-    built, golden_view = golden_snapshots("v3", store_dir), golden_snapshots("v3")
+    built, golden_view = golden_snapshots("v4", store_dir), golden_snapshots("v4")
     assert built == golden_view, (
-        "the current code writes a different SQLite format than tests/golden/sqlite-v3; if that is "
+        "the current code writes a different SQLite format than tests/golden/sqlite-v4; if that is "
         "deliberate, regenerate it with tools/make_golden.py --sqlite and add a format version")
 
 
 def test_v3_maps_decode_and_reencode_byte_for_byte_and_old_maps_are_never_written():
-    """journal's own map codec agrees with the golden v3 maps byte for byte; it reads v1
-    and v2 maps but writes only v3."""
+    """journal's own map codec agrees with the golden v3 maps (formats 5 and 6) byte for
+    byte; it reads v1 and v2 maps but writes only v3."""
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
     from journal.pagemap import MAP_VERSION, decode_map, encode_map
 
     assert MAP_VERSION == 3
     seen = 0
-    for version in ("v1", "v2", "v3"):
+    for version in VERSIONS:
         reader = Reader(os.path.join(GOLDEN[version], "store"))
         expect = load_expect(version)
         for seq in expect["checkpoints"]:
@@ -326,8 +338,26 @@ def test_v3_maps_decode_and_reencode_byte_for_byte_and_old_maps_are_never_writte
                 pm, pages = decode_map(payload, ref[1], "golden")
                 again = encode_map(pm.full, pm.page_size, pm.page_count, pages,
                                    lambda r, own=ref[1]: "" if r.pack == own else r.pack)
-                assert (again == payload) == (version == "v3"), (version, seq)
+                assert (again == payload) == (version in ("v3", "v4")), (version, seq)
                 assert decode_map(again, ref[1], "again")[1] == {p: loc._replace(legacy=False)
                                                                  for p, loc in pages.items()}
-                seen += version == "v3"
-    assert seen == 6  # checkpoint 3 names a full, a cumulative and a recent map
+                seen += version in ("v3", "v4")
+    assert seen == 15  # v3: 1 + 2 + 3 maps; v4: the same, then a full, a cumulative and a recent one
+
+
+def test_v4_store_names_delta_bases_by_position():
+    """Format 6: the index pages of checkpoints 2-4 and the recent map of checkpoint 4
+    are deltas naming their base by position; the databases are the v3 store's."""
+    v3, v4 = golden_snapshots("v3"), golden_snapshots("v4")
+    for seq in (1, 2, 3):
+        assert v3[seq][0] == v4[seq][0], "both formats describe the same databases"
+    flags = v4[0][1]["flags"]
+    assert flags[KIND_PAGE] == {0, FLAG_DELTA | FLAG_BASE_AT}
+    assert flags[KIND_PAGEMAP] == {0, FLAG_DELTA | FLAG_BASE_AT}
+    assert FLAG_BASE_AT not in set().union(*v3[0][1]["flags"].values())
+    reader = Reader(os.path.join(GOLDEN["v4"], "store"))
+    expect = load_expect("v4")
+    man = reader.manifest(4)
+    entry = next(e for e in reader.entries(man["trees"][expect["tree"]]["root"]) if e["path"] == expect["db"])
+    forms = [HEADER.unpack_from(reader.stored(ref))[3] for ref in entry["refs"]]
+    assert forms == [0, 0, FLAG_DELTA | FLAG_BASE_AT]

@@ -264,3 +264,78 @@ def test_a_full_map_names_a_bounded_number_of_packs_and_every_checkpoint_restore
         assert "at most 65535 packs" in str(err)
     else:
         raise AssertionError("a map naming 65,536 packs was encoded")
+
+
+def _map_records(box, refs):
+    """(flags, stored bytes, base) of each map record an entry names (format 6)."""
+    from journal.objects import parse_header_flags
+    from journal.pack import pack_key
+
+    repo, out = box.repo(), []
+    for ref in refs:
+        data = repo.store.get(pack_key(ref.pack), ref.offset, ref.offset + ref.length)
+        flags = parse_header_flags(data, key="map")[1]
+        _, base = repo.read_based(ref, KIND_PAGEMAP)
+        out.append((flags, ref.length, base))
+    return out
+
+
+def test_a_growing_map_is_stored_as_a_delta_of_the_previous_one_and_gc_keeps_its_base(tmp_path):
+    """Format 6: a tick's map repeats most of the previous tick's (the same slots and
+    records), so it is stored against it and costs a fraction of its size; a delta's
+    base is a whole map, every checkpoint restores, and gc keeps the base's pack."""
+    from journal.objects import FLAG_BASE_AT, FLAG_DELTA, encode_record
+
+    box = Box(tmp_path)
+    box.checkpoint()
+    expect, deltas = {}, []
+    for tick in range(12):
+        box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
+        seq = box.checkpoint()
+        expect[seq] = box.rows()
+        refs = box.entry(seq).refs
+        for ref, (flags, length, base) in zip(refs, _map_records(box, refs)):
+            if flags & FLAG_DELTA:
+                assert flags == FLAG_DELTA | FLAG_BASE_AT and base is not None
+                assert _map_records(box, [base])[0][0] == 0, "a map delta's base is a whole map"
+                deltas.append((length, len(encode_record(KIND_PAGEMAP, box.repo().read_blob(ref, KIND_PAGEMAP))[1])))
+    assert len(deltas) >= 6, "maps are stored as deltas"
+    stored, whole = sum(d for d, _ in deltas), sum(w for _, w in deltas)
+    assert stored * 2 < whole, deltas
+    for seq in list(expect)[::4] + [max(expect)]:
+        assert box.restored_rows(seq) == expect[seq], seq
+    assert verify(box.repo(), full=True).ok
+    newest = max(expect)
+    from journal.gc import gc
+    from journal.retention import Policy
+
+    for _ in range(2):  # mark, then sweep everything but the newest checkpoint
+        gc(box.repo(), Policy(keep_last=1), 0.0)
+    assert box.repo().manifest_seqs() == [newest]
+    assert verify(box.repo(), full=True).ok
+    assert box.restored_rows(newest) == expect[newest]
+
+
+def test_an_unknown_or_damaged_local_base_record_stores_the_map_whole(tmp_path):
+    """The writer deltas a map only against one it knows is whole (``maps/<id>.base``);
+    without that record, or with a damaged one, the new map is stored whole."""
+    from journal.objects import FLAG_DELTA
+
+    box = Box(tmp_path)
+    box.checkpoint()
+    for tick in range(6):
+        box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
+        box.checkpoint()
+    maps_dir = Path(load_config(env=box.env).state_dir) / "maps"
+    for i, damage in enumerate((None, b"{not json", b"")):
+        for side in maps_dir.glob("*.base"):
+            if damage is None:
+                side.unlink()
+            else:
+                side.write_bytes(damage)
+        before = set(box.entry(box.repo().manifest_seqs()[-1]).refs)
+        box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
+        seq = box.checkpoint()
+        new = [r for r in box.entry(seq).refs if r not in before]
+        assert new and all(not flags & FLAG_DELTA for flags, _, _ in _map_records(box, new)), i
+        assert box.restored_rows(seq) == box.rows()

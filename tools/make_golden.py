@@ -30,14 +30,16 @@ Everything else in a manifest (``version``, ``seq``, ``parent``, ``trees``, ``pa
 ``added_bytes``, ``added_objects``) is reproducible.
 
 SQLite stores (``--sqlite DIR``): one tree, ``hermes``, holding ``state.db`` (page size
-1024), checkpointed three times (full map; a few rows updated and one inserted; growth
-and one more update), plus ``expect.json``: per checkpoint the SHA-256 of the database a
+1024), checkpointed four times (full map; a few rows updated and one inserted; growth
+and one more update; one more small update), plus ``expect.json``: per checkpoint the SHA-256 of the database a
 restore must rebuild, its page count and a digest of its rows, and the SQLite version
 that wrote it. ``tests/golden/sqlite-v1`` was written by the format-1 writer (whole
 pages only) and ``tests/golden/sqlite-v2`` by the format-2 writer (one-page deltas); both
-are frozen: they pin that old stores still read. ``tests/golden/sqlite-v3`` is
-regenerated with ``--sqlite tests/golden/sqlite-v3`` (format 5: page groups, group
-deltas, a recent map in the third checkpoint). The database
+are frozen: they pin that old stores still read, as is ``tests/golden/sqlite-v3``
+(format 5: page groups, group deltas, a recent map in the third checkpoint).
+``tests/golden/sqlite-v4`` is regenerated with ``--sqlite tests/golden/sqlite-v4``
+(format 6: a fourth checkpoint, whose recent map is a delta of the third's; index
+page and map deltas name their base by position). The database
 bytes depend on the SQLite library (its version number is in the file header), so only
 a run with the recorded SQLite version reproduces the packs byte for byte.
 """
@@ -189,6 +191,8 @@ DB_STEPS = (
     ("UPDATE notes SET body = 'rewritten three' || body WHERE id = 3;"
      "UPDATE notes SET body = 'rewritten seventeen' || body WHERE id = 17;", [_note(40)]),
     ("UPDATE notes SET title = title || ' (edited)' WHERE id = 5;", [_note(i, 1) for i in range(41, 66)]),
+    # format 6: one more small change; its recent map repeats the previous one's slots
+    ("UPDATE notes SET body = 'rewritten again' WHERE id = 60;", []),
 )
 
 
