@@ -152,6 +152,11 @@ class Repository:
         payload = decode_record(data, key=where, expect_id=ref.id or None, expect_kind=kind)
         return payload, BlobRef(digest, ref.pack, ref.offset, ref.length, len(payload))
 
+    @property
+    def read_ahead(self) -> bool:
+        """Whether readers should fetch ahead in other threads (``Store.read_ahead``)."""
+        return self.store.read_ahead
+
     def read_run(self, refs: list[BlobRef]) -> list[bytes]:
         """Read back-to-back blobs of one pack with one ranged read; each is verified."""
         try:

@@ -121,6 +121,16 @@ def test_the_mount_enforces_the_rules(mount):
     assert sorted(p.name for p in mount.bucket.iterdir() if not p.name.startswith(".")) == ["closed.txt"]
 
 
+def test_a_store_on_the_mount_reads_ahead_and_one_on_local_disk_does_not(mount, tmp_path):
+    """Restore fetches ahead in other threads where a read is a round trip (a FUSE
+    mount such as hf-mount), and reads in its own thread from a local disk."""
+    from journal.store.local import LocalStore, mount_type
+
+    assert mount_type(str(mount.path / "store")).startswith("fuse")
+    assert LocalStore(str(mount.path / "store")).read_ahead is True
+    assert LocalStore(str(tmp_path / "store")).read_ahead is False
+
+
 def test_a_transcript_held_open_on_the_mount_is_lost_but_journal_keeps_every_complete_line(mount, tmp_path):
     """The field failure, reproduced: an agent appending to a rollout it holds open on
     the mount leaves nothing in the bucket when the container dies. The same agent

@@ -246,6 +246,8 @@ def test_restore_sigkilled_at_any_sync_or_rename_exposes_only_whole_durable_file
 class SlowReader:
     """A BlobReader that makes payloads of the refs' sizes and counts what is outstanding."""
 
+    read_ahead = True
+
     def __init__(self, budget: fetch.Budget):
         self.budget = budget
         self.peak = 0
@@ -303,6 +305,21 @@ def test_one_thread_reading_two_streams_in_turn_never_blocks_on_the_budget():
     a.close()
     b.close()
     assert budget.used == 0
+
+
+def test_a_store_on_local_disk_is_read_in_the_callers_thread(monkeypatch):
+    """``read_ahead`` False (a local disk): every run is read inline, in order, within
+    the budget; no fetch thread is started."""
+    def no_threads():
+        raise AssertionError("a fetch thread was started for a local-disk store")
+
+    monkeypatch.setattr(fetch, "_executor", no_threads)
+    budget = fetch.Budget(1)
+    reader = SlowReader(budget)
+    reader.read_ahead = False
+    refs = refs_of("d" * 64, [MiB] * 40)
+    assert [len(p) for p in fetch.fetch_in_order(refs, reader, budget=budget)] == [MiB] * 40
+    assert reader.peak <= max(fetch.run_cost(run) for run in fetch.runs(refs)) and budget.used == 0
 
 
 def test_an_abandoned_stream_gives_its_budget_back():

@@ -35,6 +35,34 @@ STALE_TEMP_SECONDS = 3600
 _PARENT_RETRIES = 3
 
 
+#: Filesystems backed by a local disk or memory: no read-ahead threads (``Store.read_ahead``).
+LOCAL_FS_TYPES = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs", "ramfs", "overlay", "zfs"})
+
+
+def mount_type(path: str) -> str | None:
+    """The filesystem type of the mount holding ``path`` (from ``/proc/self/mountinfo``;
+    the longest mount point that is ``path`` or one of its parents), or None."""
+    path = os.path.realpath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    best, kind = "", None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                fields = line.split()
+                try:
+                    point = fields[4].replace("\\040", " ")
+                    fstype = fields[fields.index("-") + 1]
+                except (IndexError, ValueError):
+                    continue
+                inside = path == point or path.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):
+                    best, kind = point, fstype
+    except OSError:
+        return None
+    return kind
+
+
 class LocalStore(Store):
     """A store in a local (or FUSE-mounted) directory.
 
@@ -49,6 +77,15 @@ class LocalStore(Store):
         self.puts = 0
         self.put_bytes = 0
         self._count_lock = threading.Lock()
+        self._read_ahead: bool | None = None
+
+    @property
+    def read_ahead(self) -> bool:
+        """False on a local-disk filesystem (reads come from the page cache); True on
+        anything else (a FUSE mount such as hf-mount, NFS, an unknown type)."""
+        if self._read_ahead is None:
+            self._read_ahead = mount_type(self.root) not in LOCAL_FS_TYPES
+        return self._read_ahead
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, *check_key(key).split("/"))
