@@ -53,11 +53,28 @@ def stop_pool(pool) -> None:
     and records it only once it runs, so an interrupt in between leaves a thread that
     ``shutdown`` does not join, staging temp files after the caller cleaned up."""
     import threading
+    import time
 
     pool.shutdown(wait=True, cancel_futures=True)
     for thread in threading.enumerate():
         if thread.name.startswith(POOL_NAME) and thread is not threading.current_thread():
+            _join_started(thread, time.monotonic() + 10)
+
+
+def _join_started(thread, deadline: float) -> None:
+    """Join ``thread``, which may not have begun running yet: a Ctrl-C that lands
+    right after ``Thread.start`` created it leaves it registered but not started, and
+    ``join`` refuses such a thread until it runs (it will, at once)."""
+    import time
+
+    while True:
+        try:
             thread.join()
+            return
+        except RuntimeError:   # "cannot join thread before it is started"
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.001)
 
 
 class TreeWriter:

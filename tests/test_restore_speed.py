@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -495,3 +496,19 @@ def test_small_files_are_read_with_one_ranged_read_per_group(tmp_path, monkeypat
     groups = -(-40 // tree_writer.GROUP_FILES)
     assert sorted(reads) == sorted([16, 16, 8]) and len(reads) == groups, reads
     assert all((tmp_path / "out" / "fx" / f"s{i:02d}.jsonl").read_bytes() == b'{"s":%d}\n' % i * 30 for i in range(40))
+
+
+def test_stopping_the_pool_joins_a_staging_thread_that_has_not_begun_running():
+    """A Ctrl-C right after ``Thread.start`` created a staging thread leaves it
+    registered but not yet running; ``join`` refuses such a thread ("cannot join
+    thread before it is started"), which once surfaced as a traceback on Ctrl-C. It
+    is joined once it runs, so nothing it writes lands after the cleanup."""
+    from journal.tree_writer import _join_started
+
+    done = []
+    thread = threading.Thread(target=lambda: (time.sleep(0.05), done.append(1)), name="journal-restore_9")
+    starter = threading.Timer(0.05, thread.start)
+    starter.start()
+    _join_started(thread, time.monotonic() + 10)   # called before the thread starts
+    assert done == [1] and not thread.is_alive()
+    starter.join()
