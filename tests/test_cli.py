@@ -185,3 +185,52 @@ def test_restore_dry_run_says_what_it_would_do(live):
     assert proc.returncode == 0, proc.stderr
     codex = next(line for line in proc.stdout.splitlines() if line.startswith("codex:"))
     assert "would restore from checkpoint 1" in codex and "1 write" in codex
+
+
+def _console_script(live, *args, stdout=None):
+    """The installed ``journal`` console script (``launch.main(fast_exit=True)``)."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(sys.executable), "journal")
+    if not os.path.exists(script):
+        pytest.skip("the journal console script is not installed next to this Python")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env}
+    return subprocess.run([script, *args], env=env, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=60)
+
+
+def test_the_console_script_leaves_fast_with_every_line_and_the_right_status(live, tmp_path):
+    """The console script skips the interpreter's teardown once a command is over: every
+    line it printed is still there (to a pipe and to a file), and the exit status is the
+    command's: 0, 1 for an error, 2 for a usage error."""
+    assert _console_script(live, "checkpoint").returncode == 0
+    out = tmp_path / "restore.txt"
+    with open(out, "w") as fh:
+        proc = _console_script(live, "restore", "--to", str(tmp_path / "r"), stdout=fh)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text().splitlines()[-1] == "restore complete"
+    listing = _console_script(live, "log", "--json")
+    assert listing.returncode == 0 and json.loads(listing.stdout)[0]["seq"] == 1
+    assert _console_script(live, "restore", "--bogus").returncode == 2
+    bad = _console_script(live, "log", "--store", str(tmp_path / "nowhere" / "store"))
+    assert bad.returncode == 1 and bad.stderr.startswith("journal: error:")
+
+
+def test_the_console_script_fails_when_stdout_is_closed(live):
+    """Output that cannot be written is a failure, as the interpreter's own exit makes it."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(sys.executable), "journal")
+    if not os.path.exists(script):
+        pytest.skip("the journal console script is not installed next to this Python")
+    assert _console_script(live, "checkpoint").returncode == 0
+    read, write = os.pipe()
+    os.close(read)   # nobody will read: every write to the pipe fails
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env}
+    proc = subprocess.run([script, "log"], env=env, stdout=write, stderr=subprocess.PIPE, timeout=60)
+    os.close(write)
+    assert proc.returncode != 0
