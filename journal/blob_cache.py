@@ -38,7 +38,10 @@ class BlobCache:
         payload = self.cached(ref.id)
         if payload is not None:
             return payload
-        payload, base = self.repo.read_based(ref, self.kind)
+        if self.bases:  # a page map may be a delta: note which base it has
+            payload, base = self.repo.read_based(ref, self.kind)
+        else:  # an index page here is a base for deltas: it must be whole
+            payload, base = self.repo.read_whole(ref, self.kind), None
         self.remember(ref.id, payload, base)
         return payload
 

@@ -142,7 +142,12 @@ class Repository:
         base, base_ref = self._read_base(base_ref, own_kind)
         return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, base=base), base_ref
 
-    def _read_base(self, ref: BlobRef, kind: int) -> tuple[bytes, BlobRef]:
+    def read_whole(self, ref: BlobRef, kind: int | None = None) -> bytes:
+        """One blob that must be stored whole (a delta's base), verified; a delta is
+        refused as corrupt, so nothing is ever made a delta of a delta."""
+        return self._read_base(ref, kind)[0]
+
+    def _read_base(self, ref: BlobRef, kind: int | None) -> tuple[bytes, BlobRef]:
         """A delta's base: the whole record of ``kind`` at ``ref``, verified against its
         own header and against ``ref.id`` when the delta named one (format 6 names a
         base by position only; its id and size come from its header)."""

@@ -85,7 +85,7 @@ def read_blobs(entry: Entry, repo: Repository) -> Iterator[bytes]:
 
 def chunk_reader(repo: Repository) -> Callable[[BlobRef], bytes]:
     """Reads a delta chunk's base: a whole chunk, verified (a delta is refused)."""
-    return lambda ref: repo.read_blob(ref, KIND_CHUNK)
+    return lambda ref: repo.read_whole(ref, KIND_CHUNK)
 
 
 def read_segment(repo: Repository, ref: BlobRef, anchor: BlobRef | None) -> bytes:

@@ -222,3 +222,29 @@ def test_a_torn_base_position_is_refused(bare_live):
     pack = _put_record(live, torn)
     with pytest.raises(CorruptObject, match="names its base in 43 bytes"):
         repo.read_page(BlobRef(pid, pack, 0, len(torn), len(payload)))
+
+
+def test_a_delta_page_is_never_made_the_base_of_another(bare_live):
+    """Whatever the local state says, a page read from the store to serve as a base must
+    be whole: a delta offered as a base makes the new page whole, never a delta of a
+    delta (which no reader would accept)."""
+    from journal.blob_cache import BlobCache
+    from journal.page_delta import IndexWriter
+
+    live = bare_live
+    repo, ref, base, first, payload = _delta_fixture(live)
+    shutil.rmtree(live.local / ".journal" / "pages", ignore_errors=True)   # nothing local: read the store
+    pages = BlobCache(live.cfg.state_dir, repo, "pages", KIND_PAGE)
+    with pytest.raises(CorruptObject, match="without its base"):
+        pages.read(ref)
+
+    class Pack:
+        def add_record(self, pid, record, size):
+            self.record = record
+            return BlobRef(pid, "", 0, len(record), size)
+
+    pack = Pack()
+    page = decode(payload, Page)
+    changed = encode(msgspec.structs.replace(page, entries=page.entries[:-1]))
+    IndexWriter(pack, pages)._add(changed, ref)   # offered a delta as the base
+    assert parse_header_flags(pack.record, key="new")[1] == 0
