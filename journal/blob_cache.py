@@ -33,12 +33,13 @@ class BlobCache:
         self.kind = kind
         self.bases = bases
 
-    def read(self, ref: BlobRef) -> bytes:
-        """The blob ``ref``: the local copy, else read from the store (and kept)."""
+    def read(self, ref: BlobRef, whole: bool = False) -> bytes:
+        """The blob ``ref``: the local copy, else read from the store (and kept).
+        ``whole``: it is to be a delta's base, so a delta in the store is refused."""
         payload = self.cached(ref.id)
         if payload is not None:
             return payload
-        if self.bases:  # a page map may be a delta: note which base it has
+        if self.bases and not whole:  # a page map may be a delta: note which base it has
             payload, base = self.repo.read_based(ref, self.kind)
         else:  # an index page here is a base for deltas: it must be whole
             payload, base = self.repo.read_whole(ref, self.kind), None

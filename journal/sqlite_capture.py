@@ -282,7 +282,7 @@ def _map_base(refs: tuple[BlobRef, ...], place: int, maps) -> tuple[BlobRef, byt
     if not known or not is_pack_name(target.pack):
         return None
     try:
-        return target, maps.read(target)
+        return target, maps.read(target, whole=True)
     except (CorruptObject, ObjectNotFound):
         return None
 

@@ -339,3 +339,34 @@ def test_an_unknown_or_damaged_local_base_record_stores_the_map_whole(tmp_path):
         new = [r for r in box.entry(seq).refs if r not in before]
         assert new and all(not flags & FLAG_DELTA for flags, _, _ in _map_records(box, new)), i
         assert box.restored_rows(seq) == box.rows()
+
+
+def test_a_local_record_wrongly_saying_whole_never_yields_a_delta_of_a_delta(tmp_path):
+    """If ``maps/<id>.base`` wrongly says a delta map is whole (and its bytes are not
+    local), that map, read from the store to serve as a base, is refused: the next map
+    in its place is stored whole, and every reader still decodes every map."""
+    from journal.blob_cache import BlobCache
+    from journal.objects import FLAG_DELTA
+    from journal.sqlite_capture import _map_base
+
+    box = Box(tmp_path)
+    box.checkpoint()
+    for tick in range(20):
+        box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
+        seq = box.checkpoint()
+        refs = box.entry(seq).refs
+        if len(refs) == 3 and _map_records(box, refs)[2][0] & FLAG_DELTA:
+            break
+    else:
+        raise AssertionError("no recent map was stored as a delta")
+    cfg = load_config(env=box.env)
+    maps_dir = Path(cfg.state_dir) / "maps"
+    (maps_dir / refs[2].id).unlink()
+    (maps_dir / f"{refs[2].id}.base").write_bytes(b"whole")   # a lie
+    assert _map_base(refs, 2, BlobCache(cfg.state_dir, box.repo(), bases=True)) is None
+    box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
+    seq = box.checkpoint()
+    for flags, _, base in _map_records(box, box.entry(seq).refs):   # each decodes, bases included
+        assert base is None or _map_records(box, [base])[0][0] == 0
+    assert box.restored_rows(seq) == box.rows()
+    assert verify(box.repo(), full=True).ok
