@@ -25,7 +25,11 @@ from .model import BlobRef, Entry
 from .paths import LOCK_FILE, STATE_FILE
 from .signatures import signature  # noqa: F401  (re-exported)
 
-STATE_VERSION = 1
+#: Version 2 (format 6): entries may name chunk bases (``Entry.bases``). Code that knows
+#: only version 1 would drop them silently and publish delta chunks as whole ones, so
+#: it must refuse a version 2 state (its ``load_state`` does); this code reads both.
+STATE_VERSION = 2
+READ_STATE_VERSIONS = (1, 2)
 
 
 class FileState(msgspec.Struct, array_like=True):
@@ -93,7 +97,7 @@ def load_state(state_dir: str, store_id: str) -> LocalState | None:
             state = msgspec.msgpack.decode(fh.read(), type=LocalState)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
-    if state.version != STATE_VERSION or state.store_id != store_id:
+    if state.version not in READ_STATE_VERSIONS or state.store_id != store_id:
         return None
     _memo[path] = ((sig.st_ino, sig.st_mtime_ns, sig.st_size), state)
     return state
@@ -132,6 +136,7 @@ def save_state(state_dir: str, state: LocalState) -> None:
     """Replace the state file atomically (temp, fsync, rename, fsync dir)."""
     os.makedirs(state_dir, exist_ok=True)
     path = os.path.join(state_dir, STATE_FILE)
+    state.version = STATE_VERSION   # a version 1 state read here is written back as version 2
     write_file_atomic(path, msgspec.msgpack.encode(state), os.path.join(state_dir, "tmp"))
     sig = _file_sig(path)
     if sig is not None:

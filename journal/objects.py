@@ -35,7 +35,9 @@ because the delta decoded against any other bytes fails its own hash::
 
 Format 6 also stores a changed chunk of a rewritten file as a delta of the whole chunk
 at the same index of the file's previous version; the entry names that base
-(``Entry.bases``, ``file_delta.py``), as it names a segment's anchor.
+(``Entry.bases``, ``file_delta.py``), as it names a segment's anchor. An index page
+holding such an entry carries ``FLAG_ENTRY_BASES``, so a reader that does not know
+``bases`` (formats 1-5) refuses the page rather than misread the chunk as whole.
 """
 
 from __future__ import annotations
@@ -65,8 +67,12 @@ KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", K
 FLAG_DELTA = 0x0001    # compressed against a base payload (raw-content dictionary)
 FLAG_MEMBERS = 0x0002  # a dbpage group delta: its slots' page numbers precede the frame
 FLAG_BASE_AT = 0x0004  # an index page or page map delta names its base by position (format 6)
+#: An index page one of whose entries names chunk bases (format 6, ``Entry.bases``):
+#: readers that do not know bases refuse the page instead of dropping them.
+FLAG_ENTRY_BASES = 0x0008
 #: The flags each kind may carry; any other bit set is refused.
-KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA | FLAG_MEMBERS, KIND_PAGE: FLAG_DELTA | FLAG_BASE_AT, KIND_SEGMENT: FLAG_DELTA,
+KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA | FLAG_MEMBERS, KIND_PAGE: FLAG_DELTA | FLAG_BASE_AT | FLAG_ENTRY_BASES,
+              KIND_SEGMENT: FLAG_DELTA,
               KIND_PAGEMAP: FLAG_DELTA | FLAG_BASE_AT, KIND_CHUNK: FLAG_DELTA}
 #: Kinds whose deltas always name their base by position.
 BASE_AT_KINDS = (KIND_PAGEMAP,)
@@ -112,7 +118,7 @@ def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
 
 def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
                   base_ref: bytes | None = None, base_at: tuple[str, int, int] | None = None,
-                  members: bytes | None = None, level: int | None = None) -> tuple[str, bytes]:
+                  members: bytes | None = None, level: int | None = None, marks: int = 0) -> tuple[str, bytes]:
     """Return ``(blob id, record bytes)`` for ``payload``.
 
     With ``base`` the frame is compressed against ``base`` as a raw-content dictionary
@@ -120,8 +126,11 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
     page delta also stores where its base is: ``base_at``, its ``(pack, offset, length)``
     (``FLAG_BASE_AT``), or ``base_ref``, the JSON reference formats 3-5 wrote; a dbpage
     group delta stores ``members`` (``FLAG_MEMBERS``). ``level`` overrides the delta's
-    compression level.
+    compression level. ``marks``: flags that only tell readers what the payload holds
+    (``FLAG_ENTRY_BASES``).
     """
+    if marks & ~FLAG_ENTRY_BASES or (marks and kind != KIND_PAGE):
+        raise ValueError(f"flags {marks:#06x} do not mark a {KIND_NAMES.get(kind, kind)} record")
     digest = hashlib.sha256(payload).digest()
     flags = 0
     if base is None:
@@ -147,7 +156,7 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
             flags |= FLAG_BASE_AT
         if prefix is not None:
             frame = _BASE_LEN.pack(len(prefix)) + prefix + frame
-    header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, flags, len(payload), len(frame), digest)
+    header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, flags | marks, len(payload), len(frame), digest)
     return digest.hex(), header + frame
 
 
@@ -216,7 +225,7 @@ def decode_record(data: bytes, *, key: str, expect_id: str | None = None,
         raise CorruptObject(key, f"record holds blob {digest[:12]}, expected {expect_id[:12]}")
     if flags & FLAG_DELTA:
         if base is None:
-            raise CorruptObject(key, "a page delta read without its base page")
+            raise CorruptObject(key, f"a {KIND_NAMES[kind]} delta read without its base")
         dctx = zstandard.ZstdDecompressor(dict_data=_dict(base))
     else:
         dctx = _decompressor()

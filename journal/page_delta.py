@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from .errors import CorruptObject, ObjectNotFound
 from .localstate import TreeCache
-from .model import BlobRef, encode
-from .objects import KIND_PAGE, delta_pays, encode_record, is_pack_name
+from .model import BlobRef, Page, decode, encode
+from .objects import FLAG_ENTRY_BASES, KIND_PAGE, delta_pays, encode_record, is_pack_name
 from .pack import PackWriter
 from .blob_cache import BlobCache
 
@@ -42,7 +42,10 @@ class IndexWriter:
     def __init__(self, pack: PackWriter, pages: BlobCache):
         self.pack = pack
         self.pages = pages
-        self.bases: dict[str, BlobRef] = {}     # new delta page id -> its base
+        # (placeholder pack, offset) of each new delta record -> its base. By record,
+        # not by page id: two trees may build byte-identical pages, one a delta and one
+        # whole, and each tree's cache must name the base of its own record only.
+        self.bases: dict[tuple[str, int], BlobRef] = {}
 
     def adder(self, cache: TreeCache):
         """The ``add_page`` callback of ``build_index`` for one tree's previous cache."""
@@ -55,25 +58,33 @@ class IndexWriter:
         return add_page
 
     def _add(self, payload: bytes, base_ref: BlobRef | None) -> BlobRef:
-        pid, whole = encode_record(KIND_PAGE, payload)
+        marks = _marks(payload)
+        pid, whole = encode_record(KIND_PAGE, payload, marks=marks)
         if base_ref is not None:
             try:
                 base = self.pages.read(base_ref)
             except (CorruptObject, ObjectNotFound):
                 base = None
             if base is not None:
-                _, delta = encode_record(KIND_PAGE, payload, base=base, **_naming(base_ref))
+                _, delta = encode_record(KIND_PAGE, payload, base=base, marks=marks, **_naming(base_ref))
                 if delta_pays(delta, whole):
-                    self.bases[pid] = base_ref
-                    return self.pack.add_record(pid, delta, len(payload))
+                    ref = self.pack.add_record(pid, delta, len(payload))
+                    self.bases[(ref.pack, ref.offset)] = base_ref
+                    return ref
         self.pages.remember(pid, payload)
         return self.pack.add_record(pid, whole, len(payload))
 
     def settle(self, cache: TreeCache, used: dict[str, BlobRef], keys: dict[str, tuple[int, str]]) -> None:
         """Record in the tree's cache each used page's key and, for a delta, its base."""
-        cache.bases = {pid: base for pid in used
-                       if (base := self.bases.get(pid) or cache.bases.get(pid)) is not None}
+        cache.bases = {pid: base for pid, ref in used.items()
+                       if (base := self.bases.get((ref.pack, ref.offset)) or cache.bases.get(pid)) is not None}
         cache.page_keys = {pid: keys[pid] for pid in used}
+
+
+def _marks(payload: bytes) -> int:
+    """``FLAG_ENTRY_BASES`` for a leaf page one of whose entries names chunk bases."""
+    page = decode(payload, Page)
+    return FLAG_ENTRY_BASES if any(e.bases for e in page.entries) else 0
 
 
 def _naming(base_ref: BlobRef) -> dict:

@@ -182,3 +182,29 @@ def test_an_entry_naming_bases_it_cannot_have_is_refused():
                   Entry(path="a.jsonl", kind="jsonl", mode=0o644, refs=(ref,), bases=(ref,))):
         with pytest.raises(CorruptObject, match="chunk bases"):
             list(decode_blobs(entry, [b""] * len(entry.refs)))
+
+
+def test_the_local_state_is_version_2_and_a_version_1_state_is_read_and_upgraded(gemini):
+    """Entries may name chunk bases, which code that knows only state version 1 would drop
+    and then publish delta chunks as whole ones: the state says version 2, which that
+    code refuses (its load_state wants 1). This code still reads a version 1 state."""
+    import msgspec
+
+    from journal.localstate import STATE_VERSION, load_state, save_state
+
+    live, path = gemini
+    for n in (201, 202):
+        rewrite(path, logs(n))
+        live.checkpoint()
+    state_dir, store_id = live.cfg.state_dir, live.repo().store_id
+    raw = msgspec.msgpack.decode(live.state_file.read_bytes())
+    assert STATE_VERSION == 2 and raw["version"] == 2
+    raw["version"] = 1
+    live.state_file.write_bytes(msgspec.msgpack.encode(raw))
+    state = load_state(state_dir, store_id)
+    assert state is not None and state.version == 1
+    save_state(state_dir, state)
+    assert msgspec.msgpack.decode(live.state_file.read_bytes())["version"] == 2
+    raw["version"] = 3   # a newer one is refused
+    live.state_file.write_bytes(msgspec.msgpack.encode(raw))
+    assert load_state(state_dir, store_id) is None

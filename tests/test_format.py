@@ -50,8 +50,9 @@ def read_header(data: bytes) -> dict:
 
 #: Format 2-6: flag 0x0001 marks a delta (a dbpage, an index page, a JSONL segment, a chunk).
 FLAG_DELTA, DELTA_KINDS = 0x0001, (KIND_SEGMENT, KIND_PAGE, 6, KIND_CHUNK)
-#: Format 6: an index page delta naming its base by position (pack 32B, offset u64, length u32).
-FLAG_BASE_AT = 0x0004
+#: Format 6: an index page delta naming its base by position (pack 32B, offset u64, length u32),
+#: and the mark of an index page holding an entry that names chunk bases.
+FLAG_BASE_AT, FLAG_ENTRY_BASES = 0x0004, 0x0008
 ANCHOR_MIN = DICT_TAIL = 64 << 10   # §6: segment anchors and the dictionary they lend
 
 
@@ -61,11 +62,12 @@ def read_record(data: bytes, base: bytes | None = None) -> tuple[dict, bytes | N
     head = read_header(data)
     assert head["magic"] == b"JRNL" and head["version"] == 1
     assert head["kind"] in (KIND_CHUNK, KIND_SEGMENT, KIND_PAGE, KIND_MANIFEST, 5, 6)
-    assert head["flags"] == 0 or (head["flags"] == FLAG_DELTA and head["kind"] in DELTA_KINDS) \
-        or (head["flags"] == FLAG_DELTA | FLAG_BASE_AT and head["kind"] == KIND_PAGE)
+    flags = head["flags"] & ~FLAG_ENTRY_BASES if head["kind"] == KIND_PAGE else head["flags"]
+    assert flags == 0 or (flags == FLAG_DELTA and head["kind"] in DELTA_KINDS) \
+        or (flags == FLAG_DELTA | FLAG_BASE_AT and head["kind"] == KIND_PAGE)
     assert len(data) == HEADER.size + head["stored_size"]
     start, dctx = HEADER.size, zstandard.ZstdDecompressor()
-    if head["flags"]:
+    if flags:
         if head["kind"] == KIND_PAGE:  # an index page delta names its base before the frame
             (n,) = struct.unpack_from(">H", data, start)
             if head["flags"] & FLAG_BASE_AT:  # format 6: by position; id and size from its header
@@ -117,7 +119,7 @@ class Reader:
         head, payload = read_record(data, base)
         if payload is None and "base_ref" in head:  # an index page delta: its base is a whole page
             base_head, base_payload = self.blob(head["base_ref"])
-            assert not base_head["flags"], "a delta's base is never itself a delta"
+            assert not base_head["flags"] & FLAG_DELTA, "a delta's base is never itself a delta"
             head, payload = read_record(data, base_payload)
         assert payload is not None, f"a delta read without its base: {ref}"
         assert blob_id is None or (head["sha256"] == blob_id and len(payload) == size)
@@ -424,3 +426,8 @@ def test_a_rewritten_file_is_stored_as_delta_chunks_the_documented_reader_decode
         assert reader.file_bytes(entry) == data
         forms.append(([head["flags"] for head, _ in reader.entry_blobs(entry)], bool(entry.get("bases"))))
     assert forms == [([0], False), ([0], False), ([FLAG_DELTA], True), ([FLAG_DELTA], True)]
+    # the page holding an entry with bases is marked, so older readers refuse it
+    _, man, _ = reader.manifest(4)
+    root = man["trees"][TREE_NAME]["root"]
+    data = reader.raw(f"packs/{root[1][:2]}/{root[1]}")[root[2]:root[2] + root[3]]
+    assert read_header(data)["flags"] & FLAG_ENTRY_BASES

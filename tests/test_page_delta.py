@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import msgspec
@@ -248,3 +249,38 @@ def test_a_delta_page_is_never_made_the_base_of_another(bare_live):
     changed = encode(msgspec.structs.replace(page, entries=page.entries[:-1]))
     IndexWriter(pack, pages)._add(changed, ref)   # offered a delta as the base
     assert parse_header_flags(pack.record, key="new")[1] == 0
+
+
+def test_identical_pages_in_two_trees_keep_their_own_bases_through_gc(bare_live, tmp_path):
+    """Two trees may build byte-identical pages (directory entries carry no mtime): one
+    tree stores its page as a delta, the other whole. Each tree's cache must record the
+    base of its own record only; otherwise, once the first tree moves on and gc sweeps
+    that base, the second tree's next page is made a delta of a deleted base."""
+    live = bare_live
+    a = live.local / "agent-state" / "gemini-home" / ".gemini"
+    b = live.local / "oc-home" / ".openclaw"
+    name = "dir-{:02d}-with-a-longish-name"
+    (a / "z").mkdir(parents=True)
+    for i in range(1, 40):
+        (b / name.format(i)).mkdir(parents=True)
+    live.checkpoint()
+    (a / "z").rmdir()
+    for i in range(1, 41):
+        (a / name.format(i)).mkdir()
+    (b / name.format(40)).mkdir()
+    live.checkpoint()                       # both trees now hold the same directories
+    for d in b.iterdir():
+        d.rmdir()
+    (b / "q").mkdir()
+    live.checkpoint()                       # the second tree moves on
+    for _ in range(2):
+        proc = live.run("gc", "--keep-last", "1", "--grace", "0s")
+        assert proc.returncode == 0, proc.stderr
+    (a / name.format(41)).mkdir()
+    live.checkpoint()                       # the first tree changes
+    assert verify(live.repo(), full=True).ok
+    out = tmp_path / "out"
+    proc = live.run("restore", "--to", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert not [t["fallbacks"] for t in json.loads(proc.stdout)["trees"] if t["fallbacks"]]
+    assert sorted(p.name for p in (out / "gemini").iterdir()) == sorted(p.name for p in a.iterdir())
