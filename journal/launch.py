@@ -51,9 +51,8 @@ def _leave(code) -> None:
     other thread alive nothing is left to wait for: every file the command wrote is
     closed (and fsynced where it publishes), so skip the interpreter's teardown (~15 ms
     of freeing a restore's objects), after flushing stdout and stderr."""
-    import threading
-
-    if threading.active_count() > 1:
+    threading = sys.modules.get("threading")   # not imported: no other thread (the idle path)
+    if threading is not None and threading.active_count() > 1:
         sys.exit(code)
     status = 0 if code is None else code if isinstance(code, int) else 1
     if not isinstance(code, (int, type(None))):
