@@ -512,3 +512,22 @@ def test_stopping_the_pool_joins_a_staging_thread_that_has_not_begun_running():
     _join_started(thread, time.monotonic() + 10)   # called before the thread starts
     assert done == [1] and not thread.is_alive()
     starter.join()
+
+
+def test_the_filesystem_type_is_found_for_a_mount_point_with_a_space(tmp_path):
+    """``/proc/self/mountinfo`` escapes a space in a mount point (``\\040``): a store under
+    such a mount is still recognised as local disk (tmpfs here), so it is read inline."""
+    import subprocess
+
+    from journal.store.local import LocalStore, mount_type
+
+    point = tmp_path / "a mount point"
+    point.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "journal-test", str(point)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs CAP_SYS_ADMIN)")
+    try:
+        assert mount_type(str(point / "store")) == "tmpfs"
+        assert LocalStore(str(point / "store")).read_ahead is False
+    finally:
+        subprocess.run(["umount", str(point)], capture_output=True)

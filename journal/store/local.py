@@ -14,6 +14,7 @@ enforce another filesystem's rules (``journal/store/hfmount.py``) or record the 
 from __future__ import annotations
 
 import os
+import re
 import time
 import stat
 import threading
@@ -39,6 +40,10 @@ _PARENT_RETRIES = 3
 LOCAL_FS_TYPES = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs", "ramfs", "overlay", "zfs"})
 
 
+#: mountinfo writes a space, tab, newline or backslash in a path as an octal escape.
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
 def mount_type(path: str) -> str | None:
     """The filesystem type of the mount holding ``path`` (from ``/proc/self/mountinfo``;
     the longest mount point that is ``path`` or one of its parents), or None."""
@@ -51,7 +56,7 @@ def mount_type(path: str) -> str | None:
             for line in fh:
                 fields = line.split()
                 try:
-                    point = fields[4].replace("\\040", " ")
+                    point = _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
                     fstype = fields[fields.index("-") + 1]
                 except (IndexError, ValueError):
                     continue
