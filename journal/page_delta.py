@@ -19,7 +19,8 @@ reads every page anyway, keeps the base's pack.
 * The base is named by position (format 6: pack, offset, length; 44 bytes): its id
   and size are in its own header. Formats 3-5 stored its JSON ``BlobRef`` (~150
   bytes), which kept most small pages (inner pages, short leaves) whole.
-* A base whose bytes cannot be read (missing, corrupt) makes the new page whole.
+* A base whose bytes cannot be read (missing, corrupt), or that has no committed
+  pack name to be named by, makes the new page whole.
 
 Whole pages are remembered locally (``<state_dir>/pages``, checked against their id on
 every read), so a checkpoint reads no base from the store in the normal case.
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from .errors import CorruptObject, ObjectNotFound
 from .localstate import TreeCache
-from .model import BlobRef, Page, decode, encode
+from .model import BlobRef, Page, decode
 from .objects import FLAG_ENTRY_BASES, KIND_PAGE, delta_pays, encode_record, is_pack_name
 from .pack import PackWriter
 from .blob_cache import BlobCache
@@ -60,13 +61,14 @@ class IndexWriter:
     def _add(self, payload: bytes, base_ref: BlobRef | None) -> BlobRef:
         marks = _marks(payload)
         pid, whole = encode_record(KIND_PAGE, payload, marks=marks)
-        if base_ref is not None:
+        if base_ref is not None and is_pack_name(base_ref.pack):  # named by position (format 6)
             try:
                 base = self.pages.read(base_ref)
             except (CorruptObject, ObjectNotFound):
                 base = None
             if base is not None:
-                _, delta = encode_record(KIND_PAGE, payload, base=base, marks=marks, **_naming(base_ref))
+                _, delta = encode_record(KIND_PAGE, payload, base=base, marks=marks,
+                                         base_at=(base_ref.pack, base_ref.offset, base_ref.length))
                 if delta_pays(delta, whole):
                     ref = self.pack.add_record(pid, delta, len(payload))
                     self.bases[(ref.pack, ref.offset)] = base_ref
@@ -85,14 +87,6 @@ def _marks(payload: bytes) -> int:
     """``FLAG_ENTRY_BASES`` for a leaf page one of whose entries names chunk bases."""
     page = decode(payload, Page)
     return FLAG_ENTRY_BASES if any(e.bases for e in page.entries) else 0
-
-
-def _naming(base_ref: BlobRef) -> dict:
-    """How a delta names its base: by position (format 6) when the base's pack has its
-    final name, as every committed page's has; else by its JSON reference."""
-    if is_pack_name(base_ref.pack):
-        return {"base_at": (base_ref.pack, base_ref.offset, base_ref.length)}
-    return {"base_ref": encode(base_ref)}
 
 
 def keep_pages(trees: dict[str, TreeCache]) -> set[str]:

@@ -17,6 +17,7 @@ fsyncs every directory that changed.
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -53,7 +54,6 @@ def stop_pool(pool) -> None:
     and records it only once it runs, so an interrupt in between leaves a thread that
     ``shutdown`` does not join, staging temp files after the caller cleaned up."""
     import threading
-    import time
 
     pool.shutdown(wait=True, cancel_futures=True)
     for thread in threading.enumerate():
@@ -65,8 +65,6 @@ def _join_started(thread, deadline: float) -> None:
     """Join ``thread``, which may not have begun running yet: a Ctrl-C that lands
     right after ``Thread.start`` created it leaves it registered but not started, and
     ``join`` refuses such a thread until it runs (it will, at once)."""
-    import time
-
     while True:
         try:
             thread.join()
