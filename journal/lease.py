@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import socket
 import time
 import uuid
 
@@ -82,7 +81,7 @@ class Lease:
 
     def __enter__(self) -> "Lease":
         now = time.time_ns()
-        mine = LeaseRecord(holder=f"host {socket.gethostname()} pid {os.getpid()}", token=uuid.uuid4().hex,
+        mine = LeaseRecord(holder=f"host {os.uname().nodename} pid {os.getpid()}", token=uuid.uuid4().hex,
                            acquired_ns=now, expires_ns=now + self._ns(1.0))
         for _ in range(3):
             try:

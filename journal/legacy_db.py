@@ -50,7 +50,7 @@ def recover_db(cand: DbCandidate, private: str) -> str:
         if wal is not None and wal.st_mtime_ns < db.st_mtime_ns:
             alone = _recover_copy(cand.path, os.path.join(private, "alone"), False)
             if not filecmp.cmp(verified, alone, shallow=False):
-                raise SnapshotFailed(cand.path, f"its -wal is older than the database and replaying it changes "
+                raise SnapshotFailed(cand.path, "its -wal is older than the database and replaying it changes "
                                      "the database; if that -wal is stale (an rsync without --delete), move it "
                                      "away and migrate again")
         return verified

@@ -19,7 +19,6 @@ import errno
 import hashlib
 import itertools
 import os
-import shutil
 import stat as stat_mod
 import uuid
 from collections.abc import Iterable
@@ -243,6 +242,8 @@ def _move(src: str, dst: str) -> None:
     except OSError as err:
         if err.errno != errno.EXDEV:
             raise
+    import shutil
+
     shutil.copy2(src, dst, follow_symlinks=False)
     if not os.path.islink(dst):
         fd = os.open(dst, os.O_RDONLY)

@@ -11,7 +11,6 @@ thread, else it is reported lost.
 from __future__ import annotations
 
 import os
-import tempfile
 
 import msgspec
 
@@ -143,8 +142,11 @@ class TreeRun:
             self.writer = writer
         self.entries = entries
         writes = []
-        # A dry run creates nothing in the tree: live databases are checked elsewhere.
-        check = tempfile.TemporaryDirectory(prefix="journal-check-") if dry_run else None
+        check = None
+        if dry_run:  # a dry run creates nothing in the tree: live databases are checked elsewhere
+            import tempfile
+
+            check = tempfile.TemporaryDirectory(prefix="journal-check-")
         try:
             for entry in entries:
                 self._decide(entry, aside, dry_run, check and check.name, writes)

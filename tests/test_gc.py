@@ -326,7 +326,6 @@ def test_retention_policies_choose_by_count_age_hour_and_day():
     # last 6 hours (seqs 6..17): sequence numbers grow with time, as they do
     ms = [_fake_manifest(5 - d, now - (d + 1) * 24 * HOUR_NS) for d in range(5)]
     ms += [_fake_manifest(6 + i, now - (12 - i) * HOUR_NS // 2) for i in range(12)]
-    newest = 17
     hours = {m.seq: m.created_ns // HOUR_NS for m in ms}
     days = {m.seq: m.created_ns // (24 * HOUR_NS) for m in ms}
 

@@ -1,7 +1,6 @@
 """A page map written right after the data pack reaches its target lands in a NEW pack,
 but its records say SAME_PACK (0xFFFF) for the pages in the OLD pack."""
 import os, sqlite3, shutil
-import pytest
 from journal import pack as packmod
 from journal.checkpoint import checkpoint
 from journal.restore import restore

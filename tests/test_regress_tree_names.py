@@ -1,5 +1,4 @@
 """restore --to DIR joins DIR with tree names read from the manifest, unchecked."""
-import os
 import msgspec
 from journal.checkpoint import checkpoint
 from journal.restore import restore

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import unquote, urlsplit
 
 from ..errors import ConfigError
 from .base import Store, check_key
@@ -56,6 +55,8 @@ def open_store(url: str) -> Store:
 
 
 def _open_path_url(url: str, scheme: str) -> Store:
+    from urllib.parse import unquote, urlsplit
+
     parts = urlsplit(url)
     path = unquote(parts.path)
     if parts.netloc not in ("", "localhost") or not path.startswith("/"):
