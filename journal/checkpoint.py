@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import time
 
 import msgspec
@@ -310,7 +309,7 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result) 
     seq = state.seq + 1
     manifest = Manifest(
         seq=seq, parent=state.seq or None, parent_id=state.manifest_id, created=utc_now(),
-        created_ns=time.time_ns(), host=socket.gethostname(), pid=os.getpid(), writer=state.writer,
+        created_ns=time.time_ns(), host=os.uname().nodename, pid=os.getpid(), writer=state.writer,
         trees={n: _tree_root(c) for n, c in sorted(new_trees.items())},
         packs=tuple(data.packs + index.packs),
         added_bytes=data.uploaded_bytes + index.uploaded_bytes,

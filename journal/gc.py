@@ -44,8 +44,8 @@ and renewing it as it goes (``lease.py``). ``gc`` does both in one pass.
 
 from __future__ import annotations
 
+import os
 import re
-import socket
 import time
 import uuid
 import weakref
@@ -419,7 +419,7 @@ class _Gc:
     def _put_tombstone(self, chunk: Chunk, mark_seq: int, result: GcResult) -> None:
         now = time.time_ns()
         count = chunk.count
-        record = chunk.record(Tombstone(created=utc_now(), created_ns=now, host=socket.gethostname(),
+        record = chunk.record(Tombstone(created=utc_now(), created_ns=now, host=os.uname().nodename,
                                         mark_seq=mark_seq, items=[]))
         key = f"{TOMBSTONE_PREFIX}{now:020d}-{uuid.uuid4().hex[:8]}"
         self.repo.store.put_if_absent(key, record)

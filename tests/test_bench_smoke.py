@@ -19,8 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "tools" / "bench.py"
 FIGURE = ("bytes", "objects", "wall_s", "cpu_s", "maxrss_kib")
-TARGETS = 12  # the six of issue 4; the idle tick, the 20,000-file tick and the restore as supervise runs them;
-# issue 6's three
+# the six of issue 4; the idle tick, the 20,000-file tick and the restore as supervise runs them; issue 6's three
+TARGETS = 12
 
 
 @pytest.fixture(scope="module")

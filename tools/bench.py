@@ -966,17 +966,27 @@ class JournalSys:
         files, size = tree_stats(dest)
         return figure(child, files=files, restored_bytes=size)
 
-    def in_process_idle(self) -> float | None:
-        """A steady-state idle checkpoint through the library, in this process, as
-        `journal supervise` runs its timer ticks (the second of two: the first loads the state)."""
+    def _library(self):
+        """``(journal module, config, store)`` for a call through the library in this
+        process, as `journal supervise` makes it; None when journal is not importable here."""
         try:
-            from journal.checkpoint import checkpoint
+            import journal.checkpoint
+            import journal.restore
             from journal.config import load_config
             from journal.store import open_store
         except ImportError:
             return None
         cfg = load_config(env=self.env)
-        store = open_store(cfg.store)
+        return journal, cfg, open_store(cfg.store)
+
+    def in_process_idle(self) -> float | None:
+        """A steady-state idle checkpoint through the library, in this process, as
+        `journal supervise` runs its timer ticks (the second of two: the first loads the state)."""
+        lib = self._library()
+        if lib is None:
+            return None
+        journal, cfg, store = lib
+        checkpoint = journal.checkpoint.checkpoint
         checkpoint(cfg, store)  # supervise's first tick loads the local state; later ticks reuse it
         t0 = time.perf_counter()
         result = checkpoint(cfg, store)
@@ -986,16 +996,12 @@ class JournalSys:
     def in_process_restore(self, dest: str) -> float | None:
         """A full restore into ``dest`` through the library, in this process, as
         `journal supervise` restores at start-up (no interpreter start, no imports)."""
-        try:
-            from journal.config import load_config
-            from journal.restore import restore
-            from journal.store import open_store
-        except ImportError:
+        lib = self._library()
+        if lib is None:
             return None
-        cfg = load_config(env=self.env)
-        store = open_store(cfg.store)
+        journal, cfg, store = lib
         t0 = time.perf_counter()
-        result = restore(cfg, store, to=dest)
+        result = journal.restore.restore(cfg, store, to=dest)
         wall = time.perf_counter() - t0
         return round(wall, 6) if result.complete else None
 
@@ -1118,7 +1124,7 @@ def part_main(args, tools: Tools, work: str) -> dict:
             dest = os.path.join(rd, f"restore-{s.name}")
             run[s.name]["restore"] = s.restore(dest)
             rmtree(dest)
-            if s is systems[0]:
+            if isinstance(s, JournalSys):
                 run["journal"]["restore_in_process_s"] = s.in_process_restore(dest)
                 rmtree(dest)
         j = run["journal"]
