@@ -1,6 +1,6 @@
 """Shared fixtures: a live agent-state tree on local disk, a local store, the CLI.
 
-``live`` copies the real transcripts of ``/work/shared/fixtures/real`` (laid out as
+``live`` copies the real transcripts of ``tests/fixtures/real`` (laid out as
 under ``$AM_LOCAL``) into ``tmp_path/a/local`` and pairs them with a store at
 ``tmp_path/store``. ``make_live`` builds more of them; every one made in a test
 shares that test's store, as containers sharing one bucket do.
@@ -29,7 +29,7 @@ from journal.repository import Repository
 from journal.restore import RestoreResult, restore
 from journal.store import open_store
 
-FIXTURES = Path("/work/shared/fixtures/real")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real"
 HARNESS_DIRS = ("codex-home", "agent-state", "oc-home")
 
 

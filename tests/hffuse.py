@@ -1,7 +1,7 @@
 """A real FUSE filesystem with hf-mount's write rules, over a backing directory (the
 "bucket"). Run as its own process: ``python tests/hffuse.py BACKING MOUNTPOINT``.
 
-The rules (``../shared/PLATFORM.md``), enforced at the syscall boundary:
+The rules (hf-mount's documented write rules, ``docs/design.md`` §1), enforced at the syscall boundary:
 
 * a file opened for writing is buffered in this process's memory and reaches the
   bucket only when it is closed (FUSE's ``flush``, which ``close`` waits for);

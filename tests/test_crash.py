@@ -36,14 +36,12 @@ from journal.pack import pack_key
 from journal.repository import Repository
 from journal.store.local import TMP_DIR, LocalStore
 
-FIXTURES = Path("/work/shared/fixtures/real/codex-home/sessions/2026/02/23")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real" / "codex-home" / "sessions" / "2026" / "02" / "23"
 SESSIONS = "sessions/2026/02/23"
 HELD_ROLLOUT = "rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl"
 SMALL_ROLLOUT = "rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl"
 MiB = 1 << 20
 KEY = re.compile(r"config|manifests/\d{12}|packs/([0-9a-f]{2})/([0-9a-f]{64})")
-
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"real Codex rollouts not found at {FIXTURES}")
 
 
 # --- a live AM_LOCAL, a store, and the CLI pointed at them ---------------------------

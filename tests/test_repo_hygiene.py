@@ -1,0 +1,64 @@
+"""The project stands alone: no code, test or tool names a path of one machine.
+
+The suite must pass on any fresh clone (the README's ``make test``), so nothing may
+read the workplace's own folders (the fixtures now live in ``tests/fixtures/``) or
+any other absolute path of the machine the code was written on.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Built from pieces so this file does not match its own patterns.
+_W, _R, _S = "wo" + "rk", "ro" + "ot", "sha" + "red"
+MACHINE_PATH = re.compile(
+    rf"(?<![\w.~}})-])/(?:{_W}|{_R})(?:/|\b)"   # an absolute path under either
+    rf"|\.\./{_S}\b"                              # the workplace folder beside the repo
+    rf"|(?<![\w-]){_S}/(?:fixtures|seed|hooks|PLATFORM|STYLE)"
+)
+SCANNED = ("journal", "tests", "tools", "bin", ".ci", "Makefile", "pyproject.toml", "README.md", "docs")
+
+
+def tracked_text_files() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "-z", "--", *SCANNED], cwd=ROOT, capture_output=True, check=True)
+    files = []
+    for name in out.stdout.decode().split("\0"):
+        if not name or name.startswith("tests/fixtures/") or name.startswith("tests/golden/"):
+            continue
+        path = ROOT / name
+        if path.is_file():
+            files.append(path)
+    return files
+
+
+def test_no_file_names_a_path_of_this_machine():
+    offenders = []
+    for path in tracked_text_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if MACHINE_PATH.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}")
+    assert offenders == [], "machine paths found:\n" + "\n".join(offenders)
+
+
+def test_the_pattern_catches_what_it_must():
+    for bad in (f"/{_W}/{_S}/fixtures/real", f"Path('/{_R}/.cache')", f"../{_S}/seed/x.md", f"{_S}/fixtures/real"):
+        assert MACHINE_PATH.search(bad), bad
+    for good in ("/home/node/work/repo", "/data/journal", "tests/fixtures/real", "network", "~/work/x"):
+        assert not MACHINE_PATH.search(good), good
+
+
+def test_fixtures_are_in_the_repository_with_their_notices():
+    real = ROOT / "tests" / "fixtures" / "real"
+    assert (real / "SOURCES.md").is_file() and (real / "LICENSES.md").is_file()
+    notices = (real / "LICENSES.md").read_text()
+    for repo in ("madshn/localpush", "marot/spotter", "badlogic/pi-mono"):
+        assert repo in notices
+    assert notices.count("Permission is hereby granted, free of charge") == 3
+    assert len(list(real.rglob("*.jsonl"))) >= 11
