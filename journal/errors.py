@@ -193,6 +193,16 @@ class StoreVanished(StoreError):
         )
 
 
+class DamagedConfig(StoreError):
+    """The store's ``config`` object is missing or fails its checks while the store holds data."""
+
+    def __init__(self, location: str, problem: str):
+        self.location = location
+        self.problem = problem
+        super().__init__(f"open store: {location}/config {problem}; the store's config object is damaged: "
+                         "copy it back from a backup of the store (nothing was changed)")
+
+
 class StateDirUnusable(JournalError):
     """The local state directory cannot be created or locked."""
 

@@ -10,12 +10,14 @@ Layout (see docs/design.md)::
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import re
 import uuid
 from collections.abc import Iterator
 
 import msgspec
 
-from .errors import CorruptObject, KeyExists, NoStore, NotAStore, ObjectNotFound, StoreError
+from .errors import CorruptObject, DamagedConfig, KeyExists, NoStore, NotAStore, ObjectNotFound, StoreError
 from .model import STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode
 from .objects import KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, parse_header
 from .pack import pack_key
@@ -37,30 +39,94 @@ def blob_location(ref: BlobRef) -> str:
     return f"{pack_key(ref.pack)}@{ref.offset}"
 
 
+#: A config written since the checksum ends ``,"checksum":"<64 hex>"}``: the SHA-256 of
+#: the config's bytes without that member (which are exactly what older code wrote).
+CHECKSUM_MEMBER = b',"checksum":"'
+_STORE_ID = re.compile(r"[0-9a-f]{32}")
+_CREATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+
+
+class _UnsealedConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """A config written before the checksum (formats 1-6): exactly these members, so a
+    changed byte in a member's name or in the JSON's structure is still noticed."""
+
+    format: str
+    version: int
+    store_id: str
+    created: str
+
+
+def seal_config(info: StoreInfo) -> bytes:
+    """The bytes of a new store's config: StoreInfo's JSON with its checksum last."""
+    body = encode(info)
+    return body[:-1] + CHECKSUM_MEMBER + hashlib.sha256(body).hexdigest().encode() + b'"}'
+
+
+def read_config(raw: bytes) -> StoreInfo:
+    """Decode a config object strictly; ``ValueError`` (its problem) when it fails a check.
+
+    A sealed config must match its checksum (any changed byte fails it; members a newer
+    writer added are covered by it). An unsealed one (formats 1-6) must hold exactly the
+    four members, well formed: a changed byte that keeps it well formed goes unnoticed."""
+    at = raw.rfind(CHECKSUM_MEMBER)
+    try:
+        if at >= 0:
+            body, digest = raw[:at] + b"}", raw[at + len(CHECKSUM_MEMBER):]
+            if digest[64:] != b'"}' or hashlib.sha256(body).hexdigest().encode() != digest[:64]:
+                raise ValueError("fails its checksum (a byte of it changed after it was written)")
+            info = decode(body, StoreInfo)
+        else:
+            old = decode(raw, _UnsealedConfig)
+            info = StoreInfo(format=old.format, version=old.version, store_id=old.store_id, created=old.created)
+    except msgspec.DecodeError as err:
+        raise ValueError(f"is unreadable ({err})") from err
+    if info.format != "journal-store":
+        raise ValueError(f"names format {info.format!r}")
+    if not _STORE_ID.fullmatch(info.store_id) or not _CREATED.fullmatch(info.created):
+        raise ValueError(f"holds a malformed store id or time ({info.store_id!r}, {info.created!r})")
+    return info
+
+
+def _holds_data(store: Store) -> bool:
+    return any(next(iter(store.list(prefix)), None) is not None for prefix in (MANIFEST_PREFIX, PACK_PREFIX))
+
+
 def _not_a_store(store: Store, problem: str) -> StoreError:
     """A location without a valid config: a damaged journal store when it holds
-    manifests (name the config object), else something that is not a journal store."""
-    if next(iter(store.list(MANIFEST_PREFIX)), None) is None:
+    manifests or packs (name the config object), else something that is not a journal store."""
+    if not _holds_data(store):
         return NotAStore(store.location)
-    return StoreError(f"open store: {store.location}/{CONFIG_KEY} {problem}, yet the store holds checkpoints; "
-                      "the store's config object is damaged: copy it back from a backup of the store "
-                      "(nothing was changed)")
+    return DamagedConfig(store.location, f"{problem}, yet the store holds checkpoints or packs")
 
 
 class Repository:
     """A journal store opened for reading and writing."""
 
-    def __init__(self, store: Store, info: StoreInfo):
+    def __init__(self, store: Store, info: StoreInfo | None, config_problem: str | None = None):
         self.store = store
-        self.info = info
+        self.info = info                      # None only when opened for an audit of a damaged config
+        self.config_problem = config_problem  # what is wrong with the config (an audit only)
 
     @classmethod
-    def open(cls, store: Store, *, create: bool = False) -> "Repository":
+    def open(cls, store: Store, *, create: bool = False, audit: bool = False) -> "Repository":
         """Open the store; with ``create``, initialise an absent or empty one.
 
-        Raises ``NotAStore`` for a non-empty location without a journal config, and
-        ``NoStore`` for an absent or empty one when ``create`` is false.
+        Raises ``NotAStore`` for a non-empty location without a journal config,
+        ``DamagedConfig`` for a store whose config is missing or fails its checks while
+        it holds data, and ``NoStore`` for an absent or empty one when ``create`` is
+        false. With ``audit`` (verify), a damaged config is recorded in
+        ``config_problem`` instead, so the rest of the store can still be audited.
         """
+        try:
+            info = cls._read_info(store, create)
+        except DamagedConfig as err:
+            if not audit:
+                raise
+            return cls(store, None, config_problem=err.problem)
+        return cls(store, info)
+
+    @classmethod
+    def _read_info(cls, store: Store, create: bool) -> StoreInfo:
         try:
             raw = store.get(CONFIG_KEY)
         except ObjectNotFound:
@@ -70,25 +136,25 @@ class Repository:
                 raise NoStore(store.location) from None
             return cls._init(store)
         try:
-            info = decode(raw, StoreInfo)
-        except msgspec.DecodeError as err:
-            raise _not_a_store(store, f"is unreadable ({err})") from err
-        if info.format != "journal-store":
-            raise _not_a_store(store, f"names format {info.format!r}")
+            info = read_config(raw)
+        except ValueError as err:
+            if raw.rfind(CHECKSUM_MEMBER) >= 0:  # sealed: a journal config, damaged
+                raise DamagedConfig(store.location, str(err)) from None
+            raise _not_a_store(store, str(err)) from None
         if info.version > STORE_VERSION:
             raise StoreError(f"open store: {store.location}/{CONFIG_KEY} says store version {info.version}; "
                              f"this journal reads version {STORE_VERSION}: upgrade journal to use this store")
-        return cls(store, info)
+        return info
 
     @classmethod
-    def _init(cls, store: Store) -> "Repository":
+    def _init(cls, store: Store) -> StoreInfo:
         store.check_creatable()
         info = StoreInfo(store_id=uuid.uuid4().hex, created=utc_now())
         try:
-            store.put_if_absent(CONFIG_KEY, encode(info))
+            store.put_if_absent(CONFIG_KEY, seal_config(info))
         except KeyExists:
-            return cls.open(store)  # another process initialised it first
-        return cls(store, info)
+            return cls._read_info(store, False)  # another process initialised it first
+        return info
 
     @property
     def store_id(self) -> str:

@@ -270,13 +270,22 @@ def test_checkpoint_does_not_silently_start_a_new_store_where_the_known_one_vani
     assert not box.store.exists()
 
 
-def test_store_whose_config_says_a_future_version_is_refused(box):
+def seal(body: bytes) -> bytes:
+    """A config as journal writes it (design §3): its JSON, then the checksum of that JSON."""
+    return body[:-1] + b',"checksum":"' + hashlib.sha256(body).hexdigest().encode() + b'"}'
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["with-checksum", "without-checksum"])
+def test_store_whose_config_says_a_future_version_is_refused(box, sealed):
     """StoreInfo.version is never checked: a store written by a newer journal (version 99)
-    is opened, and written to, by this one."""
+    is opened, and written to, by this one. (A newer journal seals its config with a
+    checksum; one written before the checksum existed has none.)"""
     config = box.store / "config"
     info = json.loads(config.read_bytes())
+    del info["checksum"]
     info["version"] = 99
-    config.write_text(json.dumps(info))
+    body = json.dumps(info, separators=(",", ":")).encode()
+    config.write_bytes(seal(body) if sealed else body)
     before = sorted(p.name for p in (box.store / "manifests").iterdir())
     box.write(CODEX_CONFIG, b'model = "changed"\n')
 
@@ -298,6 +307,23 @@ def test_damaged_store_config_error_names_the_config_object(box):
 
     assert proc.returncode == 1
     assert str(config) in one_line_error(proc)
+
+
+def test_a_flipped_character_of_the_config_is_blamed_on_the_config_not_the_local_state(box):
+    """One character of the store id in ``config`` changed: the next checkpoint said the
+    local state was "missing or unreadable" and suggested a restore."""
+    config = box.store / "config"
+    raw = config.read_bytes()
+    at = raw.index(b'"store_id":"') + 12
+    config.write_bytes(raw[:at] + (b"0" if raw[at:at + 1] != b"0" else b"1") + raw[at + 1:])
+    box.write(CODEX_CONFIG, b'model = "changed"\n')
+    before = store_bytes(box.store)
+
+    for args in (("checkpoint",), ("restore",), ("log",), ("gc", "--keep-last", "1")):
+        line = one_line_error(box.run(*args))
+        assert f"{config} fails its checksum" in line and "backup" in line, line
+        assert "local state" not in line, line
+    assert store_bytes(box.store) == before
 
 
 def test_takeover_on_a_store_without_checkpoints_does_not_say_to_run_init(tmp_path):

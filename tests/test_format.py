@@ -168,7 +168,12 @@ def logical_view(root: str) -> dict:
     """What a store means, minus per-run fields and compressed sizes (so a zstd
     upgrade that changes frame bytes is not mistaken for a format change)."""
     reader = Reader(root)
-    config = json.loads(reader.raw("config"))
+    raw = reader.raw("config")
+    config = json.loads(raw)
+    if "checksum" in config:  # format 7 (§3): the SHA-256 of the config without its last member, the checksum
+        assert list(config)[-1] == "checksum", list(config)
+        digest = hashlib.sha256(raw[:raw.rindex(b',"checksum":')] + b"}").hexdigest()
+        assert config.pop("checksum") == digest, "the config's checksum does not match the rest of it"
     view = {"config": {k: v for k, v in config.items() if k not in ("store_id", "created")}, "manifests": {}}
     for name in sorted(os.listdir(os.path.join(root, "manifests"))):
         head, man, _ = reader.manifest(int(name))
