@@ -143,20 +143,22 @@ def verify(config_path, store_url, as_json, full):
         journal verify --full --json
     """
     from .repository import Repository
-    from .verify import verify as run_verify
+    from .verify import WARNING, verify as run_verify
 
     cfg, store = open_context(config_path, store_url)
-    result = run_verify(Repository.open(store), CliReporter("verifying", quiet=as_json), full=full)
+    result = run_verify(Repository.open(store, audit=True), CliReporter("verifying", quiet=as_json), full=full)
     if as_json:
         emit_json({"ok": result.ok, **{f: getattr(result, f) for f in result.__struct_fields__}})
     else:
         for f in result.findings:
             where = f"manifest {f.manifest}" if f.manifest is not None else "store"
-            click.echo(f"{f.kind}: {where}: {f.key}: {f.detail}")
+            click.echo(f"{'warning: ' if f.severity == WARNING else ''}{f.kind}: {where}: {f.key}: {f.detail}")
         what = f"{result.manifests} manifest(s), {result.pages} page(s), {result.packs} pack(s)"
         if full:
             what += f", {result.blobs} blob(s) re-hashed"
-        click.echo(f"{'ok' if result.ok else 'FINDINGS'}: {what}, {len(result.findings)} finding(s)")
+        warnings = len(result.findings) - len(result.errors)
+        click.echo(f"{'ok' if result.ok else 'FINDINGS'}: {what}, {len(result.errors)} finding(s)"
+                   + (f", {warnings} warning(s)" if warnings else ""))
     if not result.ok:
         sys.exit(1)
 

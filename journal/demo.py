@@ -106,12 +106,12 @@ def run_demo(workdir: str | None = None, reporter: Reporter = SILENT, child_line
         f"{result.lines_restored} lines in the rollout, every one valid JSON; torn line "
         f"{'RESTORED (bad)' if result.torn_restored else 'kept out'}")
     found = verify(Repository.open(open_store(cfg.store)), full=True)
-    result.verify_findings = len(found.findings)
+    result.verify_findings = len(found.errors)
     say(f"verify --full: {found.manifests} manifests, {found.blobs} blobs re-hashed, "
-        f"{len(found.findings)} findings")
+        f"{len(found.errors)} findings")
     result.ok = (restored.complete and result.lines_restored == result.lines_written
                  and back == live[: len(back)] and not result.torn_restored
-                 and result.idle_objects == 0 and not found.findings)
+                 and result.idle_objects == 0 and found.ok)
     say("demo OK" if result.ok else "demo FAILED")
     return result
 

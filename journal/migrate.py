@@ -309,8 +309,8 @@ def _verify(run: _Run, step: Step):
         return SKIPPED, "no checkpoint to verify"
     repo = Repository.open(run.store)
     result = verify(repo, run.reporter, full=True)
-    mine = [f for f in result.findings if f.manifest == seq]
-    for f in result.findings:
+    mine = [f for f in result.errors if f.manifest == seq]
+    for f in result.errors:
         if f.manifest != seq:
             run.report.warnings.append(f"verify: {f.kind}: manifest {f.manifest}: {f.key}: {f.detail}")
     cache = ManifestCache(repo)

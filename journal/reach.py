@@ -41,14 +41,15 @@ class Reach:
         """Add every pack manifest ``manifest`` needs; ``GcBlocked`` when one of its index
         pages or page maps is missing or damaged."""
         for name, tree in sorted(manifest.trees.items()):
-            if tree.root is not None:
-                try:
-                    self._walk_page(manifest.seq, name, tree.root)
-                except (CorruptObject, ObjectNotFound) as err:
-                    raise GcBlocked(manifest.seq, name, str(err)) from err
+            try:
+                self.walk_tree(manifest.seq, name, tree.root)
+            except (CorruptObject, ObjectNotFound) as err:
+                raise GcBlocked(manifest.seq, name, str(err)) from err
 
-    def _walk_page(self, seq: int, tree: str, root: BlobRef) -> None:
-        stack = [root]
+    def walk_tree(self, seq: int, tree: str, root: BlobRef | None) -> None:
+        """Add every pack one tree of manifest ``seq`` needs; ``CorruptObject`` or
+        ``ObjectNotFound`` when one of its index pages or page maps cannot be read."""
+        stack = [root] if root is not None else []
         while stack:
             ref = stack.pop()
             if (ref.pack, ref.id) in self._pages:

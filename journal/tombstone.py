@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
+from .errors import ObjectNotFound
+
 TOMBSTONE_PREFIX = "tombstones/"
 #: Items per tombstone: the mark writes one every this many, the sweep holds one at a time.
 TOMBSTONE_ITEMS = 3000
@@ -67,3 +69,22 @@ class Chunk:
         data = b"".join((head[:-2], self.buf, b"]}"))
         self.buf, self.count = bytearray(), 0
         return data
+
+
+def tombstoned_packs(store) -> set[str]:
+    """The ids of the packs every readable tombstone names: garbage gc already knows
+    about (an unreadable tombstone or item is skipped here; gc reports it)."""
+    packs: set[str] = set()
+    for key in store.list(TOMBSTONE_PREFIX):
+        try:
+            stone = msgspec.json.decode(store.get(key), type=LazyTombstone)
+        except (ObjectNotFound, msgspec.DecodeError):
+            continue
+        for raw in stone.items:
+            try:
+                item = decode_item(raw)
+            except msgspec.DecodeError:
+                continue
+            if item.kind != "manifest":
+                packs.add(item.key.rsplit("/", 1)[-1])
+    return packs

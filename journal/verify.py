@@ -7,6 +7,13 @@ SQLite snapshot's pages (its full map's pages are the bases of its page deltas, 
 snapshot needs all of them). Full (``--full``): additionally every blob is read,
 decompressed and re-hashed, every JSONL segment ends in ``\\n``, and every snapshot
 is rebuilt (each page delta decoded against its verified base) and integrity-checked.
+
+Both also check the store's ``config`` (``corrupt-config``: missing, malformed, or not
+matching its checksum) and look for packs that no manifest names or reaches and no gc
+tombstone names (``unreferenced-pack``; not while a manifest is unreadable, since it may
+name any pack). On a store with checkpoints such a pack is a warning, not a failure: a checkpoint that crashed, lost a commit race or is running now
+leaves exactly that (gc's orphans), and a pack whose manifest the store lost looks the
+same. On a store with packs and no manifest at all it is an error: the history is gone.
 """
 
 from __future__ import annotations
@@ -23,11 +30,13 @@ from .model import KIND_JSONL, KIND_SQLITE, BlobRef, Entry
 from .objects import KIND_PAGEMAP, decode_record
 from .pack import pack_key
 from .pagemap import load_snapshot
+from .reach import Reach
 from .report import SILENT, Reporter
 from .repository import Repository, blob_location, manifest_key
 from .segments import anchor_refs, chunk_reader, file_bases, read_segment
 from .sqlite_capture import rebuild_db
 from .sqlite_snapshot import integrity_check, remove_staging
+from .tombstone import tombstoned_packs
 
 TORN_MANIFEST = "torn-manifest"
 CORRUPT_PAGE = "corrupt-page"
@@ -37,6 +46,11 @@ TORN_SEGMENT = "torn-segment"
 UNSAFE_PATH = "unsafe-path"
 BAD_SNAPSHOT = "bad-snapshot"
 SHORT_PACK = "short-pack"
+CORRUPT_CONFIG = "corrupt-config"
+UNREFERENCED_PACK = "unreferenced-pack"
+
+ERROR = "error"      # the store is damaged: verify fails
+WARNING = "warning"  # worth a look, but a healthy store can show it: verify still passes
 
 
 class Finding(msgspec.Struct, kw_only=True):
@@ -44,6 +58,7 @@ class Finding(msgspec.Struct, kw_only=True):
     manifest: int | None
     key: str
     detail: str
+    severity: str = ERROR
 
 
 class VerifyResult(msgspec.Struct, kw_only=True):
@@ -56,13 +71,20 @@ class VerifyResult(msgspec.Struct, kw_only=True):
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        return not self.errors
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
 
 
 def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False) -> VerifyResult:
     """Audit the store; see the module docstring. Never modifies anything."""
     result = VerifyResult(full=full)
-    packs = repo.pack_sizes()
+    if repo.config_problem is not None:
+        result.findings.append(Finding(kind=CORRUPT_CONFIG, manifest=None, key="config", detail=repo.config_problem))
+    packs = repo.pack_sizes()  # listed before the manifests: a checkpoint committing meanwhile is seen
+    reach = Reach(repo)
     page_ok: dict[str, bool] = {}
     blobs: dict[tuple[str, int], tuple[int, BlobRef, bool]] = {}
     snapshots: dict[tuple[BlobRef, ...], tuple[int, str, Entry]] = {}
@@ -72,7 +94,12 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
         if manifest is None:
             result.findings.append(Finding(kind=TORN_MANIFEST, manifest=seq, key=manifest_key(seq), detail=str(mid)))
             continue
+        reach.packs.update(manifest.packs)
         for name, tree in sorted(manifest.trees.items()):
+            try:
+                reach.walk_tree(seq, name, tree.root)
+            except (CorruptObject, ObjectNotFound):
+                pass  # reported below, by the audit of that tree
             entries = _tree_entries(repo, seq, name, tree.root, packs, page_ok, result)
             if entries is None:
                 continue
@@ -98,6 +125,7 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
                     blobs.setdefault((ref.pack, ref.offset), (seq, ref, e.kind == KIND_JSONL, anchor or base))
     result.packs = len(packs)
     _check_snapshot_packs(repo, snapshots, packs, reported, result)
+    _check_unreferenced(repo, packs, reach.packs, result)
     if full:
         _check_blobs(repo, blobs, result, reporter)
         _check_snapshots(repo, snapshots, result)
@@ -120,6 +148,27 @@ def _pack_problem(ref: BlobRef, packs: dict[str, int], seq: int, who: str, repor
                                            detail=f"{who} needs bytes up to {ref.offset + ref.length:,}, "
                                                   f"the pack holds {size:,}"))
     return True
+
+
+def _check_unreferenced(repo: Repository, packs: dict[str, int], reached: set[str], result: VerifyResult) -> None:
+    """One finding per pack no manifest names or reaches and no tombstone names (gc
+    already knows those as garbage). Not when a manifest is unreadable: it may name any
+    of them (and it is a finding of its own)."""
+    if any(f.kind == TORN_MANIFEST for f in result.findings):
+        return
+    loose = sorted(packs.keys() - reached - tombstoned_packs(repo.store))
+    if not loose:
+        return
+    if result.manifests:
+        severity, why = WARNING, ("no checkpoint names it and no gc tombstone does: a checkpoint that crashed, "
+                                  "lost a commit race or is running now uploaded it (`journal gc` deletes it), "
+                                  "or the store lost the manifest that named it")
+    else:
+        severity, why = ERROR, ("the store holds packs but no manifest at all: its checkpoints were deleted "
+                                "(restore finds nothing here), unless a very first checkpoint is running now")
+    for pack in loose:
+        result.findings.append(Finding(kind=UNREFERENCED_PACK, manifest=None, key=pack_key(pack),
+                                       detail=f"{packs[pack]:,} bytes; {why}", severity=severity))
 
 
 def _check_snapshot_packs(repo, snapshots, packs, reported, result) -> None:

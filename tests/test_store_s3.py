@@ -221,6 +221,27 @@ def test_checkpoint_wipe_restore_verify_round_trip_on_s3(s3_bucket, tmp_path):
     assert sorted(k.split("/")[0] for k in s3_bucket.objects()) == ["config"] + ["manifests"] * 2 + ["packs"] * 4
 
 
+def test_a_flipped_character_of_the_config_on_s3_is_named_by_checkpoint_and_verify(s3_bucket, tmp_path):
+    box = Container(tmp_path / "c", s3_bucket)
+    box.run("checkpoint")
+    key = f"{s3_bucket.prefix}/config"
+    raw = s3_bucket.client.get_object(Bucket=s3_bucket.name, Key=key)["Body"].read()
+    at = raw.index(b'"created":"') + 12
+    s3_bucket.client.put_object(Bucket=s3_bucket.name, Key=key, Body=raw[:at] + b"9" + raw[at + 1:])
+    with open(box.local / ROLLOUT, "ab") as fh:
+        fh.write(b'{"type":"event_msg","payload":{"type":"agent_message","message":"x"}}\n')
+    before = s3_bucket.objects()
+
+    refused = box.run("checkpoint", ok=False)
+    verified = box.run("verify", "--json", ok=False)
+
+    assert refused.returncode == 1 and "config fails its checksum" in refused.stderr, refused.stderr
+    assert "local state" not in refused.stderr
+    doc = json.loads(verified.stdout)
+    assert verified.returncode == 1 and [f["kind"] for f in doc["findings"]] == ["corrupt-config"]
+    assert doc["manifests"] == 1 and s3_bucket.objects() == before
+
+
 def test_idle_checkpoint_makes_no_write_request(s3_bucket, tmp_path):
     box = Container(tmp_path / "c", s3_bucket)
     box.run("checkpoint")

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from faults import FaultyStore
 
+from journal.checkpoint import checkpoint
+from journal.errors import DamagedConfig, StoreError
 from journal.pack import pack_key
-from journal.repository import blob_location, manifest_key
-from journal.verify import CORRUPT_OBJECT, MISSING_OBJECT, SHORT_PACK, TORN_MANIFEST, UNSAFE_PATH, verify
+from journal.repository import Repository, blob_location, manifest_key
+from journal.verify import (CORRUPT_CONFIG, CORRUPT_OBJECT, MISSING_OBJECT, SHORT_PACK, TORN_MANIFEST, UNREFERENCED_PACK, UNSAFE_PATH,
+                            verify)
 from test_restore import publish_crafted_manifest
 
 ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
@@ -131,3 +135,109 @@ def test_verify_never_modifies_the_store(stored):
     stored.run("verify", "--full")
 
     assert {p: p.read_bytes() for p in stored.store_path.rglob("*") if p.is_file()} == before
+
+
+# --- packs no checkpoint names --------------------------------------------------------------------
+
+
+def crash_a_checkpoint_after_its_data_pack(live) -> str:
+    """A checkpoint whose index pack upload fails (the container died there): its data
+    pack stays in the store, named by nothing; the file then changes again, so the next
+    checkpoint uploads another one. Returns the orphan pack's key."""
+    config = live.local / "codex-home" / "config.toml"
+    config.write_text('model = "crashed"\n')
+    before = {k for k in live.store.list("packs/")}
+    puts = []
+
+    def second_pack_put(method, key):
+        if method == "put_if_absent" and key.startswith("packs/"):
+            puts.append(key)
+            return len(puts) == 2
+        return False
+
+    with pytest.raises(StoreError):
+        checkpoint(live.cfg, FaultyStore(live.store, fail_when=second_pack_put))
+    (orphan,) = set(live.store.list("packs/")) - before
+    config.write_text('model = "after the crash"\n')
+    assert live.checkpoint().seq == 3
+    return orphan
+
+
+def test_verify_warns_of_a_crashed_checkpoints_pack_and_still_passes(stored):
+    orphan = crash_a_checkpoint_after_its_data_pack(stored)
+
+    proc = stored.run("verify", "--full")
+    doc = json.loads(stored.run("verify", "--json").stdout)
+
+    assert proc.returncode == 0, proc.stdout
+    assert f"warning: {UNREFERENCED_PACK}: store: {orphan}:" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1].endswith("0 finding(s), 1 warning(s)")
+    assert doc["ok"] is True
+    assert [(f["kind"], f["severity"], f["key"]) for f in doc["findings"]] == [(UNREFERENCED_PACK, "warning", orphan)]
+
+
+def test_verify_counts_what_kept_checkpoints_reach_and_gc_tombstoned_as_referenced(stored):
+    """After gc deleted checkpoint 1, packs only it had uploaded are still reached by the
+    kept ones; the crashed checkpoint's pack, once tombstoned, is garbage gc knows about."""
+    orphan = crash_a_checkpoint_after_its_data_pack(stored)
+    uploaded_by_1 = set(stored.repo().load_manifest(1)[0].packs)
+    for _ in range(2):  # mark, then sweep: manifests 1 and 2 go
+        assert stored.run("gc", "--keep-last", "1", "--grace", "0s").returncode == 0
+    keys = set(stored.store.list())
+    assert stored.repo().manifest_seqs() == [3] and orphan in keys
+    assert any(pack_key(p) in keys for p in uploaded_by_1), "no pack of checkpoint 1 is still needed"
+
+    doc = json.loads(stored.run("verify", "--json").stdout)
+
+    assert doc["ok"] is True and doc["findings"] == []
+
+
+# --- the store's config ---------------------------------------------------------------------------
+
+
+def test_a_flipped_character_of_the_config_is_a_corrupt_config_finding(stored):
+    """One character of ``config`` changed (here in the store id): verify used to pass,
+    and the next checkpoint blamed the local state. The other checks still run."""
+    config = stored.store_path / "config"
+    raw = config.read_bytes()
+    at = raw.index(b'"store_id":"') + 12
+    config.write_bytes(raw[:at] + (b"0" if raw[at:at + 1] != b"0" else b"1") + raw[at + 1:])
+
+    proc = stored.run("verify", "--full", "--json")
+
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert [(f["kind"], f["key"]) for f in doc["findings"]] == [(CORRUPT_CONFIG, "config")]
+    assert "checksum" in doc["findings"][0]["detail"] and doc["manifests"] == 2 and doc["blobs"] > 0
+
+
+def test_every_changed_byte_of_a_new_config_is_named_as_damage(stored):
+    config = stored.store_path / "config"
+    raw = config.read_bytes()
+    for at in range(len(raw)):
+        config.write_bytes(raw[:at] + bytes([raw[at] ^ 0x01]) + raw[at + 1:])
+        with pytest.raises(DamagedConfig) as caught:
+            Repository.open(stored.store)
+        assert f"{stored.store_path}/config" in str(caught.value)
+        assert verify(Repository.open(stored.store, audit=True)).findings[0].kind == CORRUPT_CONFIG
+    config.write_bytes(raw)
+    assert verify(Repository.open(stored.store)).ok
+
+
+def test_a_config_written_before_the_checksum_is_read_strictly(stored):
+    """Stores made by formats 1-6 have no checksum: they stay readable, and a changed
+    member name (which the defaults used to hide: ``formaT`` read as the default format)
+    is still damage."""
+    config = stored.store_path / "config"
+    info = json.loads(config.read_bytes())
+    del info["checksum"]
+    old = json.dumps(info, separators=(",", ":")).encode()
+    config.write_bytes(old)
+    assert stored.run("verify").returncode == 0
+    (stored.local / "codex-home" / "config.toml").write_text('model = "old store"\n')
+    assert stored.run("checkpoint").returncode == 0
+
+    config.write_bytes(old.replace(b'"format"', b'"formaT"'))
+    proc = stored.run("verify", "--json")
+
+    assert proc.returncode == 1 and kinds(proc) == [CORRUPT_CONFIG]
