@@ -27,8 +27,9 @@ from .errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExis
 from .history import ManifestCache
 from .index import build_index
 from . import quiet
+from .lineage import describe_writer, open_repository, refuse_foreign, require_committed
 from .localstate import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
-                         load_state, new_state, open_repository, save_state)
+                         load_state, new_state, save_state)
 from .file_delta import FileDeltas
 from .model import KIND_DIR, KIND_FILE, KIND_SQLITE, Manifest, TreeRoot, decode
 from .objects import KIND_CHUNK, KIND_PAGE, decode_record
@@ -116,6 +117,7 @@ def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
             # rebuild would drop out of history (the seed's "new lineage" hazard).
             raise RestoreNotComplete(os.path.join(cfg.state_dir, "state.msgpack"))
         return state
+    refuse_foreign("checkpoint", cfg.state_dir, repo)  # a state of another store is no "first run"
     seqs = repo.manifest_seqs()  # listing only when there is no state (first run)
     if seqs:
         raise HistoryWithoutState(os.path.join(cfg.state_dir, "state.msgpack"), seqs[-1])
@@ -136,8 +138,11 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
     the next seq with every file uploaded again."""
     published = state.pending
     manifest = decode(decode_record(published, key=manifest_key(state.pending_seq)), Manifest)
+    stored = repo.store.head(manifest_key(state.pending_seq)) is not None
+    if not stored:
+        require_committed(repo, manifest.parent or 0, cfg.state_dir)  # never on top of a lost history
     missing = _missing_packs(repo, manifest)
-    if missing and repo.store.head(manifest_key(state.pending_seq)) is None:
+    if missing and not stored:
         _warn(result, reporter, f"checkpoint: pending manifest {manifest.seq} names {len(missing)} pack(s) the "
               "store does not hold; dropped it, and this checkpoint re-uploads every file")
         state.seq, state.manifest_id = manifest.parent or 0, manifest.parent_id
@@ -250,7 +255,9 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
                 state.trees = new_trees
                 save_state(cfg.state_dir, state)  # local only: fresher signatures, no store write
         else:
-            # Fence before uploading anything more: another writer may own seq+1 already.
+            # Fence before uploading anything more: the store must still hold seq (or the
+            # history this writer builds on is lost), and another writer may own seq+1.
+            require_committed(repo, state.seq, cfg.state_dir)
             if repo.store.head(manifest_key(state.seq + 1)) is not None:
                 raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
             ctx.data.finish()
@@ -340,12 +347,3 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result) 
 def _tree_root(cache: TreeCache) -> TreeRoot:
     files = [f.entry for f in cache.files.values() if f.entry.kind != KIND_DIR]
     return TreeRoot(root=cache.root, files=len(files), bytes=sum(e.size for e in files))
-
-
-def describe_writer(repo: Repository, seq: int) -> str:
-    """Who committed ``seq``: host, pid and time, for conflict errors."""
-    try:
-        other, _ = repo.load_manifest(seq)
-    except Exception as err:  # noqa: BLE001 - any failure still names the sequence
-        return f"another writer (its manifest {manifest_key(seq)} is unreadable: {err})"
-    return f"host {other.host} pid {other.pid} at {other.created}"

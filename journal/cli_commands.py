@@ -22,16 +22,22 @@ def init(config_path, store_url, as_json):
 
         JOURNAL_STORE=/data/journal journal init
     """
+    from .lineage import adopt_new_store
     from .quiet import discard
     from .repository import Repository
 
     cfg, store = open_context(config_path, store_url)
     repo = Repository.open(store, create=True)
+    left = adopt_new_store(cfg.state_dir, repo)
     discard(cfg.state_dir)  # the next checkpoint walks the trees: the store may be a new one
     if as_json:
-        emit_json({"store": cfg.store, "store_id": repo.store_id, "created": repo.info.created})
-    else:
-        click.echo(f"store {cfg.store} ready (id {repo.store_id})")
+        emit_json({"store": cfg.store, "store_id": repo.store_id, "created": repo.info.created,
+                   "left_store": left.store_id if left else None, "left_seq": left.seq if left else None})
+        return
+    click.echo(f"store {cfg.store} ready (id {repo.store_id})")
+    if left is not None:
+        click.echo(f"this machine now follows store {repo.store_id}, no longer store {left.store_id} (it knew "
+                   f"checkpoint {left.seq} there): the next `journal checkpoint` publishes every file as checkpoint 1")
 
 
 @main.command()
@@ -298,7 +304,9 @@ def takeover(config_path, store_url, as_json):
 
     After a manifest conflict: adopt the newest checkpoint as the parent without
     touching local files; the next checkpoint publishes the local view. Nothing in
-    the store is deleted. (`journal restore` is the other way out.)
+    the store is deleted. (`journal restore` is the other way out.) Also the way to
+    continue a store other than the one this machine followed, or one that lost
+    checkpoints this machine knew: it says what it leaves behind.
 
     Example:
 
@@ -310,9 +318,19 @@ def takeover(config_path, store_url, as_json):
     result = run_takeover(cfg, store)
     if as_json:
         emit_json(result)
+        return
+    if result.seq:
+        click.echo(f"took over store {result.store_id} after checkpoint {result.seq} ({result.previous_writer}); "
+                   "the next `journal checkpoint` publishes this container's files")
     else:
-        click.echo(f"took over after checkpoint {result.seq} ({result.previous_writer}); "
-                   f"the next `journal checkpoint` publishes this container's files")
+        click.echo(f"took over store {result.store_id}, which holds no checkpoint; the next `journal checkpoint` "
+                   "publishes this container's files as checkpoint 1")
+    if result.left_store is not None:
+        click.echo(f"this machine no longer follows store {result.left_store} (it knew checkpoint {result.left_seq} "
+                   "there); that store is left as it is")
+    elif result.left_seq is not None:
+        click.echo(f"checkpoint(s) {result.seq + 1}-{result.left_seq} that this machine knew are not in the store "
+                   "any more; they are left behind")
 
 
 @main.command("gc")

@@ -203,6 +203,36 @@ class DamagedConfig(StoreError):
                          "copy it back from a backup of the store (nothing was changed)")
 
 
+class ForeignStore(JournalError):
+    """The local state follows one store; the store configured now is another one."""
+
+    def __init__(self, op: str, location: str, store_id: str, state_path: str, followed: str, seq: int):
+        self.store_id = store_id
+        self.followed = followed
+        super().__init__(
+            f"{op}: {location} is store {store_id}, but this machine's local state ({state_path}) follows "
+            f"store {followed} (up to checkpoint {seq}); a {op} here would mix the two histories. Point "
+            f"JOURNAL_STORE back at store {followed}, export this one with `journal restore --to DIR`, make "
+            f"this container continue store {store_id} with `journal takeover` (local files are kept), or "
+            f"remove {state_path} on purpose; nothing was changed")
+
+
+class HistoryLost(JournalError):
+    """The store no longer holds the checkpoint the local state was built on, nor a later one."""
+
+    def __init__(self, op: str, location: str, state_path: str, seq: int, key: str, newest: int | None):
+        self.seq = seq
+        self.newest = newest
+        held = f"its newest is checkpoint {newest}" if newest else "it holds no checkpoint at all"
+        then = f"continue from checkpoint {newest}" if newest else "start its history again"
+        super().__init__(
+            f"{op}: store {location} no longer holds checkpoint {seq} ({key}), the last one this machine's "
+            f"local state ({state_path}) knows, nor any later one ({held}): its manifests were deleted or the "
+            f"store was rolled back. Copy the missing manifests back from a backup of the store, or run "
+            f"`journal takeover` to {then} with this container's files (`journal restore --to DIR` exports "
+            f"what the store still holds); nothing was changed")
+
+
 class StateDirUnusable(JournalError):
     """The local state directory cannot be created or locked."""
 

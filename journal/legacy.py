@@ -24,6 +24,7 @@ import msgspec
 from .config import Config, TreeConfig
 from .errors import ConfigError, HistoryWithoutState, NoStore, SnapshotFailed
 from .legacy_db import CHECKPOINT_COPY, RAW_TRIO, DbCandidate, recover_db
+from .lineage import refuse_foreign
 from .localstate import load_state
 from .report import SILENT, Reporter
 from .repository import Repository, utc_now
@@ -348,6 +349,7 @@ def _stored_trees(store: Store, reporter: Reporter) -> tuple[Repository | None, 
 
 def _require_history(cfg: Config, repo: Repository | None) -> None:
     if repo is not None and load_state(cfg.state_dir, repo.store_id) is None:
+        refuse_foreign("migrate", cfg.state_dir, repo)
         seqs = repo.manifest_seqs()
         if seqs:
             raise HistoryWithoutState(os.path.join(cfg.state_dir, "state.msgpack"), seqs[-1])

@@ -20,7 +20,7 @@ import uuid
 import msgspec
 
 from .atomic import write_file_atomic
-from .errors import LockBusy, NoStore, StateDirUnusable, StoreVanished
+from .errors import LockBusy, StateDirUnusable
 from .model import BlobRef, Entry
 from .paths import LOCK_FILE, STATE_FILE
 from .signatures import signature  # noqa: F401  (re-exported)
@@ -87,44 +87,27 @@ def _file_sig(path: str) -> tuple[int, int, int] | None:
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
     """The cached state for ``store_id``, or None when missing, unreadable or for another store."""
+    state = read_state(state_dir)
+    if state is None or state.version not in READ_STATE_VERSIONS or state.store_id != store_id:
+        return None
+    return state
+
+
+def read_state(state_dir: str) -> LocalState | None:
+    """The state file as it is, whatever store it names (None when missing or unreadable):
+    what this machine knows, for the lineage guards (``lineage.py``)."""
     path = os.path.join(state_dir, STATE_FILE)
     memo = _memo.get(path)
-    if memo is not None and memo[0] == _file_sig(path) and memo[1].store_id == store_id:
+    if memo is not None and memo[0] == _file_sig(path):
         return memo[1]
     try:
         with open(path, "rb") as fh:
             sig = os.fstat(fh.fileno())
             state = msgspec.msgpack.decode(fh.read(), type=LocalState)
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    if state.version not in READ_STATE_VERSIONS or state.store_id != store_id:
+    except (OSError, msgspec.DecodeError):
         return None
     _memo[path] = ((sig.st_ino, sig.st_mtime_ns, sig.st_size), state)
     return state
-
-
-def open_repository(store, state_dir: str, *, create: bool):
-    """Open the store; create it when absent only if this machine never checkpointed
-    to a store. A store that vanished (an unmounted volume) is not silently replaced by
-    a new, empty one on local disk: ``journal init`` creates it on purpose."""
-    from .repository import Repository
-    try:
-        return Repository.open(store)
-    except NoStore:
-        if not create:
-            raise
-        known = _read_state(os.path.join(state_dir, STATE_FILE))
-        if known is not None and known.seq > 0:
-            raise StoreVanished(store.location, known.store_id, known.seq) from None
-        return Repository.open(store, create=True)
-
-
-def _read_state(path: str) -> LocalState | None:
-    try:
-        with open(path, "rb") as fh:
-            return msgspec.msgpack.decode(fh.read(), type=LocalState)
-    except (OSError, msgspec.DecodeError):
-        return None
 
 
 def forget_state(state_dir: str) -> None:

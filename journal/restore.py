@@ -17,8 +17,8 @@ import msgspec
 from .config import TREE_NAME
 from .errors import ConfigError, CorruptObject, ObjectNotFound, UnsafePath
 from .history import ManifestCache, select_seqs
-from .localstate import (LocalState, StateLock, TreeCache, cache_from_entries, load_state, new_state,
-                         open_repository, save_state)
+from .lineage import open_repository, require_history
+from .localstate import LocalState, StateLock, TreeCache, cache_from_entries, load_state, new_state, save_state
 from .report import SILENT, Reporter
 from . import fetch
 from .repository import Repository, utc_now
@@ -48,9 +48,11 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         _check_to(to)
     with StateLock(cfg.state_dir, wait=True, create=not dry_run):
         repo = open_repository(store, cfg.state_dir, create=not dry_run)
+        all_seqs = repo.manifest_seqs()  # the one listing a restore makes
+        if to is None:  # an export touches neither the live trees nor the local state
+            require_history("restore", cfg.state_dir, repo, all_seqs)
         if not dry_run:
             store.sweep_temp()  # a killed writer's temp files; at startup, not on every tick
-        all_seqs = repo.manifest_seqs()  # the one listing a restore makes
         seqs = select_seqs(repo, at, all_seqs)
         result = RestoreResult(dry_run=dry_run, seq=seqs[-1] if seqs else None)
         cache = ManifestCache(repo)
