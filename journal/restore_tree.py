@@ -157,7 +157,7 @@ class TreeRun:
 
     def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: str | None, writes: list) -> None:
         tr, dest = self.tr, self.tr.dest
-        action = decide(dest, entry, check_dir)
+        action = decide(dest, entry, check_dir, self.repo)
         if entry.kind == KIND_SQLITE:
             _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
         tr.actions[action] = tr.actions.get(action, 0) + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -202,6 +203,50 @@ def test_jsonl_with_no_complete_line_restores_as_an_empty_file(live, make_live):
     fresh.restore()
 
     assert (fresh.local / "codex-home" / "session_index.jsonl").read_bytes() == b""
+
+
+def grown_rollout(source) -> tuple[Path, bytes, list[int]]:
+    """The codex rollout after two more one-line checkpoints (three segments); returns
+    it, its checkpointed bytes and where each segment ends."""
+    rollout = source.local / "codex-home" / ROLLOUT
+    for n in range(2):
+        with open(rollout, "ab") as fh:
+            fh.write(b'{"timestamp": "2026-02-24T12:1%d:00.000Z", "type": "event_msg", "payload": {}}\n' % n)
+        assert source.checkpoint().seq == 2 + n
+    refs = source.entries("codex")[ROLLOUT].refs
+    ends = [sum(r.size for r in refs[:i + 1]) for i in range(len(refs))]
+    assert len(refs) == 3 and ends[-1] == rollout.stat().st_size
+    return rollout, rollout.read_bytes(), ends
+
+
+@pytest.mark.parametrize("cut", ["line-in-first-segment", "torn-in-last-segment", "segment-boundary", "empty"])
+def test_restore_completes_a_newer_local_transcript_that_is_a_prefix_of_the_checkpoint(source, cut):
+    rollout, full, ends = grown_rollout(source)
+    size = {"line-in-first-segment": full.rfind(b"\n", 0, ends[0] // 2) + 1, "torn-in-last-segment": ends[-1] - 7,
+            "segment-boundary": ends[0], "empty": 0}[cut]
+    rollout.write_bytes(full[:size])   # an older copy of an append-only transcript ...
+    set_mtime(rollout, source.entries("codex")[ROLLOUT].mtime_ns + 60 * SECOND)   # ... with a newer clock
+
+    proc = source.run("restore")
+
+    assert proc.returncode == 0, proc.stderr
+    assert "1 complete-prefix" in proc.stdout
+    assert rollout.read_bytes() == full
+    tick = json.loads(source.run("checkpoint", "--json").stdout)
+    assert tick["seq"] is None, "the next checkpoint published the shorter transcript"
+    assert source.entries("codex")[ROLLOUT].size == len(full)
+
+
+def test_restore_keeps_a_newer_shorter_transcript_that_is_not_a_prefix(source):
+    rollout, full, _ = grown_rollout(source)
+    mine = full[:len(full) // 2].replace(b"event_msg", b"event_MSG")
+    rollout.write_bytes(mine)
+    set_mtime(rollout, source.entries("codex")[ROLLOUT].mtime_ns + 60 * SECOND)
+
+    result = source.restore()
+
+    assert actions(result, "codex").get(KEEP_NEWER) == 1
+    assert rollout.read_bytes() == mine
 
 
 # --- options ---------------------------------------------------------------------------------
