@@ -6,7 +6,10 @@
   (``file_delta.py``).
 * JSONL transcripts that only grew publish just the new complete lines, from the
   previously checkpointed length to the last ``\\n``. A torn last line waits for a
-  later checkpoint. Anything else (shrunk, rewritten) is re-based from offset 0.
+  later checkpoint. Anything else (shrunk, rewritten) is re-based from offset 0, with
+  a warning naming the file and both sizes. Whether the checkpointed bytes are still
+  there is checked in full when the file did not grow (``check_prefix``); a growing
+  file re-hashes its last checkpointed segment and a rolling window of the others.
 * A file is read up to the size seen when it was opened, and the stat signature
   taken *before* reading is what the cache records, so a file rewritten during the
   read is selected again on the next pass.
@@ -34,15 +37,20 @@ READ_BLOCK = 1 << 20
 MERGE_FANOUT = 8           # compaction: this many trailing segments merge, when the oldest of
 MERGE_RATIO = 0.5          # ... them is at most this share of the others together,
 MERGE_CAP = 8 << 20        # ... into one segment of at most this size
+#: A growing transcript re-hashes its last checkpointed segment plus at most this many
+#: bytes of its earlier segments (at least one), a window that rolls on at every growing
+#: capture (``check_prefix``, design §6).
+ROLL_BYTES = 4 << 20
 
 AddBlob = Callable[..., BlobRef]   # PackWriter.add(kind, payload, *, base=None)
 
 
 def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, add: AddBlob,
-                 deltas: FileDeltas | None = None) -> FileState | None:
+                 deltas: FileDeltas | None = None, warn: Callable[[str], None] | None = None) -> FileState | None:
     """Return the path's new cache record, or None if it vanished meanwhile. ``deltas``
     stores the changed chunks of rewritten files (``file_delta.py``); without it every
-    changed chunk is stored whole."""
+    changed chunk is stored whole. ``warn`` receives the warning of a transcript whose
+    checkpointed bytes are gone (shrunk or rewritten)."""
     st = item.stat
     mode = stat_mod.S_IMODE(st.st_mode)
     if item.kind == KIND_DIR:
@@ -68,12 +76,12 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
         if not stat_mod.S_ISREG(st.st_mode):
             return None
         if is_jsonl:
-            entry = _capture_jsonl(fd, item.path, st, prev, add)
+            entry, roll = _capture_jsonl(fd, full, item.path, st, prev, add, warn)
         else:
-            entry = _capture_whole(fd, item.path, st, prev, add, deltas)
+            entry, roll = _capture_whole(fd, item.path, st, prev, add, deltas), 0
     finally:
         os.close(fd)
-    return FileState(signature(st), entry)
+    return FileState(signature(st), entry, roll)
 
 
 def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob,
@@ -105,23 +113,43 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
                  size=offset, refs=tuple(refs), bases=tuple(bases) if any(bases) else ())
 
 
-def _capture_jsonl(fd: int, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob) -> Entry:
+def _capture_jsonl(fd: int, full: str, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob,
+                   warn: Callable[[str], None] | None) -> tuple[Entry, int]:
+    """The transcript's entry and the next rolling re-check offset (see ``check_prefix``)."""
     pe = prev.entry if prev and prev.entry.kind == KIND_JSONL else None
     old: list[BlobRef] = []
-    start = 0
-    if pe is not None and st.st_size >= pe.size:
-        same_inode = prev.sig is not None and prev.sig[2] == st.st_ino
-        if still_prefix(fd, pe, check_all=not same_inode):
+    start = roll = 0
+    gone = None  # why the checkpointed bytes are not a prefix of the file any more
+    if pe is not None and st.st_size < pe.size:
+        gone = f"shrank from {pe.size} to {st.st_size} bytes"
+    elif pe is not None:
+        # Only a file that grew on the same inode may skip bytes: anything else (a new
+        # inode, nothing cached, a changed mtime or mode without growth) re-hashes all.
+        grew = prev.sig is not None and prev.sig[2] == st.st_ino and st.st_size > prev.sig[0]
+        roll = check_prefix(fd, pe, prev.roll if grew else None)
+        if roll is None:
+            roll, gone = 0, _rewritten(pe, st)
+        else:
             old, start = list(pe.refs), pe.size
     fresh = [data for _, data in split_segments(fd, start, st.st_size)]
     end = start + sum(len(d) for d in fresh)
     mode = stat_mod.S_IMODE(st.st_mode)
     if pe is not None and not fresh and old == list(pe.refs) and mode == pe.mode:
-        return pe  # only a torn tail changed: nothing to publish, keep the entry as it was
+        return pe, roll  # only a torn tail changed: nothing to publish, keep the entry as it was
     refs = append_segments(fd, old, fresh, add)
     if refs is None:  # the older bytes changed under us: re-base from offset 0
+        if pe is not None and gone is None:
+            gone = _rewritten(pe, st)
         refs = append_segments(fd, [], [data for _, data in split_segments(fd, 0, end)], add)
-    return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns, size=end, refs=tuple(refs))
+        roll = 0
+    if gone is not None and warn is not None:
+        warn(f"checkpoint: transcript {full} {gone}; stored it as a rewrite from its start "
+             "(the earlier version stays in earlier checkpoints: `journal restore --at`)")
+    return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns, size=end, refs=tuple(refs)), roll
+
+
+def _rewritten(pe: Entry, st: os.stat_result) -> str:
+    return f"was rewritten in place ({pe.size} bytes checkpointed, {st.st_size} now)"
 
 
 def append_segments(fd: int, old: list[BlobRef], fresh: list[bytes], add: AddBlob) -> list[BlobRef] | None:
@@ -181,24 +209,43 @@ def _piece_bytes(fd: int, offset: int, piece: list) -> bytes | None:
     return data if hashlib.sha256(data).hexdigest() == ref.id else None
 
 
-def still_prefix(fd: int, entry: Entry, check_all: bool) -> bool:
-    """True when the file still starts with the entry's checkpointed bytes.
+def check_prefix(fd: int, entry: Entry, roll: int | None) -> int | None:
+    """Whether the file still starts with the entry's checkpointed bytes: None when
+    not, else the offset where the next rolling re-check starts.
 
-    Checks the last segment only (an append never touches it), or every segment when
-    the file may have been replaced (a new inode, or nothing cached about it).
+    ``roll`` None re-hashes every segment (the file may have been replaced or edited in
+    place: a new inode, nothing cached, a changed mtime without growth). Otherwise the
+    file grew, and the cost is bounded: the last segment is re-hashed (an append never
+    touches it; a rewrite almost always does), plus the earlier segments from the one
+    holding offset ``roll`` on, wrapping to the start, while they total at most
+    ``ROLL_BYTES`` (at least one). An in-place change to a segment outside that window
+    is found by a later growing capture, once the window reaches it (design §6).
     """
-    if not entry.refs:
-        return True
+    refs = entry.refs
+    if not refs:
+        return 0
     offsets, pos = [], 0
-    for ref in entry.refs:
+    for ref in refs:
         offsets.append(pos)
         pos += ref.size
-    pairs = list(zip(offsets, entry.refs))
-    for offset, ref in (pairs if check_all else pairs[-1:]):
-        data = os.pread(fd, ref.size, offset)
-        if hashlib.sha256(data).hexdigest() != ref.id:
-            return False
-    return True
+    earlier = len(refs) - 1
+    if roll is None:
+        picks, roll = list(range(len(refs))), 0
+    else:
+        picks = [earlier]
+        i = next((k for k in range(earlier) if roll < offsets[k] + refs[k].size), 0)
+        spent = 0
+        for _ in range(earlier):
+            if len(picks) > 1 and spent + refs[i].size > ROLL_BYTES:
+                break
+            picks.append(i)
+            spent += refs[i].size
+            i = (i + 1) % earlier
+        roll = offsets[i] if earlier else 0
+    for i in picks:
+        if hashlib.sha256(os.pread(fd, refs[i].size, offsets[i])).hexdigest() != refs[i].id:
+            return None
+    return roll
 
 
 def split_segments(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]:

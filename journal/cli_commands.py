@@ -100,13 +100,19 @@ def log(config_path, store_url, as_json, limit):
 @common
 @click.option("--at", metavar="SEQ|ISO-TIME", help="Restore the newest checkpoint at or before this.")
 @click.option("--to", "to_dir", metavar="DIR",
-              help="Write every stored tree under DIR/<tree> instead of the live paths.")
+              help="Write every stored tree under DIR/<tree> instead of the live paths; DIR must be "
+                   "absent or empty.")
+@click.option("--replace", is_flag=True,
+              help="With --to: replace an earlier export in DIR (only the trees it wrote; anything else "
+                   "in DIR is refused, never deleted).")
 @click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
-def restore(config_path, store_url, as_json, at, to_dir, dry_run):
+def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
     """Restore the newest valid checkpoint into the live trees.
 
     Newer local files are kept; damaged objects fall back to older copies. Exits
     non-zero, without the restore-complete marker, if any file could not be rebuilt.
+    An export (--to DIR) holds exactly the checkpoint asked for: DIR must be empty,
+    or hold an earlier export and --replace be given.
 
     Example:
 
@@ -114,9 +120,13 @@ def restore(config_path, store_url, as_json, at, to_dir, dry_run):
     """
     from .restore import restore as run_restore
 
+    if replace and to_dir is None:
+        from .errors import ConfigError
+        raise ConfigError("restore: --replace replaces an earlier export; add --to DIR (a live restore never "
+                          "deletes local files)")
     cfg, store = open_context(config_path, store_url)
     reporter = CliReporter("restoring", quiet=as_json)
-    result = run_restore(cfg, store, reporter, at=at, to=to_dir, dry_run=dry_run)
+    result = run_restore(cfg, store, reporter, at=at, to=to_dir, dry_run=dry_run, replace=replace)
     if as_json:
         emit_json(result)
     else:

@@ -12,6 +12,14 @@ class ConfigError(JournalError, ValueError):
     """The configuration (file, environment or flags) is unusable."""
 
 
+class ExportNotEmpty(ConfigError):
+    """``restore --to DIR``: DIR holds something an export must not mix with or delete."""
+
+    def __init__(self, to: str, detail: str):
+        self.to = to
+        super().__init__(f"restore: --to {to}: {detail}")
+
+
 class StoreError(JournalError, OSError):
     """A store operation failed for a reason other than a missing or existing key."""
 

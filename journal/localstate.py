@@ -33,10 +33,15 @@ READ_STATE_VERSIONS = (1, 2)
 
 
 class FileState(msgspec.Struct, array_like=True):
-    """A path's stat signature when last read (``None``: re-read it) and its entry."""
+    """A path's stat signature when last read (``None``: re-read it) and its entry.
+
+    ``roll``: for a transcript, the checkpointed offset where the next growing capture's
+    rolling re-check starts (``capture.check_prefix``, design §6). Older code reading a
+    state ignores the trailing field; a state without it reads as 0."""
 
     sig: tuple[int, int, int, int] | None
     entry: Entry
+    roll: int = 0
 
 
 class TreeCache(msgspec.Struct, kw_only=True):

@@ -5,6 +5,8 @@ The rule (seed invariant 5: a hot restart never goes backwards):
 * a missing path is written;
 * a local file with the checkpointed size and mtime, or the same bytes, is left alone;
 * a JSONL file whose local bytes extend the checkpointed bytes is kept;
+* a JSONL file whose local bytes are a strict prefix of the checkpointed bytes is
+  completed from the checkpoint, whatever its mtime (it loses no local byte);
 * a local path newer than the checkpoint is kept;
 * anything else is replaced atomically: staged in full to a temp file, made durable,
   then renamed (``batch.py``).
@@ -25,15 +27,15 @@ from collections.abc import Iterable
 
 from .atomic import fsync_dir, start_writeback
 from .batch import Staged
-from .errors import UnsafePath
-from .segments import chunk_reader, decode_blobs, read_blobs
+from .errors import CorruptObject, ObjectNotFound, UnsafePath
+from .segments import anchor_refs, chunk_reader, decode_blobs, read_blobs, read_segment
 from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from .presets import SQLITE_COMPANIONS
 from .walk import RESTORE_TMP
 
-WRITE, REPLACE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB = (
-    "write", "replace", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db")
-WRITES = (WRITE, REPLACE)
+WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB = (
+    "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db")
+WRITES = (WRITE, REPLACE, COMPLETE)
 #: Writeback of a staged file is started at its end and after every this many bytes.
 WRITEBACK_BYTES = 8 << 20
 #: Staged temp files are named <random per process>-<counter>.part (and created O_EXCL).
@@ -102,9 +104,10 @@ def restore_tmp_dir(root: str) -> str:
     return path
 
 
-def decide(root: str, entry: Entry, check_dir: str | None = None) -> str:
+def decide(root: str, entry: Entry, check_dir: str | None = None, reader=None) -> str:
     """What restore does with ``entry`` given what is on disk now. A live database is
-    checked through a private copy in ``check_dir`` (default: the tree's temp dir)."""
+    checked through a private copy in ``check_dir`` (default: the tree's temp dir);
+    ``reader`` (a Repository) reads the one segment a shorter local transcript ends in."""
     full = os.path.join(root, entry.path)
     try:
         st = os.lstat(full)
@@ -128,6 +131,9 @@ def decide(root: str, entry: Entry, check_dir: str | None = None) -> str:
             return SAME
         if entry.kind == KIND_JSONL and st.st_size > entry.size and _same_bytes(full, entry):
             return KEEP_EXTENDS
+        if entry.kind == KIND_JSONL and st.st_size < entry.size and reader is not None \
+                and _is_prefix(full, entry, reader):
+            return COMPLETE  # an append-only transcript: its content, not its mtime, decides
     if st.st_mtime_ns > entry.mtime_ns:
         return KEEP_NEWER
     return REPLACE
@@ -136,7 +142,7 @@ def decide(root: str, entry: Entry, check_dir: str | None = None) -> str:
 def _same_bytes(full: str, entry: Entry) -> bool:
     """True when the local file starts with exactly the entry's bytes (compared by blob ids)."""
     try:
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False
     try:
@@ -146,6 +152,34 @@ def _same_bytes(full: str, entry: Entry) -> bool:
                 return False
             offset += ref.size
         return True
+    finally:
+        os.close(fd)
+
+
+def _is_prefix(full: str, entry: Entry, reader) -> bool:
+    """True when the local file's bytes are the first bytes of the entry's: segments the
+    file holds whole are compared by id, the one it ends inside by its bytes, read from
+    the store and verified. A segment that cannot be read proves nothing (False)."""
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        offset = 0
+        for ref, anchor in zip(entry.refs, anchor_refs(entry.refs)):
+            if offset >= size:
+                return True
+            if offset + ref.size > size:
+                try:
+                    payload = read_segment(reader, ref, anchor)
+                except (CorruptObject, ObjectNotFound):
+                    return False
+                return os.pread(fd, size - offset, offset) == payload[:size - offset]
+            if hashlib.sha256(os.pread(fd, ref.size, offset)).hexdigest() != ref.id:
+                return False
+            offset += ref.size
+        return offset >= size
     finally:
         os.close(fd)
 

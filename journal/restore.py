@@ -1,4 +1,4 @@
-"""The restore operation: newest valid manifest -> live trees (or ``--to DIR``).
+"""The restore operation: newest valid manifest -> live trees (or ``--to DIR``: ``export.py``).
 
 For each tree, the newest manifest whose integrity holds and whose index pages load
 is used. Each file is written only from verified blobs, and reaches its live path only
@@ -16,6 +16,7 @@ import msgspec
 
 from .config import TREE_NAME
 from .errors import ConfigError, CorruptObject, ObjectNotFound, UnsafePath
+from .export import ExportMark, begin_export, check_export_dir, write_mark
 from .history import ManifestCache, select_seqs
 from .lineage import open_repository, require_history
 from .localstate import LocalState, StateLock, TreeCache, cache_from_entries, load_state, new_state, save_state
@@ -32,20 +33,28 @@ class RestoreResult(msgspec.Struct, kw_only=True):
     dry_run: bool = False
     trees: list[TreeRestore] = []
     warnings: list[str] = []
+    replaced: list[str] = []        # ``--to --replace``: the earlier export's trees removed first
 
 
 def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
-            to: str | None = None, dry_run: bool = False) -> RestoreResult:
-    """Restore every configured tree (every stored tree with ``to``). See the module docstring."""
+            to: str | None = None, dry_run: bool = False, replace: bool = False) -> RestoreResult:
+    """Restore every configured tree (every stored tree with ``to``). See the module docstring.
+
+    ``to`` must be absent or empty, or, with ``replace``, hold an earlier export only
+    (``export.py``): an export is exactly the checkpoint asked for."""
     try:
-        return _restore(cfg, store, reporter, at, to, dry_run)
+        return _restore(cfg, store, reporter, at, to, dry_run, replace)
     finally:
         fetch.shutdown()  # nothing more to fetch: no idle threads left behind
 
 
-def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | None, dry_run: bool) -> RestoreResult:
+def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | None, dry_run: bool,
+             replace: bool) -> RestoreResult:
+    old: list[str] = []
     if to is not None:
+        to = os.path.abspath(to)
         _check_to(to)
+        old = check_export_dir(to, replace)  # refused before anything is touched
     with StateLock(cfg.state_dir, wait=True, create=not dry_run):
         repo = open_repository(store, cfg.state_dir, create=not dry_run)
         all_seqs = repo.manifest_seqs()  # the one listing a restore makes
@@ -61,7 +70,16 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         aside = os.path.join(cfg.state_dir, "invalid", utc_now().replace(":", ""))
         newest = all_seqs[-1] if seqs else None
         want_state = not dry_run and to is None
+        if to is not None:
+            result.replaced = [os.path.join(to, name) for name in old]
+            for path in result.replaced:
+                reporter.note(f"restore: {'would remove' if dry_run else 'removing'} {path}, "
+                              "written by the earlier export there (--replace)")
+            if not dry_run:
+                begin_export(to, old, [name for name, _ in names])
         trees = [TreeRun(repo, cache, seqs, name, dest, reporter) for name, dest in names]
+        for run in trees:
+            run.emptied = dry_run and run.tr.name in old
         write_trees(trees, dry_run, aside, reporter)
         for run in trees:
             result.trees.append(run.tr)
@@ -74,6 +92,8 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         # the state say that the restore is complete.
         if want_state:
             _save_restored_state(cfg, repo, cache, seqs, all_seqs, caches, result.complete)
+        if to is not None and not dry_run:
+            write_mark(to, ExportMark(trees=[name for name, _ in names], seq=result.seq, complete=result.complete))
         return result
 
 
@@ -102,7 +122,7 @@ def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, resu
             result.complete = False
             result.trees.append(TreeRestore(name=name, dest="", error=str(UnsafePath(name, "not a valid tree name"))))
     if to is not None:
-        return [(name, os.path.join(os.path.abspath(to), name)) for name in sorted(stored)]
+        return [(name, os.path.join(to, name)) for name in sorted(stored)]
     configured = {t.name: t.path for t in cfg.trees + cfg.dormant}
     for name in sorted(stored - configured.keys()):
         result.warnings.append(f"restore: tree {name} is in the store but not configured here; left in the store")

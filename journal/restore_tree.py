@@ -19,8 +19,8 @@ from .history import ManifestCache
 from .localfs import observe
 from .localstate import FileState, TreeCache, cache_from_entries
 from .signatures import dir_signature, signature
-from .materialize import (KEEP_CONFLICT, KEEP_NEWER, KEEP_VALID_DB, REPLACE, SAME, WRITES, check_paths, decide,
-                          move_aside, remove_tmp)
+from .materialize import (KEEP_CONFLICT, KEEP_NEWER, KEEP_VALID_DB, REPLACE, SAME, WRITE, WRITES, check_paths,
+                          decide, move_aside, remove_tmp)
 from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .tree_writer import Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
 
@@ -117,6 +117,7 @@ class TreeRun:
         self.actions: dict[str, str] = {}
         self.used: dict[str, Entry | None] = {}
         self.writer: TreeWriter | None = None
+        self.emptied = False    # a dry run of ``--replace``: the destination is removed first
 
     def plan(self, aside: str, dry_run: bool) -> list[Entry]:
         """Decide each entry (moving invalid local databases aside); returns those to write."""
@@ -157,7 +158,7 @@ class TreeRun:
 
     def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: str | None, writes: list) -> None:
         tr, dest = self.tr, self.tr.dest
-        action = decide(dest, entry, check_dir)
+        action = WRITE if self.emptied else decide(dest, entry, check_dir, self.repo)
         if entry.kind == KIND_SQLITE:
             _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
         tr.actions[action] = tr.actions.get(action, 0) + 1

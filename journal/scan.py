@@ -191,7 +191,8 @@ def _sig(root: str, item: Item):
 def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matcher, ctx: ScanContext):
     if item.kind != "sqlite":
         try:
-            return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add, ctx.deltas)
+            return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add, ctx.deltas,
+                                ctx.warn)
         except OSError as err:
             ctx.warn(f"checkpoint: cannot read {os.path.join(tree.path, item.path)}: {err.strerror or err}; "
                      "keeping its last checkpoint")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from journal.capture import CHUNK, capture_item
+from heldfile import HeldFile
+from journal.capture import CHUNK, ROLL_BYTES, SEGMENT_TARGET, capture_item
 from journal.errors import HistoryWithoutState, ManifestConflict, NotAStore
 from journal.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK
 from journal.pack import PackWriter
@@ -214,6 +215,110 @@ def test_one_byte_change_in_a_large_file_reuploads_one_chunk(live, tmp_path):
     assert result.objects == 3 and live.store.puts - puts == 3
     assert live.store.put_bytes - put_bytes < 2 * CHUNK
     assert (restored(live, "codex", tmp_path) / "blob.bin").read_bytes() == big.read_bytes()
+
+
+# --- transcripts changed other than by appending (design §6) ------------------------------
+
+HELD = "sessions/2026/03/01/rollout-held.jsonl"   # under codex-home
+
+
+def cli_checkpoint(live) -> dict:
+    proc = live.run("checkpoint", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def cli_export(live, tmp_path: Path) -> Path:
+    """The newest checkpoint restored by the CLI into a new directory; returns the codex copy."""
+    out = tmp_path / f"cli-export-{len(list(tmp_path.glob('cli-export-*')))}"
+    proc = live.run("restore", "--to", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out / "codex"
+
+
+def held_transcript(live) -> HeldFile:
+    """A codex transcript held open by its writer, checkpointed by the CLI as three
+    segments: 40 lines, then line 1000, then line 1001 (one append a tick)."""
+    held = HeldFile(live.local / "codex-home" / HELD)
+    held.append(b"".join(codex_line(i) for i in range(40)))
+    cli_checkpoint(live)
+    for n in (1000, 1001):
+        held.append(codex_line(n))
+        cli_checkpoint(live)
+    assert len(live.entries("codex")[HELD].refs) == 3
+    return held
+
+
+def edit_line(held: HeldFile, n: int) -> None:
+    """Rewrite line ``n`` in place, same size, through the writer's open descriptor."""
+    line = codex_line(n)
+    before = held.path.stat().st_mtime_ns
+    at = held.path.read_bytes().index(line)
+    assert held.write_at(at, line.replace(str(n).encode(), b"9" * len(str(n)))) != before
+
+
+def test_same_size_edit_of_an_earlier_line_is_captured_not_idle(live, tmp_path):
+    with held_transcript(live) as held:
+        edit_line(held, 1000)  # same inode, same size, a new mtime: no new line
+
+        tick = cli_checkpoint(live)
+
+        assert tick["seq"] == 4, "an in-place edit was reported idle"
+        assert [w for w in tick["warnings"] if str(held.path) in w and "rewritten in place" in w]
+        assert (cli_export(live, tmp_path) / HELD).read_bytes() == held.path.read_bytes()
+        held.append(codex_line(1002))
+        cli_checkpoint(live)
+        assert (cli_export(live, tmp_path) / HELD).read_bytes() == held.path.read_bytes()
+
+
+def test_earlier_line_edited_while_the_transcript_grew_is_captured(live, tmp_path):
+    with held_transcript(live) as held:
+        edit_line(held, 1000)           # the middle segment: neither the last nor an anchor
+        held.append(codex_line(1002))   # ... and a new line in the same interval
+
+        tick = cli_checkpoint(live)
+
+        assert [w for w in tick["warnings"] if str(held.path) in w and "rewritten in place" in w]
+        assert (cli_export(live, tmp_path) / HELD).read_bytes() == held.path.read_bytes()
+
+
+def test_rolling_check_finds_an_edit_in_a_large_growing_transcript_within_its_bound(live, tmp_path):
+    """Past ROLL_BYTES a growing capture re-hashes only a window of the earlier segments;
+    the window rolls on, so an edit is found within one pass over them (design §6)."""
+    path = live.local / "codex-home" / HELD
+    path.parent.mkdir(parents=True)
+    lines = [codex_line(i) for i in range(3 * SEGMENT_TARGET // len(codex_line(0)) + 2000)]
+    path.write_bytes(b"".join(lines))
+    cli_checkpoint(live)
+    refs = live.entries("codex")[HELD].refs
+    assert len(refs) >= 4 and sum(r.size for r in refs[:-1]) > 2 * ROLL_BYTES
+    third = sum(r.size for r in refs[:2]) + 1000   # inside the third segment
+    with HeldFile(path) as held:
+        n = len(b"".join(lines)[:third].splitlines()) + 1
+        edit_line(held, n)
+        found = None
+        for tick in range(1, len(refs) + 1):     # the bound: one growing capture per earlier segment
+            held.append(codex_line(10_000 + tick))
+            if [w for w in cli_checkpoint(live)["warnings"] if "rewritten in place" in w]:
+                found = tick
+                break
+        assert found is not None, f"the edit was not found within {len(refs)} growing checkpoints"
+        assert found > 1, "the first window reached the third segment: the re-check is not bounded"
+        assert (cli_export(live, tmp_path) / HELD).read_bytes() == held.path.read_bytes()
+
+
+def test_transcript_that_shrinks_is_captured_as_a_rewrite_with_a_warning(live, tmp_path):
+    with held_transcript(live) as held:
+        before = held.path.read_bytes()
+        keep = before.index(codex_line(20))
+        held.truncate(keep)
+
+        proc = live.run("checkpoint")
+
+        assert proc.returncode == 0, proc.stderr
+        assert f"transcript {held.path} shrank from {len(before)} to {keep} bytes" in proc.stderr
+        assert live.entries("codex")[HELD].size == keep
+        assert (cli_export(live, tmp_path) / HELD).read_bytes() == before[:keep]
 
 
 # --- what a tick takes, and what it leaves out -----------------------------------------

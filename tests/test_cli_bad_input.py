@@ -389,6 +389,16 @@ def test_restore_to_a_regular_file_is_a_one_line_error(box, tmp_path):
     assert target.read_bytes() == b"not a dir\n"
 
 
+def test_restore_replace_without_to_is_a_one_line_error(box):
+    before = snapshot_files(box.local)
+
+    proc = box.run("restore", "--replace")
+
+    assert proc.returncode == 2
+    assert "add --to DIR" in one_line_error(proc)
+    assert snapshot_files(box.local) == before
+
+
 def test_checkpoint_with_a_missing_local_root_creates_nothing(tmp_path):
     b = Box(tmp_path, make_local=False)
 

@@ -260,7 +260,7 @@ def test_restore_of_golden_store_rebuilds_golden_tree_byte_for_byte(tmp_path, go
     proc = run_journal(tmp_path, golden_store, "restore", "--to", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     restored = out / TREE_NAME
-    assert sorted(os.listdir(out)) == [TREE_NAME]
+    assert sorted(os.listdir(out)) == [".journal-export", TREE_NAME]   # the export's marker (design §12)
     want = by_path(listing)
     assert describe(str(restored)) == want
     for path, item in want.items():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -204,6 +206,50 @@ def test_jsonl_with_no_complete_line_restores_as_an_empty_file(live, make_live):
     assert (fresh.local / "codex-home" / "session_index.jsonl").read_bytes() == b""
 
 
+def grown_rollout(source) -> tuple[Path, bytes, list[int]]:
+    """The codex rollout after two more one-line checkpoints (three segments); returns
+    it, its checkpointed bytes and where each segment ends."""
+    rollout = source.local / "codex-home" / ROLLOUT
+    for n in range(2):
+        with open(rollout, "ab") as fh:
+            fh.write(b'{"timestamp": "2026-02-24T12:1%d:00.000Z", "type": "event_msg", "payload": {}}\n' % n)
+        assert source.checkpoint().seq == 2 + n
+    refs = source.entries("codex")[ROLLOUT].refs
+    ends = [sum(r.size for r in refs[:i + 1]) for i in range(len(refs))]
+    assert len(refs) == 3 and ends[-1] == rollout.stat().st_size
+    return rollout, rollout.read_bytes(), ends
+
+
+@pytest.mark.parametrize("cut", ["line-in-first-segment", "torn-in-last-segment", "segment-boundary", "empty"])
+def test_restore_completes_a_newer_local_transcript_that_is_a_prefix_of_the_checkpoint(source, cut):
+    rollout, full, ends = grown_rollout(source)
+    size = {"line-in-first-segment": full.rfind(b"\n", 0, ends[0] // 2) + 1, "torn-in-last-segment": ends[-1] - 7,
+            "segment-boundary": ends[0], "empty": 0}[cut]
+    rollout.write_bytes(full[:size])   # an older copy of an append-only transcript ...
+    set_mtime(rollout, source.entries("codex")[ROLLOUT].mtime_ns + 60 * SECOND)   # ... with a newer clock
+
+    proc = source.run("restore")
+
+    assert proc.returncode == 0, proc.stderr
+    assert "1 complete-prefix" in proc.stdout
+    assert rollout.read_bytes() == full
+    tick = json.loads(source.run("checkpoint", "--json").stdout)
+    assert tick["seq"] is None, "the next checkpoint published the shorter transcript"
+    assert source.entries("codex")[ROLLOUT].size == len(full)
+
+
+def test_restore_keeps_a_newer_shorter_transcript_that_is_not_a_prefix(source):
+    rollout, full, _ = grown_rollout(source)
+    mine = full[:len(full) // 2].replace(b"event_msg", b"event_MSG")
+    rollout.write_bytes(mine)
+    set_mtime(rollout, source.entries("codex")[ROLLOUT].mtime_ns + 60 * SECOND)
+
+    result = source.restore()
+
+    assert actions(result, "codex").get(KEEP_NEWER) == 1
+    assert rollout.read_bytes() == mine
+
+
 # --- options ---------------------------------------------------------------------------------
 
 
@@ -215,7 +261,7 @@ def test_restore_to_dir_writes_every_stored_tree_there_and_leaves_live_alone(sou
     result = source.restore(to=str(out))
 
     assert sorted(t.name for t in result.trees) == sorted(TREES)
-    assert sorted(p.name for p in out.iterdir()) == sorted(TREES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*TREES, ".journal-export"])
     assert source.snapshot(out / "claude") == source.snapshot(source.local / TREES["claude"])
     assert (out / "codex" / ROLLOUT).is_file()
     assert not (source.local / "codex-home" / ROLLOUT).exists()
@@ -246,6 +292,89 @@ def test_dry_run_reports_the_plan_and_writes_nothing(source):
     assert not rollout.exists()
     assert source.state_file.read_bytes() == state_before
     assert sorted(p.relative_to(source.store_path) for p in source.store_path.rglob("*")) == store_before
+
+
+def add_messages(source, n: int) -> Path:
+    """``n`` more rows in an opencode database (a real SQLite file in WAL mode)."""
+    db = source.local / "opencode-share" / "opencode.db"
+    db.parent.mkdir(exist_ok=True)
+    con = sqlite3.connect(db)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("CREATE TABLE IF NOT EXISTS message (id INTEGER PRIMARY KEY, body TEXT)")
+        con.executemany("INSERT INTO message (body) VALUES (?)", [(f"message {i}",) for i in range(n)])
+        con.commit()
+    finally:
+        con.close()
+    return db
+
+
+def export_trees(source, out: Path) -> dict[str, dict]:
+    """Every tree of an export, as ``Live.snapshot`` sees it (the marker file aside)."""
+    return {p.name: source.snapshot(p) for p in sorted(out.iterdir()) if p.is_dir()}
+
+
+def test_restore_to_an_earlier_export_is_refused_and_replace_gives_exactly_the_checkpoint(source, tmp_path):
+    add_messages(source, 50)
+    assert source.checkpoint().seq == 2
+    db = add_messages(source, 50)
+    (source.local / "codex-home" / "config.toml").write_text('model = "third"\n')
+    with open(source.local / "codex-home" / ROLLOUT, "ab") as fh:
+        fh.write(b'{"timestamp": "2026-02-24T12:30:00.000Z", "type": "event_msg", "payload": {}}\n')
+    assert source.checkpoint().seq == 3
+    out, fresh = tmp_path / "export", tmp_path / "fresh"
+    assert source.run("restore", "--at", "3", "--to", str(out)).returncode == 0
+    before = export_trees(source, out)
+
+    refused = source.run("restore", "--at", "2", "--to", str(out))
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "the export of checkpoint 3" in refused.stderr and "--replace" in refused.stderr
+    assert export_trees(source, out) == before
+    replaced = source.run("restore", "--at", "2", "--to", str(out), "--replace")
+    assert replaced.returncode == 0, replaced.stderr
+    assert source.run("restore", "--at", "2", "--to", str(fresh)).returncode == 0
+    assert export_trees(source, out) == export_trees(source, fresh)
+    assert sqlite3.connect(out / "opencode" / "opencode.db").execute("SELECT count(*) FROM message").fetchone() == (50,)
+    assert (out / "codex" / "config.toml").read_text() == 'model = "gpt-5.3-codex"\n'
+    assert db.exists() and (source.local / "codex-home" / "config.toml").read_text() == 'model = "third"\n'
+
+
+def test_restore_to_replace_removes_only_the_earlier_export_and_never_follows_a_link(source, tmp_path):
+    out, outside = tmp_path / "export", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    assert source.run("restore", "--to", str(out)).returncode == 0
+    (out / "codex" / "escape").symlink_to(outside)
+    (out / "notes.txt").write_text("not journal's")
+
+    refused = source.run("restore", "--to", str(out), "--replace")
+
+    assert refused.returncode == 2 and str(out / "notes.txt") in refused.stderr
+    assert (out / "notes.txt").read_text() == "not journal's" and (out / "codex" / "escape").is_symlink()
+    (out / "notes.txt").unlink()
+    before = export_trees(source, out)
+    dry = source.run("restore", "--to", str(out), "--replace", "--dry-run")
+    assert dry.returncode == 0 and f"would remove {out / 'codex'}" in dry.stderr
+    assert export_trees(source, out) == before
+    assert source.run("restore", "--to", str(out), "--replace").returncode == 0
+    assert not os.path.lexists(out / "codex" / "escape")
+    assert (outside / "keep.txt").read_text() == "mine"
+    assert (out / "codex" / "config.toml").read_text() == 'model = "gpt-5.3-codex"\n'
+
+
+def test_restore_to_replace_refuses_a_directory_no_export_wrote(source, tmp_path):
+    user = tmp_path / "work"
+    (user / "codex").mkdir(parents=True)
+    (user / "codex" / "draft.md").write_text("draft")
+
+    plain = source.run("restore", "--to", str(user))
+    forced = source.run("restore", "--to", str(user), "--replace")
+
+    assert plain.returncode == 2 and "not empty" in plain.stderr
+    assert forced.returncode == 2 and "holds no journal export" in forced.stderr
+    assert sorted(p.name for p in user.rglob("*")) == ["codex", "draft.md"]
+    assert (user / "codex" / "draft.md").read_text() == "draft"
 
 
 # --- damage in the store -------------------------------------------------------------------

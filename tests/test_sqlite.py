@@ -618,15 +618,15 @@ def test_restore_removes_stale_wal_and_shm_so_the_db_opens_and_switches_to_wal(t
     box.checkpoint_ok()
 
     wal, shm = foreign_wal(tmp_path)
-    dest = tmp_path / "restored"
-    target = dest / "opencode" / "opencode.db"
-    target.parent.mkdir(parents=True)
+    fresh = Box(tmp_path / "b", tmp_path / "store")   # a container whose local disk kept stale files
+    target = fresh.opencode / "opencode.db"
     Path(str(target) + "-wal").write_bytes(wal)
     Path(str(target) + "-shm").write_bytes(shm)
     bad = garbage(2 * PAGE, 21)
     if local_db == "garbage":
         target.write_bytes(bad)
-    box.restore_to(dest)
+    r = fresh.run("restore")
+    assert r.returncode == 0, r.stdout + r.stderr
 
     check_restored_db(target)
     assert ids_of(target) == ids
@@ -640,8 +640,8 @@ def test_restore_removes_stale_wal_and_shm_so_the_db_opens_and_switches_to_wal(t
         con.close()
     assert len(ids_of(target)) == len(ids) + 1
     if local_db == "garbage":
-        moved = list(box.state_dir.glob("invalid/*/opencode/opencode.db"))
-        assert len(moved) == 1, list(box.state_dir.rglob("*"))
+        moved = list(fresh.state_dir.glob("invalid/*/opencode/opencode.db"))
+        assert len(moved) == 1, list(fresh.state_dir.rglob("*"))
         assert moved[0].read_bytes() == bad
         assert Path(str(moved[0]) + "-wal").read_bytes() == wal
         assert Path(str(moved[0]) + "-shm").exists()  # its bytes: see test_moved_aside_shm_is_left_untouched

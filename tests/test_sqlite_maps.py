@@ -67,7 +67,7 @@ class Box:
             con.close()
 
     def restored_rows(self, seq: int) -> list[tuple]:
-        dest = self.root / f"out-{seq}"
+        dest = self.root / f"out-{seq}-{len(list(self.root.glob(f'out-{seq}-*')))}"   # an export wants a new dir
         cfg = load_config(env=self.env)
         assert restore(cfg, open_store(cfg.store), at=str(seq), to=str(dest)).complete
         path = dest / TREE / DB

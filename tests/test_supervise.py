@@ -24,6 +24,7 @@ import time
 
 import pytest
 
+from heldfile import HeldFile
 from supervisebox import (INTERVAL, assert_not_torn, assert_store_clean, boxes, children_of, complete_lines,
                           finish, flock_holders, manifest_seqs, parse_lines, proc_stat, restore_to,
                           restored_session, wait_for)
@@ -413,6 +414,30 @@ def test_status_while_running_and_after_stop(box):
     assert rep["running"] is False and rep["pid"] is None
     assert rep["status"]["stopped"] is not None
     assert "supervisor: not running" in b.journal("status", check=True).stdout
+
+
+def test_shrunk_transcript_warning_reaches_journal_status(box):
+    """A transcript that shrinks is checkpointed as a rewrite, and the warning naming it
+    and both sizes is in ``journal status`` until the next tick replaces it."""
+    b = box()
+    interval = 3.0   # a tick's warnings stay in the status for one interval
+    with HeldFile(b.codex / "sessions/2026/03/01/held.jsonl") as held:
+        held.append(b"".join(b'{"n": %d, "pad": "%s"}\n' % (n, b"x" * 60) for n in range(1, 31)))
+        sup = b.supervise(b.writer_cmd("term-exit:0"), interval=interval)
+        b.wait_ready(sup)
+        size = held.path.stat().st_size
+        keep = held.path.read_bytes().index(b'{"n": 11,')
+        held.truncate(keep)
+        want = f"transcript {held.path} shrank from {size} to {keep} bytes"
+
+        def reported():
+            warnings = b.status_report()["status"]["warnings"]
+            return [w for w in warnings if want in w]
+
+        assert wait_for(reported, 30, "the shrink warning in `journal status`")
+        sup.send_signal(signal.SIGTERM)
+        assert finish(sup) == 0
+    assert want in b.output()
 
 
 def test_second_supervisor_on_the_same_state_dir_is_refused_and_the_first_runs_on(box):
