@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
+from .errors import naming
 from .store.base import COPY_CHUNK
 
 _RENAME_NOREPLACE = 1
@@ -191,13 +192,14 @@ def write_file_atomic(
     tmp = os.path.join(tmp_dir, f"{uuid.uuid4().hex}.part")
     fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is None else mode & 0o7777)
     try:
-        try:
-            total = _write_all(fd, data, fs)
-            if mode is not None:
-                fs.fchmod(fd, mode & 0o7777)
-            fs.fsync(fd)
-        finally:
-            fs.close(fd)
+        with naming(path):  # a write or an fsync fails naming no file (a full disk)
+            try:
+                total = _write_all(fd, data, fs)
+                if mode is not None:
+                    fs.fchmod(fd, mode & 0o7777)
+                fs.fsync(fd)
+            finally:
+                fs.close(fd)
         if mtime_ns is not None:
             fs.utime(tmp, (mtime_ns, mtime_ns))
         if noclobber:

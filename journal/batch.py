@@ -33,6 +33,7 @@ import os
 from collections.abc import Callable
 
 from .atomic import fsync_dir
+from .errors import naming
 from .localfs import observe
 
 #: A batch is flushed once its staged files hold this many bytes or this many files.
@@ -104,8 +105,9 @@ class PublishBatch:
         try:
             for s in items:
                 if s.fd is not None:
-                    os.fsync(s.fd)
-                    os.close(s.fd)
+                    with naming(s.path):  # a full disk: the error names the file being restored
+                        os.fsync(s.fd)
+                        os.close(s.fd)
                     s.fd = None
             if self.tmp_dir is not None and any(s.link for s in items):
                 fsync_dir(self.tmp_dir)  # a symlink's target is in its inode, created there

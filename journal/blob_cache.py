@@ -7,6 +7,7 @@ import os
 
 import msgspec
 
+from .errors import LocalWriteError
 from .model import BlobRef, decode, encode
 from .objects import KIND_PAGEMAP
 from .repository import Repository
@@ -49,14 +50,18 @@ class BlobCache:
     def remember(self, blob_id: str, payload: bytes, base: BlobRef | None = None) -> None:
         """Keep a blob this checkpoint is about to publish (or just read), and, with
         ``bases``, the base it is a delta of (None: it is whole)."""
-        os.makedirs(self.dir, exist_ok=True)
-        with open(os.path.join(self.dir, blob_id), "wb") as fh:
-            fh.write(payload)
-        if self.bases:
-            path = os.path.join(self.dir, blob_id + ".base")
-            with open(path + ".tmp", "wb") as fh:
-                fh.write(self.WHOLE if base is None else encode(base))
-            os.replace(path + ".tmp", path)  # never a torn record: old or new, or none
+        path = os.path.join(self.dir, blob_id)
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            with open(path, "wb") as fh:
+                fh.write(payload)
+            if self.bases:
+                path += ".base"
+                with open(path + ".tmp", "wb") as fh:
+                    fh.write(self.WHOLE if base is None else encode(base))
+                os.replace(path + ".tmp", path)  # never a torn record: old or new, or none
+        except OSError as err:  # a full disk: journal's own file, never a live path's
+            raise LocalWriteError("keep a local copy", err, path) from err
 
     def cached(self, blob_id: str) -> bytes | None:
         """The local copy of ``blob_id`` if there is one and it still hashes to its id."""

@@ -59,8 +59,12 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
     if item.kind == KIND_SYMLINK:
         try:
             target = os.readlink(full)
-        except OSError:
-            return None
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # vanished: the next walk sees what it is now
+        except OSError as err:
+            if err.errno == errno.EINVAL:
+                return None  # no longer a symlink: the next walk sees what it is
+            raise  # unreadable (an I/O error): the caller keeps the last checkpoint of it
         return FileState(signature(st), Entry(path=item.path, kind=KIND_SYMLINK, mode=mode,
                                               mtime_ns=st.st_mtime_ns, target=target))
     try:

@@ -104,9 +104,14 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
     rows.sort(key=lambda row: max((sig[1] for sig in row[2] if sig is not None), default=0), reverse=True)
     walked = {t.name for t in result.trees if not t.absent}
     idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, absent=t.absent) for t in result.trees])
-    quiet.save(cfg.state_dir, quiet.Quiet(
+    snapshot = quiet.Quiet(
         inputs=cfg.inputs, config_key=key, state_sig=state_sig, result=msgspec.to_builtins(idle),
-        result_json=msgspec.json.format(msgspec.json.encode(idle), indent=2).decode(), absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked], dirs=rows))
+        result_json=msgspec.json.format(msgspec.json.encode(idle), indent=2).decode(),
+        absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked], dirs=rows)
+    try:
+        quiet.save(cfg.state_dir, snapshot)
+    except OSError:  # a full disk: the checkpoint is committed; without a snapshot the next tick walks
+        quiet.discard(cfg.state_dir)
 
 
 def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:

@@ -10,7 +10,7 @@ import msgspec
 
 from . import __version__
 from .config import load_config
-from .errors import CheckpointErrors, ConfigError, JournalError
+from .errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
 from .report import Reporter
 from .store import open_store
 
@@ -65,9 +65,7 @@ def handle_errors(fn):
         except JournalError as err:
             fail(err, EXIT_ERROR, kwargs.get("as_json"))
         except OSError as err:  # a local path the library did not expect to fail
-            where = f"{err.filename}: " if err.filename else ""
-            fail(f"{where}{err.strerror or err}; check that path (a file where a directory belongs?)",
-                 EXIT_ERROR, kwargs.get("as_json"), kind="OSError")
+            fail(describe_os_error(err), EXIT_ERROR, kwargs.get("as_json"), kind="OSError")
     return wrapper
 
 

@@ -1,7 +1,16 @@
 """The error hierarchy. Only ``cli.py`` turns these into exit codes.
 
 Messages read "verb noun: detail" and end with a hint where the operator can act.
+An ``OSError`` from a local file is described by ``describe_os_error``: the path, the
+reason and a hint that fits its errno; ``naming`` attaches the path to an error of a
+call made on a file descriptor (a write, an fsync), which carries none.
 """
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
 
 
 class JournalError(Exception):
@@ -241,6 +250,16 @@ class HistoryLost(JournalError):
             f"what the store still holds); nothing was changed")
 
 
+class LocalWriteError(JournalError):
+    """journal could not write one of its own local files (a spooled pack, a cached
+    copy): never to be taken for a live path that cannot be read."""
+
+    def __init__(self, what: str, err: OSError, path: str):
+        self.path = path
+        self.errno = err.errno
+        super().__init__(f"{what}: {describe_os_error(err, err.filename or path)}")
+
+
 class StateDirUnusable(JournalError):
     """The local state directory cannot be created or locked."""
 
@@ -248,4 +267,82 @@ class StateDirUnusable(JournalError):
         self.state_dir = state_dir
         where = err.filename or state_dir
         super().__init__(f"lock state: cannot use {state_dir} as the state directory ({where}: {err.strerror}); "
-                         "set JOURNAL_STATE_DIR (or AM_LOCAL) to a writable directory")
+                         f"{os_error_hint(err, where)}, or set JOURNAL_STATE_DIR (or AM_LOCAL) to a writable "
+                         "directory")
+
+
+def mount_point(path: str) -> str:
+    """The mount point of the filesystem holding ``path`` (or its nearest existing
+    parent): the topmost directory above it on the same device."""
+    path = os.path.abspath(path)
+    while True:
+        try:
+            dev = os.stat(path).st_dev
+            break
+        except OSError:
+            parent = os.path.dirname(path)
+            if parent == path:
+                return path
+            path = parent
+    while path != os.path.dirname(path):
+        parent = os.path.dirname(path)
+        try:
+            if os.stat(parent).st_dev != dev:
+                return path
+        except OSError:
+            return path
+        path = parent
+    return path
+
+
+#: Hints that need no path, by errno.
+_HINTS = {
+    errno.EIO: "the device reported an I/O error; check the disk and the kernel log (dmesg)",
+    errno.ENAMETOOLONG: "the path is longer than the system allows (4096 bytes, or 255 for one name); shorten it",
+    errno.ELOOP: "too many levels of symbolic links on that path; fix the links",
+    errno.ENOTDIR: "a file stands where a directory belongs; move it aside",
+    errno.EISDIR: "a directory stands where a file belongs; move it aside",
+    errno.EMFILE: "too many open files; raise the limit (ulimit -n)",
+    errno.ENFILE: "too many open files; raise the limit (ulimit -n)",
+    errno.ENOENT: "it does not exist; create it or fix the path",
+    errno.EEXIST: "it already exists; move it aside",
+    errno.EBUSY: "it is in use; try again when the other process lets go of it",
+    errno.ETXTBSY: "it is in use; try again when the other process lets go of it",
+}
+
+
+def os_error_hint(err: OSError, path: str | None = None) -> str:
+    """What the operator can do about ``err`` at ``path`` (default: its filename)."""
+    where = path or err.filename
+    code = err.errno
+    if code not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        if code in (errno.EACCES, errno.EPERM):
+            what = f"{where} and of the directories above it" if where else "the file and its directories"
+            return f"check the permissions of {what} (journal runs as uid {os.getuid()})"
+        return _HINTS.get(code, "check that path")
+    fs = f"the filesystem mounted at {mount_point(where)}" if where else "the filesystem journal writes to"
+    if code == errno.ENOSPC:
+        return f"free space on {fs}"
+    if code == errno.EDQUOT:
+        return f"free space on {fs} or raise your disk quota there"
+    return f"{fs} is read-only; remount it read-write"
+
+
+def describe_os_error(err: OSError, path: str | None = None) -> str:
+    """One line for a local file's error: "<path>: <reason>; <hint>" (the path is
+    ``path``, else the error's own filename, else left out)."""
+    where = path or err.filename
+    reason = err.strerror or str(err)
+    return f"{where}: {reason}; {os_error_hint(err, where)}" if where else f"{reason}; {os_error_hint(err)}"
+
+
+@contextlib.contextmanager
+def naming(path: str):
+    """Attach ``path`` to an ``OSError`` raised inside that names no file (a write or
+    an fsync on a descriptor), so that its message can say where it happened."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None and not isinstance(err, JournalError):
+            err.filename = path
+        raise

@@ -27,14 +27,15 @@ from collections.abc import Iterable
 
 from .atomic import fsync_dir, start_writeback
 from .batch import Staged
-from .errors import CorruptObject, ObjectNotFound, UnsafePath
+from .errors import CorruptObject, ObjectNotFound, UnsafePath, naming
 from .segments import anchor_refs, chunk_reader, decode_blobs, read_blobs, read_segment
 from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from .presets import SQLITE_COMPANIONS
 from .walk import RESTORE_TMP
 
-WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB = (
-    "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db")
+WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB, KEEP_UNREADABLE = (
+    "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db",
+    "keep-unreadable")
 WRITES = (WRITE, REPLACE, COMPLETE)
 #: Writeback of a staged file is started at its end and after every this many bytes.
 WRITEBACK_BYTES = 8 << 20
@@ -107,7 +108,9 @@ def restore_tmp_dir(root: str) -> str:
 def decide(root: str, entry: Entry, check_dir: str | None = None, reader=None) -> str:
     """What restore does with ``entry`` given what is on disk now. A live database is
     checked through a private copy in ``check_dir`` (default: the tree's temp dir);
-    ``reader`` (a Repository) reads the one segment a shorter local transcript ends in."""
+    ``reader`` (a Repository) reads the one segment a shorter local transcript ends in.
+    Raises ``OSError`` when the local path exists but cannot be looked at (permissions,
+    an I/O error, a path too long): the caller keeps it (``KEEP_UNREADABLE``)."""
     full = os.path.join(root, entry.path)
     try:
         st = os.lstat(full)
@@ -140,10 +143,10 @@ def decide(root: str, entry: Entry, check_dir: str | None = None, reader=None) -
 
 
 def _same_bytes(full: str, entry: Entry) -> bool:
-    """True when the local file starts with exactly the entry's bytes (compared by blob ids)."""
-    try:
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+    """True when the local file starts with exactly the entry's bytes (compared by blob
+    ids). A file that cannot be read raises ``OSError`` (``decide`` keeps it)."""
+    fd = _open_local(full)
+    if fd is None:
         return False
     try:
         offset = 0
@@ -156,13 +159,26 @@ def _same_bytes(full: str, entry: Entry) -> bool:
         os.close(fd)
 
 
+def _open_local(full: str) -> int | None:
+    """A descriptor on the local file ``decide`` looked at, or None when it is no longer
+    there or no longer a regular file; any other error (it cannot be read) is raised."""
+    try:
+        return os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # gone meanwhile
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENXIO):
+            return None  # swapped for a symlink or a socket meanwhile
+        raise
+
+
 def _is_prefix(full: str, entry: Entry, reader) -> bool:
     """True when the local file's bytes are the first bytes of the entry's: segments the
     file holds whole are compared by id, the one it ends inside by its bytes, read from
-    the store and verified. A segment that cannot be read proves nothing (False)."""
-    try:
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+    the store and verified. A segment that cannot be read proves nothing (False); a
+    file that cannot be read raises ``OSError`` (``decide`` keeps it)."""
+    fd = _open_local(full)
+    if fd is None:
         return False
     try:
         size = os.fstat(fd).st_size
@@ -208,15 +224,16 @@ def stage_entry(root: str, tmp_dir: str, entry: Entry, reader, records: Iterable
     size = unsynced = 0
     try:
         blobs = read_blobs(entry, reader) if records is None else decode_blobs(entry, records, chunk_reader(reader))
-        for payload in blobs:
-            size += _write_all(fd, payload)
-            unsynced += len(payload)
-            if unsynced >= WRITEBACK_BYTES:  # a large file: keep its dirty pages few
-                start_writeback(fd)
-                unsynced = 0
-        os.fchmod(fd, entry.mode & 0o7777)
-        os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
-        start_writeback(fd)
+        with naming(full):  # a full disk: the error names the file being restored
+            for payload in blobs:
+                size += _write_all(fd, payload)
+                unsynced += len(payload)
+                if unsynced >= WRITEBACK_BYTES:  # a large file: keep its dirty pages few
+                    start_writeback(fd)
+                    unsynced = 0
+            os.fchmod(fd, entry.mode & 0o7777)
+            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+            start_writeback(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)

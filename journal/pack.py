@@ -8,6 +8,7 @@ spooled to local disk first, so memory stays bounded whatever the file sizes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -16,7 +17,7 @@ import uuid
 
 import msgspec
 
-from .errors import KeyExists
+from .errors import JournalError, KeyExists, LocalWriteError
 from .lease import LEASE_KEY, LEASE_SECONDS
 from .localfs import clear_dir
 from .model import BlobRef
@@ -81,10 +82,11 @@ class PackWriter:
         """Append one record already made by ``encode_record``; see ``add``."""
         if roll and self._fh is not None and self.target is not None and self._size >= self.target:
             self._close_and_upload()
-        if self._fh is None:
-            self._open()
-        offset = self._size
-        self._fh.write(record)
+        with self._spooling():
+            if self._fh is None:
+                self._open()
+            offset = self._size
+            self._fh.write(record)
         self._hash.update(record)
         self._size += len(record)
         self.blobs += 1
@@ -117,7 +119,8 @@ class PackWriter:
     def abort(self) -> None:
         """Drop any spooled, not yet uploaded pack and wait for uploads in flight."""
         if self._fh is not None:
-            self._fh.close()
+            with contextlib.suppress(OSError):  # what it still buffers cannot be written (a full disk)
+                self._fh.close()
             self._fh = None
             _unlink(self._path)
         for fut in self._uploads:
@@ -138,8 +141,20 @@ class PackWriter:
         self._size = 0
         self._slot = f"{_PENDING}{uuid.uuid4().hex}"
 
+    @contextlib.contextmanager
+    def _spooling(self):
+        """A failed write of the spool (a full disk) is journal's own failure, never a
+        live file's: ``LocalWriteError``, naming the spool file (the caller aborts)."""
+        try:
+            yield
+        except OSError as err:
+            if isinstance(err, JournalError):
+                raise
+            raise LocalWriteError("write spool", err, self._path or self.spool_dir) from err
+
     def _close_and_upload(self) -> None:
-        self._fh.close()
+        with self._spooling():
+            self._fh.close()
         self._fh = None
         pack = self._hash.hexdigest()
         self._ids[self._slot] = pack

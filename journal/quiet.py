@@ -85,9 +85,16 @@ def save(state_dir: str, quiet: Quiet) -> None:
     path = quiet_path(state_dir)
     tmp = os.path.join(state_dir, "tmp", f"{QUIET_FILE}.{os.getpid()}")
     os.makedirs(os.path.dirname(tmp), exist_ok=True)
-    with open(tmp, "wb") as fh:
-        fh.write(b"".join([len(header).to_bytes(4, "big"), header, *parts]))
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(b"".join([len(header).to_bytes(4, "big"), header, *parts]))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     _memo[path] = (file_sig(path), quiet)
 
 

@@ -14,13 +14,13 @@ import os
 
 import msgspec
 
-from .errors import CorruptObject, ObjectNotFound, UnsafePath
+from .errors import CorruptObject, JournalError, ObjectNotFound, UnsafePath, describe_os_error, os_error_hint
 from .history import ManifestCache
 from .localfs import observe
 from .localstate import FileState, TreeCache, cache_from_entries
 from .signatures import dir_signature, signature
-from .materialize import (KEEP_CONFLICT, KEEP_NEWER, KEEP_VALID_DB, REPLACE, SAME, WRITE, WRITES, check_paths,
-                          decide, move_aside, remove_tmp)
+from .materialize import (KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REPLACE, SAME, WRITE, WRITES,
+                          check_paths, decide, move_aside, remove_tmp)
 from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .tree_writer import Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
 
@@ -137,8 +137,7 @@ class TreeRun:
             try:
                 writer.make_root()
             except OSError as err:  # e.g. a regular file where the tree's directory belongs
-                tr.error = (f"restore: tree {tr.name}: cannot create {err.filename or dest}: {err.strerror}; "
-                            "move that file aside and restore again")
+                tr.error = f"restore: tree {tr.name}: cannot create {describe_os_error(err, err.filename or dest)}"
                 return []
             self.writer = writer
         self.entries = entries
@@ -158,7 +157,15 @@ class TreeRun:
 
     def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: str | None, writes: list) -> None:
         tr, dest = self.tr, self.tr.dest
-        action = WRITE if self.emptied else decide(dest, entry, check_dir, self.repo)
+        try:
+            action = WRITE if self.emptied else decide(dest, entry, check_dir, self.repo)
+        except OSError as err:  # the local path exists but cannot be read: never written over
+            if isinstance(err, JournalError):
+                raise
+            action = KEEP_UNREADABLE
+            full = os.path.join(dest, entry.path)
+            self.reporter.warn(f"restore: cannot read {full} ({err.strerror or err}); left it as it is; "
+                               f"{os_error_hint(err, full)}")
         if entry.kind == KIND_SQLITE:
             _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
         tr.actions[action] = tr.actions.get(action, 0) + 1

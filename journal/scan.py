@@ -17,7 +17,7 @@ from .blob_cache import BlobCache
 from .capture import capture_item
 from .file_delta import FileDeltas
 from .config import TreeConfig
-from .errors import CorruptObject, ObjectNotFound, SnapshotFailed
+from .errors import CorruptObject, JournalError, ObjectNotFound, SnapshotFailed, os_error_hint
 from .localstate import FileState, TreeCache
 from .model import KIND_DIR, KIND_SQLITE
 from .pack import PackWriter
@@ -25,7 +25,7 @@ from .report import Reporter
 from .quiet import DB, DIR, OTHER
 from .signatures import dir_signature, live_signature, signature
 from .sqlite_capture import capture_sqlite
-from .walk import SAME, SAME_DIR, Item, Matcher, same_items, walk_tree
+from .walk import SAME, SAME_DIR, UNREADABLE, Item, Matcher, same_items, walk_tree
 
 SAME_KINDS = (SAME, SAME_DIR)
 
@@ -81,15 +81,24 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     changed = cache.dirty
     reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
     listing: list | None = [] if ctx.quiet_rows is not None else None
+    unreadable: list[str] = []  # paths that exist but could not be read: they keep their last checkpoint
     for item in walk_tree(tree.path, matcher, skipped, listing, _same_dirs(tree, cache, ctx.same)):
         if item.kind in SAME_KINDS:  # in a directory the quiet snapshot found unchanged
             walked_files += item.kind == SAME
             files[item.path] = cache.files[item.path]
             reused += 1
             continue
+        try:
+            if item.kind == UNREADABLE:
+                raise item.error
+            sig = _sig(tree.path, item)
+        except OSError as err:
+            warn_unreadable(ctx, os.path.join(tree.path, item.path), err)
+            unreadable.append(item.path)
+            listing = None  # not read cleanly: no quiet snapshot this time
+            continue
         walked_files += item.kind != KIND_DIR
         prev = cache.files.get(item.path)
-        sig = _sig(tree.path, item)
         if prev is not None and prev.sig is not None and prev.sig == sig:
             files[item.path] = prev
             reused += 1
@@ -107,6 +116,9 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
             tr.changed += 1
     for path in skipped:
         ctx.warn(f"checkpoint: skipping {path}: its name is not valid UTF-8")
+    kept, kept_files = _keep_unreadable(cache, files, unreadable)
+    reused += kept
+    walked_files += kept_files
     changed = _apply_deletions(tree, cache, files, tr, ctx) or changed
     if not changed and reused == len(files) == len(cache.files):
         files = cache.files  # every path reused, none gone: the cache stands as it was
@@ -119,6 +131,40 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     else:
         ctx.quiet_rows.extend(rows)
     return tr, files, changed
+
+
+def warn_unreadable(ctx: ScanContext, full: str, err: OSError) -> None:
+    """One warning for a live path that exists but cannot be read this time."""
+    ctx.warn(f"checkpoint: cannot read {full} ({err.strerror or err}); kept its last checkpoint; "
+             f"{os_error_hint(err, full)}")
+
+
+def _keep_unreadable(cache: TreeCache, files: dict[str, FileState], unreadable: list[str]) -> tuple[int, int]:
+    """Every cached path at or under an unreadable one that the walk did not see keeps
+    its last checkpoint (it is not deleted). Returns (paths kept, files among them)."""
+    if not unreadable:
+        return 0, 0
+    roots = set(unreadable)
+    kept = kept_files = 0
+    for path, fs in cache.files.items():
+        if path not in files and _under(path, roots):
+            files[path] = fs
+            kept += 1
+            kept_files += fs.entry.kind != KIND_DIR
+    return kept, kept_files
+
+
+def _under(path: str, roots: set[str]) -> bool:
+    """True when ``path`` or one of its parent directories is in ``roots`` ("" is the root)."""
+    if "" in roots:
+        return True
+    while True:
+        if path in roots:
+            return True
+        cut = path.rfind("/")
+        if cut < 0:
+            return False
+        path = path[:cut]
 
 
 def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict) -> dict[str, tuple]:
@@ -193,9 +239,10 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
         try:
             return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add, ctx.deltas,
                                 ctx.warn)
+        except JournalError:
+            raise  # the store or journal's own files failed, not the live path
         except OSError as err:
-            ctx.warn(f"checkpoint: cannot read {os.path.join(tree.path, item.path)}: {err.strerror or err}; "
-                     "keeping its last checkpoint")
+            warn_unreadable(ctx, os.path.join(tree.path, item.path), err)
             return _KEEP
     full = os.path.join(tree.path, item.path)
     try:

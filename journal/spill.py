@@ -8,8 +8,13 @@ in memory.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import sqlite3
 from collections.abc import Callable, Iterable
+
+from .errors import LocalWriteError
 
 #: Rows a ``Batch`` holds before it writes them.
 BATCH_ROWS = 4096
@@ -70,17 +75,19 @@ class Spill:
 
     def add(self, table: str, ids: Iterable[str]) -> None:
         """Add ``ids`` (before ``seal``: unindexed, in one transaction; after: indexed, in one of its own)."""
-        if self._sealed:
-            self.db.execute("BEGIN")
-        self.db.executemany(f"INSERT INTO {table} VALUES (?)", zip(ids))
-        if self._sealed:
-            self.db.execute("COMMIT")
+        with _space():
+            if self._sealed:
+                self.db.execute("BEGIN")
+            self.db.executemany(f"INSERT INTO {table} VALUES (?)", zip(ids))
+            if self._sealed:
+                self.db.execute("COMMIT")
 
     def seal(self) -> None:
         """Done with the bulk adds: index the tables (an external sort, in bounded memory)."""
-        self.db.execute("COMMIT")
-        for table in self.TABLES:
-            self.db.execute(f"CREATE INDEX {table}_id ON {table} (id)")
+        with _space():
+            self.db.execute("COMMIT")
+            for table in self.TABLES:
+                self.db.execute(f"CREATE INDEX {table}_id ON {table} (id)")
         self._sealed = True
 
     def ascending(self, table: str, missed: Callable[[str], None] | None = None) -> Ascending:
@@ -101,6 +108,29 @@ class Spill:
 
     def close(self) -> None:
         self.db.close()
+
+
+@contextlib.contextmanager
+def _space():
+    """A full temporary directory is ``LocalWriteError`` naming it (SQLite only says
+    "database or disk is full")."""
+    try:
+        yield
+    except sqlite3.OperationalError as err:
+        if "is full" not in str(err):
+            raise
+        where = sqlite_temp_dir()
+        raise LocalWriteError("gc: write its temporary database",
+                              OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), where), where) from err
+
+
+def sqlite_temp_dir() -> str:
+    """Where SQLite keeps a temporary database: the first usable of ``$SQLITE_TMPDIR``,
+    ``$TMPDIR``, ``/var/tmp``, ``/usr/tmp``, ``/tmp`` (its unix VFS's order), else "."."""
+    for path in (os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp"):
+        if path and os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK):
+            return path
+    return "."
 
 
 class Batch:

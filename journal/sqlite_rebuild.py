@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from .errors import CorruptObject, ObjectNotFound
+from .errors import CorruptObject, ObjectNotFound, naming
 from .fetch import RawReader, fetch_in_order
 from .model import BlobRef, Entry
 from .objects import FLAG_DELTA, KIND_DBPAGE, decode_record, embedded_members, parse_header_flags
@@ -39,20 +39,21 @@ def rebuild_db(entry: Entry, reader, tmp_path: str, *, strict: bool = False) -> 
     snap = load_snapshot(entry.refs, reader.read_blob)
     fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.fchmod(fd, entry.mode & 0o7777 or 0o600)
-        try:
-            _write_full(fd, snap, reader, snap.base.items())
-        except (CorruptObject, ObjectNotFound):
-            if strict:
-                raise
-            # A damaged full-map record may hold only pages this snapshot no longer
-            # uses (a changed page whose base could not be read was stored whole):
-            # write just the pages it needs, which fails only if one of those is bad.
-            needed = _needed_base_pages(snap, reader)
-            _write_full(fd, snap, reader, [(p, snap.base[p]) for p in sorted(needed)])
-        _apply_delta(fd, snap, reader, os.path.dirname(os.path.abspath(tmp_path)))
-        os.ftruncate(fd, len(snap.pages) * snap.page_size)
-        os.fsync(fd)
+        with naming(tmp_path):  # a full disk: the error names the file being built
+            os.fchmod(fd, entry.mode & 0o7777 or 0o600)
+            try:
+                _write_full(fd, snap, reader, snap.base.items())
+            except (CorruptObject, ObjectNotFound):
+                if strict:
+                    raise
+                # A damaged full-map record may hold only pages this snapshot no longer
+                # uses (a changed page whose base could not be read was stored whole):
+                # write just the pages it needs, which fails only if one of those is bad.
+                needed = _needed_base_pages(snap, reader)
+                _write_full(fd, snap, reader, [(p, snap.base[p]) for p in sorted(needed)])
+            _apply_delta(fd, snap, reader, os.path.dirname(os.path.abspath(tmp_path)))
+            os.ftruncate(fd, len(snap.pages) * snap.page_size)
+            os.fsync(fd)
     finally:
         os.close(fd)
     problem = quick_check(tmp_path)

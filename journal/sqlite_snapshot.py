@@ -11,6 +11,7 @@ read transaction blocks them (in WAL mode: not at all).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sqlite3
@@ -18,7 +19,7 @@ import time
 import uuid
 from urllib.parse import quote
 
-from .errors import SnapshotFailed
+from .errors import SnapshotFailed, os_error_hint
 from .localfs import clear_dir, observe
 from .signatures import live_signature  # noqa: F401  (re-exported for older imports)
 
@@ -51,6 +52,10 @@ def snapshot_db(path: str, staging_dir: str) -> str:
         except sqlite3.OperationalError as err:
             remove_staging(staging)
             last = str(err)
+            if "is full" in last:  # SQLITE_FULL: the staging copy's disk
+                full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), staging_dir)
+                raise SnapshotFailed(path, f"SQLite says: {last} (copying it into {staging_dir}); "
+                                           f"{os_error_hint(full)}") from err
             if "locked" not in last and "busy" not in last:
                 raise SnapshotFailed(path, f"SQLite says: {last}") from err
             time.sleep(0.1 * (attempt + 1))

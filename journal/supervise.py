@@ -17,6 +17,7 @@ the final checkpoint, and exit with CMD's status. Orphaned processes re-parented
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import os
@@ -26,7 +27,7 @@ import termios
 import time
 
 from .checkpoint import checkpoint
-from .errors import JournalError, LockBusy, RestoreIncomplete, SupervisorRunning
+from .errors import JournalError, LockBusy, RestoreIncomplete, SupervisorRunning, describe_os_error
 from .localstate import StateLock
 from .paths import SUPERVISE_LOCK
 from .report import SILENT, Reporter
@@ -135,8 +136,10 @@ class Supervisor:
         self._save()
 
     def _restore(self) -> bool:
+        self.reporter.recent.clear()
         try:
             result = restore(self.cfg, self.open_store(), self.reporter)
+            self.status.warnings = (list(self.reporter.recent) + result.warnings)[-10:]
             if not result.complete:
                 lost = [p for t in result.trees for p in t.lost] + [t.error for t in result.trees if t.error]
                 raise RestoreIncomplete(lost)
@@ -294,12 +297,14 @@ class Supervisor:
 
 class _Unbroken(Reporter):
     """The reporter, minus its I/O errors: a closed stderr pipe (a dead ``| tee``) must
-    not kill PID 1 and leave CMD unsupervised."""
+    not kill PID 1 and leave CMD unsupervised. It keeps the last warnings (``recent``)."""
 
     def __init__(self, inner: Reporter):
         self.inner = inner
+        self.recent: collections.deque[str] = collections.deque(maxlen=10)   # for status.json
 
     def warn(self, message: str) -> None:
+        self.recent.append(message)
         with contextlib.suppress(OSError):
             self.inner.warn(message)
 
@@ -317,7 +322,7 @@ def _describe(err: Exception) -> str:
     if isinstance(err, JournalError):
         return str(err)
     if isinstance(err, OSError) and err.strerror:
-        return f"{err.filename}: {err.strerror}" if err.filename else err.strerror
+        return describe_os_error(err)
     return f"{type(err).__name__}: {err}"
 
 

@@ -18,14 +18,18 @@ RESTORE_TMP = ".journal-tmp"
 
 class Item(NamedTuple):
     path: str               # relative, "/"-separated
-    kind: str               # "file" | "symlink" | "dir" | "sqlite" | SAME | SAME_DIR
+    kind: str               # "file" | "symlink" | "dir" | "sqlite" | SAME | SAME_DIR | UNREADABLE
     stat: os.stat_result | None
     sig: tuple | None = None  # SAME / SAME_DIR: the signature the quiet snapshot holds
+    error: OSError | None = None  # UNREADABLE: why
 
 
 #: Kinds of an item in a directory the quiet snapshot found unchanged: taken as it
 #: was, without an ``lstat`` (a directory, or anything else the tree includes).
 SAME, SAME_DIR = "same", "same-dir"
+#: The kind of a path that exists but could not be listed or ``lstat``ed (permissions,
+#: an I/O error, a path too long): what is under it keeps its last checkpoint.
+UNREADABLE = "unreadable"
 
 
 def _compile(patterns) -> tuple[re.Pattern | None, re.Pattern | None]:
@@ -92,7 +96,9 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
     """Yield the tree's directories, files and symlinks (in directory order; callers sort).
 
     Symlinks are never followed. Sockets, FIFOs and devices are skipped. A path that
-    vanishes during the walk is skipped silently. Names that are not valid UTF-8 are
+    vanishes during the walk is skipped silently. A directory that cannot be listed, or
+    a name that cannot be ``lstat``ed (and that the tree does not exclude), is yielded
+    as an ``UNREADABLE`` item carrying the ``OSError``. Names that are not valid UTF-8 are
     skipped and appended to ``skipped`` (full paths, printable: each byte that is not
     UTF-8 shown as a backslash escape). With ``listing``, each visited directory
     appends ``(rel_dir, [(name, lstat or None, yielded), ...])`` for every name in it,
@@ -122,6 +128,9 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
                 dirents = list(it)
         except (FileNotFoundError, NotADirectoryError):
             continue
+        except OSError as err:  # it exists, but cannot be listed this time
+            yield Item(rel_dir, UNREADABLE, None, error=err)
+            continue
         seen = [] if listing is not None else None
         subdirs = []
         for d in dirents:
@@ -136,6 +145,10 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
                 st = None
             except FileNotFoundError:
                 st = None
+            except OSError as err:  # it exists, but cannot be looked at this time
+                st = None
+                if not _excluded_entry(d, rel, matcher):
+                    yield Item(rel, UNREADABLE, None, error=err)
             item = None if st is None else _classify(rel, d.name, st, matcher)
             if seen is not None:
                 seen.append((d.name, st, item is not None))
@@ -160,6 +173,15 @@ def same_items(rel_dir: str, row: tuple) -> Iterator[Item]:
         elif i in kinds:
             kind, value = kinds[i]
             yield Item(rel, kind, None, tuple(value))
+
+
+def _excluded_entry(d: os.DirEntry, rel: str, matcher: Matcher) -> bool:
+    """Whether the tree leaves out a name that cannot be ``lstat``ed, judged by the
+    type ``readdir`` gave (when it gave none: excluded both as a directory and not)."""
+    try:
+        return matcher.excluded(rel, d.name, d.is_dir(follow_symlinks=False))
+    except OSError:
+        return matcher.excluded(rel, d.name, True) and matcher.excluded(rel, d.name, False)
 
 
 def _classify(rel: str, name: str, st: os.stat_result, matcher: Matcher) -> Item | None:

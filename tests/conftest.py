@@ -79,8 +79,8 @@ class Live:
         finally:
             self.warnings = reporter.warnings
 
-    def run(self, *args: str) -> subprocess.CompletedProcess:
-        return run_journal(*args, env=self.env)
+    def run(self, *args: str, unprivileged: bool = False) -> subprocess.CompletedProcess:
+        return run_journal(*args, env=self.env, unprivileged=unprivileged)
 
     def repo(self) -> Repository:
         return Repository.open(open_store(str(self.store_path)))
@@ -140,11 +140,55 @@ def copy_fixtures(local: Path) -> None:
             path.chmod(path.stat().st_mode | 0o200)
 
 
-def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run ``python -m journal ARGS`` in a clean environment plus ``env``."""
+def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
+                unprivileged: bool = False) -> subprocess.CompletedProcess:
+    """Run ``python -m journal ARGS`` in a clean environment plus ``env``; with
+    ``unprivileged``, bound by file modes as an ordinary user is (``drop_dac_override``)."""
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
     return subprocess.run([sys.executable, "-m", "journal", *args], env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=drop_dac_override if unprivileged else None)
+
+
+_PR_CAPBSET_DROP = 24
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
+
+
+def drop_dac_override() -> None:
+    """A ``preexec_fn``: the child runs without ``CAP_DAC_OVERRIDE`` and
+    ``CAP_DAC_READ_SEARCH`` (dropped from its bounding set, so ``exec`` does not give
+    them back to root), so a directory at mode 000 refuses it with ``EACCES`` as it
+    refuses an unprivileged user. It stays uid 0, so it can still run this
+    interpreter, which lives under root's 0700 home. A non-root child needs nothing."""
+    if os.geteuid() != 0:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """``small_tmpfs(size, ro=False)``: a new tmpfs of ``size`` (e.g. "1m") mounted on a
+    directory under ``tmp_path``, unmounted at the end; skips where mounting is refused."""
+    mounted: list[Path] = []
+
+    def mount(size: str, *, ro: bool = False) -> Path:
+        point = tmp_path / f"tmpfs-{len(mounted)}"
+        point.mkdir()
+        opts = f"size={size}" + (",ro" if ro else "")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(point)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in reversed(mounted):
+        subprocess.run(["umount", "-l", str(point)], check=True)
 
 
 @pytest.fixture(name="run_journal")

@@ -73,11 +73,12 @@ class Box:
         return [sys.executable, str(self.writer), str(self.session), str(period), mode, str(self.run_dir)]
 
     def supervise(self, cmd: list[str], *opts: str, interval: float = INTERVAL, prefix: list[str] | None = None,
-                  tag: str = "supervise") -> subprocess.Popen:
+                  tag: str = "supervise", preexec_fn=None) -> subprocess.Popen:
         args = (prefix or []) + JOURNAL + ["supervise", "--interval", str(interval), *opts, "--", *cmd]
         out = open(self.root / f"{tag}.out", "wb")
         err = open(self.root / f"{tag}.err", "wb")
-        proc = subprocess.Popen(args, env=self.env, stdout=out, stderr=err, cwd=self.root, start_new_session=True)
+        proc = subprocess.Popen(args, env=self.env, stdout=out, stderr=err, cwd=self.root, start_new_session=True,
+                                preexec_fn=preexec_fn)
         out.close()
         err.close()
         self.procs.append(proc)

@@ -19,6 +19,9 @@ from journal.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK
 from journal.pack import PackWriter
 from journal.walk import Matcher, walk_tree
 
+from conftest import Live
+from test_cli import one_line_error
+
 ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
 
 
@@ -564,3 +567,114 @@ def test_writer_that_lost_a_conflict_recovers_through_restore_keeping_its_newer_
     assert result.seq == 3
     assert history.read_text() == '{"from": "b"}\n'
     assert b.entries("codex", seq=3)["history.jsonl"].size == len('{"from": "b"}\n')
+
+
+# --- live paths that exist but cannot be read -------------------------------------------
+
+
+def warning_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("warning:")]
+
+
+def test_unreadable_directory_keeps_its_entries_while_every_other_change_commits(live):
+    claude = live.local / "agent-state" / "claude"
+    secret = claude / "secret"
+    secret.mkdir()
+    for i in range(8):
+        (secret / f"note-{i}.md").write_text(f"note {i}\n")
+    (claude / "gone.md").write_text("deleted before the next tick\n")
+    live.checkpoint()
+    before = live.entries("claude")
+    rollout = live.local / "codex-home" / ROLLOUT
+    with open(rollout, "ab") as fh:
+        fh.write(codex_line(1))
+    (claude / "new.md").write_text("new\n")
+    (claude / "gone.md").unlink()
+    secret.chmod(0)
+    try:
+        done = live.run("checkpoint", unprivileged=True)
+    finally:
+        secret.chmod(0o755)
+
+    assert done.returncode == 0, done.stderr
+    [warning] = warning_lines(done.stderr)
+    assert f"cannot read {secret} (Permission denied)" in warning and "kept its last checkpoint" in warning
+    after = live.entries("claude")
+    assert {p: after.get(p) for p in before if p.startswith("secret/")} == \
+        {p: e for p, e in before.items() if p.startswith("secret/")}
+    # The 8 files it could not see are not counted as deleted: the one file really
+    # deleted goes (9 of 12 would have tripped the deletion guard and kept it).
+    assert "new.md" in after and "gone.md" not in after
+    assert live.entries("codex")[ROLLOUT].size == rollout.stat().st_size
+
+
+def test_path_longer_than_path_max_keeps_its_entries_while_every_other_change_commits(live, tmp_path):
+    claude = live.local / "agent-state" / "claude"
+    depth = (4095 - len(str(claude)) - len("/leaf.md")) // 201
+    deepest = claude.joinpath(*["d" * 200] * depth)
+    deepest.mkdir(parents=True)
+    (deepest / "leaf.md").write_text("deep\n")
+    live.checkpoint()
+    leaf = "/".join(["d" * 200] * depth + ["leaf.md"])
+    assert leaf in live.entries("claude")
+    # The same tree under a longer root: the deepest directory's path is now past PATH_MAX.
+    moved = tmp_path / ("h" * 250) / "a"
+    moved.parent.mkdir()
+    live.home.rename(moved)
+    live = type(live)(moved, live.store_path)
+    rollout = live.local / "codex-home" / ROLLOUT
+    with open(rollout, "ab") as fh:
+        fh.write(codex_line(1))
+
+    result = live.checkpoint()
+
+    assert result.seq == 2
+    [warning] = live.warnings
+    assert "(File name too long); kept its last checkpoint" in warning and "shorten it" in warning
+    assert leaf in live.entries("claude")
+    assert live.entries("codex")[ROLLOUT].size == rollout.stat().st_size
+
+
+# --- a full or read-only disk ------------------------------------------------------------
+
+
+def test_a_full_store_names_the_object_and_the_filesystem_to_free(bare_live, small_tmpfs):
+    store = small_tmpfs("64k")
+    live = Live(bare_live.home, store)
+    claude = live.local / "agent-state" / "claude"
+    claude.mkdir(parents=True)
+    (claude / "big.bin").write_bytes(os.urandom(256 << 10))
+
+    line = one_line_error(live.run("checkpoint"))
+
+    assert line.startswith("journal: error: put object: packs/") and f" {store}/packs/" in line
+    assert line.endswith(f": No space left on device; free space on the filesystem mounted at {store}")
+
+
+def test_a_read_only_store_names_the_filesystem_to_remount(bare_live, small_tmpfs):
+    store = small_tmpfs("64k", ro=True)
+    live = Live(bare_live.home, store)
+    (live.local / "agent-state" / "claude").mkdir(parents=True)
+
+    line = one_line_error(live.run("checkpoint"))
+
+    assert f"{store}/.tmp: Read-only file system; the filesystem mounted at {store} is read-only; remount it " \
+           "read-write" in line
+
+
+def test_a_full_state_dir_fails_the_checkpoint_naming_the_spool_never_a_live_file(tmp_path, small_tmpfs):
+    """The spool shares the live tree's disk: a write that fails there is journal's own
+    failure, never "cannot read" the live file (which would commit a pack cut short)."""
+    disk = small_tmpfs("512k")
+    live = Live(disk, tmp_path / "store")
+    claude = live.local / "agent-state" / "claude"
+    claude.mkdir(parents=True)
+    (claude / "big.bin").write_bytes(os.urandom(300 << 10))
+
+    done = live.run("checkpoint")
+
+    line = one_line_error(done)
+    assert line.startswith(f"journal: error: write spool: {live.local}/.journal/spool/")
+    assert line.endswith(f": No space left on device; free space on the filesystem mounted at {disk}")
+    assert not (tmp_path / "store" / "manifests").exists() or not os.listdir(tmp_path / "store" / "manifests")
+

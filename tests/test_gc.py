@@ -44,7 +44,8 @@ from journal.store import open_store
 from journal.store.base import Store
 from journal.verify import MISSING_OBJECT, verify
 
-from conftest import run_journal
+from conftest import Live, run_journal
+from test_cli import one_line_error
 
 TREE = "codex"            # the codex preset: $AM_LOCAL/codex-home
 HOUR_NS = 3600 * 10**9
@@ -1396,3 +1397,27 @@ def test_a_kept_checkpoint_missing_its_index_pages_blocks_gc_with_a_way_out(box)
     line = proc.stderr.strip()
     assert line.count("\n") == 0 and "checkpoint 3 (tree codex)" in line and "journal verify --full" in line, line
     assert box.listing() == before
+
+
+def test_gc_on_a_full_store_names_the_object_and_the_filesystem_to_free(tmp_path, small_tmpfs):
+    disk = small_tmpfs("1m")
+    live = Live(tmp_path / "a", disk / "store")
+    claude = live.local / "agent-state" / "claude"
+    claude.mkdir(parents=True)
+    for i in range(2):
+        (claude / "notes.md").write_text(f"version {i}\n")
+        live.checkpoint()
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(OSError):
+            while True:
+                os.write(fd, os.urandom(64 << 10))
+    finally:
+        os.close(fd)
+
+    line = one_line_error(live.run("gc", "--keep-last", "1"))
+
+    assert line.startswith(f"journal: error: put object: leases/gc: {disk}/store/leases/gc: ")
+    assert line.endswith(f": No space left on device; free space on the filesystem mounted at {disk}")
+    (disk / "filler").unlink()
+    assert live.run("gc", "--keep-last", "1").returncode == 0

@@ -512,3 +512,29 @@ def test_one_thread_is_told_apart_from_many():
             "crowded = quiet._one_thread(); stop.set(); t.join()\nprint(alone, crowded)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_an_unreadable_directory_is_reported_on_every_tick_never_answered_idle(live):
+    """While a directory cannot be read (mode 000, as an unprivileged user) no snapshot
+    is saved: every tick walks, warns and commits what it can; once readable again,
+    what changed in it meanwhile is published."""
+    secret = live.local / "agent-state" / "claude" / "secret"
+    secret.mkdir()
+    (secret / "a.md").write_text("a\n")
+    snapshot = live.local / ".journal" / quiet.QUIET_FILE
+    assert live.run("checkpoint", unprivileged=True).returncode == 0 and snapshot.exists()
+    secret.chmod(0)
+    try:
+        for _ in range(2):
+            done = live.run("checkpoint", unprivileged=True)
+            assert done.returncode == 0 and f"cannot read {secret}" in done.stderr, done.stderr
+            assert not snapshot.exists()
+        (secret / "b.md").write_text("written while journal could not look\n")
+    finally:
+        secret.chmod(0o755)
+
+    done = live.run("checkpoint", unprivileged=True)
+
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    assert snapshot.exists()
+    assert {"secret/a.md", "secret/b.md"} <= live.entries("claude").keys()

@@ -20,6 +20,9 @@ from journal.objects import KIND_CHUNK, KIND_PAGE
 from journal.pack import PackWriter
 from journal.repository import encode_manifest, manifest_key, utc_now
 
+from conftest import Live
+from test_cli import one_line_error
+
 TREES = {"codex": "codex-home", "claude": "agent-state/claude", "openclaw": "oc-home/.openclaw",
          "gemini": "agent-state/gemini-home/.gemini"}
 ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
@@ -588,3 +591,49 @@ def test_rollback_with_at_into_live_trees_survives_the_next_restart(source, make
     restarted.restore()
 
     assert (restarted.local / "codex-home" / "config.toml").read_text() == 'model = "gpt-5.3-codex"\n'
+
+
+def test_hot_restart_over_an_unreadable_directory_names_it_and_restores_the_rest(source):
+    """As an unprivileged user, a directory at mode 000: restore cannot look at what is
+    in it, so it leaves it as it is, says so, and restores everything else; the next
+    checkpoint keeps the directory's last checkpoint."""
+    secret = source.local / TREES["claude"] / "secret"
+    secret.mkdir()
+    (secret / "note.md").write_text("private\n")
+    source.checkpoint()
+    rollout = source.local / "codex-home" / ROLLOUT
+    want = rollout.read_bytes()
+    rollout.unlink()
+    secret.chmod(0)
+    try:
+        restored = source.run("restore", unprivileged=True)
+        secret.chmod(0)  # restore gave the directory its checkpointed mode back, at the end
+        checkpointed = source.run("checkpoint", unprivileged=True)
+    finally:
+        secret.chmod(0o755)
+
+    assert restored.returncode == 0 and "Traceback" not in restored.stderr, restored.stderr
+    [warning] = [line for line in restored.stderr.splitlines() if line.startswith("warning:")]
+    assert f"restore: cannot read {secret / 'note.md'} (Permission denied); left it as it is" in warning
+    assert "1 keep-unreadable" in restored.stdout and "restore complete" in restored.stdout
+    assert rollout.read_bytes() == want
+    # The state still holds the path's entry: a checkpoint that cannot read it keeps it.
+    assert checkpointed.returncode == 0 and f"cannot read {secret}" in checkpointed.stderr, checkpointed.stderr
+    assert "secret/note.md" in source.entries("claude")
+    assert (secret / "note.md").read_text() == "private\n"
+
+
+def test_restore_onto_a_full_disk_names_the_file_and_the_filesystem_to_free(bare_live, small_tmpfs):
+    claude = bare_live.local / TREES["claude"]
+    claude.mkdir(parents=True)
+    (claude / "big.bin").write_bytes(os.urandom(256 << 10))
+    bare_live.checkpoint()
+    disk = small_tmpfs("128k")
+    fresh = Live(disk, bare_live.store_path)
+    (fresh.local / TREES["claude"]).mkdir(parents=True)
+
+    line = one_line_error(fresh.run("restore"))
+
+    assert line == (f"journal: error: {fresh.local / TREES['claude'] / 'big.bin'}: No space left on device; "
+                    f"free space on the filesystem mounted at {disk}")
+    assert not any(p.name.endswith(".part") for p in disk.rglob("*")), "no temp file is left behind"

@@ -24,6 +24,7 @@ import time
 
 import pytest
 
+from conftest import drop_dac_override
 from heldfile import HeldFile
 from supervisebox import (INTERVAL, assert_not_torn, assert_store_clean, boxes, children_of, complete_lines,
                           finish, flock_holders, manifest_seqs, parse_lines, proc_stat, restore_to,
@@ -530,3 +531,30 @@ def test_second_sigterm_does_not_cut_the_final_checkpoint(box, when):
         hashlib.sha256(big.read_bytes()).digest()
     st = b.status()
     assert st["last_error"] is None and st["last"]["seq"] == manifest_seqs(b.store)[-1]
+
+
+def test_unreadable_directory_is_recorded_in_status_and_every_line_is_kept(box):
+    """CMD makes a directory journal cannot read (mode 000, journal running as an
+    unprivileged user): every checkpoint names it in status.json and goes on, and the
+    final checkpoint keeps every line CMD wrote, and the directory's last checkpoint."""
+    b = box()
+    secret = b.codex / "secret"
+    secret.mkdir(parents=True)
+    (secret / "note.md").write_text("private\n")
+    b.journal("checkpoint", check=True)
+    hide = f"import os, subprocess, sys; os.chmod({str(secret)!r}, 0); sys.exit(subprocess.call(sys.argv[1:]))"
+    cmd = [sys.executable, "-c", hide, *b.writer_cmd("count:40:3", period=0.01)]
+    try:
+        rc = finish(b.supervise(cmd, interval=60, preexec_fn=drop_dac_override))
+    finally:
+        secret.chmod(0o755)
+
+    assert rc == 3, b.output()
+    st = b.status()
+    assert st["last_error"] is None and st["failed_ticks"] == 0, st
+    assert any(f"cannot read {secret} (Permission denied)" in w for w in st["warnings"]), (st, b.output())
+    assert manifest_seqs(b.store) == [1, 2]
+    assert len(parse_lines(b.session.read_bytes())) == 40
+    restored = restore_to(box)
+    assert restored_session(restored) == b.session.read_bytes()
+    assert (restored / "codex" / "secret" / "note.md").read_text() == "private\n"

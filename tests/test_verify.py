@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from faults import FaultyStore
@@ -13,6 +14,8 @@ from journal.pack import pack_key
 from journal.repository import Repository, blob_location, manifest_key
 from journal.verify import (CORRUPT_CONFIG, CORRUPT_OBJECT, MISSING_OBJECT, SHORT_PACK, TORN_MANIFEST, UNREFERENCED_PACK, UNSAFE_PATH,
                             verify)
+from conftest import run_journal
+from test_cli import one_line_error
 from test_restore import publish_crafted_manifest
 
 ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
@@ -241,3 +244,20 @@ def test_a_config_written_before_the_checksum_is_read_strictly(stored):
     proc = stored.run("verify", "--json")
 
     assert proc.returncode == 1 and kinds(proc) == [CORRUPT_CONFIG]
+
+
+def test_full_verify_with_a_full_temp_dir_names_the_file_and_the_filesystem_to_free(live, small_tmpfs):
+    db = live.local / "opencode-share" / "opencode.db"
+    db.parent.mkdir()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [("y" * 1000,)] * 300)
+    con.commit()
+    con.close()
+    live.checkpoint()
+    tmp = small_tmpfs("4k")
+
+    line = one_line_error(run_journal("verify", "--full", env={**live.env, "TMPDIR": str(tmp)}))
+
+    assert line.startswith(f"journal: error: {tmp}/journal-verify-")
+    assert line.endswith(f"/snapshot.db: No space left on device; free space on the filesystem mounted at {tmp}")

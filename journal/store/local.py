@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from ..atomic import OS_FS, FsOps, write_file_atomic
-from ..errors import KeyExists, ObjectNotFound, StoreError
+from ..errors import KeyExists, ObjectNotFound, StoreError, describe_os_error
 from .base import Store, check_key
 
 __all__ = ["FsOps", "LocalStore", "TMP_DIR"]
@@ -121,7 +121,7 @@ class LocalStore(Store):
                     raise StoreError(f"put object: {key}: {err}") from err
                 rewind()
             except OSError as err:
-                raise StoreError(f"put object: {key}: {err}") from err
+                raise StoreError(f"put object: {key}: {describe_os_error(err, err.filename or path)}") from err
         with self._count_lock:
             self.puts += 1
             self.put_bytes += total
@@ -140,7 +140,7 @@ class LocalStore(Store):
                 return  # another writer made it
             raise StoreError(f"put object: {key}: a prefix of it is an existing key") from err
         except OSError as err:
-            raise StoreError(f"put object: {key}: create directory {directory}: {err}") from err
+            raise StoreError(f"put object: {key}: create directory {describe_os_error(err, directory)}") from err
         # The new entry in the parent must survive a crash, or the object is unreachable.
         self.fs.fsync_dir(parent)
 
@@ -153,7 +153,7 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as err:
             raise ObjectNotFound(key) from err
         except OSError as err:
-            raise StoreError(f"read object: {key}: {err}") from err
+            raise StoreError(f"read object: {key}: {describe_os_error(err, path)}") from err
         with f:
             size = os.fstat(f.fileno()).st_size
             stop = size if end is None else min(end, size)
@@ -213,7 +213,7 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return
         except OSError as err:
-            raise StoreError(f"delete object: {key}: {err}") from err
+            raise StoreError(f"delete object: {key}: {describe_os_error(err, path)}") from err
         directory = os.path.dirname(path)
         while directory != self.root:
             try:
