@@ -10,6 +10,9 @@
   a warning naming the file and both sizes. Whether the checkpointed bytes are still
   there is checked in full when the file did not grow (``check_prefix``); a growing
   file re-hashes its last checkpointed segment and a rolling window of the others.
+  Memory stays bounded whatever the line length: the last ``\\n`` is found reading
+  backwards, a line longer than ``SEGMENT_MAX`` goes on over several segments, and a
+  segment that can no longer take part in a merge is stored as soon as it is read.
 * A file is read up to the size seen when it was opened, and the stat signature
   taken *before* reading is what the cache records, so a file rewritten during the
   read is selected again on the next pass.
@@ -21,19 +24,21 @@ import errno
 import hashlib
 import os
 import stat as stat_mod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from .file_delta import MAX_FILE, FileDeltas
 from .localstate import FileState
 from .signatures import dir_signature, signature
 from .model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
 from .objects import KIND_CHUNK, KIND_SEGMENT
-from .segments import DICT_TAIL, TAILS, anchors
+from .segments import ANCHOR_MIN, DICT_TAIL, TAILS, anchors
 from .walk import Item
 
 CHUNK = 1 << 20            # ordinary files: fixed-size chunks
-SEGMENT_TARGET = 4 << 20   # JSONL: a segment closes at the first line end past this size
+SEGMENT_TARGET = 4 << 20   # JSONL: a segment closes at the first line end past this size,
+SEGMENT_MAX = 8 << 20      # ... or, inside a longer line, at this size (the line goes on)
 READ_BLOCK = 1 << 20
+LINE_SCAN = 64 << 10       # the last line end is looked for backwards, this much at a time
 MERGE_FANOUT = 8           # compaction: this many trailing segments merge, when the oldest of
 MERGE_RATIO = 0.5          # ... them is at most this share of the others together,
 MERGE_CAP = 8 << 20        # ... into one segment of at most this size
@@ -83,9 +88,17 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
             entry, roll = _capture_jsonl(fd, full, item.path, st, prev, add, warn)
         else:
             entry, roll = _capture_whole(fd, item.path, st, prev, add, deltas), 0
+    except Changed:
+        # Rewritten while it was read: its last checkpoint stays, and the next pass reads it again.
+        return None if prev is None else FileState(None, prev.entry)
     finally:
         os.close(fd)
     return FileState(signature(st), entry, roll)
+
+
+class Changed(Exception):
+    """A live file changed while it was read, so that what was read cannot be published
+    (a line cut at ``SEGMENT_MAX`` whose line end is no longer there)."""
 
 
 def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob,
@@ -135,28 +148,31 @@ def _capture_jsonl(fd: int, full: str, path: str, st: os.stat_result, prev: File
             roll, gone = 0, _rewritten(pe, st)
         else:
             old, start = list(pe.refs), pe.size
-    fresh = [data for _, data in split_segments(fd, start, st.st_size)]
-    end = start + sum(len(d) for d in fresh)
+    end = last_line_end(fd, start, st.st_size)
     mode = stat_mod.S_IMODE(st.st_mode)
-    if pe is not None and not fresh and old == list(pe.refs) and mode == pe.mode:
+    if pe is not None and end == start and old == list(pe.refs) and mode == pe.mode:
         return pe, roll  # only a torn tail changed: nothing to publish, keep the entry as it was
-    refs = append_segments(fd, old, fresh, add)
+    refs = append_segments(fd, old, (data for _, data in split_segments(fd, start, end)), add, end)
     if refs is None:  # the older bytes changed under us: re-base from offset 0
         if pe is not None and gone is None:
             gone = _rewritten(pe, st)
-        refs = append_segments(fd, [], [data for _, data in split_segments(fd, 0, end)], add)
+        refs = append_segments(fd, [], (data for _, data in split_segments(fd, 0, end)), add, end)
         roll = 0
+    if refs is None:
+        raise Changed(path)
     if gone is not None and warn is not None:
         warn(f"checkpoint: transcript {full} {gone}; stored it as a rewrite from its start "
              "(the earlier version stays in earlier checkpoints: `journal restore --at`)")
-    return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns, size=end, refs=tuple(refs)), roll
+    return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns,
+                 size=sum(r.size for r in refs), refs=tuple(refs)), roll
 
 
 def _rewritten(pe: Entry, st: os.stat_result) -> str:
     return f"was rewritten in place ({pe.size} bytes checkpointed, {st.st_size} now)"
 
 
-def append_segments(fd: int, old: list[BlobRef], fresh: list[bytes], add: AddBlob) -> list[BlobRef] | None:
+def append_segments(fd: int, old: list[BlobRef], fresh: Iterable[bytes], add: AddBlob,
+                    end: int | None = None) -> list[BlobRef] | None:
     """The refs of ``old`` segments followed by ``fresh`` ones, after leveled compaction.
 
     Each append adds one small segment; the last ``MERGE_FANOUT`` segments become one
@@ -167,13 +183,33 @@ def append_segments(fd: int, old: list[BlobRef], fresh: list[bytes], add: AddBlo
     are planned before anything is stored, so only the segments the entry ends with
     are uploaded. Merged old bytes are read back from the live file and must hash to the
     segments they replace; None means they no longer do.
+
+    ``end`` (the offset the fresh segments will reach) bounds memory: a merge takes a
+    trailing run of at most ``MERGE_CAP`` bytes, so a piece that starts more than that
+    before ``end`` is final. It is stored as soon as it is read, and its bytes dropped.
     """
     # a piece: [size, stored ref or None, bytes or None (old bytes are read when merged)]
-    pieces = [[r.size, r, None] for r in old] + [[len(d), None, d] for d in fresh]
+    pieces = [[r.size, r, None] for r in old]
     offsets, pos = [], 0
     for size, _, _ in pieces:
         offsets.append(pos)
         pos += size
+    settled, last_anchor = 0, None
+    for data in fresh:
+        pieces.append([len(data), None, data])
+        offsets.append(pos)
+        pos += len(data)
+        while end is not None and settled < len(pieces) and end - offsets[settled] > MERGE_CAP:
+            size, ref, _ = pieces[settled]
+            anchor = None if settled == 0 or size >= ANCHOR_MIN else last_anchor
+            if ref is None:
+                stored = _store_piece(fd, pieces, offsets, settled, anchor, add)
+                if stored is None:
+                    return None
+                pieces[settled] = [size, stored, None]
+            if anchor is None:
+                last_anchor = settled
+            settled += 1
     while len(pieces) >= MERGE_FANOUT:
         run = pieces[-MERGE_FANOUT:]
         total = sum(p[0] for p in run)
@@ -188,21 +224,31 @@ def append_segments(fd: int, old: list[BlobRef], fresh: list[bytes], add: AddBlo
         offsets.append(start)
     # Store the new pieces; a small one is a delta against its anchor (segments.py).
     out = []
-    for (_, ref, data), anchor in zip(pieces, anchors([p[0] for p in pieces])):
-        if ref is not None:
-            out.append(ref)
-            continue
-        base = None
-        if anchor is not None:
-            _, aref, adata = pieces[anchor]
-            base = adata[-DICT_TAIL:] if adata is not None else TAILS.tail(fd, offsets[anchor], aref)
-            if base is None:
-                return None  # the anchor's bytes changed under us
-        stored = add(KIND_SEGMENT, data, base=base)
-        if anchor is None:
-            TAILS.remember(stored.id, data)  # the next tick's small segments use it
-        out.append(stored)
+    for i, anchor in enumerate(anchors([p[0] for p in pieces])):
+        ref = pieces[i][1]
+        if ref is None:
+            ref = _store_piece(fd, pieces, offsets, i, anchor, add)
+            if ref is None:
+                return None
+        out.append(ref)
     return out
+
+
+def _store_piece(fd: int, pieces: list, offsets: list[int], i: int, anchor: int | None,
+                 add: AddBlob) -> BlobRef | None:
+    """Store piece ``i``, a delta against its anchor's tail unless it is an anchor
+    itself; None when the anchor's bytes changed under us."""
+    data = pieces[i][2]
+    base = None
+    if anchor is not None:
+        _, aref, adata = pieces[anchor]
+        base = adata[-DICT_TAIL:] if adata is not None else TAILS.tail(fd, offsets[anchor], aref)
+        if base is None:
+            return None
+    stored = add(KIND_SEGMENT, data, base=base)
+    if anchor is None:
+        TAILS.remember(stored.id, data)  # later small segments (this tick's or the next's) use it
+    return stored
 
 
 def _piece_bytes(fd: int, offset: int, piece: list) -> bytes | None:
@@ -247,32 +293,70 @@ def check_prefix(fd: int, entry: Entry, roll: int | None) -> int | None:
             i = (i + 1) % earlier
         roll = offsets[i] if earlier else 0
     for i in picks:
-        if hashlib.sha256(os.pread(fd, refs[i].size, offsets[i])).hexdigest() != refs[i].id:
+        if hash_range(fd, offsets[i], refs[i].size) != refs[i].id:
             return None
     return roll
 
 
-def split_segments(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(offset, bytes)`` segments of complete lines in ``[start, end)``.
+def hash_range(fd: int, offset: int, size: int) -> str:
+    """SHA-256 of ``size`` bytes of ``fd`` from ``offset``, read ``READ_BLOCK`` at a time
+    (a short file hashes what it has)."""
+    digest = hashlib.sha256()
+    end = offset + size
+    while offset < end:
+        block = os.pread(fd, min(READ_BLOCK, end - offset), offset)
+        if not block:
+            break
+        digest.update(block)
+        offset += len(block)
+    return digest.hexdigest()
 
-    Each segment ends in ``\\n`` and closes at the first line end past
-    ``SEGMENT_TARGET``; bytes after the last ``\\n`` (a torn line) are never yielded.
+
+def last_line_end(fd: int, start: int, end: int) -> int:
+    """The offset just past the last ``\\n`` in ``[start, end)`` (``start`` when there is
+    none), read backwards ``LINE_SCAN`` bytes at a time: a long torn tail costs a read,
+    never memory."""
+    pos = end
+    while pos > start:
+        n = min(LINE_SCAN, pos - start)
+        cut = os.pread(fd, n, pos - n).rfind(b"\n")
+        if cut >= 0:
+            return pos - n + cut + 1
+        pos -= n
+    return start
+
+
+def split_segments(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(offset, bytes)`` segments of the complete lines in ``[start, end)``, where
+    ``end`` is just past a line end (``last_line_end``).
+
+    A segment closes at the first line end past ``SEGMENT_TARGET`` (``READ_BLOCK``
+    granularity), or at ``SEGMENT_MAX`` inside a longer line, which goes on in the next
+    segment; the last one ends in ``\\n``, so no torn line is ever yielded. At most
+    ``SEGMENT_MAX + READ_BLOCK`` bytes are held. ``Changed`` when the file no longer
+    has the line end a cut inside a line counted on (it was rewritten meanwhile).
     """
     buf = bytearray()
-    buf_start = start
-    pos = start
+    buf_start = pos = start
+    line_end = 0        # just past the last ``\n`` in buf (0: none)
+    mid_line = False    # the last segment yielded ends inside a line
     while pos < end:
         block = os.pread(fd, min(READ_BLOCK, end - pos), pos)
         if not block:
             break
-        pos += len(block)
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            line_end = len(buf) + cut + 1
         buf += block
-        if len(buf) >= SEGMENT_TARGET:
-            cut = buf.rfind(b"\n") + 1
-            if cut:
-                yield buf_start, bytes(buf[:cut])
-                del buf[:cut]
-                buf_start += cut
-    cut = buf.rfind(b"\n") + 1
-    if cut:
-        yield buf_start, bytes(buf[:cut])
+        pos += len(block)
+        if (line_end and len(buf) >= SEGMENT_TARGET) or len(buf) >= SEGMENT_MAX:
+            cut = line_end or SEGMENT_MAX
+            yield buf_start, bytes(buf[:cut])
+            mid_line = not line_end
+            del buf[:cut]
+            buf_start += cut
+            line_end = 0
+    if line_end:
+        yield buf_start, bytes(buf[:line_end])
+    elif mid_line:
+        raise Changed(f"no line end after offset {buf_start}")

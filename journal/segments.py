@@ -36,6 +36,7 @@ from .repository import Repository, blob_location
 
 ANCHOR_MIN = 64 << 10
 DICT_TAIL = 64 << 10
+_READ_BLOCK = 1 << 20
 
 
 def anchors(sizes: list[int]) -> list[int | None]:
@@ -113,10 +114,18 @@ class AnchorTails:
         if got is not None:
             self._tails.move_to_end(ref.id)
             return got
-        data = os.pread(fd, ref.size, offset)
-        if hashlib.sha256(data).hexdigest() != ref.id:
+        digest, tail = hashlib.sha256(), b""
+        end = offset + ref.size
+        while offset < end:  # a block at a time: an anchor may be large
+            block = os.pread(fd, min(_READ_BLOCK, end - offset), offset)
+            if not block:
+                return None
+            digest.update(block)
+            tail = (tail + block)[-DICT_TAIL:]
+            offset += len(block)
+        if digest.hexdigest() != ref.id:
             return None
-        return self.remember(ref.id, data)
+        return self.remember(ref.id, tail)
 
     def remember(self, blob_id: str, payload: bytes) -> bytes:
         tail = payload[-DICT_TAIL:]

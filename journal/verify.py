@@ -5,7 +5,8 @@ and every pack a manifest names exists and is long enough for every record named
 it (the sizes come with the one listing of ``packs/``), including the packs of every
 SQLite snapshot's pages (its full map's pages are the bases of its page deltas, so a
 snapshot needs all of them). Full (``--full``): additionally every blob is read,
-decompressed and re-hashed, every JSONL segment ends in ``\\n``, and every snapshot
+decompressed and re-hashed, every JSONL entry's last segment ends in ``\\n`` (a line
+longer than a segment goes on over several, design §6), and every snapshot
 is rebuilt (each page delta decoded against its verified base) and integrity-checked.
 
 Both also check the store's ``config`` (``corrupt-config``: missing, malformed, or not
@@ -86,7 +87,8 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
     packs = repo.pack_sizes()  # listed before the manifests: a checkpoint committing meanwhile is seen
     reach = Reach(repo)
     page_ok: dict[str, bool] = {}
-    blobs: dict[tuple[str, int], tuple[int, BlobRef, bool]] = {}
+    # (pack, offset) -> (seq, ref, is a segment, its anchor or base, is some entry's last segment)
+    blobs: dict[tuple[str, int], tuple[int, BlobRef, bool, BlobRef | None, bool]] = {}
     snapshots: dict[tuple[BlobRef, ...], tuple[int, str, Entry]] = {}
     reported: set[tuple[int, str]] = set()  # (manifest, pack): one finding each
     for seq, manifest, mid in repo.iter_manifests_desc():
@@ -117,12 +119,15 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
                     result.findings.append(Finding(kind=CORRUPT_PAGE, manifest=seq, key=f"{name}/{e.path}",
                                                    detail=err.detail))
                     continue
-                for ref, anchor, base in zip(e.refs, anchor_of, base_of):
+                for i, (ref, anchor, base) in enumerate(zip(e.refs, anchor_of, base_of)):
                     if _pack_problem(ref, packs, seq, f"tree {name}: {e.path}", reported, result) or (
                             base is not None and _pack_problem(base, packs, seq, f"tree {name}: {e.path} (a chunk's "
                                                                f"base)", reported, result)):
                         continue
-                    blobs.setdefault((ref.pack, ref.offset), (seq, ref, e.kind == KIND_JSONL, anchor or base))
+                    last = e.kind == KIND_JSONL and i == len(e.refs) - 1
+                    got = blobs.get((ref.pack, ref.offset))
+                    if got is None or (last and not got[4]):
+                        blobs[(ref.pack, ref.offset)] = (seq, ref, e.kind == KIND_JSONL, anchor or base, last)
     result.packs = len(packs)
     _check_snapshot_packs(repo, snapshots, packs, reported, result)
     _check_unreferenced(repo, packs, reach.packs, result)
@@ -246,7 +251,7 @@ def _read_page(repo: Repository, ref: BlobRef, packs: dict[str, int]) -> bytes:
 
 def _check_blobs(repo, blobs, result, reporter) -> None:
     total = len(blobs)
-    for done, (seq, ref, is_segment, anchor) in enumerate(blobs.values(), 1):
+    for done, (seq, ref, is_segment, anchor, last) in enumerate(blobs.values(), 1):
         try:
             if is_segment:
                 payload = read_segment(repo, ref, anchor)
@@ -262,7 +267,7 @@ def _check_blobs(repo, blobs, result, reporter) -> None:
             result.findings.append(Finding(kind=CORRUPT_OBJECT, manifest=seq, key=err.key, detail=err.detail))
             continue
         result.blobs += 1
-        if is_segment and payload and not payload.endswith(b"\n"):
+        if last and payload and not payload.endswith(b"\n"):
             result.findings.append(Finding(kind=TORN_SEGMENT, manifest=seq, key=blob_location(ref),
-                                           detail="JSONL segment does not end in a newline"))
+                                           detail="the last JSONL segment of an entry does not end in a newline"))
         reporter.progress(done, total)

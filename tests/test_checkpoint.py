@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -678,3 +679,56 @@ def test_a_full_state_dir_fails_the_checkpoint_naming_the_spool_never_a_live_fil
     assert line.endswith(f": No space left on device; free space on the filesystem mounted at {disk}")
     assert not (tmp_path / "store" / "manifests").exists() or not os.listdir(tmp_path / "store" / "manifests")
 
+
+# --- a line of any length -----------------------------------------------------------------
+
+
+def checkpoint_peak_rss(live) -> tuple[int, int]:
+    """Run ``journal checkpoint`` in a child; (exit status, its peak RSS in bytes)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env}
+    with open(live.home / "checkpoint.err", "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "journal", "checkpoint"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss * 1024
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def test_a_300_mib_line_is_checkpointed_in_bounded_memory_torn_then_complete(root):
+    """A transcript whose last line is 300 MiB long (sparse, on tmpfs: no disk, no
+    memory): while it has no newline nothing of it is published, and once it has one
+    it is published whole; neither checkpoint holds it in memory."""
+    live = Live(root / "a", root / "store")
+    chat = live.local / "agent-state" / "claude" / "projects" / "p" / "long.jsonl"
+    chat.parent.mkdir(parents=True)
+    first = b'{"n": 1}\n'
+    chat.write_bytes(first + b'{"n": 2, "text": "')
+    os.truncate(chat, len(first) + (300 << 20))
+
+    rc, peak = checkpoint_peak_rss(live)
+
+    assert rc == 0, (live.home / "checkpoint.err").read_text()
+    assert peak < 100 << 20, f"peak RSS {peak >> 20} MiB for a torn 300 MiB line"
+    assert live.entries("claude")["projects/p/long.jsonl"].size == len(first)
+
+    with open(chat, "ab") as fh:
+        fh.write(b'"}\n')
+    rc, peak = checkpoint_peak_rss(live)
+
+    assert rc == 0, (live.home / "checkpoint.err").read_text()
+    assert peak < 100 << 20, f"peak RSS {peak >> 20} MiB for a complete 300 MiB line"
+    entry = live.entries("claude")["projects/p/long.jsonl"]
+    assert entry.size == chat.stat().st_size and len(entry.refs) > 30
+    assert max(ref.size for ref in entry.refs) <= 8 << 20
+    assert live.run("verify", "--full").returncode == 0
+    out = root / "out"
+    assert live.run("restore", "--to", str(out)).returncode == 0
+    assert sha256_of(out / "claude" / "projects" / "p" / "long.jsonl") == sha256_of(chat)
