@@ -1,5 +1,9 @@
 import sys
 
-from .launch import main
+try:
+    from .launch import main
+except KeyboardInterrupt:  # Ctrl-C while the launcher itself is imported: one line, as later
+    sys.stderr.write("journal: interrupted\n")
+    sys.exit(130)
 
 sys.exit(main())

@@ -11,6 +11,7 @@ import msgspec
 from . import __version__
 from .config import load_config
 from .errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
+from .launch import INTERRUPTED, interrupted
 from .report import Reporter
 from .store import open_store
 
@@ -122,8 +123,8 @@ class OneLineGroup(click.Group):
             click.echo(f"journal: error: {err.format_message()}", err=True)
             sys.exit(err.exit_code)
         except click.Abort:
-            click.echo("journal: interrupted", err=True)
-            sys.exit(130)
+            interrupted()
+            sys.exit(INTERRUPTED)
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})

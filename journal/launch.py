@@ -17,11 +17,35 @@ import time
 IDLE_LINE = "idle: nothing changed in {} tree(s); nothing written"
 
 
+INTERRUPTED = 130  # 128 + SIGINT, as the command line exits on Ctrl-C
+
+
 def main(fast_exit: bool = False) -> int | None:
     """Answer an idle ``journal checkpoint`` here, else run the full command line.
     ``fast_exit`` (the console script): once the command is over, leave with
     ``os._exit`` (``_leave``); after an idle answer there is nothing to tear down, and
-    freeing the decoded snapshot takes longer than the rest of the exit."""
+    freeing the decoded snapshot takes longer than the rest of the exit. A Ctrl-C
+    before the command line handles it (while click and the library are imported) is
+    one line and exit 130, as it is later."""
+    try:
+        return _main(fast_exit)
+    except KeyboardInterrupt:
+        interrupted()
+        if fast_exit:
+            _leave(INTERRUPTED)
+        return INTERRUPTED
+
+
+def interrupted() -> None:
+    """Say that Ctrl-C stopped the command (``cli.py`` says the same once it runs)."""
+    try:
+        sys.stderr.write("journal: interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _main(fast_exit: bool) -> int | None:
     started = time.monotonic()
     opts = _checkpoint_options(sys.argv[1:])
     if opts is not None:

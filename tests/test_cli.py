@@ -234,3 +234,38 @@ def test_the_console_script_fails_when_stdout_is_closed(live):
     proc = subprocess.run([script, "log"], env=env, stdout=write, stderr=subprocess.PIPE, timeout=60)
     os.close(write)
     assert proc.returncode != 0
+
+
+#: Imported as ``click`` ahead of the real one: it says it has been reached, then waits
+#: for a signal, so a Ctrl-C lands exactly while the command line is being imported.
+HOLD_IMPORT = "import os, signal\nos.write(int(os.environ['READY_FD']), b'x')\nsignal.pause()\n"
+
+
+@pytest.mark.parametrize("entry", ["python -m journal", "bin/journal"])
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_130(live, tmp_path, entry):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "click.py").write_text(HOLD_IMPORT)
+    ready, ready_w = os.pipe()
+    start = [sys.executable, "-m", "journal"] if entry.startswith("python") else \
+        [sys.executable, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bin", "journal")]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env,
+           "PYTHONPATH": str(hold), "READY_FD": str(ready_w)}
+    proc = subprocess.Popen([*start, "log"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            pass_fds=(ready_w,))
+    os.close(ready_w)
+    try:
+        assert os.read(ready, 1) == b"x", "the command never reached the import of click"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(ready)
+        if proc.poll() is None:
+            proc.kill()
+
+    assert (proc.returncode, err, out) == (130, "journal: interrupted\n", "")
