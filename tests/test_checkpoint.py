@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -15,12 +16,16 @@ import pytest
 
 from heldfile import HeldFile
 from journal.capture import CHUNK, ROLL_BYTES, SEGMENT_TARGET, capture_item
-from journal.errors import HistoryWithoutState, ManifestConflict, NotAStore
+import journal.checkpoint as checkpoint_module
+from journal.checkpoint import checkpoint
+from journal.errors import HistoryWithoutState, ManifestConflict, NotAStore, StoreError
 from journal.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK
 from journal.pack import PackWriter
+from journal.report import Collector
 from journal.walk import Matcher, walk_tree
 
 from conftest import Live
+from faults import FaultyStore
 from test_cli import one_line_error
 
 ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
@@ -732,3 +737,22 @@ def test_a_300_mib_line_is_checkpointed_in_bounded_memory_torn_then_complete(roo
     out = root / "out"
     assert live.run("restore", "--to", str(out)).returncode == 0
     assert sha256_of(out / "claude" / "projects" / "p" / "long.jsonl") == sha256_of(chat)
+
+
+def test_a_pack_upload_failing_while_files_are_read_fails_the_checkpoint(live, monkeypatch):
+    """Packs roll and upload while the walk goes on, so an upload's failure can surface
+    in the middle of reading a file. It fails the checkpoint; it is never taken for
+    that file being unreadable (which would commit a manifest naming a lost pack)."""
+    monkeypatch.setattr(checkpoint_module, "PackWriter", functools.partial(PackWriter, target=1))  # one blob a pack
+    failed: list[str] = []
+
+    def first_pack(method: str, key: str) -> bool:
+        if method == "put_if_absent" and key.startswith("packs/") and not failed:
+            failed.append(key)
+            return True
+        return False
+
+    with pytest.raises(StoreError):
+        checkpoint(live.cfg, FaultyStore(live.store, fail_when=first_pack), Collector())
+
+    assert failed and live.repo().manifest_seqs() == []
