@@ -141,6 +141,8 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
             click.echo(f"{t.name}: {verb} from checkpoint {t.seq} into {t.dest}: {acts}; {t.bytes:,} bytes")
             for path in t.lost:
                 click.echo(f"{t.name}: LOST {path}: no good copy in any checkpoint")
+            for path in t.uncreatable:
+                click.echo(f"{t.name}: LOST {path}: too long a path to create under {t.dest}")
         for w in result.warnings:
             click.echo(f"warning: {w}", err=True)
         click.echo("restore complete" if result.complete else "restore INCOMPLETE", err=not result.complete)

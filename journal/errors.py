@@ -125,13 +125,21 @@ class SupervisorRunning(JournalError):
 class RestoreIncomplete(JournalError):
     """Restore could not rebuild every file; the restore-complete marker is not written."""
 
-    def __init__(self, lost: list[str]):
+    def __init__(self, lost: list[str], uncreatable: list[str] = ()):
         self.lost = lost
-        shown = ", ".join(lost[:5]) + (" ..." if len(lost) > 5 else "")
-        super().__init__(
-            f"restore: {len(lost)} file(s) have no good copy in any manifest: {shown}; "
-            "run `journal verify --full` to see which objects are damaged"
-        )
+        self.uncreatable = list(uncreatable)
+        parts = []
+        if lost:
+            parts.append(f"{len(lost)} file(s) have no good copy in any manifest: {_shown(lost)}; "
+                         "run `journal verify --full` to see which objects are damaged")
+        if uncreatable:
+            parts.append(f"{len(uncreatable)} path(s) are too long to create here: {_shown(uncreatable)}; "
+                         "shorten the tree's directory, or export with `journal restore --to` a shorter DIR")
+        super().__init__("restore: " + "; ".join(parts))
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
 
 
 class NoStore(StoreError):

@@ -36,6 +36,9 @@ from .walk import RESTORE_TMP
 WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB, KEEP_UNREADABLE = (
     "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db",
     "keep-unreadable")
+#: A path that is not on disk and that restore cannot create (past the path length
+#: limits): it is lost, and the restore incomplete.
+CANNOT_CREATE = "cannot-create"
 WRITES = (WRITE, REPLACE, COMPLETE)
 #: Writeback of a staged file is started at its end and after every this many bytes.
 WRITEBACK_BYTES = 8 << 20
@@ -109,8 +112,9 @@ def decide(root: str, entry: Entry, check_dir: str | None = None, reader=None) -
     """What restore does with ``entry`` given what is on disk now. A live database is
     checked through a private copy in ``check_dir`` (default: the tree's temp dir);
     ``reader`` (a Repository) reads the one segment a shorter local transcript ends in.
-    Raises ``OSError`` when the local path exists but cannot be looked at (permissions,
-    an I/O error, a path too long): the caller keeps it (``KEEP_UNREADABLE``)."""
+    A path too long to look at or create is ``CANNOT_CREATE`` when nothing is there.
+    Raises ``OSError`` when the local path exists, or may, but cannot be looked at
+    (permissions, an I/O error, a path too long): the caller keeps it (``KEEP_UNREADABLE``)."""
     full = os.path.join(root, entry.path)
     try:
         st = os.lstat(full)
@@ -118,6 +122,10 @@ def decide(root: str, entry: Entry, check_dir: str | None = None, reader=None) -
         return WRITE
     except NotADirectoryError:
         return KEEP_CONFLICT  # a local file where the entry's parent directory belongs
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG and _absent(root, entry.path):
+            return CANNOT_CREATE
+        raise
     if entry.kind == KIND_DIR:
         return SAME if stat_mod.S_ISDIR(st.st_mode) else KEEP_CONFLICT
     if stat_mod.S_ISDIR(st.st_mode):
@@ -140,6 +148,34 @@ def decide(root: str, entry: Entry, check_dir: str | None = None, reader=None) -
     if st.st_mtime_ns > entry.mtime_ns:
         return KEEP_NEWER
     return REPLACE
+
+
+def _absent(root: str, path: str) -> bool:
+    """Whether ``root/path`` is certainly not on disk, looked up one name at a time from
+    ``root`` (so a path past ``PATH_MAX`` can be looked at): a name on the way is missing,
+    or longer than any file system holds. False when it is there, or when that cannot be
+    told (a directory that cannot be searched, a symlink or a file on the way)."""
+    *parents, name = path.split("/")
+    try:
+        fd = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        for part in parents:
+            parent, fd = fd, -1
+            try:
+                fd = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            finally:
+                os.close(parent)
+        os.lstat(name, dir_fd=fd)
+        return False
+    except FileNotFoundError:
+        return True
+    except OSError as err:
+        return err.errno == errno.ENAMETOOLONG
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _same_bytes(full: str, entry: Entry) -> bool:

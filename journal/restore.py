@@ -86,7 +86,7 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
             tcache = run.tree_cache(newest) if want_state else None
             if tcache is not None:
                 caches[run.tr.name] = tcache
-            if run.tr.lost or run.tr.error:
+            if run.tr.lost or run.tr.uncreatable or run.tr.error:
                 result.complete = False
         # Every tree's files and directories are durable here (batch.py): only now may
         # the state say that the restore is complete.

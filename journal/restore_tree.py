@@ -10,6 +10,7 @@ thread, else it is reported lost.
 
 from __future__ import annotations
 
+import errno
 import os
 
 import msgspec
@@ -19,8 +20,8 @@ from .history import ManifestCache
 from .localfs import observe
 from .localstate import FileState, TreeCache, cache_from_entries
 from .signatures import dir_signature, signature
-from .materialize import (KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REPLACE, SAME, WRITE, WRITES,
-                          check_paths, decide, move_aside, remove_tmp)
+from .materialize import (CANNOT_CREATE, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REPLACE, SAME,
+                          WRITE, WRITES, check_paths, decide, move_aside, remove_tmp)
 from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .tree_writer import Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
 
@@ -32,6 +33,7 @@ class TreeRestore(msgspec.Struct, kw_only=True):
     actions: dict[str, int] = {}
     bytes: int = 0
     lost: list[str] = []
+    uncreatable: list[str] = []     # not on disk, and past the path length limits here: lost too
     fallbacks: list[str] = []
     databases: list[str] = []
     error: str | None = None
@@ -170,6 +172,14 @@ class TreeRun:
             _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
         tr.actions[action] = tr.actions.get(action, 0) + 1
         self.actions[entry.path] = action
+        if action == CANNOT_CREATE:
+            full = os.path.join(dest, entry.path)
+            err = OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), full)
+            self.reporter.warn(f"restore: cannot create {full} ({err.strerror}); nothing is there, so it is lost "
+                               f"and the restore is incomplete; {os_error_hint(err, full)}")
+            tr.uncreatable.append(entry.path)
+            self.used[entry.path] = None
+            return
         if action in WRITES and not dry_run:
             full = os.path.join(dest, entry.path)
             self.writer.expect[full] = observe(full)   # after a database was moved aside

@@ -142,7 +142,7 @@ class Supervisor:
             self.status.warnings = (list(self.reporter.recent) + result.warnings)[-10:]
             if not result.complete:
                 lost = [p for t in result.trees for p in t.lost] + [t.error for t in result.trees if t.error]
-                raise RestoreIncomplete(lost)
+                raise RestoreIncomplete(lost, [p for t in result.trees for p in t.uncreatable])
         except JournalError as err:
             self._record_stop(f"restore: {err}")
             self.reporter.warn(f"supervise: not starting {self.cmd[0]}: {err}")

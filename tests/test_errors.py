@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from journal.errors import describe_os_error, mount_point, naming
+from journal.errors import RestoreIncomplete, describe_os_error, mount_point, naming
 
 
 @pytest.mark.parametrize("code, hint", [
@@ -52,3 +52,14 @@ def test_naming_keeps_the_file_an_error_already_names(tmp_path):
         os.open(tmp_path / "missing" / "file", os.O_RDONLY)
 
     assert raised.value.filename == str(tmp_path / "missing" / "file")
+
+
+def test_an_incomplete_restore_says_which_paths_are_too_long_to_create_apart_from_damage():
+    both = str(RestoreIncomplete(["sessions/a.jsonl"], ["d/leaf.md"]))
+    too_long = str(RestoreIncomplete([], ["d/leaf.md"]))
+
+    assert both == ("restore: 1 file(s) have no good copy in any manifest: sessions/a.jsonl; run `journal verify "
+                    "--full` to see which objects are damaged; 1 path(s) are too long to create here: d/leaf.md; "
+                    "shorten the tree's directory, or export with `journal restore --to` a shorter DIR")
+    assert too_long.startswith("restore: 1 path(s) are too long to create here: d/leaf.md;")
+    assert "no good copy" not in too_long and "verify" not in too_long

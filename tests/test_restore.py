@@ -426,6 +426,53 @@ def test_blob_with_no_good_copy_is_lost_and_restore_exits_non_zero(source):
     assert load_state(str(source.local / ".journal"), source.repo().store_id).restore_complete is False
 
 
+def checkpoint_a_path_near_path_max(live) -> str:
+    """A file whose full path is just under PATH_MAX (4096 bytes), checkpointed; its path."""
+    claude = live.local / TREES["claude"]
+    depth = (4095 - len(str(claude)) - len("/leaf.md")) // 201
+    claude.joinpath(*["d" * 200] * depth).mkdir(parents=True)
+    claude.joinpath(*["d" * 200] * depth, "leaf.md").write_text("deep\n")
+    live.checkpoint()
+    return "/".join(["d" * 200] * depth + ["leaf.md"])
+
+
+def test_a_stored_path_too_long_to_create_on_a_fresh_machine_is_lost_not_kept(live, make_live):
+    """A path that fit under PATH_MAX where it was checkpointed is past it under a longer
+    root. Nothing is there and restore cannot create it: it is lost (restore incomplete,
+    exit 1, naming it), never "left as it is" with the restore called complete."""
+    leaf = checkpoint_a_path_near_path_max(live)
+    fresh = make_live("b" * 200, fixtures=False)
+    harness_dirs(fresh)
+    assert len(os.fsencode(fresh.local / TREES["claude"] / leaf)) > 4096
+
+    proc = fresh.run("restore")
+
+    assert proc.returncode == 1, proc.stderr
+    assert f"claude: LOST {leaf}: " in proc.stdout and "restore INCOMPLETE" in proc.stderr
+    assert "left it as it is" not in proc.stderr and "restore complete" not in proc.stdout + proc.stderr
+    warning = next(line for line in proc.stderr.splitlines() if leaf in line)
+    assert "cannot create" in warning and "(File name too long)" in warning and "shorten it" in warning
+    assert load_state(str(fresh.local / ".journal"), fresh.repo().store_id).restore_complete is False
+    assert (fresh.local / TREES["claude"] / ("d" * 200)).is_dir()  # what fits is restored
+
+
+def test_a_local_path_past_path_max_is_left_as_it_is_and_the_restore_completes(live, tmp_path):
+    """The same path, there on disk under a root that grew longer: restore cannot look at
+    it, so it keeps it (it is not lost) and says so."""
+    leaf = checkpoint_a_path_near_path_max(live)
+    moved = tmp_path / ("h" * 250) / "a"
+    moved.parent.mkdir()
+    live.home.rename(moved)
+    live = Live(moved, live.store_path)
+
+    proc = live.run("restore")
+
+    assert proc.returncode == 0, proc.stderr
+    assert "LOST" not in proc.stdout and "keep-unreadable" in proc.stdout and "restore complete" in proc.stdout
+    warning = next(line for line in proc.stderr.splitlines() if leaf in line)
+    assert "(File name too long); left it as it is" in warning
+
+
 def test_checkpoint_refuses_after_an_incomplete_restore_until_takeover(source):
     rollout = source.local / "codex-home" / ROLLOUT
     source.corrupt_blob(source.entries("codex")[ROLLOUT].refs[0])
