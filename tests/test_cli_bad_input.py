@@ -488,6 +488,36 @@ def test_supervise_interval_flag_is_validated(tmp_path, value):
     assert "--interval" in one_line_error(proc)
 
 
+@pytest.mark.parametrize("shape", ["tree-is-local", "tree-is-state-dir", "tree-inside-state-dir",
+                                   "state-dir-inside-a-preset", "tree-holds-the-store", "tree-inside-the-store"])
+def test_a_tree_that_holds_or_lies_inside_journals_own_directories_is_refused(tmp_path, shape):
+    """`path = "."` made every checkpoint commit journal's own state files again, and
+    restore wrote them over the live state directory."""
+    b = Box(tmp_path)
+    b.populate()
+    path, env = {
+        "tree-is-local": (".", {}),
+        "tree-is-state-dir": (".journal", {}),
+        "tree-inside-state-dir": (".journal/notes", {}),
+        "state-dir-inside-a-preset": ("notes", {"JOURNAL_STATE_DIR": str(b.local / "codex-home" / "state")}),
+        "tree-holds-the-store": ("notes", {"JOURNAL_STORE": str(b.local / "notes" / "store")}),
+        "tree-inside-the-store": (str(b.store / "notes"), {}),
+    }[shape]
+    (b.home / ".config" / "journal").mkdir(parents=True)
+    (b.home / ".config" / "journal" / "config.toml").write_text(f'[[trees]]\nname = "notes"\npath = "{path}"\n')
+    mark = tmp_path / "cmd-ran"
+
+    cmd = (sys.executable, "-c", f"open({str(mark)!r}, 'w')")
+    for args in (("checkpoint",), ("restore",), ("trees",), ("supervise", "--", *cmd)):
+        proc = b.run(*args, env=env)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        line = one_line_error(proc)
+        assert "tree 'notes'" in line or "tree 'codex'" in line, line
+        assert ("state directory" in line) == ("store" not in shape), line
+    assert not mark.exists()
+    assert not b.store.exists() and not (b.local / "notes" / "store").exists()
+
+
 def test_gc_negative_keep_last_is_refused(box):
     before = store_bytes(box.store)
 
