@@ -115,6 +115,20 @@ def read_state(state_dir: str) -> LocalState | None:
     return state
 
 
+def clear_restore_marker(state_dir: str, store_id: str) -> None:
+    """Before a restore's first change to a live tree: a state that says "restore
+    complete" is replaced by one that does not, so a restore killed part way leaves
+    checkpoints refused (``RestoreNotComplete``), never the previous restore's marker
+    over a half-changed tree. The replacement keeps what the state knows of the store
+    (writer, sequence, a pending manifest) but not the trees' caches: they describe
+    files the restore is about to change, and its own final save rebuilds them."""
+    state = load_state(state_dir, store_id)
+    if state is not None and state.restore_complete:
+        save_state(state_dir, LocalState(store_id=store_id, writer=state.writer, seq=state.seq,
+                                         manifest_id=state.manifest_id, pending_seq=state.pending_seq,
+                                         pending=state.pending))
+
+
 def forget_state(state_dir: str) -> None:
     """Drop the in-memory copy (after a failed operation may have changed it)."""
     _memo.pop(os.path.join(state_dir, STATE_FILE), None)

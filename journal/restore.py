@@ -19,7 +19,8 @@ from .errors import ConfigError, CorruptObject, ObjectNotFound, UnsafePath
 from .export import ExportMark, begin_export, check_export_dir, write_mark
 from .history import ManifestCache, select_seqs
 from .lineage import open_repository, require_history
-from .localstate import LocalState, StateLock, TreeCache, cache_from_entries, load_state, new_state, save_state
+from .localstate import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
+                         new_state, save_state)
 from .report import SILENT, Reporter
 from . import fetch
 from .repository import Repository, utc_now
@@ -80,6 +81,11 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         trees = [TreeRun(repo, cache, seqs, name, dest, reporter) for name, dest in names]
         for run in trees:
             run.emptied = dry_run and run.tr.name in old
+        if want_state:
+            # No live tree has changed yet: from here on, until the save below, the state
+            # must not say that a restore completed (a kill mid-way would leave that marker
+            # over half-changed trees, and the next checkpoint would publish them).
+            clear_restore_marker(cfg.state_dir, repo.store_id)
         write_trees(trees, dry_run, aside, reporter)
         for run in trees:
             result.trees.append(run.tr)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from journal.model import KIND_FILE, KIND_SYMLINK, Entry, Manifest, TreeRoot
 from journal.objects import KIND_CHUNK, KIND_PAGE
 from journal.pack import PackWriter
 from journal.repository import encode_manifest, manifest_key, utc_now
+from tripwire import write_tripwire
 
 TREES = {"codex": "codex-home", "claude": "agent-state/claude", "openclaw": "oc-home/.openclaw",
          "gemini": "agent-state/gemini-home/.gemini"}
@@ -588,3 +591,42 @@ def test_rollback_with_at_into_live_trees_survives_the_next_restart(source, make
     restarted.restore()
 
     assert (restarted.local / "codex-home" / "config.toml").read_text() == 'model = "gpt-5.3-codex"\n'
+
+
+# --- the restore-complete marker and fallbacks: what they tell the next checkpoint ----------
+
+
+def test_a_restore_killed_after_moving_a_bad_database_aside_leaves_checkpoints_refused(make_live, tmp_path):
+    """A hot restart finds its database invalid, moves it aside, and is SIGKILLed before
+    the rebuilt copy is installed. The previous restore's marker must not survive that:
+    the next checkpoint would publish the tree without its database."""
+    a = make_live("a", fixtures=False)
+    share = a.local / "opencode-share"
+    db = share / "opencode.db"
+    share.mkdir()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t(x INTEGER PRIMARY KEY, y)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(i, os.urandom(40).hex()) for i in range(500)])
+    con.commit()
+    con.close()
+    for i in range(3):
+        (share / f"session-{i}.json").write_text(json.dumps({"id": i}))
+    assert a.checkpoint().seq == 1
+    assert a.run("restore").returncode == 0       # the previous restore: its marker is set
+    db.write_bytes(b"not a database, " * 400)     # the agent died mid-write: invalid now
+
+    killed = subprocess.run([sys.executable, str(write_tripwire(tmp_path)), "restore"],
+                            env={"PATH": os.environ["PATH"], **a.env, "JOURNAL_TEST_KILL": "replace:after:/invalid/"},
+                            capture_output=True, text=True, timeout=60)
+
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not db.exists() and len(list((a.local / ".journal").glob("invalid/*/opencode/opencode.db"))) == 1
+    keys = sorted(a.store.list(""))
+    refused = a.run("checkpoint")
+    assert refused.returncode == 1 and "journal restore" in refused.stderr, refused.stderr
+    assert sorted(a.store.list("")) == keys, "a checkpoint published the tree without its database"
+    again = a.run("restore")
+    assert again.returncode == 0, again.stderr
+    assert a.run("checkpoint").returncode == 0
+    assert "opencode.db" in a.entries("opencode") and db.exists()
+
