@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .cli import CliReporter, common, durable_url, emit_json, handle_errors, main, open_context
+from .cli import EXIT_FALLBACK, CliReporter, common, durable_url, emit_json, handle_errors, main, open_context
 from .launch import IDLE_LINE
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
@@ -94,6 +94,8 @@ def log(config_path, store_url, as_json, limit):
         else:
             click.echo(f"{e.seq:>6}  {e.created:24}  {e.host[:16]:16} {e.files:>7} {e.bytes:>13,} "
                        f"{e.added_bytes:>11,} {e.added_objects:>5}")
+            for name, why in sorted(e.restored.items()):
+                click.echo(f"{'':>6}  RESTORED {name}: {why}")
 
 
 @main.command()
@@ -109,10 +111,12 @@ def log(config_path, store_url, as_json, limit):
 def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
     """Restore the newest valid checkpoint into the live trees.
 
-    Newer local files are kept; damaged objects fall back to older copies. Exits
-    non-zero, without the restore-complete marker, if any file could not be rebuilt.
-    An export (--to DIR) holds exactly the checkpoint asked for: DIR must be empty,
-    or hold an earlier export and --replace be given.
+    Newer local files are kept; damaged objects fall back to older copies. Exits 1,
+    without the restore-complete marker, if any file could not be rebuilt; exits 3
+    when the restore is complete but a tree or file came from an older checkpoint
+    than the newest (a fallback past damage). An export (--to DIR) holds exactly the
+    checkpoint asked for: DIR must be empty, or hold an earlier export and --replace
+    be given.
 
     Example:
 
@@ -143,9 +147,17 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
                 click.echo(f"{t.name}: LOST {path}: no good copy in any checkpoint")
         for w in result.warnings:
             click.echo(f"warning: {w}", err=True)
-        click.echo("restore complete" if result.complete else "restore INCOMPLETE", err=not result.complete)
+        if not result.complete:
+            click.echo("restore INCOMPLETE", err=True)
+        elif result.fallback:
+            notes = "; ".join(result.fallback_notes())
+            click.echo(f"restore complete from a FALLBACK (exit {EXIT_FALLBACK}): {notes}")
+        else:
+            click.echo("restore complete")
     if not result.complete:
         sys.exit(1)
+    if result.fallback:
+        sys.exit(EXIT_FALLBACK)
 
 
 @main.command()
@@ -295,6 +307,14 @@ def status(config_path, store_url, as_json):
         return
     st = rep.status
     click.echo(f"supervisor: {'running, pid ' + str(rep.pid) if rep.running else 'not running'}")
+    rs = st.restore
+    if rs:
+        trees = ", ".join(f"{name} from {'-' if seq is None else seq}" for name, seq in sorted(rs.trees.items()))
+        how = "INCOMPLETE" if not rs.complete else "complete from a FALLBACK" if rs.fallback else "complete"
+        click.echo(f"startup restore: {how}, newest checkpoint {'-' if rs.seq is None else rs.seq}"
+                   f"{': ' + trees if trees else ''}")
+        for note in rs.notes:
+            click.echo(f"  fallback: {note}")
     if st.last:
         click.echo(f"last checkpoint: seq {st.last.seq if st.last.seq is not None else '-'}"
                    f"{' (idle tick)' if st.last.idle else ''}, "

@@ -52,6 +52,7 @@ class TreeCache(msgspec.Struct, kw_only=True):
     files: dict[str, FileState] = {}
     dirty: bool = False                 # publish a new index even if no file changed
     reupload: bool = False              # re-read every file and upload fresh blobs (no reuse)
+    restored: str | None = None         # why this is not the newest checkpoint's version (said by the next manifest)
 
 
 class LocalState(msgspec.Struct, kw_only=True):

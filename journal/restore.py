@@ -29,12 +29,17 @@ from .store.base import Store
 
 
 class RestoreResult(msgspec.Struct, kw_only=True):
-    seq: int | None = None          # newest manifest in the store
+    seq: int | None = None          # newest manifest in the store (at or before ``--at``)
     complete: bool = True
+    fallback: bool = False          # a tree or a file came from an older checkpoint than ``seq``
     dry_run: bool = False
     trees: list[TreeRestore] = []
     warnings: list[str] = []
     replaced: list[str] = []        # ``--to --replace``: the earlier export's trees removed first
+
+    def fallback_notes(self) -> list[str]:
+        """One line per tree restored from a fallback (``TreeRestore.fallback_note``)."""
+        return [f"{t.name}: {t.fallback_note()}" for t in self.trees if t.fallback_note()]
 
 
 def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
@@ -94,6 +99,8 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
                 caches[run.tr.name] = tcache
             if run.tr.lost or run.tr.error:
                 result.complete = False
+            if run.tr.fallback_note():
+                result.fallback = True
         # Every tree's files and directories are durable here (batch.py): only now may
         # the state say that the restore is complete.
         if want_state:

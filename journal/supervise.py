@@ -31,7 +31,7 @@ from .localstate import StateLock
 from .paths import SUPERVISE_LOCK
 from .report import SILENT, Reporter
 from .restore import restore
-from .status import LastCheckpoint, Status, write_status
+from .status import LastCheckpoint, RestoreRecord, Status, write_status
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 POLL = 0.05
@@ -135,8 +135,14 @@ class Supervisor:
         self._save()
 
     def _restore(self) -> bool:
+        """The startup restore: False when CMD must not start. A restore that is
+        complete but fell back to older checkpoints starts CMD (availability), and says
+        so: a warning, ``status.json`` and the next checkpoint's manifest."""
         try:
             result = restore(self.cfg, self.open_store(), self.reporter)
+            self.status.restore = RestoreRecord(
+                time=time.time(), seq=result.seq, complete=result.complete, fallback=result.fallback,
+                trees={t.name: t.seq for t in result.trees}, notes=result.fallback_notes())
             if not result.complete:
                 lost = [p for t in result.trees for p in t.lost] + [t.error for t in result.trees if t.error]
                 raise RestoreIncomplete(lost)
@@ -144,6 +150,10 @@ class Supervisor:
             self._record_stop(f"restore: {err}")
             self.reporter.warn(f"supervise: not starting {self.cmd[0]}: {err}")
             return False
+        if result.fallback:
+            self.reporter.warn(f"supervise: the restore fell back to older checkpoints "
+                               f"({'; '.join(self.status.restore.notes)}); starting {self.cmd[0]} anyway "
+                               "(`journal status` shows it, and the next checkpoint records it)")
         return True
 
     def _loop(self) -> None:

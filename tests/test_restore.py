@@ -630,3 +630,41 @@ def test_a_restore_killed_after_moving_a_bad_database_aside_leaves_checkpoints_r
     assert a.run("checkpoint").returncode == 0
     assert "opencode.db" in a.entries("opencode") and db.exists()
 
+
+def test_a_restore_past_a_damaged_index_page_says_so_and_the_next_checkpoint_records_it(source):
+    """The newest manifest's index page of one tree is damaged: restore takes that tree
+    from the checkpoint before. It must say so (summary, --json, exit 3), and the next
+    checkpoint, which makes that older version the newest, records why."""
+    config = source.local / "codex-home" / "config.toml"
+    config.write_text('model = "second"\n')
+    assert source.checkpoint().seq == 2
+    source.corrupt_blob(source.repo().load_manifest(2)[0].trees["codex"].root)
+    config.unlink()
+
+    proc = source.run("restore", "--json")
+
+    assert proc.returncode == 3, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["complete"] and doc["fallback"] and doc["seq"] == 2
+    seqs = {t["name"]: t["seq"] for t in doc["trees"]}
+    assert seqs == {"claude": 2, "codex": 1, "gemini": 2, "openclaw": 2}
+    codex = next(t for t in doc["trees"] if t["name"] == "codex")
+    assert codex["skipped"] and codex["skipped"][0].startswith("checkpoint 2 is unusable")
+    assert config.read_text() == 'model = "gpt-5.3-codex"\n'
+    text = source.run("restore")
+    assert text.returncode == 3
+    summary = text.stdout.strip().splitlines()[-1]
+    assert summary.startswith("restore complete from a FALLBACK") and "codex: restored from checkpoint 1" in summary
+
+    committed = source.run("checkpoint")
+
+    assert committed.returncode == 0, committed.stderr
+    assert "checkpoint 3: tree codex: restored from checkpoint 1" in committed.stderr
+    restored = source.repo().load_manifest(3)[0].restored
+    assert list(restored) == ["codex"] and "checkpoint 2 is unusable" in restored["codex"]
+    log = source.run("log")
+    assert "RESTORED codex: restored from checkpoint 1" in log.stdout
+    assert json.loads(source.run("log", "--json").stdout)[0]["restored"] == restored
+    state = load_state(str(source.local / ".journal"), source.repo().store_id)
+    assert all(t.restored is None for t in state.trees.values()), "said once, by checkpoint 3"
+    assert source.run("restore").returncode == 0    # checkpoint 3 is whole: no fallback now
