@@ -256,20 +256,23 @@ def demo(workdir, as_json):
         sys.exit(1)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+# Options end at CMD (or at `--`): CMD's own options are never read as ours, and an
+# unknown option before CMD is a usage error, not a command to run.
+@main.command(context_settings={"allow_interspersed_args": False})
+@common
 @click.option("--interval", type=float, default=None,
               help="Seconds between checkpoints (else $AGENT_STATE_CHECKPOINT_SECONDS, config, 15).")
 @click.option("--grace", type=float, default=1.0, show_default=True,
               help="Seconds to wait for CMD after forwarding a stop signal.")
 @click.option("--no-restore", is_flag=True, help="Skip the startup restore (only when you mean it).")
-@click.option("--config", "config_path", metavar="FILE", type=click.Path(dir_okay=False), help="Config file.")
-@click.option("--store", "store_url", metavar="URL", help="Store path or URL.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@handle_errors
-def supervise(interval, grace, no_restore, config_path, store_url, cmd):
+def supervise(config_path, store_url, as_json, interval, grace, no_restore, cmd):
     """Restore, run CMD, checkpoint on a timer, and take a final checkpoint on exit.
 
-    Use it as a container's PID 1. CMD never starts if the restore is incomplete.
+    Use it as a container's PID 1. CMD never starts if the restore is incomplete
+    (exit 1; 2 for a configuration error). It exits with CMD's status. With --json,
+    a JSON summary (exit status, error, status file) is printed on stdout at exit;
+    warnings still go to stderr.
 
     Example:
 
@@ -285,7 +288,10 @@ def supervise(interval, grace, no_restore, config_path, store_url, cmd):
     durable_url(cfg.store)
     sup = Supervisor(cfg, lambda: open_store(cfg.store), list(cmd), interval=interval or cfg.interval,
                      grace=grace, restore_first=not no_restore, reporter=CliReporter())
-    sys.exit(sup.run())
+    code = sup.run()
+    if as_json:
+        emit_json(sup.summary(code))
+    sys.exit(code)
 
 
 @main.command()

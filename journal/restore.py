@@ -137,6 +137,14 @@ def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, resu
     if to is not None:
         return [(name, os.path.join(to, name)) for name in sorted(stored)]
     configured = {t.name: t.path for t in cfg.trees + cfg.dormant}
+    if stored and not stored & configured.keys():
+        # A container that forgot AM_LOCAL would "restore nothing" and start its agent
+        # on empty state, and its first checkpoint would publish that.
+        where = "AM_LOCAL is unset" if cfg.local is None else f"AM_LOCAL is {cfg.local}"
+        raise ConfigError(f"restore: the store holds tree(s) {', '.join(sorted(stored))} but none of them is "
+                          f"configured here ({where}); set AM_LOCAL to the directory that holds the agents' state, "
+                          "add the trees to the config (`journal trees` shows it), or point JOURNAL_STORE at this "
+                          "container's own store")
     for name in sorted(stored - configured.keys()):
         result.warnings.append(f"restore: tree {name} is in the store but not configured here; left in the store")
     return [(name, configured[name]) for name in sorted(stored & configured.keys())]
