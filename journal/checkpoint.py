@@ -253,7 +253,7 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
             if changed:
                 changed_trees.append(tree.name)
             new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, page_keys=cache.page_keys,
-                                             bases=cache.bases, files=files)
+                                             bases=cache.bases, files=files, restored=cache.restored)
         if not changed_trees:
             ctx.data.abort()
             if touched:
@@ -266,7 +266,11 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
             if repo.store.head(manifest_key(state.seq + 1)) is not None:
                 raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
             ctx.data.finish()
-            _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, ctx.captured, result)
+            restored = {n: new_trees[n].restored for n in changed_trees if new_trees[n].restored}
+            _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, ctx.captured, result, restored)
+            for name, why in restored.items():
+                _warn(result, reporter, f"checkpoint {result.seq}: tree {name}: {why}; this checkpoint makes that "
+                      "version the newest (its manifest records it: `journal log`)")
             live_maps = _map_ids(new_trees)
             ctx.maps.prune(live_maps)
             prune_base_copies(cfg.state_dir, live_maps)
@@ -295,7 +299,7 @@ def _map_ids(trees: dict[str, TreeCache]) -> set[str]:
             for r in f.entry.refs}
 
 
-def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result) -> None:
+def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, restored) -> None:
     # Entries captured this time may name packs by placeholder until their upload.
     for fs in captured:
         resolved = tuple(data.resolve(r) for r in fs.entry.refs)
@@ -325,8 +329,11 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result) 
         trees={n: _tree_root(c) for n, c in sorted(new_trees.items())},
         packs=tuple(data.packs + index.packs),
         added_bytes=data.uploaded_bytes + index.uploaded_bytes,
-        added_objects=data.uploaded_objects + index.uploaded_objects + 1)
+        added_objects=data.uploaded_objects + index.uploaded_objects + 1,
+        restored=restored or msgspec.UNSET)
     mid, record = encode_manifest(manifest)
+    for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
+        new_trees[name].restored = None
     state.trees, state.seq, state.manifest_id = new_trees, seq, mid
     state.pending, state.pending_seq = record, seq
     save_state(cfg.state_dir, state)

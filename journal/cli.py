@@ -18,6 +18,7 @@ from .store import open_store
 EXIT_FINDINGS = 1
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_FALLBACK = 3   # restore: complete, but some tree or file came from an older checkpoint than the newest
 
 
 class CliReporter(Reporter):

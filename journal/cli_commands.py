@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .cli import CliReporter, common, durable_url, emit_json, handle_errors, main, open_context
+from .cli import EXIT_FALLBACK, CliReporter, common, durable_url, emit_json, handle_errors, main, open_context
 from .launch import IDLE_LINE
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
@@ -94,6 +94,8 @@ def log(config_path, store_url, as_json, limit):
         else:
             click.echo(f"{e.seq:>6}  {e.created:24}  {e.host[:16]:16} {e.files:>7} {e.bytes:>13,} "
                        f"{e.added_bytes:>11,} {e.added_objects:>5}")
+            for name, why in sorted(e.restored.items()):
+                click.echo(f"{'':>6}  RESTORED {name}: {why}")
 
 
 @main.command()
@@ -109,10 +111,12 @@ def log(config_path, store_url, as_json, limit):
 def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
     """Restore the newest valid checkpoint into the live trees.
 
-    Newer local files are kept; damaged objects fall back to older copies. Exits
-    non-zero, without the restore-complete marker, if any file could not be rebuilt.
-    An export (--to DIR) holds exactly the checkpoint asked for: DIR must be empty,
-    or hold an earlier export and --replace be given.
+    Newer local files are kept; damaged objects fall back to older copies. Exits 1,
+    without the restore-complete marker, if any file could not be rebuilt; exits 3
+    when the restore is complete but a tree or file came from an older checkpoint
+    than the newest (a fallback past damage). An export (--to DIR) holds exactly the
+    checkpoint asked for: DIR must be empty, or hold an earlier export and --replace
+    be given.
 
     Example:
 
@@ -145,9 +149,17 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
                 click.echo(f"{t.name}: LOST {path}: too long a path to create under {t.dest}")
         for w in result.warnings:
             click.echo(f"warning: {w}", err=True)
-        click.echo("restore complete" if result.complete else "restore INCOMPLETE", err=not result.complete)
+        if not result.complete:
+            click.echo("restore INCOMPLETE", err=True)
+        elif result.fallback:
+            notes = "; ".join(result.fallback_notes())
+            click.echo(f"restore complete from a FALLBACK (exit {EXIT_FALLBACK}): {notes}")
+        else:
+            click.echo("restore complete")
     if not result.complete:
         sys.exit(1)
+    if result.fallback:
+        sys.exit(EXIT_FALLBACK)
 
 
 @main.command()
@@ -246,20 +258,23 @@ def demo(workdir, as_json):
         sys.exit(1)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+# Options end at CMD (or at `--`): CMD's own options are never read as ours, and an
+# unknown option before CMD is a usage error, not a command to run.
+@main.command(context_settings={"allow_interspersed_args": False})
+@common
 @click.option("--interval", type=float, default=None,
               help="Seconds between checkpoints (else $AGENT_STATE_CHECKPOINT_SECONDS, config, 15).")
 @click.option("--grace", type=float, default=1.0, show_default=True,
               help="Seconds to wait for CMD after forwarding a stop signal.")
 @click.option("--no-restore", is_flag=True, help="Skip the startup restore (only when you mean it).")
-@click.option("--config", "config_path", metavar="FILE", type=click.Path(dir_okay=False), help="Config file.")
-@click.option("--store", "store_url", metavar="URL", help="Store path or URL.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@handle_errors
-def supervise(interval, grace, no_restore, config_path, store_url, cmd):
+def supervise(config_path, store_url, as_json, interval, grace, no_restore, cmd):
     """Restore, run CMD, checkpoint on a timer, and take a final checkpoint on exit.
 
-    Use it as a container's PID 1. CMD never starts if the restore is incomplete.
+    Use it as a container's PID 1. CMD never starts if the restore is incomplete
+    (exit 1; 2 for a configuration error). It exits with CMD's status. With --json,
+    a JSON summary (exit status, error, status file) is printed on stdout at exit;
+    warnings still go to stderr.
 
     Example:
 
@@ -275,7 +290,10 @@ def supervise(interval, grace, no_restore, config_path, store_url, cmd):
     durable_url(cfg.store)
     sup = Supervisor(cfg, lambda: open_store(cfg.store), list(cmd), interval=interval or cfg.interval,
                      grace=grace, restore_first=not no_restore, reporter=CliReporter())
-    sys.exit(sup.run())
+    code = sup.run()
+    if as_json:
+        emit_json(sup.summary(code))
+    sys.exit(code)
 
 
 @main.command()
@@ -297,6 +315,14 @@ def status(config_path, store_url, as_json):
         return
     st = rep.status
     click.echo(f"supervisor: {'running, pid ' + str(rep.pid) if rep.running else 'not running'}")
+    rs = st.restore
+    if rs:
+        trees = ", ".join(f"{name} from {'-' if seq is None else seq}" for name, seq in sorted(rs.trees.items()))
+        how = "INCOMPLETE" if not rs.complete else "complete from a FALLBACK" if rs.fallback else "complete"
+        click.echo(f"startup restore: {how}, newest checkpoint {'-' if rs.seq is None else rs.seq}"
+                   f"{': ' + trees if trees else ''}")
+        for note in rs.notes:
+            click.echo(f"  fallback: {note}")
     if st.last:
         click.echo(f"last checkpoint: seq {st.last.seq if st.last.seq is not None else '-'}"
                    f"{' (idle tick)' if st.last.idle else ''}, "

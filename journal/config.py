@@ -118,8 +118,46 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     state_dir = resolve_state_dir(env, cfg.state_dir, local)
     interval = _interval(env.get("AGENT_STATE_CHECKPOINT_SECONDS"), cfg.interval, source)
     trees, dormant = _resolve_trees(cfg, local, env, source)
+    _check_apart(trees + dormant, state_dir, store)
     return Config(store=store, local=local, state_dir=state_dir, interval=interval,
                   trees=tuple(trees), dormant=tuple(dormant), source=source, inputs=inputs)
+
+
+def _check_apart(trees: list[TreeConfig], state_dir: str, store: str) -> None:
+    """A tree must not hold journal's state directory or a local store, nor lie inside
+    one: each checkpoint would publish journal's own files (which change every time),
+    and restore would write stored state files over the live ones."""
+    own = [("journal's state directory", os.path.realpath(state_dir), "set JOURNAL_STATE_DIR outside the tree",
+            "every checkpoint would publish journal's own files and restore would write them over the live ones")]
+    store_path = _local_store_path(store)
+    if store_path is not None:
+        own.append(("the store", os.path.realpath(store_path), "set JOURNAL_STORE outside the tree",
+                    "every checkpoint would publish the store into itself"))
+    for tree in trees:
+        path = os.path.realpath(tree.path)
+        for what, where, fix, why in own:
+            if _within(where, path):
+                raise ConfigError(f"read config: tree {tree.name!r} ({tree.path}) contains {what} {where}: {why}; "
+                                  f"point the tree at a subdirectory, or {fix}")
+            if _within(path, where):
+                raise ConfigError(f"read config: tree {tree.name!r} ({tree.path}) lies inside {what} {where}: "
+                                  f"{why}; point the tree at the agent's own directory")
+
+
+def _within(path: str, root: str) -> bool:
+    """``path`` is ``root`` or below it (both absolute and resolved)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _local_store_path(store: str) -> str | None:
+    """The directory of a store on local disk (a path, ``file://`` or ``hfsim://``), else None."""
+    if "://" not in store:
+        return store
+    if store.partition("://")[0].lower() in ("file", "hfsim"):
+        from urllib.parse import unquote, urlsplit
+
+        return unquote(urlsplit(store).path) or None
+    return None
 
 
 def _interval(env_value: str | None, file_value: float | None, source: str | None) -> float:

@@ -23,6 +23,7 @@ class ManifestInfo(msgspec.Struct, kw_only=True):
     added_bytes: int = 0
     added_objects: int = 0
     trees: list[str] = []
+    restored: dict[str, str] = {}       # trees published from a fallback or rollback restore, and why
     error: str | None = None
 
 
@@ -40,7 +41,7 @@ def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInf
                 files=sum(t.files for t in manifest.trees.values()),
                 bytes=sum(t.bytes for t in manifest.trees.values()),
                 added_bytes=manifest.added_bytes, added_objects=manifest.added_objects,
-                trees=sorted(manifest.trees)))
+                trees=sorted(manifest.trees), restored=manifest.restored or {}))
         if limit is not None and len(out) >= limit:
             break
     return out

@@ -52,6 +52,7 @@ class TreeCache(msgspec.Struct, kw_only=True):
     files: dict[str, FileState] = {}
     dirty: bool = False                 # publish a new index even if no file changed
     reupload: bool = False              # re-read every file and upload fresh blobs (no reuse)
+    restored: str | None = None         # why this is not the newest checkpoint's version (said by the next manifest)
 
 
 class LocalState(msgspec.Struct, kw_only=True):
@@ -113,6 +114,20 @@ def read_state(state_dir: str) -> LocalState | None:
         return None
     _memo[path] = ((sig.st_ino, sig.st_mtime_ns, sig.st_size), state)
     return state
+
+
+def clear_restore_marker(state_dir: str, store_id: str) -> None:
+    """Before a restore's first change to a live tree: a state that says "restore
+    complete" is replaced by one that does not, so a restore killed part way leaves
+    checkpoints refused (``RestoreNotComplete``), never the previous restore's marker
+    over a half-changed tree. The replacement keeps what the state knows of the store
+    (writer, sequence, a pending manifest) but not the trees' caches: they describe
+    files the restore is about to change, and its own final save rebuilds them."""
+    state = load_state(state_dir, store_id)
+    if state is not None and state.restore_complete:
+        save_state(state_dir, LocalState(store_id=store_id, writer=state.writer, seq=state.seq,
+                                         manifest_id=state.manifest_id, pending_seq=state.pending_seq,
+                                         pending=state.pending))
 
 
 def forget_state(state_dir: str) -> None:

@@ -91,6 +91,10 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     packs: tuple[str, ...] = ()
     added_bytes: int = 0
     added_objects: int = 0
+    #: Trees this checkpoint publishes as a restore left them when that was not the
+    #: newest checkpoint's version (a fallback past a damaged one, ``restore --at``):
+    #: tree name -> why. Absent (not encoded) otherwise.
+    restored: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):

@@ -19,7 +19,8 @@ from .errors import ConfigError, CorruptObject, ObjectNotFound, UnsafePath
 from .export import ExportMark, begin_export, check_export_dir, write_mark
 from .history import ManifestCache, select_seqs
 from .lineage import open_repository, require_history
-from .localstate import LocalState, StateLock, TreeCache, cache_from_entries, load_state, new_state, save_state
+from .localstate import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
+                         new_state, save_state)
 from .report import SILENT, Reporter
 from . import fetch
 from .repository import Repository, utc_now
@@ -28,12 +29,17 @@ from .store.base import Store
 
 
 class RestoreResult(msgspec.Struct, kw_only=True):
-    seq: int | None = None          # newest manifest in the store
+    seq: int | None = None          # newest manifest in the store (at or before ``--at``)
     complete: bool = True
+    fallback: bool = False          # a tree or a file came from an older checkpoint than ``seq``
     dry_run: bool = False
     trees: list[TreeRestore] = []
     warnings: list[str] = []
     replaced: list[str] = []        # ``--to --replace``: the earlier export's trees removed first
+
+    def fallback_notes(self) -> list[str]:
+        """One line per tree restored from a fallback (``TreeRestore.fallback_note``)."""
+        return [f"{t.name}: {t.fallback_note()}" for t in self.trees if t.fallback_note()]
 
 
 def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
@@ -80,6 +86,11 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         trees = [TreeRun(repo, cache, seqs, name, dest, reporter) for name, dest in names]
         for run in trees:
             run.emptied = dry_run and run.tr.name in old
+        if want_state:
+            # No live tree has changed yet: from here on, until the save below, the state
+            # must not say that a restore completed (a kill mid-way would leave that marker
+            # over half-changed trees, and the next checkpoint would publish them).
+            clear_restore_marker(cfg.state_dir, repo.store_id)
         write_trees(trees, dry_run, aside, reporter)
         for run in trees:
             result.trees.append(run.tr)
@@ -88,6 +99,8 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
                 caches[run.tr.name] = tcache
             if run.tr.lost or run.tr.uncreatable or run.tr.error:
                 result.complete = False
+            if run.tr.fallback_note():
+                result.fallback = True
         # Every tree's files and directories are durable here (batch.py): only now may
         # the state say that the restore is complete.
         if want_state:
@@ -124,6 +137,14 @@ def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, resu
     if to is not None:
         return [(name, os.path.join(to, name)) for name in sorted(stored)]
     configured = {t.name: t.path for t in cfg.trees + cfg.dormant}
+    if stored and not stored & configured.keys():
+        # A container that forgot AM_LOCAL would "restore nothing" and start its agent
+        # on empty state, and its first checkpoint would publish that.
+        where = "AM_LOCAL is unset" if cfg.local is None else f"AM_LOCAL is {cfg.local}"
+        raise ConfigError(f"restore: the store holds tree(s) {', '.join(sorted(stored))} but none of them is "
+                          f"configured here ({where}); set AM_LOCAL to the directory that holds the agents' state, "
+                          "add the trees to the config (`journal trees` shows it), or point JOURNAL_STORE at this "
+                          "container's own store")
     for name in sorted(stored - configured.keys()):
         result.warnings.append(f"restore: tree {name} is in the store but not configured here; left in the store")
     return [(name, configured[name]) for name in sorted(stored & configured.keys())]

@@ -29,14 +29,26 @@ from .tree_writer import Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
 class TreeRestore(msgspec.Struct, kw_only=True):
     name: str
     dest: str
-    seq: int | None = None
+    seq: int | None = None              # the checkpoint the tree came from
     actions: dict[str, int] = {}
     bytes: int = 0
     lost: list[str] = []
-    uncreatable: list[str] = []     # not on disk, and past the path length limits here: lost too
-    fallbacks: list[str] = []
+    uncreatable: list[str] = []         # not on disk, and past the path length limits here: lost too
+    fallbacks: list[str] = []           # files restored from an older checkpoint than ``seq``
+    skipped: list[str] = []             # newer checkpoints the tree could not come from, and why
     databases: list[str] = []
     error: str | None = None
+
+    def fallback_note(self) -> str | None:
+        """Why this tree is not the newest checkpoint's version of it, or None when it is."""
+        if self.seq is None:
+            return None
+        if self.skipped:
+            return f"restored from checkpoint {self.seq}: {self.skipped[0]}"
+        if self.fallbacks:
+            return (f"{len(self.fallbacks)} file(s) restored from checkpoints older than {self.seq}: "
+                    f"{self.fallbacks[0]}")
+        return None
 
 
 def write_trees(trees: list[TreeRun], dry_run: bool, aside: str, reporter) -> None:
@@ -88,12 +100,14 @@ class _Progress:
         return settled
 
 
-def _newest_good_tree(cache: ManifestCache, seqs: list[int], name: str, reporter):
-    """The newest (seq, entries, pages) of tree ``name`` whose manifest and pages verify.
+def _newest_good_tree(cache: ManifestCache, seqs: list[int], tr: TreeRestore, reporter):
+    """The newest (seq, entries, pages) of tree ``tr.name`` whose manifest and pages
+    verify; each newer checkpoint passed over is noted in ``tr.skipped``.
 
     Data packs it names may be missing: each file then falls back on its own
     (``_settle``), so intact files of newer manifests are never lost.
     """
+    name = tr.name
     for seq in reversed(seqs):
         try:
             manifest, _ = cache.manifest(seq)
@@ -101,6 +115,7 @@ def _newest_good_tree(cache: ManifestCache, seqs: list[int], name: str, reporter
                 continue
             entries, pages = cache.tree(seq, name)
         except (CorruptObject, ObjectNotFound) as err:
+            tr.skipped.append(f"checkpoint {seq} is unusable ({err})")
             reporter.warn(f"restore: tree {name}: manifest {seq} unusable ({err}); trying an older one")
             continue
         return seq, entries, pages
@@ -124,7 +139,7 @@ class TreeRun:
     def plan(self, aside: str, dry_run: bool) -> list[Entry]:
         """Decide each entry (moving invalid local databases aside); returns those to write."""
         tr, dest = self.tr, self.tr.dest
-        found = _newest_good_tree(self.cache, self.seqs, tr.name, self.reporter)
+        found = _newest_good_tree(self.cache, self.seqs, tr, self.reporter)
         if found is None:
             tr.error = f"restore: tree {tr.name}: no manifest with a complete copy of it"
             return []
@@ -228,10 +243,14 @@ class TreeRun:
         # Publish the tree again at the next checkpoint when what is on disk is not the
         # newest manifest's version of it (a fallback, a loss, or a rollback with --at).
         behind = tr.seq != newest and tr.name in _tree_names_at(self.cache, newest)
-        if tr.fallbacks or tr.lost or behind:
+        note = tr.fallback_note() or (f"rolled back to checkpoint {tr.seq} by `journal restore --at` "
+                                 f"(the newest was {newest})" if behind else None)
+        if note or tr.lost:
             # What is on disk came (partly) from a manifest gc may expire at any time, so
-            # the next checkpoint must not lean on its blobs: it re-reads and re-uploads.
-            return cache_from_entries(None, {}, (f.entry for f in files.values()), dirty=True, reupload=True)
+            # the next checkpoint must not lean on its blobs: it re-reads and re-uploads,
+            # and its manifest says which checkpoint the tree came back from.
+            return cache_from_entries(None, {}, (f.entry for f in files.values()), dirty=True, reupload=True,
+                                      restored=note)
         return TreeCache(root=self.cache.manifest(tr.seq)[0].trees[tr.name].root, pages=self.pages, files=files)
 
 

@@ -29,12 +29,24 @@ class LastCheckpoint(msgspec.Struct, kw_only=True):
     idle: bool = False      # nothing changed; ``seq`` is the last committed one
 
 
+class RestoreRecord(msgspec.Struct, kw_only=True):
+    """What the startup restore did: which checkpoint each tree came from."""
+
+    time: float
+    seq: int | None                 # the store's newest checkpoint
+    complete: bool
+    fallback: bool                  # some tree or file came from an older checkpoint than ``seq``
+    trees: dict[str, int | None] = {}
+    notes: list[str] = []           # one line per tree restored from a fallback
+
+
 class Status(msgspec.Struct, kw_only=True):
     pid: int | None = None
     started: float | None = None
     stopped: float | None = None
     interval: float | None = None
     child_pid: int | None = None
+    restore: RestoreRecord | None = None
     last: LastCheckpoint | None = None
     last_success: float | None = None
     last_error: str | None = None

@@ -26,19 +26,30 @@ import subprocess
 import termios
 import time
 
+import msgspec
+
 from .checkpoint import checkpoint
-from .errors import JournalError, LockBusy, RestoreIncomplete, SupervisorRunning, describe_os_error
+from .errors import ConfigError, JournalError, LockBusy, RestoreIncomplete, SupervisorRunning, describe_os_error
 from .localstate import StateLock
 from .paths import SUPERVISE_LOCK
 from .report import SILENT, Reporter
 from .restore import restore
-from .status import LastCheckpoint, Status, write_status
+from .status import LastCheckpoint, RestoreRecord, Status, write_status
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 POLL = 0.05
 LOCK_PATIENCE = 1.0  # seconds: ``journal status`` probes supervise.lock for microseconds
 KILL_WAIT = 5.0      # seconds to wait for a SIGKILLed group (a process in D state may linger)
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+class SuperviseResult(msgspec.Struct, kw_only=True):
+    """``journal supervise --json``: the exit status, why CMD never started (if so), the status file."""
+
+    exit: int
+    error: str | None = None
+    kind: str | None = None
+    status: Status
 
 
 class Supervisor:
@@ -63,6 +74,7 @@ class Supervisor:
         self.tty: int | None = None               # the terminal handed to CMD's group
         self.tty_modes: list | None = None        # its modes before CMD had it (termios)
         self.continued = False                    # SIGCONT came: a shell resumed us (``fg``/``bg``)
+        self.failure: tuple[str, str] | None = None  # (message, kind) when CMD never started
 
     def run(self) -> int:
         try:
@@ -80,8 +92,10 @@ class Supervisor:
         signal.signal(signal.SIGCONT, self._on_continue)
         _become_subreaper()
         self._save()
-        if self.restore_first and not self._restore():
-            return 1
+        if self.restore_first:
+            refused = self._restore()
+            if refused is not None:
+                return refused
         if self.signal is not None:
             self._record_stop(f"stopped by signal {self.signal} before {self.cmd[0]} started")
             return 128 + self.signal
@@ -89,6 +103,7 @@ class Supervisor:
             self.child = subprocess.Popen(self.cmd, process_group=0)
         except OSError as err:
             self._record_stop(f"start {self.cmd[0]}: {err.strerror or err}")
+            self.failure = (self.status.last_error, type(err).__name__)
             self.reporter.warn(f"supervise: cannot start {self.cmd[0]}: {err.strerror or err}")
             return 127
         self._give_terminal()
@@ -135,19 +150,36 @@ class Supervisor:
         self.status.last_error_time = self.status.stopped = time.time()
         self._save()
 
-    def _restore(self) -> bool:
+    def _restore(self) -> int | None:
+        """The startup restore: None when CMD may start, else supervise's exit status
+        (2 for a configuration error, as every command exits, else 1). A restore that
+        is complete but fell back to older checkpoints starts CMD (availability), and
+        says so: a warning, ``status.json`` and the next checkpoint's manifest."""
         self.reporter.recent.clear()
         try:
             result = restore(self.cfg, self.open_store(), self.reporter)
             self.status.warnings = (list(self.reporter.recent) + result.warnings)[-10:]
+            self.status.restore = RestoreRecord(
+                time=time.time(), seq=result.seq, complete=result.complete, fallback=result.fallback,
+                trees={t.name: t.seq for t in result.trees}, notes=result.fallback_notes())
             if not result.complete:
                 lost = [p for t in result.trees for p in t.lost] + [t.error for t in result.trees if t.error]
                 raise RestoreIncomplete(lost, [p for t in result.trees for p in t.uncreatable])
         except JournalError as err:
             self._record_stop(f"restore: {err}")
+            self.failure = (self.status.last_error, type(err).__name__)
             self.reporter.warn(f"supervise: not starting {self.cmd[0]}: {err}")
-            return False
-        return True
+            return 2 if isinstance(err, ConfigError) else 1
+        if result.fallback:
+            self.reporter.warn(f"supervise: the restore fell back to older checkpoints "
+                               f"({'; '.join(self.status.restore.notes)}); starting {self.cmd[0]} anyway "
+                               "(`journal status` shows it, and the next checkpoint records it)")
+        return None
+
+    def summary(self, code: int) -> SuperviseResult:
+        """What ``journal supervise --json`` prints when it exits."""
+        error, kind = self.failure or (None, None)
+        return SuperviseResult(exit=code, error=error, kind=kind, status=self.status)
 
     def _loop(self) -> None:
         next_tick = time.monotonic() + self.interval

@@ -488,6 +488,80 @@ def test_supervise_interval_flag_is_validated(tmp_path, value):
     assert "--interval" in one_line_error(proc)
 
 
+def test_supervise_refuses_an_unknown_option_before_cmd(box, tmp_path):
+    """`--intervl 5` (a typo) used to become the command: exit 127, agent never started,
+    or worse, a real program of that name run with the rest as its arguments."""
+    mark = tmp_path / "cmd-ran"
+
+    proc = box.run("supervise", "--intervl", "5", "--", sys.executable, "-c", f"open({str(mark)!r}, 'w')")
+
+    assert proc.returncode == 2
+    assert "--intervl" in one_line_error(proc)
+    assert not mark.exists()
+
+
+def test_supervise_passes_cmds_own_options_to_cmd(box, tmp_path):
+    """Options end at CMD, with or without `--`: CMD's options are never read as ours."""
+    mark = tmp_path / "argv"
+    probe = f"import sys; open({str(mark)!r}, 'w').write(' '.join(sys.argv[1:]))"
+
+    proc = box.run("supervise", "--no-restore", sys.executable, "-c", probe, "--interval", "x", "--json")
+
+    assert proc.returncode == 0, proc.stderr
+    assert mark.read_text() == "--interval x --json"
+
+
+@pytest.mark.parametrize("args", [("restore",), ("restore", "--dry-run"),
+                                  ("supervise", "--", sys.executable, "-c", "open(MARK, 'w')")],
+                         ids=["restore", "dry-run", "supervise"])
+def test_a_store_with_trees_none_of_them_configured_here_is_an_error_not_an_empty_restore(box, tmp_path, args):
+    """A Dockerfile that forgot AM_LOCAL: restore found "nothing to restore", said
+    "restore complete", and supervise started the agent with no state at all."""
+    mark = tmp_path / "cmd-ran"
+    env = {k: v for k, v in box.env.items() if k != "AM_LOCAL"}
+
+    proc = run_journal(*(a.replace("MARK", repr(str(mark))) for a in args), env=env)
+
+    assert proc.returncode == 2, proc.stdout
+    line = one_line_error(proc) if args[0] != "supervise" else proc.stderr
+    assert "AM_LOCAL is unset" in line and "claude, codex, openclaw" in line, line
+    assert not mark.exists()
+    exported = run_journal("restore", "--to", str(tmp_path / "export"), env=env)   # --to needs no config
+    assert exported.returncode == 0, exported.stderr
+    assert snapshot_files(tmp_path / "export" / "codex") == {
+        k.removeprefix("codex-home/"): v for k, v in box.first.items() if k.startswith("codex-home/")}
+
+
+@pytest.mark.parametrize("shape", ["tree-is-local", "tree-is-state-dir", "tree-inside-state-dir",
+                                   "state-dir-inside-a-preset", "tree-holds-the-store", "tree-inside-the-store"])
+def test_a_tree_that_holds_or_lies_inside_journals_own_directories_is_refused(tmp_path, shape):
+    """`path = "."` made every checkpoint commit journal's own state files again, and
+    restore wrote them over the live state directory."""
+    b = Box(tmp_path)
+    b.populate()
+    path, env = {
+        "tree-is-local": (".", {}),
+        "tree-is-state-dir": (".journal", {}),
+        "tree-inside-state-dir": (".journal/notes", {}),
+        "state-dir-inside-a-preset": ("notes", {"JOURNAL_STATE_DIR": str(b.local / "codex-home" / "state")}),
+        "tree-holds-the-store": ("notes", {"JOURNAL_STORE": str(b.local / "notes" / "store")}),
+        "tree-inside-the-store": (str(b.store / "notes"), {}),
+    }[shape]
+    (b.home / ".config" / "journal").mkdir(parents=True)
+    (b.home / ".config" / "journal" / "config.toml").write_text(f'[[trees]]\nname = "notes"\npath = "{path}"\n')
+    mark = tmp_path / "cmd-ran"
+
+    cmd = (sys.executable, "-c", f"open({str(mark)!r}, 'w')")
+    for args in (("checkpoint",), ("restore",), ("trees",), ("supervise", "--", *cmd)):
+        proc = b.run(*args, env=env)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        line = one_line_error(proc)
+        assert "tree 'notes'" in line or "tree 'codex'" in line, line
+        assert ("state directory" in line) == ("store" not in shape), line
+    assert not mark.exists()
+    assert not b.store.exists() and not (b.local / "notes" / "store").exists()
+
+
 def test_gc_negative_keep_last_is_refused(box):
     before = store_bytes(box.store)
 

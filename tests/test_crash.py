@@ -580,7 +580,7 @@ def test_restore_skips_a_damaged_newest_manifest_and_verify_reports_it(damaged, 
     manifest = damaged.store_dir / "manifests" / "000000000002"
     flip(manifest, 56 + (manifest.stat().st_size - 56) // 2 if offset == "frame" else offset)
 
-    assert describe(damaged.restore_to("out")) == damaged_base["first"]
+    assert describe(damaged.restore_to("out", expect=3)) == damaged_base["first"]  # 3: from a fallback
     verify = damaged.run("verify", "--json", expect=1)
     findings = json.loads(verify.stdout)["findings"]
     assert [(f["kind"], f["key"]) for f in findings] == [("torn-manifest", "manifests/000000000002")]
@@ -593,7 +593,7 @@ def test_restore_skips_a_truncated_newest_manifest_and_verify_reports_it(damaged
     data = manifest.read_bytes()
     manifest.write_bytes(data[: len(data) // 2 if keep == "half" else keep])
 
-    assert describe(damaged.restore_to("out")) == damaged_base["first"]
+    assert describe(damaged.restore_to("out", expect=3)) == damaged_base["first"]
     findings = json.loads(damaged.run("verify", "--json", expect=1).stdout)["findings"]
     assert [(f["kind"], f["key"]) for f in findings] == [("torn-manifest", "manifests/000000000002")]
 
@@ -616,8 +616,8 @@ def test_damaged_blobs_fall_back_to_the_newest_older_good_copy(damaged, damaged_
     assert {f["key"].split("@")[0] for f in full["findings"]} == keys
     damaged.run("verify")  # the quick audit does not read blobs
 
-    proc = damaged.run("restore", "--to", str(damaged.tmp / "out"))
-    assert "restored from manifest 1" in proc.stderr
+    proc = damaged.run("restore", "--to", str(damaged.tmp / "out"), expect=3)
+    assert "restored from manifest 1" in proc.stderr and "FALLBACK" in proc.stdout
     out = damaged.tmp / "out" / "codex"
     assert (out / "version.json").read_bytes() == damaged_base["first_bytes"]["version"]
     assert (out / rollout).read_bytes() == damaged_base["first_bytes"]["rollout"]
@@ -667,7 +667,7 @@ def test_truncated_data_pack_loses_only_its_cut_records_and_they_fall_back(damag
     assert [f["kind"] for f in quick["findings"]] == ["short-pack"]  # found from the listing's size
     full = json.loads(damaged.run("verify", "--full", "--json", expect=1).stdout)
     assert [f["kind"] for f in full["findings"]] == ["short-pack"]
-    damaged.restore_to("out")
+    damaged.restore_to("out", expect=3)
     out = damaged.tmp / "out" / "codex"
     expected = dict(damaged_base["second"])
     expected[cut_path] = damaged_base["first"][cut_path]
@@ -681,4 +681,4 @@ def test_damaged_index_page_makes_restore_use_the_previous_manifest(damaged, dam
 
     findings = json.loads(damaged.run("verify", "--json", expect=1).stdout)["findings"]
     assert [(f["kind"], f["manifest"]) for f in findings] == [("corrupt-page", 2)]
-    assert describe(damaged.restore_to("out")) == damaged_base["first"]
+    assert describe(damaged.restore_to("out", expect=3)) == damaged_base["first"]

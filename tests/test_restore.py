@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from journal.model import KIND_FILE, KIND_SYMLINK, Entry, Manifest, TreeRoot
 from journal.objects import KIND_CHUNK, KIND_PAGE
 from journal.pack import PackWriter
 from journal.repository import encode_manifest, manifest_key, utc_now
+from tripwire import write_tripwire
 
 from conftest import Live
 from test_cli import one_line_error
@@ -684,3 +687,80 @@ def test_restore_onto_a_full_disk_names_the_file_and_the_filesystem_to_free(bare
     assert line == (f"journal: error: {fresh.local / TREES['claude'] / 'big.bin'}: No space left on device; "
                     f"free space on the filesystem mounted at {disk}")
     assert not any(p.name.endswith(".part") for p in disk.rglob("*")), "no temp file is left behind"
+
+
+# --- the restore-complete marker and fallbacks: what they tell the next checkpoint ----------
+
+
+def test_a_restore_killed_after_moving_a_bad_database_aside_leaves_checkpoints_refused(make_live, tmp_path):
+    """A hot restart finds its database invalid, moves it aside, and is SIGKILLed before
+    the rebuilt copy is installed. The previous restore's marker must not survive that:
+    the next checkpoint would publish the tree without its database."""
+    a = make_live("a", fixtures=False)
+    share = a.local / "opencode-share"
+    db = share / "opencode.db"
+    share.mkdir()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t(x INTEGER PRIMARY KEY, y)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(i, os.urandom(40).hex()) for i in range(500)])
+    con.commit()
+    con.close()
+    for i in range(3):
+        (share / f"session-{i}.json").write_text(json.dumps({"id": i}))
+    assert a.checkpoint().seq == 1
+    assert a.run("restore").returncode == 0       # the previous restore: its marker is set
+    db.write_bytes(b"not a database, " * 400)     # the agent died mid-write: invalid now
+
+    killed = subprocess.run([sys.executable, str(write_tripwire(tmp_path)), "restore"],
+                            env={"PATH": os.environ["PATH"], **a.env, "JOURNAL_TEST_KILL": "replace:after:/invalid/"},
+                            capture_output=True, text=True, timeout=60)
+
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not db.exists() and len(list((a.local / ".journal").glob("invalid/*/opencode/opencode.db"))) == 1
+    keys = sorted(a.store.list(""))
+    refused = a.run("checkpoint")
+    assert refused.returncode == 1 and "journal restore" in refused.stderr, refused.stderr
+    assert sorted(a.store.list("")) == keys, "a checkpoint published the tree without its database"
+    again = a.run("restore")
+    assert again.returncode == 0, again.stderr
+    assert a.run("checkpoint").returncode == 0
+    assert "opencode.db" in a.entries("opencode") and db.exists()
+
+
+def test_a_restore_past_a_damaged_index_page_says_so_and_the_next_checkpoint_records_it(source):
+    """The newest manifest's index page of one tree is damaged: restore takes that tree
+    from the checkpoint before. It must say so (summary, --json, exit 3), and the next
+    checkpoint, which makes that older version the newest, records why."""
+    config = source.local / "codex-home" / "config.toml"
+    config.write_text('model = "second"\n')
+    assert source.checkpoint().seq == 2
+    source.corrupt_blob(source.repo().load_manifest(2)[0].trees["codex"].root)
+    config.unlink()
+
+    proc = source.run("restore", "--json")
+
+    assert proc.returncode == 3, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["complete"] and doc["fallback"] and doc["seq"] == 2
+    seqs = {t["name"]: t["seq"] for t in doc["trees"]}
+    assert seqs == {"claude": 2, "codex": 1, "gemini": 2, "openclaw": 2}
+    codex = next(t for t in doc["trees"] if t["name"] == "codex")
+    assert codex["skipped"] and codex["skipped"][0].startswith("checkpoint 2 is unusable")
+    assert config.read_text() == 'model = "gpt-5.3-codex"\n'
+    text = source.run("restore")
+    assert text.returncode == 3
+    summary = text.stdout.strip().splitlines()[-1]
+    assert summary.startswith("restore complete from a FALLBACK") and "codex: restored from checkpoint 1" in summary
+
+    committed = source.run("checkpoint")
+
+    assert committed.returncode == 0, committed.stderr
+    assert "checkpoint 3: tree codex: restored from checkpoint 1" in committed.stderr
+    restored = source.repo().load_manifest(3)[0].restored
+    assert list(restored) == ["codex"] and "checkpoint 2 is unusable" in restored["codex"]
+    log = source.run("log")
+    assert "RESTORED codex: restored from checkpoint 1" in log.stdout
+    assert json.loads(source.run("log", "--json").stdout)[0]["restored"] == restored
+    state = load_state(str(source.local / ".journal"), source.repo().store_id)
+    assert all(t.restored is None for t in state.trees.values()), "said once, by checkpoint 3"
+    assert source.run("restore").returncode == 0    # checkpoint 3 is whole: no fallback now

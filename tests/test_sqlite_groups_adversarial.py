@@ -379,11 +379,11 @@ def _history_with_groups(tmp_path: Path, ticks: int = 5) -> Box:
 
 
 def _assert_never_wrong(box: Box, proc: subprocess.CompletedProcess, got: Path, newest: int) -> str:
-    """A restore over damage: the newest copy, an older checkpoint's exact copy with a
-    warning, or reported lost (exit 1) with no database; never anything else."""
+    """A restore over damage: the newest copy (exit 0), an older checkpoint's exact copy
+    with a warning (a fallback: exit 3), or reported lost (exit 1) with no database;
+    never anything else."""
     text = proc.stdout + proc.stderr
-    if proc.returncode != 0:
-        assert proc.returncode == 1, text
+    if proc.returncode == 1:
         assert "LOST" in text and "opencode.db" in text, text
         assert not got.exists(), "a lost database must not be written"
         return "lost"
@@ -392,8 +392,9 @@ def _assert_never_wrong(box: Box, proc: subprocess.CompletedProcess, got: Path, 
     assert matches, "restore produced a database equal to no checkpoint"
     assert integrity(got) == "ok"
     if max(matches) != newest:
-        assert "damaged" in text and "restored from manifest" in text, text
+        assert proc.returncode == 3 and "damaged" in text and "restored from manifest" in text, text
         return "fallback"
+    assert proc.returncode == 0, text
     return "newest"
 
 
@@ -404,7 +405,7 @@ def test_a_damaged_group_delta_falls_back_and_verify_full_reports_it(tmp_path):
     assert deltas and all(m for _, m in deltas), "the newest snapshot holds group deltas with members"
     rec, _ = deltas[0]
     corrupt(box.store_dir, rec.pack, rec.offset + rec.length - 5)  # inside the zstd frame
-    proc, got = box.restore_at(newest, tmp_path / "out")
+    proc, got = box.restore_at(newest, tmp_path / "out", ok=False)
     assert _assert_never_wrong(box, proc, got, newest) in ("fallback", "lost")
     proc = box.cli("verify", "--full", ok=False)
     assert proc.returncode == 1 and f"manifest {newest}: {TREE}/{DB}" in proc.stdout, proc.stdout
@@ -419,7 +420,7 @@ def test_a_damaged_member_list_is_never_decoded_against_other_pages(tmp_path):
     rec, members = max(deltas, key=lambda d: len(d[1]))
     # last byte of the first member's u32 page number
     corrupt(box.store_dir, rec.pack, rec.offset + HEADER.size + 2 + 3)
-    proc, got = box.restore_at(newest, tmp_path / "out")
+    proc, got = box.restore_at(newest, tmp_path / "out", ok=False)
     assert _assert_never_wrong(box, proc, got, newest) in ("fallback", "lost")
     assert box.cli("verify", "--full", ok=False).returncode == 1
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -26,6 +27,9 @@ import pytest
 
 from conftest import drop_dac_override
 from heldfile import HeldFile
+from journal.pack import pack_key
+from journal.repository import Repository
+from journal.store import open_store
 from supervisebox import (INTERVAL, assert_not_torn, assert_store_clean, boxes, children_of, complete_lines,
                           finish, flock_holders, manifest_seqs, parse_lines, proc_stat, restore_to,
                           restored_session, wait_for)
@@ -267,6 +271,59 @@ def test_incomplete_restore_never_starts_cmd(box, where):
     assert st["last_error"].startswith("restore:"), st
     assert "not starting" in b.output()
     assert b.status_report()["running"] is False
+
+
+def test_a_fallback_restore_starts_cmd_and_says_so_in_json_status_and_the_next_manifest(box):
+    """The newest checkpoint's index page of the tree is damaged: the startup restore
+    takes the checkpoint before. CMD starts (availability), and the fallback is on
+    record: the --json summary, status.json, `journal status`, the final checkpoint."""
+    a = box("a")
+    a.session.parent.mkdir(parents=True)
+    a.session.write_bytes(b'{"n": 1}\n')
+    a.journal("checkpoint", check=True)
+    a.session.write_bytes(b'{"n": 1}\n{"n": 2}\n')
+    a.journal("checkpoint", check=True)
+    root = Repository.open(open_store(str(a.store))).load_manifest(2)[0].trees["codex"].root
+    with open(a.store / pack_key(root.pack), "r+b") as fh:
+        fh.seek(root.offset + root.length - 2)
+        byte = fh.read(1)
+        fh.seek(-1, os.SEEK_CUR)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+
+    b = box("b")
+    seen = b.root / "seen"
+    sup = b.supervise([sys.executable, "-c", f"import shutil; shutil.copyfile({str(b.session)!r}, {str(seen)!r})"],
+                      "--json")
+    rc = finish(sup)
+
+    assert rc == 0, b.output()
+    assert seen.read_bytes() == b'{"n": 1}\n', "CMD did not start on the fallback"
+    summary = json.loads((b.root / "supervise.out").read_text())
+    assert summary["exit"] == 0 and summary["error"] is None
+    for record in (summary["status"]["restore"], b.status()["restore"]):
+        assert record["complete"] and record["fallback"] and record["seq"] == 2
+        assert record["trees"]["codex"] == 1 and "checkpoint 2 is unusable" in record["notes"][0]
+    assert "fell back" in (b.root / "supervise.err").read_text()
+    assert "complete from a FALLBACK" in b.journal("status", check=True).stdout
+    assert manifest_seqs(b.store) == [1, 2, 3]
+    assert "codex" in Repository.open(open_store(str(b.store))).load_manifest(3)[0].restored
+
+
+def test_supervise_json_prints_the_summary_and_why_cmd_never_started(box):
+    b = box()
+    b.session.parent.mkdir(parents=True)
+    b.session.write_bytes(b'{"n": 1}\n')
+    b.journal("checkpoint", check=True)
+    shutil.rmtree(b.store / "packs")
+    (b.store / "packs").mkdir()
+    shutil.rmtree(b.codex)
+
+    rc = finish(b.supervise(["true"], "--json"))
+
+    summary = json.loads((b.root / "supervise.out").read_text())
+    assert rc == 1 and summary["exit"] == 1 and summary["kind"] == "RestoreIncomplete"
+    assert summary["error"].startswith("restore:") and summary["status"]["child_pid"] is None
+    assert summary["status"]["restore"]["complete"] is False
 
 
 # ---------------------------------------------------------------- 5. CMD exits on its own

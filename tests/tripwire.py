@@ -1,8 +1,10 @@
 """A script that runs the journal CLI and SIGKILLs itself at an exact call.
 
 ``JOURNAL_TEST_KILL="fn:N"`` kills the process at the N-th call of ``os.<fn>`` (any
-thread); ``N=0`` only counts, and prints ``calls=<count>`` to stderr at exit. Tests
-use it to crash at a precise point instead of racing a fast operation with a timer.
+thread); ``N=0`` only counts, and prints ``calls=<count>`` to stderr at exit.
+``JOURNAL_TEST_KILL="fn:after:TEXT"`` lets the first call of ``os.<fn>`` with an
+argument containing TEXT complete, then kills the process. Tests use it to crash at a
+precise point instead of racing a fast operation with a timer.
 """
 
 from __future__ import annotations
@@ -11,15 +13,20 @@ from pathlib import Path
 
 TRIPWIRE = r'''
 """Run the journal CLI and SIGKILL this process at the N-th call of os.<fn> (any thread).
-JOURNAL_TEST_KILL="fn:N"; N=0 only counts, and prints the count at exit."""
+JOURNAL_TEST_KILL="fn:N"; N=0 only counts, and prints the count at exit.
+JOURNAL_TEST_KILL="fn:after:TEXT": SIGKILL right after the first call naming TEXT."""
 import atexit, itertools, os, signal, sys
-fn, n = os.environ["JOURNAL_TEST_KILL"].split(":")
-n, calls, real = int(n), itertools.count(1), getattr(os, fn)
+fn, n = os.environ["JOURNAL_TEST_KILL"].split(":", 1)
+after = n[len("after:"):] if n.startswith("after:") else None
+n, calls, real = 0 if after is not None else int(n), itertools.count(1), getattr(os, fn)
 
 def tripped(*args, **kwargs):
     if next(calls) == n:
         os.kill(os.getpid(), signal.SIGKILL)
-    return real(*args, **kwargs)
+    out = real(*args, **kwargs)
+    if after is not None and any(after in os.fsdecode(a) for a in args if isinstance(a, (str, bytes, os.PathLike))):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
 
 setattr(os, fn, tripped)
 atexit.register(lambda: print(f"calls={next(calls) - 1}", file=sys.stderr))
