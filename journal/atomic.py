@@ -68,12 +68,13 @@ def start_writeback(fd: int) -> None:
         _sync_file_range(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
 
 
-def _renameat2_noreplace(src: str, dst: str) -> bool:
+def _renameat2_noreplace(src: str, dst: str, src_dir_fd: int | None = None) -> bool:
     """Try renameat2(RENAME_NOREPLACE). True when done; False when unsupported here."""
     fn = getattr(_c_library(), "renameat2", None)
     if fn is None:
         return False
-    rc = fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+    rc = fn(_AT_FDCWD if src_dir_fd is None else src_dir_fd, os.fsencode(src), _AT_FDCWD, os.fsencode(dst),
+            _RENAME_NOREPLACE)
     if rc == 0:
         return True
     import ctypes
@@ -86,18 +87,19 @@ def _renameat2_noreplace(src: str, dst: str) -> bool:
     raise OSError(err, os.strerror(err), dst)
 
 
-def rename_noclobber(src: str, dst: str) -> None:
-    """Move ``src`` to ``dst``, raising ``FileExistsError`` if ``dst`` exists.
+def rename_noclobber(src: str, dst: str, src_dir_fd: int | None = None) -> None:
+    """Move ``src`` (relative to ``src_dir_fd`` if given) to ``dst``, raising
+    ``FileExistsError`` if ``dst`` exists.
 
     Uses renameat2(RENAME_NOREPLACE), which is atomic. Filesystems that do not
     support it (some FUSE mounts) get a check-then-rename, which is last-writer-wins
     under a race; docs/design.md states this per backend.
     """
-    if _renameat2_noreplace(src, dst):
+    if _renameat2_noreplace(src, dst, src_dir_fd):
         return
     if os.path.lexists(dst):
         raise FileExistsError(errno.EEXIST, "file exists", dst)
-    os.rename(src, dst)
+    os.rename(src, dst, src_dir_fd=src_dir_fd)
 
 
 class FsOps:
@@ -117,14 +119,14 @@ class FsOps:
     def fchmod(self, fd: Any, mode: int) -> None:
         os.fchmod(fd, mode)
 
+    def futime(self, fd: Any, ns: tuple[int, int]) -> None:
+        os.utime(fd, ns=ns)
+
     def fsync(self, fd: Any) -> None:
         os.fsync(fd)
 
     def close(self, fd: Any) -> None:
         os.close(fd)
-
-    def utime(self, path: str, ns: tuple[int, int]) -> None:
-        os.utime(path, ns=ns)
 
     def rename_noclobber(self, src: str, dst: str) -> None:
         rename_noclobber(src, dst)
@@ -183,25 +185,26 @@ def write_file_atomic(
 
     ``tmp_dir`` must be on the same filesystem as ``path`` and outside any key space.
     With ``noclobber`` an existing ``path`` raises ``FileExistsError`` and is left
-    untouched. ``mode`` and ``mtime_ns`` are applied to the temp file before the
-    rename, so the published file never shows other values. Every filesystem call
+    untouched. ``mode`` and ``mtime_ns`` are applied to the temp file through its
+    descriptor before the rename, so the published file never shows other values. Every filesystem call
     goes through ``fs`` (default: real ``os`` calls).
     """
     fs = fs or OS_FS
     fs.makedirs(tmp_dir)
     tmp = os.path.join(tmp_dir, f"{uuid.uuid4().hex}.part")
-    fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is None else mode & 0o7777)
+    fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600 if mode is None else mode & 0o7777)
     try:
         with naming(path):  # a write or an fsync fails naming no file (a full disk)
             try:
                 total = _write_all(fd, data, fs)
                 if mode is not None:
                     fs.fchmod(fd, mode & 0o7777)
+                if mtime_ns is not None:
+                    fs.futime(fd, (mtime_ns, mtime_ns))
                 fs.fsync(fd)
             finally:
                 fs.close(fd)
-        if mtime_ns is not None:
-            fs.utime(tmp, (mtime_ns, mtime_ns))
         if noclobber:
             fs.rename_noclobber(tmp, path)
         else:

@@ -3,8 +3,8 @@
 Publishing restored files one at a time (``atomic.write_file_atomic``) syncs twice per
 file, the file and then its directory, and each sync waits for a filesystem journal
 commit. Restore instead *stages* each file: it is written in full, from verified blobs,
-to a temp file in the tree's ``.journal-tmp/``, with its mode and mtime, and its
-writeback is started at once (``atomic.start_writeback``). ``PublishBatch`` then:
+to a new file in the tree's temp directory (``tree_tmp.py``), with its mode and mtime,
+and its writeback is started at once (``atomic.start_writeback``). ``PublishBatch`` then:
 
 1. ``flush``: fsyncs every staged temp file of the batch (mostly already written by
    then) and, if the batch holds symlinks, the temp directory they were created in;
@@ -46,14 +46,16 @@ UNCHECKED = ("unchecked",)
 
 
 class Staged:
-    """One file ready to publish: ``tmp`` holds all of it; ``fd`` is open until the flush."""
+    """One file ready to publish: ``name`` in the temp directory ``tmp`` (a ``TreeTmp``)
+    holds all of it; ``fd`` is open until the flush."""
 
-    __slots__ = ("path", "tmp", "fd", "size", "install", "link", "expect")
+    __slots__ = ("path", "tmp", "name", "fd", "size", "install", "link", "expect")
 
-    def __init__(self, path: str, tmp: str, fd: int | None, size: int,
+    def __init__(self, path: str, tmp, name: str, fd: int | None, size: int,
                  install: Callable[[], None] | None = None, link: bool = False):
         self.path = path        # the live path it is renamed to
         self.tmp = tmp
+        self.name = name
         self.fd = fd            # None: nothing to fsync (a symlink, a rebuilt database)
         self.size = size
         self.install = install  # replaces the plain rename (databases)
@@ -68,17 +70,13 @@ class Staged:
             except OSError:
                 pass
             self.fd = None
-        try:
-            os.unlink(self.tmp)
-        except FileNotFoundError:
-            pass
+        self.tmp.unlink(self.name)
 
 
 class PublishBatch:
     """Collects staged files; ``flush`` syncs then renames them; ``sync_dirs`` at the end."""
 
-    def __init__(self, tmp_dir: str | None = None, max_bytes: int = BATCH_BYTES, max_files: int = BATCH_FILES):
-        self.tmp_dir = tmp_dir
+    def __init__(self, max_bytes: int = BATCH_BYTES, max_files: int = BATCH_FILES):
         self.max_bytes = max_bytes
         self.max_files = max_files
         self.items: list[Staged] = []
@@ -109,8 +107,8 @@ class PublishBatch:
                         os.fsync(s.fd)
                         os.close(s.fd)
                     s.fd = None
-            if self.tmp_dir is not None and any(s.link for s in items):
-                fsync_dir(self.tmp_dir)  # a symlink's target is in its inode, created there
+            for tmp in {id(s.tmp): s.tmp for s in items if s.link}.values():
+                tmp.sync()  # a symlink's target is in its inode, created there
         except BaseException:
             for s in items:
                 s.discard()
@@ -135,7 +133,7 @@ class PublishBatch:
         if s.install is not None:
             s.install()
         else:
-            os.replace(s.tmp, s.path)
+            s.tmp.replace(s.name, s.path)
         return True
 
     def sync_dirs(self) -> None:

@@ -26,12 +26,14 @@ import os
 import stat as stat_mod
 from collections.abc import Callable, Iterable, Iterator
 
+from .errors import Unstorable
 from .file_delta import MAX_FILE, FileDeltas
 from .localstate import FileState
 from .signatures import dir_signature, signature
 from .model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
 from .objects import KIND_CHUNK, KIND_SEGMENT
 from .segments import ANCHOR_MIN, DICT_TAIL, TAILS, anchors
+from .treepath import shown, target_problem
 from .walk import Item
 
 CHUNK = 1 << 20            # ordinary files: fixed-size chunks
@@ -55,7 +57,8 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
     """Return the path's new cache record, or None if it vanished meanwhile. ``deltas``
     stores the changed chunks of rewritten files (``file_delta.py``); without it every
     changed chunk is stored whole. ``warn`` receives the warning of a transcript whose
-    checkpointed bytes are gone (shrunk or rewritten)."""
+    checkpointed bytes are gone (shrunk or rewritten). Raises ``Unstorable`` for a
+    symlink whose target the path rule refuses (not valid UTF-8)."""
     st = item.stat
     mode = stat_mod.S_IMODE(st.st_mode)
     if item.kind == KIND_DIR:
@@ -70,6 +73,9 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
             if err.errno == errno.EINVAL:
                 return None  # no longer a symlink: the next walk sees what it is
             raise  # unreadable (an I/O error): the caller keeps the last checkpoint of it
+        problem = target_problem(target)
+        if problem is not None:
+            raise Unstorable(shown(full), problem, "point the link at a UTF-8 path")
         return FileState(signature(st), Entry(path=item.path, kind=KIND_SYMLINK, mode=mode,
                                               mtime_ns=st.st_mtime_ns, target=target))
     try:

@@ -26,7 +26,7 @@ from .errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExis
                      RestoreNotComplete)
 from .history import ManifestCache
 from .index import build_index
-from . import quiet
+from . import quiet, tree_tmp
 from .lineage import describe_writer, open_repository, refuse_foreign, require_committed
 from .localstate import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
                          load_state, new_state, save_state)
@@ -241,6 +241,9 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
     ctx = ScanContext(data=data, maps=BlobCache(cfg.state_dir, repo, bases=True), staging_dir=staging,
                       reporter=reporter, allow_deletions=allow_deletions, same=same or {},
                       deltas=FileDeltas(data, chunks))
+    ctx.busy_tmp, swept = tree_tmp.sweep(cfg.state_dir)  # a killed restore's or migrate's temp dirs
+    for warning in swept:
+        ctx.warn(f"checkpoint: {warning}")
     new_trees: dict[str, TreeCache] = dict(state.trees)
     changed_trees: list[str] = []
     touched = False

@@ -123,6 +123,7 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
         journal restore --at 42 --to /tmp/export --dry-run
     """
     from .restore import restore as run_restore
+    from .treepath import shown
 
     if replace and to_dir is None:
         from .errors import ConfigError
@@ -144,9 +145,10 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
             acts = ", ".join(f"{n} {a}" for a, n in sorted(t.actions.items()))
             click.echo(f"{t.name}: {verb} from checkpoint {t.seq} into {t.dest}: {acts}; {t.bytes:,} bytes")
             for path in t.lost:
-                click.echo(f"{t.name}: LOST {path}: no good copy in any checkpoint")
+                why = f"refused: {t.refused[path]}" if path in t.refused else "no good copy in any checkpoint"
+                click.echo(f"{t.name}: LOST {shown(path)}: {why}")
             for path in t.uncreatable:
-                click.echo(f"{t.name}: LOST {path}: too long a path to create under {t.dest}")
+                click.echo(f"{t.name}: LOST {shown(path)}: too long a path to create under {t.dest}")
         for w in result.warnings:
             click.echo(f"warning: {w}", err=True)
         if not result.complete:

@@ -105,6 +105,15 @@ class UnsafePath(JournalError, ValueError):
         super().__init__(f"restore: refusing manifest path {path!r}: {reason}")
 
 
+class Unstorable(JournalError):
+    """A live path the path rule refuses (``treepath.py``): checkpoint skips it, loudly."""
+
+    def __init__(self, path: str, reason: str, fix: str = "rename it"):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"checkpoint: skipping {path}: {reason}; {fix} to checkpoint it")
+
+
 class LockBusy(JournalError):
     """Another checkpoint or restore holds the local lock."""
 

@@ -27,11 +27,9 @@ import stat as stat_mod
 
 import msgspec
 
-from .atomic import write_file_atomic
 from .config import TREE_NAME
 from .errors import ExportNotEmpty
-from .materialize import remove_tmp, restore_tmp_dir
-from .walk import RESTORE_TMP
+from .tree_tmp import PREFIX as TMP_PREFIX, TreeTmp
 
 MARK = ".journal-export"
 
@@ -84,28 +82,33 @@ def check_export_dir(to: str, replace: bool) -> list[str]:
     if mark is None:
         raise ExportNotEmpty(to, f"holds no journal export ({MARK} is missing or unreadable), so --replace "
                                  "would delete files journal did not write; choose an empty or new directory")
-    ours = set(mark.trees) | {MARK, RESTORE_TMP}
-    foreign = [name for name in names if name not in ours]
+    ours = set(mark.trees) | {MARK}
+    # journal's temp directory, as a killed export left it: never removed here (the
+    # restore's sweep removes it if it is one journal recorded), never taken as foreign
+    foreign = [name for name in names if name not in ours and not name.startswith(TMP_PREFIX)]
     if foreign:
         raise ExportNotEmpty(to, f"{os.path.join(to, foreign[0])} was not written by the export there; "
                                  "--replace deletes only an export's own trees: move it away or choose another --to")
     return [name for name in mark.trees if name in names]
 
 
-def begin_export(to: str, old: list[str], new: list[str]) -> None:
+def begin_export(to: str, old: list[str], new: list[str], state_dir: str) -> None:
     """Mark ``to`` as an export in progress (naming ``old`` and ``new`` trees), then
     remove the ``old`` trees an earlier export wrote there."""
     os.makedirs(to, exist_ok=True)
-    write_mark(to, ExportMark(trees=sorted(set(old) | set(new))))
+    write_mark(to, ExportMark(trees=sorted(set(old) | set(new))), state_dir)
     for name in old:
         remove_tree(os.path.join(to, name))
 
 
-def write_mark(to: str, mark: ExportMark) -> None:
+def write_mark(to: str, mark: ExportMark, state_dir: str) -> None:
+    """Replace ``to``'s marker atomically, through a temp directory of journal's own
+    there (``tree_tmp.py``)."""
+    tmp = TreeTmp.make(to, state_dir)
     try:
-        write_file_atomic(os.path.join(to, MARK), msgspec.json.encode(mark), restore_tmp_dir(to))
+        tmp.publish(os.path.join(to, MARK), msgspec.json.encode(mark), clobber=True)
     finally:
-        remove_tmp(to)
+        tmp.close()
 
 
 def remove_tree(path: str) -> None:

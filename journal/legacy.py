@@ -149,8 +149,8 @@ def scan_sources(tree: TreeConfig, sources: list[Source], left_out: list[tuple[s
     files of the import: each database gets candidates, ``checkpoints/<name>`` first,
     then raw trios in source order. For a path in several sources the newest wins;
     a kind conflict keeps the first source's, and what another source holds under a
-    path that is a file there cannot be placed. Those, and names that are not valid
-    UTF-8, are appended to ``left_out`` as (legacy path, why).
+    path that is a file there cannot be placed. Those, and paths the path rule refuses
+    (``treepath.py``), are appended to ``left_out`` as (legacy path, why).
     """
     left_out = [] if left_out is None else left_out
     matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite)
@@ -159,7 +159,7 @@ def scan_sources(tree: TreeConfig, sources: list[Source], left_out: list[tuple[s
     for src in sources:
         if src.legacy and tree.sqlite:
             _checkpoint_copies(src.root, matcher, dbs)
-        skipped: list[str] = []
+        skipped: list[tuple[str, str]] = []
         for item in walk_tree(src.root, matcher, skipped):
             if src.legacy and tree.sqlite and item.path.split("/")[0] == CHECKPOINTS:
                 continue
@@ -171,7 +171,7 @@ def scan_sources(tree: TreeConfig, sources: list[Source], left_out: list[tuple[s
             prev = chosen.get(item.path)
             if prev is None or (prev.kind == found.kind and found.kind != "dir" and found.mtime_ns > prev.mtime_ns):
                 chosen[item.path] = found
-        left_out.extend((path, "its name is not valid UTF-8") for path in skipped)
+        left_out.extend(skipped)
     _drop_under_files(chosen, left_out)
     return chosen, dbs
 

@@ -37,3 +37,13 @@ def open_regular(path: str):
         os.close(fd)
         return None
     return os.fdopen(fd, "rb")
+
+
+def chmod_dir(path: str, mode: int) -> None:
+    """Set the mode of the directory ``path`` through its own descriptor, never through
+    a symlink (``OSError``: ``ELOOP`` or ``ENOTDIR``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)

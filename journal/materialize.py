@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import itertools
 import os
 import stat as stat_mod
-import uuid
 from collections.abc import Iterable
 
 from .atomic import fsync_dir, start_writeback
@@ -31,7 +29,8 @@ from .errors import CorruptObject, ObjectNotFound, UnsafePath, naming
 from .segments import anchor_refs, chunk_reader, decode_blobs, read_blobs, read_segment
 from .model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from .presets import SQLITE_COMPANIONS
-from .walk import RESTORE_TMP
+from .tree_tmp import TreeTmp
+from .treepath import path_problem, target_problem
 
 WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB, KEEP_UNREADABLE = (
     "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db",
@@ -39,30 +38,34 @@ WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VA
 #: A path that is not on disk and that restore cannot create (past the path length
 #: limits): it is lost, and the restore incomplete.
 CANNOT_CREATE = "cannot-create"
+#: An entry restore refuses (``refused_paths``, a local parent that is a symlink): lost.
+REFUSED = "refused"
 WRITES = (WRITE, REPLACE, COMPLETE)
 #: Writeback of a staged file is started at its end and after every this many bytes.
 WRITEBACK_BYTES = 8 << 20
-#: Staged temp files are named <random per process>-<counter>.part (and created O_EXCL).
-_TMP_PREFIX = uuid.uuid4().hex[:16]
-_tmp_seq = itertools.count()
 
 
-
-def check_paths(entries: list[Entry]) -> None:
-    """Raise ``UnsafePath`` for an absolute path, a ``..``, or a path through a symlink entry."""
+def refused_paths(entries: list[Entry]) -> dict[str, str]:
+    """The entries restore refuses, each with why: a path the path rule refuses
+    (``treepath.py``), a path through a symlink entry, a symlink target that cannot be
+    made. Every other entry is fine, whatever these are. (A path too long under this
+    tree's root is found by ``decide``: lost when nothing is there, else kept.)"""
     links = {e.path for e in entries if e.kind == KIND_SYMLINK}
+    refused = {}
     for e in entries:
         p = e.path
-        if not p or p.startswith("/") or "\\" in p or "\0" in p:
-            raise UnsafePath(p, "absolute, empty or malformed path")
-        parts = p.split("/")
-        if any(part in ("", ".", "..") for part in parts):
-            raise UnsafePath(p, "path has an empty, '.' or '..' component")
-        if parts[0] == RESTORE_TMP:
-            raise UnsafePath(p, "path is inside journal's restore temp directory")
-        for i in range(1, len(parts)):
-            if "/".join(parts[:i]) in links:
-                raise UnsafePath(p, f"path goes through the symlink {'/'.join(parts[:i])!r}")
+        problem = path_problem(p)
+        if problem is None and e.kind == KIND_SYMLINK:
+            problem = target_problem(e.target or "")
+        if problem is None and links:
+            parts = p.split("/")
+            for i in range(1, len(parts)):
+                if "/".join(parts[:i]) in links:
+                    problem = f"it goes through the symlink {'/'.join(parts[:i])!r}"
+                    break
+        if problem is not None:
+            refused[p] = problem
+    return refused
 
 
 def ensure_parents(root: str, path: str, known: set[str] | None = None, created: list[str] | None = None) -> None:
@@ -89,32 +92,55 @@ def ensure_parents(root: str, path: str, known: set[str] | None = None, created:
             known.add(current)
 
 
-_TMP_NAMES = (".part", "link-", "db-", "check-")
+#: ``parent_kind``'s answers.
+MISSING, DIRECTORY, SYMLINK, OTHER, UNKNOWN = "missing", "directory", "symlink", "other", "unknown"
 
 
-def restore_tmp_dir(root: str) -> str:
-    """``root/.journal-tmp``, created if missing; refused unless it is a real directory.
+def parent_kind(root: str, path: str, seen: dict[str, str]) -> str:
+    """What stands where ``path``'s parents belong, looked at without following any
+    link: ``SYMLINK`` or ``OTHER`` for the first parent that is not a directory, else
+    ``MISSING`` (some parent is missing), ``UNKNOWN`` (one cannot be looked at: a path
+    too long, a directory that cannot be searched) or ``DIRECTORY``. ``seen`` caches
+    answers per parent for one tree."""
+    parent = path.rpartition("/")[0]
+    if not parent:
+        return DIRECTORY
+    kind = seen.get(parent)
+    if kind is None:
+        kind = parent_kind(root, parent, seen)
+        if kind == DIRECTORY:
+            try:
+                mode = os.lstat(os.path.join(root, parent)).st_mode
+            except FileNotFoundError:
+                kind = MISSING
+            except OSError:
+                kind = UNKNOWN  # the entry's own lookup says what it can (``decide``)
+            else:
+                kind = DIRECTORY if stat_mod.S_ISDIR(mode) else SYMLINK if stat_mod.S_ISLNK(mode) else OTHER
+        seen[parent] = kind
+    return kind
 
-    A symlink there would send temp files (and their cleanup) outside the tree.
-    """
-    path = os.path.join(root, RESTORE_TMP)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        os.mkdir(path, 0o700)
-        return path
-    if not stat_mod.S_ISDIR(st.st_mode):
-        raise UnsafePath(RESTORE_TMP, f"{path} is not a real directory (symlinks are never followed); move it away")
-    return path
 
-
-def decide(root: str, entry: Entry, check_dir: str | None = None, reader=None) -> str:
+def decide(root: str, entry: Entry, check_dir: str | None, parents: dict[str, str] | None = None,
+           reader=None) -> str:
     """What restore does with ``entry`` given what is on disk now. A live database is
-    checked through a private copy in ``check_dir`` (default: the tree's temp dir);
-    ``reader`` (a Repository) reads the one segment a shorter local transcript ends in.
-    A path too long to look at or create is ``CANNOT_CREATE`` when nothing is there.
-    Raises ``OSError`` when the local path exists, or may, but cannot be looked at
-    (permissions, an I/O error, a path too long): the caller keeps it (``KEEP_UNREADABLE``)."""
+    checked through a private copy in ``check_dir`` (outside the tree). ``parents``
+    caches ``parent_kind`` for the tree; ``reader`` (a Repository) reads the one segment
+    a shorter local transcript ends in. Raises ``UnsafePath`` when a local parent of the
+    entry is a symlink: nothing is read, moved or written through one. A path too long
+    to look at or create is ``CANNOT_CREATE`` when nothing is there. Raises ``OSError``
+    when the local path exists, or may, but cannot be looked at (permissions, an I/O
+    error, a path too long): the caller keeps it (``KEEP_UNREADABLE``)."""
+    kind = parent_kind(root, entry.path, {} if parents is None else parents)
+    if kind == SYMLINK:
+        parts = entry.path.split("/")
+        link = next((p for p in ("/".join(parts[:i]) for i in range(1, len(parts)))
+                     if os.path.islink(os.path.join(root, p))), entry.path.rpartition("/")[0])
+        raise UnsafePath(entry.path, f"the local parent {link!r} is a symlink (symlinks are never followed)")
+    if kind == OTHER:
+        return KEEP_CONFLICT  # a local file where the entry's parent directory belongs
+    if kind == MISSING:
+        return WRITE
     full = os.path.join(root, entry.path)
     try:
         st = os.lstat(full)
@@ -133,7 +159,7 @@ def decide(root: str, entry: Entry, check_dir: str | None = None, reader=None) -
     if entry.kind == KIND_SQLITE and stat_mod.S_ISREG(st.st_mode):
         from .sqlite_snapshot import check_live_db
 
-        return KEEP_VALID_DB if check_live_db(full, check_dir or restore_tmp_dir(root)) is None else REPLACE
+        return KEEP_VALID_DB if check_live_db(full, check_dir) is None else REPLACE
     if entry.kind == KIND_SYMLINK:
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
             return SAME
@@ -236,10 +262,10 @@ def _is_prefix(full: str, entry: Entry, reader) -> bool:
         os.close(fd)
 
 
-def stage_entry(root: str, tmp_dir: str, entry: Entry, reader, records: Iterable[bytes] | None = None) -> Staged:
-    """Write ``entry`` (not a directory) in full to a temp file in ``tmp_dir``, from
-    ``reader`` (a Repository), or from ``records``: its blobs as stored, already read
-    (each is verified here, segment deltas against their anchor).
+def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable[bytes] | None = None) -> Staged:
+    """Write ``entry`` (not a directory) in full to a new file in the tree's temp
+    directory ``tmp``, from ``reader`` (a Repository), or from ``records``: its blobs as
+    stored, already read (each is verified here, segment deltas against their anchor).
     Its live path is not touched (see ``batch.py``).
 
     Raises CorruptObject/ObjectNotFound on a bad blob, after removing the temp file.
@@ -247,16 +273,11 @@ def stage_entry(root: str, tmp_dir: str, entry: Entry, reader, records: Iterable
     """
     full = os.path.join(root, entry.path)
     if entry.kind == KIND_SQLITE:
-        return _stage_db(full, tmp_dir, entry, reader)
+        return _stage_db(full, tmp, entry, reader)
     if entry.kind == KIND_SYMLINK:
-        tmp = os.path.join(tmp_dir, f"link-{os.getpid()}-{_path_tag(full)}")
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(entry.target, tmp)
-        os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), follow_symlinks=False)
-        return Staged(full, tmp, None, 0, link=True)
-    tmp = os.path.join(tmp_dir, f"{_TMP_PREFIX}-{next(_tmp_seq)}.part")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        name = tmp.new_symlink(entry.target, entry.mtime_ns)
+        return Staged(full, tmp, name, None, 0, link=True)
+    name, fd = tmp.new_file()
     size = unsynced = 0
     try:
         blobs = read_blobs(entry, reader) if records is None else decode_blobs(entry, records, chunk_reader(reader))
@@ -272,34 +293,35 @@ def stage_entry(root: str, tmp_dir: str, entry: Entry, reader, records: Iterable
             start_writeback(fd)
     except BaseException:
         os.close(fd)
-        os.unlink(tmp)
+        tmp.unlink(name)
         raise
-    return Staged(full, tmp, fd, size)
+    return Staged(full, tmp, name, fd, size)
 
 
-def _stage_db(full: str, tmp_dir: str, entry: Entry, reader) -> Staged:
-    """Rebuild a database into a temp file (fsynced and quick_checked by ``rebuild_db``)."""
-    from .sqlite_capture import install_db, rebuild_db  # sqlite3 is imported only when needed
-    from .sqlite_snapshot import remove_staging
+def _stage_db(full: str, tmp: TreeTmp, entry: Entry, reader) -> Staged:
+    """Rebuild a database into a new temp file, with its mode and mtime, durable and
+    quick_checked (``build_db``)."""
+    from .sqlite_capture import build_db, install_db  # sqlite3 is imported only when needed
 
-    tmp = os.path.join(tmp_dir, f"db-{os.getpid()}-{_path_tag(full)}")
+    name, fd = tmp.new_file(os.O_RDWR)
     try:
-        rebuild_db(entry, reader, tmp)
+        build_db(entry, reader, fd, tmp.where(name), tmp.anonymous, meta=True, shown_as=os.path.join(tmp.path, name))
+        if not tmp.same_file(name, fd):
+            raise UnsafePath(entry.path, f"its temp file in {tmp.path} was replaced while it was rebuilt; "
+                             "another process is writing the tree")
     except BaseException:
-        remove_staging(tmp)
+        os.close(fd)
+        tmp.unlink(name)
         raise
+    os.close(fd)
 
     def install() -> None:
         try:
-            install_db(tmp, full, entry)
+            install_db(tmp, name, full)
         finally:
-            remove_staging(tmp)
+            tmp.unlink(name)
 
-    return Staged(full, tmp, None, entry.size, install=install)
-
-
-def _path_tag(full: str) -> str:
-    return hashlib.sha256(full.encode()).hexdigest()[:16]
+    return Staged(full, tmp, name, None, entry.size, install=install)
 
 
 def _write_all(fd: int, payload: bytes) -> int:
@@ -346,32 +368,34 @@ def finish_dirs(root: str, entries: list[Entry]) -> list[str]:
     """Apply directory modes last (deepest first), so read-only dirs do not block writes.
 
     Returns the directories whose mode changed. A path that is not a directory on disk
-    (a kept conflict) is left alone.
+    (a kept conflict, a symlink) is left alone: the mode is set through the directory's
+    own descriptor, opened without following a link.
     """
     changed = []
     for e in sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True):
         full = os.path.join(root, e.path)
         try:
-            st = os.lstat(full)
-            if stat_mod.S_ISDIR(st.st_mode) and stat_mod.S_IMODE(st.st_mode) != e.mode & 0o7777:
-                os.chmod(full, e.mode & 0o7777, follow_symlinks=False)
+            fd = os.open(full, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as err:
+            if err.errno == errno.EACCES:  # a directory its owner may not read: never through a link
+                _chmod_nofollow(full, e.mode & 0o7777, changed)
+            continue
+        try:
+            if stat_mod.S_IMODE(os.fstat(fd).st_mode) != e.mode & 0o7777:
+                os.fchmod(fd, e.mode & 0o7777)
                 changed.append(full)
-        except (OSError, NotImplementedError):
+        except OSError:
             pass
+        finally:
+            os.close(fd)
     return changed
 
 
-def remove_tmp(root: str) -> None:
-    """Remove restore's own temp files and directory from a tree; anything else stays."""
-    tmp = os.path.join(root, RESTORE_TMP)
+def _chmod_nofollow(full: str, mode: int, changed: list[str]) -> None:
     try:
-        if not stat_mod.S_ISDIR(os.lstat(tmp).st_mode):
-            return  # not ours (a symlink or a file): never follow it, never delete it
-        for name in os.listdir(tmp):
-            if name.endswith(_TMP_NAMES[0]) or name.startswith(_TMP_NAMES[1:]):
-                os.unlink(os.path.join(tmp, name))
-        os.rmdir(tmp)
-    except FileNotFoundError:
+        st = os.lstat(full)
+        if stat_mod.S_ISDIR(st.st_mode) and stat_mod.S_IMODE(st.st_mode) != mode:
+            os.chmod(full, mode, follow_symlinks=False)
+            changed.append(full)
+    except (OSError, NotImplementedError):
         pass
-    except OSError:
-        pass  # something else is in there: leave the directory

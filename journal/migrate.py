@@ -25,7 +25,7 @@ import tempfile
 
 import msgspec
 
-from .atomic import rename_noclobber, write_file_atomic
+from .atomic import rename_noclobber
 from .checkpoint import checkpoint
 from .config import Config
 from .errors import CheckpointErrors, CorruptObject, ObjectNotFound, SnapshotFailed, UnsafePath
@@ -34,16 +34,16 @@ from .legacy import (CHECKPOINT, COPY, IMPORT_TREE, INSTALL_DB, LEGACY_TREES, LI
                      RENAME, UNLINK, VERIFY, MigrationPlan, OpenTranscript, Step, complete_length,
                      find_open_transcripts, legacy_sources, plan_migration, retired_name)
 from .legacy_db import DbCandidate, recover_db
-from .localfs import open_regular
-from .materialize import ensure_parents, move_aside, remove_tmp
+from .localfs import chmod_dir, open_regular
+from .materialize import ensure_parents, move_aside
 from .model import KIND_JSONL, KIND_SQLITE, Entry
 from .presets import SQLITE_COMPANIONS
 from .report import SILENT, Reporter
 from .repository import Repository, utc_now
 from .segments import read_blobs
 from .store.base import Store
+from .tree_tmp import TreeTmp
 from .verify import verify
-from .walk import RESTORE_TMP
 
 DONE, SKIPPED, FAILED, PLANNED, NOTED = "done", "skipped", "failed", "planned", "noted"
 
@@ -106,12 +106,15 @@ def execute(plan: MigrationPlan, cfg: Config, store: Store, reporter: Reporter =
     report = MigrationReport(dry_run=False, noop=_noop(plan), plan=plan, problems=list(plan.problems))
     run = _Run(plan, cfg, store, reporter, report)
     with tempfile.TemporaryDirectory(prefix="journal-migrate-") as run.tmp:
-        run.measure_open_transcripts()
-        for step in plan.steps:
-            outcome, detail = _run_step(run, step)
-            report.results.append(StepResult(step=step, outcome=outcome, detail=detail))
-            if outcome == FAILED:
-                report.problems.append(f"migrate: {step.op} {step.path}: {detail}")
+        try:
+            run.measure_open_transcripts()
+            for step in plan.steps:
+                outcome, detail = _run_step(run, step)
+                report.results.append(StepResult(step=step, outcome=outcome, detail=detail))
+                if outcome == FAILED:
+                    report.problems.append(f"migrate: {step.op} {step.path}: {detail}")
+        finally:
+            run.close_tree_tmps()
     publishes = any(s.op == CHECKPOINT for s in plan.steps)
     if not publishes:
         for c in report.captures:  # opened after the plan was made: the plan has no checkpoint for it
@@ -140,6 +143,21 @@ class _Run:
         self.trim: set[str] = set()                 # open sources: copied up to their last complete line
         self.new_dirs: list[tuple[str, int]] = []
         self.aside = os.path.join(cfg.state_dir, "invalid", utc_now().replace(":", ""))
+        self.tree_tmps: dict[str, TreeTmp] = {}    # tree root -> journal's temp dir in it
+
+    def tree_tmp(self, root: str) -> TreeTmp:
+        """The temp directory in the live tree ``root`` (``tree_tmp.py``), made on first use."""
+        if root not in self.tree_tmps:
+            self.tree_tmps[root] = TreeTmp.make(root, self.cfg.state_dir)
+        return self.tree_tmps[root]
+
+    def close_tree_tmps(self) -> None:
+        """Remove the trees' temp directories (before the checkpoint walks the trees)."""
+        tmps, self.tree_tmps = self.tree_tmps, {}
+        for tmp in tmps.values():
+            warning = tmp.close()
+            if warning:
+                self.report.warnings.append(f"migrate: {warning}")
 
     def measure_open_transcripts(self) -> None:
         names = dict.fromkeys(t for _, t in LEGACY_TREES)
@@ -215,7 +233,7 @@ def _mkdir(run: _Run, step: Step, root: str, rel: str):
     os.mkdir(step.path, 0o700)
     mode = stat_mod.S_IMODE(os.lstat(step.source).st_mode)
     if mode & 0o700 == 0o700:
-        os.chmod(step.path, mode)  # now: a run killed before the checkpoint leaves the right mode
+        chmod_dir(step.path, mode)  # now: a run killed before the checkpoint leaves the right mode
     else:
         run.new_dirs.append((step.path, mode))  # stays writable until its files are in place
     return DONE, ""
@@ -231,8 +249,8 @@ def _copy(run: _Run, step: Step, root: str, rel: str):
         size = st.st_size
         if step.kind == KIND_JSONL:
             size = complete_length(fh.fileno(), size)  # never a torn last line, open writer or not
-        written = write_file_atomic(step.path, _read_upto(fh, size), os.path.join(root, RESTORE_TMP),
-                                    noclobber=True, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns)
+        written = run.tree_tmp(root).publish(step.path, _read_upto(fh, size), mode=stat_mod.S_IMODE(st.st_mode),
+                                             mtime_ns=st.st_mtime_ns)
     cut = st.st_size - written
     if not cut:
         return DONE, f"{written:,} bytes"
@@ -245,11 +263,13 @@ def _copy(run: _Run, step: Step, root: str, rel: str):
 
 @_guarded
 def _link(run: _Run, step: Step, root: str, rel: str):
-    tmp_dir = os.path.join(root, RESTORE_TMP)
-    os.makedirs(tmp_dir, exist_ok=True)
-    tmp = os.path.join(tmp_dir, f"link-{hashlib.sha256(step.path.encode()).hexdigest()[:16]}")
-    os.symlink(os.readlink(step.source), tmp)
-    rename_noclobber(tmp, step.path)
+    tmp = run.tree_tmp(root)
+    name = tmp.new_symlink(os.readlink(step.source))
+    try:
+        tmp.rename_noclobber(name, step.path)
+    except BaseException:
+        tmp.unlink(name)
+        raise
     return DONE, ""
 
 
@@ -271,8 +291,8 @@ def _install_db(run: _Run, step: Step, root: str, rel: str):
                 move_aside(root, Entry(path=rel + suffix, kind=KIND_SQLITE, mode=0), os.path.join(run.aside, step.tree))
         st = os.stat(step.source)
         with open(verified, "rb") as fh:
-            size = write_file_atomic(step.path, fh, os.path.join(root, RESTORE_TMP), noclobber=True,
-                                     mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns)
+            size = run.tree_tmp(root).publish(step.path, fh, mode=stat_mod.S_IMODE(st.st_mode),
+                                              mtime_ns=st.st_mtime_ns)
     return DONE, f"{size:,} bytes from the {step.kind} {step.source}"
 
 
@@ -284,9 +304,8 @@ def _checkpoint(run: _Run, step: Step):
         return SKIPPED, (f"not taken: {failed} step(s) failed; what was copied stays in place, and the next "
                          "`journal migrate` plans the rest again")
     for path, mode in sorted(run.new_dirs, reverse=True):
-        os.chmod(path, mode)
-    for name in run.plan.imports:
-        remove_tmp(run.trees[name].path)
+        chmod_dir(path, mode)
+    run.close_tree_tmps()
     try:
         result = checkpoint(run.cfg, run.store, run.reporter, wait=True)
         seq, detail = result.seq, ""

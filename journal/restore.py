@@ -22,7 +22,7 @@ from .lineage import open_repository, require_history
 from .localstate import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
                          new_state, save_state)
 from .report import SILENT, Reporter
-from . import fetch
+from . import fetch, tree_tmp
 from .repository import Repository, utc_now
 from .restore_tree import TreeRestore, TreeRun, write_trees
 from .store.base import Store
@@ -68,6 +68,8 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
             require_history("restore", cfg.state_dir, repo, all_seqs)
         if not dry_run:
             store.sweep_temp()  # a killed writer's temp files; at startup, not on every tick
+            for warning in tree_tmp.sweep(cfg.state_dir)[1]:  # a killed restore's temp dirs in the trees
+                reporter.warn(f"restore: {warning}")
         seqs = select_seqs(repo, at, all_seqs)
         result = RestoreResult(dry_run=dry_run, seq=seqs[-1] if seqs else None)
         cache = ManifestCache(repo)
@@ -82,8 +84,8 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
                 reporter.note(f"restore: {'would remove' if dry_run else 'removing'} {path}, "
                               "written by the earlier export there (--replace)")
             if not dry_run:
-                begin_export(to, old, [name for name, _ in names])
-        trees = [TreeRun(repo, cache, seqs, name, dest, reporter) for name, dest in names]
+                begin_export(to, old, [name for name, _ in names], cfg.state_dir)
+        trees = [TreeRun(repo, cache, seqs, name, dest, reporter, cfg.state_dir) for name, dest in names]
         for run in trees:
             run.emptied = dry_run and run.tr.name in old
         if want_state:
@@ -106,7 +108,8 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         if want_state:
             _save_restored_state(cfg, repo, cache, seqs, all_seqs, caches, result.complete)
         if to is not None and not dry_run:
-            write_mark(to, ExportMark(trees=[name for name, _ in names], seq=result.seq, complete=result.complete))
+            write_mark(to, ExportMark(trees=[name for name, _ in names], seq=result.seq, complete=result.complete),
+                       cfg.state_dir)
         return result
 
 

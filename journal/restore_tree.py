@@ -20,10 +20,11 @@ from .history import ManifestCache
 from .localfs import observe
 from .localstate import FileState, TreeCache, cache_from_entries
 from .signatures import dir_signature, signature
-from .materialize import (CANNOT_CREATE, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REPLACE, SAME,
-                          WRITE, WRITES, check_paths, decide, move_aside, remove_tmp)
+from .materialize import (CANNOT_CREATE, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REFUSED,
+                          REPLACE, SAME, WRITE, WRITES, decide, move_aside, refused_paths)
 from .model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .tree_writer import Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
+from .treepath import shown
 
 
 class TreeRestore(msgspec.Struct, kw_only=True):
@@ -33,6 +34,7 @@ class TreeRestore(msgspec.Struct, kw_only=True):
     actions: dict[str, int] = {}
     bytes: int = 0
     lost: list[str] = []
+    refused: dict[str, str] = {}        # lost paths restore refused, with why (the rest had no good copy)
     uncreatable: list[str] = []         # not on disk, and past the path length limits here: lost too
     fallbacks: list[str] = []           # files restored from an older checkpoint than ``seq``
     skipped: list[str] = []             # newer checkpoints the tree could not come from, and why
@@ -80,8 +82,7 @@ def write_trees(trees: list[TreeRun], dry_run: bool, aside: str, reporter) -> No
     finally:
         stop_pool(pool)
         for run in trees:
-            if run.writer is not None:
-                remove_tmp(run.tr.dest)
+            run.close()
 
 
 class _Progress:
@@ -126,8 +127,9 @@ class TreeRun:
     """One tree being restored: its entries, what was decided for each path, and which
     entry each path ended up with (the newest copy, an older one, or None: lost)."""
 
-    def __init__(self, repo, cache: ManifestCache, seqs: list[int], name: str, dest: str, reporter):
+    def __init__(self, repo, cache: ManifestCache, seqs: list[int], name: str, dest: str, reporter, state_dir: str):
         self.repo, self.cache, self.seqs, self.reporter = repo, cache, seqs, reporter
+        self.state_dir = state_dir
         self.tr = TreeRestore(name=name, dest=dest)
         self.entries: list[Entry] = []
         self.pages: dict[str, BlobRef] = {}
@@ -137,20 +139,21 @@ class TreeRun:
         self.emptied = False    # a dry run of ``--replace``: the destination is removed first
 
     def plan(self, aside: str, dry_run: bool) -> list[Entry]:
-        """Decide each entry (moving invalid local databases aside); returns those to write."""
+        """Decide each entry (moving invalid local databases aside); returns those to write.
+        An entry restore must refuse is refused alone (``_refuse``): the rest are restored."""
         tr, dest = self.tr, self.tr.dest
         found = _newest_good_tree(self.cache, self.seqs, tr, self.reporter)
         if found is None:
             tr.error = f"restore: tree {tr.name}: no manifest with a complete copy of it"
             return []
         tr.seq, entries, self.pages = found
-        try:
-            check_paths(entries)
-        except UnsafePath as err:
-            tr.error = str(err)
-            return []
+        refused = refused_paths(entries)
+        if refused:
+            for path, why in refused.items():
+                self._refuse(path, why)
+            entries = [e for e in entries if e.path not in refused]
         if not dry_run:
-            writer = TreeWriter(dest, self.repo)
+            writer = TreeWriter(dest, self.repo, self.state_dir)
             try:
                 writer.make_root()
             except OSError as err:  # e.g. a regular file where the tree's directory belongs
@@ -158,24 +161,34 @@ class TreeRun:
                 return []
             self.writer = writer
         self.entries = entries
-        writes = []
+        writes: list[Entry] = []
+        parents: dict[str, str] = {}
         check = None
-        if dry_run:  # a dry run creates nothing in the tree: live databases are checked elsewhere
+        if any(e.kind == KIND_SQLITE for e in entries):
+            # Live databases are checked through private copies outside the tree; a dry
+            # run creates nothing, not even in the state directory.
             import tempfile
 
-            check = tempfile.TemporaryDirectory(prefix="journal-check-")
+            where = None if dry_run else os.path.join(self.state_dir, "tmp")
+            if where is not None:
+                os.makedirs(where, exist_ok=True)
+            check = tempfile.TemporaryDirectory(prefix="journal-check-", dir=where)
         try:
             for entry in entries:
-                self._decide(entry, aside, dry_run, check and check.name, writes)
+                try:
+                    self._decide(entry, aside, dry_run, check and check.name, parents, writes)
+                except UnsafePath as err:
+                    self._refuse(entry.path, err.reason)
         finally:
             if check is not None:
                 check.cleanup()
         return writes
 
-    def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: str | None, writes: list) -> None:
+    def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: str | None, parents: dict[str, str],
+                writes: list) -> None:
         tr, dest = self.tr, self.tr.dest
         try:
-            action = WRITE if self.emptied else decide(dest, entry, check_dir, self.repo)
+            action = WRITE if self.emptied else decide(dest, entry, check_dir, parents, self.repo)
         except OSError as err:  # the local path exists but cannot be read: never written over
             if isinstance(err, JournalError):
                 raise
@@ -185,8 +198,7 @@ class TreeRun:
                                f"{os_error_hint(err, full)}")
         if entry.kind == KIND_SQLITE:
             _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
-        tr.actions[action] = tr.actions.get(action, 0) + 1
-        self.actions[entry.path] = action
+        self._count(entry.path, action)
         if action == CANNOT_CREATE:
             full = os.path.join(dest, entry.path)
             err = OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), full)
@@ -204,12 +216,40 @@ class TreeRun:
             tr.bytes += entry.size
         self.used[entry.path] = entry
 
+    def _count(self, path: str, action: str) -> None:
+        """Record ``action`` for ``path`` (counted once: a path decided before moves)."""
+        actions = self.tr.actions
+        was = self.actions.get(path)
+        if was is not None:
+            actions[was] -= 1
+            if not actions[was]:
+                del actions[was]
+        actions[action] = actions.get(action, 0) + 1
+        self.actions[path] = action
+
+    def _refuse(self, path: str, why: str) -> None:
+        """Refuse one entry: it is lost (the restore is incomplete); nothing else is."""
+        tr = self.tr
+        self._count(path, REFUSED)
+        self.used[path] = None
+        tr.lost.append(path)
+        tr.refused[path] = why
+        self.reporter.warn(f"restore: {tr.name}/{shown(path)}: refused: {why}; the rest of the tree is restored")
+
     def settle(self, entry: Entry, outcome) -> None:
-        self.used[entry.path] = _settle(self.writer, self.cache, self.seqs, self.tr, entry, outcome, self.reporter)
+        if not isinstance(outcome, UnsafePath):
+            try:
+                self.used[entry.path] = _settle(self.writer, self.cache, self.seqs, self.tr, entry, outcome,
+                                                self.reporter)
+                return
+            except UnsafePath as err:  # staging an older copy was refused
+                outcome = err
+        self._refuse(entry.path, outcome.reason)
 
     def finish(self) -> None:
         if self.writer is not None:
-            self.writer.finish(self.entries)
+            # Directory modes only for directories that are in place (never a refused one).
+            self.writer.finish([e for e in self.entries if self.used.get(e.path) is not None])
             for full in self.writer.batch.kept:
                 self._changed_meanwhile(os.path.relpath(full, self.tr.dest))
         self.tr.lost.sort()  # files settle in the order they complete; report in path order
@@ -217,18 +257,24 @@ class TreeRun:
 
     def _changed_meanwhile(self, path: str) -> None:
         """A path another process created or changed while the restore ran: it is kept."""
-        tr, was = self.tr, self.actions[path]
-        tr.actions[was] -= 1
-        if not tr.actions[was]:
-            del tr.actions[was]
-        tr.actions[KEEP_NEWER] = tr.actions.get(KEEP_NEWER, 0) + 1
-        self.actions[path] = KEEP_NEWER
-        self.reporter.warn(f"restore: {tr.name}/{path} was created or changed while the restore ran; "
+        self._count(path, KEEP_NEWER)
+        self.reporter.warn(f"restore: {self.tr.name}/{shown(path)} was created or changed while the restore ran; "
                            "kept the local file")
 
     def discard(self) -> None:
         if self.writer is not None:
             self.writer.discard()
+
+    def close(self) -> None:
+        """Remove the tree's temp directory (saying so when it cannot be removed)."""
+        if self.writer is None:
+            return
+        try:
+            warning = self.writer.close()
+        except OSError as err:
+            warning = f"cannot remove {self.writer.root}'s temp directory: {err}"
+        if warning:
+            self.reporter.warn(f"restore: {self.tr.name}: {warning}")
 
     def tree_cache(self, newest: int | None) -> TreeCache | None:
         """The local-state cache of this tree after its files are in place."""
@@ -279,13 +325,10 @@ def _settle(writer, cache, seqs, tr, entry: Entry, outcome, reporter) -> Entry |
     """Take back one written entry: publish it, or try older manifests' copies of the path.
 
     Returns the entry now on disk (the newest copy or an older one), None when lost.
-    Errors other than a bad blob or an unsafe path are raised.
+    Errors other than a bad blob are raised (``UnsafePath``: the caller refuses the entry).
     """
     if outcome is None:  # a directory, made already
         return entry
-    if isinstance(outcome, UnsafePath):
-        tr.error = str(outcome)
-        return None
     if isinstance(outcome, Exception) and not isinstance(outcome, (CorruptObject, ObjectNotFound)):
         raise outcome
     if not isinstance(outcome, Exception):
@@ -300,9 +343,6 @@ def _settle(writer, cache, seqs, tr, entry: Entry, outcome, reporter) -> Entry |
         except (CorruptObject, ObjectNotFound) as err:
             reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {seq} is damaged ({err})")
             continue
-        except UnsafePath as err:
-            tr.error = str(err)
-            return None
         writer.publish(staged)
         tr.bytes += staged.size
         msg = f"{tr.name}/{entry.path}: restored from manifest {seq} (manifest {tr.seq}'s copy is damaged)"

@@ -17,7 +17,7 @@ from .blob_cache import BlobCache
 from .capture import capture_item
 from .file_delta import FileDeltas
 from .config import TreeConfig
-from .errors import CorruptObject, JournalError, ObjectNotFound, SnapshotFailed, os_error_hint
+from .errors import CorruptObject, JournalError, ObjectNotFound, SnapshotFailed, Unstorable, os_error_hint
 from .localstate import FileState, TreeCache
 from .model import KIND_DIR, KIND_SQLITE
 from .pack import PackWriter
@@ -60,6 +60,9 @@ class ScanContext:
     quiet_rows: list | None = field(default_factory=list)
     # The last snapshot's rows of the directories it found unchanged, by absolute path.
     same: dict[str, tuple] = field(default_factory=dict)
+    # journal's temp directories in the trees that another process uses now (a
+    # migrate's): left out of the walk by their exact paths (``tree_tmp.sweep``).
+    busy_tmp: set[str] = field(default_factory=set)
 
     def warn(self, message: str) -> None:
         """A warning for the reporter that also lands in the checkpoint's result."""
@@ -75,9 +78,10 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         if cache.files:
             ctx.warn(f"checkpoint: tree {tree.name}: {tree.path} is missing; keeping its last checkpoint")
         return tr, cache.files, False
-    matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite)
+    own = frozenset(os.path.basename(p) for p in ctx.busy_tmp if os.path.dirname(p) == tree.path)
+    matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite, own)
     files: dict[str, FileState] = {}
-    skipped: list[str] = []
+    skipped: list[tuple[str, str]] = []
     changed = cache.dirty
     reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
     listing: list | None = [] if ctx.quiet_rows is not None else None
@@ -114,8 +118,8 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         if prev is None or prev.entry != fs.entry:
             changed = True
             tr.changed += 1
-    for path in skipped:
-        ctx.warn(f"checkpoint: skipping {path}: its name is not valid UTF-8")
+    for path, why in skipped:
+        ctx.warn(str(Unstorable(path, why)))
     kept, kept_files = _keep_unreadable(cache, files, unreadable)
     reused += kept
     walked_files += kept_files
@@ -239,6 +243,9 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
         try:
             return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add, ctx.deltas,
                                 ctx.warn)
+        except Unstorable as err:  # like a name the walk refuses: left out, loudly, every time
+            ctx.warn(str(err))
+            return None
         except JournalError:
             raise  # the store or journal's own files failed, not the live path
         except OSError as err:

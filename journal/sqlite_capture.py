@@ -30,7 +30,7 @@ from .pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_
                       decode_map, encode_map, load_snapshot)
 from .presets import SQLITE_COMPANIONS
 from .sqlite_base import BaseCopy
-from .sqlite_rebuild import rebuild_db
+from .sqlite_rebuild import build_db, rebuild_db
 from .sqlite_snapshot import live_signature, page_size_of, remove_staging, snapshot_db
 
 #: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
@@ -43,7 +43,7 @@ GROUP_BYTES = 256 << 10
 DELTA_GROUP_BYTES = 128 << 10
 SMALL_GROUP_BASE = 128 << 10
 
-__all__ = ["capture_sqlite", "install_db", "rebuild_db"]
+__all__ = ["build_db", "capture_sqlite", "install_db", "rebuild_db"]
 
 
 def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir: str,
@@ -287,14 +287,13 @@ def _map_base(refs: tuple[BlobRef, ...], place: int, maps) -> tuple[BlobRef, byt
         return None
 
 
-def install_db(tmp_path: str, full_path: str, entry: Entry) -> None:
-    """Remove stale companions, then rename the rebuilt database into place."""
+def install_db(tmp, name: str, full_path: str) -> None:
+    """Remove stale companions, then rename the rebuilt database (``name`` in the tree's
+    temp directory ``tmp``, a ``TreeTmp``, already with its mode and mtime) into place."""
     for suffix in SQLITE_COMPANIONS:
         try:
             os.unlink(full_path + suffix)
         except FileNotFoundError:
             pass
-    os.chmod(tmp_path, entry.mode & 0o7777)
-    os.utime(tmp_path, ns=(entry.mtime_ns, entry.mtime_ns))
-    os.replace(tmp_path, full_path)
+    tmp.replace(name, full_path)
     fsync_dir(os.path.dirname(full_path))

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
+from typing import BinaryIO
 
 from .errors import CorruptObject, ObjectNotFound, naming
 from .fetch import RawReader, fetch_in_order
@@ -32,31 +34,49 @@ from .sqlite_snapshot import quick_check
 
 
 def rebuild_db(entry: Entry, reader, tmp_path: str, *, strict: bool = False) -> None:
-    """Write the snapshot to ``tmp_path`` from verified records (``reader``: a
-    Repository) and quick_check it. Raises CorruptObject/ObjectNotFound when a map or
-    a record it needs is bad or missing, or the result fails quick_check; ``strict``
-    (an audit): when any record of its full map is."""
-    snap = load_snapshot(entry.refs, reader.read_blob)
-    fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Write the snapshot to the new file ``tmp_path`` (refused if anything is there,
+    even a symlink) from verified records (``reader``: a Repository) and quick_check it
+    (``build_db``); the overlay goes to an anonymous file beside it."""
+    fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        with naming(tmp_path):  # a full disk: the error names the file being built
-            os.fchmod(fd, entry.mode & 0o7777 or 0o600)
-            try:
-                _write_full(fd, snap, reader, snap.base.items())
-            except (CorruptObject, ObjectNotFound):
-                if strict:
-                    raise
-                # A damaged full-map record may hold only pages this snapshot no longer
-                # uses (a changed page whose base could not be read was stored whole):
-                # write just the pages it needs, which fails only if one of those is bad.
-                needed = _needed_base_pages(snap, reader)
-                _write_full(fd, snap, reader, [(p, snap.base[p]) for p in sorted(needed)])
-            _apply_delta(fd, snap, reader, os.path.dirname(os.path.abspath(tmp_path)))
-            os.ftruncate(fd, len(snap.pages) * snap.page_size)
-            os.fsync(fd)
+        workdir = os.path.dirname(os.path.abspath(tmp_path))
+        build_db(entry, reader, fd, tmp_path, lambda: tempfile.TemporaryFile(dir=workdir, prefix=".journal-overlay-"),
+                 strict=strict)
     finally:
         os.close(fd)
-    problem = quick_check(tmp_path)
+
+
+def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[], BinaryIO], *,
+             strict: bool = False, meta: bool = False, shown_as: str | None = None) -> None:
+    """Write the snapshot into the new, empty file open as ``fd`` (read-write) from
+    verified records, with ``meta`` give it the entry's mode and mtime (through ``fd``),
+    make it durable and ``quick_check`` it through ``check_path`` (SQLite opens it by
+    name, read-only: nothing changes its bytes or mtime). ``overlay`` makes the
+    anonymous file that holds the delta's pages meanwhile; an ``OSError`` (a full disk)
+    names the file as ``shown_as`` (default ``check_path``).
+
+    Raises CorruptObject/ObjectNotFound when a map or a record it needs is bad or
+    missing, or the result fails quick_check; ``strict`` (an audit): when any record of
+    its full map is."""
+    snap = load_snapshot(entry.refs, reader.read_blob)
+    with naming(shown_as or check_path):
+        try:
+            _write_full(fd, snap, reader, snap.base.items())
+        except (CorruptObject, ObjectNotFound):
+            if strict:
+                raise
+            # A damaged full-map record may hold only pages this snapshot no longer
+            # uses (a changed page whose base could not be read was stored whole):
+            # write just the pages it needs, which fails only if one of those is bad.
+            needed = _needed_base_pages(snap, reader)
+            _write_full(fd, snap, reader, [(p, snap.base[p]) for p in sorted(needed)])
+        _apply_delta(fd, snap, reader, overlay)
+        os.ftruncate(fd, len(snap.pages) * snap.page_size)
+        if meta:
+            os.fchmod(fd, entry.mode & 0o7777)
+            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+        os.fsync(fd)
+    problem = quick_check(check_path)
     if problem:
         raise CorruptObject(f"snapshot of {entry.path}", f"rebuilt database fails quick_check: {problem}")
 
@@ -126,7 +146,7 @@ def _needed_base_pages(snap: Snapshot, reader) -> set[int]:
     return needed
 
 
-def _apply_delta(fd: int, snap: Snapshot, reader, workdir: str) -> None:
+def _apply_delta(fd: int, snap: Snapshot, reader, overlay_file: Callable[[], BinaryIO]) -> None:
     size = snap.page_size
     changed = _changed(snap)
     if not changed:
@@ -140,7 +160,7 @@ def _apply_delta(fd: int, snap: Snapshot, reader, workdir: str) -> None:
         return page
 
     placed: list[int] = []
-    with tempfile.TemporaryFile(dir=workdir, prefix=".journal-overlay-") as overlay:
+    with overlay_file() as overlay:
         for rec, data in zip(recs, fetch_in_order(recs, RawReader(reader))):
             key = blob_location(rec)
             slot_uses = uses[(rec.pack, rec.offset)]
@@ -163,4 +183,4 @@ def _apply_delta(fd: int, snap: Snapshot, reader, workdir: str) -> None:
             os.pwrite(fd, os.pread(ofd, size, i * size), pgno * size)
 
 
-__all__ = ["rebuild_db", "PageLoc"]
+__all__ = ["build_db", "rebuild_db", "PageLoc"]

@@ -20,7 +20,7 @@ import uuid
 from urllib.parse import quote
 
 from .errors import SnapshotFailed, os_error_hint
-from .localfs import clear_dir, observe
+from .localfs import clear_dir, observe, open_regular
 from .signatures import live_signature  # noqa: F401  (re-exported for older imports)
 
 BUSY_TIMEOUT = 2.0
@@ -96,11 +96,12 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
     or in use (a writer changed it under every copy, so it is live state, never to be
     replaced), else SQLite's complaint.
 
-    A private copy of the db with its -wal and -journal is checked read-write, so
-    SQLite recovers the WAL or rolls back a hot journal *in the copy* (opening the live
-    files, even read-only, would rewrite their -shm). Copies of several files are only
-    consistent when no writer commits while they are taken: the files' inode, size and
-    mtime are compared before and after, and a copy they changed under is taken again.
+    A private copy (in ``tmp_dir``, outside the tree) of the db with its -wal and
+    -journal is checked read-write, so SQLite recovers the WAL or rolls back a hot
+    journal *in the copy* (opening the live files, even read-only, would rewrite their
+    -shm). Copies of several files are only consistent when no writer commits while
+    they are taken: the files' inode, size and mtime are compared before and after, and
+    a copy they changed under is taken again.
     """
     os.makedirs(tmp_dir, exist_ok=True)
     copy = os.path.join(tmp_dir, f"check-{uuid.uuid4().hex}.db")
@@ -113,17 +114,31 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
                 return "the database file is gone"
             if before[""][1] == 0:
                 return "the database file is empty (0 bytes)"
-            shutil.copyfile(path, copy)
+            _copy_private(path, copy)
             for suffix in ("-wal", "-journal"):
                 if before[suffix] is not None:
-                    shutil.copyfile(path + suffix, copy + suffix)
+                    _copy_private(path + suffix, copy + suffix)
             if _files_now(path) == before:
                 return _check(copy, "quick_check", mode="rw")
         except FileNotFoundError:
             pass  # a companion went away while it was copied: a writer is at work
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise  # else a file was swapped for a symlink: never read through it
         finally:
             remove_staging(copy)
     return None
+
+
+def _copy_private(src: str, dst: str) -> None:
+    """Copy the regular file ``src`` (never through a symlink: ``ELOOP``) to the new
+    file ``dst`` (refused if anything is there)."""
+    fin = open_regular(src)
+    if fin is None:
+        raise FileNotFoundError(errno.ENOENT, "no longer a regular file", src)
+    with fin, open(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600),
+                   "wb") as out:
+        shutil.copyfileobj(fin, out, 1 << 20)
 
 
 def _files_now(path: str) -> dict[str, tuple[int, int, int] | None]:

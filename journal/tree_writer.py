@@ -22,7 +22,8 @@ from collections import deque
 from collections.abc import Callable
 
 from .batch import PublishBatch, Staged
-from .materialize import ensure_parents, finish_dirs, restore_tmp_dir, stage_entry
+from .materialize import ensure_parents, finish_dirs, stage_entry
+from .tree_tmp import TreeTmp
 from .fetch import RawReader, fetch_in_order
 from .model import KIND_DIR, KIND_SQLITE, KIND_SYMLINK, Entry
 
@@ -78,9 +79,11 @@ def _join_started(thread, deadline: float) -> None:
 class TreeWriter:
     """One tree's writes: its directories, its temp directory and its publish batch."""
 
-    def __init__(self, root: str, reader):
+    def __init__(self, root: str, reader, state_dir: str):
         self.root = root
         self.reader = reader
+        self.state_dir = state_dir
+        self.tmp: TreeTmp | None = None
         self.batch = PublishBatch()
         self._known: set[str] = {root}
         self.expect: dict[str, tuple | None] = {}   # live path -> what it was when the write was decided
@@ -99,18 +102,29 @@ class TreeWriter:
         for path in missing:
             self.batch.mark_dir(os.path.dirname(path))
 
-    def tmp_dir(self) -> str:
-        """The tree's ``.journal-tmp``, made on first use (UnsafePath unless a real directory)."""
-        if self.batch.tmp_dir is None:
-            self.batch.tmp_dir = restore_tmp_dir(self.root)
-        return self.batch.tmp_dir
+    def tmp_dir(self) -> TreeTmp:
+        """The tree's temp directory (``tree_tmp.py``), made on first use."""
+        if self.tmp is None:
+            tmp = self.tmp = TreeTmp(self.root, self.state_dir)  # kept first: ``close`` undoes a half-made one
+            try:
+                tmp.open()
+            except BaseException:
+                self.tmp = None
+                tmp.close()
+                raise
+        return self.tmp
+
+    def close(self) -> str | None:
+        """Remove the temp directory; a warning when it holds what journal did not make."""
+        tmp, self.tmp = self.tmp, None
+        return tmp.close() if tmp is not None else None
 
     def prepare(self, entry: Entry):
         """Make ``entry``'s parents, and ``entry`` itself when it is a directory.
 
         Returns True when the entry still has to be staged, else its outcome: None (a
-        directory, made now) or the error that refused it (UnsafePath: a parent or the
-        temp directory is not a real directory).
+        directory, made now) or the error that refused it (UnsafePath: a parent is not a
+        real directory).
         """
         created: list[str] = []
         try:
@@ -151,7 +165,7 @@ class TreeWriter:
         self.batch.discard()
 
 
-def stage_group(root: str, tmp_dir: str, entries: list[Entry], reader) -> list[Staged | Exception]:
+def stage_group(root: str, tmp: TreeTmp, entries: list[Entry], reader) -> list[Staged | Exception]:
     """Stage several entries of one tree in turn (one pool job); each outcome on its own.
 
     The blobs of a group of small files usually sit back to back in one pack (a
@@ -166,7 +180,7 @@ def stage_group(root: str, tmp_dir: str, entries: list[Entry], reader) -> list[S
             mine = None
             if blobs is not None and entry.kind not in _OWN_READ:
                 mine = [blobs.popleft() for _ in entry.refs]
-            out.append(stage_entry(root, tmp_dir, entry, reader, mine))
+            out.append(stage_entry(root, tmp, entry, reader, mine))
         except Exception as err:  # noqa: BLE001  (settled by the caller, one entry at a time)
             out.append(err)
     return out

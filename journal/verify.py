@@ -26,7 +26,7 @@ import msgspec
 
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .index import iter_pages
-from .materialize import check_paths
+from .materialize import refused_paths
 from .model import KIND_JSONL, KIND_SQLITE, BlobRef, Entry
 from .objects import KIND_PAGEMAP, decode_record
 from .pack import pack_key
@@ -105,10 +105,9 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
             entries = _tree_entries(repo, seq, name, tree.root, packs, page_ok, result)
             if entries is None:
                 continue
-            try:
-                check_paths(entries)
-            except UnsafePath as err:
-                result.findings.append(Finding(kind=UNSAFE_PATH, manifest=seq, key=name, detail=str(err)))
+            for path, why in refused_paths(entries).items():
+                result.findings.append(Finding(kind=UNSAFE_PATH, manifest=seq, key=f"{name}/{path}",
+                                               detail=str(UnsafePath(path, why))))
             for e in entries:
                 if e.kind == KIND_SQLITE:
                     snapshots.setdefault(e.refs, (seq, name, e))

@@ -11,9 +11,7 @@ from typing import NamedTuple
 
 from .presets import SQLITE_COMPANIONS
 from .quiet import DIR as DIR_ROW, OTHER as OTHER_ROW
-
-#: Restore's temp directory inside a tree; never part of the tree.
-RESTORE_TMP = ".journal-tmp"
+from .treepath import PATH_MAX, name_problem, room, shown
 
 
 class Item(NamedTuple):
@@ -52,7 +50,9 @@ class Matcher:
     are compiled once into regexes (the walk tests every path).
     """
 
-    def __init__(self, exclude: tuple[str, ...] = (), jsonl: tuple[str, ...] = (), sqlite: tuple[str, ...] = ()):
+    def __init__(self, exclude: tuple[str, ...] = (), jsonl: tuple[str, ...] = (), sqlite: tuple[str, ...] = (),
+                 own: frozenset[str] = frozenset()):
+        self.own = own  # journal's temp directories in use in this tree, by relative path (``tree_tmp.py``)
         self.dirs = _compile([p.rstrip("/") for p in exclude if p.endswith("/")])
         self.files = _compile([p for p in exclude if not p.endswith("/")])
         self.jsonl = _compile(jsonl)
@@ -65,7 +65,7 @@ class Matcher:
 
     def excluded(self, path: str, name: str, is_dir: bool) -> bool:
         if is_dir:
-            return name == RESTORE_TMP or _matches(self.dirs, path, name) or _matches(self.files, path, name)
+            return path in self.own or _matches(self.dirs, path, name) or _matches(self.files, path, name)
         memo = self._by_name
         if memo is not None:
             hit = memo.get(name)
@@ -91,16 +91,17 @@ class Matcher:
         return False
 
 
-def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
+def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None = None,
               listing: list | None = None, same: dict[str, tuple] | None = None) -> Iterator[Item]:
     """Yield the tree's directories, files and symlinks (in directory order; callers sort).
 
     Symlinks are never followed. Sockets, FIFOs and devices are skipped. A path that
     vanishes during the walk is skipped silently. A directory that cannot be listed, or
     a name that cannot be ``lstat``ed (and that the tree does not exclude), is yielded
-    as an ``UNREADABLE`` item carrying the ``OSError``. Names that are not valid UTF-8 are
-    skipped and appended to ``skipped`` (full paths, printable: each byte that is not
-    UTF-8 shown as a backslash escape). With ``listing``, each visited directory
+    as an ``UNREADABLE`` item carrying the ``OSError``. A path the path rule refuses
+    (``treepath.py``: a name that is not valid UTF-8, a live path too long for the
+    kernel) is skipped, with what is below it, and appended to ``skipped`` as
+    (printable full path, why). With ``listing``, each visited directory
     appends ``(rel_dir, [(name, lstat or None, yielded), ...])`` for every name in it,
     in ``readdir`` order (``quiet.py`` compares the listing at the next checkpoint).
 
@@ -110,6 +111,7 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
     the snapshot's signature, and ``listing`` gets ``(rel_dir, row)``.
     """
     stack = [""]
+    root_bytes = len(os.fsencode(root))
     while stack:
         rel_dir = stack.pop()
         row = same.get(rel_dir) if same else None
@@ -133,22 +135,25 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[str] | None = None,
             continue
         seen = [] if listing is not None else None
         subdirs = []
+        # Readdir never yields "", "." or "..", a "/" or a NUL, nor a name over NAME_MAX:
+        # an ASCII name always passes the path rule but for the live path's length.
+        left = room(root_bytes + len(os.fsencode(rel_dir)) + 1 if rel_dir else root_bytes)
         for d in dirents:
-            rel = f"{rel_dir}/{d.name}" if rel_dir else d.name
+            name = d.name
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            problem = None if name.isascii() else name_problem(name)
+            if problem is None and (len(name) if name.isascii() else len(os.fsencode(name))) > left:
+                problem = f"its path is longer than {PATH_MAX - 1} bytes"
             try:
-                if not d.name.isascii():
-                    rel.encode("utf-8")
-                st = d.stat(follow_symlinks=False)
-            except UnicodeEncodeError:
-                if skipped is not None:  # printable: \xNN for each byte that is not UTF-8
-                    skipped.append(os.fsencode(os.path.join(root, rel)).decode("utf-8", "backslashreplace"))
-                st = None
+                st = None if problem else d.stat(follow_symlinks=False)
             except FileNotFoundError:
                 st = None
             except OSError as err:  # it exists, but cannot be looked at this time
                 st = None
                 if not _excluded_entry(d, rel, matcher):
                     yield Item(rel, UNREADABLE, None, error=err)
+            if problem is not None and skipped is not None:
+                skipped.append((shown(os.path.join(root, rel)), problem))
             item = None if st is None else _classify(rel, d.name, st, matcher)
             if seen is not None:
                 seen.append((d.name, st, item is not None))

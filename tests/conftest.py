@@ -120,7 +120,7 @@ class Live:
         snap = {}
         for path in sorted(root.rglob("*")):
             rel = str(path.relative_to(root))
-            if rel.split("/")[0] in (".journal", ".journal-tmp"):
+            if rel.split("/")[0] == ".journal":
                 continue
             st = path.lstat()
             if path.is_symlink():

@@ -763,3 +763,52 @@ def test_a_pack_upload_failing_while_files_are_read_fails_the_checkpoint(live, m
         checkpoint(live.cfg, FaultyStore(live.store, fail_when=first_pack), Collector())
 
     assert failed and live.repo().manifest_seqs() == []
+
+
+# --- what checkpoint cannot store: refused loudly, path by path, never the whole run ----------
+
+
+def _deeper_than_path_max(root: Path) -> str:
+    """Make directories below ``root`` until a file's path passes PATH_MAX (through
+    directory descriptors, as any program can); returns the first one too long, relative."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    rel, length = [], len(os.fsencode(root))
+    try:
+        while length < 4200:
+            os.mkdir("d" * 200, dir_fd=fd)
+            inner = os.open("d" * 200, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            rel.append("d" * 200)
+            length += 201
+        out = os.open("deep.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, b"too deep to name\n")
+        os.close(out)
+    finally:
+        os.close(fd)
+    return "/".join(rel)
+
+
+def test_names_checkpoint_cannot_store_are_refused_one_by_one_with_a_warning_every_time(bare_live):
+    """A name that is not UTF-8, a symlink whose target is not UTF-8 and a path longer
+    than PATH_MAX are each left out with a warning naming them, on every checkpoint;
+    everything else is checkpointed (these used to crash the whole checkpoint)."""
+    fx = bare_live.local / "fx-home"
+    fx.mkdir()
+    (fx / "fine.txt").write_text("fine\n")
+    with open(os.fsencode(fx) + b"/bad-\xff.txt", "wb") as fh:
+        fh.write(b"not utf-8\n")
+    os.symlink(b"target-\xfe", os.fsencode(fx) + b"/link")
+    _deeper_than_path_max(fx)
+
+    for attempt in range(2):
+        proc = bare_live.run("checkpoint")
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning: checkpoint: skipping")]
+        assert any("bad-\\xff.txt" in w and "not valid UTF-8" in w for w in warnings), proc.stderr
+        assert any(f"{fx}/link" in w and "symlink target is not valid UTF-8" in w for w in warnings), proc.stderr
+        assert any("longer than 4095 bytes" in w for w in warnings), proc.stderr
+        assert len(warnings) == 3, warnings
+    entries = bare_live.entries("fx")
+    assert entries["fine.txt"].size == 5 and "link" not in entries
+    assert not any("deep.txt" in p or "\udcff" in p for p in entries)

@@ -27,6 +27,8 @@ import pytest
 
 from conftest import run_journal
 
+from journal.tree_tmp import PREFIX as TMP_PREFIX
+
 CLAUDE_JSONL = "agent-state/claude/projects/p/session.jsonl"
 CODEX_JSONL = "codex-home/sessions/2026/02/23/rollout-a.jsonl"
 CODEX_CONFIG = "codex-home/config.toml"
@@ -671,7 +673,7 @@ def test_damaged_manifest_and_truncated_pack_verify_restore_and_gc_dry_run(box, 
     for rel, content in snapshot_files(fresh.local).items():  # all from checkpoint 1 now
         assert ".journal-tmp" not in rel and not rel.endswith(".part"), rel
         assert content == box.first[rel], f"{rel} is not the checkpointed content"
-    assert not list(fresh.local.rglob(".journal-tmp"))
+    assert not list(fresh.local.rglob(TMP_PREFIX + "*"))
     assert "restore" in one_line_error(fresh.run("checkpoint"))  # a partial view is never published
 
     before = store_bytes(box.store)
@@ -701,7 +703,7 @@ def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_pat
         proc = subprocess.Popen([sys.executable, "-m", "journal", "restore"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
-        while not (tree / ".journal-tmp").exists() and proc.poll() is None and time.monotonic() < deadline:
+        while not any(tree.glob(TMP_PREFIX + "*")) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
@@ -711,7 +713,7 @@ def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_pat
         for rel, content in on_disk.items():
             assert not rel.endswith(".part") and ".journal-tmp" not in rel, rel
             assert hashlib.sha256(content).digest() == hashlib.sha256(originals[rel]).digest(), rel
-        assert not (tree / ".journal-tmp").exists()
+        assert not any(tree.glob(TMP_PREFIX + "*"))
         if proc.returncode != 0:
             assert "restore complete" not in out + err
         if proc.returncode != 0 and len(on_disk) < len(originals):

@@ -15,6 +15,7 @@ count, and changes nothing else.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -35,6 +36,10 @@ from journal.localstate import load_state
 from journal.pack import pack_key
 from journal.repository import Repository
 from journal.store.local import TMP_DIR, LocalStore
+from journal.tree_tmp import PREFIX as TMP_PREFIX
+
+#: journal's temp directory in a tree, as a killed restore leaves it.
+LEFT_TMP = TMP_PREFIX + "*"
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real" / "codex-home" / "sessions" / "2026" / "02" / "23"
 SESSIONS = "sessions/2026/02/23"
@@ -96,13 +101,14 @@ class Box:
         return Repository.open(LocalStore(str(self.store_dir)))
 
 
-def describe(root: Path, skip: tuple[str, ...] = (".journal-tmp",), db=None) -> dict[str, tuple]:
+def describe(root: Path, skip: tuple[str, ...] = (), db=None) -> dict[str, tuple]:
     """path -> (kind, mode, mtime_ns, sha256 | target): what a restore must reproduce.
-    Directories named in ``skip`` are left out; with ``db``, a ``*.db`` file is
-    described by ``("db", mode, db(path))`` instead (its rows, not its bytes)."""
+    Directories whose names match a pattern of ``skip`` (``fnmatch``) are left out; with
+    ``db``, a ``*.db`` file is described by ``("db", mode, db(path))`` instead (its rows,
+    not its bytes)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in skip]
+        dirnames[:] = [d for d in dirnames if not any(fnmatch.fnmatchcase(d, pat) for pat in skip)]
         for name in dirnames + filenames:
             full = os.path.join(dirpath, name)
             st = os.lstat(full)
@@ -501,7 +507,7 @@ def test_restore_sigkilled_mid_file_leaves_no_partial_file_at_a_live_path(tmp_pa
     proc = box.start("restore", prefix=[sys.executable, str(script)], extra_env={"JOURNAL_TEST_KILL": "replace:2"})
     assert proc.wait(timeout=60) == -signal.SIGKILL, "the restore finished before the kill"
 
-    partial = describe(box.codex)
+    partial = describe(box.codex, skip=(LEFT_TMP,))  # the killed restore's temp directory
     files = [p for p, item in partial.items() if item[0] != "dir"]
     assert files and len(files) < len([p for p, item in expected.items() if item[0] != "dir"])
     for path, item in partial.items():  # directory modes are applied last, so compare kinds
@@ -511,7 +517,7 @@ def test_restore_sigkilled_mid_file_leaves_no_partial_file_at_a_live_path(tmp_pa
     assert "run `journal restore` first" in refused.stderr, "no new lineage over a half-restored tree"
 
     box.run("restore")
-    assert describe(box.codex) == expected
+    assert describe(box.codex) == expected, "the killed restore's temp directory is gone too"
     assert load_state(str(box.state_dir), box.repo().store_id).restore_complete
     assert "idle" in box.run("checkpoint").stdout
     assert box.good_seqs() == [2, 1]
@@ -644,7 +650,7 @@ def test_damaged_blob_without_an_older_copy_is_lost_and_never_reaches_the_live_t
     assert "restore INCOMPLETE" in proc.stderr
     assert (codex / "bulk" / "big.bin").read_bytes() == stale
     assert not (codex / "notes" / "new.txt").exists()
-    assert not (codex / ".journal-tmp").exists()
+    assert not list(codex.glob(LEFT_TMP))
     got = describe(codex)
     for path, item in damaged_base["second"].items():
         if path not in ("bulk/big.bin", "notes/new.txt"):

@@ -177,3 +177,28 @@ def test_a_legacy_file_swapped_after_the_plan_fails_its_step_and_no_checkpoint_i
     proc = site.migrate()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (site.local / "agent-state" / "claude" / "zzz.txt").read_text() == "legacy notes\n"
+
+
+def test_a_live_tree_whose_journal_tmp_is_a_symlink_gets_nothing_written_through_it(site):
+    """Migrate copied files into a live tree through ``<tree>/.journal-tmp`` by name, so a
+    symlink there sent its temp files (and links) outside the tree. Its temp directory
+    is now new and its own: the user's ``.journal-tmp`` is an ordinary entry."""
+    claude = site.legacy / "claude"
+    (claude / "projects" / "p").mkdir(parents=True)
+    (claude / "projects" / "p" / "s.jsonl").write_text('{"a": 1}\n')
+    os.symlink("projects/p/s.jsonl", claude / "latest")
+    live = site.local / "agent-state" / "claude"
+    live.mkdir(parents=True)
+    outside = site.base / "outside"
+    outside.mkdir()
+    os.symlink(outside, live / ".journal-tmp")
+    before = (sorted(os.listdir(outside)), outside.stat().st_mtime_ns)
+
+    proc = site.migrate()
+
+    assert (sorted(os.listdir(outside)), outside.stat().st_mtime_ns) == before
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (live / "projects" / "p" / "s.jsonl").read_text() == '{"a": 1}\n'
+    assert os.readlink(live / "latest") == "projects/p/s.jsonl"
+    assert os.readlink(live / ".journal-tmp") == str(outside)
+    assert not [p for p in live.iterdir() if p.name.startswith(".journal-tmp-")]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import Live
 from journal.errors import HistoryWithoutState
 from journal.index import build_index
 from journal.localstate import load_state
@@ -556,29 +557,33 @@ def publish_crafted_manifest(live, files: list[tuple[str, bytes]], links: list[t
 
 
 @pytest.mark.parametrize("shape", ["dotdot", "absolute", "through-symlink"])
-def test_manifest_path_escaping_the_tree_is_refused(source, tmp_path, shape):
+def test_manifest_path_escaping_the_tree_is_refused_alone(source, tmp_path, shape):
     outside = tmp_path / "outside"
     outside.mkdir()
     files, links = [("config.toml", b"harmless\n")], []
     if shape == "dotdot":
-        files.append(("../../escaped.txt", b"pwned\n"))
+        bad = "../../escaped.txt"
     elif shape == "absolute":
-        files.append((str(outside / "escaped.txt"), b"pwned\n"))
+        bad = str(outside / "escaped.txt")
     else:
         links.append(("link", str(outside)))
-        files.append(("link/escaped.txt", b"pwned\n"))
+        bad = "link/escaped.txt"
+    files.append((bad, b"pwned\n"))
     publish_crafted_manifest(source, files, links)
-    before = {p for p in tmp_path.rglob("*") if ".journal" not in p.parts}
+    before = {p for p in tmp_path.rglob("*") if ".journal" not in p.parts and "codex-home" not in p.parts}
 
     result = source.restore()
 
     codex = tree_result(result, "codex")
-    assert codex.error is not None and "refusing manifest path" in codex.error
+    assert codex.error is None
+    assert codex.lost == [bad] and list(codex.refused) == [bad]
+    assert codex.actions["refused"] == 1
     assert not result.complete
     assert not list(tmp_path.rglob("escaped.txt"))
-    after = {p for p in tmp_path.rglob("*") if ".journal" not in p.parts}
+    after = {p for p in tmp_path.rglob("*") if ".journal" not in p.parts and "codex-home" not in p.parts}
     assert after == before
-    assert (source.local / "codex-home" / "config.toml").read_text() == 'model = "gpt-5.3-codex"\n'
+    # The refused entry is refused alone: the rest of its tree is restored.
+    assert (source.local / "codex-home" / "config.toml").read_text() == "harmless\n"
     assert tree_result(result, "claude").error is None
 
 
@@ -588,7 +593,8 @@ def test_manifest_path_escaping_the_tree_fails_the_cli_restore(source, tmp_path)
     proc = source.run("restore")
 
     assert proc.returncode == 1
-    assert "refusing manifest path '../escaped.txt'" in proc.stdout
+    assert "codex: LOST ../escaped.txt: refused: it has an empty, '.' or '..' component" in proc.stdout
+    assert "restore INCOMPLETE" in proc.stderr
     assert not list(tmp_path.rglob("escaped.txt"))
 
 
@@ -602,7 +608,66 @@ def test_restore_never_writes_through_a_local_symlinked_directory(source, tmp_pa
     result = source.restore()
 
     assert list(outside.iterdir()) == []
-    assert not result.complete and tree_result(result, "codex").error is not None
+    codex = tree_result(result, "codex")
+    assert not result.complete and codex.error is None
+    assert codex.lost and all(p.startswith("sessions/2026/02/23/") for p in codex.lost)
+    assert all("is a symlink" in codex.refused[p] for p in codex.lost)
+
+
+def test_a_name_the_kernel_cannot_hold_is_refused_alone_and_a_backslash_is_not(source):
+    long_name = "x" * 300  # over NAME_MAX: no filesystem here can hold it
+    publish_crafted_manifest(source, [("ok\\name.txt", b"kept\n"), (long_name, b"never\n")], [])
+
+    result = source.restore()
+
+    codex = tree_result(result, "codex")
+    assert codex.error is None and codex.lost == [long_name]
+    assert "longer than 255 bytes" in codex.refused[long_name]
+    assert (source.local / "codex-home" / "ok\\name.txt").read_bytes() == b"kept\n"
+    assert not result.complete
+
+
+# --- names: what checkpoint accepts, restore restores, byte for byte --------------------------
+
+#: Names Linux allows that are not traversals, each in a directory of its own.
+ODD_NAMES = ["projects/notes\\draft.txt", "nl/new\nline.txt", "sp/ lead and trail ", "dash/-rf", "dash/--help",
+             "long/" + "é" * 127 + "x", "ctl/tab\there\x1b[0m", "deep/.journal-tmp/kept.txt",
+             ".journal-tmp-0123456789abcdef/looks-like-journal's.part"]
+
+
+def test_odd_names_and_journal_tmp_entries_round_trip_byte_identical(make_live):
+    """A backslash (zips made on Windows), a newline, spaces, a leading '-', a 255-byte
+    name, control characters, and entries named ``.journal-tmp`` (a file, a symlink and
+    a directory at the top of a tree, a directory below) are checkpointed and restored
+    byte for byte; supervise then starts its command."""
+    a = make_live("a", fixtures=False)
+    fx, hermes, claude = a.local / "fx-home", a.local / "hermes", a.local / "agent-state" / "claude"
+    for i, name in enumerate(ODD_NAMES):
+        (fx / name).parent.mkdir(parents=True, exist_ok=True)
+        (fx / name).write_bytes(b"file %d\n" % i)
+    (fx / ".journal-tmp").write_text("a user file named like journal's old temp dir\n")
+    hermes.mkdir()
+    os.symlink("somewhere\\else", hermes / ".journal-tmp")
+    (claude / ".journal-tmp" / "sub").mkdir(parents=True)
+    (claude / ".journal-tmp" / "sub" / "notes.md").write_text("kept\n")
+    trees = {"fx-home": fx, "hermes": hermes, "agent-state/claude": claude}
+
+    checkpointed = a.run("checkpoint")
+    assert checkpointed.returncode == 0 and "warning" not in checkpointed.stderr, checkpointed.stderr
+
+    b = make_live("b", fixtures=False)
+    proc = b.run("restore")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "restore complete" in proc.stdout
+    for rel, root in trees.items():
+        assert Live.snapshot(b.local / rel) == Live.snapshot(root), rel
+
+    c = make_live("c", fixtures=False)
+    started = c.home / "started"
+    sup = c.run("supervise", "--", sys.executable, "-c", f"open({str(started)!r}, 'w').close()")
+    assert sup.returncode == 0, sup.stdout + sup.stderr
+    assert started.exists(), "supervise started its command after a complete restore"
+    assert Live.snapshot(c.local / "fx-home") == Live.snapshot(fx)
 
 
 # --- what the next checkpoint makes of a restore ----------------------------------------------

@@ -6,6 +6,7 @@ only its timing could not be had otherwise."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -179,3 +180,127 @@ def test_a_path_created_or_appended_while_the_restore_runs_is_kept(live, make_li
     assert (b.local / replaced).read_bytes() == b"old\n" + agent_line
     assert sum("while the restore ran" in w for w in b.warnings) == 2, b.warnings
     assert not list((b.local / "codex-home").rglob("*.part"))
+
+
+# --- a process that can write the tree plants symlinks where restore writes ---------------------
+
+
+def _untouched(root: Path) -> dict[str, tuple]:
+    """Everything under ``root`` (not followed), with what a write through a link would
+    change: bytes, mode, mtime, a link's target, and each directory's listing and mtime."""
+    out = {}
+    for path in [root, *sorted(root.rglob("*"))]:
+        st = path.lstat()
+        if path.is_symlink():
+            out[str(path)] = ("link", os.readlink(path))
+        elif path.is_dir():
+            out[str(path)] = ("dir", st.st_mode, st.st_mtime_ns, sorted(os.listdir(path)))
+        else:
+            out[str(path)] = ("file", path.read_bytes(), st.st_mode, st.st_mtime_ns)
+    return out
+
+
+def _source_with_db_and_link(make_live):
+    """A checkpoint of a Hermes database and an fx tree with a file and a symlink."""
+    a = make_live("a", fixtures=False)
+    _make_db(a.local / "hermes" / "state.db", 500)
+    fx = a.local / "fx-home"
+    fx.mkdir()
+    (fx / "notes.txt").write_text("notes\n")
+    os.symlink("notes.txt", fx / "latest")
+    assert a.checkpoint().seq == 1
+    return a
+
+
+@pytest.mark.parametrize("plant", ["links-at-the-old-temp-names", "temp-dir-is-a-link"])
+def test_restore_never_writes_through_symlinks_planted_where_it_stages(make_live, tmp_path, plant):
+    """Restore used to stage a database at ``.journal-tmp/db-<pid>-<hash of its path>``
+    (pid 1 under supervise: predictable), opened O_CREAT|O_TRUNC, chmod and utime by name,
+    then renamed over the live path. Symlinks planted at every such name (this process's
+    pid and pid 1), or a ``.journal-tmp`` that is itself a link, change nothing outside
+    the tree, and the restore completes."""
+    _source_with_db_and_link(make_live)
+    b = make_live("b", fixtures=False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    planted = []
+    for tree, entry in (("hermes", "state.db"), ("fx-home", "latest")):
+        root = b.local / tree
+        root.mkdir()
+        if plant == "temp-dir-is-a-link":
+            os.symlink(outside, root / ".journal-tmp")
+            continue
+        (root / ".journal-tmp").mkdir()
+        tag = hashlib.sha256(str(root / entry).encode()).hexdigest()[:16]
+        for pid in {os.getpid(), 1}:
+            for kind in ("db", "link"):
+                victim = outside / f"{tree}-{kind}-{pid}"
+                victim.write_bytes(b"precious, outside every tree\n")
+                victim.chmod(0o600)
+                os.symlink(victim, root / ".journal-tmp" / f"{kind}-{pid}-{tag}")
+                planted.append(root / ".journal-tmp" / f"{kind}-{pid}-{tag}")
+    before = _untouched(outside)
+
+    r = b.restore()  # in this process: its pid is one of those planted
+
+    assert _untouched(outside) == before
+    assert r.complete, [(t.name, t.error, t.lost) for t in r.trees]
+    db = b.local / "hermes" / "state.db"
+    assert not db.is_symlink() and _db_rows(db) == 500
+    assert os.readlink(b.local / "fx-home" / "latest") == "notes.txt"
+    assert all(p.is_symlink() for p in planted), "the tree's own entries are never removed"
+
+
+def test_restore_stages_through_its_temp_dir_even_when_it_is_swapped_for_a_link(make_live, tmp_path, monkeypatch):
+    """A process renames restore's temp directory away, once restore made it, and puts a
+    symlink to a directory outside the tree in its place: restore creates, renames and
+    removes its temp files through the directory it opened, so nothing lands outside."""
+    _source_with_db_and_link(make_live)
+    b = make_live("b", fixtures=False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    before = _untouched(outside)
+    real = tree_writer.stage_group
+
+    def swap_then_stage(root, *args):
+        for tmp in Path(root).glob(".journal-tmp*"):
+            if tmp.is_dir() and not tmp.is_symlink():
+                tmp.rename(Path(root) / f"moved-{tmp.name}")
+                os.symlink(outside, tmp)
+        return real(root, *args)
+
+    monkeypatch.setattr(tree_writer, "stage_group", swap_then_stage)
+    r = b.restore()
+
+    assert _untouched(outside) == before
+    assert r.complete, [(t.name, t.error, t.lost) for t in r.trees]
+    assert _db_rows(b.local / "hermes" / "state.db") == 500
+    assert (b.local / "fx-home" / "notes.txt").read_text() == "notes\n"
+    assert os.readlink(b.local / "fx-home" / "latest") == "notes.txt"
+    assert not list((b.local).rglob("*.part")), "every temp file is removed, through the directory it is in"
+
+
+def test_an_invalid_db_under_a_local_symlink_is_never_moved_out_of_where_it_points(make_live, tmp_path):
+    """The store has ``sub/state.db``; locally ``sub`` is a symlink to a directory outside
+    the tree holding an invalid ``state.db``. Restore refuses that entry (nothing read,
+    moved or written through the link) and restores the rest."""
+    a = make_live("a", fixtures=False)
+    _make_db(a.local / "hermes" / "sub" / "state.db", 50)
+    (a.local / "hermes" / "notes.txt").write_text("notes\n")
+    assert a.checkpoint().seq == 1
+    b = make_live("b", fixtures=False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "state.db").write_bytes(b"not a database, and not the tree's to move\n")
+    (b.local / "hermes").mkdir()
+    os.symlink(outside, b.local / "hermes" / "sub")
+    before = _untouched(outside)
+
+    r = b.restore()
+
+    assert _untouched(outside) == before
+    hermes = next(t for t in r.trees if t.name == "hermes")
+    assert hermes.error is None and hermes.lost == ["sub/state.db"]
+    assert "is a symlink" in hermes.refused["sub/state.db"]
+    assert (b.local / "hermes" / "notes.txt").read_text() == "notes\n"
+    assert not r.complete

@@ -1,8 +1,8 @@
 """Restore's fast write path, checked by counting and by real SIGKILLs, never by timing.
 
 docs/design.md §11-12: a restore stages every file in full (verified) in the tree's
-``.journal-tmp/``, makes a batch of them durable, and only then renames them into
-place; each changed directory is fsynced once; the restore-complete marker is written
+temp directory (``journal/tree_tmp.py``), makes a batch of them durable, and only then
+renames them into place; each changed directory is fsynced once; the restore-complete marker is written
 after all of that (``journal/batch.py``, ``journal/tree_writer.py``). Fetching keeps a
 bounded number of bytes in memory across every reader at once (``journal/fetch.py``).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from test_crash import describe as describe_tree
+from test_crash import LEFT_TMP, TMP_PREFIX, describe as describe_tree
 from tripwire import write_tripwire
 
 from journal import batch, fetch, tree_writer
@@ -82,9 +82,10 @@ def _db_rows(path: str) -> tuple:
         con.close()
 
 
-def describe(root: Path) -> dict[str, tuple]:
-    """path -> (kind, mode, mtime_ns, sha256 | target); databases by their rows."""
-    return describe_tree(root, skip=(".journal-tmp", ".journal"), db=_db_rows)
+def describe(root: Path, leftovers: bool = False) -> dict[str, tuple]:
+    """path -> (kind, mode, mtime_ns, sha256 | target); databases by their rows. The
+    state directory is left out, and with ``leftovers`` a killed restore's temp directories."""
+    return describe_tree(root, skip=(".journal", LEFT_TMP) if leftovers else (".journal",), db=_db_rows)
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +134,10 @@ class Recorder:
             self._add(("fsync", path, st.st_ino, stat.S_ISDIR(st.st_mode)))
 
         def replace(src, dst, **kw):
-            st = os.lstat(src)
-            real_replace(src, dst, **kw)
+            st = os.lstat(src, dir_fd=kw.get("src_dir_fd"))
+            if kw.get("src_dir_fd") is not None:  # a temp file, named in its directory
+                src = os.path.join(os.readlink(f"/proc/self/fd/{kw['src_dir_fd']}"), src)
+            real_replace(src, dst)
             self._add(("replace", os.fspath(src), os.fspath(dst), st.st_ino, stat.S_ISLNK(st.st_mode)))
 
         monkeypatch.setattr(os, "fsync", fsync)
@@ -159,7 +162,8 @@ def test_every_file_is_durable_before_its_rename_and_each_directory_is_synced_on
     assert result.complete
     assert describe(local) == source[1]
     events = rec.events
-    synced_inodes = [e[2] for e in events if e[0] == "fsync" and not e[3]]
+    # The trees' files (the state directory's own files come and go: their inodes are reused).
+    synced_inodes = [e[2] for e in events if e[0] == "fsync" and not e[3] and "/.journal/" not in e[1]]
     renames = [(i, e) for i, e in enumerate(events) if e[0] == "replace" and e[2].startswith(str(local) + "/")
                and "/.journal/" not in e[2]]
     state_saves = [i for i, e in enumerate(events) if e[0] == "replace" and e[2].endswith("state.msgpack")]
@@ -167,7 +171,7 @@ def test_every_file_is_durable_before_its_rename_and_each_directory_is_synced_on
     assert len(renames) == len(written), "every file, link and database reaches its live path by one rename"
     assert len(synced_inodes) == len(set(synced_inodes)), "no file is fsynced twice"
     for i, (_, src, dst, ino, is_link) in renames:
-        assert os.path.basename(os.path.dirname(src)) == ".journal-tmp", f"{dst} was not staged in .journal-tmp"
+        assert os.path.basename(os.path.dirname(src)).startswith(TMP_PREFIX), f"{dst} was not staged in a temp dir"
         before = events[:i]
         if is_link:  # a symlink's target lives in its inode: the temp dir is synced before the rename
             assert any(e[0] == "fsync" and e[3] and e[1] == os.path.dirname(src) for e in before), dst
@@ -222,15 +226,15 @@ def test_restore_sigkilled_at_any_sync_or_rename_exposes_only_whole_durable_file
         proc = run_restore(env, script, f"{fn}:{n}")
         assert proc.returncode == -signal.SIGKILL, f"not killed at {fn} #{n}: {proc.stderr}"
 
-        partial = describe(local)
+        partial = describe(local, leftovers=True)
         for path, item in partial.items():
             if item[0] == "dir":  # directory modes are applied last: compare kinds only
                 assert expected[path][0] == "dir", path
             else:
                 assert item == expected[path], f"killed at {fn} #{n}: {path} is at its live path but not whole"
-        strays = [p for tree in ("fx-home", "hermes") for p in (local / tree).rglob("*") if ".journal-tmp" not in
-                  p.parts and (p.name.endswith(".part") or p.name.startswith(("db-", "link-")))]
-        assert strays == [], "temp files never leave the trees' .journal-tmp"
+        strays = [p for tree in ("fx-home", "hermes") for p in (local / tree).rglob("*.part")
+                  if not p.parent.name.startswith(TMP_PREFIX)]
+        assert strays == [], "temp files never leave the trees' temp directories"
         assert not marker(env), f"killed at {fn} #{n}: the marker says complete"
         refused = subprocess.run(journal_cmd(script) + ["checkpoint"], env={**env, "JOURNAL_TEST_KILL": "fsync:0"},
                                  capture_output=True, text=True, timeout=60)
@@ -437,7 +441,7 @@ def test_a_failed_sync_publishes_nothing_of_its_batch_and_leaves_no_temp_files(t
     for path, item in partial.items():
         if item[0] != "dir":
             assert item == source[1][path], f"{path} is at its live path but not whole"
-    assert not any(local.rglob(".journal-tmp")), "the temp directories are cleaned up"
+    assert not any(local.rglob(LEFT_TMP)), "the temp directories are cleaned up"
     assert marker(env) is None, "no state, so no marker"
     assert restore(load_config(env=env), open_store(env["JOURNAL_STORE"])).complete
     assert describe(local) == source[1]

@@ -34,6 +34,7 @@ from journal.report import Collector
 from journal.repository import Repository
 from journal.restore import restore
 from journal.store import open_store
+from journal.tree_tmp import PREFIX as TMP_PREFIX
 
 PAGE = 4096
 
@@ -329,7 +330,7 @@ def check_restored_db(path: Path) -> None:
     assert journal_mode(path) == "delete"
     assert header_modes(path) == (1, 1)
     assert companions(path) == []
-    assert not (path.parent / ".journal-tmp").exists()
+    assert not list(path.parent.glob(TMP_PREFIX + "*")), "restore's temp directory is removed"
 
 
 def garbage(n: int, seed: int) -> bytes:
