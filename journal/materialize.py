@@ -139,8 +139,6 @@ def decide(root: str, entry: Entry, check_dir: str | None, parents: dict[str, st
         raise UnsafePath(entry.path, f"the local parent {link!r} is a symlink (symlinks are never followed)")
     if kind == OTHER:
         return KEEP_CONFLICT  # a local file where the entry's parent directory belongs
-    if kind == MISSING:
-        return WRITE
     full = os.path.join(root, entry.path)
     try:
         st = os.lstat(full)

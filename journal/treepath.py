@@ -11,9 +11,10 @@ Two limits come from how paths are stored and used, not from the kernel's names:
 * paths are stored as JSON text, so a name (or a symlink target) that is not valid
   UTF-8 cannot be stored: checkpoint refuses it with a warning naming it, on every
   checkpoint, and never drops it silently;
-* a live path (the tree's root, ``/``, the path) must be shorter than ``PATH_MAX``:
-  checkpoint refuses a longer one with a warning naming it (nothing below it is read).
-  Restore, whose destination may be deeper, finds such a path when it looks at it
+* a live path (the tree's root, ``/``, the path) must be shorter than ``PATH_MAX``,
+  since every call names it in full. Checkpoint cannot read a longer one: it says so,
+  naming it, and keeps its last checkpoint (``walk.py``'s unreadable paths). Restore,
+  whose destination may be deeper, finds such a path when it looks at it
   (``materialize.decide``): lost when nothing is there (``cannot-create``), else kept.
 
 Restore refuses one entry at a time: an entry the rule refuses is reported lost, and
@@ -62,12 +63,6 @@ def path_problem(path: str) -> str | None:
         if problem is not None:
             return problem
     return None
-
-
-def room(prefix_bytes: int) -> int:
-    """How many bytes a relative path may have after a directory of ``prefix_bytes``
-    bytes and a ``/``: the whole must be shorter than ``PATH_MAX``."""
-    return PATH_MAX - 2 - prefix_bytes
 
 
 def target_problem(target: str) -> str | None:

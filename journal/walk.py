@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from .presets import SQLITE_COMPANIONS
 from .quiet import DIR as DIR_ROW, OTHER as OTHER_ROW
-from .treepath import PATH_MAX, name_problem, room, shown
+from .treepath import name_problem, shown
 
 
 class Item(NamedTuple):
@@ -98,10 +98,10 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
     Symlinks are never followed. Sockets, FIFOs and devices are skipped. A path that
     vanishes during the walk is skipped silently. A directory that cannot be listed, or
     a name that cannot be ``lstat``ed (and that the tree does not exclude), is yielded
-    as an ``UNREADABLE`` item carrying the ``OSError``. A path the path rule refuses
-    (``treepath.py``: a name that is not valid UTF-8, a live path too long for the
-    kernel) is skipped, with what is below it, and appended to ``skipped`` as
-    (printable full path, why). With ``listing``, each visited directory
+    as an ``UNREADABLE`` item carrying the ``OSError`` (a path past ``PATH_MAX`` too). A
+    name the path rule refuses (``treepath.py``: one that is not valid UTF-8) is
+    skipped, with what is below it, and appended to ``skipped`` as (printable full
+    path, why). With ``listing``, each visited directory
     appends ``(rel_dir, [(name, lstat or None, yielded), ...])`` for every name in it,
     in ``readdir`` order (``quiet.py`` compares the listing at the next checkpoint).
 
@@ -111,7 +111,6 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
     the snapshot's signature, and ``listing`` gets ``(rel_dir, row)``.
     """
     stack = [""]
-    root_bytes = len(os.fsencode(root))
     while stack:
         rel_dir = stack.pop()
         row = same.get(rel_dir) if same else None
@@ -135,15 +134,12 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
             continue
         seen = [] if listing is not None else None
         subdirs = []
-        # Readdir never yields "", "." or "..", a "/" or a NUL, nor a name over NAME_MAX:
-        # an ASCII name always passes the path rule but for the live path's length.
-        left = room(root_bytes + len(os.fsencode(rel_dir)) + 1 if rel_dir else root_bytes)
         for d in dirents:
             name = d.name
             rel = f"{rel_dir}/{name}" if rel_dir else name
+            # Readdir never yields "", "." or "..", a "/" or a NUL, nor a name over
+            # NAME_MAX: an ASCII name always passes the path rule.
             problem = None if name.isascii() else name_problem(name)
-            if problem is None and (len(name) if name.isascii() else len(os.fsencode(name))) > left:
-                problem = f"its path is longer than {PATH_MAX - 1} bytes"
             try:
                 st = None if problem else d.stat(follow_symlinks=False)
             except FileNotFoundError:
