@@ -4,6 +4,9 @@
 under ``$AM_LOCAL``) into ``tmp_path/a/local`` and pairs them with a store at
 ``tmp_path/store``. ``make_live`` builds more of them; every one made in a test
 shares that test's store, as containers sharing one bucket do.
+
+``FakeClock`` stands in for the wall clock of code that takes one (the gc lease),
+so no test depends on how fast this machine is.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -189,6 +193,20 @@ def small_tmpfs(tmp_path):
     yield mount
     for point in reversed(mounted):
         subprocess.run(["umount", "-l", str(point)], check=True)
+
+
+class FakeClock:
+    """A wall clock in nanoseconds (as ``time.time_ns``) that moves only when the test
+    calls ``advance``; it starts at the real time."""
+
+    def __init__(self) -> None:
+        self.ns = time.time_ns()
+
+    def __call__(self) -> int:
+        return self.ns
+
+    def advance(self, seconds: float) -> None:
+        self.ns += int(seconds * 1e9)
 
 
 @pytest.fixture(name="run_journal")
