@@ -5,8 +5,9 @@ under ``$AM_LOCAL``) into ``tmp_path/a/local`` and pairs them with a store at
 ``tmp_path/store``. ``make_live`` builds more of them; every one made in a test
 shares that test's store, as containers sharing one bucket do.
 
-``FakeClock`` stands in for the wall clock of code that takes one (the gc lease),
-so no test depends on how fast this machine is.
+Tests wait on events, not on the clock: ``wait_for`` polls for a file, a status
+change or a log line, and ``FakeClock`` stands in for the wall clock of code that
+takes one (the gc lease), so no test depends on how fast this machine is.
 """
 
 from __future__ import annotations
@@ -193,6 +194,20 @@ def small_tmpfs(tmp_path):
     yield mount
     for point in reversed(mounted):
         subprocess.run(["umount", "-l", str(point)], check=True)
+
+
+def wait_for(pred, timeout: float, what: str, step: float = 0.01):
+    """Poll ``pred`` until it returns something true, and return that; fail the test
+    naming ``what`` after ``timeout`` seconds. The timeout only bounds a failing test:
+    make it generous (a busy machine stalls for seconds), never a measurement."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
 
 
 class FakeClock:
