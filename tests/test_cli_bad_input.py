@@ -49,6 +49,18 @@ def one_line_error(proc) -> str:
     return lines[0]
 
 
+def json_error(proc) -> dict:
+    """The error object of a failed ``--json`` command (asserts the shape the README
+    promises): stdout is one JSON object with ``error``, ``kind`` and ``exit``, ``exit``
+    is the exit status, and ``error`` is the one line on stderr."""
+    line = one_line_error(proc)
+    doc = json.loads(proc.stdout)   # raises unless stdout is exactly one JSON document
+    assert isinstance(doc, dict) and {"error", "kind", "exit"} <= set(doc), proc.stdout
+    assert doc["exit"] == proc.returncode != 0, (doc, proc.returncode)
+    assert line == f"journal: error: {doc['error']}", (line, doc)
+    return doc
+
+
 def jsonl(n: int, tag: str) -> bytes:
     return b"".join(json.dumps({"i": i, "tag": tag, "text": "lorem ipsum " * 5}).encode() + b"\n"
                     for i in range(n))
@@ -144,9 +156,8 @@ def test_json_output_is_valid_json_even_when_the_command_fails(tmp_path, args):
 
     proc = b.run(*args, "--json")
 
-    assert proc.returncode != 0
-    no_traceback(proc)
-    json.loads(proc.stdout)  # a script calling `journal ... --json` must always get JSON
+    doc = json_error(proc)  # a script calling `journal ... --json` must always get JSON
+    assert (doc["kind"], doc["exit"]) == ("NotAStore", 1) and str(b.store) in doc["error"], doc
 
 
 def test_json_output_is_valid_json_on_a_config_error(tmp_path):
@@ -156,8 +167,34 @@ def test_json_output_is_valid_json_on_a_config_error(tmp_path):
 
     proc = b.run("trees", "--json", "--config", str(config))
 
-    assert proc.returncode == 2
-    json.loads(proc.stdout)
+    doc = json_error(proc)
+    assert (doc["kind"], doc["exit"]) == ("ConfigError", 2) and str(config) in doc["error"], doc
+
+
+@pytest.mark.parametrize("args, names", [
+    (("log", "--json", "-n", "abc"), "'abc'"),
+    (("checkpoint", "--json", "--jsno"), "--jsno"),
+    (("restore", "--json", "--at"), "--at"),
+    (("verify", "extra", "--json"), "extra"),
+    (("gc", "--json", "--keep-last", "-1"), "--keep-last"),
+], ids=["bad-value", "unknown-flag", "missing-value", "extra-argument", "out-of-range"])
+def test_a_usage_error_with_json_still_prints_the_json_error_object(tmp_path, args, names):
+    """click refuses these before the command runs; a script asked for JSON all the same."""
+    b = Box(tmp_path)
+
+    proc = b.run(*args)
+
+    doc = json_error(proc)
+    assert (doc["kind"], doc["exit"]) == ("UsageError", 2) and names in doc["error"], doc
+
+
+def test_json_after_the_double_dash_belongs_to_cmd(tmp_path):
+    b = Box(tmp_path)
+
+    proc = b.run("supervise", "--interval", "abc", "--", "true", "--json")
+
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "--interval" in one_line_error(proc)
 
 
 def test_checkpoint_json_reports_the_committed_seq_when_one_database_fails(tmp_path):
