@@ -721,8 +721,9 @@ def test_a_page_map_naming_65536_packs_names_each_one(tmp_path):
     own = "f" * 64
     try:
         payload = encode_map(True, 512, n, pages, lambda ref: ref.pack)
-    except (ValueError, OverflowError):
-        return  # refusing is fine; misplacing is not
+    except ValueError as err:  # refusing, naming the limit, is fine; misplacing is not
+        assert "at most 65535 packs" in str(err), err
+        return
     _, got = decode_map(payload, own, "test map")
     wrong = [p for p in range(n) if got[p].rec.pack != pages[p].rec.pack]
     assert not wrong, (f"{len(wrong)} page(s) decode to another pack, e.g. page {wrong[0]}: "
