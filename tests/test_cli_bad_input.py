@@ -11,6 +11,7 @@ go to stderr, not stdout.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_journal
+from conftest import run_journal, wait_for
 
 CLAUDE_JSONL = "agent-state/claude/projects/p/session.jsonl"
 CODEX_JSONL = "codex-home/sessions/2026/02/23/rollout-a.jsonl"
@@ -718,7 +719,48 @@ def test_damaged_manifest_and_truncated_pack_verify_restore_and_gc_dry_run(box, 
     assert store_bytes(box.store) == before
 
 
-# --------------------------------------------------------------------------- Ctrl-C during restore
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def waits_for_flock(path: Path, pid: int) -> bool:
+    """Whether ``pid`` is blocked waiting for a flock on ``path`` (from /proc/locks)."""
+    st = os.stat(path)
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields and fields[2] == "FLOCK" and fields[5] == str(pid) and fields[6] == want:
+            return True
+    return False
+
+
+def test_ctrl_c_during_a_json_command_prints_the_json_error_object(tmp_path):
+    """Ctrl-C while ``checkpoint --wait --json`` waits for the state lock: exit 130,
+    and the script that asked for JSON gets the error object."""
+    b = Box(tmp_path)
+    b.populate()
+    b.checkpoint_ok()
+    lock = b.local / ".journal" / "lock"
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)             # another checkpoint runs
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **b.env}
+        proc = subprocess.Popen([sys.executable, "-m", "journal", "checkpoint", "--wait", "--json"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: waits_for_flock(lock, proc.pid) or proc.poll() is not None, 60,
+                     "checkpoint --wait to wait for the lock")
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        os.close(fd)
+
+    assert proc.returncode == 130, err
+    assert json.loads(out) == {"error": "interrupted", "kind": "Interrupted", "exit": 130}
+    assert err.strip().splitlines()[-1] == "journal: interrupted" and "Traceback" not in err
 
 
 def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_path):
