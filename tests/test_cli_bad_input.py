@@ -722,6 +722,13 @@ def test_damaged_manifest_and_truncated_pack_verify_restore_and_gc_dry_run(box, 
 # --------------------------------------------------------------------------- Ctrl-C
 
 
+def sigint_as_at_a_terminal() -> None:
+    """In the child, before exec: Ctrl-C's default disposition. A shell starts background
+    jobs with SIGINT ignored and children inherit that, so a suite run in the background
+    would send SIGINT to a journal that ignores it; at a terminal it reaches journal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def waits_for_flock(path: Path, pid: int) -> bool:
     """Whether ``pid`` is blocked waiting for a flock on ``path`` (from /proc/locks)."""
     st = os.stat(path)
@@ -745,7 +752,8 @@ def test_ctrl_c_during_a_json_command_prints_the_json_error_object(tmp_path):
         fcntl.flock(fd, fcntl.LOCK_EX)             # another checkpoint runs
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **b.env}
         proc = subprocess.Popen([sys.executable, "-m", "journal", "checkpoint", "--wait", "--json"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_as_at_a_terminal)
         try:
             wait_for(lambda: waits_for_flock(lock, proc.pid) or proc.poll() is not None, 60,
                      "checkpoint --wait to wait for the lock")
@@ -778,7 +786,8 @@ def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_pat
         tree = fresh.local / "agent-state" / "claude"
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **fresh.env}
         proc = subprocess.Popen([sys.executable, "-m", "journal", "restore"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_as_at_a_terminal)
         deadline = time.monotonic() + 30
         while not (tree / ".journal-tmp").exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
