@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -208,6 +209,13 @@ def wait_for(pred, timeout: float, what: str, step: float = 0.01):
         if time.monotonic() >= deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(step)
+
+
+def sigint_as_at_a_terminal() -> None:
+    """``preexec_fn`` for a child a test sends SIGINT: Ctrl-C's default disposition. A
+    shell starts background jobs with SIGINT ignored and children inherit that, so in
+    a suite run in the background the child would ignore it; at a terminal it gets it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class FakeClock:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_journal, wait_for
+from conftest import run_journal, sigint_as_at_a_terminal, wait_for
 
 CLAUDE_JSONL = "agent-state/claude/projects/p/session.jsonl"
 CODEX_JSONL = "codex-home/sessions/2026/02/23/rollout-a.jsonl"
@@ -720,13 +720,6 @@ def test_damaged_manifest_and_truncated_pack_verify_restore_and_gc_dry_run(box, 
 
 
 # --------------------------------------------------------------------------- Ctrl-C
-
-
-def sigint_as_at_a_terminal() -> None:
-    """In the child, before exec: Ctrl-C's default disposition. A shell starts background
-    jobs with SIGINT ignored and children inherit that, so a suite run in the background
-    would send SIGINT to a journal that ignores it; at a terminal it reaches journal."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def waits_for_flock(path: Path, pid: int) -> bool:
