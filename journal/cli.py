@@ -11,7 +11,7 @@ import msgspec
 from . import __version__
 from .config import load_config
 from .errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
-from .launch import INTERRUPTED, interrupted
+from .launch import INTERRUPTED, interrupted, wants_json
 from .report import Reporter
 from .store import open_store
 
@@ -106,25 +106,25 @@ def durable_url(url: str) -> str:
 
 
 class OneLineGroup(click.Group):
-    """Usage errors (a bad flag value, a missing argument) are one line too."""
+    """Usage errors (a bad flag value, a missing argument) are one line too, and with
+    ``--json`` a JSON error object, even when click could not parse the command line."""
 
-    def main(self, *args, **kwargs):
+    def main(self, args=None, *rest, **kwargs):
         kwargs["standalone_mode"] = False
+        as_json = wants_json(list(sys.argv[1:] if args is None else args))
         try:
-            return super().main(*args, **kwargs)
+            return super().main(args, *rest, **kwargs)
         except click.UsageError as err:
             message = err.format_message()
             if "\n" in message:  # `journal` alone: the help text is the message
                 click.echo(message, err=True)
                 sys.exit(EXIT_USAGE)
             where = f"; see `{err.ctx.command_path} --help`" if err.ctx else ""
-            click.echo(f"journal: error: {message.rstrip('.')}{where}", err=True)
-            sys.exit(EXIT_USAGE)
+            fail(f"{message.rstrip('.')}{where}", EXIT_USAGE, as_json, kind="UsageError")
         except click.ClickException as err:
-            click.echo(f"journal: error: {err.format_message()}", err=True)
-            sys.exit(err.exit_code)
+            fail(err.format_message(), err.exit_code, as_json, kind=type(err).__name__)
         except click.Abort:
-            interrupted()
+            interrupted(as_json)
             sys.exit(INTERRUPTED)
 
 

@@ -49,7 +49,7 @@ import re
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
@@ -125,16 +125,17 @@ def plan_gc(repo: Repository, policy: Policy, grace_seconds: float, reporter: Re
 
 
 def gc(repo: Repository, policy: Policy, grace_seconds: float, *, dry_run: bool = False,
-       reporter: Reporter = SILENT, lease_seconds: float = LEASE_SECONDS) -> tuple[GcPlan, GcResult | None]:
+       reporter: Reporter = SILENT, lease_seconds: float = LEASE_SECONDS,
+       lease_clock: Callable[[], int] = time.time_ns) -> tuple[GcPlan, GcResult | None]:
     """Plan (and unless ``dry_run``, execute) one gc, in one pass; executing holds the
-    lease (of ``lease_seconds``, renewed as it runs)."""
+    lease (of ``lease_seconds`` by ``lease_clock``, renewed as it runs)."""
     if dry_run:
         run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns())
         try:
             return run.run(None, GcResult()), None
         finally:
             run.close()
-    with Lease(repo.store, lease_seconds) as lease:
+    with Lease(repo.store, lease_seconds, lease_clock) as lease:
         run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns(), lease)
         try:
             repo.store.sweep_temp()

@@ -30,15 +30,24 @@ def main(fast_exit: bool = False) -> int | None:
     try:
         return _main(fast_exit)
     except KeyboardInterrupt:
-        interrupted()
+        interrupted(wants_json(sys.argv[1:]))
         if fast_exit:
             _leave(INTERRUPTED)
         return INTERRUPTED
 
 
-def interrupted() -> None:
-    """Say that Ctrl-C stopped the command (``cli.py`` says the same once it runs)."""
+def wants_json(argv: list[str]) -> bool:
+    """Whether the command line asks for ``--json`` (anything after ``--`` is CMD's)."""
+    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+
+
+def interrupted(as_json: bool = False) -> None:
+    """Say that Ctrl-C stopped the command (``cli.py`` says the same once it runs); with
+    ``--json``, also as the JSON error object (as ``cli.emit_json`` prints it)."""
     try:
+        if as_json:
+            sys.stdout.write('{\n  "error": "interrupted",\n  "kind": "Interrupted",\n  "exit": %d\n}\n' % INTERRUPTED)
+            sys.stdout.flush()
         sys.stderr.write("journal: interrupted\n")
         sys.stderr.flush()
     except (OSError, ValueError):

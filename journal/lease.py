@@ -25,6 +25,7 @@ import datetime as _dt
 import os
 import time
 import uuid
+from collections.abc import Callable
 
 import msgspec
 
@@ -71,16 +72,21 @@ def _iso(ns: int) -> str:
 
 
 class Lease:
-    """The gc lease, held for one gc run (a context manager). ``renewals`` counts renewals."""
+    """The gc lease, held for one gc run (a context manager). ``renewals`` counts renewals.
 
-    def __init__(self, store: Store, seconds: float = LEASE_SECONDS):
+    ``clock`` is the wall clock in nanoseconds since the epoch (``time.time_ns``; tests
+    drive a fake one): every expiry is judged by it, and every record written stamped.
+    """
+
+    def __init__(self, store: Store, seconds: float = LEASE_SECONDS, clock: Callable[[], int] = time.time_ns):
         self.store = store
         self.seconds = seconds
+        self.clock = clock
         self.record: LeaseRecord | None = None
         self.renewals = 0
 
     def __enter__(self) -> "Lease":
-        now = time.time_ns()
+        now = self.clock()
         mine = LeaseRecord(holder=f"host {os.uname().nodename} pid {os.getpid()}", token=uuid.uuid4().hex,
                            acquired_ns=now, expires_ns=now + self._ns(1.0))
         for _ in range(3):
@@ -91,7 +97,7 @@ class Lease:
                 if raw is None:
                     continue  # gone since the put: released, or its holder is renewing it; put again
                 other = _decode(raw)
-                if other is not None and other.expires_ns > time.time_ns():
+                if other is not None and other.expires_ns > self.clock():
                     raise GcBusy(other.holder, _iso(other.expires_ns)) from None
                 # Expired (or unreadable): take it over, but delete only the very record
                 # judged expired; a taker that got there first has put a live one. (An
@@ -126,7 +132,7 @@ class Lease:
         current = self._read()
         if current is None or current.token != self.record.token:
             raise LeaseLost("this gc lost its lease", current)
-        if current.expires_ns <= time.time_ns():
+        if current.expires_ns <= self.clock():
             raise LeaseLost("this gc's lease expired", current)
         return current
 
@@ -138,7 +144,7 @@ class Lease:
 
     def keep(self) -> None:
         """Renew the lease once less than half of it is left; until then only reads the clock."""
-        if time.time_ns() >= self.record.expires_ns - self._ns(RENEW_BELOW):
+        if self.clock() >= self.record.expires_ns - self._ns(RENEW_BELOW):
             self.renew()
 
     def renew(self) -> None:
@@ -149,12 +155,12 @@ class Lease:
         ``SAFE_LEFT`` of the lease left; a gc that takes the key in between wins.
         """
         current = self._mine()
-        if current.expires_ns - time.time_ns() <= self._ns(SAFE_LEFT):
+        if current.expires_ns - self.clock() <= self._ns(SAFE_LEFT):
             raise LeaseLost("lease time used up before gc could renew it safely", current)
         self.store.delete(LEASE_KEY)
-        if current.expires_ns - time.time_ns() <= self._ns(SAFE_LEFT):
+        if current.expires_ns - self.clock() <= self._ns(SAFE_LEFT):
             raise LeaseLost("lease time used up while gc renewed it", self._read())
-        now = time.time_ns()
+        now = self.clock()
         renewed = msgspec.structs.replace(current, expires_ns=now + self._ns(1.0))
         try:
             self.store.put_if_absent(LEASE_KEY, msgspec.json.encode(renewed))
@@ -166,5 +172,5 @@ class Lease:
     def __exit__(self, *exc) -> None:
         current = self._read()
         if (current is not None and self.record is not None and current.token == self.record.token
-                and current.expires_ns - time.time_ns() > self._ns(SAFE_LEFT)):
+                and current.expires_ns - self.clock() > self._ns(SAFE_LEFT)):
             self.store.delete(LEASE_KEY)

@@ -4,6 +4,10 @@
 under ``$AM_LOCAL``) into ``tmp_path/a/local`` and pairs them with a store at
 ``tmp_path/store``. ``make_live`` builds more of them; every one made in a test
 shares that test's store, as containers sharing one bucket do.
+
+Tests wait on events, not on the clock: ``wait_for`` polls for a file, a status
+change or a log line, and ``FakeClock`` stands in for the wall clock of code that
+takes one (the gc lease), so no test depends on how fast this machine is.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -189,6 +195,41 @@ def small_tmpfs(tmp_path):
     yield mount
     for point in reversed(mounted):
         subprocess.run(["umount", "-l", str(point)], check=True)
+
+
+def wait_for(pred, timeout: float, what: str, step: float = 0.01):
+    """Poll ``pred`` until it returns something true, and return that; fail the test
+    naming ``what`` after ``timeout`` seconds. The timeout only bounds a failing test:
+    make it generous (a busy machine stalls for seconds), never a measurement."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+def sigint_as_at_a_terminal() -> None:
+    """``preexec_fn`` for a child a test sends SIGINT: Ctrl-C's default disposition. A
+    shell starts background jobs with SIGINT ignored and children inherit that, so in
+    a suite run in the background the child would ignore it; at a terminal it gets it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class FakeClock:
+    """A wall clock in nanoseconds (as ``time.time_ns``) that moves only when the test
+    calls ``advance``; it starts at the real time."""
+
+    def __init__(self) -> None:
+        self.ns = time.time_ns()
+
+    def __call__(self) -> int:
+        return self.ns
+
+    def advance(self, seconds: float) -> None:
+        self.ns += int(seconds * 1e9)
 
 
 @pytest.fixture(name="run_journal")

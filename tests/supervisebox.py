@@ -9,10 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from conftest import wait_for
 
 JOURNAL = [sys.executable, "-m", "journal"]
 INTERVAL = 0.3
@@ -141,16 +142,6 @@ def boxes(tmp_path: Path, writer: str):
     yield make
     for b in made:
         b.stop_all()
-
-
-def wait_for(pred, timeout: float, what: str, step: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(step)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
 def kill_if_alive(pid: int, sig: int) -> None:

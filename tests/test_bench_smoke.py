@@ -3,7 +3,8 @@
 The benchmark is not a timed test: this runs its tiny ``--smoke`` version as a
 subprocess and checks only that the JSON holds every figure, that journal's idle tick
 wrote nothing and that its active ticks wrote at most 4 objects. Timing values are
-never asserted. It passes with or without rsync, restic and the sqlite3 CLI installed
+never asserted, and the smoke run judges no target (no PASS/FAIL line: its figures
+are too small to mean anything). It passes with or without rsync, restic and the sqlite3 CLI installed
 (the bench falls back to Python copies and skips restic).
 """
 
@@ -30,8 +31,9 @@ def result(tmp_path_factory) -> dict:
     proc = subprocess.run([sys.executable, str(BENCH), "--smoke", "--json", str(out), "--workdir", str(tmp / "work")],
                           capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert proc.returncode == 0, f"bench failed:\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}"
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(("PASS ", "FAIL ", "SKIP "))]
-    assert len(lines) == TARGETS, proc.stdout[-3000:]
+    verdicts = [ln for ln in proc.stdout.splitlines() if ln.startswith(("PASS", "FAIL", "SKIP"))]
+    assert verdicts == [], proc.stdout[-3000:]
+    assert f"smoke run: the figures of {TARGETS} targets are produced; none is judged" in proc.stdout
     return json.loads(out.read_text())
 
 
@@ -120,7 +122,7 @@ def test_tree_sqlite_and_big_file_figures(result):
     assert all(r["journal"]["restore"]["size_ok"] for r in result["big"]["runs"])
 
 
-def test_ratios_and_targets(result):
+def test_ratios_and_the_figure_of_every_target_without_a_verdict(result):
     ratios = result["ratios"]
     for key in ("tick_bytes_journal_over_legacy", "tick_bytes_journal_over_restic", "tick_wall_journal_over_legacy",
                 "tick_cpu_journal_over_legacy", "idle_wall_journal_over_legacy", "restore_wall_journal_over_rsync",
@@ -132,8 +134,8 @@ def test_ratios_and_targets(result):
     targets = result["targets"]
     assert len(targets) == TARGETS
     for t in targets:
-        assert t["pass"] in (True, False, None)
-        assert t["line"].split()[0] in ("PASS", "FAIL", "SKIP")
+        assert set(t) == {"name", "detail"}, t      # the figure, no verdict
+        assert t["detail"] and "n/a" not in t["detail"], t
     names = " ".join(t["name"] for t in targets)
     for word in ("active-tick bytes", "objects per active tick", "idle tick", "restore", "peak RSS", "-file idle tick",
                  "gc over", "appends restores from", "metadata objects"):

@@ -19,9 +19,15 @@ from journal.capture import CHUNK, ROLL_BYTES, SEGMENT_TARGET, capture_item
 import journal.checkpoint as checkpoint_module
 from journal.checkpoint import checkpoint
 from journal.errors import HistoryWithoutState, ManifestConflict, NotAStore, StoreError
-from journal.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK
+from journal.gc import gc
+from journal.history import ManifestCache
+from journal.localstate import load_state
+from journal.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK, Manifest, decode
+from journal.objects import decode_record
 from journal.pack import PackWriter
 from journal.report import Collector
+from journal.repository import Repository
+from journal.retention import Policy
 from journal.walk import Matcher, walk_tree
 
 from conftest import Live
@@ -813,3 +819,117 @@ def test_names_checkpoint_cannot_store_are_refused_one_by_one_with_a_warning_eve
     entries = bare_live.entries("fx")
     assert entries["fine.txt"].size == 5 and "link" not in entries
     assert not any("deep.txt" in p or "\udcff" in p for p in entries)
+
+
+# --- a pending manifest, republished --------------------------------------------------------
+# A checkpoint whose manifest put fails keeps the manifest *pending* in local state and
+# republishes it at the next checkpoint; by then a gc sweep may have deleted packs it names.
+
+
+def fx_notes(live) -> Path:
+    tree = live.local / "fx-home"
+    tree.mkdir(exist_ok=True)
+    return tree / "notes.txt"
+
+
+def failing_put(self, record, seq):
+    raise ConnectionError("network down during the manifest put")
+
+
+def missing_packs(live, seq: int) -> list[str]:
+    """Packs that manifest ``seq``'s fx tree names but the store no longer holds."""
+    entries, _ = ManifestCache(live.repo()).tree(seq, "fx")
+    return [r.pack for e in entries for r in e.refs if not live.pack_file(r.pack).exists()]
+
+
+def restores_fx(live, tmp_path: Path, text: str) -> None:
+    out = tmp_path / "out"
+    result = live.restore(to=str(out))
+    assert result.complete, [(t.lost, t.error) for t in result.trees]
+    assert (out / "fx" / "notes.txt").read_text() == text
+
+
+def test_a_pending_manifest_whose_pack_a_sweep_took_is_dropped_and_uploaded_again(bare_live, tmp_path, monkeypatch):
+    """The pending manifest's data pack already existed (a tombstoned one, same bytes),
+    so the checkpoint relied on it; a sweep then deletes it. The republish must not
+    publish a manifest naming it: it drops the pending manifest and uploads again."""
+    notes = fx_notes(bare_live)
+    notes.write_text("X" * 1000)
+    assert bare_live.checkpoint().seq == 1           # data pack P1 = [chunk X]
+    notes.write_text("Y" * 1000)
+    assert bare_live.checkpoint().seq == 2
+    gc(bare_live.repo(), Policy(keep_last=1), 0.0)   # tombstones manifest 1 and P1
+    notes.write_text("X" * 1000)                     # the content comes back: P1's very bytes
+    monkeypatch.setattr(Repository, "put_manifest", failing_put)
+    with pytest.raises(ConnectionError):
+        bare_live.checkpoint()                       # seq 3 left pending in local state
+    monkeypatch.undo()
+    assert gc(bare_live.repo(), Policy(keep_last=1), 0.0)[1].deleted > 0   # deletes manifest 1 and P1
+
+    result = bare_live.checkpoint()                  # drops pending 3, uploads again, commits 3
+
+    assert result.seq == 3
+    assert any("dropped it" in w for w in result.warnings), result.warnings
+    assert missing_packs(bare_live, 3) == []
+    restores_fx(bare_live, tmp_path, "X" * 1000)
+
+
+def test_a_pending_manifest_already_in_the_store_stands_and_the_next_checkpoint_uploads_again(
+        bare_live, tmp_path, monkeypatch):
+    notes = fx_notes(bare_live)
+    notes.write_text("A" * 1000)
+    assert bare_live.checkpoint().seq == 1
+    notes.write_text("B" * 1000)
+    real_put = Repository.put_manifest
+
+    def put_then_fail(self, record, seq):            # the put landed; its answer was lost
+        real_put(self, record, seq)
+        raise ConnectionError("connection reset after the manifest put")
+    monkeypatch.setattr(Repository, "put_manifest", put_then_fail)
+    with pytest.raises(ConnectionError):
+        bare_live.checkpoint()                       # seq 2 in the store, and pending locally
+    monkeypatch.undo()
+    assert missing_packs(bare_live, 2) == []
+    for entry in ManifestCache(bare_live.repo()).tree(2, "fx")[0]:
+        for ref in entry.refs:                       # the store loses manifest 2's data pack
+            bare_live.pack_file(ref.pack).unlink(missing_ok=True)
+
+    result = bare_live.checkpoint()                  # manifest 2 stands (no conflict, no fork), and
+
+    assert result.seq == 3                           # nothing changed, yet every file is uploaded again
+    assert any("re-uploads every file" in w for w in result.warnings), result.warnings
+    assert missing_packs(bare_live, 3) == []
+    assert bare_live.checkpoint().seq is None        # then idle again
+    restores_fx(bare_live, tmp_path, "B" * 1000)
+
+
+def test_a_dropped_pending_manifest_keeps_a_tree_whose_live_directory_is_gone(bare_live, tmp_path, monkeypatch):
+    notes = fx_notes(bare_live)
+    codex = bare_live.local / "codex-home"
+    codex.mkdir()
+    (codex / "keep.txt").write_text("codex data " * 100)
+    notes.write_text("A" * 1000)
+    assert bare_live.checkpoint().seq == 1           # both trees
+    notes.write_text("B" * 1000)
+    (codex / "keep.txt").write_text("newer codex data " * 100)
+    monkeypatch.setattr(Repository, "put_manifest", failing_put)
+    with pytest.raises(ConnectionError):
+        bare_live.checkpoint()                       # seq 2 pending, naming a new pack
+    monkeypatch.undo()
+    state = load_state(str(bare_live.local / ".journal"), bare_live.repo().store_id)
+    pending = decode(decode_record(state.pending, key="pending"), Manifest)
+    for pack in pending.packs:                       # the store lost the pending checkpoint's packs
+        bare_live.pack_file(pack).unlink()
+    subprocess.run(["rm", "-rf", str(codex)], check=True)   # and codex's live directory is gone: a dormant tree
+
+    result = bare_live.checkpoint()                  # drops pending 2, uploads fx again, commits 2
+
+    assert result.seq == 2 and any("dropped it" in w for w in result.warnings), result.warnings
+    manifest, _ = bare_live.repo().load_manifest(2)
+    assert manifest.trees["codex"].root is not None and manifest.trees["codex"].files == 1
+    out = tmp_path / "out"
+    restored = bare_live.restore(to=str(out))
+    assert restored.complete, [(t.lost, t.error) for t in restored.trees]
+    assert (out / "codex" / "keep.txt").read_text() == "codex data " * 100   # as in the parent, seq 1
+    assert (out / "fx" / "notes.txt").read_text() == "B" * 1000
+    assert bare_live.repo().manifest_seqs() == [1, 2]

@@ -9,6 +9,8 @@ import pytest
 from journal import __version__
 from journal.cli import main
 
+from conftest import sigint_as_at_a_terminal
+
 COMMANDS = sorted(main.commands)
 
 
@@ -241,8 +243,12 @@ def test_the_console_script_fails_when_stdout_is_closed(live):
 HOLD_IMPORT = "import os, signal\nos.write(int(os.environ['READY_FD']), b'x')\nsignal.pause()\n"
 
 
+INTERRUPTED_JSON = '{\n  "error": "interrupted",\n  "kind": "Interrupted",\n  "exit": 130\n}\n'
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
 @pytest.mark.parametrize("entry", ["python -m journal", "bin/journal"])
-def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_130(live, tmp_path, entry):
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_130(live, tmp_path, entry, json_flag):
     import os
     import signal
     import subprocess
@@ -256,8 +262,8 @@ def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_130(live
         [sys.executable, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bin", "journal")]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env,
            "PYTHONPATH": str(hold), "READY_FD": str(ready_w)}
-    proc = subprocess.Popen([*start, "log"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            pass_fds=(ready_w,))
+    proc = subprocess.Popen([*start, "log", *json_flag], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, pass_fds=(ready_w,), preexec_fn=sigint_as_at_a_terminal)
     os.close(ready_w)
     try:
         assert os.read(ready, 1) == b"x", "the command never reached the import of click"
@@ -268,4 +274,6 @@ def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_130(live
         if proc.poll() is None:
             proc.kill()
 
-    assert (proc.returncode, err, out) == (130, "journal: interrupted\n", "")
+    assert (proc.returncode, err, out) == (130, "journal: interrupted\n", INTERRUPTED_JSON if json_flag else "")
+    if json_flag:
+        assert json.loads(out) == {"error": "interrupted", "kind": "Interrupted", "exit": 130}

@@ -11,6 +11,7 @@ go to stderr, not stdout.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_journal
+from conftest import run_journal, sigint_as_at_a_terminal, wait_for
 
 from journal.tree_tmp import PREFIX as TMP_PREFIX
 
@@ -49,6 +50,18 @@ def one_line_error(proc) -> str:
     assert len(lines) == 1, f"expected one error line, got {len(lines)}:\n{proc.stderr}"
     assert lines[0].startswith("journal: error: "), lines[0]
     return lines[0]
+
+
+def json_error(proc) -> dict:
+    """The error object of a failed ``--json`` command (asserts the shape the README
+    promises): stdout is one JSON object with ``error``, ``kind`` and ``exit``, ``exit``
+    is the exit status, and ``error`` is the one line on stderr."""
+    line = one_line_error(proc)
+    doc = json.loads(proc.stdout)   # raises unless stdout is exactly one JSON document
+    assert isinstance(doc, dict) and {"error", "kind", "exit"} <= set(doc), proc.stdout
+    assert doc["exit"] == proc.returncode != 0, (doc, proc.returncode)
+    assert line == f"journal: error: {doc['error']}", (line, doc)
+    return doc
 
 
 def jsonl(n: int, tag: str) -> bytes:
@@ -146,9 +159,8 @@ def test_json_output_is_valid_json_even_when_the_command_fails(tmp_path, args):
 
     proc = b.run(*args, "--json")
 
-    assert proc.returncode != 0
-    no_traceback(proc)
-    json.loads(proc.stdout)  # a script calling `journal ... --json` must always get JSON
+    doc = json_error(proc)  # a script calling `journal ... --json` must always get JSON
+    assert (doc["kind"], doc["exit"]) == ("NotAStore", 1) and str(b.store) in doc["error"], doc
 
 
 def test_json_output_is_valid_json_on_a_config_error(tmp_path):
@@ -158,8 +170,34 @@ def test_json_output_is_valid_json_on_a_config_error(tmp_path):
 
     proc = b.run("trees", "--json", "--config", str(config))
 
-    assert proc.returncode == 2
-    json.loads(proc.stdout)
+    doc = json_error(proc)
+    assert (doc["kind"], doc["exit"]) == ("ConfigError", 2) and str(config) in doc["error"], doc
+
+
+@pytest.mark.parametrize("args, names", [
+    (("log", "--json", "-n", "abc"), "'abc'"),
+    (("checkpoint", "--json", "--jsno"), "--jsno"),
+    (("restore", "--json", "--at"), "--at"),
+    (("verify", "extra", "--json"), "extra"),
+    (("gc", "--json", "--keep-last", "-1"), "--keep-last"),
+], ids=["bad-value", "unknown-flag", "missing-value", "extra-argument", "out-of-range"])
+def test_a_usage_error_with_json_still_prints_the_json_error_object(tmp_path, args, names):
+    """click refuses these before the command runs; a script asked for JSON all the same."""
+    b = Box(tmp_path)
+
+    proc = b.run(*args)
+
+    doc = json_error(proc)
+    assert (doc["kind"], doc["exit"]) == ("UsageError", 2) and names in doc["error"], doc
+
+
+def test_json_after_the_double_dash_belongs_to_cmd(tmp_path):
+    b = Box(tmp_path)
+
+    proc = b.run("supervise", "--interval", "abc", "--", "true", "--json")
+
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "--interval" in one_line_error(proc)
 
 
 def test_checkpoint_json_reports_the_committed_seq_when_one_database_fails(tmp_path):
@@ -683,7 +721,49 @@ def test_damaged_manifest_and_truncated_pack_verify_restore_and_gc_dry_run(box, 
     assert store_bytes(box.store) == before
 
 
-# --------------------------------------------------------------------------- Ctrl-C during restore
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def waits_for_flock(path: Path, pid: int) -> bool:
+    """Whether ``pid`` is blocked waiting for a flock on ``path`` (from /proc/locks)."""
+    st = os.stat(path)
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields and fields[2] == "FLOCK" and fields[5] == str(pid) and fields[6] == want:
+            return True
+    return False
+
+
+def test_ctrl_c_during_a_json_command_prints_the_json_error_object(tmp_path):
+    """Ctrl-C while ``checkpoint --wait --json`` waits for the state lock: exit 130,
+    and the script that asked for JSON gets the error object."""
+    b = Box(tmp_path)
+    b.populate()
+    b.checkpoint_ok()
+    lock = b.local / ".journal" / "lock"
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)             # another checkpoint runs
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **b.env}
+        proc = subprocess.Popen([sys.executable, "-m", "journal", "checkpoint", "--wait", "--json"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_as_at_a_terminal)
+        try:
+            wait_for(lambda: waits_for_flock(lock, proc.pid) or proc.poll() is not None, 60,
+                     "checkpoint --wait to wait for the lock")
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        os.close(fd)
+
+    assert proc.returncode == 130, err
+    assert json.loads(out) == {"error": "interrupted", "kind": "Interrupted", "exit": 130}
+    assert err.strip().splitlines()[-1] == "journal: interrupted" and "Traceback" not in err
 
 
 def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_path):
@@ -701,7 +781,8 @@ def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_pat
         tree = fresh.local / "agent-state" / "claude"
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **fresh.env}
         proc = subprocess.Popen([sys.executable, "-m", "journal", "restore"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_as_at_a_terminal)
         deadline = time.monotonic() + 30
         while not any(tree.glob(TMP_PREFIX + "*")) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 from tripwire import write_tripwire
 
 from journal.history import ManifestCache
@@ -164,16 +165,6 @@ def file_sizes(directory: Path) -> list[int]:
     return sizes
 
 
-def wait_for(predicate, timeout: float = 10.0, interval: float = 0.005, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def fixture_lines(name: str) -> list[bytes]:
     return (FIXTURES / name).read_bytes().splitlines(keepends=True)
 
@@ -236,15 +227,20 @@ class HeldWriter:
         self.live = live
         self.proc = subprocess.Popen([sys.executable, str(script), str(source), str(live),
                                       str(self.status_path), str(self.hold), str(initial)])
-        wait_for(self.status_path.exists, what="the writer to start")
+        wait_for(self.status_path.exists, 60, "the writer to start", step=0.005)
 
     def status(self) -> dict:
         return json.loads(self.status_path.read_text())
 
+    def advance(self) -> None:
+        """Wait until the writer completes another line."""
+        seen = self.status()["complete"]
+        wait_for(lambda: self.status()["complete"] > seen, 60, "the writer to complete another line", step=0.005)
+
     def park(self) -> dict:
         """Park the writer mid-line; returns its status there (the file ends in a torn line)."""
         self.hold.touch()
-        return wait_for(lambda: (s := self.status())["parked"] and s, what="the writer to park mid-line")
+        return wait_for(lambda: (s := self.status())["parked"] and s, 60, "the writer to park mid-line", step=0.005)
 
     def unpark(self) -> None:
         self.hold.unlink()
@@ -268,7 +264,7 @@ def test_rollout_of_a_sigkilled_writer_restores_complete_lines_of_the_last_check
     writer = HeldWriter(tmp_path, source, live, initial=8)
     try:
         for _ in range(3):
-            time.sleep(0.08)
+            writer.advance()
             box.run("checkpoint")
 
         parked = writer.park()
@@ -279,9 +275,9 @@ def test_rollout_of_a_sigkilled_writer_restores_complete_lines_of_the_last_check
         assert peek.read_bytes() == on_disk[: parked["bytes"]], "a torn tail must not be checkpointed"
         writer.unpark()
 
-        time.sleep(0.15)
+        writer.advance()
         box.run("checkpoint")
-        time.sleep(0.1)
+        writer.advance()
         before = writer.status()
         box.run("checkpoint")  # the last one
         ceiling = len(complete_prefix(live.read_bytes()))

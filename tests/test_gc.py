@@ -44,7 +44,7 @@ from journal.store import open_store
 from journal.store.base import Store
 from journal.verify import MISSING_OBJECT, verify
 
-from conftest import Live, run_journal
+from conftest import FakeClock, Live, run_journal
 from test_cli import one_line_error
 
 TREE = "codex"            # the codex preset: $AM_LOCAL/codex-home
@@ -963,16 +963,17 @@ def _swept_after_a_mark(box: Box, orphans: int) -> list[str]:
 def test_a_gc_longer_than_its_lease_renews_it_and_finishes(box, monkeypatch):
     monkeypatch.setattr(gc_module, "DELETE_BATCH", 4)  # each batch takes 0.12 s: the lease is checked between
     orphans = _swept_after_a_mark(box, 40)
+    clock = FakeClock()
+    started = clock()
 
     def slow(op, key):
         if op == "delete" and key.startswith(PACK_PREFIX):
-            time.sleep(0.03)
+            clock.advance(0.03)
 
-    started = time.monotonic()
     plan, result = gc(box.repo(HookStore(open_store(str(box.store_path)), slow)), Policy(keep_last=1), 0.0,
-                      lease_seconds=1.0)
+                      lease_seconds=1.0, lease_clock=clock)
 
-    assert time.monotonic() - started > 1.0, "the gc should outlast one lease"
+    assert clock() - started > 10**9, "the gc should outlast one lease"
     assert result.lease_renewals >= 2
     assert result.deleted == plan.delete_count > 40 and not set(orphans) & box.keys(PACK_PREFIX)
     assert box.store.head(LEASE_KEY) is None  # released

@@ -1,8 +1,9 @@
-"""The gc lease: renewal on a real clock with short leases (design §16, "Lease").
+"""The gc lease: renewal with short leases on a fake clock (design §16, "Lease").
 
 A holder renews once less than half of its lease is left, by deleting its record and
 putting a new one, and only while more than a quarter is left; whatever goes wrong
-in between, at most one gc believes it holds the lease. Each test takes about a second.
+in between, at most one gc believes it holds the lease. Time passes only where a test
+moves the clock, so a stalled machine changes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import pytest
 from journal.errors import GcBusy, KeyExists
 from journal.lease import LEASE_KEY, Lease, LeaseLost, LeaseRecord
 from journal.store.memory import MemoryStore
+
+from conftest import FakeClock
 
 
 class OnDelete(MemoryStore):
@@ -34,32 +37,33 @@ def stored(store) -> LeaseRecord:
 
 
 def test_a_lease_is_renewed_once_half_of_it_is_left_and_outlives_its_first_expiry():
-    store = MemoryStore()
-    with Lease(store, seconds=1.0) as lease:
+    store, clock = MemoryStore(), FakeClock()
+    with Lease(store, seconds=1.0, clock=clock) as lease:
         first = lease.record
+        clock.advance(0.45)
         lease.keep()
         lease.check()
         assert lease.renewals == 0 and stored(store) == first and store.puts == 1  # not due: nothing written
 
-        time.sleep(0.55)
+        clock.advance(0.1)
         lease.keep()
         assert lease.renewals == 1
         renewed = stored(store)
         assert renewed == lease.record and renewed.token == first.token
-        assert renewed.expires_ns >= first.expires_ns + 0.5e9
+        assert renewed.expires_ns == first.expires_ns + 550_000_000
         with pytest.raises(GcBusy):
-            Lease(store).__enter__()
+            Lease(store, clock=clock).__enter__()
 
-        time.sleep(0.5)  # past the first expiry
+        clock.advance(0.5)  # past the first expiry
         lease.check()
     assert store.head(LEASE_KEY) is None  # released
 
 
 def test_a_renewal_too_close_to_expiry_stops_the_gc_and_lets_the_lease_expire():
-    store = MemoryStore()
-    lease = Lease(store, seconds=0.4).__enter__()
+    store, clock = MemoryStore(), FakeClock()
+    lease = Lease(store, seconds=0.4, clock=clock).__enter__()
     raw = store.get(LEASE_KEY)
-    time.sleep(0.32)  # less than a quarter left: another gc may judge it expired before a delete lands
+    clock.advance(0.32)  # less than a quarter left: another gc may judge it expired before a delete lands
 
     with pytest.raises(LeaseLost, match="run gc again to continue"):
         lease.keep()
@@ -67,21 +71,22 @@ def test_a_renewal_too_close_to_expiry_stops_the_gc_and_lets_the_lease_expire():
     lease.__exit__(None, None, None)
     assert store.get(LEASE_KEY) == raw  # nor released
 
-    time.sleep(0.1)
-    with Lease(store) as taker:  # expired: the next gc takes it over
+    clock.advance(0.1)
+    with Lease(store, clock=clock) as taker:  # expired: the next gc takes it over
         assert stored(store).token == taker.record.token
 
 
 def test_a_gc_that_takes_the_key_during_a_renewal_holds_the_lease_alone():
     competitor: list[Lease] = []
+    clock = FakeClock()
 
     def take(key):
         if key == LEASE_KEY and not competitor:
-            competitor.append(Lease(store).__enter__())  # between the renewal's delete and its put
+            competitor.append(Lease(store, clock=clock).__enter__())  # between the renewal's delete and its put
 
     store = OnDelete(take)
-    lease = Lease(store, seconds=1.0).__enter__()
-    time.sleep(0.55)
+    lease = Lease(store, seconds=1.0, clock=clock).__enter__()
+    clock.advance(0.55)
 
     with pytest.raises(LeaseLost, match="another gc took the lease"):
         lease.keep()
@@ -94,26 +99,27 @@ def test_a_gc_that_takes_the_key_during_a_renewal_holds_the_lease_alone():
 
 
 def test_a_renewal_whose_delete_answers_late_puts_no_new_record():
-    store = OnDelete(lambda key: time.sleep(0.35))  # the delete's answer comes late
-    lease = Lease(store, seconds=1.0).__enter__()
-    time.sleep(0.55)
+    clock = FakeClock()
+    store = OnDelete(lambda key: clock.advance(0.35))  # the delete's answer comes late
+    lease = Lease(store, seconds=1.0, clock=clock).__enter__()
+    clock.advance(0.55)
 
     with pytest.raises(LeaseLost, match="while gc renewed it"):
         lease.keep()
     assert store.head(LEASE_KEY) is None  # its own record went, no new one came: nobody holds it
-    with Lease(store) as taker:
+    with Lease(store, clock=clock) as taker:
         taker.check()
 
 
 def test_a_lease_taken_over_is_neither_renewed_nor_released():
-    store = MemoryStore()
-    lease = Lease(store, seconds=1.0).__enter__()
+    store, clock = MemoryStore(), FakeClock()
+    lease = Lease(store, seconds=1.0, clock=clock).__enter__()
     store.delete(LEASE_KEY)  # as a taker that judged it expired would
 
-    with Lease(store) as other:
+    with Lease(store, clock=clock) as other:
         with pytest.raises(LeaseLost, match="lost its lease"):
             lease.check()
-        time.sleep(0.55)
+        clock.advance(0.55)
         with pytest.raises(LeaseLost, match="lost its lease"):
             lease.keep()  # due: the renewal reads the record first
         lease.__exit__(None, None, None)

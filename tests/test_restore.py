@@ -11,17 +11,22 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from conftest import Live
 from journal.errors import HistoryWithoutState
+from journal.gc import gc
+from journal.history import ManifestCache
 from journal.index import build_index
 from journal.localstate import load_state
 from journal.materialize import KEEP_EXTENDS, KEEP_NEWER, REPLACE, WRITE
 from journal.model import KIND_FILE, KIND_SYMLINK, Entry, Manifest, TreeRoot
 from journal.objects import KIND_CHUNK, KIND_PAGE
-from journal.pack import PackWriter
+from journal.pack import PackWriter, pack_key
 from journal.repository import encode_manifest, manifest_key, utc_now
+from journal.retention import Policy
+from journal.verify import verify
 from tripwire import write_tripwire
 
 from conftest import Live
@@ -670,6 +675,55 @@ def test_odd_names_and_journal_tmp_entries_round_trip_byte_identical(make_live):
     assert Live.snapshot(c.local / "fx-home") == Live.snapshot(fx)
 
 
+@pytest.mark.parametrize("to_write", [False, True], ids=["nothing-to-write", "files-to-write"])
+def test_restore_never_follows_a_symlinked_temp_dir_out_of_the_tree(bare_live, tmp_path, to_write):
+    """A symlink where restore keeps its temp files (``<tree>/.journal-tmp``, left by a
+    tool, or a mount): restore neither writes through it nor cleans up what it points at."""
+    fx = bare_live.local / "fx-home"
+    fx.mkdir()
+    (fx / "a.txt").write_text("a\n")
+    assert bare_live.checkpoint().seq == 1
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.md").write_text("never part of any tree\n")
+    (fx / ".journal-tmp").symlink_to(precious)
+    if to_write:
+        (fx / "a.txt").unlink()
+
+    result = bare_live.restore()
+
+    assert [p.name for p in precious.iterdir()] == ["notes.md"]
+    assert (precious / "notes.md").read_text() == "never part of any tree\n"
+    assert (fx / ".journal-tmp").is_symlink()
+    error = tree_result(result, "fx").error
+    if to_write:
+        assert not result.complete and "is not a real directory" in error and ".journal-tmp" in error
+    else:
+        assert result.complete and error is None and (fx / "a.txt").read_text() == "a\n"
+
+
+def test_restore_to_refuses_a_stored_tree_name_that_escapes_the_directory(bare_live, tmp_path):
+    """A manifest (from a buggy or hostile writer sharing the bucket) names its tree
+    ``../../escaped``: ``restore --to DIR`` refuses it, never joining it to DIR."""
+    fx = bare_live.local / "fx-home"
+    fx.mkdir()
+    (fx / "payload.txt").write_text("written outside --to\n")
+    assert bare_live.checkpoint().seq == 1
+    repo = bare_live.repo()
+    first, first_id = repo.load_manifest(1)
+    evil = msgspec.structs.replace(first, seq=2, parent=1, parent_id=first_id,
+                                   trees={"../../escaped": first.trees["fx"]})
+    repo.put_manifest(encode_manifest(evil)[1], 2)
+    dest = tmp_path / "exports" / "x"
+
+    result = bare_live.restore(to=str(dest))
+
+    assert not result.complete
+    assert "not a valid tree name" in tree_result(result, "../../escaped").error
+    assert list(tmp_path.rglob("payload.txt")) == [fx / "payload.txt"]   # only the live one
+    assert not (tmp_path / "escaped").exists()
+
+
 # --- what the next checkpoint makes of a restore ----------------------------------------------
 
 
@@ -690,6 +744,66 @@ def test_checkpoint_after_a_fallback_restore_republishes_the_good_copy(source):
     republished = source.entries("codex", seq=3)["config.toml"]
     assert [r.id for r in republished.refs] == [r.id for r in first.refs]
     assert {r.pack for r in republished.refs} <= set(source.repo().load_manifest(3)[0].packs)
+
+
+def missing_packs(live, seq: int, tree: str) -> list[str]:
+    """Packs that manifest ``seq``'s ``tree`` names but the store no longer holds."""
+    entries, _ = ManifestCache(live.repo()).tree(seq, tree)
+    return [r.pack for e in entries for r in e.refs if live.store.head(pack_key(r.pack)) is None]
+
+
+def test_a_checkpoint_after_a_rollback_and_a_sweep_names_no_deleted_pack(bare_live, tmp_path):
+    """``restore --at 1`` writes back manifest 1's content, whose packs gc has
+    tombstoned; a sweep deletes them before the next checkpoint, which must upload that
+    content again rather than name the deleted packs."""
+    fx = bare_live.local / "fx-home"
+    fx.mkdir()
+    for v in (1, 2, 3):
+        (fx / "notes.txt").write_text(f"version {v}\n" * 50)
+        set_mtime(fx / "notes.txt", v * 10**18)
+        assert bare_live.checkpoint().seq == v
+        (fx / "other.txt").write_text("stable\n")
+    assert gc(bare_live.repo(), Policy(keep_last=1), 0.0)[0].tombstone_count > 0   # marks manifests 1, 2
+    (fx / "notes.txt").unlink()                                 # (or any local copy older than manifest 1)
+    assert bare_live.restore(at="1").complete
+    assert (fx / "notes.txt").read_text() == "version 1\n" * 50
+    assert gc(bare_live.repo(), Policy(keep_last=1), 0.0)[1].deleted > 0             # sweeps them
+
+    assert bare_live.checkpoint().seq == 4
+
+    assert missing_packs(bare_live, 4, "fx") == []
+    out = tmp_path / "out"
+    result = bare_live.restore(to=str(out))
+    assert result.complete, [(t.name, t.lost, t.error) for t in result.trees]
+    assert (out / "fx" / "notes.txt").read_text() == "version 1\n" * 50
+
+
+def test_a_rollback_carries_a_tree_not_configured_here_as_the_newest_manifest_has_it(bare_live, tmp_path):
+    """``restore --at 1`` on a machine that does not configure tree ``extra`` (another
+    container's): the next checkpoint carries ``extra`` as the newest manifest has it,
+    not as manifest 1 had it (whose packs a gc sweep may already have deleted)."""
+    fx = bare_live.local / "fx-home"
+    fx.mkdir()
+    extra = tmp_path / "extra-live"
+    extra.mkdir()
+    conf = bare_live.home / ".config" / "journal" / "config.toml"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(f'[[trees]]\nname = "extra"\npath = "{extra}"\n')
+    for v in (1, 2, 3):
+        (extra / "data.txt").write_text(f"extra version {v}\n" * 100)
+        (fx / "n.txt").write_text(f"fx {v}\n" * 10)
+        assert bare_live.checkpoint().seq == v
+    conf.unlink()                                    # this container does not configure "extra"
+    gc(bare_live.repo(), Policy(keep_last=1), 0.0)   # marks manifests 1, 2 and their packs
+    assert bare_live.restore(at="1").complete
+    gc(bare_live.repo(), Policy(keep_last=1), 0.0)   # sweeps: manifest 1's packs are gone
+
+    assert bare_live.checkpoint().seq == 4
+
+    result = verify(bare_live.repo(), full=True)
+    assert not result.findings, result.findings
+    assert [e.size for p, e in bare_live.entries("extra", 4).items() if p == "data.txt"] == \
+        [len("extra version 3\n" * 100)]
 
 
 def test_rollback_with_at_into_live_trees_survives_the_next_restart(source, make_live):

@@ -17,7 +17,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -35,6 +34,8 @@ from journal.repository import Repository
 from journal.restore import restore
 from journal.store import open_store
 from journal.tree_tmp import PREFIX as TMP_PREFIX
+
+from conftest import wait_for
 
 PAGE = 4096
 
@@ -153,14 +154,6 @@ def sha(path: Path) -> str:
 def rows_digest(path: Path, table: str, key: str) -> tuple[int, str]:
     rows = query(path, f"SELECT * FROM {table} ORDER BY {key}")
     return len(rows), hashlib.sha256(repr(rows).encode()).hexdigest()
-
-
-def wait_for(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 OPENCODE_SCHEMA = """
@@ -356,14 +349,14 @@ def test_busy_wal_writer_every_committed_row_before_a_checkpoint_is_restored(tmp
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(counter), str(stop)])
     floors: list[tuple[int, int]] = []  # (rows committed before the checkpoint began, its seq)
     try:
-        wait_for(lambda: read_count(counter) >= 300, 30, "the writer's first commits")
+        wait_for(lambda: read_count(counter) >= 300, 60, "the writer's first commits")
         for _ in range(3):
             before = read_count(counter)
             result = box.checkpoint_ok()
             assert result["seq"] is not None, result
             floors.append((before, result["seq"]))
             after = read_count(counter)
-            wait_for(lambda: read_count(counter) > after, 10, "the writer to keep committing")
+            wait_for(lambda: read_count(counter) > after, 60, "the writer to keep committing")
         assert writer.poll() is None, "the writer died while checkpoints ran"
     finally:
         stop.touch()

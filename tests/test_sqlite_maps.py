@@ -7,6 +7,7 @@ database as it was then, including pages that changed back and a file that shran
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 import uuid
@@ -105,6 +106,30 @@ def test_a_ticks_map_stays_small_and_every_checkpoint_restores(tmp_path):
     assert smallest < 0.5, "the recent map lists far fewer pages than differ from the full map"
     for seq in list(expect)[::7] + [max(expect)]:
         assert box.restored_rows(seq) == expect[seq], seq
+    assert verify(box.repo(), full=True).ok
+
+
+def test_a_map_added_once_the_data_pack_is_full_stays_in_that_pack(tmp_path, monkeypatch):
+    """A page map names the pages of its own pack as "same pack": added just as the data
+    pack reaches its target size, it must go into that pack, not open the next one, or
+    no restore finds those pages; the next tick's map, built on it, restores too."""
+    import journal.checkpoint as checkpoint_module
+    from journal.pack import PackWriter
+
+    probe = Box(tmp_path / "probe")
+    (full_map,) = probe.entry(probe.checkpoint()).refs
+    boundary = full_map.offset              # the data pack's size once its last page is in
+    box = Box(tmp_path / "box")             # the same database (the same seed): the same pages
+    monkeypatch.setattr(checkpoint_module, "PackWriter", functools.partial(PackWriter, target=boundary))
+    seq = box.checkpoint()
+    monkeypatch.undo()
+
+    (map_ref,) = box.entry(seq).refs
+    assert (map_ref.offset, map_ref.length) == (boundary, full_map.length)   # appended to the full pack
+    assert box.restored_rows(seq) == box.rows()
+    box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = 1")
+    seq = box.checkpoint()
+    assert box.restored_rows(seq) == box.rows()
     assert verify(box.repo(), full=True).ok
 
 
