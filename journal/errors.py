@@ -363,3 +363,13 @@ def naming(path: str):
         if err.filename is None and not isinstance(err, JournalError):
             err.filename = path
         raise
+
+
+class NoReadableCheckpoint(JournalError):
+    """Every checkpoint a restore could come from is unreadable: nothing can be restored."""
+
+    def __init__(self, op: str, count: int, newest_key: str, cause: str):
+        super().__init__(
+            f"{op}: none of the {count} checkpoint(s) in the store can be read (the newest, {newest_key}: "
+            f"{cause}); nothing was restored. Run `journal verify` to see the damage, and restore the store's "
+            f"manifests from a backup")

@@ -15,7 +15,7 @@ import os
 import msgspec
 
 from .config import TREE_NAME
-from .errors import ConfigError, CorruptObject, ObjectNotFound, UnsafePath
+from .errors import ConfigError, CorruptObject, JournalError, NoReadableCheckpoint, ObjectNotFound, UnsafePath
 from .export import ExportMark, begin_export, check_export_dir, write_mark
 from .history import ManifestCache, select_seqs
 from .lineage import open_repository, require_history
@@ -23,7 +23,7 @@ from .localstate import (LocalState, StateLock, TreeCache, cache_from_entries, c
                          new_state, save_state)
 from .report import SILENT, Reporter
 from . import fetch, tree_tmp
-from .repository import Repository, utc_now
+from .repository import Repository, manifest_key, utc_now
 from .restore_tree import TreeRestore, TreeRun, write_trees
 from .store.base import Store
 
@@ -126,12 +126,17 @@ def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, resu
     # Every manifest carries every tree the store has seen, so the newest readable
     # one names them all: restore's metadata reads do not grow with history.
     stored: set[str] = set()
+    first_error: JournalError | None = None
     for seq in reversed(seqs):
         try:
             stored.update(cache.manifest(seq)[0].trees)
             break
         except (CorruptObject, ObjectNotFound) as err:
+            first_error = first_error or err
             reporter.warn(f"restore: skipping manifest {seq}: {err}")
+    else:
+        if seqs:  # history exists and none of it reads: "nothing to restore" would be a lie
+            raise NoReadableCheckpoint("restore", len(seqs), manifest_key(seqs[-1]), str(first_error))
     for name in sorted(stored):
         if not TREE_NAME.match(name):
             stored.discard(name)

@@ -407,6 +407,25 @@ def test_torn_newest_manifest_is_skipped_for_the_previous_one(source):
     assert any("manifest 2" in w for w in source.warnings)
 
 
+def test_a_store_whose_every_manifest_is_unreadable_is_an_error_not_an_empty_restore(source, make_live):
+    """History exists but none of it reads: "nothing to restore ... complete" would let
+    a fresh container start its agent on empty state and publish that."""
+    config = source.local / "codex-home" / "config.toml"
+    config.write_text('model = "second"\n')
+    assert source.checkpoint().seq == 2
+    for seq in (1, 2):
+        path = source.store_path / manifest_key(seq)
+        path.write_bytes(path.read_bytes()[:40])
+    fresh = make_live("fresh", fixtures=False)
+
+    ran = fresh.run("restore")
+
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+    [line] = [line for line in ran.stderr.splitlines() if line.startswith("journal: error:")]
+    assert "none of the 2 checkpoint(s) in the store can be read" in line and "manifests/000000000002" in line
+    assert "restore complete" not in ran.stdout and not (fresh.local / "codex-home").exists()
+
+
 def test_corrupt_blob_falls_back_to_an_older_good_copy(source):
     config = source.local / "codex-home" / "config.toml"
     config.write_text('model = "second"\n')
