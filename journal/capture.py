@@ -31,15 +31,18 @@ from .file_delta import MAX_FILE, FileDeltas
 from .localstate import FileState
 from .signatures import dir_signature, signature
 from .model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
-from .objects import KIND_CHUNK, KIND_SEGMENT
+from .objects import CHUNK_BYTES, KIND_CHUNK, KIND_SEGMENT, SEGMENT_BYTES
 from .segments import ANCHOR_MIN, DICT_TAIL, TAILS, anchors
 from .treepath import shown, target_problem
 from .walk import Item
 
-CHUNK = 1 << 20            # ordinary files: fixed-size chunks
-SEGMENT_TARGET = 4 << 20   # JSONL: a segment closes at the first line end past this size,
-SEGMENT_MAX = 8 << 20      # ... or, inside a longer line, at this size (the line goes on)
+CHUNK = CHUNK_BYTES        # ordinary files: fixed-size chunks
 READ_BLOCK = 1 << 20
+SEGMENT_TARGET = 4 << 20   # JSONL: a segment closes at the first line end past this size,
+# ... or, inside a longer line, at this size (the line goes on). It is cut after the read
+# that takes it there, so it holds less than SEGMENT_MAX + READ_BLOCK bytes: the most a
+# reader accepts (objects.SEGMENT_BYTES, 9 MiB).
+SEGMENT_MAX = SEGMENT_BYTES - READ_BLOCK
 LINE_SCAN = 64 << 10       # the last line end is looked for backwards, this much at a time
 MERGE_FANOUT = 8           # compaction: this many trailing segments merge, when the oldest of
 MERGE_RATIO = 0.5          # ... them is at most this share of the others together,

@@ -69,6 +69,17 @@ class CorruptObject(JournalError, ValueError):
         super().__init__(f"verify object: {key} is corrupt: {detail}")
 
 
+class RecordTooLarge(JournalError):
+    """A writer was about to store a record larger than readers accept for its kind."""
+
+    def __init__(self, kind: str, size: int, limit: int):
+        self.kind = kind
+        self.size = size
+        self.limit = limit
+        super().__init__(f"store record: a {kind} of {size:,} bytes is over the {limit:,} bytes a {kind} may "
+                         "hold, and readers would refuse it; nothing was stored for it")
+
+
 class ManifestConflict(JournalError):
     """Another writer already committed the sequence this writer wanted."""
 

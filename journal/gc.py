@@ -323,10 +323,18 @@ class _Gc:
         """The items of ``stone``, decoded one at a time; ``None`` for one that does not decode."""
         for raw in stone.items:
             try:
-                yield decode_item(raw)
-            except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                item = decode_item(raw)
+            except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
                 self.reporter.warn(f"gc: tombstone {key}: ignoring an unreadable item: {err}")
                 yield None
+                continue
+            if (_seq_of(item.key) if item.kind == "manifest" else _pack_id(item.key)) is None:
+                # A key of the wrong shape for its kind (the store's config, a manifest named
+                # as a pack) is never deleted: the item is kept unresolved.
+                self.reporter.warn(f"gc: tombstone {key}: ignoring an item naming {item.key!r} as a {item.kind}")
+                yield None
+                continue
+            yield item
 
     def _walk(self) -> None:
         """What the kept manifests reach, then what every other manifest that stays reaches."""

@@ -106,9 +106,9 @@ class ManifestCache:
         key = (seq, name)
         if key not in self._trees:
             manifest, _ = self.manifest(seq)
-            root = manifest.trees[name].root
+            tree = manifest.trees[name]
             try:
-                self._trees[key] = load_entries(root, lambda r: self.repo.read_page(r)[0])
+                self._trees[key] = load_entries(tree.root, lambda r: self.repo.read_page(r)[0], tree)
             except (CorruptObject, ObjectNotFound) as err:
                 self._trees[key] = err
         got = self._trees[key]

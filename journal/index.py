@@ -19,13 +19,12 @@ import msgspec
 
 from .errors import CorruptObject
 
-from .model import BlobRef, Entry, Page, PageRef, decode, encode
+from .model import KIND_DIR, MAX_ITEMS, BlobRef, Entry, Page, PageRef, TreeRoot, encode, entry_problem, ref_problem
 from .objects import KIND_PAGE, blob_id
 from .pack import is_pending
 
 LEAF_FANOUT = 64        # average entries per leaf page
 INNER_FANOUT = 32       # average children per inner page
-MAX_ITEMS = 1024        # hard cap per page, whatever the hashes say
 
 #: Stores a new page: ``add_page(payload, (level, first path)) -> BlobRef``.
 AddPage = Callable[[bytes, tuple[int, str]], BlobRef]
@@ -113,30 +112,124 @@ def _same_pack(child: PageRef) -> PageRef:
     return PageRef(child.first, msgspec.structs.replace(child.ref, pack=""), child.files, child.bytes)
 
 
-def iter_pages(root: BlobRef | None, read_page: Callable[[BlobRef], bytes]) -> Iterator[tuple[BlobRef, Page]]:
-    """Yield every page of the tree under ``root``, depth first, in path order."""
+_decode_page = msgspec.json.Decoder(Page).decode
+
+
+def decode_page(payload: bytes, key: str) -> Page:
+    """Decode one index page read from the store and check it (``page_problem``);
+    raises ``CorruptObject(key)``."""
+    try:
+        page = _decode_page(payload)
+    except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
+        raise CorruptObject(key, f"page does not decode: {err}") from None
+    problem = page_problem(page)
+    if problem:
+        raise CorruptObject(key, problem)
+    return page
+
+
+def page_problem(page: Page) -> str | None:
+    """What is wrong with a decoded page, or None: a leaf holds entries and an inner page
+    children, never both, never neither; items are in strictly ascending path order
+    (no path twice); every entry and child reference is sound (``model.entry_problem``)."""
+    items = page.children if page.level else page.entries
+    if not items or (page.entries and page.children):
+        return f"a level {page.level} page holds {len(page.entries)} entries and {len(page.children)} children"
+    last = None
+    if page.level:
+        for child in page.children:
+            if last is not None and child.first <= last:
+                return f"children out of order at {child.first!r}"
+            last = child.first
+            problem = ref_problem(child.ref, same_pack=True)
+            if problem:
+                return f"child page {child.first!r} {problem}"
+        return None
+    for entry in page.entries:
+        if last is not None and entry.path <= last:
+            return f"entry {entry.path!r} is listed twice or out of order"
+        last = entry.path
+        problem = entry_problem(entry)
+        if problem:
+            return f"entry {entry.path!r} {problem}"
+    return None
+
+
+def iter_pages(root: BlobRef | None, read_page: Callable[[BlobRef], bytes],
+               tree: TreeRoot | None = None) -> Iterator[tuple[BlobRef, Page]]:
+    """Yield every page of the tree under ``root``, depth first, in path order, each
+    checked (``decode_page``) and checked against its parent; raises ``CorruptObject``.
+
+    A parent states each child's level (one below its own), first path, entry count and
+    bytes, and the next child's first path bounds it: so every path of the tree is listed
+    once, in order, and no page can be reached twice (a repeated child breaks the bounds,
+    a cycle the levels): the walk reads each page once, its work bounded by the pages
+    stored, however many times the pages name one another. With
+    ``tree`` (the manifest's totals), the files (entries other than directories) and
+    their bytes must add up to its ``files`` and ``bytes``; the walk stops as soon as it
+    has seen more files.
+    """
     if root is None:
+        if tree is not None and (tree.files or tree.bytes):
+            raise CorruptObject("tree root", f"an empty tree, its manifest says {tree.files:,} files")
         return
-    stack = [root]
+    problem = ref_problem(root)
+    if problem:
+        raise CorruptObject("tree root", problem)
+    files = size = 0
+    # (ref, what the parent says: level, first path, entries, bytes, and the next child's first path)
+    stack: list[tuple[BlobRef, tuple | None]] = [(root, None)]
     while stack:
-        ref = stack.pop()
-        try:
-            page = decode(read_page(ref), Page)
-        except msgspec.DecodeError as err:
-            raise CorruptObject(f"page {ref.id[:12]} in pack {ref.pack[:12]}", f"page does not decode: {err}") from err
+        ref, said = stack.pop()
+        key = f"page {ref.id[:12]} in pack {ref.pack[:12]}"
+        page = decode_page(read_page(ref), key)
+        problem = said and _disagrees(page, *said)
+        if problem:
+            raise CorruptObject(key, problem)
+        if tree is not None and not page.level:
+            for entry in page.entries:
+                if entry.kind != KIND_DIR:
+                    files += 1
+                    size += entry.size
+            if files > tree.files:
+                raise CorruptObject(key, f"the tree holds more than the {tree.files:,} files its manifest says")
         yield ref, page
-        stack.extend(reversed([c.ref if c.ref.pack else msgspec.structs.replace(c.ref, pack=ref.pack)
-                               for c in page.children]))
+        children = page.children
+        for i in reversed(range(len(children))):
+            child = children[i]
+            upper = children[i + 1].first if i + 1 < len(children) else (said[4] if said else None)
+            child_ref = child.ref if child.ref.pack else msgspec.structs.replace(child.ref, pack=ref.pack)
+            stack.append((child_ref, (page.level - 1, child.first, child.files, child.bytes, upper)))
+    if tree is not None and (files, size) != (tree.files, tree.bytes):
+        raise CorruptObject(f"tree root {root.id[:12]}", f"the tree holds {files:,} files of {size:,} bytes, its "
+                                                         f"manifest says {tree.files:,} of {tree.bytes:,}")
 
 
-def load_entries(root: BlobRef | None, read_page: Callable[[BlobRef], bytes]) -> tuple[list[Entry], dict[str, BlobRef]]:
+def _disagrees(page: Page, level: int, first: str, count: int, nbytes: int, upper: str | None) -> str | None:
+    """How a page differs from what its parent says of it, or None."""
+    if page.level != level:
+        return f"a level {page.level} page where its parent says level {level}"
+    if page.level:
+        got = (page.children[0].first, page.children[-1].first,
+               sum(c.files for c in page.children), sum(c.bytes for c in page.children))
+    else:
+        got = (page.entries[0].path, page.entries[-1].path, len(page.entries), sum(e.size for e in page.entries))
+    if got[0] != first or (upper is not None and got[1] >= upper):
+        return f"the page spans {got[0]!r} to {got[1]!r}, its parent says from {first!r} to before {upper!r}"
+    if got[2:] != (count, nbytes):
+        return f"the page holds {got[2]:,} entries of {got[3]:,} bytes, its parent says {count:,} of {nbytes:,}"
+    return None
+
+
+def load_entries(root: BlobRef | None, read_page: Callable[[BlobRef], bytes],
+                 tree: TreeRoot | None = None) -> tuple[list[Entry], dict[str, BlobRef]]:
     """Every entry of the tree in path order, and every page it uses, by id."""
     entries: list[Entry] = []
     pages: dict[str, BlobRef] = {}
-    for ref, page in iter_pages(root, read_page):
+    for ref, page in iter_pages(root, read_page, tree):
         pages[ref.id] = ref
         entries.extend(page.entries)
     return entries, pages
 
 
-__all__ = ["KIND_PAGE", "build_index", "iter_pages", "load_entries"]
+__all__ = ["KIND_PAGE", "MAX_ITEMS", "build_index", "decode_page", "iter_pages", "load_entries"]

@@ -30,6 +30,7 @@ from collections.abc import Callable
 import msgspec
 
 from .errors import GcBusy, JournalError, KeyExists, ObjectNotFound
+from .model import Count, Text
 from .store.base import Store
 
 LEASE_KEY = "leases/gc"
@@ -41,10 +42,10 @@ SAFE_LEFT = 0.25
 
 
 class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True):
-    holder: str
-    token: str
-    acquired_ns: int
-    expires_ns: int
+    holder: Text
+    token: Text
+    acquired_ns: Count
+    expires_ns: Count
 
 
 class LeaseLost(GcBusy):

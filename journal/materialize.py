@@ -47,21 +47,27 @@ WRITEBACK_BYTES = 8 << 20
 
 def refused_paths(entries: list[Entry]) -> dict[str, str]:
     """The entries restore refuses, each with why: a path the path rule refuses
-    (``treepath.py``), a path through a symlink entry, a symlink target that cannot be
-    made. Every other entry is fine, whatever these are. (A path too long under this
-    tree's root is found by ``decide``: lost when nothing is there, else kept.)"""
-    links = {e.path for e in entries if e.kind == KIND_SYMLINK}
+    (``treepath.py``), a path through a symlink entry or inside another entry that is
+    not a directory, a symlink target that cannot be made. Every other entry is fine,
+    whatever these are. (A path too long under this tree's root is found by ``decide``:
+    lost when nothing is there, else kept.)"""
+    others = {e.path: e.kind for e in entries if e.kind != KIND_DIR}
     refused = {}
     for e in entries:
         p = e.path
         problem = path_problem(p)
         if problem is None and e.kind == KIND_SYMLINK:
             problem = target_problem(e.target or "")
-        if problem is None and links:
+        if problem is None and others:
             parts = p.split("/")
             for i in range(1, len(parts)):
-                if "/".join(parts[:i]) in links:
-                    problem = f"it goes through the symlink {'/'.join(parts[:i])!r}"
+                parent = "/".join(parts[:i])
+                kind = others.get(parent)
+                if kind == KIND_SYMLINK:
+                    problem = f"it goes through the symlink {parent!r}"
+                elif kind is not None:
+                    problem = f"it is inside the {kind} entry {parent!r}, not a directory"
+                if problem is not None:
                     break
         if problem is not None:
             refused[p] = problem

@@ -49,7 +49,7 @@ import threading
 
 import zstandard
 
-from .errors import CorruptObject
+from .errors import CorruptObject, RecordTooLarge
 
 MAGIC = b"JRNL"
 FORMAT_VERSION = 1
@@ -81,8 +81,23 @@ DELTA_ONLY = FLAG_MEMBERS | FLAG_BASE_AT
 _BASE_LEN = struct.Struct(">H")
 BASE_AT = struct.Struct(">32sQI")
 
-#: The largest payload a record may claim; guards decompression against a bad header.
-MAX_RAW = 1 << 31
+#: The largest payload a record of each kind holds. Each writer takes its limit from
+#: here and ``encode_record`` refuses a larger payload, so no record the writer makes is
+#: over it; a reader refuses a header that claims more, before decompressing anything.
+CHUNK_BYTES = 1 << 20        # ordinary files are cut into chunks of this size (capture.py)
+SEGMENT_BYTES = 9 << 20      # cut at 8 MiB inside a long line, after a 1 MiB read (capture.py)
+PAGE_BYTES = 64 << 20        # an index page: at most index.MAX_ITEMS entries or children
+MANIFEST_BYTES = 16 << 20
+PAGEMAP_BYTES = 256 << 20    # ~45 bytes a page: ~6 million pages, a 23 GiB database of 4 KiB pages
+DBPAGE_BYTES = 256 << 10     # a page group (sqlite_capture.py); one page is at most 64 KiB
+RAW_LIMITS = {KIND_CHUNK: CHUNK_BYTES, KIND_SEGMENT: SEGMENT_BYTES, KIND_PAGE: PAGE_BYTES,
+              KIND_MANIFEST: MANIFEST_BYTES, KIND_PAGEMAP: PAGEMAP_BYTES, KIND_DBPAGE: DBPAGE_BYTES}
+MAX_RAW = max(RAW_LIMITS.values())
+#: The longest record: a header, a base or member list (at most 65,535 bytes after its
+#: length) and a zstd frame, which zstd keeps within 1/256 (plus 64 bytes) of its payload.
+MAX_RECORD = HEADER.size + _BASE_LEN.size + 0xFFFF + MAX_RAW + (MAX_RAW >> 8) + 64
+#: The furthest offset a reference may name: far past any pack (packs close at 64 MiB).
+MAX_OFFSET = 1 << 48
 COMPRESSION_LEVEL = 3
 # Deltas are few and small, so they get stronger levels: 19 against a page-sized base;
 # 9 against a 64 KiB segment anchor (there 19 takes 10x as long for ~4% less).
@@ -131,6 +146,8 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
     """
     if marks & ~FLAG_ENTRY_BASES or (marks and kind != KIND_PAGE):
         raise ValueError(f"flags {marks:#06x} do not mark a {KIND_NAMES.get(kind, kind)} record")
+    if len(payload) > RAW_LIMITS[kind]:
+        raise RecordTooLarge(KIND_NAMES[kind], len(payload), RAW_LIMITS[kind])
     digest = hashlib.sha256(payload).digest()
     flags = 0
     if base is None:
@@ -162,12 +179,13 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
 
 #: A delta is kept only when its frame is at most this share of the whole record's.
 DELTA_MAX_SHARE = 0.5
-_PACK_NAME = re.compile(r"[0-9a-f]{64}")
+ID = re.compile(r"[0-9a-f]{64}")
 
 
-def is_pack_name(pack: str) -> bool:
-    """True for a committed pack's name (its SHA-256), which a base may be named by."""
-    return _PACK_NAME.fullmatch(pack) is not None
+def is_id(name: str) -> bool:
+    """True for a blob id or a committed pack's name (a SHA-256: 64 lowercase hex
+    digits), which a base may be named by and a store key made of."""
+    return ID.fullmatch(name) is not None
 
 
 def delta_pays(delta: bytes, whole: bytes, named: int = _BASE_LEN.size + BASE_AT.size) -> bool:
@@ -202,19 +220,21 @@ def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, st
     if flags & ~KIND_FLAGS.get(kind, 0) or (flags & DELTA_ONLY and not flags & FLAG_DELTA) \
             or (kind in BASE_AT_KINDS and flags & FLAG_DELTA and not flags & FLAG_BASE_AT):
         raise CorruptObject(key, f"unknown flags {flags:#06x}")
-    if raw_size > MAX_RAW:
-        raise CorruptObject(key, f"implausible payload size {raw_size}")
+    if raw_size > RAW_LIMITS[kind]:
+        raise CorruptObject(key, f"a {KIND_NAMES[kind]} record claims {raw_size:,} bytes, over the "
+                                 f"{RAW_LIMITS[kind]:,} a {KIND_NAMES[kind]} may hold")
     return kind, flags, raw_size, stored, digest.hex()
 
 
-def decode_record(data: bytes, *, key: str, expect_id: str | None = None,
-                  expect_kind: int | None = None, base: bytes | None = None) -> bytes:
+def decode_record(data: bytes, *, key: str, expect_id: str | None = None, expect_kind: int | None = None,
+                  expect_size: int | None = None, base: bytes | None = None) -> bytes:
     """Verify one record and return its payload.
 
     A delta record (``FLAG_DELTA``) is decoded against ``base``, the verified bytes of
     its base page; without one it is refused. ``base`` is ignored for other records.
     Raises ``CorruptObject(key)`` when the header, the length, the frame, the hash,
-    the expected id or the expected kind do not hold.
+    the expected id, kind or payload size (the reference's ``size``) do not hold;
+    every check but the hash's is made before anything is decompressed.
     """
     kind, flags, raw_size, stored, digest = parse_header_flags(data, key=key)
     if len(data) != HEADER.size + stored:
@@ -223,6 +243,8 @@ def decode_record(data: bytes, *, key: str, expect_id: str | None = None,
         raise CorruptObject(key, f"expected a {KIND_NAMES[expect_kind]}, found a {KIND_NAMES[kind]}")
     if expect_id is not None and digest != expect_id:
         raise CorruptObject(key, f"record holds blob {digest[:12]}, expected {expect_id[:12]}")
+    if expect_size is not None and raw_size != expect_size:
+        raise CorruptObject(key, f"record holds {raw_size:,} bytes, its reference says {expect_size:,}")
     if flags & FLAG_DELTA:
         if base is None:
             raise CorruptObject(key, f"a {KIND_NAMES[kind]} delta read without its base")
@@ -285,8 +307,8 @@ def embedded_base(data, *, key: str) -> bytes | tuple[str, int, int] | None:
     if len(raw) != BASE_AT.size:
         raise CorruptObject(key, f"page delta names its base in {len(raw)} bytes, not {BASE_AT.size}")
     pack, offset, length = BASE_AT.unpack(raw)
-    if length < HEADER.size:
-        raise CorruptObject(key, f"page delta names a base of {length} bytes")
+    if not HEADER.size <= length <= MAX_RECORD or offset > MAX_OFFSET:
+        raise CorruptObject(key, f"delta names a base of {length:,} bytes at offset {offset:,}")
     return pack.hex(), offset, length
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from .errors import CorruptObject, ObjectNotFound
 from .localstate import TreeCache
 from .model import BlobRef, Page, decode
-from .objects import FLAG_ENTRY_BASES, KIND_PAGE, delta_pays, encode_record, is_pack_name
+from .objects import FLAG_ENTRY_BASES, KIND_PAGE, delta_pays, encode_record, is_id
 from .pack import PackWriter
 from .blob_cache import BlobCache
 
@@ -61,7 +61,7 @@ class IndexWriter:
     def _add(self, payload: bytes, base_ref: BlobRef | None) -> BlobRef:
         marks = _marks(payload)
         pid, whole = encode_record(KIND_PAGE, payload, marks=marks)
-        if base_ref is not None and is_pack_name(base_ref.pack):  # named by position (format 6)
+        if base_ref is not None and is_id(base_ref.pack):  # named by position (format 6)
             try:
                 base = self.pages.read(base_ref)
             except (CorruptObject, ObjectNotFound):

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
 import msgspec
 
 from .errors import CorruptObject
-from .model import BlobRef
+from .model import MAX_MAPS, BlobRef, Id
+from .objects import DBPAGE_BYTES, HEADER, MAX_OFFSET, MAX_RECORD, is_id
 
 MAP_VERSION = 3
 SAME_PACK = 0xFFFF
@@ -65,15 +66,14 @@ RECENT_SHARE = 8
 #: up to the table's limit (``SAME_PACK``), and pins all of them against gc.
 MAP_PACKS = 1024
 MAP_PACKS_KEPT = 768
-MAX_MAPS = 3
 
 
 class PageMap(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     version: int
     full: bool
-    page_size: int
-    page_count: int
-    packs: list[str]
+    page_size: Annotated[int, msgspec.Meta(ge=512, le=65536)]     # SQLite's: a power of two
+    page_count: Annotated[int, msgspec.Meta(ge=0, le=1 << 32)]
+    packs: Annotated[list[Id], msgspec.Meta(max_length=SAME_PACK)]
     records: bytes
     deltas: bytes = b""
     slots: bytes = b""
@@ -138,10 +138,13 @@ def decode_map(payload: bytes, own_pack: str, key: str) -> tuple[PageMap, dict[i
     """Decode a map read from pack ``own_pack``; raises CorruptObject(key)."""
     try:
         pm = msgspec.msgpack.decode(payload, type=PageMap)
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        raise CorruptObject(key, f"page map does not decode: {err}") from err
-    if pm.page_size <= 0:
-        raise CorruptObject(key, "page map has a bad page size")
+    except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
+        raise CorruptObject(key, f"page map does not decode: {err}") from None
+    if pm.page_size & (pm.page_size - 1):
+        raise CorruptObject(key, f"page map has a bad page size {pm.page_size}")
+    for pack in pm.packs:
+        if not is_id(pack):
+            raise CorruptObject(key, f"page map names pack {pack!r}, which is not a pack name")
     try:
         if pm.version == MAP_VERSION:
             pages = _decode_v3(pm, own_pack, key)
@@ -161,17 +164,23 @@ def _decode_v3(pm: PageMap, own_pack: str, key: str) -> dict[int, PageLoc]:
         raise CorruptObject(key, "page map has a torn table")
     recs = []
     for pidx, offset, length, npages, flags, digest in GROUP.iter_unpack(pm.records):
-        if flags & ~GROUP_DELTA or npages == 0:
+        if flags & ~GROUP_DELTA or npages == 0 or npages * pm.page_size > DBPAGE_BYTES \
+                or _bad_place(offset, length):
             raise CorruptObject(key, "page map has a bad record entry")
         pack = own_pack if pidx == SAME_PACK else pm.packs[pidx]
         recs.append((BlobRef(digest.hex(), pack, offset, length, npages * pm.page_size), npages, bool(flags)))
     pages = {}
     for pgno, idx, slot, digest in SLOT.iter_unpack(pm.slots):
         rec, npages, delta = recs[idx]
-        if slot >= npages or pgno in pages:
-            raise CorruptObject(key, "page map names a slot its record lacks, or a page twice")
+        if slot >= npages or pgno in pages or pgno >= pm.page_count:
+            raise CorruptObject(key, "page map names a slot its record lacks, a page twice or one past its end")
         pages[pgno] = PageLoc(digest.hex(), rec, slot, delta)
     return pages
+
+
+def _bad_place(offset: int, length: int) -> bool:
+    """True when a record's place in its pack is not one a writer makes."""
+    return offset > MAX_OFFSET or not HEADER.size <= length <= MAX_RECORD
 
 
 def _decode_v1(pm: PageMap, own_pack: str, key: str) -> dict[int, PageLoc]:
@@ -179,6 +188,8 @@ def _decode_v1(pm: PageMap, own_pack: str, key: str) -> dict[int, PageLoc]:
         raise CorruptObject(key, "page map has a bad length")
     refs = {}
     for pgno, idx, offset, length, digest in RECORD.iter_unpack(pm.records):
+        if pgno in refs or pgno >= pm.page_count or _bad_place(offset, length):
+            raise CorruptObject(key, "page map has a bad record entry")
         pack = own_pack if idx == SAME_PACK else pm.packs[idx]
         refs[pgno] = BlobRef(digest.hex(), pack, offset, length, pm.page_size)
     marks = _legacy_deltas(pm, refs, key)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import msgspec
 
 from .errors import CorruptObject, GcBlocked, ObjectNotFound
-from .model import KIND_SQLITE, BlobRef, Manifest, Page, decode
+from .index import decode_page
+from .model import KIND_SQLITE, BlobRef, Manifest
 from .objects import KIND_PAGEMAP
 from .pagemap import decode_map
 from .repository import Repository
@@ -59,10 +60,7 @@ class Reach:
             payload, base = self.repo.read_page(ref)
             if base is not None:  # a page delta needs its base page's pack too
                 self._need(base.pack, lambda: f"base of an index page of tree {tree} in manifest {seq}")
-            try:
-                page = decode(payload, Page)
-            except msgspec.DecodeError as err:
-                raise CorruptObject(f"page {ref.id[:12]}", str(err)) from err
+            page = decode_page(payload, f"page {ref.id[:12]}")
             for child in page.children:
                 stack.append(child.ref if child.ref.pack else msgspec.structs.replace(child.ref, pack=ref.pack))
             for e in page.entries:

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 import msgspec
 
 from .errors import CorruptObject, DamagedConfig, KeyExists, NoStore, NotAStore, ObjectNotFound, StoreError
-from .model import STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode
-from .objects import KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, parse_header
+from .model import STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem
+from .objects import (KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, is_id,
+                      parse_header)
 from .pack import pack_key
 from .store.base import Store
 
@@ -174,6 +175,8 @@ class Repository:
         """Back-to-back records of one pack, as stored, with one ranged read (lengths
         checked, not yet verified); each a view of the one buffer, not a copy."""
         start, end = refs[0].offset, refs[-1].offset + refs[-1].length
+        if not is_id(refs[0].pack):  # decoders refuse such a name; a pack name is the only key read here
+            raise CorruptObject(f"blob {refs[0].id[:12]}", f"names pack {refs[0].pack!r}, which is not a pack name")
         key = pack_key(refs[0].pack)
         data = self.store.get(key, start, end)
         if len(data) != end - start:
@@ -196,17 +199,21 @@ class Repository:
         data = self.read_record(ref)
         named = embedded_base(data, key=where)
         if named is None:
-            return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind), None
+            return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size), None
         own_kind = parse_header(data, key=where)[0]
         if isinstance(named, tuple):
             base_ref = BlobRef("", *named, 0)
         else:
             try:
                 base_ref = decode(named, BlobRef)
-            except (msgspec.DecodeError, msgspec.ValidationError) as err:
+            except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
                 raise CorruptObject(where, f"bad base reference: {err}") from None
+            problem = ref_problem(base_ref)
+            if problem:
+                raise CorruptObject(where, f"base reference {problem}")
         base, base_ref = self._read_base(base_ref, own_kind)
-        return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, base=base), base_ref
+        return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size,
+                             base=base), base_ref
 
     def read_whole(self, ref: BlobRef, kind: int | None = None) -> bytes:
         """One blob that must be stored whole (a delta's base), verified; a delta is
@@ -220,7 +227,8 @@ class Repository:
         where = blob_location(ref)
         data = self.read_record(ref)
         _kind, _raw, _stored, digest = parse_header(data, key=where)
-        payload = decode_record(data, key=where, expect_id=ref.id or None, expect_kind=kind)
+        payload = decode_record(data, key=where, expect_id=ref.id or None, expect_kind=kind,
+                                expect_size=ref.size or None)
         return payload, BlobRef(digest, ref.pack, ref.offset, ref.length, len(payload))
 
     @property
@@ -236,7 +244,8 @@ class Repository:
             if len(refs) == 1:
                 raise
             return [self.read_blob(ref) for ref in refs]  # short: let each blob say what is wrong
-        return [decode_record(data, key=blob_location(r), expect_id=r.id) for r, data in zip(refs, records)]
+        return [decode_record(data, key=blob_location(r), expect_id=r.id, expect_size=r.size)
+                for r, data in zip(refs, records)]
 
     def manifest_seqs(self) -> list[int]:
         """Every manifest sequence present in the store, ascending (listing only)."""
@@ -253,10 +262,13 @@ class Repository:
         payload = decode_record(self.store.get(key), key=key, expect_kind=KIND_MANIFEST)
         try:
             manifest = decode(payload, Manifest)
-        except msgspec.DecodeError as err:
-            raise CorruptObject(key, f"manifest does not decode: {err}") from err
+        except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
+            raise CorruptObject(key, f"manifest does not decode: {err}") from None
         if manifest.seq != seq:
             raise CorruptObject(key, f"manifest says seq {manifest.seq}")
+        problem = manifest_problem(manifest)
+        if problem:
+            raise CorruptObject(key, f"manifest {problem}")
         return manifest, blob_id(payload)
 
     def iter_manifests_desc(self, seqs: list[int] | None = None) -> Iterator[tuple[int, Manifest | None, str | Exception]]:

@@ -29,9 +29,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 
 from .fetch import RawReader, fetch_in_order
-from .errors import CorruptObject
-from .model import KIND_FILE, KIND_JSONL, BlobRef, Entry
-from .objects import KIND_CHUNK, decode_record
+from .model import KIND_JSONL, BlobRef, Entry
+from .objects import KIND_CHUNK, KIND_SEGMENT, decode_record
 from .repository import Repository, blob_location
 
 ANCHOR_MIN = 64 << 10
@@ -57,26 +56,19 @@ def decode_blobs(entry: Entry, records: Iterable[bytes],
     """Verify an entry's records (as stored, in ref order) and yield their payloads.
     A file's delta chunk (format 6) is decoded against its base, ``read_base(ref)``."""
     base_of = anchors([r.size for r in entry.refs]) if entry.kind == KIND_JSONL else None
-    bases = file_bases(entry)
+    kind = KIND_SEGMENT if entry.kind == KIND_JSONL else KIND_CHUNK
+    bases = entry.bases  # aligned with the refs, or empty (checked when its page was read)
     tail = None
     for i, (ref, data) in enumerate(zip(entry.refs, records)):
         anchor = None if base_of is None else base_of[i]
         base = None if anchor is None else tail
         if bases and bases[i] is not None and read_base is not None:
             base = read_base(bases[i])
-        payload = decode_record(data, key=blob_location(ref), expect_id=ref.id, base=base)
+        payload = decode_record(data, key=blob_location(ref), expect_id=ref.id, expect_kind=kind,
+                                expect_size=ref.size, base=base)
         if base_of is not None and anchor is None:
             tail = payload[-DICT_TAIL:]
         yield payload
-
-
-def file_bases(entry: Entry) -> tuple[BlobRef | None, ...]:
-    """A file entry's delta bases, aligned with its refs (empty: every chunk is whole);
-    CorruptObject when an entry names bases it cannot have."""
-    if entry.bases and (entry.kind != KIND_FILE or len(entry.bases) != len(entry.refs)):
-        raise CorruptObject(f"entry {entry.path}", f"names {len(entry.bases)} chunk bases for "
-                                                   f"{len(entry.refs)} {entry.kind} blobs")
-    return entry.bases
 
 
 def read_blobs(entry: Entry, repo: Repository) -> Iterator[bytes]:
@@ -91,8 +83,9 @@ def chunk_reader(repo: Repository) -> Callable[[BlobRef], bytes]:
 
 def read_segment(repo: Repository, ref: BlobRef, anchor: BlobRef | None) -> bytes:
     """One segment on its own: a delta is decoded against its anchor, read and verified too."""
-    base = None if anchor is None else repo.read_blob(anchor)[-DICT_TAIL:]
-    return decode_record(repo.read_record(ref), key=blob_location(ref), expect_id=ref.id, base=base)
+    base = None if anchor is None else repo.read_blob(anchor, KIND_SEGMENT)[-DICT_TAIL:]
+    return decode_record(repo.read_record(ref), key=blob_location(ref), expect_id=ref.id, expect_kind=KIND_SEGMENT,
+                         expect_size=ref.size, base=base)
 
 
 def anchor_refs(refs: tuple[BlobRef, ...]) -> list[BlobRef | None]:

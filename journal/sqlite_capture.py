@@ -22,9 +22,9 @@ from collections import Counter
 from .atomic import fsync_dir
 from .localstate import FileState
 from .model import KIND_SQLITE, BlobRef, Entry
-from .errors import CorruptObject, ObjectNotFound
-from .objects import (DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays,
-                      encode_record, is_pack_name)
+from .errors import CorruptObject, ObjectNotFound, RecordTooLarge, SnapshotFailed
+from .objects import (DBPAGE_BYTES, DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays,
+                      encode_record, is_id)
 from .pack import PackWriter
 from .pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, PageLoc, Snapshot,
                       decode_map, encode_map, load_snapshot)
@@ -36,8 +36,9 @@ from .sqlite_snapshot import live_signature, page_size_of, remove_staging, snaps
 #: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
 BATCH = 256
 #: A whole group holds up to this many bytes of pages: a restore decodes one record,
-#: not one per page (per-record costs were most of a database's restore time).
-GROUP_BYTES = 256 << 10
+#: not one per page (per-record costs were most of a database's restore time). Readers
+#: refuse a dbpage record over it.
+GROUP_BYTES = DBPAGE_BYTES
 #: A group delta holds up to this many bytes of pages; its dictionary (their base
 #: pages) is at most as large, so level 19 stays cheap (~20 ms for 32 pages).
 DELTA_GROUP_BYTES = 128 << 10
@@ -66,7 +67,11 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
                          getattr(maps, "repo", None))
         with open(staging, "rb") as fh:
             cut = _Cut(fh.fileno(), page_size, snap, writer, bases)
-            refs = cut.describe(prev, maps)
+            try:
+                refs = cut.describe(prev, maps)
+            except RecordTooLarge as err:  # a page map past what readers accept
+                raise SnapshotFailed(full_path, f"its page map would be {err.size:,} bytes, over the {err.limit:,} "
+                                                "a page map may hold: the database is too large to snapshot") from None
         size = os.path.getsize(staging)
         try:
             bases.adopt(staging, refs[0].id)
@@ -279,7 +284,7 @@ def _map_base(refs: tuple[BlobRef, ...], place: int, maps) -> tuple[BlobRef, byt
         return None
     known, base = maps.base_of(refs[place].id)
     target = refs[place] if base is None else base
-    if not known or not is_pack_name(target.pack):
+    if not known or not is_id(target.pack):
         return None
     try:
         return target, maps.read(target, whole=True)

@@ -56,9 +56,12 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
     names the file as ``shown_as`` (default ``check_path``).
 
     Raises CorruptObject/ObjectNotFound when a map or a record it needs is bad or
-    missing, or the result fails quick_check; ``strict`` (an audit): when any record of
-    its full map is."""
+    missing, the entry's size is not its pages', or the result fails quick_check;
+    ``strict`` (an audit): when any record of its full map is."""
     snap = load_snapshot(entry.refs, reader.read_blob)
+    if len(snap.pages) * snap.page_size != entry.size:
+        raise CorruptObject(f"snapshot of {entry.path}", f"the entry says {entry.size:,} bytes, its page maps "
+                                                        f"{len(snap.pages):,} pages of {snap.page_size:,}")
     with naming(shown_as or check_path):
         try:
             _write_full(fd, snap, reader, snap.base.items())

@@ -8,9 +8,12 @@ them one at a time, each item left encoded until it is used.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from .errors import ObjectNotFound
+from .model import Count, Nanos, Text
 
 TOMBSTONE_PREFIX = "tombstones/"
 #: Items per tombstone: the mark writes one every this many, the sweep holds one at a time.
@@ -18,17 +21,17 @@ TOMBSTONE_ITEMS = 3000
 
 
 class Item(msgspec.Struct, frozen=True, array_like=True):
-    key: str
-    kind: str       # "manifest" | "pack" | "orphan"
-    bytes: int
+    key: str        # a manifest's key, or a pack's (gc checks which: ``gc._items``)
+    kind: Literal["manifest", "pack", "orphan"]
+    bytes: Count
 
 
 class Tombstone(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = 1
-    created: str
-    created_ns: int
-    host: str
-    mark_seq: int
+    version: Literal[1] = 1
+    created: Text
+    created_ns: Nanos
+    host: Text
+    mark_seq: Count
     items: list[Item]
 
 
@@ -36,11 +39,11 @@ class LazyTombstone(msgspec.Struct, frozen=True, kw_only=True):
     """A tombstone as gc reads it: each item stays encoded (~150 bytes with its share of
     the record, against ~360 decoded) until it is used."""
 
-    version: int = 1
-    created: str
-    created_ns: int
-    host: str
-    mark_seq: int
+    version: Literal[1] = 1
+    created: Text
+    created_ns: Nanos
+    host: Text
+    mark_seq: Count
     items: list[msgspec.Raw]
 
 

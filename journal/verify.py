@@ -1,13 +1,16 @@
 """The verify operation: an audit of every manifest and what it names.
 
-Quick: every manifest decodes and passes its hash check, every index page loads,
-and every pack a manifest names exists and is long enough for every record named in
-it (the sizes come with the one listing of ``packs/``), including the packs of every
-SQLite snapshot's pages (its full map's pages are the bases of its page deltas, so a
-snapshot needs all of them). Full (``--full``): additionally every blob is read,
-decompressed and re-hashed, every JSONL entry's last segment ends in ``\\n`` (a line
-longer than a segment goes on over several, design §6), and every snapshot
-is rebuilt (each page delta decoded against its verified base) and integrity-checked.
+Quick: every manifest decodes and passes its hash check, every index page loads and
+every tree passes the walk's checks (``index.iter_pages``: each path once, in order,
+counts that add up to the manifest's), no path escapes its tree or lies inside a file,
+every snapshot's size is its pages', and every pack a manifest names exists and is
+long enough for every record named in it (the sizes come with the one listing of
+``packs/``), including the packs of every SQLite snapshot's pages (its full map's
+pages are the bases of its page deltas, so a snapshot needs all of them). Full
+(``--full``): additionally every blob is read, decompressed and re-hashed (never past
+its kind's size limit), every JSONL entry's last segment ends in ``\\n`` (a line
+longer than a segment goes on over several, design §6), and every snapshot is
+rebuilt (each page delta decoded against its verified base) and integrity-checked.
 
 Both also check the store's ``config`` (``corrupt-config``: missing, malformed, or not
 matching its checksum) and look for packs that no manifest names or reaches and no gc
@@ -27,14 +30,14 @@ import msgspec
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .index import iter_pages
 from .materialize import refused_paths
-from .model import KIND_JSONL, KIND_SQLITE, BlobRef, Entry
-from .objects import KIND_PAGEMAP, decode_record
+from .model import KIND_FILE, KIND_JSONL, KIND_SQLITE, BlobRef, Entry
+from .objects import KIND_CHUNK, KIND_PAGEMAP, KIND_SEGMENT, decode_record
 from .pack import pack_key
 from .pagemap import load_snapshot
 from .reach import Reach
 from .report import SILENT, Reporter
 from .repository import Repository, blob_location, manifest_key
-from .segments import anchor_refs, chunk_reader, file_bases, read_segment
+from .segments import anchor_refs, chunk_reader, read_segment
 from .sqlite_capture import rebuild_db
 from .sqlite_snapshot import integrity_check, remove_staging
 from .tombstone import tombstoned_packs
@@ -49,6 +52,8 @@ BAD_SNAPSHOT = "bad-snapshot"
 SHORT_PACK = "short-pack"
 CORRUPT_CONFIG = "corrupt-config"
 UNREFERENCED_PACK = "unreferenced-pack"
+#: The record kind each entry kind's refs name.
+BLOB_KINDS = {KIND_FILE: KIND_CHUNK, KIND_JSONL: KIND_SEGMENT, KIND_SQLITE: KIND_PAGEMAP}
 
 ERROR = "error"      # the store is damaged: verify fails
 WARNING = "warning"  # worth a look, but a healthy store can show it: verify still passes
@@ -87,8 +92,8 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
     packs = repo.pack_sizes()  # listed before the manifests: a checkpoint committing meanwhile is seen
     reach = Reach(repo)
     page_ok: dict[str, bool] = {}
-    # (pack, offset) -> (seq, ref, is a segment, its anchor or base, is some entry's last segment)
-    blobs: dict[tuple[str, int], tuple[int, BlobRef, bool, BlobRef | None, bool]] = {}
+    # (pack, offset) -> (seq, ref, its record kind, its anchor or base, is some entry's last segment)
+    blobs: dict[tuple[str, int], tuple[int, BlobRef, int, BlobRef | None, bool]] = {}
     snapshots: dict[tuple[BlobRef, ...], tuple[int, str, Entry]] = {}
     reported: set[tuple[int, str]] = set()  # (manifest, pack): one finding each
     for seq, manifest, mid in repo.iter_manifests_desc():
@@ -102,7 +107,7 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
                 reach.walk_tree(seq, name, tree.root)
             except (CorruptObject, ObjectNotFound):
                 pass  # reported below, by the audit of that tree
-            entries = _tree_entries(repo, seq, name, tree.root, packs, page_ok, result)
+            entries = _tree_entries(repo, seq, name, tree, packs, page_ok, result)
             if entries is None:
                 continue
             for path, why in refused_paths(entries).items():
@@ -112,12 +117,7 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
                 if e.kind == KIND_SQLITE:
                     snapshots.setdefault(e.refs, (seq, name, e))
                 anchor_of = anchor_refs(e.refs) if e.kind == KIND_JSONL else [None] * len(e.refs)
-                try:
-                    base_of = file_bases(e) or [None] * len(e.refs)
-                except CorruptObject as err:
-                    result.findings.append(Finding(kind=CORRUPT_PAGE, manifest=seq, key=f"{name}/{e.path}",
-                                                   detail=err.detail))
-                    continue
+                base_of = e.bases or [None] * len(e.refs)
                 for i, (ref, anchor, base) in enumerate(zip(e.refs, anchor_of, base_of)):
                     if _pack_problem(ref, packs, seq, f"tree {name}: {e.path}", reported, result) or (
                             base is not None and _pack_problem(base, packs, seq, f"tree {name}: {e.path} (a chunk's "
@@ -126,7 +126,7 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
                     last = e.kind == KIND_JSONL and i == len(e.refs) - 1
                     got = blobs.get((ref.pack, ref.offset))
                     if got is None or (last and not got[4]):
-                        blobs[(ref.pack, ref.offset)] = (seq, ref, e.kind == KIND_JSONL, anchor or base, last)
+                        blobs[(ref.pack, ref.offset)] = (seq, ref, BLOB_KINDS[e.kind], anchor or base, last)
     result.packs = len(packs)
     _check_snapshot_packs(repo, snapshots, packs, reported, result)
     _check_unreferenced(repo, packs, reach.packs, result)
@@ -194,6 +194,10 @@ def _check_snapshot_packs(repo, snapshots, packs, reported, result) -> None:
             result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
                                            detail=f"page map: {err}"))
             continue
+        if len(snap.pages) * snap.page_size != entry.size:
+            result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
+                                           detail=f"the entry says {entry.size:,} bytes, its page maps "
+                                                  f"{len(snap.pages):,} pages of {snap.page_size:,}"))
         needed = {loc.rec: "database page" for loc in snap.pages}
         if snap.deltas:  # any page of the full map may be a base of a group delta
             for pgno, loc in snap.base.items():
@@ -219,13 +223,11 @@ def _check_snapshots(repo, snapshots, result) -> None:
                                                detail=problem))
 
 
-def _tree_entries(repo, seq, name, root, packs, page_ok, result):
+def _tree_entries(repo, seq, name, tree, packs, page_ok, result):
     """Load one tree's entries, recording page findings; None when a page is bad."""
-    if root is None:
-        return []
     entries = []
     try:
-        for ref, page in iter_pages(root, lambda r: _read_page(repo, r, packs)):
+        for ref, page in iter_pages(tree.root, lambda r: _read_page(repo, r, packs), tree):
             if ref.id not in page_ok:
                 page_ok[ref.id] = True
                 result.pages += 1
@@ -250,15 +252,16 @@ def _read_page(repo: Repository, ref: BlobRef, packs: dict[str, int]) -> bytes:
 
 def _check_blobs(repo, blobs, result, reporter) -> None:
     total = len(blobs)
-    for done, (seq, ref, is_segment, anchor, last) in enumerate(blobs.values(), 1):
+    for done, (seq, ref, kind, anchor, last) in enumerate(blobs.values(), 1):
+        is_segment = kind == KIND_SEGMENT
         try:
             if is_segment:
                 payload = read_segment(repo, ref, anchor)
             elif anchor is not None:  # a file's delta chunk and its base (format 6)
                 payload = decode_record(repo.read_record(ref), key=blob_location(ref), expect_id=ref.id,
-                                        base=chunk_reader(repo)(anchor))
+                                        expect_kind=kind, expect_size=ref.size, base=chunk_reader(repo)(anchor))
             else:
-                payload = repo.read_blob(ref)
+                payload = repo.read_blob(ref, kind)
         except ObjectNotFound as err:
             result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=err.key, detail="blob"))
             continue

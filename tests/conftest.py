@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -22,16 +23,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from journal.checkpoint import CheckpointResult, checkpoint
+from journal.cli import EXIT_FALLBACK
 from journal.config import Config, load_config
 from journal.history import ManifestCache
-from journal.model import Entry
-from journal.objects import HEADER
-from journal.pack import pack_key
+from journal.index import build_index
+from journal.model import KIND_FILE, BlobRef, Entry, Manifest, Page, TreeRoot, encode
+from journal.objects import HEADER, KIND_CHUNK, KIND_PAGE, encode_record
+from journal.pack import PackWriter, pack_key
 from journal.report import Collector
-from journal.repository import Repository
+from journal.repository import Repository, encode_manifest, utc_now
 from journal.restore import RestoreResult, restore
 from journal.store import open_store
 
@@ -108,6 +112,50 @@ class Live:
         data[ref.offset + HEADER.size + (ref.length - HEADER.size) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
 
+    # --- a hostile writer: real records with the project's own encoders, hostile field values
+
+    def put_records(self, records: list[tuple[str, bytes, int]]) -> list[BlobRef]:
+        """Store ``(id, record, payload size)`` records (``objects.encode_record``'s
+        output) in a pack of their own; their references, in order."""
+        writer = PackWriter(self.store, str(self.home / "spool"))
+        refs = [writer.add_record(blob_id, record, size) for blob_id, record, size in records]
+        writer.finish()
+        return [writer.resolve(ref) for ref in refs]
+
+    def chunk_entry(self, path: str, payload: bytes = b"hello\n", **fields) -> Entry:
+        """A file entry naming one real chunk, stored now; ``fields`` override the entry's."""
+        (ref,) = self.put_records([encode_record(KIND_CHUNK, payload) + (len(payload),)])
+        return Entry(path=path, **{"kind": KIND_FILE, "mode": 0o644, "mtime_ns": 1, "size": len(payload),
+                                   "refs": (ref,), **fields})
+
+    def put_pages(self, *pages: Page) -> list[BlobRef]:
+        """Store index pages as they are, however they break the rules."""
+        writer = PackWriter(self.store, str(self.home / "spool"))
+        refs = [writer.add(KIND_PAGE, encode(page)) for page in pages]
+        writer.finish()
+        return [writer.resolve(ref) for ref in refs]
+
+    def put_tree(self, entries: list[Entry]) -> BlobRef:
+        """Store entries (sorted by path) as an index built by the project's own builder."""
+        writer = PackWriter(self.store, str(self.home / "spool"))
+        root, _ = build_index(entries, {}, lambda payload, _key: writer.add(KIND_PAGE, payload))
+        writer.finish()
+        return writer.resolve(root)
+
+    def publish(self, trees: dict[str, TreeRoot | None], **fields) -> int:
+        """Publish the next manifest as a hostile writer could: the newest one's trees
+        with ``trees`` in place of theirs (None drops a tree), ``fields`` overriding any
+        other field. Returns its sequence."""
+        repo = self.repo()
+        seq = repo.manifest_seqs()[-1] + 1
+        parent, parent_id = repo.load_manifest(seq - 1)
+        merged = {**parent.trees, **trees}
+        manifest = Manifest(seq=seq, parent=seq - 1, parent_id=parent_id, created=utc_now(),
+                            created_ns=time.time_ns(), host="elsewhere", pid=1, writer="f" * 32,
+                            trees={name: tree for name, tree in merged.items() if tree is not None})
+        repo.put_manifest(encode_manifest(msgspec.structs.replace(manifest, **fields))[1], seq)
+        return seq
+
     def add_gemini_tree(self) -> Path:
         """A Gemini CLI home (v0.39+ JSONL chats, ``logs.json``); returns the chat file."""
         gemini = self.local / "agent-state" / "gemini-home" / ".gemini"
@@ -147,13 +195,21 @@ def copy_fixtures(local: Path) -> None:
 
 
 def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
-                unprivileged: bool = False) -> subprocess.CompletedProcess:
+                unprivileged: bool = False, memory: int | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m journal ARGS`` in a clean environment plus ``env``; with
-    ``unprivileged``, bound by file modes as an ordinary user is (``drop_dac_override``)."""
+    ``unprivileged``, bound by file modes as an ordinary user is (``drop_dac_override``);
+    ``memory`` caps its address space (``RLIMIT_AS``, bytes)."""
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+
+    def prepare() -> None:
+        if unprivileged:
+            drop_dac_override()
+        if memory:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
     return subprocess.run([sys.executable, "-m", "journal", *args], env={**base, **(env or {})},
                           capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=drop_dac_override if unprivileged else None)
+                          preexec_fn=prepare if unprivileged or memory else None)
 
 
 _PR_CAPBSET_DROP = 24
@@ -230,6 +286,66 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.ns += int(seconds * 1e9)
+
+
+#: What a command reading a crafted store may take: well over its needs on a sound store
+#: (under 256 MiB), far under what an unbounded expansion or decompression takes.
+CRAFTED_TIMEOUT = 60
+CRAFTED_MEMORY = 512 << 20
+
+
+def run_on_crafted(live: Live, *args: str) -> subprocess.CompletedProcess:
+    """Run the CLI on a crafted store, bounded in time and memory, and check it answers
+    in one-line messages: no traceback, every line of stderr a message of its own."""
+    proc = run_journal(*args, env=live.env, timeout=CRAFTED_TIMEOUT, memory=CRAFTED_MEMORY)
+    lines = proc.stderr.splitlines()
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert all(line.startswith(("journal: error: ", "warning: ", "restore")) for line in lines), proc.stderr
+    assert sum(line.startswith("journal: error: ") for line in lines) <= 1, proc.stderr
+    return proc
+
+
+class Audit:
+    """What the CLI made of a crafted store: ``verify --full --json``, ``restore`` into a
+    new container (``fresh``) and ``gc --dry-run``, each run by ``run_on_crafted``."""
+
+    def __init__(self, live: Live, make_live):
+        self.fresh = make_live("fresh", fixtures=False)
+        before = _files_outside(live.home.parent, self.fresh.local)
+        self.verify = run_on_crafted(live, "verify", "--full", "--json")
+        self.restore = run_on_crafted(self.fresh, "restore")
+        self.gc = run_on_crafted(live, "gc", "--dry-run", "--keep-last", "1")
+        # Nothing was written anywhere but the new container's trees and state: not the
+        # store, not the other container, not beside either.
+        assert _files_outside(live.home.parent, self.fresh.local) == before
+
+    @property
+    def findings(self) -> list[dict]:
+        """verify's errors (the crafted objects' packs are unreferenced too: warnings)."""
+        return [f for f in json.loads(self.verify.stdout)["findings"] if f["severity"] == "error"]
+
+    def assert_falls_back(self, kind: str, detail: str, tree: str = "codex", seq: int = 2,
+                          gc_blocked: bool = True) -> None:
+        """verify finds what is wrong with ``tree`` in manifest ``seq`` (one finding of
+        ``kind`` naming ``detail``); restore takes that tree from the manifest before
+        and says so (a fallback: exit 3); gc deletes nothing while the kept manifest is
+        damaged (``gc_blocked``: a page breaks the rules on its own), or goes on (pages
+        that disagree with one another: gc reads each page once whatever they say of
+        one another)."""
+        assert self.verify.returncode == 1
+        assert [(f["kind"], f["manifest"]) for f in self.findings] == [(kind, seq)], self.findings
+        assert detail in self.findings[0]["detail"], self.findings
+        assert self.restore.returncode == EXIT_FALLBACK, self.restore.stderr
+        assert f"{tree}: restored from checkpoint {seq - 1}" in self.restore.stdout
+        assert f"manifest {seq} unusable" in self.restore.stderr and detail in self.restore.stderr
+        if gc_blocked:
+            assert self.gc.returncode == 1 and f"gc: checkpoint {seq} (tree {tree}) needs an object" in self.gc.stderr
+        else:
+            assert self.gc.returncode == 0, self.gc.stderr
+
+
+def _files_outside(root: Path, target: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file() and target not in p.parents}
 
 
 @pytest.fixture(name="run_journal")

@@ -9,9 +9,9 @@ import shutil
 import pytest
 
 from journal.errors import CorruptObject
-from journal.model import BlobRef, Entry
+from journal.index import decode_page
+from journal.model import BlobRef, Entry, Page, encode
 from journal.objects import FLAG_DELTA, parse_header_flags
-from journal.segments import decode_blobs
 from journal.verify import verify
 
 TREE, NAME = "gemini", "logs.json"
@@ -177,11 +177,12 @@ def test_a_multi_chunk_file_reuses_unchanged_chunks_and_deltas_the_changed_one(b
 
 
 def test_an_entry_naming_bases_it_cannot_have_is_refused():
+    """Its page is refused when it is read, before any blob it names is."""
     ref = BlobRef("00" * 32, "11" * 32, 0, 100, 10)
-    for entry in (Entry(path="a.json", kind="file", mode=0o644, refs=(ref, ref), bases=(ref,)),
-                  Entry(path="a.jsonl", kind="jsonl", mode=0o644, refs=(ref,), bases=(ref,))):
+    for entry in (Entry(path="a.json", kind="file", mode=0o644, size=20, refs=(ref, ref), bases=(ref,)),
+                  Entry(path="a.jsonl", kind="jsonl", mode=0o644, size=10, refs=(ref,), bases=(ref,))):
         with pytest.raises(CorruptObject, match="chunk bases"):
-            list(decode_blobs(entry, [b""] * len(entry.refs)))
+            decode_page(encode(Page(level=0, entries=(entry,))), "page")
 
 
 def test_the_local_state_is_version_2_and_a_version_1_state_is_read_and_upgraded(gemini):

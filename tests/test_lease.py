@@ -13,6 +13,7 @@ import time
 import msgspec
 import pytest
 
+from conftest import run_on_crafted
 from journal.errors import GcBusy, KeyExists
 from journal.lease import LEASE_KEY, Lease, LeaseLost, LeaseRecord
 from journal.store.memory import MemoryStore
@@ -177,3 +178,19 @@ def test_a_taker_that_finds_the_key_gone_never_deletes_a_renewed_record():
         taker = None
     holders = ([holder.record.token] if renewal_put == [True] else []) + ([taker.record.token] if taker else [])
     assert holders == [stored(store).token], (renewal_put, taker)
+
+
+@pytest.mark.parametrize("fields", [{"expires_ns": 1 << 70}, {"holder": "a\nforged: line"}])
+def test_a_crafted_lease_record_is_unreadable_and_taken_over(live, fields):
+    """A lease that expires past any clock ended gc in a traceback (its expiry does not
+    fit a date); a holder with a line break made a two-line error. Either is a record
+    no gc wrote: unreadable, so it is taken over like a torn one."""
+    live.checkpoint()
+    now = time.time_ns()
+    record = LeaseRecord(holder="elsewhere", token="t", acquired_ns=now, expires_ns=now + 60 * 10**9)
+    live.store.put_if_absent(LEASE_KEY, msgspec.json.encode(msgspec.structs.replace(record, **fields)))
+
+    proc = run_on_crafted(live, "gc", "--keep-last", "1")
+
+    assert proc.returncode == 0, proc.stderr
+    assert live.store.head(LEASE_KEY) is None  # taken over, then released

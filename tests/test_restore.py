@@ -18,18 +18,16 @@ from conftest import Live
 from journal.errors import HistoryWithoutState
 from journal.gc import gc
 from journal.history import ManifestCache
-from journal.index import build_index
 from journal.localstate import load_state
 from journal.materialize import KEEP_EXTENDS, KEEP_NEWER, REPLACE, WRITE
-from journal.model import KIND_FILE, KIND_SYMLINK, Entry, Manifest, TreeRoot
-from journal.objects import KIND_CHUNK, KIND_PAGE
-from journal.pack import PackWriter, pack_key
-from journal.repository import encode_manifest, manifest_key, utc_now
+from journal.model import KIND_FILE, KIND_SYMLINK, Entry, TreeRoot
+from journal.objects import KIND_CHUNK, encode_record
+from journal.pack import pack_key
+from journal.repository import encode_manifest, manifest_key
 from journal.retention import Policy
 from journal.verify import verify
 from tripwire import write_tripwire
 
-from conftest import Live
 from test_cli import one_line_error
 
 TREES = {"codex": "codex-home", "claude": "agent-state/claude", "openclaw": "oc-home/.openclaw",
@@ -556,28 +554,13 @@ def test_deleted_pack_rolls_back_only_the_files_stored_in_it(source, make_live):
 
 def publish_crafted_manifest(live, files: list[tuple[str, bytes]], links: list[tuple[str, str]]) -> int:
     """Publish a manifest whose codex tree holds exactly these entries, as a hostile writer could."""
-    repo = live.repo()
-    spool = str(live.home / "spool")
-    data = PackWriter(repo.store, spool)
-    pending = [(path, payload, data.add(KIND_CHUNK, payload)) for path, payload in files]
-    data.finish()
-    entries = [Entry(path=p, kind=KIND_FILE, mode=0o644, mtime_ns=time.time_ns(), size=len(b),
-                     refs=(data.resolve(ref),)) for p, b, ref in pending]
+    refs = live.put_records([encode_record(KIND_CHUNK, payload) + (len(payload),) for _, payload in files])
+    entries = [Entry(path=p, kind=KIND_FILE, mode=0o644, mtime_ns=time.time_ns(), size=len(b), refs=(ref,))
+               for (p, b), ref in zip(files, refs)]
     entries += [Entry(path=p, kind=KIND_SYMLINK, mode=0o777, target=t) for p, t in links]
     entries.sort(key=lambda e: e.path)
-    index = PackWriter(repo.store, spool)
-    root, _ = build_index(entries, {}, lambda payload, _key: index.add(KIND_PAGE, payload))
-    index.finish()
-    seq = repo.manifest_seqs()[-1] + 1
-    parent, parent_id = repo.load_manifest(seq - 1)
-    # Like every writer, carry the other trees forward unchanged.
-    trees = dict(parent.trees)
-    trees["codex"] = TreeRoot(root=index.resolve(root), files=len(entries), bytes=sum(e.size for e in entries))
-    manifest = Manifest(seq=seq, parent=seq - 1, parent_id=parent_id, created=utc_now(), created_ns=time.time_ns(),
-                        host="elsewhere", pid=1, writer="f" * 32, trees=trees,
-                        packs=tuple(data.packs + index.packs))
-    repo.put_manifest(encode_manifest(manifest)[1], seq)
-    return seq
+    return live.publish({"codex": TreeRoot(root=live.put_tree(entries), files=len(entries),
+                                           bytes=sum(e.size for e in entries))})
 
 
 @pytest.mark.parametrize("shape", ["dotdot", "absolute", "through-symlink"])

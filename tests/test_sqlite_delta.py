@@ -566,8 +566,8 @@ def test_the_delta_flag_is_refused_on_any_other_kind_and_maps_that_break_the_rul
     with pytest.raises(CorruptObject, match="unknown flags"):
         decode_record(bytes(no_delta), key="t", base=base)
 
-    whole = BlobRef(hashlib.sha256(b"w").hexdigest(), "", 0, 10, 2 * 4096)
-    group = BlobRef(hashlib.sha256(b"g").hexdigest(), "", 10, 10, 4096)
+    whole = BlobRef(hashlib.sha256(b"w").hexdigest(), "", 0, 100, 2 * 4096)
+    group = BlobRef(hashlib.sha256(b"g").hexdigest(), "", 100, 100, 4096)
     pid_of = {p: hashlib.sha256(bytes([p])).hexdigest() for p in range(3)}
     pages = {0: PageLoc(pid_of[0], whole, 0), 1: PageLoc(pid_of[1], whole, 1), 2: PageLoc(pid_of[2], group, 0, True)}
     with pytest.raises(ValueError):

@@ -13,15 +13,21 @@ import sqlite3
 import uuid
 from pathlib import Path
 
+import msgspec
+import pytest
+
+from conftest import Audit
+from journal.cli import EXIT_FALLBACK
 from journal.checkpoint import checkpoint
 from journal.config import load_config
 from journal.history import ManifestCache
-from journal.objects import KIND_PAGEMAP
-from journal.pagemap import RECENT_MIN, RECENT_SHARE, decode_map, load_snapshot
+from journal.model import TreeRoot
+from journal.objects import KIND_PAGEMAP, encode_record
+from journal.pagemap import RECENT_MIN, RECENT_SHARE, decode_map, encode_map, load_snapshot
 from journal.repository import Repository
 from journal.restore import restore
 from journal.store import open_store
-from journal.verify import verify
+from journal.verify import BAD_SNAPSHOT, verify
 
 TREE, DB = "opencode", "opencode.db"
 
@@ -395,3 +401,63 @@ def test_a_local_record_wrongly_saying_whole_never_yields_a_delta_of_a_delta(tmp
         assert base is None or _map_records(box, [base])[0][0] == 0
     assert box.restored_rows(seq) == box.rows()
     assert verify(box.repo(), full=True).ok
+
+
+# --- crafted maps --------------------------------------------------------------------------
+
+NOT_HEX = "../" * 21 + "x"   # 64 characters, none of them a hex digit
+
+
+def _with_db(live):
+    """The fixture trees and an opencode database, checkpointed: the good copy."""
+    (live.local / "opencode-share").mkdir()
+    con = sqlite3.connect(live.local / "opencode-share" / DB)
+    con.execute("CREATE TABLE m(id INTEGER PRIMARY KEY, body TEXT)")
+    con.executemany("INSERT INTO m(body) VALUES (?)", [(f"row {i} " * 20,) for i in range(400)])
+    con.commit()
+    con.close()
+    live.checkpoint()
+    return next(e for e in live.entries(TREE).values() if e.path == DB)
+
+
+def _publish_db(live, entry, payload: bytes | None = None, **fields) -> None:
+    """Manifest 2: the opencode tree with one database entry, its full map ``payload``."""
+    if payload is not None:
+        (ref,) = live.put_records([encode_record(KIND_PAGEMAP, payload) + (len(payload),)])
+        fields["refs"] = (ref,)
+    entry = msgspec.structs.replace(entry, **fields)
+    live.publish({TREE: TreeRoot(root=live.put_tree([entry]), files=1, bytes=entry.size)})
+
+
+def _full_map(live, entry) -> tuple:
+    return decode_map(live.repo().read_blob(entry.refs[0], KIND_PAGEMAP), entry.refs[0].pack, "map")
+
+
+@pytest.mark.parametrize("craft,detail,blocks_gc", [
+    ("pack", f"page map names pack '{NOT_HEX}', which is not a pack name", True),
+    ("past-end", "page map names a slot its record lacks, a page twice or one past its end", True),
+    ("size", "the entry says", False)])
+def test_a_crafted_page_map_is_a_damaged_snapshot_that_falls_back(live, make_live, craft, detail, blocks_gc):
+    """A map naming a pack '../../x'-like (restore died in pack_key), a page past the
+    map's own page count (written far past the file's end), or an entry whose size is
+    not its pages' (restored as it was): the database is damaged, in this checkpoint."""
+    entry = _with_db(live)
+    pm, pages = _full_map(live, entry)
+    if craft == "pack":
+        _publish_db(live, entry, encode_map(True, pm.page_size, pm.page_count, pages, lambda r: NOT_HEX))
+    elif craft == "past-end":
+        _publish_db(live, entry, encode_map(True, pm.page_size, pm.page_count - 1, pages, lambda r: r.pack))
+    else:  # the same pages in a map of its own: a restore tries the older copy, whose refs differ
+        _publish_db(live, entry, encode_map(True, pm.page_size, pm.page_count, pages, lambda r: r.pack),
+                    size=entry.size + pm.page_size)
+
+    audit = Audit(live, make_live)
+
+    assert audit.verify.returncode == 1
+    assert {(f["kind"], f["manifest"]) for f in audit.findings} == {(BAD_SNAPSHOT, 2)}
+    assert detail in audit.findings[0]["detail"]
+    assert audit.restore.returncode == EXIT_FALLBACK, audit.restore.stdout + audit.restore.stderr
+    assert f"{TREE}/{DB}: restored from manifest 1" in audit.restore.stderr
+    rows = sqlite3.connect(audit.fresh.local / "opencode-share" / DB).execute("SELECT count(*) FROM m").fetchone()
+    assert rows == (400,)
+    assert (audit.gc.returncode, "gc: checkpoint 2 (tree opencode) needs" in audit.gc.stderr) == (blocks_gc,) * 2
