@@ -5,7 +5,7 @@ BIN = $(VENV)/bin
 
 .PHONY: demo test bench clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml bin/journal
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# compat: a plain path in a .pth file; the default editable finder adds ~15 ms to every start

@@ -1,7 +1,7 @@
 import sys
 
 try:
-    from .launch import main
+    from .cli.launch import main
 except KeyboardInterrupt:  # Ctrl-C while the launcher itself is imported: one line, as later
     sys.stderr.write("journal: interrupted\n")
     sys.exit(130)

@@ -1,4 +1,4 @@
-"""The error hierarchy. Only ``cli.py`` turns these into exit codes.
+"""The error hierarchy. Only ``cli/app.py`` turns these into exit codes.
 
 Messages read "verb noun: detail" and end with a hint where the operator can act.
 An ``OSError`` from a local file is described by ``describe_os_error``: the path, the
@@ -117,7 +117,7 @@ class UnsafePath(JournalError, ValueError):
 
 
 class Unstorable(JournalError):
-    """A live path the path rule refuses (``treepath.py``): checkpoint skips it, loudly."""
+    """A live path the path rule refuses (``local/treepath.py``): checkpoint skips it, loudly."""
 
     def __init__(self, path: str, reason: str, fix: str = "rename it"):
         self.path = path

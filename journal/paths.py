@@ -1,6 +1,6 @@
 """Where journal's own files are, decided from flags and the environment.
 
-Free of heavy imports, like ``signatures.py``: ``launch.py`` resolves these before it
+Free of heavy imports, like ``signatures.py``: ``cli/launch.py`` resolves these before it
 decides whether the rest of journal must be imported at all.
 """
 
@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-STATE_FILE = "state.msgpack"    # in the state directory: localstate.py
+STATE_FILE = "state.msgpack"    # in the state directory: local/state.py
 LOCK_FILE = "lock"              # ... the flock of one checkpoint or restore at a time
 SUPERVISE_LOCK = "supervise.lock"  # ... the flock a supervisor holds for its lifetime
 RECHECK_DIR = "recheck"         # ... packs found already stored, checked again after the commit

@@ -1,6 +1,6 @@
 """Change signatures: what decides whether a live path must be read again.
 
-Kept free of heavy imports: the console entry point (``launch.py``) uses them to answer
+Kept free of heavy imports: the console entry point (``cli/launch.py``) uses them to answer
 an idle ``journal checkpoint`` before importing the rest of journal.
 """
 

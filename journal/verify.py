@@ -28,19 +28,19 @@ import tempfile
 import msgspec
 
 from .errors import CorruptObject, ObjectNotFound, UnsafePath
-from .index import iter_pages
-from .materialize import refused_paths
-from .model import KIND_FILE, KIND_JSONL, KIND_SQLITE, BlobRef, Entry
-from .objects import KIND_CHUNK, KIND_PAGEMAP, KIND_SEGMENT, decode_record
-from .pack import pack_key
-from .pagemap import load_snapshot
-from .reach import Reach
+from .format.index import iter_pages
+from .restore.entry import refused_paths
+from .format.model import KIND_FILE, KIND_JSONL, KIND_SQLITE, BlobRef, Entry
+from .format.objects import KIND_CHUNK, KIND_PAGEMAP, KIND_SEGMENT, decode_record
+from .repository.pack import pack_key
+from .format.pagemap import load_snapshot
+from .gc.reach import Reach
 from .report import SILENT, Reporter
-from .repository import Repository, blob_location, manifest_key
-from .segments import anchor_refs, chunk_reader, read_segment
-from .sqlite_capture import rebuild_db
-from .sqlite_snapshot import integrity_check, remove_staging
-from .tombstone import tombstoned_packs
+from .repository.repository import Repository, blob_location, manifest_key
+from .repository.segments import anchor_refs, chunk_reader, read_segment
+from .sqlite.capture import rebuild_db
+from .sqlite.snapshot import integrity_check, remove_staging
+from .format.tombstone import tombstoned_packs
 
 TORN_MANIFEST = "torn-manifest"
 CORRUPT_PAGE = "corrupt-page"

@@ -26,17 +26,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from journal.checkpoint import CheckpointResult, checkpoint
-from journal.cli import EXIT_FALLBACK
+from journal.checkpoint.run import CheckpointResult, checkpoint
+from journal.cli.app import EXIT_FALLBACK
 from journal.config import Config, load_config
-from journal.history import ManifestCache
-from journal.index import build_index
-from journal.model import KIND_FILE, BlobRef, Entry, Manifest, Page, TreeRoot, encode
-from journal.objects import HEADER, KIND_CHUNK, KIND_PAGE, encode_record
-from journal.pack import PackWriter, pack_key
+from journal.repository.history import ManifestCache
+from journal.format.index import build_index
+from journal.format.model import KIND_FILE, BlobRef, Entry, Manifest, Page, TreeRoot, encode
+from journal.format.objects import HEADER, KIND_CHUNK, KIND_PAGE, encode_record
+from journal.repository.pack import PackWriter, pack_key
 from journal.report import Collector
-from journal.repository import Repository, encode_manifest, utc_now
-from journal.restore import RestoreResult, restore
+from journal.repository.repository import Repository, encode_manifest, utc_now
+from journal.restore.run import RestoreResult, restore
 from journal.store import open_store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real"

@@ -15,20 +15,20 @@ from pathlib import Path
 import pytest
 
 from heldfile import HeldFile
-from journal.capture import CHUNK, ROLL_BYTES, SEGMENT_TARGET, capture_item
-import journal.checkpoint as checkpoint_module
-from journal.checkpoint import checkpoint
+from journal.checkpoint.capture import CHUNK, ROLL_BYTES, SEGMENT_TARGET, capture_item
+import journal.checkpoint.run as checkpoint_module
+from journal.checkpoint.run import checkpoint
 from journal.errors import HistoryWithoutState, ManifestConflict, NotAStore, StoreError
-from journal.gc import gc
-from journal.history import ManifestCache
-from journal.localstate import load_state
-from journal.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK, Manifest, decode
-from journal.objects import decode_record
-from journal.pack import PackWriter
+from journal.gc.run import gc
+from journal.repository.history import ManifestCache
+from journal.local.state import load_state
+from journal.format.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK, Manifest, decode
+from journal.format.objects import decode_record
+from journal.repository.pack import PackWriter
 from journal.report import Collector
-from journal.repository import Repository
-from journal.retention import Policy
-from journal.walk import Matcher, walk_tree
+from journal.repository.repository import Repository
+from journal.gc.retention import Policy
+from journal.local.walk import Matcher, walk_tree
 
 from conftest import Live
 from faults import FaultyStore

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from journal import __version__
-from journal.cli import main
+from journal.cli.app import main
 
 from conftest import sigint_as_at_a_terminal
 

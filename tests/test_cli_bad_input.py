@@ -28,7 +28,7 @@ import pytest
 
 from conftest import run_journal, sigint_as_at_a_terminal, wait_for
 
-from journal.tree_tmp import PREFIX as TMP_PREFIX
+from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 
 CLAUDE_JSONL = "agent-state/claude/projects/p/session.jsonl"
 CODEX_JSONL = "codex-home/sessions/2026/02/23/rollout-a.jsonl"
@@ -871,7 +871,7 @@ def test_usage_errors_are_one_line_naming_the_help(box):
 
 
 def test_a_failed_quick_check_is_reported_in_a_bounded_line(tmp_path):
-    from journal.sqlite_snapshot import CHECK_TEXT, quick_check
+    from journal.sqlite.snapshot import CHECK_TEXT, quick_check
 
     db = tmp_path / "big.db"
     con = sqlite3.connect(db)

@@ -15,8 +15,8 @@ import random
 
 import pytest
 
-from journal.capture import MERGE_FANOUT, append_segments
-from journal.model import BlobRef
+from journal.checkpoint.capture import MERGE_FANOUT, append_segments
+from journal.format.model import BlobRef
 
 
 class Recorder:

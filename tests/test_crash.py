@@ -32,12 +32,12 @@ import pytest
 from conftest import wait_for
 from tripwire import write_tripwire
 
-from journal.history import ManifestCache
-from journal.localstate import load_state
-from journal.pack import pack_key
-from journal.repository import Repository
+from journal.repository.history import ManifestCache
+from journal.local.state import load_state
+from journal.repository.pack import pack_key
+from journal.repository.repository import Repository
 from journal.store.local import TMP_DIR, LocalStore
-from journal.tree_tmp import PREFIX as TMP_PREFIX
+from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 
 #: journal's temp directory in a tree, as a killed restore leaves it.
 LEFT_TMP = TMP_PREFIX + "*"
@@ -445,7 +445,7 @@ def pwrite(self, fd, data, offset):
     return n
 
 hfmount.HfMountFsOps.open, hfmount.HfMountFsOps.pwrite = open_, pwrite
-from journal.cli import main
+from journal.cli.app import main
 main()
 '''
 

@@ -26,11 +26,11 @@ import pytest
 from conftest import Live, copy_fixtures
 from faults import FaultyStore
 
-from journal.checkpoint import checkpoint
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
 from journal.errors import CheckpointErrors, JournalError, StoreError
-from journal.repository import Repository, manifest_key
-from journal.restore import restore
+from journal.repository.repository import Repository, manifest_key
+from journal.restore.run import restore
 from journal.store import open_store
 from journal.store.cloud import CloudStore
 from journal.store.local import LocalStore
@@ -273,7 +273,8 @@ def test_fresh_container_that_never_restored_is_refused_and_writes_nothing(share
 KILLER = textwrap.dedent(r'''
     """Run the journal CLI; SIGKILL this process at the moment JOURNAL_TEST_KILL names."""
     import os, signal, sys
-    from journal import pack, repository
+    from journal.repository import pack
+    from journal.repository import repository
     moment = os.environ["JOURNAL_TEST_KILL"]
 
     def die():
@@ -296,7 +297,7 @@ KILLER = textwrap.dedent(r'''
             die()
         repository.Repository.put_manifest = put_manifest
     sys.argv[0] = "journal"
-    from journal.cli import main
+    from journal.cli.app import main
     main()
 ''')
 

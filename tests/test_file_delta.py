@@ -1,4 +1,4 @@
-"""Rewritten files stored as deltas of their previous version (format 6, journal/file_delta.py)."""
+"""Rewritten files stored as deltas of their previous version (format 6, journal/checkpoint/file_delta.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import shutil
 import pytest
 
 from journal.errors import CorruptObject
-from journal.index import decode_page
-from journal.model import BlobRef, Entry, Page, encode
-from journal.objects import FLAG_DELTA, parse_header_flags
+from journal.format.index import decode_page
+from journal.format.model import BlobRef, Entry, Page, encode
+from journal.format.objects import FLAG_DELTA, parse_header_flags
 from journal.verify import verify
 
 TREE, NAME = "gemini", "logs.json"
@@ -191,7 +191,7 @@ def test_the_local_state_is_version_2_and_a_version_1_state_is_read_and_upgraded
     code refuses (its load_state wants 1). This code still reads a version 1 state."""
     import msgspec
 
-    from journal.localstate import STATE_VERSION, load_state, save_state
+    from journal.local.state import STATE_VERSION, load_state, save_state
 
     live, path = gemini
     for n in (201, 202):

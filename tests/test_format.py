@@ -408,7 +408,7 @@ def test_a_rewritten_file_is_stored_as_delta_chunks_the_documented_reader_decode
     """Format 6 (§6): from its second rewrite on, a small file's changed chunk is a delta of
     the previous version's whole chunk, which the entry names in ``bases``; the reader
     above, which knows only the documented format, rebuilds every version."""
-    from journal.checkpoint import checkpoint
+    from journal.checkpoint.run import checkpoint
     from journal.config import Config, TreeConfig
     from journal.store.local import LocalStore
 

@@ -26,21 +26,21 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from journal.checkpoint import checkpoint
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
 from journal.errors import ConfigError, GcBusy
-import journal.gc as gc_module
-from journal.gc import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
-from journal.index import iter_pages
-from journal.lease import LEASE_KEY, Lease, LeaseRecord
-from journal.model import Manifest, TreeRoot
-from journal.pack import pack_key
+import journal.gc.run as gc_module
+from journal.gc.run import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
+from journal.format.index import iter_pages
+from journal.gc.lease import LEASE_KEY, Lease, LeaseRecord
+from journal.format.model import Manifest, TreeRoot
+from journal.repository.pack import pack_key
 from journal.report import Collector
-from journal.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key
-from journal.restore import restore
-from journal.retention import Policy, choose_kept, parse_duration
-from journal.status import read_status
-from journal.tombstone import Item
+from journal.repository.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key
+from journal.restore.run import restore
+from journal.gc.retention import Policy, choose_kept, parse_duration
+from journal.supervise.status import read_status
+from journal.format.tombstone import Item
 from journal.store import open_store
 from journal.store.base import Store
 from journal.verify import MISSING_OBJECT, verify
@@ -1065,11 +1065,11 @@ _LOOP = textwrap.dedent("""
     store = open_store(cfg.store)
     stats = {"rounds": 0, "commits": 0, "deleted": 0, "tombstoned": 0, "errors": []}
     if role == "ckpt":
-        from journal.checkpoint import checkpoint
+        from journal.checkpoint.run import checkpoint
     else:
-        from journal.gc import gc
-        from journal.repository import Repository
-        from journal.retention import Policy
+        from journal.gc.run import gc
+        from journal.repository.repository import Repository
+        from journal.gc.retention import Policy
     while time.monotonic() < deadline:
         try:
             if role == "ckpt":

@@ -23,17 +23,17 @@ pytest_plugins = ["tests.s3server"]
 
 
 def test_a_lease_lost_during_a_throttled_bulk_delete_stops_the_deletions(s3_bucket, tmp_path):
-    from journal.gc import gc
-    from journal.lease import LEASE_KEY, LeaseLost, LeaseRecord
-    from journal.repository import PACK_PREFIX, Repository
-    from journal.retention import Policy
+    from journal.gc.run import gc
+    from journal.gc.lease import LEASE_KEY, LeaseLost, LeaseRecord
+    from journal.repository.repository import PACK_PREFIX, Repository
+    from journal.gc.retention import Policy
 
     cfg, store, tree, orphans = _checkpoints_and_orphans(s3_bucket, tmp_path, 20)
     repo = Repository.open(store)
     keep_all = Policy(keep_last=10)  # no manifest expires: the sweep's only batch is the orphans
     gc(repo, keep_all, 3600.0)  # the mark
     (tree / "a.txt").write_text("version 4\n")
-    from journal.checkpoint import checkpoint
+    from journal.checkpoint.run import checkpoint
     assert checkpoint(cfg, store).seq == 4  # past the mark: the orphans may go
 
     server = s3_bucket.server._server._server

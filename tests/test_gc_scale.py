@@ -19,11 +19,11 @@ from pathlib import Path
 
 import msgspec
 
-from journal.checkpoint import checkpoint
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
-from journal.gc import gc
-from journal.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, encode_manifest, manifest_key
-from journal.retention import Policy
+from journal.gc.run import gc
+from journal.repository.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, encode_manifest, manifest_key
+from journal.gc.retention import Policy
 from journal.store import open_store
 from journal.verify import verify
 

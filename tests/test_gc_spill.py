@@ -1,9 +1,9 @@
-"""gc's spill (``journal/spill.py``): ascending merges, and what a listing lacks."""
+"""gc's spill (``journal/gc/spill.py``): ascending merges, and what a listing lacks."""
 
 from __future__ import annotations
 
-import journal.spill as spill_module
-from journal.spill import Ascending, Spill
+import journal.gc.spill as spill_module
+from journal.gc.spill import Ascending, Spill
 
 
 def test_an_ascending_merge_answers_ascending_questions_and_reports_what_none_matched():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import Audit
-from journal.model import KIND_DIR, Entry, Page, PageRef, TreeRoot
+from journal.format.model import KIND_DIR, Entry, Page, PageRef, TreeRoot
 from journal.verify import CORRUPT_PAGE, UNSAFE_PATH
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_on_crafted
 from journal.errors import GcBusy, KeyExists
-from journal.lease import LEASE_KEY, Lease, LeaseLost, LeaseRecord
+from journal.gc.lease import LEASE_KEY, Lease, LeaseLost, LeaseRecord
 from journal.store.memory import MemoryStore
 
 from conftest import FakeClock

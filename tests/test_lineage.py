@@ -1,4 +1,4 @@
-"""The lineage guards (``journal/lineage.py``): a machine continues only the history it knows.
+"""The lineage guards (``journal/repository/lineage.py``): a machine continues only the history it knows.
 
 Each container is a separate ``$AM_LOCAL`` with its own state, driven through the CLI;
 every scenario runs on a local directory store and on S3 (moto's server). The store is
@@ -13,7 +13,7 @@ import json
 
 from test_fencing import ROLLOUT, Box, Shared, assert_linear, fresh_restore, line, shared  # noqa: F401 (a fixture)
 
-from journal.repository import MANIFEST_PREFIX, manifest_key
+from journal.repository.repository import MANIFEST_PREFIX, manifest_key
 from journal.store import open_store
 
 pytest_plugins = ["tests.s3server"]

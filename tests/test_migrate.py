@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from journal.checkpoint import checkpoint
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
-from journal.history import ManifestCache
-from journal.migrate import migrate
+from journal.repository.history import ManifestCache
+from journal.migrate.execute import migrate
 from journal.report import Collector
-from journal.repository import Repository
+from journal.repository.repository import Repository
 from journal.store import open_store
 
 ROLLOUT = "sessions/2026/03/02/rollout-2026-03-02T09-00-00-0199aaaa.jsonl"

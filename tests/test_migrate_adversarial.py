@@ -144,7 +144,7 @@ def test_a_legacy_file_swapped_after_the_plan_fails_its_step_and_no_checkpoint_i
     """The file becomes a symlink to a secret, or a FIFO, between the plan and the copy:
     nothing is read through it, the step fails, no checkpoint is committed, and a
     re-run once the file is back imports everything."""
-    from journal import migrate as mig
+    from journal.migrate import execute as mig
     claude = site.legacy / "claude"
     claude.mkdir()
     (claude / "a.jsonl").write_text('{"a": 1}\n')

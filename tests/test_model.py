@@ -7,10 +7,10 @@ import msgspec
 import pytest
 
 from conftest import Audit
-from journal.cli import EXIT_FALLBACK
+from journal.cli.app import EXIT_FALLBACK
 from journal.errors import CorruptObject
-from journal.index import decode_page
-from journal.model import KIND_DIR, KIND_SQLITE, KIND_SYMLINK, Entry, Page, TreeRoot, encode
+from journal.format.index import decode_page
+from journal.format.model import KIND_DIR, KIND_SQLITE, KIND_SYMLINK, Entry, Page, TreeRoot, encode
 from journal.verify import CORRUPT_PAGE, TORN_MANIFEST
 
 NOT_HEX = "../" * 21 + "x"   # 64 characters, none of them a hex digit

@@ -10,10 +10,10 @@ import pytest
 import zstandard
 
 from conftest import Audit
-from journal.cli import EXIT_FALLBACK
+from journal.cli.app import EXIT_FALLBACK
 from journal.errors import CorruptObject, RecordTooLarge
-from journal.model import Page, TreeRoot
-from journal.objects import (FORMAT_VERSION, HEADER, KIND_CHUNK, KIND_NAMES, MAGIC, RAW_LIMITS, decode_record,
+from journal.format.model import Page, TreeRoot
+from journal.format.objects import (FORMAT_VERSION, HEADER, KIND_CHUNK, KIND_NAMES, MAGIC, RAW_LIMITS, decode_record,
                              encode_record)
 from journal.verify import CORRUPT_OBJECT, CORRUPT_PAGE
 

@@ -1,4 +1,4 @@
-"""Index pages stored as deltas against the page they replace (journal/page_delta.py)."""
+"""Index pages stored as deltas against the page they replace (journal/checkpoint/page_delta.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import msgspec
 import pytest
 
 from journal.errors import CorruptObject
-from journal.model import BlobRef, Page, decode, encode
-from journal.objects import FLAG_BASE_AT, FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header_flags
-from journal.pack import pack_key
+from journal.format.model import BlobRef, Page, decode, encode
+from journal.format.objects import FLAG_BASE_AT, FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header_flags
+from journal.repository.pack import pack_key
 from journal.verify import verify
 
 SESSIONS = "agent-state/claude/projects/-home-node-work"
@@ -229,8 +229,8 @@ def test_a_delta_page_is_never_made_the_base_of_another(bare_live):
     """Whatever the local state says, a page read from the store to serve as a base must
     be whole: a delta offered as a base makes the new page whole, never a delta of a
     delta (which no reader would accept)."""
-    from journal.blob_cache import BlobCache
-    from journal.page_delta import IndexWriter
+    from journal.repository.blob_cache import BlobCache
+    from journal.checkpoint.page_delta import IndexWriter
 
     live = bare_live
     repo, ref, base, first, payload = _delta_fixture(live)

@@ -1,4 +1,4 @@
-"""The quiet snapshot (journal/quiet.py): an idle checkpoint proven by re-listing and
+"""The quiet snapshot (journal/local/quiet.py): an idle checkpoint proven by re-listing and
 re-statting, never by trusting a clock; any change, however quick, goes to the full walk."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from journal import quiet
-from journal.checkpoint import config_key
-from journal.localstate import load_state, save_state
+from journal.local import quiet
+from journal.checkpoint.run import config_key
+from journal.local.state import load_state, save_state
 
 ROLLOUTS = Path("codex-home/sessions/2026/02/23")
 
@@ -43,7 +43,7 @@ def first_rollout(live) -> Path:
 
 def launch(live, *args: str) -> tuple[int, str, bool]:
     """Run the console entry point in a child; (exit status, stdout, whether click was imported)."""
-    code = ("import sys; from journal import launch; sys.argv = ['journal', *sys.argv[1:]]\n"
+    code = ("import sys; from journal.cli import launch; sys.argv = ['journal', *sys.argv[1:]]\n"
             "try:\n    rc = launch.main()\nexcept SystemExit as e:\n    rc = e.code\n"
             "print('CLICK' if 'click' in sys.modules else 'NOCLICK', file=sys.stderr); sys.exit(rc or 0)")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env}
@@ -378,7 +378,7 @@ def test_a_busy_tick_lists_only_the_directories_that_changed(bare_live, monkeypa
     with open(root / "-home-p07" / "s3.jsonl", "ab") as fh:
         fh.write(b'{"more": 1}\n')
 
-    from journal import walk
+    from journal.local import walk
     listed = []
     real_scandir = os.scandir
     monkeypatch.setattr(walk.os, "scandir", lambda path: listed.append(path) or real_scandir(path))
@@ -507,7 +507,7 @@ def test_in_process_a_child_that_dies_leaves_its_rows_to_the_walk(bare_live, for
 
 
 def test_one_thread_is_told_apart_from_many():
-    code = ("import threading, time\nfrom journal import quiet\nalone = quiet._one_thread()\n"
+    code = ("import threading, time\nfrom journal.local import quiet\nalone = quiet._one_thread()\n"
             "stop = threading.Event(); t = threading.Thread(target=stop.wait); t.start()\n"
             "crowded = quiet._one_thread(); stop.set(); t.join()\nprint(alone, crowded)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -8,7 +8,7 @@ dropped; it must never make a checkpoint fail.
 
 from __future__ import annotations
 
-from journal import quiet
+from journal.local import quiet
 
 
 def _rewrite_first_row(live, make_bad) -> None:

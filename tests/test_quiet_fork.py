@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from journal import quiet
+from journal.local import quiet
 
 BIN = Path(__file__).resolve().parent.parent / "bin" / "journal"
 

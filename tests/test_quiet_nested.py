@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from journal import quiet
-from journal.checkpoint import config_key
+from journal.local import quiet
+from journal.checkpoint.run import config_key
 
 from test_quiet import _full_walk_finds_nothing, nested_trees
 

@@ -16,15 +16,15 @@ import pytest
 
 from conftest import Live
 from journal.errors import HistoryWithoutState
-from journal.gc import gc
-from journal.history import ManifestCache
-from journal.localstate import load_state
-from journal.materialize import KEEP_EXTENDS, KEEP_NEWER, REPLACE, WRITE
-from journal.model import KIND_FILE, KIND_SYMLINK, Entry, TreeRoot
-from journal.objects import KIND_CHUNK, encode_record
-from journal.pack import pack_key
-from journal.repository import encode_manifest, manifest_key
-from journal.retention import Policy
+from journal.gc.run import gc
+from journal.repository.history import ManifestCache
+from journal.local.state import load_state
+from journal.restore.entry import KEEP_EXTENDS, KEEP_NEWER, REPLACE, WRITE
+from journal.format.model import KIND_FILE, KIND_SYMLINK, Entry, TreeRoot
+from journal.format.objects import KIND_CHUNK, encode_record
+from journal.repository.pack import pack_key
+from journal.repository.repository import encode_manifest, manifest_key
+from journal.gc.retention import Policy
 from journal.verify import verify
 from tripwire import write_tripwire
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from journal import tree_writer
+from journal.restore import writer as tree_writer
 from conftest import run_journal
 
 

@@ -1,10 +1,10 @@
 """Restore's fast write path, checked by counting and by real SIGKILLs, never by timing.
 
 docs/design.md §11-12: a restore stages every file in full (verified) in the tree's
-temp directory (``journal/tree_tmp.py``), makes a batch of them durable, and only then
+temp directory (``journal/local/tree_tmp.py``), makes a batch of them durable, and only then
 renames them into place; each changed directory is fsynced once; the restore-complete marker is written
-after all of that (``journal/batch.py``, ``journal/tree_writer.py``). Fetching keeps a
-bounded number of bytes in memory across every reader at once (``journal/fetch.py``).
+after all of that (``journal/restore/publish.py``, ``journal/restore/writer.py``). Fetching keeps a
+bounded number of bytes in memory across every reader at once (``journal/repository/fetch.py``).
 """
 
 from __future__ import annotations
@@ -25,13 +25,15 @@ import pytest
 from test_crash import LEFT_TMP, TMP_PREFIX, describe as describe_tree
 from tripwire import write_tripwire
 
-from journal import batch, fetch, tree_writer
-from journal.checkpoint import checkpoint
+from journal.restore import publish as batch
+from journal.repository import fetch
+from journal.restore import writer as tree_writer
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
-from journal.localstate import load_state
-from journal.model import BlobRef
-from journal.repository import Repository
-from journal.restore import restore
+from journal.local.state import load_state
+from journal.format.model import BlobRef
+from journal.repository.repository import Repository
+from journal.restore.run import restore
 from journal.store import open_store
 
 MiB = 1 << 20
@@ -361,7 +363,7 @@ def test_files_in_flight_are_bounded_by_the_pipeline_and_the_batch(tmp_path, mon
 PEAK_SCRIPT = r'''
 import os, sys
 from journal.config import load_config
-from journal.restore import restore
+from journal.restore.run import restore
 from journal.store import open_store
 env = dict(os.environ)
 result = restore(load_config(env=env), open_store(env["JOURNAL_STORE"]), to=sys.argv[1])
@@ -392,7 +394,7 @@ def test_restoring_a_file_larger_than_the_memory_bound_streams_it(tmp_path):
 
 
 def test_jobs_put_databases_and_large_files_first_and_group_small_files_per_tree():
-    from journal.model import Entry
+    from journal.format.model import Entry
 
     def entry(path, size, kind="file"):
         return Entry(path=path, kind=kind, mode=0o644, size=size)
@@ -451,9 +453,9 @@ def test_a_damaged_small_file_read_with_its_group_loses_only_itself(tmp_path):
     """Small files are read together with one ranged read; a bad blob among them fails
     that read, and then each file reads its own blobs: the siblings are restored whole,
     the damaged one is reported lost, and the restore is incomplete."""
-    from journal.history import ManifestCache
-    from journal.objects import HEADER
-    from journal.pack import pack_key
+    from journal.repository.history import ManifestCache
+    from journal.format.objects import HEADER
+    from journal.repository.pack import pack_key
 
     env = make_env(tmp_path)
     fx = Path(env["AM_LOCAL"]) / "fx-home"
@@ -507,7 +509,7 @@ def test_stopping_the_pool_joins_a_staging_thread_that_has_not_begun_running():
     registered but not yet running; ``join`` refuses such a thread ("cannot join
     thread before it is started"), which once surfaced as a traceback on Ctrl-C. It
     is joined once it runs, so nothing it writes lands after the cleanup."""
-    from journal.tree_writer import _join_started
+    from journal.restore.writer import _join_started
 
     done = []
     thread = threading.Thread(target=lambda: (time.sleep(0.05), done.append(1)), name="journal-restore_9")

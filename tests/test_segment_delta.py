@@ -1,13 +1,13 @@
-"""JSONL segments stored as deltas against their anchor (journal/segments.py)."""
+"""JSONL segments stored as deltas against their anchor (journal/repository/segments.py)."""
 
 from __future__ import annotations
 
 import json
 
-from journal import segments
-from journal.objects import FLAG_DELTA, HEADER, parse_header_flags
-from journal.pack import pack_key
-from journal.segments import ANCHOR_MIN, anchors
+from journal.repository import segments
+from journal.format.objects import FLAG_DELTA, HEADER, parse_header_flags
+from journal.repository.pack import pack_key
+from journal.repository.segments import ANCHOR_MIN, anchors
 from journal.verify import verify
 
 ROLLOUT = "sessions/2026/02/23"

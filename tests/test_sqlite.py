@@ -22,18 +22,18 @@ from pathlib import Path
 
 import pytest
 
-from journal.checkpoint import checkpoint
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
-from journal.history import ManifestCache
-from journal.model import KIND_SQLITE
-from journal.objects import HEADER
-from journal.pack import pack_key
-from journal.pagemap import load_snapshot
+from journal.repository.history import ManifestCache
+from journal.format.model import KIND_SQLITE
+from journal.format.objects import HEADER
+from journal.repository.pack import pack_key
+from journal.format.pagemap import load_snapshot
 from journal.report import Collector
-from journal.repository import Repository
-from journal.restore import restore
+from journal.repository.repository import Repository
+from journal.restore.run import restore
 from journal.store import open_store
-from journal.tree_tmp import PREFIX as TMP_PREFIX
+from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 
 from conftest import wait_for
 

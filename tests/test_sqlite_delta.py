@@ -25,22 +25,22 @@ import pytest
 import zstandard
 
 from faults import FaultyStore
-from journal import sqlite_capture
-from journal.checkpoint import checkpoint
+from journal.sqlite import capture as sqlite_capture
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
 from journal.errors import CorruptObject, StoreError
-from journal.gc import gc
-from journal.history import ManifestCache
-from journal.model import BlobRef
-from journal.objects import (FLAG_DELTA, FLAG_MEMBERS, HEADER, KIND_DBPAGE, KIND_MANIFEST, KIND_PAGE, MAGIC, decode_record,
+from journal.gc.run import gc
+from journal.repository.history import ManifestCache
+from journal.format.model import BlobRef
+from journal.format.objects import (FLAG_DELTA, FLAG_MEMBERS, HEADER, KIND_DBPAGE, KIND_MANIFEST, KIND_PAGE, MAGIC, decode_record,
                              embedded_members, encode_record, is_delta)
-from journal.pack import pack_key
-from journal.pagemap import GROUP, SLOT, PageLoc, decode_map, encode_map, group_base, load_snapshot
-from journal.repository import Repository
-from journal.restore import restore
-from journal.retention import Policy
-from journal.sqlite_base import BASE_DIR, base_path, prune_base_copies
-from journal.sqlite_capture import rebuild_db
+from journal.repository.pack import pack_key
+from journal.format.pagemap import GROUP, SLOT, PageLoc, decode_map, encode_map, group_base, load_snapshot
+from journal.repository.repository import Repository
+from journal.restore.run import restore
+from journal.gc.retention import Policy
+from journal.sqlite.base_copy import BASE_DIR, base_path, prune_base_copies
+from journal.sqlite.capture import rebuild_db
 from journal.store import open_store
 from journal.verify import BAD_SNAPSHOT, verify
 

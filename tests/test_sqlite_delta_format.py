@@ -323,7 +323,7 @@ def test_v3_maps_decode_and_reencode_byte_for_byte_and_old_maps_are_never_writte
     byte; it reads v1 and v2 maps but writes only v3."""
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
-    from journal.pagemap import MAP_VERSION, decode_map, encode_map
+    from journal.format.pagemap import MAP_VERSION, decode_map, encode_map
 
     assert MAP_VERSION == 3
     seen = 0

@@ -13,8 +13,8 @@ import hashlib
 
 import msgspec
 
-from journal.index import build_index, iter_pages
-from journal.model import BlobRef, Entry, Page, decode
+from journal.format.index import build_index, iter_pages
+from journal.format.model import BlobRef, Entry, Page, decode
 
 
 class Packs:

@@ -22,14 +22,14 @@ Three bugs this review found, each with its test here:
 1. A snapshot whose pages were all stored again (its full map's record could not be
    read) was reported lost when that record rotted: rebuild read every record of the
    full map. Now a damaged full-map record makes the rebuild write only the pages the
-   snapshot reads (``sqlite_rebuild.py``); ``verify --full`` still reports the damage.
+   snapshot reads (``sqlite/rebuild.py``); ``verify --full`` still reports the damage.
 2. A previous snapshot whose page maps had rotted stopped every later checkpoint, of
    every tree. Now that database is captured as a new full snapshot, with a warning
-   (``scan.py``).
+   (``checkpoint/scan.py``).
 3. A map's pack table takes at most 65,535 packs (0xFFFF is the map's own), and a full
    map of a database that keeps changing names one more at each full map. Now the
    writer keeps a map under ``MAP_PACKS`` by storing the least-used packs' pages again
-   (``sqlite_capture.py``), and ``encode_map`` refuses a 65,536th pack.
+   (``sqlite/capture.py``), and ``encode_map`` refuses a 65,536th pack.
 """
 
 from __future__ import annotations
@@ -46,14 +46,14 @@ from pathlib import Path
 import pytest
 
 from conftest import run_journal, wait_for
-from journal.checkpoint import checkpoint
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
-from journal.history import ManifestCache
-from journal.objects import FLAG_DELTA, FLAG_MEMBERS, HEADER, embedded_members, parse_header_flags
-from journal.pack import pack_key
-from journal.pagemap import decode_map, load_snapshot
+from journal.repository.history import ManifestCache
+from journal.format.objects import FLAG_DELTA, FLAG_MEMBERS, HEADER, embedded_members, parse_header_flags
+from journal.repository.pack import pack_key
+from journal.format.pagemap import decode_map, load_snapshot
 from journal.report import Collector
-from journal.repository import Repository
+from journal.repository.repository import Repository
 from journal.store import open_store
 
 TREE, DB = "opencode", "opencode.db"
@@ -710,8 +710,8 @@ def test_a_page_map_naming_65536_packs_names_each_one(tmp_path):
     count, a map must never name a page's record in the wrong pack."""
     import hashlib
 
-    from journal.model import BlobRef
-    from journal.pagemap import PageLoc, encode_map
+    from journal.format.model import BlobRef
+    from journal.format.pagemap import PageLoc, encode_map
 
     n = 0x10000
     pages = {}

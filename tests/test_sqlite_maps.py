@@ -1,4 +1,4 @@
-"""Page maps over many ticks: the cumulative map, then a small recent map (pagemap.py).
+"""Page maps over many ticks: the cumulative map, then a small recent map (format/pagemap.py).
 
 A tick's map must grow with that tick's changes, not with every page changed since
 the full map; and whatever the maps, a restore of any checkpoint must equal the
@@ -17,15 +17,15 @@ import msgspec
 import pytest
 
 from conftest import Audit
-from journal.cli import EXIT_FALLBACK
-from journal.checkpoint import checkpoint
+from journal.cli.app import EXIT_FALLBACK
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
-from journal.history import ManifestCache
-from journal.model import TreeRoot
-from journal.objects import KIND_PAGEMAP, encode_record
-from journal.pagemap import RECENT_MIN, RECENT_SHARE, decode_map, encode_map, load_snapshot
-from journal.repository import Repository
-from journal.restore import restore
+from journal.repository.history import ManifestCache
+from journal.format.model import TreeRoot
+from journal.format.objects import KIND_PAGEMAP, encode_record
+from journal.format.pagemap import RECENT_MIN, RECENT_SHARE, decode_map, encode_map, load_snapshot
+from journal.repository.repository import Repository
+from journal.restore.run import restore
 from journal.store import open_store
 from journal.verify import BAD_SNAPSHOT, verify
 
@@ -119,8 +119,8 @@ def test_a_map_added_once_the_data_pack_is_full_stays_in_that_pack(tmp_path, mon
     """A page map names the pages of its own pack as "same pack": added just as the data
     pack reaches its target size, it must go into that pack, not open the next one, or
     no restore finds those pages; the next tick's map, built on it, restores too."""
-    import journal.checkpoint as checkpoint_module
-    from journal.pack import PackWriter
+    import journal.checkpoint.run as checkpoint_module
+    from journal.repository.pack import PackWriter
 
     probe = Box(tmp_path / "probe")
     (full_map,) = probe.entry(probe.checkpoint()).refs
@@ -259,9 +259,9 @@ def test_a_full_map_names_a_bounded_number_of_packs_and_every_checkpoint_restore
     the record table's limit (index 0xFFFF is the map's own pack). The writer keeps it
     under MAP_PACKS by storing the pages of the least-used packs again. Here the bound
     is 6 and every tick writes a full map."""
-    from journal import sqlite_capture
-    from journal.pagemap import PageLoc, encode_map
-    from journal.model import BlobRef
+    from journal.sqlite import capture as sqlite_capture
+    from journal.format.pagemap import PageLoc, encode_map
+    from journal.format.model import BlobRef
 
     monkeypatch.setattr(sqlite_capture, "DELTA_MIN", 0)
     monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 1 << 30)   # any change: a new full map
@@ -299,8 +299,8 @@ def test_a_full_map_names_a_bounded_number_of_packs_and_every_checkpoint_restore
 
 def _map_records(box, refs):
     """(flags, stored bytes, base) of each map record an entry names (format 6)."""
-    from journal.objects import parse_header_flags
-    from journal.pack import pack_key
+    from journal.format.objects import parse_header_flags
+    from journal.repository.pack import pack_key
 
     repo, out = box.repo(), []
     for ref in refs:
@@ -315,7 +315,7 @@ def test_a_growing_map_is_stored_as_a_delta_of_the_previous_one_and_gc_keeps_its
     """Format 6: a tick's map repeats most of the previous tick's (the same slots and
     records), so it is stored against it and costs a fraction of its size; a delta's
     base is a whole map, every checkpoint restores, and gc keeps the base's pack."""
-    from journal.objects import FLAG_BASE_AT, FLAG_DELTA, encode_record
+    from journal.format.objects import FLAG_BASE_AT, FLAG_DELTA, encode_record
 
     box = Box(tmp_path)
     box.checkpoint()
@@ -337,8 +337,8 @@ def test_a_growing_map_is_stored_as_a_delta_of_the_previous_one_and_gc_keeps_its
         assert box.restored_rows(seq) == expect[seq], seq
     assert verify(box.repo(), full=True).ok
     newest = max(expect)
-    from journal.gc import gc
-    from journal.retention import Policy
+    from journal.gc.run import gc
+    from journal.gc.retention import Policy
 
     for _ in range(2):  # mark, then sweep everything but the newest checkpoint
         gc(box.repo(), Policy(keep_last=1), 0.0)
@@ -350,7 +350,7 @@ def test_a_growing_map_is_stored_as_a_delta_of_the_previous_one_and_gc_keeps_its
 def test_an_unknown_or_damaged_local_base_record_stores_the_map_whole(tmp_path):
     """The writer deltas a map only against one it knows is whole (``maps/<id>.base``);
     without that record, or with a damaged one, the new map is stored whole."""
-    from journal.objects import FLAG_DELTA
+    from journal.format.objects import FLAG_DELTA
 
     box = Box(tmp_path)
     box.checkpoint()
@@ -376,9 +376,9 @@ def test_a_local_record_wrongly_saying_whole_never_yields_a_delta_of_a_delta(tmp
     """If ``maps/<id>.base`` wrongly says a delta map is whole (and its bytes are not
     local), that map, read from the store to serve as a base, is refused: the next map
     in its place is stored whole, and every reader still decodes every map."""
-    from journal.blob_cache import BlobCache
-    from journal.objects import FLAG_DELTA
-    from journal.sqlite_capture import _map_base
+    from journal.repository.blob_cache import BlobCache
+    from journal.format.objects import FLAG_DELTA
+    from journal.sqlite.capture import _map_base
 
     box = Box(tmp_path)
     box.checkpoint()

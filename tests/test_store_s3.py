@@ -19,7 +19,7 @@ import pytest
 from conftest import Live, copy_fixtures, run_journal
 from store_contract import RecordingStream, StoreContract
 
-from journal.checkpoint import checkpoint
+from journal.checkpoint.run import checkpoint
 from journal.config import load_config
 from journal.errors import KeyExists
 from journal.store import open_store
@@ -308,7 +308,7 @@ def _checkpoints_and_orphans(s3_bucket, tmp_path, orphans: int):
     directory and the orphans' keys."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from journal.pack import pack_key
+    from journal.repository.pack import pack_key
 
     box = Container(tmp_path / "c", s3_bucket, fixtures=False)
     tree = box.local / "codex-home"
@@ -327,9 +327,9 @@ def _checkpoints_and_orphans(s3_bucket, tmp_path, orphans: int):
 def test_gc_on_s3_makes_no_head_request(s3_bucket, tmp_path):
     """A dry run, a mark and a sweep over an S3 store: sizes come from the listings and
     the sweep's existence check from the mark's listing, so no HEAD, however many packs."""
-    from journal.gc import gc
-    from journal.repository import PACK_PREFIX, Repository
-    from journal.retention import Policy
+    from journal.gc.run import gc
+    from journal.repository.repository import PACK_PREFIX, Repository
+    from journal.gc.retention import Policy
     from journal.verify import verify
 
     cfg, store, tree, keys = _checkpoints_and_orphans(s3_bucket, tmp_path, 30)
@@ -465,9 +465,9 @@ def test_the_gc_sweep_on_s3_sends_one_bulk_delete_per_thousand_packs(s3_bucket, 
     one for the expired manifests, one for the swept tombstones and one releasing the
     lease: 5 here, and 31 requests in all. Before, it took one request per object (1,108
     here, 1,168 in all)."""
-    from journal.gc import DELETE_BATCH, gc
-    from journal.repository import PACK_PREFIX, Repository
-    from journal.retention import Policy
+    from journal.gc.run import DELETE_BATCH, gc
+    from journal.repository.repository import PACK_PREFIX, Repository
+    from journal.gc.retention import Policy
     from journal.verify import verify
 
     cfg, store, tree, orphans = _checkpoints_and_orphans(s3_bucket, tmp_path, DELETE_BATCH + 100)

@@ -28,8 +28,8 @@ import pytest
 
 from conftest import drop_dac_override, wait_for
 from heldfile import HeldFile
-from journal.pack import pack_key
-from journal.repository import Repository
+from journal.repository.pack import pack_key
+from journal.repository.repository import Repository
 from journal.store import open_store
 from supervisebox import (INTERVAL, assert_not_torn, assert_store_clean, boxes, children_of, complete_lines, finish,
                           flock_holders, manifest_seqs, parse_lines, proc_stat, restore_to, restored_session)

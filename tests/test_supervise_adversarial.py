@@ -604,10 +604,10 @@ def test_restart_after_kill_9_keeps_local_lines_and_replaces_stale_status(box):
 
 
 def test_corrupt_pack_at_start_never_starts_cmd_and_names_the_file(box):
-    from journal.history import ManifestCache
-    from journal.objects import HEADER
-    from journal.pack import pack_key
-    from journal.repository import Repository
+    from journal.repository.history import ManifestCache
+    from journal.format.objects import HEADER
+    from journal.repository.pack import pack_key
+    from journal.repository.repository import Repository
     from journal.store import open_store
 
     a = box("a")
@@ -691,7 +691,7 @@ def test_status_probes_never_make_a_supervisor_refuse_to_start(box):
     b.codex.mkdir()
     assert finish(b.supervise(["true"], tag="first")) == 0   # the lock file exists from now on
     probes = [subprocess.Popen([sys.executable, "-c",
-                                "import sys\nfrom journal.localstate import lock_held\n"
+                                "import sys\nfrom journal.local.state import lock_held\n"
                                 "while True: lock_held(sys.argv[1], 'supervise.lock')\n", str(b.state_dir)])
               for _ in range(2)]
     try:

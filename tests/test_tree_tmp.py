@@ -1,4 +1,4 @@
-"""journal's own temp directory in a live tree (``journal/tree_tmp.py``): made new each
+"""journal's own temp directory in a live tree (``journal/local/tree_tmp.py``): made new each
 time, left out of a checkpoint only while a live process holds it, removed once its
 owner is gone, and never confused with a user's directory of a similar name. Real
 processes, real flocks, real SIGKILLs."""
@@ -10,11 +10,11 @@ import signal
 import subprocess
 import sys
 
-from journal.tree_tmp import PREFIX, TreeTmp
+from journal.local.tree_tmp import PREFIX, TreeTmp
 
 HOLDER = """
 import os, sys
-from journal.tree_tmp import TreeTmp
+from journal.local.tree_tmp import TreeTmp
 tmp = TreeTmp.make(sys.argv[1], sys.argv[2])
 name, fd = tmp.new_file()
 os.write(fd, b"half of a staged file")

@@ -8,10 +8,10 @@ import sqlite3
 import pytest
 from faults import FaultyStore
 
-from journal.checkpoint import checkpoint
+from journal.checkpoint.run import checkpoint
 from journal.errors import DamagedConfig, StoreError
-from journal.pack import pack_key
-from journal.repository import Repository, blob_location, manifest_key
+from journal.repository.pack import pack_key
+from journal.repository.repository import Repository, blob_location, manifest_key
 from journal.verify import (CORRUPT_CONFIG, CORRUPT_OBJECT, MISSING_OBJECT, SHORT_PACK, TORN_MANIFEST, UNREFERENCED_PACK, UNSAFE_PATH,
                             verify)
 from conftest import run_journal

@@ -970,8 +970,8 @@ class JournalSys:
         """``(journal module, config, store)`` for a call through the library in this
         process, as `journal supervise` makes it; None when journal is not importable here."""
         try:
-            import journal.checkpoint
-            import journal.restore
+            import journal.checkpoint.run
+            import journal.restore.run
             from journal.config import load_config
             from journal.store import open_store
         except ImportError:
@@ -986,7 +986,7 @@ class JournalSys:
         if lib is None:
             return None
         journal, cfg, store = lib
-        checkpoint = journal.checkpoint.checkpoint
+        checkpoint = journal.checkpoint.run.checkpoint
         checkpoint(cfg, store)  # supervise's first tick loads the local state; later ticks reuse it
         t0 = time.perf_counter()
         result = checkpoint(cfg, store)
@@ -1001,7 +1001,7 @@ class JournalSys:
             return None
         journal, cfg, store = lib
         t0 = time.perf_counter()
-        result = journal.restore.restore(cfg, store, to=dest)
+        result = journal.restore.run.restore(cfg, store, to=dest)
         wall = time.perf_counter() - t0
         return round(wall, 6) if result.complete else None
 
@@ -1335,7 +1335,7 @@ def _dump():
     with open(os.environ["BENCH_STORE_LOG"], "w") as fh:
         json.dump(_log, fh)
 
-from journal.launch import main
+from journal.cli.launch import main
 sys.exit(main())
 '''
 
@@ -1410,7 +1410,7 @@ class LibJournal:
     (a checkpoint costs ~4 ms on tmpfs, against ~150 ms for a CLI start)."""
 
     def __init__(self, tools: Tools, root: str):
-        from journal.checkpoint import checkpoint
+        from journal.checkpoint.run import checkpoint
         from journal.config import load_config
         from journal.store import open_store
         self.local = os.path.join(root, "local")
@@ -1442,7 +1442,7 @@ def build_gc_store(lib: LibJournal, n_objects: int, seed: int) -> dict:
     import hashlib
 
     import msgspec
-    from journal.repository import Repository, encode_manifest, manifest_key
+    from journal.repository.repository import Repository, encode_manifest, manifest_key
 
     text = text_for(seed)
     lines = Lines(text)

@@ -58,11 +58,11 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from journal.checkpoint import checkpoint  # noqa: E402
+from journal.checkpoint.run import checkpoint  # noqa: E402
 from journal.config import Config, TreeConfig  # noqa: E402
-from journal.history import ManifestCache  # noqa: E402
-from journal.repository import Repository  # noqa: E402
-from journal.sqlite_capture import rebuild_db  # noqa: E402
+from journal.repository.history import ManifestCache  # noqa: E402
+from journal.repository.repository import Repository  # noqa: E402
+from journal.sqlite.capture import rebuild_db  # noqa: E402
 from journal.store.local import TMP_DIR, LocalStore  # noqa: E402
 
 TREE = "codex"

@@ -36,7 +36,7 @@ class Store(abc.ABC):
 
     #: A human-readable location (path or URL), used in messages.
     location: str = ""
-    #: Whether a reader gains from fetching ahead in other threads (``fetch.py``): a
+    #: Whether a reader gains from fetching ahead in other threads (``repository/fetch.py``): a
     #: round trip to serve (a cloud store, a FUSE or network mount). A directory on a
     #: local disk answers from the page cache, where the thread handoffs cost more.
     read_ahead: bool = True

@@ -1,0 +1,365 @@
+"""The checkpoint operation: walk the live trees, publish new blobs, then the manifest.
+
+Write order (docs/design.md, "Read and write ordering"):
+
+1. data packs (new chunks and segments), each closed and put-if-absent;
+2. the tree pack (new index pages), closed and put-if-absent;
+3. the local state, recording the manifest as pending;
+4. the manifest, put-if-absent at ``manifests/<seq>`` — the commit point;
+5. the local state again, pending cleared.
+
+A crash anywhere leaves the previous manifest authoritative. A crash between 3 and 4
+is finished by the next run, which republishes the pending manifest bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+import msgspec
+
+from ..repository.blob_cache import BlobCache
+from ..config import Config
+from ..errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict,
+                     RestoreNotComplete)
+from ..repository.history import ManifestCache
+from ..format.index import build_index
+from ..local import quiet
+from ..local import tree_tmp
+from ..repository.lineage import describe_writer, open_repository, refuse_foreign, require_committed
+from ..local.state import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
+                         load_state, new_state, save_state)
+from .file_delta import FileDeltas
+from ..format.model import KIND_DIR, KIND_FILE, KIND_SQLITE, Manifest, TreeRoot, decode
+from ..format.objects import KIND_CHUNK, KIND_PAGE, decode_record
+from ..repository.pack import PackWriter, clear_spool, pack_key, recheck_kept
+from ..paths import RECHECK_DIR
+from .page_delta import IndexWriter, keep_pages
+from ..report import SILENT, Reporter
+from ..repository.repository import Repository, encode_manifest, manifest_key, utc_now
+from .scan import ScanContext, TreeResult, scan_tree
+from ..sqlite.base_copy import prune_base_copies
+from ..sqlite.snapshot import clear_staging
+from ..store.base import Store
+
+class CheckpointResult(msgspec.Struct, kw_only=True):
+    """What one checkpoint did. ``seq`` is None for an idle checkpoint."""
+
+    seq: int | None = None
+    manifest_id: str | None = None
+    trees: list[TreeResult] = []
+    blobs: int = 0
+    objects: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = []
+
+
+def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
+               allow_deletions: bool = False, wait: bool = False) -> CheckpointResult:
+    """Take one checkpoint of every configured tree. See the module docstring."""
+    if not cfg.active_trees():
+        raise ConfigError("checkpoint: no trees configured; set AM_LOCAL to a directory holding "
+                          "harness state or add [[trees]] to the config (`journal trees` shows it)")
+    started = time.monotonic()
+    with StateLock(cfg.state_dir, wait=wait):
+        state_file = os.path.join(cfg.state_dir, STATE_FILE)
+        key = config_key(cfg)
+        proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True)
+        if proven is not None:  # unchanged since the last clean checkpoint
+            result = msgspec.convert(proven.result, CheckpointResult)
+            result.seconds = time.monotonic() - started
+            return result
+        repo = open_repository(store, cfg.state_dir, create=True)
+        state = _load_or_refuse(cfg, repo)
+        result = CheckpointResult()
+        try:
+            _recheck_kept(cfg, repo, result, reporter)
+            if state.pending is not None:
+                _publish_pending(cfg, repo, state, result, reporter)
+            rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same)
+        except BaseException:
+            forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
+            quiet.discard(cfg.state_dir)
+            raise
+        _save_quiet(cfg, key, state_file, result, rows)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def config_key(cfg: Config) -> str:
+    """A digest of the effective configuration, for the quiet snapshot."""
+    return hashlib.sha256(msgspec.msgpack.encode(cfg)).hexdigest()
+
+
+def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult, rows: list | None) -> None:
+    """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise."""
+    state_sig = quiet.file_sig(state_file)
+    if rows is None or result.warnings or state_sig is None or _rechecks_pending(cfg):
+        quiet.discard(cfg.state_dir)
+        return
+    # Directories whose files changed last come first: in a busy tree the check then
+    # fails (and the full checkpoint starts) after a few directories, not thousands.
+    rows.sort(key=lambda row: max((sig[1] for sig in row[2] if sig is not None), default=0), reverse=True)
+    walked = {t.name for t in result.trees if not t.absent}
+    idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, absent=t.absent) for t in result.trees])
+    snapshot = quiet.Quiet(
+        inputs=cfg.inputs, config_key=key, state_sig=state_sig, result=msgspec.to_builtins(idle),
+        result_json=msgspec.json.format(msgspec.json.encode(idle), indent=2).decode(),
+        absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked], dirs=rows)
+    try:
+        quiet.save(cfg.state_dir, snapshot)
+    except OSError:  # a full disk: the checkpoint is committed; without a snapshot the next tick walks
+        quiet.discard(cfg.state_dir)
+
+
+def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
+    state = load_state(cfg.state_dir, repo.store_id)
+    if state is not None:
+        if not state.restore_complete:
+            # A partial restore must not become the next checkpoint: trees it could not
+            # rebuild would drop out of history (the seed's "new lineage" hazard).
+            raise RestoreNotComplete(os.path.join(cfg.state_dir, "state.msgpack"))
+        return state
+    refuse_foreign("checkpoint", cfg.state_dir, repo)  # a state of another store is no "first run"
+    seqs = repo.manifest_seqs()  # listing only when there is no state (first run)
+    if seqs:
+        raise HistoryWithoutState(os.path.join(cfg.state_dir, "state.msgpack"), seqs[-1])
+    fresh = new_state(repo.store_id)
+    fresh.restore_complete = True  # an empty store: nothing to restore
+    return fresh
+
+
+def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
+                     reporter: Reporter) -> None:
+    """Finish a commit that a crash interrupted between the state write and the manifest put.
+
+    A pending manifest naming a pack the store does not hold (its put failed in a way
+    that looked like success, or a gc sweep took a pre-existing copy) is dropped, not
+    published: the state goes back to its parent and this checkpoint re-reads and
+    re-uploads every file under the same seq. If the store already holds that manifest
+    (it was committed before the pack went), it stands, and this checkpoint commits
+    the next seq with every file uploaded again."""
+    published = state.pending
+    manifest = decode(decode_record(published, key=manifest_key(state.pending_seq)), Manifest)
+    stored = repo.store.head(manifest_key(state.pending_seq)) is not None
+    if not stored:
+        require_committed(repo, manifest.parent or 0, cfg.state_dir)  # never on top of a lost history
+    missing = _missing_packs(repo, manifest)
+    if missing and not stored:
+        _warn(result, reporter, f"checkpoint: pending manifest {manifest.seq} names {len(missing)} pack(s) the "
+              "store does not hold; dropped it, and this checkpoint re-uploads every file")
+        state.seq, state.manifest_id = manifest.parent or 0, manifest.parent_id
+        state.pending = state.pending_seq = None
+        _inactive_as_in_parent(cfg, repo, state, result, reporter)
+        _reupload_all(cfg, state)
+        save_state(cfg.state_dir, state)
+        return
+    try:
+        repo.put_manifest(state.pending, state.pending_seq)
+        result.objects += 1
+        result.bytes += len(state.pending)
+    except KeyExists:
+        if repo.store.get(manifest_key(state.pending_seq)) != state.pending:
+            raise ManifestConflict(state.pending_seq, describe_writer(repo, state.pending_seq)) from None
+    result.seq, result.manifest_id = state.pending_seq, state.manifest_id
+    state.pending = None
+    state.pending_seq = None
+    if missing or _missing_packs(repo, manifest):
+        # Committed before a gc sweep took a pre-existing pack it names (the manifest
+        # was already in the store, or the sweep ran between the check and the put).
+        _warn(result, reporter, f"checkpoint: manifest {manifest.seq} names pack(s) the store lost after it was "
+              "committed; this checkpoint re-uploads every file")
+        _reupload_all(cfg, state)
+    save_state(cfg.state_dir, state)
+
+
+def _recheck_kept(cfg: Config, repo: Repository, result: CheckpointResult, reporter: Reporter) -> None:
+    """Packs earlier checkpoints found already stored stay checked for one gc lease
+    after their commit: a sweep batch planned before that commit may delete them."""
+    for pack in recheck_kept(repo.store, os.path.join(cfg.state_dir, RECHECK_DIR)):
+        _warn(result, reporter, f"checkpoint: pack {pack} (named by a committed checkpoint) was deleted by a gc "
+              "sweep planned before that commit; uploaded it again")
+
+
+def _rechecks_pending(cfg: Config) -> bool:
+    """While packs wait for a recheck, no quiet snapshot: every tick takes the full path."""
+    try:
+        return bool(os.listdir(os.path.join(cfg.state_dir, RECHECK_DIR)))
+    except FileNotFoundError:
+        return False
+
+
+def _warn(result: CheckpointResult, reporter: Reporter, message: str) -> None:
+    result.warnings.append(message)
+    reporter.warn(message)
+
+
+def _missing_packs(repo: Repository, manifest: Manifest) -> list[str]:
+    return [p for p in manifest.packs if repo.store.head(pack_key(p)) is None]
+
+
+def _reupload_all(cfg: Config, state: LocalState) -> None:
+    """Make the capture re-read every file of every active tree and upload fresh blobs,
+    reusing none. A tree not active now (its live directory is gone) has nothing to
+    re-read: it keeps its cache, so the next manifest still names it."""
+    active = {t.name for t in cfg.active_trees()}
+    for name, cache in state.trees.items():
+        if name in active:
+            state.trees[name] = cache_from_entries(None, {}, (f.entry for f in cache.files.values()),
+                                                   dirty=True, reupload=True)
+
+
+def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
+                           reporter: Reporter) -> None:
+    """After a pending manifest is dropped, a tree that is not active now takes its
+    version in the parent manifest (the dropped one may name missing packs, and there
+    is no live directory to read it again from); one the parent lacks is left out."""
+    active = {t.name for t in cfg.active_trees()}
+    parent = repo.load_manifest(state.seq)[0] if state.seq else None
+    history = ManifestCache(repo)
+    for name in [n for n in state.trees if n not in active]:
+        if parent is None or name not in parent.trees:
+            del state.trees[name]
+            _warn(result, reporter, f"checkpoint: tree {name} is only in the dropped manifest and its live "
+                  "directory is gone; it is left out of this checkpoint")
+            continue
+        entries, pages = history.tree(state.seq, name)
+        state.trees[name] = cache_from_entries(parent.trees[name].root, pages, entries)
+
+
+def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same=None) -> list | None:
+    """Scan every tree (taking the directories in ``same`` as the quiet snapshot holds
+    them), then commit what changed; returns the new quiet snapshot's rows, or None."""
+    spool = os.path.join(cfg.state_dir, "spool")
+    staging = os.path.join(cfg.state_dir, "sqlite-staging")
+    clear_spool(spool)
+    clear_staging(staging)
+    data = PackWriter(repo.store, spool)
+    chunks = BlobCache(cfg.state_dir, repo, "chunks", KIND_CHUNK)
+    ctx = ScanContext(data=data, maps=BlobCache(cfg.state_dir, repo, bases=True), staging_dir=staging,
+                      reporter=reporter, allow_deletions=allow_deletions, same=same or {},
+                      deltas=FileDeltas(data, chunks))
+    ctx.busy_tmp, swept = tree_tmp.sweep(cfg.state_dir)  # a killed restore's or migrate's temp dirs
+    for warning in swept:
+        ctx.warn(f"checkpoint: {warning}")
+    new_trees: dict[str, TreeCache] = dict(state.trees)
+    changed_trees: list[str] = []
+    touched = False
+    try:
+        for tree in cfg.active_trees():
+            cache = state.trees.get(tree.name, TreeCache())
+            tr, files, changed = scan_tree(tree, cache, ctx)
+            result.trees.append(tr)
+            touched = touched or files is not cache.files
+            if changed:
+                changed_trees.append(tree.name)
+            new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, page_keys=cache.page_keys,
+                                             bases=cache.bases, files=files, restored=cache.restored)
+        if not changed_trees:
+            ctx.data.abort()
+            if touched:
+                state.trees = new_trees
+                save_state(cfg.state_dir, state)  # local only: fresher signatures, no store write
+        else:
+            # Fence before uploading anything more: the store must still hold seq (or the
+            # history this writer builds on is lost), and another writer may own seq+1.
+            require_committed(repo, state.seq, cfg.state_dir)
+            if repo.store.head(manifest_key(state.seq + 1)) is not None:
+                raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
+            ctx.data.finish()
+            restored = {n: new_trees[n].restored for n in changed_trees if new_trees[n].restored}
+            _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, ctx.captured, result, restored)
+            for name, why in restored.items():
+                _warn(result, reporter, f"checkpoint {result.seq}: tree {name}: {why}; this checkpoint makes that "
+                      "version the newest (its manifest records it: `journal log`)")
+            live_maps = _map_ids(new_trees)
+            ctx.maps.prune(live_maps)
+            prune_base_copies(cfg.state_dir, live_maps)
+            if ctx.deltas.remembered:  # a new base copy: drop those no entry can use any more
+                chunks.prune(_chunk_ids(new_trees))
+    except BaseException:
+        ctx.data.abort()
+        raise
+    finally:
+        clear_staging(staging)
+    result.warnings += ctx.warnings + ctx.errors
+    if ctx.errors:
+        raise CheckpointErrors(ctx.errors, result.seq)
+    return ctx.quiet_rows
+
+
+def _chunk_ids(trees: dict[str, TreeCache]) -> set[str]:
+    """Every whole chunk a file entry names (as a ref or as a delta's base): the local
+    base copies a later rewrite may use."""
+    return {r.id for c in trees.values() for f in c.files.values() if f.entry.kind == KIND_FILE
+            for r in (*f.entry.refs, *f.entry.bases) if r is not None}
+
+
+def _map_ids(trees: dict[str, TreeCache]) -> set[str]:
+    return {r.id for c in trees.values() for f in c.files.values() if f.entry.kind == KIND_SQLITE
+            for r in f.entry.refs}
+
+
+def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, restored) -> None:
+    # Entries captured this time may name packs by placeholder until their upload.
+    for fs in captured:
+        resolved = tuple(data.resolve(r) for r in fs.entry.refs)
+        if resolved != fs.entry.refs:
+            fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
+    # One index pack, never rolled: inner pages name same-pack children relatively.
+    index = PackWriter(repo.store, os.path.join(cfg.state_dir, "spool"), target=None)
+    pages = BlobCache(cfg.state_dir, repo, "pages", KIND_PAGE)
+    writer = IndexWriter(index, pages)
+    built = {}
+    for name in changed_trees:
+        files = new_trees[name].files
+        entries = sorted((fs.entry for fs in files.values()), key=lambda e: e.path)
+        cache, keys = new_trees[name], {}
+        root, used = build_index(entries, cache.pages, writer.adder(cache), keys)
+        built[name] = (root, used, keys)
+    index.finish()
+    for name, (root, used, keys) in built.items():
+        cache = new_trees[name]
+        writer.settle(cache, used, keys)
+        cache.root = index.resolve(root) if root else None
+        cache.pages = {pid: index.resolve(ref) for pid, ref in used.items()}
+    seq = state.seq + 1
+    manifest = Manifest(
+        seq=seq, parent=state.seq or None, parent_id=state.manifest_id, created=utc_now(),
+        created_ns=time.time_ns(), host=os.uname().nodename, pid=os.getpid(), writer=state.writer,
+        trees={n: _tree_root(c) for n, c in sorted(new_trees.items())},
+        packs=tuple(data.packs + index.packs),
+        added_bytes=data.uploaded_bytes + index.uploaded_bytes,
+        added_objects=data.uploaded_objects + index.uploaded_objects + 1,
+        restored=restored or msgspec.UNSET)
+    mid, record = encode_manifest(manifest)
+    for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
+        new_trees[name].restored = None
+    state.trees, state.seq, state.manifest_id = new_trees, seq, mid
+    state.pending, state.pending_seq = record, seq
+    save_state(cfg.state_dir, state)
+    try:
+        repo.put_manifest(record, seq)
+    except KeyExists:
+        # A retried put whose first attempt landed finds its own bytes: that is success.
+        if repo.store.get(manifest_key(seq)) != record:
+            raise ManifestConflict(seq, describe_writer(repo, seq)) from None
+    state.pending = state.pending_seq = None
+    save_state(cfg.state_dir, state)
+    keep = os.path.join(cfg.state_dir, RECHECK_DIR)
+    data.keep_existing(keep)
+    index.keep_existing(keep)
+    recheck_kept(repo.store, keep)
+    pages.prune(keep_pages(new_trees))
+    result.seq, result.manifest_id = seq, mid
+    result.blobs += data.blobs + index.blobs
+    result.objects += manifest.added_objects
+    result.bytes += manifest.added_bytes + len(record)
+
+
+def _tree_root(cache: TreeCache) -> TreeRoot:
+    files = [f.entry for f in cache.files.values() if f.entry.kind != KIND_DIR]
+    return TreeRoot(root=cache.root, files=len(files), bytes=sum(e.size for e in files))

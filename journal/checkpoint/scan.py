@@ -1,0 +1,288 @@
+"""Scanning one live tree against the local cache: what changed, what is new, what is gone.
+
+Paths whose stat signature is unchanged are reused from the cache without a read.
+Changed paths are captured (``checkpoint/capture.py`` for files, ``sqlite/capture.py`` for
+databases); their new blobs go into the checkpoint's data pack.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from dataclasses import dataclass, field
+
+import msgspec
+
+from ..repository.blob_cache import BlobCache
+from .capture import capture_item
+from .file_delta import FileDeltas
+from ..config import TreeConfig
+from ..errors import CorruptObject, JournalError, ObjectNotFound, SnapshotFailed, Unstorable, os_error_hint
+from ..local.state import FileState, TreeCache
+from ..format.model import KIND_DIR, KIND_SQLITE
+from ..repository.pack import PackWriter
+from ..report import Reporter
+from ..local.quiet import DB, DIR, OTHER
+from ..signatures import dir_signature, live_signature, signature
+from ..sqlite.capture import capture_sqlite
+from ..local.walk import SAME, SAME_DIR, UNREADABLE, Item, Matcher, same_items, walk_tree
+
+SAME_KINDS = (SAME, SAME_DIR)
+
+#: ``_capture``'s answer for a path that exists but cannot be read this time.
+_KEEP = object()
+
+#: A checkpoint that would drop more than this share of a tree's files keeps them.
+DELETION_GUARD = 0.5
+
+
+class TreeResult(msgspec.Struct, kw_only=True):
+    name: str
+    files: int = 0
+    changed: int = 0
+    deleted: int = 0
+    kept_deleted: int = 0
+    absent: bool = False
+
+
+@dataclass
+class ScanContext:
+    data: PackWriter
+    maps: BlobCache
+    staging_dir: str
+    reporter: Reporter
+    deltas: FileDeltas | None = None      # rewritten files' changed chunks (checkpoint/file_delta.py)
+    allow_deletions: bool = False
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    captured: list[FileState] = field(default_factory=list)   # read this time (refs may be placeholders)
+    # The quiet snapshot's rows (``local/quiet.py``); None once any path was not read cleanly.
+    quiet_rows: list | None = field(default_factory=list)
+    # The last snapshot's rows of the directories it found unchanged, by absolute path.
+    same: dict[str, tuple] = field(default_factory=dict)
+    # journal's temp directories in the trees that another process uses now (a
+    # migrate's): left out of the walk by their exact paths (``tree_tmp.sweep``).
+    busy_tmp: set[str] = field(default_factory=set)
+
+    def warn(self, message: str) -> None:
+        """A warning for the reporter that also lands in the checkpoint's result."""
+        self.warnings.append(message)
+        self.reporter.warn(message)
+
+
+def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[TreeResult, dict[str, FileState], bool]:
+    """Walk one tree; returns (result, files, changed). ``files is cache.files`` when untouched."""
+    tr = TreeResult(name=tree.name)
+    if not os.path.isdir(tree.path):
+        tr.absent = True
+        if cache.files:
+            ctx.warn(f"checkpoint: tree {tree.name}: {tree.path} is missing; keeping its last checkpoint")
+        return tr, cache.files, False
+    own = frozenset(os.path.basename(p) for p in ctx.busy_tmp if os.path.dirname(p) == tree.path)
+    matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite, own)
+    files: dict[str, FileState] = {}
+    skipped: list[tuple[str, str]] = []
+    changed = cache.dirty
+    reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
+    listing: list | None = [] if ctx.quiet_rows is not None else None
+    unreadable: list[str] = []  # paths that exist but could not be read: they keep their last checkpoint
+    for item in walk_tree(tree.path, matcher, skipped, listing, _same_dirs(tree, cache, ctx.same)):
+        if item.kind in SAME_KINDS:  # in a directory the quiet snapshot found unchanged
+            walked_files += item.kind == SAME
+            files[item.path] = cache.files[item.path]
+            reused += 1
+            continue
+        try:
+            if item.kind == UNREADABLE:
+                raise item.error
+            sig = _sig(tree.path, item)
+        except OSError as err:
+            warn_unreadable(ctx, os.path.join(tree.path, item.path), err)
+            unreadable.append(item.path)
+            listing = None  # not read cleanly: no quiet snapshot this time
+            continue
+        walked_files += item.kind != KIND_DIR
+        prev = cache.files.get(item.path)
+        if prev is not None and prev.sig is not None and prev.sig == sig:
+            files[item.path] = prev
+            reused += 1
+            continue
+        fs = _capture(tree, item, None if cache.reupload else prev, matcher, ctx)
+        if fs is None or fs is _KEEP:
+            listing = None  # not read cleanly: no quiet snapshot this time
+            if prev is not None and (fs is _KEEP or item.kind == "sqlite"):
+                files[item.path] = prev  # unreadable, or a failed snapshot: the last one stays
+            continue
+        files[item.path] = fs
+        ctx.captured.append(fs)
+        if prev is None or prev.entry != fs.entry:
+            changed = True
+            tr.changed += 1
+    for path, why in skipped:
+        ctx.warn(str(Unstorable(path, why)))
+    kept, kept_files = _keep_unreadable(cache, files, unreadable)
+    reused += kept
+    walked_files += kept_files
+    changed = _apply_deletions(tree, cache, files, tr, ctx) or changed
+    if not changed and reused == len(files) == len(cache.files):
+        files = cache.files  # every path reused, none gone: the cache stands as it was
+        tr.files = walked_files
+    else:
+        tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
+    rows = None if listing is None or ctx.quiet_rows is None else quiet_rows(tree, listing, files)
+    if rows is None:
+        ctx.quiet_rows = None
+    else:
+        ctx.quiet_rows.extend(rows)
+    return tr, files, changed
+
+
+def warn_unreadable(ctx: ScanContext, full: str, err: OSError) -> None:
+    """One warning for a live path that exists but cannot be read this time."""
+    ctx.warn(f"checkpoint: cannot read {full} ({err.strerror or err}); kept its last checkpoint; "
+             f"{os_error_hint(err, full)}")
+
+
+def _keep_unreadable(cache: TreeCache, files: dict[str, FileState], unreadable: list[str]) -> tuple[int, int]:
+    """Every cached path at or under an unreadable one that the walk did not see keeps
+    its last checkpoint (it is not deleted). Returns (paths kept, files among them)."""
+    if not unreadable:
+        return 0, 0
+    roots = set(unreadable)
+    kept = kept_files = 0
+    for path, fs in cache.files.items():
+        if path not in files and _under(path, roots):
+            files[path] = fs
+            kept += 1
+            kept_files += fs.entry.kind != KIND_DIR
+    return kept, kept_files
+
+
+def _under(path: str, roots: set[str]) -> bool:
+    """True when ``path`` or one of its parent directories is in ``roots`` ("" is the root)."""
+    if "" in roots:
+        return True
+    while True:
+        if path in roots:
+            return True
+        cut = path.rfind("/")
+        if cut < 0:
+            return False
+        path = path[:cut]
+
+
+def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict) -> dict[str, tuple]:
+    """This tree's unchanged directories, by relative path: rows this tree's own walk
+    wrote (a directory another tree also walks has that tree's row, with that tree's
+    rules), whose every included name the cache holds with the signature the snapshot
+    compared (always so when the state is the one the snapshot was saved with)."""
+    out = {}
+    root = tree.path
+    prefix = root.rstrip(os.sep) + os.sep
+    for (name, path), row in same.items():
+        if name != tree.name:
+            continue
+        rel_dir = "" if path == root else path[len(prefix):] if path.startswith(prefix) else None
+        if rel_dir is None:
+            continue
+        try:
+            for item in same_items(rel_dir, row):
+                prev = cache.files.get(item.path)
+                if prev is None or prev.sig is None or tuple(prev.sig) != item.sig:
+                    break
+            else:
+                out[rel_dir] = row
+        except (TypeError, ValueError, IndexError):
+            continue  # a row this code cannot read: the directory is walked
+    return out
+
+
+def quiet_rows(tree: TreeConfig, listing: list, files: dict[str, FileState]) -> list | None:
+    """The quiet snapshot's rows for one walked tree (see ``quiet.unchanged``); None when
+    some listed path has no clean signature to compare. A directory taken from the last
+    snapshot (``walk_tree``'s ``same``) keeps its row."""
+    root = tree.path
+    rows = []
+    for rel_dir, seen in listing:
+        if isinstance(seen, tuple):
+            rows.append(seen)
+            continue
+        names, sigs, others = [], [], []
+        for name, st, walked in seen:
+            if st is None:
+                return None
+            fs = files.get(f"{rel_dir}/{name}" if rel_dir else name) if walked else None
+            if walked and (fs is None or fs.sig is None):
+                return None
+            kind = fs.entry.kind if fs is not None else None
+            if kind is not None and kind not in (KIND_DIR, KIND_SQLITE):
+                sigs.append(tuple(fs.sig))
+            else:
+                sigs.append(None)
+                others.append((len(names), DIR, tuple(fs.sig)) if kind == KIND_DIR else
+                              (len(names), DB, tuple(fs.sig)) if kind == KIND_SQLITE else
+                              (len(names), OTHER, stat_mod.S_IFMT(st.st_mode)))
+            names.append(name)
+        rows.append((os.path.join(root, rel_dir) if rel_dir else root, names, sigs, others, tree.name))
+    return rows
+
+
+def _sig(root: str, item: Item):
+    if item.kind == KIND_DIR:
+        return dir_signature(item.stat)
+    if item.kind == "sqlite":
+        try:
+            return live_signature(os.path.join(root, item.path))
+        except FileNotFoundError:
+            return None
+    return signature(item.stat)
+
+
+def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matcher, ctx: ScanContext):
+    if item.kind != "sqlite":
+        try:
+            return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add, ctx.deltas,
+                                ctx.warn)
+        except Unstorable as err:  # like a name the walk refuses: left out, loudly, every time
+            ctx.warn(str(err))
+            return None
+        except JournalError:
+            raise  # the store or journal's own files failed, not the live path
+        except OSError as err:
+            warn_unreadable(ctx, os.path.join(tree.path, item.path), err)
+            return _KEEP
+    full = os.path.join(tree.path, item.path)
+    try:
+        try:
+            return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps)
+        except (CorruptObject, ObjectNotFound) as err:  # the previous snapshot's maps
+            ctx.warn(f"checkpoint: {full}: the page maps of its last snapshot are unusable ({err}); "
+                     "storing a new full snapshot of it")
+            return capture_sqlite(full, item.path, None, ctx.staging_dir, ctx.data, ctx.maps)
+    except SnapshotFailed as err:
+        ctx.reporter.warn(str(err))
+        ctx.errors.append(str(err))
+        return None
+    except FileNotFoundError:
+        return None
+
+
+def _apply_deletions(tree: TreeConfig, cache: TreeCache, files: dict[str, FileState], tr: TreeResult,
+                     ctx: ScanContext) -> bool:
+    """Drop vanished paths, unless the mass-deletion guard keeps them. True when dropped."""
+    gone = [p for p in cache.files if p not in files]
+    if not gone:
+        return False
+    live_before = sum(1 for f in cache.files.values() if f.entry.kind != KIND_DIR)
+    dropped = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
+    guard = dropped and (dropped > live_before * DELETION_GUARD or dropped == live_before)
+    if guard and not ctx.allow_deletions:
+        ctx.warn(f"checkpoint: tree {tree.name}: {dropped} of {live_before} files vanished from "
+                          f"{tree.path}; keeping them in the checkpoint (a partial or unmounted tree looks "
+                          "like this); run `journal checkpoint --allow-deletions` if they were really deleted")
+        for p in gone:
+            files[p] = cache.files[p]
+        tr.kept_deleted = len(gone)
+        return False
+    tr.deleted = len(gone)
+    return True

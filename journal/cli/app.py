@@ -1,0 +1,142 @@
+"""The ``journal`` command line. Each command parses, opens, calls one function, renders."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+import msgspec
+
+from .. import __version__
+from ..config import load_config
+from ..errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
+from .launch import INTERRUPTED, interrupted, wants_json
+from ..report import Reporter
+from ..store import open_store
+
+EXIT_FINDINGS = 1
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_FALLBACK = 3   # restore: complete, but some tree or file came from an older checkpoint than the newest
+
+
+class CliReporter(Reporter):
+    """Warnings to stderr; a progress bar on a TTY."""
+
+    def __init__(self, label: str = "", quiet: bool = False):
+        self.label = label
+        self.quiet = quiet
+        self.warnings: list[str] = []
+        self._bar = None
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        if not self.quiet:
+            click.echo(f"warning: {message}", err=True)
+
+    def note(self, message: str) -> None:
+        if not self.quiet:
+            click.echo(message, err=True)
+
+    def progress(self, done: int, total: int) -> None:
+        if self.quiet or not sys.stderr.isatty() or total < 50:
+            return
+        if self._bar is None:
+            self._bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+            self._bar.__enter__()
+        self._bar.update(done - self._bar.pos)
+        if done >= total:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+def emit_json(value) -> None:
+    click.echo(msgspec.json.format(msgspec.json.encode(value), indent=2))
+
+
+def handle_errors(fn):
+    """Turn library errors into one clear line and a non-zero exit; with ``--json``,
+    also a JSON object on stdout, so a script always gets JSON."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as err:
+            fail(err, EXIT_USAGE, kwargs.get("as_json"))
+        except JournalError as err:
+            fail(err, EXIT_ERROR, kwargs.get("as_json"))
+        except OSError as err:  # a local path the library did not expect to fail
+            fail(describe_os_error(err), EXIT_ERROR, kwargs.get("as_json"), kind="OSError")
+    return wrapper
+
+
+def fail(err, code: int, as_json: bool | None, kind: str | None = None):
+    """Print one error line (and the JSON error object) and exit with ``code``."""
+    message = str(err)
+    click.echo(f"journal: error: {message}", err=True)
+    if as_json:
+        doc = {"error": message, "kind": kind or type(err).__name__, "exit": code}
+        if isinstance(err, CheckpointErrors):
+            doc.update(seq=err.seq, errors=err.errors)
+        emit_json(doc)
+    sys.exit(code)
+
+
+def common(fn):
+    """--config, --store and --json, shared by every command."""
+    fn = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(fn)
+    fn = click.option("--store", "store_url", metavar="URL", help="Store path or URL (overrides $JOURNAL_STORE).")(fn)
+    fn = click.option("--config", "config_path", metavar="FILE", type=click.Path(dir_okay=False),
+                      help="Config file (else $JOURNAL_CONFIG, else ~/.config/journal/config.toml).")(fn)
+    return handle_errors(fn)
+
+
+def open_context(config_path, store_url):
+    cfg = load_config(config_path, store=store_url)
+    return cfg, open_store(durable_url(cfg.store))
+
+
+def durable_url(url: str) -> str:
+    """Refuse ``memory://`` on the command line: each command would get a new, empty store."""
+    if url.lower().startswith("memory://"):
+        raise ConfigError("open store: memory:// keeps nothing between commands (it is for tests); "
+                          "set JOURNAL_STORE to a path or a cloud URL")
+    return url
+
+
+class OneLineGroup(click.Group):
+    """Usage errors (a bad flag value, a missing argument) are one line too, and with
+    ``--json`` a JSON error object, even when click could not parse the command line."""
+
+    def main(self, args=None, *rest, **kwargs):
+        kwargs["standalone_mode"] = False
+        as_json = wants_json(list(sys.argv[1:] if args is None else args))
+        try:
+            return super().main(args, *rest, **kwargs)
+        except click.UsageError as err:
+            message = err.format_message()
+            if "\n" in message:  # `journal` alone: the help text is the message
+                click.echo(message, err=True)
+                sys.exit(EXIT_USAGE)
+            where = f"; see `{err.ctx.command_path} --help`" if err.ctx else ""
+            fail(f"{message.rstrip('.')}{where}", EXIT_USAGE, as_json, kind="UsageError")
+        except click.ClickException as err:
+            fail(err.format_message(), err.exit_code, as_json, kind=type(err).__name__)
+        except click.Abort:
+            interrupted(as_json)
+            sys.exit(INTERRUPTED)
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="journal")
+def main():
+    """Durable checkpoints of AI coding-agent state in disposable containers.
+
+    Agents write to local disk ($AM_LOCAL); journal copies closed, content-addressed
+    objects to the store ($JOURNAL_STORE) and restores them on the next start.
+    """
+
+
+from . import commands as cli_commands  # noqa: E402,F401  (registers the commands)
+from . import migrate as cli_migrate  # noqa: E402,F401  (registers `journal migrate`)

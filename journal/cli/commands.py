@@ -1,0 +1,442 @@
+"""The commands of ``journal``; see ``cli/app.py`` for the shared plumbing."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .app import EXIT_FALLBACK, CliReporter, common, durable_url, emit_json, handle_errors, main, open_context
+from .launch import IDLE_LINE
+
+# Operations are imported inside each command, so `journal checkpoint` (run by cron or
+# a timer every few seconds) loads only what it uses.
+
+
+@main.command()
+@common
+def init(config_path, store_url, as_json):
+    """Create the store if it is absent or empty (idempotent).
+
+    Example:
+
+        JOURNAL_STORE=/data/journal journal init
+    """
+    from ..repository.lineage import adopt_new_store
+    from ..local.quiet import discard
+    from ..repository.repository import Repository
+
+    cfg, store = open_context(config_path, store_url)
+    repo = Repository.open(store, create=True)
+    left = adopt_new_store(cfg.state_dir, repo)
+    discard(cfg.state_dir)  # the next checkpoint walks the trees: the store may be a new one
+    if as_json:
+        emit_json({"store": cfg.store, "store_id": repo.store_id, "created": repo.info.created,
+                   "left_store": left.store_id if left else None, "left_seq": left.seq if left else None})
+        return
+    click.echo(f"store {cfg.store} ready (id {repo.store_id})")
+    if left is not None:
+        click.echo(f"this machine now follows store {repo.store_id}, no longer store {left.store_id} (it knew "
+                   f"checkpoint {left.seq} there): the next `journal checkpoint` publishes every file as checkpoint 1")
+
+
+@main.command()
+@common
+@click.option("--allow-deletions", is_flag=True, help="Drop files that vanished even when most of a tree did.")
+@click.option("--wait", is_flag=True, help="Wait for a running checkpoint instead of failing.")
+def checkpoint(config_path, store_url, as_json, allow_deletions, wait):
+    """Take one checkpoint of every configured tree.
+
+    Only new complete JSONL lines and changed files are uploaded, then the
+    manifest, last. An idle checkpoint writes nothing.
+
+    Example:
+
+        AM_LOCAL=/home/node/local JOURNAL_STORE=/data/journal journal checkpoint
+    """
+    from ..checkpoint.run import checkpoint as run_checkpoint
+
+    cfg, store = open_context(config_path, store_url)
+    result = run_checkpoint(cfg, store, CliReporter(quiet=as_json), allow_deletions=allow_deletions, wait=wait)
+    if as_json:
+        emit_json(result)
+        return
+    if result.seq is None and not result.objects:
+        click.echo(IDLE_LINE.format(len(result.trees)))
+        return
+    changed = sum(t.changed for t in result.trees)
+    click.echo(f"checkpoint {result.seq}: {changed} file(s) changed, {result.objects} object(s), "
+               f"{result.bytes:,} bytes in {result.seconds:.2f}s")
+
+
+@main.command()
+@common
+@click.option("-n", "--limit", type=click.IntRange(min=0), default=None, help="Show only the newest N checkpoints.")
+def log(config_path, store_url, as_json, limit):
+    """List checkpoints in the store, newest first.
+
+    Example:
+
+        journal log -n 10
+    """
+    from ..repository.history import list_history
+    from ..repository.repository import Repository
+
+    cfg, store = open_context(config_path, store_url)
+    entries = list_history(Repository.open(store), limit)
+    if as_json:
+        emit_json(entries)
+        return
+    click.echo(f"{'seq':>6}  {'time':24}  {'host':16} {'files':>7} {'bytes':>13} {'+bytes':>11} {'+obj':>5}")
+    for e in entries:
+        if e.error:
+            click.echo(f"{e.seq:>6}  UNREADABLE: {e.error}")
+        else:
+            click.echo(f"{e.seq:>6}  {e.created:24}  {e.host[:16]:16} {e.files:>7} {e.bytes:>13,} "
+                       f"{e.added_bytes:>11,} {e.added_objects:>5}")
+            for name, why in sorted(e.restored.items()):
+                click.echo(f"{'':>6}  RESTORED {name}: {why}")
+
+
+@main.command()
+@common
+@click.option("--at", metavar="SEQ|ISO-TIME", help="Restore the newest checkpoint at or before this.")
+@click.option("--to", "to_dir", metavar="DIR",
+              help="Write every stored tree under DIR/<tree> instead of the live paths; DIR must be "
+                   "absent or empty.")
+@click.option("--replace", is_flag=True,
+              help="With --to: replace an earlier export in DIR (only the trees it wrote; anything else "
+                   "in DIR is refused, never deleted).")
+@click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
+def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
+    """Restore the newest valid checkpoint into the live trees.
+
+    Newer local files are kept; damaged objects fall back to older copies. Exits 1,
+    without the restore-complete marker, if any file could not be rebuilt; exits 3
+    when the restore is complete but a tree or file came from an older checkpoint
+    than the newest (a fallback past damage). An export (--to DIR) holds exactly the
+    checkpoint asked for: DIR must be empty, or hold an earlier export and --replace
+    be given.
+
+    Example:
+
+        journal restore --at 42 --to /tmp/export --dry-run
+    """
+    from ..restore.run import restore as run_restore
+    from ..local.treepath import shown
+
+    if replace and to_dir is None:
+        from ..errors import ConfigError
+        raise ConfigError("restore: --replace replaces an earlier export; add --to DIR (a live restore never "
+                          "deletes local files)")
+    cfg, store = open_context(config_path, store_url)
+    reporter = CliReporter("restoring", quiet=as_json)
+    result = run_restore(cfg, store, reporter, at=at, to=to_dir, dry_run=dry_run, replace=replace)
+    if as_json:
+        emit_json(result)
+    else:
+        verb = "would restore" if dry_run else "restored"
+        if not result.trees:
+            click.echo("nothing to restore: the store has no checkpoint of a configured tree")
+        for t in result.trees:
+            if t.error:
+                click.echo(f"{t.name}: FAILED: {t.error}")
+                continue
+            acts = ", ".join(f"{n} {a}" for a, n in sorted(t.actions.items()))
+            click.echo(f"{t.name}: {verb} from checkpoint {t.seq} into {t.dest}: {acts}; {t.bytes:,} bytes")
+            for path in t.lost:
+                why = f"refused: {t.refused[path]}" if path in t.refused else "no good copy in any checkpoint"
+                click.echo(f"{t.name}: LOST {shown(path)}: {why}")
+            for path in t.uncreatable:
+                click.echo(f"{t.name}: LOST {shown(path)}: too long a path to create under {t.dest}")
+        for w in result.warnings:
+            click.echo(f"warning: {w}", err=True)
+        if not result.complete:
+            click.echo("restore INCOMPLETE", err=True)
+        elif result.fallback:
+            notes = "; ".join(result.fallback_notes())
+            click.echo(f"restore complete from a FALLBACK (exit {EXIT_FALLBACK}): {notes}")
+        else:
+            click.echo("restore complete")
+    if not result.complete:
+        sys.exit(1)
+    if result.fallback:
+        sys.exit(EXIT_FALLBACK)
+
+
+@main.command()
+@common
+@click.option("--full", is_flag=True, help="Also read and re-hash every object.")
+def verify(config_path, store_url, as_json, full):
+    """Audit the store: exit 0 when clean, 1 with findings.
+
+    Example:
+
+        journal verify --full --json
+    """
+    from ..repository.repository import Repository
+    from ..verify import WARNING, verify as run_verify
+
+    cfg, store = open_context(config_path, store_url)
+    result = run_verify(Repository.open(store, audit=True), CliReporter("verifying", quiet=as_json), full=full)
+    if as_json:
+        emit_json({"ok": result.ok, **{f: getattr(result, f) for f in result.__struct_fields__}})
+    else:
+        for f in result.findings:
+            where = f"manifest {f.manifest}" if f.manifest is not None else "store"
+            click.echo(f"{'warning: ' if f.severity == WARNING else ''}{f.kind}: {where}: {f.key}: {f.detail}")
+        what = f"{result.manifests} manifest(s), {result.pages} page(s), {result.packs} pack(s)"
+        if full:
+            what += f", {result.blobs} blob(s) re-hashed"
+        warnings = len(result.findings) - len(result.errors)
+        click.echo(f"{'ok' if result.ok else 'FINDINGS'}: {what}, {len(result.errors)} finding(s)"
+                   + (f", {warnings} warning(s)" if warnings else ""))
+    if not result.ok:
+        sys.exit(1)
+
+
+@main.command()
+@common
+def trees(config_path, store_url, as_json):
+    """Print the effective configuration: store, local root, trees.
+
+    Config file format (TOML):
+
+    \b
+        store = "/data/journal"
+        local = "/home/node/local"
+        presets = ["codex", "claude"]      # default: every preset whose path exists
+        [[trees]]
+        name = "notes"
+        path = "notes"                     # relative to local
+        exclude = ["*.tmp", "cache/"]
+        jsonl = ["*.log"]
+
+    Example:
+
+        journal trees --json
+    """
+    cfg, _ = open_context(config_path, store_url)
+    if as_json:
+        emit_json(cfg)
+        return
+    click.echo(f"config:    {cfg.source or '(none: presets only)'}")
+    click.echo(f"store:     {cfg.store}")
+    click.echo(f"local:     {cfg.local or '(unset: set AM_LOCAL)'}")
+    click.echo(f"state dir: {cfg.state_dir}")
+    click.echo(f"interval:  {cfg.interval:g}s")
+    if not cfg.trees:
+        click.echo("trees:     none (set AM_LOCAL to a directory with harness state, or add [[trees]])")
+    for t in cfg.trees:
+        extra = f"  exclude {', '.join(t.exclude)}" if t.exclude else ""
+        if t.sqlite:
+            extra += f"  sqlite {', '.join(t.sqlite)}"
+        click.echo(f"  {t.name:10} {t.path}{extra}")
+
+
+@main.command()
+@click.option("--dir", "workdir", type=click.Path(file_okay=False), help="Work here instead of a temp dir (kept).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@handle_errors
+def demo(workdir, as_json):
+    """Run the whole loop on a generated agent-state tree and a local store.
+
+    Checkpoints while a child appends to a transcript it holds open, kills the
+    child with SIGKILL, wipes the live tree, restores and verifies.
+
+    Example:
+
+        journal demo
+    """
+    from .demo import run_demo
+
+    result = run_demo(workdir, CliReporter(quiet=as_json))
+    if as_json:
+        emit_json(result)
+    else:
+        for line in result.lines:
+            click.echo(line)
+    if not result.ok:
+        sys.exit(1)
+
+
+# Options end at CMD (or at `--`): CMD's own options are never read as ours, and an
+# unknown option before CMD is a usage error, not a command to run.
+@main.command(context_settings={"allow_interspersed_args": False})
+@common
+@click.option("--interval", type=float, default=None,
+              help="Seconds between checkpoints (else $AGENT_STATE_CHECKPOINT_SECONDS, config, 15).")
+@click.option("--grace", type=float, default=1.0, show_default=True,
+              help="Seconds to wait for CMD after forwarding a stop signal.")
+@click.option("--no-restore", is_flag=True, help="Skip the startup restore (only when you mean it).")
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+def supervise(config_path, store_url, as_json, interval, grace, no_restore, cmd):
+    """Restore, run CMD, checkpoint on a timer, and take a final checkpoint on exit.
+
+    Use it as a container's PID 1. CMD never starts if the restore is incomplete
+    (exit 1; 2 for a configuration error). It exits with CMD's status. With --json,
+    a JSON summary (exit status, error, status file) is printed on stdout at exit;
+    warnings still go to stderr.
+
+    Example:
+
+        journal supervise --interval 15 -- node server.js
+    """
+    from ..config import check_interval, load_config
+    from ..store import open_store
+    from ..supervise.run import Supervisor
+
+    if interval is not None:
+        check_interval(interval, "--interval")
+    cfg = load_config(config_path, store=store_url)
+    durable_url(cfg.store)
+    sup = Supervisor(cfg, lambda: open_store(cfg.store), list(cmd), interval=interval or cfg.interval,
+                     grace=grace, restore_first=not no_restore, reporter=CliReporter())
+    code = sup.run()
+    if as_json:
+        emit_json(sup.summary(code))
+    sys.exit(code)
+
+
+@main.command()
+@common
+def status(config_path, store_url, as_json):
+    """Show the supervisor's last checkpoint, last error, lag and pid.
+
+    Example:
+
+        journal status --json
+    """
+    from ..config import load_config
+    from ..supervise.status import report_status
+
+    cfg = load_config(config_path, store=store_url)
+    rep = report_status(cfg.state_dir)
+    if as_json:
+        emit_json(rep)
+        return
+    st = rep.status
+    click.echo(f"supervisor: {'running, pid ' + str(rep.pid) if rep.running else 'not running'}")
+    rs = st.restore
+    if rs:
+        trees = ", ".join(f"{name} from {'-' if seq is None else seq}" for name, seq in sorted(rs.trees.items()))
+        how = "INCOMPLETE" if not rs.complete else "complete from a FALLBACK" if rs.fallback else "complete"
+        click.echo(f"startup restore: {how}, newest checkpoint {'-' if rs.seq is None else rs.seq}"
+                   f"{': ' + trees if trees else ''}")
+        for note in rs.notes:
+            click.echo(f"  fallback: {note}")
+    if st.last:
+        click.echo(f"last checkpoint: seq {st.last.seq if st.last.seq is not None else '-'}"
+                   f"{' (idle tick)' if st.last.idle else ''}, "
+                   f"{st.last.seconds:.2f}s, {st.last.bytes:,} bytes, {st.last.objects} objects")
+    else:
+        click.echo("last checkpoint: none recorded")
+    click.echo(f"lag since last success: {'-' if rep.lag_seconds is None else f'{rep.lag_seconds:.1f}s'}")
+    click.echo(f"last error: {st.last_error or 'none'}")
+    for w in st.warnings:
+        click.echo(f"warning: {w}")
+
+
+@main.command()
+@common
+def takeover(config_path, store_url, as_json):
+    """Continue the store's history from this container's local files.
+
+    After a manifest conflict: adopt the newest checkpoint as the parent without
+    touching local files; the next checkpoint publishes the local view. Nothing in
+    the store is deleted. (`journal restore` is the other way out.) Also the way to
+    continue a store other than the one this machine followed, or one that lost
+    checkpoints this machine knew: it says what it leaves behind.
+
+    Example:
+
+        journal takeover && journal checkpoint
+    """
+    from ..checkpoint.takeover import takeover as run_takeover
+
+    cfg, store = open_context(config_path, store_url)
+    result = run_takeover(cfg, store)
+    if as_json:
+        emit_json(result)
+        return
+    if result.seq:
+        click.echo(f"took over store {result.store_id} after checkpoint {result.seq} ({result.previous_writer}); "
+                   "the next `journal checkpoint` publishes this container's files")
+    else:
+        click.echo(f"took over store {result.store_id}, which holds no checkpoint; the next `journal checkpoint` "
+                   "publishes this container's files as checkpoint 1")
+    if result.left_store is not None:
+        click.echo(f"this machine no longer follows store {result.left_store} (it knew checkpoint {result.left_seq} "
+                   "there); that store is left as it is")
+    elif result.left_seq is not None:
+        click.echo(f"checkpoint(s) {result.seq + 1}-{result.left_seq} that this machine knew are not in the store "
+                   "any more; they are left behind")
+
+
+@main.command("gc")
+@common
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option("--keep-last", type=click.IntRange(min=0), help="Keep the newest N checkpoints.")
+@click.option("--keep-within", metavar="DURATION", help="Keep checkpoints newer than this (30m, 24h, 7d).")
+@click.option("--keep-hourly", type=click.IntRange(min=0), help="Keep the newest checkpoint of each of the last N hours.")
+@click.option("--keep-daily", type=click.IntRange(min=0), help="Keep the newest checkpoint of each of the last N days.")
+@click.option("--grace", default="24h", show_default=True, metavar="DURATION",
+              help="Delete only what was tombstoned at least this long ago.")
+def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within, keep_hourly, keep_daily, grace):
+    """Expire old checkpoints and delete what nothing needs, in two phases.
+
+    Mark: unkept checkpoints and unreachable packs get a tombstone. Sweep: what a
+    tombstone older than --grace names is deleted, unless a checkpoint present now
+    needs it. The newest checkpoint of every tree is always kept.
+
+    Example:
+
+        journal gc --keep-daily 7 --keep-last 20 --dry-run
+    """
+    from ..gc.run import gc as run_gc
+    from ..repository.repository import Repository
+    from ..gc.retention import Policy, parse_duration
+
+    policy = Policy(keep_last=keep_last, keep_hourly=keep_hourly, keep_daily=keep_daily,
+                    keep_within=parse_duration(keep_within, "--keep-within") if keep_within else None)
+    if policy.is_empty():
+        from ..errors import ConfigError
+        raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
+                          "--keep-within DURATION, --keep-hourly N, --keep-daily N")
+    cfg, store = open_context(config_path, store_url)
+    plan, result = run_gc(Repository.open(store), policy, parse_duration(grace, "--grace"), dry_run=dry_run,
+                          reporter=CliReporter("deleting", quiet=as_json))
+    if as_json:
+        emit_json({"dry_run": dry_run, "plan": plan, "result": result})
+        return
+    verb = "would" if dry_run else "will"
+    click.echo(f"keep {len(plan.kept)} checkpoint(s): " + ", ".join(str(s) for s in sorted(plan.kept)))
+    click.echo(f"expire {len(plan.expire)} checkpoint(s): " + (", ".join(str(s) for s in plan.expire) or "none"))
+    if plan.unreadable:
+        click.echo(f"left alone (unreadable): {', '.join(str(s) for s in plan.unreadable)}")
+    kinds = ", ".join(f"{n:,} {kind}(s)" for kind, n in sorted(plan.tombstone_kinds.items()))
+    click.echo(f"tombstone {plan.tombstone_count} object(s) ({plan.tombstone_bytes:,} bytes)"
+               + (f": {kinds}" if kinds else ""))
+    for item in plan.tombstone[:3]:
+        why = {"manifest": "expired checkpoint", "pack": "no kept checkpoint needs it",
+               "orphan": "no checkpoint ever named it"}.get(item.kind, item.kind)
+        click.echo(f"  e.g. {item.key} ({item.bytes:,} bytes): {why}")
+    click.echo(f"delete {plan.delete_count} object(s) tombstoned more than {grace} ago: "
+               f"{plan.bytes_freed:,} bytes {verb} be freed")
+    for item in plan.delete[:3]:
+        click.echo(f"  e.g. {item.key} ({item.kind}, {item.bytes:,} bytes)")
+    if plan.waiting:
+        click.echo(f"wait: {plan.waiting} orphan pack(s) stay until a checkpoint newer than their mark is "
+                   f"committed (an upload in flight when they were marked may still commit)")
+    for key, why in list(plan.kept_samples.items())[:5]:
+        click.echo(f"  kept {key}: {why}")
+    if result is not None:
+        first, written = result.tombstone_key or "none", result.tombstones_written
+        if written > 1:
+            first = f"{first}+{written - 1}"  # the first key, and how many more: one word
+        if result.protected:
+            click.echo(f"kept {result.protected} planned deletion(s): a checkpoint committed during gc needs them")
+        click.echo(f"done: tombstone {first}, deleted {result.deleted} object(s), "
+                   f"{result.bytes_freed:,} bytes freed, {result.tombstones_removed} tombstone(s) resolved")
+        if result.lease_renewals:
+            click.echo(f"the gc lease was renewed {result.lease_renewals} time(s) during this long run")

@@ -1,0 +1,150 @@
+"""The ``journal`` console command.
+
+``journal checkpoint`` runs every few seconds from cron or a timer, and most runs find
+nothing to do. Such a run is answered here, from the quiet snapshot (``local/quiet.py``),
+before the command line and the library are imported (click and msgspec alone take
+longer to import than the check takes to run). Anything else (another command, an
+option this parser does not know, a configuration file that may move the state
+directory, a busy lock, any change at all) goes to ``journal.cli.app`` unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+IDLE_LINE = "idle: nothing changed in {} tree(s); nothing written"
+
+
+INTERRUPTED = 130  # 128 + SIGINT, as the command line exits on Ctrl-C
+
+
+def main(fast_exit: bool = False) -> int | None:
+    """Answer an idle ``journal checkpoint`` here, else run the full command line.
+    ``fast_exit`` (the console script): once the command is over, leave with
+    ``os._exit`` (``_leave``); after an idle answer there is nothing to tear down, and
+    freeing the decoded snapshot takes longer than the rest of the exit. A Ctrl-C
+    before the command line handles it (while click and the library are imported) is
+    one line and exit 130, as it is later."""
+    try:
+        return _main(fast_exit)
+    except KeyboardInterrupt:
+        interrupted(wants_json(sys.argv[1:]))
+        if fast_exit:
+            _leave(INTERRUPTED)
+        return INTERRUPTED
+
+
+def wants_json(argv: list[str]) -> bool:
+    """Whether the command line asks for ``--json`` (anything after ``--`` is CMD's)."""
+    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+
+
+def interrupted(as_json: bool = False) -> None:
+    """Say that Ctrl-C stopped the command (``cli/app.py`` says the same once it runs); with
+    ``--json``, also as the JSON error object (as ``cli.emit_json`` prints it)."""
+    try:
+        if as_json:
+            sys.stdout.write('{\n  "error": "interrupted",\n  "kind": "Interrupted",\n  "exit": %d\n}\n' % INTERRUPTED)
+            sys.stdout.flush()
+        sys.stderr.write("journal: interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _main(fast_exit: bool) -> int | None:
+    started = time.monotonic()
+    opts = _checkpoint_options(sys.argv[1:])
+    if opts is not None:
+        proven = _quiet_checkpoint(opts)
+        if proven is not None:
+            seconds = time.monotonic() - started
+            if opts["json"]:  # as cli.emit_json prints it, without importing json or msgspec
+                print(proven.result_json.replace('"seconds": 0.0', f'"seconds": {seconds!r}', 1))
+            else:
+                print(IDLE_LINE.format(len(proven.result["trees"])))
+            if fast_exit:
+                _leave(0)
+            return 0
+    from .app import main as cli_main
+
+    if not fast_exit:
+        return cli_main()
+    try:
+        code = cli_main()
+    except SystemExit as done:
+        code = done.code
+    _leave(code)
+
+
+def _leave(code) -> None:
+    """Exit with ``code`` (as ``sys.exit`` reads it) once the command is over. With no
+    other thread alive nothing is left to wait for: every file the command wrote is
+    closed (and fsynced where it publishes), so skip the interpreter's teardown (~15 ms
+    of freeing a restore's objects), after flushing stdout and stderr."""
+    threading = sys.modules.get("threading")   # not imported: no other thread (the idle path)
+    if threading is not None and threading.active_count() > 1:
+        sys.exit(code)
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    if not isinstance(code, (int, type(None))):
+        print(code, file=sys.stderr)   # sys.exit("message") prints the message
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):   # a closed pipe: fail as the interpreter's exit would
+        status = status or 120
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(status)
+
+
+def _checkpoint_options(argv: list[str]) -> dict | None:
+    """The options of a plain ``journal checkpoint`` command line, else None."""
+    if not argv or argv[0] != "checkpoint":
+        return None
+    opts = {"json": False, "store": None, "config": None}
+    args = iter(argv[1:])
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if arg == "--json":
+            opts["json"] = True
+        elif arg == "--allow-deletions":
+            pass  # an idle checkpoint deletes nothing
+        elif name in ("--store", "--config"):
+            value = value if eq else next(args, None)
+            if not value or opts[name[2:]] is not None:
+                return None
+            opts[name[2:]] = value
+        else:  # --wait, --help, anything new: the full command handles it
+            return None
+    return opts
+
+
+def _quiet_checkpoint(opts: dict):
+    """The quiet snapshot when it proves nothing changed, else None."""
+    from .. import paths
+    from ..local import quiet
+
+    env = os.environ
+    source, named = paths.config_source(opts["config"], env)
+    if (named or os.path.exists(source)) and not env.get("JOURNAL_STATE_DIR"):
+        return None  # the config file may name the state directory: let the full path read it
+    state_dir = paths.state_dir(env, None, paths.abs_path(env.get("AM_LOCAL")))
+    try:
+        lock = os.open(os.path.join(state_dir, paths.LOCK_FILE), os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        import fcntl
+
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return None  # a checkpoint or restore is running: the full command reports it
+        inputs = paths.inputs_key(opts["config"], env, opts["store"], None)
+        return quiet.idle_result(state_dir, os.path.join(state_dir, paths.STATE_FILE), inputs=inputs, fork=True)
+    finally:
+        os.close(lock)

@@ -1,0 +1,317 @@
+"""The record format: one self-describing, self-verifying, compressed blob.
+
+A record is a 56-byte header followed by one zstd frame::
+
+    magic "JRNL" | version u8 | kind u8 | flags u16 | raw_size u64 | stored_size u64 | sha256 32B
+
+``sha256`` is the hash of the uncompressed payload and is the blob's id. Every
+decode re-hashes the payload and raises ``CorruptObject`` naming the key on any
+mismatch, so no unverified byte leaves this module.
+
+Flags (format 2): ``FLAG_DELTA`` marks a *delta*: the frame was compressed with
+another record's payload (its *base*) as a zstd raw-content dictionary. Its id is
+still the SHA-256 of its own payload; decoding it needs the base, and the result is
+verified like any other. On a dbpage the page map says which page is the base; on a
+JSONL segment (format 4) it is the segment's anchor (``repository/segments.py``); on an index
+page (format 3) the base's reference is stored in the record, before the frame::
+
+    header | u16 n | n bytes: the base's BlobRef (JSON array) | zstd frame
+
+Format 5: a dbpage record may hold several pages (a *page group*: the payload is the
+pages back to back). A group stored as a delta also carries ``FLAG_MEMBERS``: the
+page numbers of its slots are stored before the frame, in the same way, and its base
+is the full map's pages of those numbers, back to back (``format/pagemap.py``)::
+
+    header | u16 n | n bytes: the members, u32 each | zstd frame
+
+Format 6: an index page delta may name its base by position alone, and a page map
+may be a delta, which always does so; either is flagged
+``FLAG_BASE_AT``: ``pack sha256 32B | offset u64 | length u32`` (44 bytes instead of a
+~150-byte JSON ``BlobRef``). The base's id and size are read from its own header,
+which its payload is verified against; a wrong position cannot go unnoticed either,
+because the delta decoded against any other bytes fails its own hash::
+
+    header | u16 44 | pack 32B | offset u64 | length u32 | zstd frame
+
+Format 6 also stores a changed chunk of a rewritten file as a delta of the whole chunk
+at the same index of the file's previous version; the entry names that base
+(``Entry.bases``, ``checkpoint/file_delta.py``), as it names a segment's anchor. An index page
+holding such an entry carries ``FLAG_ENTRY_BASES``, so a reader that does not know
+``bases`` (formats 1-5) refuses the page rather than misread the chunk as whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+import threading
+
+import zstandard
+
+from ..errors import CorruptObject, RecordTooLarge
+
+MAGIC = b"JRNL"
+FORMAT_VERSION = 1
+HEADER = struct.Struct(">4sBBHQQ32s")
+
+KIND_CHUNK = 1      # a fixed-size piece of an ordinary file
+KIND_SEGMENT = 2    # complete lines appended to a JSONL transcript
+KIND_PAGE = 3       # a page of a tree index
+KIND_MANIFEST = 4   # a checkpoint manifest
+KIND_PAGEMAP = 5    # the page list of a SQLite snapshot (full, or a delta over a full one)
+KIND_DBPAGE = 6     # one page of a SQLite snapshot
+KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", KIND_MANIFEST: "manifest",
+              KIND_PAGEMAP: "pagemap", KIND_DBPAGE: "dbpage"}
+
+FLAG_DELTA = 0x0001    # compressed against a base payload (raw-content dictionary)
+FLAG_MEMBERS = 0x0002  # a dbpage group delta: its slots' page numbers precede the frame
+FLAG_BASE_AT = 0x0004  # an index page or page map delta names its base by position (format 6)
+#: An index page one of whose entries names chunk bases (format 6, ``Entry.bases``):
+#: readers that do not know bases refuse the page instead of dropping them.
+FLAG_ENTRY_BASES = 0x0008
+#: The flags each kind may carry; any other bit set is refused.
+KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA | FLAG_MEMBERS, KIND_PAGE: FLAG_DELTA | FLAG_BASE_AT | FLAG_ENTRY_BASES,
+              KIND_SEGMENT: FLAG_DELTA,
+              KIND_PAGEMAP: FLAG_DELTA | FLAG_BASE_AT, KIND_CHUNK: FLAG_DELTA}
+#: Kinds whose deltas always name their base by position.
+BASE_AT_KINDS = (KIND_PAGEMAP,)
+#: Flags that qualify a delta: never set without ``FLAG_DELTA``.
+DELTA_ONLY = FLAG_MEMBERS | FLAG_BASE_AT
+_BASE_LEN = struct.Struct(">H")
+BASE_AT = struct.Struct(">32sQI")
+
+#: The largest payload a record of each kind holds. Each writer takes its limit from
+#: here and ``encode_record`` refuses a larger payload, so no record the writer makes is
+#: over it; a reader refuses a header that claims more, before decompressing anything.
+CHUNK_BYTES = 1 << 20        # ordinary files are cut into chunks of this size (checkpoint/capture.py)
+SEGMENT_BYTES = 9 << 20      # cut at 8 MiB inside a long line, after a 1 MiB read (checkpoint/capture.py)
+PAGE_BYTES = 64 << 20        # an index page: at most index.MAX_ITEMS entries or children
+MANIFEST_BYTES = 16 << 20
+PAGEMAP_BYTES = 256 << 20    # ~45 bytes a page: ~6 million pages, a 23 GiB database of 4 KiB pages
+DBPAGE_BYTES = 256 << 10     # a page group (sqlite/capture.py); one page is at most 64 KiB
+RAW_LIMITS = {KIND_CHUNK: CHUNK_BYTES, KIND_SEGMENT: SEGMENT_BYTES, KIND_PAGE: PAGE_BYTES,
+              KIND_MANIFEST: MANIFEST_BYTES, KIND_PAGEMAP: PAGEMAP_BYTES, KIND_DBPAGE: DBPAGE_BYTES}
+MAX_RAW = max(RAW_LIMITS.values())
+#: The longest record: a header, a base or member list (at most 65,535 bytes after its
+#: length) and a zstd frame, which zstd keeps within 1/256 (plus 64 bytes) of its payload.
+MAX_RECORD = HEADER.size + _BASE_LEN.size + 0xFFFF + MAX_RAW + (MAX_RAW >> 8) + 64
+#: The furthest offset a reference may name: far past any pack (packs close at 64 MiB).
+MAX_OFFSET = 1 << 48
+COMPRESSION_LEVEL = 3
+# Deltas are few and small, so they get stronger levels: 19 against a page-sized base;
+# 9 against a 64 KiB segment anchor (there 19 takes 10x as long for ~4% less).
+DELTA_LEVEL_SMALL_BASE, DELTA_LEVEL = 19, 9
+SMALL_BASE = 16 << 10
+
+
+def blob_id(payload: bytes) -> str:
+    """The id of a payload: its SHA-256, hex."""
+    return hashlib.sha256(payload).hexdigest()
+
+
+_local = threading.local()   # one (de)compressor per thread: creating one costs more than a 4 KiB page
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    cctx = getattr(_local, "cctx", None)
+    if cctx is None:
+        cctx = _local.cctx = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL)
+    return cctx
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    dctx = getattr(_local, "dctx", None)
+    if dctx is None:
+        dctx = _local.dctx = zstandard.ZstdDecompressor()
+    return dctx
+
+
+def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
+    return zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+
+def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
+                  base_ref: bytes | None = None, base_at: tuple[str, int, int] | None = None,
+                  members: bytes | None = None, level: int | None = None, marks: int = 0) -> tuple[str, bytes]:
+    """Return ``(blob id, record bytes)`` for ``payload``.
+
+    With ``base`` the frame is compressed against ``base`` as a raw-content dictionary
+    and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``. An index
+    page delta also stores where its base is: ``base_at``, its ``(pack, offset, length)``
+    (``FLAG_BASE_AT``), or ``base_ref``, the JSON reference formats 3-5 wrote; a dbpage
+    group delta stores ``members`` (``FLAG_MEMBERS``). ``level`` overrides the delta's
+    compression level. ``marks``: flags that only tell readers what the payload holds
+    (``FLAG_ENTRY_BASES``).
+    """
+    if marks & ~FLAG_ENTRY_BASES or (marks and kind != KIND_PAGE):
+        raise ValueError(f"flags {marks:#06x} do not mark a {KIND_NAMES.get(kind, kind)} record")
+    if len(payload) > RAW_LIMITS[kind]:
+        raise RecordTooLarge(KIND_NAMES[kind], len(payload), RAW_LIMITS[kind])
+    digest = hashlib.sha256(payload).digest()
+    flags = 0
+    if base is None:
+        if members is not None:
+            raise ValueError("only a delta names its members")
+        frame = _compressor().compress(payload)
+    else:
+        if kind not in KIND_FLAGS:
+            raise ValueError(f"a {KIND_NAMES.get(kind, kind)} record cannot be a delta")
+        named = (base_ref is not None) + (base_at is not None)
+        names = kind == KIND_PAGE or kind in BASE_AT_KINDS
+        if names != (named == 1) or named > 1 or (base_ref is not None and kind != KIND_PAGE) \
+                or (members is not None and kind != KIND_DBPAGE):
+            raise ValueError("an index page or page map delta, and only one, names its base once; "
+                             "only a dbpage group its members")
+        level = level or (DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_BASE else DELTA_LEVEL)
+        frame = zstandard.ZstdCompressor(level=level, dict_data=_dict(base)).compress(payload)
+        prefix = base_ref if base_ref is not None else members
+        flags = FLAG_DELTA | (FLAG_MEMBERS if members is not None else 0)
+        if base_at is not None:
+            pack, offset, length = base_at
+            prefix = BASE_AT.pack(bytes.fromhex(pack), offset, length)
+            flags |= FLAG_BASE_AT
+        if prefix is not None:
+            frame = _BASE_LEN.pack(len(prefix)) + prefix + frame
+    header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, flags | marks, len(payload), len(frame), digest)
+    return digest.hex(), header + frame
+
+
+#: A delta is kept only when its frame is at most this share of the whole record's.
+DELTA_MAX_SHARE = 0.5
+ID = re.compile(r"[0-9a-f]{64}")
+
+
+def is_id(name: str) -> bool:
+    """True for a blob id or a committed pack's name (a SHA-256: 64 lowercase hex
+    digits), which a base may be named by and a store key made of."""
+    return ID.fullmatch(name) is not None
+
+
+def delta_pays(delta: bytes, whole: bytes, named: int = _BASE_LEN.size + BASE_AT.size) -> bool:
+    """Keep a delta (one that names its base by position) rather than the whole record:
+    when it is smaller and its frame, which grows as the payload drifts from its base,
+    is at most ``DELTA_MAX_SHARE`` of the whole record's frame. Frames, not records:
+    the header and the base's position (``named`` bytes; 0 for a delta whose entry
+    names its base) are a fixed ~100 bytes that would otherwise keep every small record
+    whole. Failing this, the record is stored whole and becomes the base of later
+    deltas (a keyframe)."""
+    fixed = HEADER.size + named
+    return len(delta) < len(whole) and len(delta) - fixed <= (len(whole) - HEADER.size) * DELTA_MAX_SHARE
+
+
+def parse_header(data: bytes, *, key: str) -> tuple[int, int, int, str]:
+    """Return ``(kind, raw_size, stored_size, id)`` from a record's first bytes."""
+    kind, _flags, raw_size, stored, digest = parse_header_flags(data, key=key)
+    return kind, raw_size, stored, digest
+
+
+def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, str]:
+    """Return ``(kind, flags, raw_size, stored_size, id)`` from a record's first bytes."""
+    if len(data) < HEADER.size:
+        raise CorruptObject(key, f"record header truncated ({len(data)} bytes)")
+    magic, version, kind, flags, raw_size, stored, digest = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise CorruptObject(key, "bad magic")
+    if version != FORMAT_VERSION:
+        raise CorruptObject(key, f"unsupported record version {version}")
+    if kind not in KIND_NAMES:
+        raise CorruptObject(key, f"unknown record kind {kind}")
+    if flags & ~KIND_FLAGS.get(kind, 0) or (flags & DELTA_ONLY and not flags & FLAG_DELTA) \
+            or (kind in BASE_AT_KINDS and flags & FLAG_DELTA and not flags & FLAG_BASE_AT):
+        raise CorruptObject(key, f"unknown flags {flags:#06x}")
+    if raw_size > RAW_LIMITS[kind]:
+        raise CorruptObject(key, f"a {KIND_NAMES[kind]} record claims {raw_size:,} bytes, over the "
+                                 f"{RAW_LIMITS[kind]:,} a {KIND_NAMES[kind]} may hold")
+    return kind, flags, raw_size, stored, digest.hex()
+
+
+def decode_record(data: bytes, *, key: str, expect_id: str | None = None, expect_kind: int | None = None,
+                  expect_size: int | None = None, base: bytes | None = None) -> bytes:
+    """Verify one record and return its payload.
+
+    A delta record (``FLAG_DELTA``) is decoded against ``base``, the verified bytes of
+    its base page; without one it is refused. ``base`` is ignored for other records.
+    Raises ``CorruptObject(key)`` when the header, the length, the frame, the hash,
+    the expected id, kind or payload size (the reference's ``size``) do not hold;
+    every check but the hash's is made before anything is decompressed.
+    """
+    kind, flags, raw_size, stored, digest = parse_header_flags(data, key=key)
+    if len(data) != HEADER.size + stored:
+        raise CorruptObject(key, f"record is {len(data)} bytes, header says {HEADER.size + stored}")
+    if expect_kind is not None and kind != expect_kind:
+        raise CorruptObject(key, f"expected a {KIND_NAMES[expect_kind]}, found a {KIND_NAMES[kind]}")
+    if expect_id is not None and digest != expect_id:
+        raise CorruptObject(key, f"record holds blob {digest[:12]}, expected {expect_id[:12]}")
+    if expect_size is not None and raw_size != expect_size:
+        raise CorruptObject(key, f"record holds {raw_size:,} bytes, its reference says {expect_size:,}")
+    if flags & FLAG_DELTA:
+        if base is None:
+            raise CorruptObject(key, f"a {KIND_NAMES[kind]} delta read without its base")
+        dctx = zstandard.ZstdDecompressor(dict_data=_dict(base))
+    else:
+        dctx = _decompressor()
+    start = HEADER.size
+    if _has_prefix(kind, flags):
+        start += _BASE_LEN.size + _embedded_len(data, key)
+    try:
+        # python-zstandard trusts a frame's own content size over max_output_size: a
+        # damaged frame header must not make it allocate more than the record claims.
+        declared = zstandard.frame_content_size(data[start:])
+        if declared > raw_size:
+            raise CorruptObject(key, f"zstd frame claims {declared} bytes, the record {raw_size}")
+        payload = dctx.decompress(data[start:], max_output_size=raw_size)
+    except zstandard.ZstdError as err:
+        raise CorruptObject(key, f"zstd frame: {err}") from err
+    if len(payload) != raw_size or hashlib.sha256(payload).hexdigest() != digest:
+        raise CorruptObject(key, "payload hash mismatch")
+    return payload
+
+
+def _embedded_len(data, key: str) -> int:
+    if len(data) < HEADER.size + _BASE_LEN.size:
+        raise CorruptObject(key, "page delta truncated before its base reference")
+    (n,) = _BASE_LEN.unpack_from(data, HEADER.size)
+    if len(data) < HEADER.size + _BASE_LEN.size + n:
+        raise CorruptObject(key, "page delta truncated in its base reference")
+    return n
+
+
+def _has_prefix(kind: int, flags: int) -> bool:
+    return bool(flags & (FLAG_MEMBERS | FLAG_BASE_AT) or (flags & FLAG_DELTA and kind == KIND_PAGE))
+
+
+def embedded_members(data, *, key: str) -> list[int] | None:
+    """The page numbers a dbpage group delta stores (``FLAG_MEMBERS``), else None."""
+    _kind, flags, _raw, _stored, _digest = parse_header_flags(data, key=key)
+    if not flags & FLAG_MEMBERS:
+        return None
+    start = HEADER.size + _BASE_LEN.size
+    raw = bytes(data[start:start + _embedded_len(data, key)])
+    if len(raw) % 4:
+        raise CorruptObject(key, "page group member list is torn")
+    return [n for (n,) in struct.iter_unpack(">I", raw)]
+
+
+def embedded_base(data, *, key: str) -> bytes | tuple[str, int, int] | None:
+    """Where a delta says its base is: ``(pack, offset, length)`` (format 6,
+    ``FLAG_BASE_AT``: an index page or a page map) or the encoded JSON reference (an
+    index page, formats 3-5); None for any other record."""
+    kind, flags, _raw, _stored, _digest = parse_header_flags(data, key=key)
+    if not (flags & FLAG_BASE_AT or (flags & FLAG_DELTA and kind == KIND_PAGE)):
+        return None
+    start = HEADER.size + _BASE_LEN.size
+    raw = bytes(data[start:start + _embedded_len(data, key)])
+    if not flags & FLAG_BASE_AT:
+        return raw
+    if len(raw) != BASE_AT.size:
+        raise CorruptObject(key, f"page delta names its base in {len(raw)} bytes, not {BASE_AT.size}")
+    pack, offset, length = BASE_AT.unpack(raw)
+    if not HEADER.size <= length <= MAX_RECORD or offset > MAX_OFFSET:
+        raise CorruptObject(key, f"delta names a base of {length:,} bytes at offset {offset:,}")
+    return pack.hex(), offset, length
+
+
+def is_delta(data: bytes) -> bool:
+    """True when a record's header (its first bytes) carries ``FLAG_DELTA``."""
+    return len(data) >= HEADER.size and bool(HEADER.unpack_from(data)[3] & FLAG_DELTA)

@@ -1,0 +1,86 @@
+"""Reachability: every pack that a set of manifests needs, walking shared pages once.
+
+A page id fixes its whole subtree, so a page already visited (in the same pack) is
+not walked again: the cost grows with distinct pages, not with manifests.
+
+A SQLite snapshot needs every page of its full map, not only the pages it ends up
+with: a page its delta map replaces is the base of that page's delta (format 2).
+Every map an entry names is walked whole, so those bases stay reachable.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..errors import CorruptObject, GcBlocked, ObjectNotFound
+from ..format.index import decode_page
+from ..format.model import KIND_SQLITE, BlobRef, Manifest
+from ..format.objects import KIND_PAGEMAP
+from ..format.pagemap import decode_map
+from ..repository.repository import Repository
+
+SAMPLE = 10
+
+
+class Reach:
+    """Accumulates the packs reachable from the manifests walked so far."""
+
+    def __init__(self, repo: Repository):
+        self.repo = repo
+        self.packs: set[str] = set()
+        self.reasons: dict[str, str] = {}        # a sample: pack -> why it is needed
+        self._pages: set[tuple[str, str]] = set()
+        self._maps: set[tuple[str, str]] = set()
+
+    def _need(self, pack: str, why) -> None:
+        if pack not in self.packs:
+            self.packs.add(pack)
+            if len(self.reasons) < SAMPLE:
+                self.reasons[pack] = why()
+
+    def walk(self, manifest: Manifest) -> None:
+        """Add every pack manifest ``manifest`` needs; ``GcBlocked`` when one of its index
+        pages or page maps is missing or damaged."""
+        for name, tree in sorted(manifest.trees.items()):
+            try:
+                self.walk_tree(manifest.seq, name, tree.root)
+            except (CorruptObject, ObjectNotFound) as err:
+                raise GcBlocked(manifest.seq, name, str(err)) from err
+
+    def walk_tree(self, seq: int, tree: str, root: BlobRef | None) -> None:
+        """Add every pack one tree of manifest ``seq`` needs; ``CorruptObject`` or
+        ``ObjectNotFound`` when one of its index pages or page maps cannot be read."""
+        stack = [root] if root is not None else []
+        while stack:
+            ref = stack.pop()
+            if (ref.pack, ref.id) in self._pages:
+                continue
+            self._pages.add((ref.pack, ref.id))
+            self._need(ref.pack, lambda: f"index page of tree {tree} in manifest {seq}")
+            payload, base = self.repo.read_page(ref)
+            if base is not None:  # a page delta needs its base page's pack too
+                self._need(base.pack, lambda: f"base of an index page of tree {tree} in manifest {seq}")
+            page = decode_page(payload, f"page {ref.id[:12]}")
+            for child in page.children:
+                stack.append(child.ref if child.ref.pack else msgspec.structs.replace(child.ref, pack=ref.pack))
+            for e in page.entries:
+                for r in e.refs:
+                    self._need(r.pack, lambda: f"{tree}/{e.path} in manifest {seq}")
+                for r in e.bases:  # a delta chunk's base (format 6)
+                    if r is not None:
+                        self._need(r.pack, lambda: f"base of a chunk of {tree}/{e.path} in manifest {seq}")
+                if e.kind == KIND_SQLITE:
+                    self._walk_maps(seq, tree, e)
+
+    def _walk_maps(self, seq: int, tree: str, entry) -> None:
+        for ref in entry.refs:
+            if (ref.pack, ref.id) in self._maps:
+                continue
+            self._maps.add((ref.pack, ref.id))
+            payload, base = self.repo.read_based(ref, KIND_PAGEMAP)
+            if base is not None:  # a map delta (format 6) needs its base map's pack too
+                self._need(base.pack, lambda: f"base of a page map of {tree}/{entry.path} in manifest {seq}")
+            pm, pages = decode_map(payload, ref.pack, f"pagemap {ref.id[:12]}")
+            what = "database page or page-delta base" if pm.full else "database page"
+            for page in pages.values():  # a full map's pages: every one may be a delta's base
+                self._need(page.pack, lambda: f"{what} of {tree}/{entry.path} in manifest {seq}")

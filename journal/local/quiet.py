@@ -1,0 +1,348 @@
+"""The quiet snapshot: proving cheaply that nothing changed since the last clean checkpoint.
+
+Most checkpoints are idle. A full idle checkpoint decodes the local state and walks
+every tree; this module lets it stop much earlier. After a checkpoint in which every
+path was read cleanly (no warning, no error, nothing pending), the checkpoint saves
+``<state_dir>/quiet.marshal``, which lists, for every directory the walk visited:
+
+* the directory's listing, names in ``readdir`` order;
+* for each name, what the next walk would compare: the stored signature of an
+  included file, link or directory (``signatures.py``), the live signature of a
+  database, or the file type of an entry the tree excludes.
+
+A later checkpoint first lists those directories and ``lstat``s those names again.
+When every listing and every value is equal, the full walk would see the same paths
+with the same signatures and nothing gone: the tree is unchanged and the checkpoint is
+idle. Any difference, error or doubt means "not proven", and the full checkpoint runs.
+A listing is compared as a whole, so a name created in the same clock tick as the
+last walk is still seen (a directory's mtime would not show it).
+
+The snapshot is valid only together with the state file it was written after (its
+inode, mtime and size are recorded) and with the same configuration (``config_key``,
+and ``inputs`` for the console entry point, which answers an idle ``journal
+checkpoint`` without importing the rest of journal). Dormant preset paths must still
+be absent. This module imports nothing heavy; ``marshal`` keeps the file fast to read.
+The rows are saved in two parts, which the console entry point checks in two
+processes on a large tree (``_check_parts``; design §10).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat as stat_mod
+import sys
+
+from ..signatures import live_signature
+
+QUIET_FILE = "quiet.marshal"
+FORMAT = 4
+_TAG = (FORMAT, sys.version_info[:2])
+
+#: What the check computes for a listed name.
+DIR, DB, OTHER = 1, 2, 3
+
+
+class Quiet:
+    """One snapshot (a plain class: ``typing`` alone would double the entry point's imports)."""
+
+    FIELDS = ("inputs", "config_key", "state_sig", "result", "result_json", "absent")
+
+    def __init__(self, inputs, config_key, state_sig, result, result_json, absent, dirs=None):
+        self.inputs: str | None = inputs        # paths.inputs_key of the configuration, for cli/launch.py
+        self.config_key: str = config_key       # digest of the effective configuration
+        self.state_sig: tuple = state_sig       # (inode, mtime_ns, size) of state.msgpack when written
+        self.result: dict = result              # the idle checkpoint's result, as plain values
+        self.result_json: str = result_json     # ... as ``--json`` prints it, with ``"seconds": 0.0``
+        self.absent: list = absent              # dormant or missing tree paths: must still not be directories
+        self.dirs: list | None = dirs           # [(abs_dir, names, sigs, others, tree), ...]: see unchanged()
+
+    def fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+
+def file_sig(path: str) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def quiet_path(state_dir: str) -> str:
+    return os.path.join(state_dir, QUIET_FILE)
+
+
+def save(state_dir: str, quiet: Quiet) -> None:
+    """Replace the snapshot. Not fsynced: a lost or torn snapshot only costs a full walk.
+
+    The file is a header, then the directory rows in ``PARTS`` parts of about as many
+    names each (every part keeps the rows' order), so that the console entry point can
+    check the parts in parallel processes, each decoding only its own part."""
+    parts = [marshal.dumps(rows) for rows in _partition(quiet.dirs)]
+    names = sum(len(row[1]) for row in quiet.dirs)
+    header = marshal.dumps((_TAG, quiet.fields(), names, [len(part) for part in parts]))
+    path = quiet_path(state_dir)
+    tmp = os.path.join(state_dir, "tmp", f"{QUIET_FILE}.{os.getpid()}")
+    os.makedirs(os.path.dirname(tmp), exist_ok=True)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(b"".join([len(header).to_bytes(4, "big"), header, *parts]))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _memo[path] = (file_sig(path), quiet)
+
+
+def _partition(rows: list) -> list[list]:
+    parts: list[list] = [[] for _ in range(PARTS)]
+    sizes = [0] * PARTS
+    for row in rows:
+        i = sizes.index(min(sizes))
+        parts[i].append(row)
+        sizes[i] += len(row[1])
+    return parts
+
+
+def discard(state_dir: str) -> None:
+    path = quiet_path(state_dir)
+    _memo.pop(path, None)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+# A long-running process keeps the decoded snapshot while the file is the one it saw.
+_memo: dict[str, tuple[tuple | None, Quiet]] = {}
+
+
+class _File:
+    """A snapshot file read, its header decoded and its parts not yet."""
+
+    def __init__(self, quiet: Quiet, names: int, data: bytes, spans: list[tuple[int, int]]):
+        self.quiet, self.names, self.data, self.spans = quiet, names, data, spans
+
+    def part(self, i: int) -> list:
+        start, end = self.spans[i]
+        return marshal.loads(memoryview(self.data)[start:end])
+
+
+def _read(path: str) -> _File | None:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        size = int.from_bytes(data[:4], "big")
+        tag, fields, names, lengths = marshal.loads(memoryview(data)[4:4 + size])
+        if tag != _TAG or len(lengths) != PARTS or 4 + size + sum(lengths) != len(data):
+            return None
+        spans, start = [], 4 + size
+        for n in lengths:
+            spans.append((start, start + n))
+            start += n
+        return _File(Quiet(*fields), names, data, spans)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def load(state_dir: str) -> Quiet | None:
+    """The whole snapshot, or None when there is none or it cannot be read."""
+    path = quiet_path(state_dir)
+    sig = file_sig(path)
+    if sig is None:
+        return None
+    memo = _memo.get(path)
+    if memo is not None and memo[0] == sig:
+        return memo[1]
+    snap = _read(path)
+    if snap is None:
+        return None
+    try:
+        snap.quiet.dirs = [row for i in range(PARTS) for row in snap.part(i)]
+    except (EOFError, ValueError, TypeError):
+        return None
+    _memo[path] = (sig, snap.quiet)
+    return snap.quiet
+
+
+def idle_result(state_dir: str, state_file: str, *, config_key: str | None = None,
+                inputs: str | None = None, fork: bool = False) -> Quiet | None:
+    """The snapshot when it proves nothing changed since it was saved, else None; its
+    ``result`` is the idle checkpoint's. Give ``config_key`` (in-process) or ``inputs``
+    (the console entry point). ``fork``: the caller is single-threaded, and a large
+    check may be split with a forked child (``_check_parts``)."""
+    if fork:
+        snap = _read(quiet_path(state_dir))
+        quiet = snap.quiet if snap is not None else None
+    else:
+        quiet = load(state_dir)
+    if quiet is None:
+        return None
+    if config_key is not None and quiet.config_key != config_key:
+        return None
+    if config_key is None and (inputs is None or quiet.inputs != inputs):
+        return None
+    if file_sig(state_file) != tuple(quiet.state_sig):
+        return None
+    if any(os.path.isdir(p) for p in quiet.absent):
+        return None
+    return quiet if (_check_parts(snap) if fork else unchanged(quiet.dirs)) else None
+
+
+def same_rows(state_dir: str, state_file: str, *, config_key: str,
+              fork: bool = False) -> tuple[Quiet | None, dict]:
+    """In-process: ``(snapshot, same)``. ``snapshot`` is the snapshot when nothing changed
+    (the idle answer), else None; ``same`` maps ``(tree, absolute path)`` of every
+    directory whose listing and values all check equal to that tree's row, for the
+    full walk of that tree to take as it was (``walk.walk_tree``). It is empty when the
+    snapshot is missing, not valid, or holds a row it cannot read (then it is dropped).
+    ``fork``: a large check may be split with a forked child when this process runs a
+    single thread (``_row_checks``)."""
+    quiet = load(state_dir)
+    if quiet is None or quiet.config_key != config_key or file_sig(state_file) != tuple(quiet.state_sig):
+        return None, {}
+    if any(os.path.isdir(p) for p in quiet.absent):
+        return None, {}
+    try:
+        checks = _row_checks(quiet.dirs, fork)
+        same = {(row[4], row[0]): row for row, ok in zip(quiet.dirs, checks) if ok}
+    except (TypeError, ValueError, IndexError):  # not a row at all
+        discard(state_dir)
+        return None, {}
+    return (quiet if all(checks) else None), same
+
+
+def _row_checks(rows: list, fork: bool) -> list[bool]:
+    """``unchanged`` of each row. With ``fork``, on a large snapshot, two CPUs and a
+    process that runs one thread only (forking a threaded process is not safe), a
+    child checks every other row and sends its answers through a pipe."""
+    if not (fork and sum(len(row[1]) for row in rows) >= SPLIT_MIN_NAMES
+            and len(os.sched_getaffinity(0)) >= 2 and _one_thread()):
+        return [unchanged((row,)) for row in rows]
+    import signal
+
+    # Every signal waits until the check is over: the child must never run this
+    # process's handlers (a supervisor's SIGTERM handler, say).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        mine, theirs = _with_child(lambda: [unchanged((row,)) for row in rows[0::2]],
+                                   lambda: bytes(unchanged((row,)) for row in rows[1::2]))
+    except OSError:  # no pipe or no fork to be had: one process checks it all
+        return [unchanged((row,)) for row in rows]
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if len(theirs) != len(rows[1::2]):  # the child failed: what it did not answer changed
+        theirs = bytes(len(rows[1::2]))
+    checks = [False] * len(rows)
+    checks[0::2] = mine
+    checks[1::2] = [bool(b) for b in theirs]
+    return checks
+
+
+def _one_thread() -> bool:
+    """True when this process runs one thread: Python's, and any a library started."""
+    import threading
+
+    if threading.active_count() != 1:
+        return False
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return int(fields[17]) == 1  # num_threads (field 20; fields counted after the name)
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+#: The parts a snapshot's rows are saved in: one for each process that checks them.
+PARTS = 2
+#: Below this many names, a fork costs more than the half of the check it saves.
+SPLIT_MIN_NAMES = 4000
+_SIGKILL = 9  # signal.SIGKILL, without importing signal (which imports enum)
+
+
+def _check_parts(snap: _File) -> bool:
+    """``unchanged`` over every part. When the check is large and a second CPU is
+    there, a forked child decodes and checks the second part while this process does
+    the first: the ``lstat`` calls are the cost, and in one process they hold the GIL."""
+    try:
+        if snap.names < SPLIT_MIN_NAMES or len(os.sched_getaffinity(0)) < 2:
+            return all(unchanged(snap.part(i)) for i in range(PARTS))
+        mine, theirs = _with_child(lambda: unchanged(snap.part(0)),
+                                   lambda: bytes([unchanged(snap.part(1))]), stop_early=True)
+    except (OSError, EOFError, ValueError, TypeError):
+        return False
+    return mine and theirs == b"\x01"
+
+
+def _with_child(mine, theirs, stop_early: bool = False):
+    """``(mine(), bytes)``: ``theirs()`` runs in a forked child and its bytes come back
+    through a pipe (empty or short when the child failed or was stopped). The answer
+    never depends on the child's exit status, which a caller that ignores SIGCHLD (some
+    cron and supervisor setups pass that on) would have the kernel reap and lose.
+    ``stop_early``: a false ``mine()`` kills the child, whose answer then no longer matters."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its answer goes through the pipe; nothing else of it runs
+        try:
+            os.close(read_fd)
+            answer = theirs()
+            while answer:
+                answer = answer[os.write(write_fd, answer):]
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    try:
+        result = mine()
+        if stop_early and not result:
+            os.kill(pid, _SIGKILL)
+            return result, b""
+        chunks = []
+        while chunk := os.read(read_fd, 1 << 16):
+            chunks.append(chunk)
+        return result, b"".join(chunks)
+    finally:
+        os.close(read_fd)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass  # reaped already (SIGCHLD ignored): the pipe said all there is
+
+
+def unchanged(dirs) -> bool:
+    """True when every listed directory lists the same names and every name checks equal.
+
+    A row is ``(abs_dir, names, sigs, others, tree)``: ``sigs[i]`` is the file signature
+    of ``names[i]`` (None for the few entries in ``others``, ``(i, what, value)``);
+    ``tree`` names the tree whose walk wrote it. A row of any other shape (the file is
+    not checksummed) is a difference, never an error."""
+    lstat = os.lstat
+    try:
+        for path, names, sigs, others, _tree in dirs:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                if os.listdir(fd) != names:
+                    return False
+                got = [(st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode) for st in [lstat(n, dir_fd=fd) for n in names]]
+                for i, what, want in others:
+                    if _other(what, got[i][3], path, names[i]) != want:
+                        return False
+                    got[i] = None
+                if got != sigs:
+                    return False
+            finally:
+                os.close(fd)
+    except (OSError, ValueError, TypeError, IndexError):
+        return False
+    return True
+
+
+def _other(what: int, mode: int, path: str, name: str):
+    if what == DIR:
+        return (0, 0, 0, mode)
+    if what == OTHER:
+        return stat_mod.S_IFMT(mode)
+    return live_signature(os.path.join(path, name)) if stat_mod.S_ISREG(mode) else None

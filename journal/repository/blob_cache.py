@@ -1,0 +1,100 @@
+"""Local copies of blobs a checkpoint builds on (``<state_dir>/maps``, ``pages``, ``chunks``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import msgspec
+
+from ..errors import LocalWriteError
+from ..format.model import BlobRef, decode, encode
+from ..format.objects import KIND_PAGEMAP
+from .repository import Repository
+
+
+class BlobCache:
+    """Local copies of blobs a checkpoint builds on, by id, so it need not read them back:
+    SQLite page maps (``maps/``) and the whole index pages that page deltas are made
+    against (``pages/``), and the whole chunks of rewritten files (``chunks/``,
+    ``checkpoint/file_delta.py``). Every copy is checked against its id; a miss reads the store.
+
+    With ``bases`` (page maps, format 6) each copy also records how it is stored, in
+    ``<id>.base``: ``whole``, or the JSON reference of the whole map it is a delta of.
+    A writer makes a new map a delta only of a map known to be whole this way; a
+    missing or unreadable record means "unknown", and the new map is stored whole.
+    """
+
+    WHOLE = b"whole"
+
+    def __init__(self, state_dir: str, repo: Repository, subdir: str = "maps", kind: int = KIND_PAGEMAP,
+                 bases: bool = False):
+        self.dir = os.path.join(state_dir, subdir)
+        self.repo = repo
+        self.kind = kind
+        self.bases = bases
+
+    def read(self, ref: BlobRef, whole: bool = False) -> bytes:
+        """The blob ``ref``: the local copy, else read from the store (and kept).
+        ``whole``: it is to be a delta's base, so a delta in the store is refused."""
+        payload = self.cached(ref.id)
+        if payload is not None:
+            return payload
+        if self.bases and not whole:  # a page map may be a delta: note which base it has
+            payload, base = self.repo.read_based(ref, self.kind)
+        else:  # an index page here is a base for deltas: it must be whole
+            payload, base = self.repo.read_whole(ref, self.kind), None
+        self.remember(ref.id, payload, base)
+        return payload
+
+    def remember(self, blob_id: str, payload: bytes, base: BlobRef | None = None) -> None:
+        """Keep a blob this checkpoint is about to publish (or just read), and, with
+        ``bases``, the base it is a delta of (None: it is whole)."""
+        path = os.path.join(self.dir, blob_id)
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            with open(path, "wb") as fh:
+                fh.write(payload)
+            if self.bases:
+                path += ".base"
+                with open(path + ".tmp", "wb") as fh:
+                    fh.write(self.WHOLE if base is None else encode(base))
+                os.replace(path + ".tmp", path)  # never a torn record: old or new, or none
+        except OSError as err:  # a full disk: journal's own file, never a live path's
+            raise LocalWriteError("keep a local copy", err, path) from err
+
+    def cached(self, blob_id: str) -> bytes | None:
+        """The local copy of ``blob_id`` if there is one and it still hashes to its id."""
+        try:
+            with open(os.path.join(self.dir, blob_id), "rb") as fh:
+                payload = fh.read()
+        except FileNotFoundError:
+            return None
+        return payload if hashlib.sha256(payload).hexdigest() == blob_id else None
+
+    def base_of(self, blob_id: str) -> tuple[bool, BlobRef | None]:
+        """``(known, base)``: whether how ``blob_id`` is stored is known here, and the
+        whole blob it is a delta of (None when it is whole)."""
+        try:
+            with open(os.path.join(self.dir, blob_id + ".base"), "rb") as fh:
+                raw = fh.read()
+        except FileNotFoundError:
+            return False, None
+        if raw == self.WHOLE:
+            return True, None
+        try:
+            return True, decode(raw, BlobRef)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False, None
+
+    def prune(self, keep: set[str]) -> None:
+        """Drop cached blobs not in ``keep`` nor the base of one in it."""
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return
+        if self.bases:
+            keep = keep | {base.id for blob_id in keep if (base := self.base_of(blob_id)[1]) is not None}
+        for name in names:
+            if name.removesuffix(".base") not in keep:
+                os.unlink(os.path.join(self.dir, name))

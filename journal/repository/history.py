@@ -1,0 +1,117 @@
+"""Reading checkpoint history: which manifests exist, and a tree's entries in one."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import msgspec
+
+from ..errors import ConfigError, CorruptObject, ObjectNotFound
+from ..format.index import load_entries
+from ..format.model import BlobRef, Entry, Manifest
+from .repository import Repository
+
+
+class ManifestInfo(msgspec.Struct, kw_only=True):
+    """One line of ``journal log``."""
+
+    seq: int
+    created: str | None = None
+    host: str | None = None
+    files: int = 0
+    bytes: int = 0
+    added_bytes: int = 0
+    added_objects: int = 0
+    trees: list[str] = []
+    restored: dict[str, str] = {}       # trees published from a fallback or rollback restore, and why
+    error: str | None = None
+
+
+def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInfo]:
+    """Checkpoints newest first; a manifest that fails its checks is listed with its error."""
+    out: list[ManifestInfo] = []
+    if limit == 0:
+        return out
+    for seq, manifest, mid in repo.iter_manifests_desc():
+        if manifest is None:
+            out.append(ManifestInfo(seq=seq, error=str(mid)))
+        else:
+            out.append(ManifestInfo(
+                seq=seq, created=manifest.created, host=manifest.host,
+                files=sum(t.files for t in manifest.trees.values()),
+                bytes=sum(t.bytes for t in manifest.trees.values()),
+                added_bytes=manifest.added_bytes, added_objects=manifest.added_objects,
+                trees=sorted(manifest.trees), restored=manifest.restored or {}))
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def select_seqs(repo: Repository, at: str | None, seqs: list[int]) -> list[int]:
+    """Of ``seqs`` (every manifest, ascending), those a restore may use: all, or those at/before ``at``.
+
+    ``at`` is a sequence number or an ISO-8601 time (a manifest created at or before it).
+    """
+    if at is None:
+        return seqs
+    keep = _at_or_before(repo, at, seqs)
+    if seqs and not keep:
+        raise ConfigError(f"restore: no checkpoint at or before --at {at}; the oldest is checkpoint {seqs[0]} "
+                          "(`journal log` lists them)")
+    return keep
+
+
+def _at_or_before(repo: Repository, at: str, seqs: list[int]) -> list[int]:
+    if at.isdigit():
+        return [s for s in seqs if s <= int(at)]
+    try:
+        when = _dt.datetime.fromisoformat(at)
+    except ValueError:
+        raise ConfigError(f"restore: --at {at!r} is neither a sequence number nor an ISO-8601 time") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.timezone.utc)
+    limit_ns = int(when.timestamp() * 1e9)
+    keep = []
+    for seq in seqs:
+        try:
+            manifest, _ = repo.load_manifest(seq)
+        except (CorruptObject, ObjectNotFound):
+            continue
+        if manifest.created_ns <= limit_ns:
+            keep.append(seq)
+    return keep
+
+
+class ManifestCache:
+    """Loads manifests and their trees' entries once each."""
+
+    def __init__(self, repo: Repository):
+        self.repo = repo
+        self._manifests: dict[int, tuple[Manifest, str] | Exception] = {}
+        self._trees: dict[tuple[int, str], tuple[list[Entry], dict[str, BlobRef]] | Exception] = {}
+
+    def manifest(self, seq: int) -> tuple[Manifest, str]:
+        if seq not in self._manifests:
+            try:
+                self._manifests[seq] = self.repo.load_manifest(seq)
+            except (CorruptObject, ObjectNotFound) as err:
+                self._manifests[seq] = err
+        got = self._manifests[seq]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def tree(self, seq: int, name: str) -> tuple[list[Entry], dict[str, BlobRef]]:
+        """Entries and pages of tree ``name`` in manifest ``seq``; KeyError if absent."""
+        key = (seq, name)
+        if key not in self._trees:
+            manifest, _ = self.manifest(seq)
+            tree = manifest.trees[name]
+            try:
+                self._trees[key] = load_entries(tree.root, lambda r: self.repo.read_page(r)[0], tree)
+            except (CorruptObject, ObjectNotFound) as err:
+                self._trees[key] = err
+        got = self._trees[key]
+        if isinstance(got, Exception):
+            raise got
+        return got

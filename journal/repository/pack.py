@@ -1,0 +1,247 @@
+"""Packing: many small blobs of one checkpoint go into one closed store object.
+
+On hf-mount every object is one upload, so a checkpoint writes its new blobs into a
+few packs instead of one object per blob. A pack is the plain concatenation of
+records (see ``format/objects.py``) and its key is the SHA-256 of its bytes. Packs are
+spooled to local disk first, so memory stays bounded whatever the file sizes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+import threading
+import uuid
+
+import msgspec
+
+from ..errors import JournalError, KeyExists, LocalWriteError
+from ..gc.lease import LEASE_KEY, LEASE_SECONDS
+from ..localfs import clear_dir
+from ..format.model import BlobRef
+from ..format.objects import encode_record
+from ..store.base import Store
+
+#: A pack is closed and uploaded once it reaches this size.
+PACK_TARGET = 64 << 20
+#: Packs of one checkpoint uploading at once (each is spooled on local disk meanwhile).
+UPLOADS_IN_FLIGHT = 3
+_PENDING = "@"
+
+
+def is_pending(pack: str) -> bool:
+    """True for the placeholder pack name of a blob whose pack is not closed yet."""
+    return pack.startswith(_PENDING)
+
+
+def pack_key(pack: str) -> str:
+    """The store key of a pack id."""
+    return f"packs/{pack[:2]}/{pack}"
+
+
+class PackWriter:
+    """Collects records into spooled packs and uploads each pack when it closes.
+
+    ``add`` returns a ``BlobRef`` whose ``pack`` is a placeholder until ``finish``;
+    ``resolve`` swaps placeholders for real pack ids afterwards.
+    """
+
+    def __init__(self, store: Store, spool_dir: str, target: int | None = PACK_TARGET):
+        self.store = store
+        self.spool_dir = spool_dir
+        self.target = target
+        self.packs: list[str] = []          # ids of packs uploaded, in order
+        self.uploaded_bytes = 0
+        self.uploaded_objects = 0
+        self.blobs = 0
+        self._ids: dict[str, str] = {}      # placeholder -> pack id
+        self._uploads: list = []          # concurrent.futures.Future, one per upload in flight
+        self._existing: list[tuple[str, str]] = []   # (pack, spool path) found already stored
+        self._pool = None                 # a ThreadPoolExecutor once something is uploaded
+        self._stats = threading.Lock()
+        self._fh = None
+        self._path = ""
+        self._hash = None
+        self._size = 0
+        self._slot = ""
+
+    def add(self, kind: int, payload: bytes, roll: bool = True, *, base: bytes | None = None) -> BlobRef:
+        """Append one blob; returns its (pending) reference.
+
+        A pack that has reached the target size (``None``: no limit) is closed and
+        uploaded first, so no pack grows much past the target; ``roll=False`` keeps the
+        blob in the open pack (a page map that names that pack's pages as "same pack").
+        ``base``: store a database page as a delta against these bytes (``encode_record``).
+        """
+        blob_id, record = encode_record(kind, payload, base=base)
+        return self.add_record(blob_id, record, len(payload), roll)
+
+    def add_record(self, blob_id: str, record: bytes, size: int, roll: bool = True) -> BlobRef:
+        """Append one record already made by ``encode_record``; see ``add``."""
+        if roll and self._fh is not None and self.target is not None and self._size >= self.target:
+            self._close_and_upload()
+        with self._spooling():
+            if self._fh is None:
+                self._open()
+            offset = self._size
+            self._fh.write(record)
+        self._hash.update(record)
+        self._size += len(record)
+        self.blobs += 1
+        return BlobRef(blob_id, self._slot, offset, len(record), size)
+
+    def finish(self) -> None:
+        """Close and upload the current pack, if any, and wait for every upload.
+
+        Raises the first upload error; no pack is then known to be published.
+        """
+        if self._fh is not None:
+            self._close_and_upload()
+        self._wait(0)
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def resolve(self, ref: BlobRef) -> BlobRef:
+        """Return ``ref`` with its placeholder replaced by the uploaded pack id."""
+        if not ref.pack.startswith(_PENDING):
+            return ref
+        return msgspec.structs.replace(ref, pack=self._ids[ref.pack])
+
+    def locate(self, ref: BlobRef) -> str:
+        """Where ``ref`` lives as seen from a blob added next: ``""`` for the open pack."""
+        if ref.pack == self._slot and self._fh is not None:
+            return ""
+        return self.resolve(ref).pack
+
+    def abort(self) -> None:
+        """Drop any spooled, not yet uploaded pack and wait for uploads in flight."""
+        if self._fh is not None:
+            with contextlib.suppress(OSError):  # what it still buffers cannot be written (a full disk)
+                self._fh.close()
+            self._fh = None
+            _unlink(self._path)
+        for fut in self._uploads:
+            fut.cancel()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._uploads = []
+        for _, path in self._existing:
+            _unlink(path)
+        self._existing = []
+
+    def _open(self) -> None:
+        os.makedirs(self.spool_dir, exist_ok=True)
+        self._path = os.path.join(self.spool_dir, f"{uuid.uuid4().hex}.pack")
+        self._fh = open(self._path, "xb")
+        self._hash = hashlib.sha256()
+        self._size = 0
+        self._slot = f"{_PENDING}{uuid.uuid4().hex}"
+
+    @contextlib.contextmanager
+    def _spooling(self):
+        """A failed write of the spool (a full disk) is journal's own failure, never a
+        live file's: ``LocalWriteError``, naming the spool file (the caller aborts)."""
+        try:
+            yield
+        except OSError as err:
+            if isinstance(err, JournalError):
+                raise
+            raise LocalWriteError("write spool", err, self._path or self.spool_dir) from err
+
+    def _close_and_upload(self) -> None:
+        with self._spooling():
+            self._fh.close()
+        self._fh = None
+        pack = self._hash.hexdigest()
+        self._ids[self._slot] = pack
+        self.packs.append(pack)
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor  # imported on first use: ~5 ms of every start
+
+            self._pool = ThreadPoolExecutor(max_workers=UPLOADS_IN_FLIGHT, thread_name_prefix="journal-upload")
+        self._wait(UPLOADS_IN_FLIGHT - 1)
+        self._uploads.append(self._pool.submit(self._upload, self._path, pack, self._size))
+
+    def _wait(self, keep: int) -> None:
+        """Wait until at most ``keep`` uploads are in flight; re-raise the first failure."""
+        while len(self._uploads) > keep:
+            self._uploads.pop(0).result()
+
+    def _upload(self, path: str, pack: str, size: int) -> None:
+        try:
+            with open(path, "rb") as src:
+                self.store.put_if_absent(pack_key(pack), src)
+            with self._stats:
+                self.uploaded_bytes += size
+                self.uploaded_objects += 1
+        except KeyExists:
+            # Same bytes, same name: published before (a crashed attempt, or identical
+            # content). gc may have tombstoned it, so keep the spool until the manifest
+            # that needs it is committed (``keep_existing``).
+            with self._stats:
+                self._existing.append((pack, path))
+            return
+        except BaseException:
+            _unlink(path)
+            raise
+        _unlink(path)
+
+    def keep_existing(self, keep_dir: str) -> None:
+        """After the commit: move the spool copy of each pack whose put found it already
+        stored into ``keep_dir``, for ``recheck_kept`` (which the caller runs next).
+
+        Once the manifest is visible, a gc that lists manifests afterwards keeps the
+        pack; but a sweep batch planned from a listing taken before the commit may
+        still delete it after a check made now, so the copy outlives this checkpoint
+        while a gc may be running.
+        """
+        for pack, path in self._existing:
+            os.makedirs(keep_dir, exist_ok=True)
+            kept = os.path.join(keep_dir, pack)
+            os.replace(path, kept)
+            os.utime(kept)  # the commit time: when the recheck window starts
+        self._existing = []
+
+
+def recheck_kept(store: Store, keep_dir: str, window: float = LEASE_SECONDS) -> list[str]:
+    """HEAD each pack in ``keep_dir`` and upload again any that a gc sweep deleted after
+    the commit that named it. A gc holds its lease from before it plans until after its
+    last delete, so when no lease is held *before* the packs are checked, that check is
+    final and the copies are forgotten; otherwise they stay for the next checkpoint, at
+    most ``window`` seconds. Returns the packs uploaded again."""
+    try:
+        names = sorted(os.listdir(keep_dir))
+    except FileNotFoundError:
+        return []
+    if not names:
+        return []
+    gc_running = store.head(LEASE_KEY) is not None
+    again, now = [], time.time()
+    for pack in names:
+        path = os.path.join(keep_dir, pack)
+        if store.head(pack_key(pack)) is None:
+            try:
+                with open(path, "rb") as src:
+                    store.put_if_absent(pack_key(pack), src)
+                again.append(pack)
+            except KeyExists:
+                pass
+        if not gc_running or now - os.path.getmtime(path) > window:
+            _unlink(path)
+    return again
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def clear_spool(spool_dir: str) -> None:
+    """Remove spool files left by a crashed checkpoint."""
+    clear_dir(spool_dir, ".pack")

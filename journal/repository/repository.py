@@ -1,0 +1,299 @@
+"""The repository: meaning on top of the store (config, packs, blobs, manifests).
+
+Layout (see docs/design.md)::
+
+    config                       StoreInfo, JSON
+    packs/<hh>/<sha256>          concatenated records
+    manifests/<seq, 12 digits>   one manifest record each
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import re
+import uuid
+from collections.abc import Iterator
+
+import msgspec
+
+from ..errors import CorruptObject, DamagedConfig, KeyExists, NoStore, NotAStore, ObjectNotFound, StoreError
+from ..format.model import STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem
+from ..format.objects import (KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, is_id,
+                      parse_header)
+from .pack import pack_key
+from ..store.base import Store
+
+CONFIG_KEY = "config"
+MANIFEST_PREFIX = "manifests/"
+PACK_PREFIX = "packs/"
+SEQ_WIDTH = 12
+
+
+def manifest_key(seq: int) -> str:
+    """The store key of manifest ``seq`` (fixed width: no key is a prefix of another)."""
+    return f"{MANIFEST_PREFIX}{seq:0{SEQ_WIDTH}d}"
+
+
+def blob_location(ref: BlobRef) -> str:
+    """A readable name for one blob, used in errors and findings."""
+    return f"{pack_key(ref.pack)}@{ref.offset}"
+
+
+#: A config written since the checksum ends ``,"checksum":"<64 hex>"}``: the SHA-256 of
+#: the config's bytes without that member (which are exactly what older code wrote).
+CHECKSUM_MEMBER = b',"checksum":"'
+_STORE_ID = re.compile(r"[0-9a-f]{32}")
+_CREATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+
+
+class _UnsealedConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """A config written before the checksum (formats 1-6): exactly these members, so a
+    changed byte in a member's name or in the JSON's structure is still noticed."""
+
+    format: str
+    version: int
+    store_id: str
+    created: str
+
+
+def seal_config(info: StoreInfo) -> bytes:
+    """The bytes of a new store's config: StoreInfo's JSON with its checksum last."""
+    body = encode(info)
+    return body[:-1] + CHECKSUM_MEMBER + hashlib.sha256(body).hexdigest().encode() + b'"}'
+
+
+def read_config(raw: bytes) -> StoreInfo:
+    """Decode a config object strictly; ``ValueError`` (its problem) when it fails a check.
+
+    A sealed config must match its checksum (any changed byte fails it; members a newer
+    writer added are covered by it). An unsealed one (formats 1-6) must hold exactly the
+    four members, well formed: a changed byte that keeps it well formed goes unnoticed."""
+    at = raw.rfind(CHECKSUM_MEMBER)
+    try:
+        if at >= 0:
+            body, digest = raw[:at] + b"}", raw[at + len(CHECKSUM_MEMBER):]
+            if digest[64:] != b'"}' or hashlib.sha256(body).hexdigest().encode() != digest[:64]:
+                raise ValueError("fails its checksum (a byte of it changed after it was written)")
+            info = decode(body, StoreInfo)
+        else:
+            old = decode(raw, _UnsealedConfig)
+            info = StoreInfo(format=old.format, version=old.version, store_id=old.store_id, created=old.created)
+    except msgspec.DecodeError as err:
+        raise ValueError(f"is unreadable ({err})") from err
+    if info.format != "journal-store":
+        raise ValueError(f"names format {info.format!r}")
+    if not _STORE_ID.fullmatch(info.store_id) or not _CREATED.fullmatch(info.created):
+        raise ValueError(f"holds a malformed store id or time ({info.store_id!r}, {info.created!r})")
+    return info
+
+
+def _holds_data(store: Store) -> bool:
+    return any(next(iter(store.list(prefix)), None) is not None for prefix in (MANIFEST_PREFIX, PACK_PREFIX))
+
+
+def _not_a_store(store: Store, problem: str) -> StoreError:
+    """A location without a valid config: a damaged journal store when it holds
+    manifests or packs (name the config object), else something that is not a journal store."""
+    if not _holds_data(store):
+        return NotAStore(store.location)
+    return DamagedConfig(store.location, f"{problem}, yet the store holds checkpoints or packs")
+
+
+class Repository:
+    """A journal store opened for reading and writing."""
+
+    def __init__(self, store: Store, info: StoreInfo | None, config_problem: str | None = None):
+        self.store = store
+        self.info = info                      # None only when opened for an audit of a damaged config
+        self.config_problem = config_problem  # what is wrong with the config (an audit only)
+
+    @classmethod
+    def open(cls, store: Store, *, create: bool = False, audit: bool = False) -> "Repository":
+        """Open the store; with ``create``, initialise an absent or empty one.
+
+        Raises ``NotAStore`` for a non-empty location without a journal config,
+        ``DamagedConfig`` for a store whose config is missing or fails its checks while
+        it holds data, and ``NoStore`` for an absent or empty one when ``create`` is
+        false. With ``audit`` (verify), a damaged config is recorded in
+        ``config_problem`` instead, so the rest of the store can still be audited.
+        """
+        try:
+            info = cls._read_info(store, create)
+        except DamagedConfig as err:
+            if not audit:
+                raise
+            return cls(store, None, config_problem=err.problem)
+        return cls(store, info)
+
+    @classmethod
+    def _read_info(cls, store: Store, create: bool) -> StoreInfo:
+        try:
+            raw = store.get(CONFIG_KEY)
+        except ObjectNotFound:
+            if not store.is_empty():
+                raise _not_a_store(store, "is missing") from None
+            if not create:
+                raise NoStore(store.location) from None
+            return cls._init(store)
+        try:
+            info = read_config(raw)
+        except ValueError as err:
+            if raw.rfind(CHECKSUM_MEMBER) >= 0:  # sealed: a journal config, damaged
+                raise DamagedConfig(store.location, str(err)) from None
+            raise _not_a_store(store, str(err)) from None
+        if info.version > STORE_VERSION:
+            raise StoreError(f"open store: {store.location}/{CONFIG_KEY} says store version {info.version}; "
+                             f"this journal reads version {STORE_VERSION}: upgrade journal to use this store")
+        return info
+
+    @classmethod
+    def _init(cls, store: Store) -> StoreInfo:
+        store.check_creatable()
+        info = StoreInfo(store_id=uuid.uuid4().hex, created=utc_now())
+        try:
+            store.put_if_absent(CONFIG_KEY, seal_config(info))
+        except KeyExists:
+            return cls._read_info(store, False)  # another process initialised it first
+        return info
+
+    @property
+    def store_id(self) -> str:
+        return self.info.store_id
+
+    def read_blob(self, ref: BlobRef, kind: int | None = None) -> bytes:
+        """Read one blob by reference and verify it; raises CorruptObject/ObjectNotFound.
+        A delta whose record names its base (an index page, a page map) is decoded
+        against that base, read and verified too."""
+        return self.read_based(ref, kind)[0]
+
+    def read_record(self, ref: BlobRef):
+        """One blob's record as stored (length checked, not yet verified)."""
+        return self.read_records([ref])[0]
+
+    def read_records(self, refs: list[BlobRef]) -> list:
+        """Back-to-back records of one pack, as stored, with one ranged read (lengths
+        checked, not yet verified); each a view of the one buffer, not a copy."""
+        start, end = refs[0].offset, refs[-1].offset + refs[-1].length
+        if not is_id(refs[0].pack):  # decoders refuse such a name; a pack name is the only key read here
+            raise CorruptObject(f"blob {refs[0].id[:12]}", f"names pack {refs[0].pack!r}, which is not a pack name")
+        key = pack_key(refs[0].pack)
+        data = self.store.get(key, start, end)
+        if len(data) != end - start:
+            if self.store.head(key) is None:
+                raise ObjectNotFound(key)
+            raise CorruptObject(blob_location(refs[0]), f"pack too short: got {len(data)} of {end - start} bytes")
+        view = memoryview(data)
+        return [view[r.offset - start:r.offset - start + r.length] for r in refs]
+
+    def read_page(self, ref: BlobRef) -> tuple[bytes, BlobRef | None]:
+        """Read one index page, verified; ``(payload, base)`` (see ``read_based``)."""
+        return self.read_based(ref, KIND_PAGE)
+
+    def read_based(self, ref: BlobRef, kind: int | None = None) -> tuple[bytes, BlobRef | None]:
+        """Read one blob, verified; ``(payload, base)``: the base reference of a delta
+        whose record names its base (an index page, format 3; a page map, format 6),
+        read and verified too, else None. A base is always a whole record of the same
+        kind: a delta over a delta is refused as corrupt."""
+        where = blob_location(ref)
+        data = self.read_record(ref)
+        named = embedded_base(data, key=where)
+        if named is None:
+            return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size), None
+        own_kind = parse_header(data, key=where)[0]
+        if isinstance(named, tuple):
+            base_ref = BlobRef("", *named, 0)
+        else:
+            try:
+                base_ref = decode(named, BlobRef)
+            except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
+                raise CorruptObject(where, f"bad base reference: {err}") from None
+            problem = ref_problem(base_ref)
+            if problem:
+                raise CorruptObject(where, f"base reference {problem}")
+        base, base_ref = self._read_base(base_ref, own_kind)
+        return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size,
+                             base=base), base_ref
+
+    def read_whole(self, ref: BlobRef, kind: int | None = None) -> bytes:
+        """One blob that must be stored whole (a delta's base), verified; a delta is
+        refused as corrupt, so nothing is ever made a delta of a delta."""
+        return self._read_base(ref, kind)[0]
+
+    def _read_base(self, ref: BlobRef, kind: int | None) -> tuple[bytes, BlobRef]:
+        """A delta's base: the whole record of ``kind`` at ``ref``, verified against its
+        own header and against ``ref.id`` when the delta named one (format 6 names a
+        base by position only; its id and size come from its header)."""
+        where = blob_location(ref)
+        data = self.read_record(ref)
+        _kind, _raw, _stored, digest = parse_header(data, key=where)
+        payload = decode_record(data, key=where, expect_id=ref.id or None, expect_kind=kind,
+                                expect_size=ref.size or None)
+        return payload, BlobRef(digest, ref.pack, ref.offset, ref.length, len(payload))
+
+    @property
+    def read_ahead(self) -> bool:
+        """Whether readers should fetch ahead in other threads (``Store.read_ahead``)."""
+        return self.store.read_ahead
+
+    def read_run(self, refs: list[BlobRef]) -> list[bytes]:
+        """Read back-to-back blobs of one pack with one ranged read; each is verified."""
+        try:
+            records = self.read_records(refs)
+        except CorruptObject:
+            if len(refs) == 1:
+                raise
+            return [self.read_blob(ref) for ref in refs]  # short: let each blob say what is wrong
+        return [decode_record(data, key=blob_location(r), expect_id=r.id, expect_size=r.size)
+                for r, data in zip(refs, records)]
+
+    def manifest_seqs(self) -> list[int]:
+        """Every manifest sequence present in the store, ascending (listing only)."""
+        seqs = []
+        for key in self.store.list(MANIFEST_PREFIX):
+            name = key[len(MANIFEST_PREFIX):]
+            if name.isdigit() and len(name) == SEQ_WIDTH:
+                seqs.append(int(name))
+        return sorted(seqs)
+
+    def load_manifest(self, seq: int) -> tuple[Manifest, str]:
+        """Read and verify manifest ``seq``; returns it with its id (payload hash)."""
+        key = manifest_key(seq)
+        payload = decode_record(self.store.get(key), key=key, expect_kind=KIND_MANIFEST)
+        try:
+            manifest = decode(payload, Manifest)
+        except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
+            raise CorruptObject(key, f"manifest does not decode: {err}") from None
+        if manifest.seq != seq:
+            raise CorruptObject(key, f"manifest says seq {manifest.seq}")
+        problem = manifest_problem(manifest)
+        if problem:
+            raise CorruptObject(key, f"manifest {problem}")
+        return manifest, blob_id(payload)
+
+    def iter_manifests_desc(self, seqs: list[int] | None = None) -> Iterator[tuple[int, Manifest | None, str | Exception]]:
+        """Yield ``(seq, manifest, id)`` newest first; a bad one yields ``(seq, None, error)``."""
+        for seq in reversed(self.manifest_seqs() if seqs is None else seqs):
+            try:
+                manifest, mid = self.load_manifest(seq)
+            except (CorruptObject, ObjectNotFound) as err:
+                yield seq, None, err
+                continue
+            yield seq, manifest, mid
+
+    def pack_sizes(self) -> dict[str, int]:
+        """Every pack id in the store and its size in bytes (one listing)."""
+        return {key.rsplit("/", 1)[-1]: size for key, size in self.store.list_sizes(PACK_PREFIX)}
+
+    def put_manifest(self, record: bytes, seq: int) -> None:
+        """Publish a manifest record put-if-absent; raises KeyExists when taken."""
+        self.store.put_if_absent(manifest_key(seq), record)
+
+
+def encode_manifest(manifest: Manifest) -> tuple[str, bytes]:
+    """Return ``(manifest id, record bytes)``."""
+    return encode_record(KIND_MANIFEST, encode(manifest))
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

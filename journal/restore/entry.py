@@ -1,0 +1,405 @@
+"""Putting one entry on local disk: path safety, the keep-or-replace rule, the write.
+
+The rule (seed invariant 5: a hot restart never goes backwards):
+
+* a missing path is written;
+* a local file with the checkpointed size and mtime, or the same bytes, is left alone;
+* a JSONL file whose local bytes extend the checkpointed bytes is kept;
+* a JSONL file whose local bytes are a strict prefix of the checkpointed bytes is
+  completed from the checkpoint, whatever its mtime (it loses no local byte);
+* a local path newer than the checkpoint is kept;
+* anything else is replaced atomically: staged in full to a temp file, made durable,
+  then renamed (``restore/publish.py``).
+
+Blobs are read and verified as they are written to the temp file, so a corrupt blob
+aborts before any byte reaches the live path.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat as stat_mod
+from collections.abc import Iterable
+
+from ..atomic import fsync_dir, start_writeback
+from .publish import Staged
+from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
+from ..repository.segments import anchor_refs, chunk_reader, decode_blobs, read_blobs, read_segment
+from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
+from ..presets import SQLITE_COMPANIONS
+from ..local.tree_tmp import TreeTmp
+from ..local.treepath import path_problem, target_problem
+
+WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB, KEEP_UNREADABLE = (
+    "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db",
+    "keep-unreadable")
+#: A path that is not on disk and that restore cannot create (past the path length
+#: limits): it is lost, and the restore incomplete.
+CANNOT_CREATE = "cannot-create"
+#: An entry restore refuses (``refused_paths``, a local parent that is a symlink): lost.
+REFUSED = "refused"
+WRITES = (WRITE, REPLACE, COMPLETE)
+#: Writeback of a staged file is started at its end and after every this many bytes.
+WRITEBACK_BYTES = 8 << 20
+
+
+def refused_paths(entries: list[Entry]) -> dict[str, str]:
+    """The entries restore refuses, each with why: a path the path rule refuses
+    (``local/treepath.py``), a path through a symlink entry or inside another entry that is
+    not a directory, a symlink target that cannot be made. Every other entry is fine,
+    whatever these are. (A path too long under this tree's root is found by ``decide``:
+    lost when nothing is there, else kept.)"""
+    others = {e.path: e.kind for e in entries if e.kind != KIND_DIR}
+    refused = {}
+    for e in entries:
+        p = e.path
+        problem = path_problem(p)
+        if problem is None and e.kind == KIND_SYMLINK:
+            problem = target_problem(e.target or "")
+        if problem is None and others:
+            parts = p.split("/")
+            for i in range(1, len(parts)):
+                parent = "/".join(parts[:i])
+                kind = others.get(parent)
+                if kind == KIND_SYMLINK:
+                    problem = f"it goes through the symlink {parent!r}"
+                elif kind is not None:
+                    problem = f"it is inside the {kind} entry {parent!r}, not a directory"
+                if problem is not None:
+                    break
+        if problem is not None:
+            refused[p] = problem
+    return refused
+
+
+def ensure_parents(root: str, path: str, known: set[str] | None = None, created: list[str] | None = None) -> None:
+    """Create the parents of ``root/path``; refuse any existing parent that is a symlink.
+
+    ``known`` holds directories already checked (or made) by this caller, so each is
+    looked at once per tree; ``created`` receives each directory this call made.
+    """
+    current = root
+    for part in path.split("/")[:-1]:
+        current = os.path.join(current, part)
+        if known is not None and current in known:
+            continue
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            os.mkdir(current, 0o700)
+            if created is not None:
+                created.append(current)
+        else:
+            if stat_mod.S_ISLNK(st.st_mode) or not stat_mod.S_ISDIR(st.st_mode):
+                raise UnsafePath(path, f"local parent {current} is not a directory (symlinks are never followed)")
+        if known is not None:
+            known.add(current)
+
+
+#: ``parent_kind``'s answers.
+MISSING, DIRECTORY, SYMLINK, OTHER, UNKNOWN = "missing", "directory", "symlink", "other", "unknown"
+
+
+def parent_kind(root: str, path: str, seen: dict[str, str]) -> str:
+    """What stands where ``path``'s parents belong, looked at without following any
+    link: ``SYMLINK`` or ``OTHER`` for the first parent that is not a directory, else
+    ``MISSING`` (some parent is missing), ``UNKNOWN`` (one cannot be looked at: a path
+    too long, a directory that cannot be searched) or ``DIRECTORY``. ``seen`` caches
+    answers per parent for one tree."""
+    parent = path.rpartition("/")[0]
+    if not parent:
+        return DIRECTORY
+    kind = seen.get(parent)
+    if kind is None:
+        kind = parent_kind(root, parent, seen)
+        if kind == DIRECTORY:
+            try:
+                mode = os.lstat(os.path.join(root, parent)).st_mode
+            except FileNotFoundError:
+                kind = MISSING
+            except OSError:
+                kind = UNKNOWN  # the entry's own lookup says what it can (``decide``)
+            else:
+                kind = DIRECTORY if stat_mod.S_ISDIR(mode) else SYMLINK if stat_mod.S_ISLNK(mode) else OTHER
+        seen[parent] = kind
+    return kind
+
+
+def decide(root: str, entry: Entry, check_dir: str | None, parents: dict[str, str] | None = None,
+           reader=None) -> str:
+    """What restore does with ``entry`` given what is on disk now. A live database is
+    checked through a private copy in ``check_dir`` (outside the tree). ``parents``
+    caches ``parent_kind`` for the tree; ``reader`` (a Repository) reads the one segment
+    a shorter local transcript ends in. Raises ``UnsafePath`` when a local parent of the
+    entry is a symlink: nothing is read, moved or written through one. A path too long
+    to look at or create is ``CANNOT_CREATE`` when nothing is there. Raises ``OSError``
+    when the local path exists, or may, but cannot be looked at (permissions, an I/O
+    error, a path too long): the caller keeps it (``KEEP_UNREADABLE``)."""
+    kind = parent_kind(root, entry.path, {} if parents is None else parents)
+    if kind == SYMLINK:
+        parts = entry.path.split("/")
+        link = next((p for p in ("/".join(parts[:i]) for i in range(1, len(parts)))
+                     if os.path.islink(os.path.join(root, p))), entry.path.rpartition("/")[0])
+        raise UnsafePath(entry.path, f"the local parent {link!r} is a symlink (symlinks are never followed)")
+    if kind == OTHER:
+        return KEEP_CONFLICT  # a local file where the entry's parent directory belongs
+    full = os.path.join(root, entry.path)
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        return WRITE
+    except NotADirectoryError:
+        return KEEP_CONFLICT  # a local file where the entry's parent directory belongs
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG and _absent(root, entry.path):
+            return CANNOT_CREATE
+        raise
+    if entry.kind == KIND_DIR:
+        return SAME if stat_mod.S_ISDIR(st.st_mode) else KEEP_CONFLICT
+    if stat_mod.S_ISDIR(st.st_mode):
+        return KEEP_CONFLICT  # never replace a directory (and what is in it) with a file
+    if entry.kind == KIND_SQLITE and stat_mod.S_ISREG(st.st_mode):
+        from ..sqlite.snapshot import check_live_db
+
+        return KEEP_VALID_DB if check_live_db(full, check_dir) is None else REPLACE
+    if entry.kind == KIND_SYMLINK:
+        if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
+            return SAME
+    elif stat_mod.S_ISREG(st.st_mode):
+        if st.st_size == entry.size and (st.st_mtime_ns == entry.mtime_ns or _same_bytes(full, entry)):
+            return SAME
+        if entry.kind == KIND_JSONL and st.st_size > entry.size and _same_bytes(full, entry):
+            return KEEP_EXTENDS
+        if entry.kind == KIND_JSONL and st.st_size < entry.size and reader is not None \
+                and _is_prefix(full, entry, reader):
+            return COMPLETE  # an append-only transcript: its content, not its mtime, decides
+    if st.st_mtime_ns > entry.mtime_ns:
+        return KEEP_NEWER
+    return REPLACE
+
+
+def _absent(root: str, path: str) -> bool:
+    """Whether ``root/path`` is certainly not on disk, looked up one name at a time from
+    ``root`` (so a path past ``PATH_MAX`` can be looked at): a name on the way is missing,
+    or longer than any file system holds. False when it is there, or when that cannot be
+    told (a directory that cannot be searched, a symlink or a file on the way)."""
+    *parents, name = path.split("/")
+    try:
+        fd = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        for part in parents:
+            parent, fd = fd, -1
+            try:
+                fd = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            finally:
+                os.close(parent)
+        os.lstat(name, dir_fd=fd)
+        return False
+    except FileNotFoundError:
+        return True
+    except OSError as err:
+        return err.errno == errno.ENAMETOOLONG
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _same_bytes(full: str, entry: Entry) -> bool:
+    """True when the local file starts with exactly the entry's bytes (compared by blob
+    ids). A file that cannot be read raises ``OSError`` (``decide`` keeps it)."""
+    fd = _open_local(full)
+    if fd is None:
+        return False
+    try:
+        offset = 0
+        for ref in entry.refs:
+            if hashlib.sha256(os.pread(fd, ref.size, offset)).hexdigest() != ref.id:
+                return False
+            offset += ref.size
+        return True
+    finally:
+        os.close(fd)
+
+
+def _open_local(full: str) -> int | None:
+    """A descriptor on the local file ``decide`` looked at, or None when it is no longer
+    there or no longer a regular file; any other error (it cannot be read) is raised."""
+    try:
+        return os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # gone meanwhile
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENXIO):
+            return None  # swapped for a symlink or a socket meanwhile
+        raise
+
+
+def _is_prefix(full: str, entry: Entry, reader) -> bool:
+    """True when the local file's bytes are the first bytes of the entry's: segments the
+    file holds whole are compared by id, the one it ends inside by its bytes, read from
+    the store and verified. A segment that cannot be read proves nothing (False); a
+    file that cannot be read raises ``OSError`` (``decide`` keeps it)."""
+    fd = _open_local(full)
+    if fd is None:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        offset = 0
+        for ref, anchor in zip(entry.refs, anchor_refs(entry.refs)):
+            if offset >= size:
+                return True
+            if offset + ref.size > size:
+                try:
+                    payload = read_segment(reader, ref, anchor)
+                except (CorruptObject, ObjectNotFound):
+                    return False
+                return os.pread(fd, size - offset, offset) == payload[:size - offset]
+            if hashlib.sha256(os.pread(fd, ref.size, offset)).hexdigest() != ref.id:
+                return False
+            offset += ref.size
+        return offset >= size
+    finally:
+        os.close(fd)
+
+
+def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable[bytes] | None = None) -> Staged:
+    """Write ``entry`` (not a directory) in full to a new file in the tree's temp
+    directory ``tmp``, from ``reader`` (a Repository), or from ``records``: its blobs as
+    stored, already read (each is verified here, segment deltas against their anchor).
+    Its live path is not touched (see ``restore/publish.py``).
+
+    Raises CorruptObject/ObjectNotFound on a bad blob, after removing the temp file.
+    Safe to call from several threads at once.
+    """
+    full = os.path.join(root, entry.path)
+    if entry.kind == KIND_SQLITE:
+        return _stage_db(full, tmp, entry, reader)
+    if entry.kind == KIND_SYMLINK:
+        name = tmp.new_symlink(entry.target, entry.mtime_ns)
+        return Staged(full, tmp, name, None, 0, link=True)
+    name, fd = tmp.new_file()
+    size = unsynced = 0
+    try:
+        blobs = read_blobs(entry, reader) if records is None else decode_blobs(entry, records, chunk_reader(reader))
+        with naming(full):  # a full disk: the error names the file being restored
+            for payload in blobs:
+                size += _write_all(fd, payload)
+                unsynced += len(payload)
+                if unsynced >= WRITEBACK_BYTES:  # a large file: keep its dirty pages few
+                    start_writeback(fd)
+                    unsynced = 0
+            os.fchmod(fd, entry.mode & 0o7777)
+            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+            start_writeback(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(name)
+        raise
+    return Staged(full, tmp, name, fd, size)
+
+
+def _stage_db(full: str, tmp: TreeTmp, entry: Entry, reader) -> Staged:
+    """Rebuild a database into a new temp file, with its mode and mtime, durable and
+    quick_checked (``build_db``)."""
+    from ..sqlite.capture import build_db, install_db  # sqlite3 is imported only when needed
+
+    name, fd = tmp.new_file(os.O_RDWR)
+    try:
+        build_db(entry, reader, fd, tmp.where(name), tmp.anonymous, meta=True, shown_as=os.path.join(tmp.path, name))
+        if not tmp.same_file(name, fd):
+            raise UnsafePath(entry.path, f"its temp file in {tmp.path} was replaced while it was rebuilt; "
+                             "another process is writing the tree")
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(name)
+        raise
+    os.close(fd)
+
+    def install() -> None:
+        try:
+            install_db(tmp, name, full)
+        finally:
+            tmp.unlink(name)
+
+    return Staged(full, tmp, name, None, entry.size, install=install)
+
+
+def _write_all(fd: int, payload: bytes) -> int:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view):]
+    return len(payload)
+
+
+def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
+    """Move an invalid local database and its companions into ``aside_dir``; never delete."""
+    full = os.path.join(root, entry.path)
+    target = os.path.join(aside_dir, entry.path)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    for suffix in ("",) + SQLITE_COMPANIONS:
+        if os.path.lexists(full + suffix):
+            _move(full + suffix, target + suffix)
+    fsync_dir(os.path.dirname(full))
+    return target
+
+
+def _move(src: str, dst: str) -> None:
+    """Rename; across filesystems (a tree on its own volume), copy, fsync, then unlink."""
+    try:
+        os.replace(src, dst)
+        return
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+    import shutil
+
+    shutil.copy2(src, dst, follow_symlinks=False)
+    if not os.path.islink(dst):
+        fd = os.open(dst, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fsync_dir(os.path.dirname(dst))
+    os.unlink(src)
+
+
+def finish_dirs(root: str, entries: list[Entry]) -> list[str]:
+    """Apply directory modes last (deepest first), so read-only dirs do not block writes.
+
+    Returns the directories whose mode changed. A path that is not a directory on disk
+    (a kept conflict, a symlink) is left alone: the mode is set through the directory's
+    own descriptor, opened without following a link.
+    """
+    changed = []
+    for e in sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True):
+        full = os.path.join(root, e.path)
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as err:
+            if err.errno == errno.EACCES:  # a directory its owner may not read: never through a link
+                _chmod_nofollow(full, e.mode & 0o7777, changed)
+            continue
+        try:
+            if stat_mod.S_IMODE(os.fstat(fd).st_mode) != e.mode & 0o7777:
+                os.fchmod(fd, e.mode & 0o7777)
+                changed.append(full)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return changed
+
+
+def _chmod_nofollow(full: str, mode: int, changed: list[str]) -> None:
+    try:
+        st = os.lstat(full)
+        if stat_mod.S_ISDIR(st.st_mode) and stat_mod.S_IMODE(st.st_mode) != mode:
+            os.chmod(full, mode, follow_symlinks=False)
+            changed.append(full)
+    except (OSError, NotImplementedError):
+        pass

@@ -1,0 +1,198 @@
+"""The restore operation: newest valid manifest -> live trees (or ``--to DIR``: ``restore/export.py``).
+
+For each tree, the newest manifest whose integrity holds and whose index pages load
+is used. Each file is written only from verified blobs, and reaches its live path only
+once its bytes are durable; a file whose blobs are bad or missing falls back to the
+newest older manifest with a good copy, else it is reported lost (``restore/trees.py``).
+Only a restore with nothing lost, once everything it wrote is durable, marks the local
+state complete.
+"""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+from ..config import TREE_NAME
+from ..errors import ConfigError, CorruptObject, JournalError, NoReadableCheckpoint, ObjectNotFound, UnsafePath
+from .export import ExportMark, begin_export, check_export_dir, write_mark
+from ..repository.history import ManifestCache, select_seqs
+from ..repository.lineage import open_repository, require_history
+from ..local.state import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
+                         new_state, save_state)
+from ..report import SILENT, Reporter
+from ..repository import fetch
+from ..local import tree_tmp
+from ..repository.repository import Repository, manifest_key, utc_now
+from .trees import TreeRestore, TreeRun, write_trees
+from ..store.base import Store
+
+
+class RestoreResult(msgspec.Struct, kw_only=True):
+    seq: int | None = None          # newest manifest in the store (at or before ``--at``)
+    complete: bool = True
+    fallback: bool = False          # a tree or a file came from an older checkpoint than ``seq``
+    dry_run: bool = False
+    trees: list[TreeRestore] = []
+    warnings: list[str] = []
+    replaced: list[str] = []        # ``--to --replace``: the earlier export's trees removed first
+
+    def fallback_notes(self) -> list[str]:
+        """One line per tree restored from a fallback (``TreeRestore.fallback_note``)."""
+        return [f"{t.name}: {t.fallback_note()}" for t in self.trees if t.fallback_note()]
+
+
+def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
+            to: str | None = None, dry_run: bool = False, replace: bool = False) -> RestoreResult:
+    """Restore every configured tree (every stored tree with ``to``). See the module docstring.
+
+    ``to`` must be absent or empty, or, with ``replace``, hold an earlier export only
+    (``restore/export.py``): an export is exactly the checkpoint asked for."""
+    try:
+        return _restore(cfg, store, reporter, at, to, dry_run, replace)
+    finally:
+        fetch.shutdown()  # nothing more to fetch: no idle threads left behind
+
+
+def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | None, dry_run: bool,
+             replace: bool) -> RestoreResult:
+    old: list[str] = []
+    if to is not None:
+        to = os.path.abspath(to)
+        _check_to(to)
+        old = check_export_dir(to, replace)  # refused before anything is touched
+    with StateLock(cfg.state_dir, wait=True, create=not dry_run):
+        repo = open_repository(store, cfg.state_dir, create=not dry_run)
+        all_seqs = repo.manifest_seqs()  # the one listing a restore makes
+        if to is None:  # an export touches neither the live trees nor the local state
+            require_history("restore", cfg.state_dir, repo, all_seqs)
+        if not dry_run:
+            store.sweep_temp()  # a killed writer's temp files; at startup, not on every tick
+            for warning in tree_tmp.sweep(cfg.state_dir)[1]:  # a killed restore's temp dirs in the trees
+                reporter.warn(f"restore: {warning}")
+        seqs = select_seqs(repo, at, all_seqs)
+        result = RestoreResult(dry_run=dry_run, seq=seqs[-1] if seqs else None)
+        cache = ManifestCache(repo)
+        names = _tree_names(cfg, cache, seqs, to, result, reporter)
+        caches: dict[str, TreeCache] = {}
+        aside = os.path.join(cfg.state_dir, "invalid", utc_now().replace(":", ""))
+        newest = all_seqs[-1] if seqs else None
+        want_state = not dry_run and to is None
+        if to is not None:
+            result.replaced = [os.path.join(to, name) for name in old]
+            for path in result.replaced:
+                reporter.note(f"restore: {'would remove' if dry_run else 'removing'} {path}, "
+                              "written by the earlier export there (--replace)")
+            if not dry_run:
+                begin_export(to, old, [name for name, _ in names], cfg.state_dir)
+        trees = [TreeRun(repo, cache, seqs, name, dest, reporter, cfg.state_dir) for name, dest in names]
+        for run in trees:
+            run.emptied = dry_run and run.tr.name in old
+        if want_state:
+            # No live tree has changed yet: from here on, until the save below, the state
+            # must not say that a restore completed (a kill mid-way would leave that marker
+            # over half-changed trees, and the next checkpoint would publish them).
+            clear_restore_marker(cfg.state_dir, repo.store_id)
+        write_trees(trees, dry_run, aside, reporter)
+        for run in trees:
+            result.trees.append(run.tr)
+            tcache = run.tree_cache(newest) if want_state else None
+            if tcache is not None:
+                caches[run.tr.name] = tcache
+            if run.tr.lost or run.tr.uncreatable or run.tr.error:
+                result.complete = False
+            if run.tr.fallback_note():
+                result.fallback = True
+        # Every tree's files and directories are durable here (restore/publish.py): only now may
+        # the state say that the restore is complete.
+        if want_state:
+            _save_restored_state(cfg, repo, cache, seqs, all_seqs, caches, result.complete)
+        if to is not None and not dry_run:
+            write_mark(to, ExportMark(trees=[name for name, _ in names], seq=result.seq, complete=result.complete),
+                       cfg.state_dir)
+        return result
+
+
+def _check_to(to: str) -> None:
+    """``--to`` must be a directory or creatable as one: no regular file on the way."""
+    path = os.path.abspath(to)
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise ConfigError(f"restore: --to {to}: {path} is not a directory; choose another --to")
+
+
+def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, result, reporter) -> list[tuple[str, str]]:
+    # Every manifest carries every tree the store has seen, so the newest readable
+    # one names them all: restore's metadata reads do not grow with history.
+    stored: set[str] = set()
+    first_error: JournalError | None = None
+    for seq in reversed(seqs):
+        try:
+            stored.update(cache.manifest(seq)[0].trees)
+            break
+        except (CorruptObject, ObjectNotFound) as err:
+            first_error = first_error or err
+            reporter.warn(f"restore: skipping manifest {seq}: {err}")
+    else:
+        if seqs:  # history exists and none of it reads: "nothing to restore" would be a lie
+            raise NoReadableCheckpoint("restore", len(seqs), manifest_key(seqs[-1]), str(first_error))
+    for name in sorted(stored):
+        if not TREE_NAME.match(name):
+            stored.discard(name)
+            result.complete = False
+            result.trees.append(TreeRestore(name=name, dest="", error=str(UnsafePath(name, "not a valid tree name"))))
+    if to is not None:
+        return [(name, os.path.join(to, name)) for name in sorted(stored)]
+    configured = {t.name: t.path for t in cfg.trees + cfg.dormant}
+    if stored and not stored & configured.keys():
+        # A container that forgot AM_LOCAL would "restore nothing" and start its agent
+        # on empty state, and its first checkpoint would publish that.
+        where = "AM_LOCAL is unset" if cfg.local is None else f"AM_LOCAL is {cfg.local}"
+        raise ConfigError(f"restore: the store holds tree(s) {', '.join(sorted(stored))} but none of them is "
+                          f"configured here ({where}); set AM_LOCAL to the directory that holds the agents' state, "
+                          "add the trees to the config (`journal trees` shows it), or point JOURNAL_STORE at this "
+                          "container's own store")
+    for name in sorted(stored - configured.keys()):
+        result.warnings.append(f"restore: tree {name} is in the store but not configured here; left in the store")
+    return [(name, configured[name]) for name in sorted(stored & configured.keys())]
+
+
+def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, seqs, all_seqs, caches,
+                         complete: bool) -> None:
+    state = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
+    newest_id = None
+    for seq in reversed(all_seqs):
+        try:
+            newest_id = cache.manifest(seq)[1]
+            break
+        except (CorruptObject, ObjectNotFound):
+            continue
+    restored = LocalState(store_id=repo.store_id, writer=state.writer,
+                          seq=all_seqs[-1] if all_seqs else 0, manifest_id=newest_id,
+                          restore_complete=complete, trees=_carry_forward(cache, all_seqs, caches))
+    save_state(cfg.state_dir, restored)
+
+
+def _carry_forward(cache: ManifestCache, seqs: list[int], caches: dict[str, TreeCache]) -> dict[str, TreeCache]:
+    """Trees restored here, plus stored trees not configured here, kept as the newest
+    readable manifest of ``seqs`` (every manifest, even for ``restore --at``: this
+    machine did not roll those back, and a checkpoint may only name packs the newest
+    manifest reaches, which gc keeps)."""
+    trees = dict(caches)
+    for seq in reversed(seqs):
+        try:
+            manifest, _ = cache.manifest(seq)
+        except (CorruptObject, ObjectNotFound):
+            continue
+        for name, root in manifest.trees.items():
+            if name in trees:
+                continue
+            try:
+                entries, pages = cache.tree(seq, name)
+            except (CorruptObject, ObjectNotFound):
+                continue
+            trees[name] = cache_from_entries(root.root, pages, entries)
+        break
+    return trees

@@ -1,0 +1,381 @@
+"""Restoring the trees: decide each entry, write what must be written, fall back per file.
+
+``write_trees`` decides every entry of every tree first (``materialize.decide``; an
+invalid local database is moved aside), then writes: one pool stages the files of all
+trees, databases and large files first, small ones in groups (``restore/writer.py``); each
+tree's files are published in durable batches (``restore/publish.py``). A file whose newest copy
+is damaged is retried from the newest older manifest with a good copy, in the caller's
+thread, else it is reported lost.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import msgspec
+
+from ..errors import CorruptObject, JournalError, ObjectNotFound, UnsafePath, describe_os_error, os_error_hint
+from ..repository.history import ManifestCache
+from ..localfs import observe
+from ..local.state import FileState, TreeCache, cache_from_entries
+from ..signatures import dir_signature, signature
+from .entry import (CANNOT_CREATE, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REFUSED,
+                          REPLACE, SAME, WRITE, WRITES, decide, move_aside, refused_paths)
+from ..format.model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
+from .writer import Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
+from ..local.treepath import shown
+
+
+class TreeRestore(msgspec.Struct, kw_only=True):
+    name: str
+    dest: str
+    seq: int | None = None              # the checkpoint the tree came from
+    actions: dict[str, int] = {}
+    bytes: int = 0
+    lost: list[str] = []
+    refused: dict[str, str] = {}        # lost paths restore refused, with why (the rest had no good copy)
+    uncreatable: list[str] = []         # not on disk, and past the path length limits here: lost too
+    fallbacks: list[str] = []           # files restored from an older checkpoint than ``seq``
+    skipped: list[str] = []             # newer checkpoints the tree could not come from, and why
+    databases: list[str] = []
+    error: str | None = None
+
+    def fallback_note(self) -> str | None:
+        """Why this tree is not the newest checkpoint's version of it, or None when it is."""
+        if self.seq is None:
+            return None
+        if self.skipped:
+            return f"restored from checkpoint {self.seq}: {self.skipped[0]}"
+        if self.fallbacks:
+            return (f"{len(self.fallbacks)} file(s) restored from checkpoints older than {self.seq}: "
+                    f"{self.fallbacks[0]}")
+        return None
+
+
+def write_trees(trees: list[TreeRun], dry_run: bool, aside: str, reporter) -> None:
+    """Decide every entry of every tree, then write them (see the module docstring).
+
+    When it returns, every file written and every directory changed is durable."""
+    if dry_run:
+        for run in trees:
+            run.plan(aside, dry_run=True)
+        return
+    pool = make_pool()
+    pipeline = Pipeline(pool)
+    try:
+        writes = [(run, entry) for run in trees for entry in run.plan(aside, dry_run=False)]
+        progress = _Progress(reporter, sum(len(run.entries) for run in trees), len(writes))
+        for run, entries in plan_jobs(writes):
+            pipeline.submit(run.writer, entries, progress.wrap(run.settle))
+        pipeline.drain()
+        finishing = [pool.submit(run.finish) for run in trees]  # the trees' last syncs overlap
+        for job in finishing:
+            job.exception()  # all of them have stopped before any error is raised
+        for job in finishing:
+            job.result()
+    except BaseException:
+        pipeline.abort()
+        for run in trees:
+            run.discard()
+        raise
+    finally:
+        stop_pool(pool)
+        for run in trees:
+            run.close()
+
+
+class _Progress:
+    """Progress over every entry of every tree: decided ones count at once, writes when settled."""
+
+    def __init__(self, reporter, total: int, writes: int):
+        self.reporter, self.total, self.done = reporter, total, total - writes
+        if writes:
+            reporter.progress(self.done, total)
+
+    def wrap(self, settle):
+        def settled(entry, outcome):
+            settle(entry, outcome)
+            self.done += 1
+            self.reporter.progress(self.done, self.total)
+        return settled
+
+
+def _newest_good_tree(cache: ManifestCache, seqs: list[int], tr: TreeRestore, reporter):
+    """The newest (seq, entries, pages) of tree ``tr.name`` whose manifest and pages
+    verify; each newer checkpoint passed over is noted in ``tr.skipped``.
+
+    Data packs it names may be missing: each file then falls back on its own
+    (``_settle``), so intact files of newer manifests are never lost.
+    """
+    name = tr.name
+    for seq in reversed(seqs):
+        try:
+            manifest, _ = cache.manifest(seq)
+            if name not in manifest.trees:
+                continue
+            entries, pages = cache.tree(seq, name)
+        except (CorruptObject, ObjectNotFound) as err:
+            tr.skipped.append(f"checkpoint {seq} is unusable ({err})")
+            reporter.warn(f"restore: tree {name}: manifest {seq} unusable ({err}); trying an older one")
+            continue
+        return seq, entries, pages
+    return None
+
+
+class TreeRun:
+    """One tree being restored: its entries, what was decided for each path, and which
+    entry each path ended up with (the newest copy, an older one, or None: lost)."""
+
+    def __init__(self, repo, cache: ManifestCache, seqs: list[int], name: str, dest: str, reporter, state_dir: str):
+        self.repo, self.cache, self.seqs, self.reporter = repo, cache, seqs, reporter
+        self.state_dir = state_dir
+        self.tr = TreeRestore(name=name, dest=dest)
+        self.entries: list[Entry] = []
+        self.pages: dict[str, BlobRef] = {}
+        self.actions: dict[str, str] = {}
+        self.used: dict[str, Entry | None] = {}
+        self.writer: TreeWriter | None = None
+        self.emptied = False    # a dry run of ``--replace``: the destination is removed first
+
+    def plan(self, aside: str, dry_run: bool) -> list[Entry]:
+        """Decide each entry (moving invalid local databases aside); returns those to write.
+        An entry restore must refuse is refused alone (``_refuse``): the rest are restored."""
+        tr, dest = self.tr, self.tr.dest
+        found = _newest_good_tree(self.cache, self.seqs, tr, self.reporter)
+        if found is None:
+            tr.error = f"restore: tree {tr.name}: no manifest with a complete copy of it"
+            return []
+        tr.seq, entries, self.pages = found
+        refused = refused_paths(entries)
+        if refused:
+            for path, why in refused.items():
+                self._refuse(path, why)
+            entries = [e for e in entries if e.path not in refused]
+        if not dry_run:
+            writer = TreeWriter(dest, self.repo, self.state_dir)
+            try:
+                writer.make_root()
+            except OSError as err:  # e.g. a regular file where the tree's directory belongs
+                tr.error = f"restore: tree {tr.name}: cannot create {describe_os_error(err, err.filename or dest)}"
+                return []
+            self.writer = writer
+        self.entries = entries
+        writes: list[Entry] = []
+        parents: dict[str, str] = {}
+        check = None
+        if any(e.kind == KIND_SQLITE for e in entries):
+            # Live databases are checked through private copies outside the tree; a dry
+            # run creates nothing, not even in the state directory.
+            import tempfile
+
+            where = None if dry_run else os.path.join(self.state_dir, "tmp")
+            if where is not None:
+                os.makedirs(where, exist_ok=True)
+            check = tempfile.TemporaryDirectory(prefix="journal-check-", dir=where)
+        try:
+            for entry in entries:
+                try:
+                    self._decide(entry, aside, dry_run, check and check.name, parents, writes)
+                except UnsafePath as err:
+                    self._refuse(entry.path, err.reason)
+        finally:
+            if check is not None:
+                check.cleanup()
+        return writes
+
+    def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: str | None, parents: dict[str, str],
+                writes: list) -> None:
+        tr, dest = self.tr, self.tr.dest
+        try:
+            action = WRITE if self.emptied else decide(dest, entry, check_dir, parents, self.repo)
+        except OSError as err:  # the local path exists but cannot be read: never written over
+            if isinstance(err, JournalError):
+                raise
+            action = KEEP_UNREADABLE
+            full = os.path.join(dest, entry.path)
+            self.reporter.warn(f"restore: cannot read {full} ({err.strerror or err}); left it as it is; "
+                               f"{os_error_hint(err, full)}")
+        if entry.kind == KIND_SQLITE:
+            _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
+        self._count(entry.path, action)
+        if action == CANNOT_CREATE:
+            full = os.path.join(dest, entry.path)
+            err = OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), full)
+            self.reporter.warn(f"restore: cannot create {full} ({err.strerror}); nothing is there, so it is lost "
+                               f"and the restore is incomplete; {os_error_hint(err, full)}")
+            tr.uncreatable.append(entry.path)
+            self.used[entry.path] = None
+            return
+        if action in WRITES and not dry_run:
+            full = os.path.join(dest, entry.path)
+            self.writer.expect[full] = observe(full)   # after a database was moved aside
+            writes.append(entry)
+            return
+        if action in WRITES:
+            tr.bytes += entry.size
+        self.used[entry.path] = entry
+
+    def _count(self, path: str, action: str) -> None:
+        """Record ``action`` for ``path`` (counted once: a path decided before moves)."""
+        actions = self.tr.actions
+        was = self.actions.get(path)
+        if was is not None:
+            actions[was] -= 1
+            if not actions[was]:
+                del actions[was]
+        actions[action] = actions.get(action, 0) + 1
+        self.actions[path] = action
+
+    def _refuse(self, path: str, why: str) -> None:
+        """Refuse one entry: it is lost (the restore is incomplete); nothing else is."""
+        tr = self.tr
+        self._count(path, REFUSED)
+        self.used[path] = None
+        tr.lost.append(path)
+        tr.refused[path] = why
+        self.reporter.warn(f"restore: {tr.name}/{shown(path)}: refused: {why}; the rest of the tree is restored")
+
+    def settle(self, entry: Entry, outcome) -> None:
+        if not isinstance(outcome, UnsafePath):
+            try:
+                self.used[entry.path] = _settle(self.writer, self.cache, self.seqs, self.tr, entry, outcome,
+                                                self.reporter)
+                return
+            except UnsafePath as err:  # staging an older copy was refused
+                outcome = err
+        self._refuse(entry.path, outcome.reason)
+
+    def finish(self) -> None:
+        if self.writer is not None:
+            # Directory modes only for directories that are in place (never a refused one).
+            self.writer.finish([e for e in self.entries if self.used.get(e.path) is not None])
+            for full in self.writer.batch.kept:
+                self._changed_meanwhile(os.path.relpath(full, self.tr.dest))
+        self.tr.lost.sort()  # files settle in the order they complete; report in path order
+        self.tr.fallbacks.sort()
+
+    def _changed_meanwhile(self, path: str) -> None:
+        """A path another process created or changed while the restore ran: it is kept."""
+        self._count(path, KEEP_NEWER)
+        self.reporter.warn(f"restore: {self.tr.name}/{shown(path)} was created or changed while the restore ran; "
+                           "kept the local file")
+
+    def discard(self) -> None:
+        if self.writer is not None:
+            self.writer.discard()
+
+    def close(self) -> None:
+        """Remove the tree's temp directory (saying so when it cannot be removed)."""
+        if self.writer is None:
+            return
+        try:
+            warning = self.writer.close()
+        except OSError as err:
+            warning = f"cannot remove {self.writer.root}'s temp directory: {err}"
+        if warning:
+            self.reporter.warn(f"restore: {self.tr.name}: {warning}")
+
+    def tree_cache(self, newest: int | None) -> TreeCache | None:
+        """The local-state cache of this tree after its files are in place."""
+        tr, dest = self.tr, self.tr.dest
+        if tr.seq is None or (not self.entries and tr.error):
+            return None
+        files: dict[str, FileState] = {}
+        for entry in self.entries:
+            got, action = self.used.get(entry.path), self.actions[entry.path]
+            if got is not None and action != KEEP_CONFLICT:
+                files[entry.path] = FileState(_sig_after(dest, got, action), got)
+        # Publish the tree again at the next checkpoint when what is on disk is not the
+        # newest manifest's version of it (a fallback, a loss, or a rollback with --at).
+        behind = tr.seq != newest and tr.name in _tree_names_at(self.cache, newest)
+        note = tr.fallback_note() or (f"rolled back to checkpoint {tr.seq} by `journal restore --at` "
+                                 f"(the newest was {newest})" if behind else None)
+        if note or tr.lost:
+            # What is on disk came (partly) from a manifest gc may expire at any time, so
+            # the next checkpoint must not lean on its blobs: it re-reads and re-uploads,
+            # and its manifest says which checkpoint the tree came back from.
+            return cache_from_entries(None, {}, (f.entry for f in files.values()), dirty=True, reupload=True,
+                                      restored=note)
+        return TreeCache(root=self.cache.manifest(tr.seq)[0].trees[tr.name].root, pages=self.pages, files=files)
+
+
+def _tree_names_at(cache: ManifestCache, seq: int) -> set[str]:
+    try:
+        return set(cache.manifest(seq)[0].trees)
+    except (CorruptObject, ObjectNotFound):
+        return set()
+
+
+def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, aside: str, tr) -> None:
+    """Say what happens to a local database; move an invalid one aside (never delete it)."""
+    full = os.path.join(dest, entry.path)
+    if action == KEEP_VALID_DB:
+        msg = f"restore: kept the valid local database {full} (it passes quick_check; it is authoritative)"
+        reporter.note(msg)
+        tr.databases.append(msg)
+    elif action == REPLACE and not dry_run:
+        moved = move_aside(dest, entry, aside)
+        msg = f"restore: local database {full} fails quick_check; moved it (and its -wal/-shm) to {moved}"
+        reporter.warn(msg)
+        tr.databases.append(msg)
+
+
+def _settle(writer, cache, seqs, tr, entry: Entry, outcome, reporter) -> Entry | None:
+    """Take back one written entry: publish it, or try older manifests' copies of the path.
+
+    Returns the entry now on disk (the newest copy or an older one), None when lost.
+    Errors other than a bad blob are raised (``UnsafePath``: the caller refuses the entry).
+    """
+    if outcome is None:  # a directory, made already
+        return entry
+    if isinstance(outcome, Exception) and not isinstance(outcome, (CorruptObject, ObjectNotFound)):
+        raise outcome
+    if not isinstance(outcome, Exception):
+        writer.publish(outcome)
+        tr.bytes += outcome.size
+        return entry
+    reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {tr.seq} is damaged ({outcome})")
+    # Older manifests are read only when the newest copy fails.
+    for seq, cand in _older_copies(cache, seqs, tr.seq, tr.name, entry.path, exclude=entry.refs):
+        try:
+            staged = writer.stage_now(cand)
+        except (CorruptObject, ObjectNotFound) as err:
+            reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {seq} is damaged ({err})")
+            continue
+        writer.publish(staged)
+        tr.bytes += staged.size
+        msg = f"{tr.name}/{entry.path}: restored from manifest {seq} (manifest {tr.seq}'s copy is damaged)"
+        tr.fallbacks.append(msg)
+        reporter.warn(f"restore: {msg}")
+        return cand
+    tr.lost.append(entry.path)
+    return None
+
+
+def _older_copies(cache: ManifestCache, seqs: list[int], newest: int, name: str, path: str, exclude=()):
+    seen: set[tuple[BlobRef, ...]] = {exclude}
+    for seq in reversed([s for s in seqs if s < newest]):
+        try:
+            entries, _ = cache.tree(seq, name)
+        except (CorruptObject, ObjectNotFound, KeyError):
+            continue
+        for e in entries:
+            if e.path == path and e.refs not in seen:
+                seen.add(e.refs)
+                yield seq, e
+
+
+def _sig_after(dest: str, entry: Entry, action: str):
+    """The cache signature: the file as written or verified now; None forces a re-read."""
+    if action not in WRITES and action != SAME:
+        return None  # kept local content: the next checkpoint must capture it
+    try:
+        st = os.lstat(os.path.join(dest, entry.path))
+    except FileNotFoundError:
+        return None
+    if entry.kind == KIND_SQLITE:
+        from ..sqlite.snapshot import live_signature
+
+        return live_signature(os.path.join(dest, entry.path))
+    return dir_signature(st) if entry.kind == KIND_DIR else signature(st)

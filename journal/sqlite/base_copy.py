@@ -1,0 +1,150 @@
+"""Base copies: the content of a snapshot's full page map, kept on local disk.
+
+A changed page is stored as a page delta against the page with the same number in
+the snapshot's full map (its *base*). So that a checkpoint need not read base pages
+back from the store, the staging copy a full map was cut from is kept (renamed, not
+copied) as ``<state_dir>/sqlite-base/<full map id>.db`` instead of being removed.
+Named by the full map's id, a copy means the same wherever the tree lives.
+
+The copy is only a cache. Every page read from it is checked against the full map's
+page id; a page that does not match (no copy yet after a restore, a copy cut from a
+later snapshot, a short file) is read from the store instead and written back, so
+the copy converges to the full map. A base page the store cannot serve (missing or
+corrupt) is left out: that page is then stored whole. A store that fails (an
+outage) fails the checkpoint, like any other store call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from ..errors import CorruptObject, ObjectNotFound
+from ..repository.fetch import fetch_in_order
+from ..format.pagemap import PageLoc
+
+BASE_DIR = "sqlite-base"
+
+
+def base_path(state_dir: str, full_map_id: str) -> str:
+    """Where the base copy of the snapshot whose full map is ``full_map_id`` is kept."""
+    return os.path.join(state_dir, BASE_DIR, f"{full_map_id}.db")
+
+
+def prune_base_copies(state_dir: str, full_map_ids) -> int:
+    """Remove every base copy whose full map is not in ``full_map_ids`` (the maps the
+    current entries name); returns how many were removed."""
+    keep = {f"{i}.db" for i in full_map_ids}
+    folder = os.path.join(state_dir, BASE_DIR)
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    for name in names:
+        if name not in keep:
+            removed += _unlink(os.path.join(folder, name))
+    return removed
+
+
+class BaseCopy:
+    """Verified base pages of one snapshot, from the local copy or else the store."""
+
+    def __init__(self, state_dir: str, full_map_id: str | None, page_size: int, repo=None):
+        self.state_dir = state_dir
+        self.path = base_path(state_dir, full_map_id) if full_map_id else None
+        self.page_size = page_size
+        self.repo = repo                           # a Repository, or None: no store reads
+        self.fetched: dict[int, bytes] = {}        # pages read from the store this time
+
+    def read(self, want: list[tuple[int, PageLoc]]) -> dict[int, bytes]:
+        """Verified bytes of the base pages ``want`` (pgno, location in the full map); a page that is
+        neither in the copy nor readable from the store is left out."""
+        out: dict[int, bytes] = {}
+        missing = []
+        fd = self._open()
+        try:
+            for pgno, ref in want:
+                data = os.pread(fd, self.page_size, pgno * self.page_size) if fd is not None else b""
+                if len(data) == self.page_size and hashlib.sha256(data).hexdigest() == ref.id:
+                    out[pgno] = data
+                else:
+                    missing.append((pgno, ref))
+            for pgno, data in self._from_store(missing):
+                out[pgno] = data
+                self.fetched[pgno] = data
+                if fd is not None:
+                    try:
+                        os.pwrite(fd, data, pgno * self.page_size)
+                    except OSError:
+                        pass  # only a cache
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return out
+
+    def adopt(self, staging: str, full_map_id: str) -> None:
+        """Keep ``staging`` (the copy just cut into pages) as a base copy.
+
+        When ``full_map_id`` is a new full map, ``staging`` is exactly its content and
+        replaces the previous copy. Otherwise it is kept only if there is no copy yet:
+        it differs from the full map only in changed pages (reads repair those), and the
+        base pages just fetched from the store are written into it first.
+        """
+        target = base_path(self.state_dir, full_map_id)
+        if target != self.path:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(staging, target)
+            if self.path is not None:
+                _unlink(self.path)
+            return
+        if os.path.exists(target):
+            return
+        with open(staging, "r+b") as fh:
+            for pgno, data in self.fetched.items():
+                os.pwrite(fh.fileno(), data, pgno * self.page_size)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(staging, target)
+
+    def _open(self) -> int | None:
+        if self.path is None:
+            return None
+        try:
+            return os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+
+    def _from_store(self, missing: list[tuple[int, PageLoc]]) -> list[tuple[int, bytes]]:
+        """The base pages ``missing`` read from their (whole) records, each checked
+        against its page id; a page that cannot be read is left out."""
+        if not missing or self.repo is None:
+            return []
+        uses: dict[tuple[str, int], list[tuple[int, PageLoc]]] = {}
+        for pgno, loc in missing:
+            uses.setdefault((loc.rec.pack, loc.rec.offset), []).append((pgno, loc))
+        recs = [uses[k][0][1].rec for k in sorted(uses)]
+        try:
+            payloads = list(zip(recs, fetch_in_order(recs, self.repo)))
+        except (CorruptObject, ObjectNotFound):
+            payloads = []
+            for rec in recs:  # a bad record costs only its own pages' deltas (stored whole)
+                try:
+                    payloads.append((rec, self.repo.read_blob(rec)))
+                except (CorruptObject, ObjectNotFound):
+                    continue
+        found = []
+        size = self.page_size
+        for rec, payload in payloads:
+            for pgno, loc in uses[(rec.pack, rec.offset)]:
+                page = payload[loc.slot * size:(loc.slot + 1) * size]
+                if hashlib.sha256(page).hexdigest() == loc.id:
+                    found.append((pgno, page))
+        return found
+
+
+def _unlink(path: str) -> int:
+    try:
+        os.unlink(path)
+        return 1
+    except FileNotFoundError:
+        return 0

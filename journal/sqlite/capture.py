@@ -1,0 +1,304 @@
+"""The SQLite adapter: live database -> snapshot entry, and snapshot entry -> database file.
+
+Checkpoint: snapshot (``sqlite_snapshot``), hash every page of the validated copy,
+and describe it with a full page map or a cumulative delta over the previous full
+map. Only pages whose id the previous snapshot lacks are uploaded. In a delta map a
+new page is stored as a *page delta* against the full map's page with the same
+number (its base, read from the local base copy, ``sqlite_base``); a full map lists
+whole pages only, so a delta is never based on another delta.
+
+Restore: rebuild the file from its verified pages into a temp file (``sqlite_rebuild``),
+run ``quick_check``, remove stale ``-wal``/``-shm``/``-journal`` companions, rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat as stat_mod
+import struct
+from collections import Counter
+
+from ..atomic import fsync_dir
+from ..local.state import FileState
+from ..format.model import KIND_SQLITE, BlobRef, Entry
+from ..errors import CorruptObject, ObjectNotFound, RecordTooLarge, SnapshotFailed
+from ..format.objects import (DBPAGE_BYTES, DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays,
+                      encode_record, is_id)
+from ..repository.pack import PackWriter
+from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, PageLoc, Snapshot,
+                      decode_map, encode_map, load_snapshot)
+from ..presets import SQLITE_COMPANIONS
+from .base_copy import BaseCopy
+from .rebuild import build_db, rebuild_db
+from .snapshot import live_signature, page_size_of, remove_staging, snapshot_db
+
+#: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
+BATCH = 256
+#: A whole group holds up to this many bytes of pages: a restore decodes one record,
+#: not one per page (per-record costs were most of a database's restore time). Readers
+#: refuse a dbpage record over it.
+GROUP_BYTES = DBPAGE_BYTES
+#: A group delta holds up to this many bytes of pages; its dictionary (their base
+#: pages) is at most as large, so level 19 stays cheap (~20 ms for 32 pages).
+DELTA_GROUP_BYTES = 128 << 10
+SMALL_GROUP_BASE = 128 << 10
+
+__all__ = ["build_db", "capture_sqlite", "install_db", "rebuild_db"]
+
+
+def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir: str,
+                   writer: PackWriter, maps) -> FileState:
+    """Snapshot one live database; raises SnapshotFailed and then publishes nothing.
+
+    ``maps`` reads page maps by ref (``maps.read``) and keeps new ones (``maps.remember``);
+    its ``repo`` (when it has one) supplies base pages the local base copy lacks.
+    """
+    sig = live_signature(full_path)
+    mode = stat_mod.S_IMODE(os.stat(full_path).st_mode)
+    staging = snapshot_db(full_path, staging_dir)
+    try:
+        page_size = page_size_of(staging)
+        snap = None
+        if prev is not None and prev.entry.kind == KIND_SQLITE:
+            snap = load_snapshot(prev.entry.refs, maps.read)
+        state_dir = os.path.dirname(os.path.abspath(staging_dir))
+        bases = BaseCopy(state_dir, prev.entry.refs[0].id if snap is not None else None, page_size,
+                         getattr(maps, "repo", None))
+        with open(staging, "rb") as fh:
+            cut = _Cut(fh.fileno(), page_size, snap, writer, bases)
+            try:
+                refs = cut.describe(prev, maps)
+            except RecordTooLarge as err:  # a page map past what readers accept
+                raise SnapshotFailed(full_path, f"its page map would be {err.size:,} bytes, over the {err.limit:,} "
+                                                "a page map may hold: the database is too large to snapshot") from None
+        size = os.path.getsize(staging)
+        try:
+            bases.adopt(staging, refs[0].id)
+        except OSError:
+            pass  # only a cache: the next checkpoint reads its base pages from the store
+    finally:
+        remove_staging(staging)
+    st = os.stat(full_path)
+    return FileState(sig, Entry(path=rel, kind=KIND_SQLITE, mode=mode, mtime_ns=st.st_mtime_ns,
+                                size=size, refs=refs))
+
+
+class _Group:
+    """Pages waiting to become one record: whole, or a delta against their base pages."""
+
+    def __init__(self, delta: bool):
+        self.delta = delta
+        self.pgnos: list[int] = []
+        self.ids: list[str] = []
+        self.pages: list[bytes] = []
+        self.bases: list[bytes] = []
+        self.loc: tuple[BlobRef, bool] | None = None   # (record, is a delta) once stored
+
+
+class _Cut:
+    """One staging copy cut into pages against the previous snapshot."""
+
+    def __init__(self, fd: int, page_size: int, snap: Snapshot | None, writer: PackWriter, bases: BaseCopy):
+        self.fd, self.page_size, self.writer, self.bases = fd, page_size, writer, bases
+        self.ids = _page_ids(fd, page_size)
+        self.base = snap.base if snap is not None and snap.page_size == page_size else None
+        self.whole: dict[str, PageLoc] = {}                 # page id -> a slot of a whole record
+        self.delta: dict[tuple[str, int], PageLoc] = {}     # (page id, pgno) -> a slot of a group delta
+        self.group_pages = max(1, GROUP_BYTES // page_size)
+        self.delta_pages = max(1, DELTA_GROUP_BYTES // page_size)
+        if snap is not None:
+            for loc in snap.base.values():
+                self.whole.setdefault(loc.id, loc)
+            for pgno, loc in enumerate(snap.pages):
+                if not loc.delta:
+                    self.whole.setdefault(loc.id, loc)
+                elif not loc.legacy:  # a format 4 one-page delta is stored again, in a group
+                    self.delta[(loc.id, pgno)] = loc
+        count = len(self.ids)
+        self.changed = list(range(count)) if self.base is None else \
+            [p for p in range(count) if p not in self.base or self.base[p].id != self.ids[p]]
+        self.full = self.base is None or len(self.changed) > max(DELTA_MIN, count // DELTA_SHARE)
+        self._bound_packs(range(count) if self.full else self.changed)
+
+    def _bound_packs(self, pgnos) -> None:
+        """Keep the new map under ``MAP_PACKS`` packs: when the stored pages it would
+        reuse lie in more, forget the slots in all but the ``MAP_PACKS_KEPT`` most-used
+        packs, so those pages are stored again, in the open pack."""
+        use: Counter[str] = Counter()
+        for pgno in pgnos:
+            loc = self.whole.get(self.ids[pgno]) or self.delta.get((self.ids[pgno], pgno))
+            if loc is not None:
+                use[loc.pack] += 1
+        if len(use) <= MAP_PACKS:
+            return
+        kept = {pack for pack, _ in use.most_common(MAP_PACKS_KEPT)}
+        self.whole = {pid: loc for pid, loc in self.whole.items() if loc.pack in kept}
+        self.delta = {key: loc for key, loc in self.delta.items() if loc.pack in kept}
+
+    def describe(self, prev: FileState | None, maps) -> tuple[BlobRef, ...]:
+        """Store the pages the snapshot needs and return the entry's map refs."""
+        count = len(self.ids)
+        if self.full:
+            pages = self._store(range(count), deltas=False)
+            return (_put_map(True, self.page_size, count, pages, prev, self.writer, maps, 0),)
+        base_ref = prev.entry.refs[0]
+        if not self.changed and len(self.base) == count:
+            return (base_ref,)
+        pages = self._store(self.changed, deltas=True)
+        if len(prev.entry.refs) > 1:  # a small recent map over the cumulative one, if it pays
+            mid_ref = prev.entry.refs[1]
+            mid_map, mid = decode_map(maps.read(mid_ref), mid_ref.pack, f"pagemap {mid_ref.id[:12]}")
+            recent = {p: want for p in pages.keys() | mid.keys() if p < count
+                      and mid.get(p) != (want := pages.get(p) or self.base[p])}
+            if len(recent) <= max(RECENT_MIN, len(pages) // RECENT_SHARE):
+                if not recent and mid_map.page_count == count:
+                    return (base_ref, mid_ref)
+                return (base_ref, mid_ref, _put_map(False, self.page_size, count, recent, prev, self.writer, maps, 2))
+        return (base_ref, _put_map(False, self.page_size, count, pages, prev, self.writer, maps, 1))
+
+    def _store(self, pgnos, deltas: bool) -> dict[int, PageLoc]:
+        """Locations for ``pgnos``: reused when stored before, else added in page order in
+        groups (in a delta map, a group delta against the full map's pages where it can)."""
+        self._slots: dict[int, PageLoc | tuple[_Group, int]] = {}
+        self._pending: dict[str, tuple[_Group, int]] = {}    # whole pages not yet stored, by id
+        self._groups = [_Group(False), _Group(True)]
+        batch: list[int] = []
+        for pgno in pgnos:
+            loc = self._known(pgno, deltas)
+            if loc is not None:
+                self._slots[pgno] = loc
+                continue
+            batch.append(pgno)
+            if len(batch) >= BATCH:
+                self._add(batch, deltas)
+                batch = []
+        if batch:
+            self._add(batch, deltas)
+        for group in self._groups:
+            self._flush(group)
+        out = {}
+        for pgno, where in self._slots.items():
+            if not isinstance(where, PageLoc):
+                group, slot = where
+                rec, is_delta = group.loc
+                where = PageLoc(self.ids[pgno], rec, slot, is_delta)
+            out[pgno] = where
+        return out
+
+    def _add(self, batch: list[int], deltas: bool) -> None:
+        want = [(p, self.base[p]) for p in batch if deltas and p in self.base]
+        base_pages = self.bases.read(want) if want else {}
+        for pgno in batch:
+            pid = self.ids[pgno]
+            # An earlier page of this call may have had the same content.
+            where = self._known(pgno, deltas) or self._pending.get(pid)
+            if where is not None:
+                self._slots[pgno] = where
+                continue
+            page = os.pread(self.fd, self.page_size, pgno * self.page_size)
+            # A page whose base the full map has but which could not be read is stored whole.
+            as_delta = deltas and (pgno not in self.base or pgno in base_pages)
+            group = self._groups[as_delta]
+            if len(group.pgnos) >= (self.delta_pages if as_delta else self.group_pages):
+                self._flush(group)
+                group = self._groups[as_delta] = _Group(as_delta)
+            where = (group, len(group.pgnos))
+            if as_delta and pgno in base_pages:
+                group.bases.append(base_pages[pgno])
+            elif not as_delta:
+                self._pending[pid] = where
+            self._slots[pgno] = where
+            group.pgnos.append(pgno)
+            group.ids.append(pid)
+            group.pages.append(page)
+
+    def _flush(self, group: _Group) -> None:
+        """Store a group as one record (a group delta when it has base pages)."""
+        if not group.pgnos or group.loc is not None:
+            return
+        payload = b"".join(group.pages)
+        if group.bases:
+            base = b"".join(group.bases)
+            members = struct.pack(f">{len(group.pgnos)}I", *group.pgnos)
+            level = DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_GROUP_BASE else DELTA_LEVEL
+            rid, record = encode_record(KIND_DBPAGE, payload, base=base, members=members, level=level)
+            rec = self.writer.add_record(rid, record, len(payload))
+        else:
+            rec = self.writer.add(KIND_DBPAGE, payload)
+        is_delta = bool(group.bases)
+        group.loc = (rec, is_delta)
+        for slot, (pgno, pid) in enumerate(zip(group.pgnos, group.ids)):
+            if is_delta:
+                self.delta[(pid, pgno)] = PageLoc(pid, rec, slot, True)
+            else:
+                self.whole.setdefault(pid, PageLoc(pid, rec, slot))
+                self._pending.pop(pid, None)
+        group.pages = group.bases = []
+
+    def _known(self, pgno: int, deltas: bool) -> PageLoc | None:
+        """A stored slot of page ``pgno``'s content usable here: a whole record's, or (in
+        a delta map) a group delta's of the same page number."""
+        pid = self.ids[pgno]
+        return self.whole.get(pid) or (self.delta.get((pid, pgno)) if deltas else None)
+
+
+def _page_ids(fd: int, page_size: int) -> list[str]:
+    ids = []
+    with os.fdopen(os.dup(fd), "rb") as fh:
+        while page := fh.read(page_size):
+            ids.append(hashlib.sha256(page).hexdigest())
+    return ids
+
+
+def _put_map(full: bool, page_size: int, count: int, pages: dict[int, PageLoc],
+             prev: FileState | None, writer: PackWriter, maps, place: int) -> BlobRef:
+    """Store a map (unless the previous entry has it already) as the entry's map number
+    ``place`` (0 full, 1 cumulative, 2 recent): as a delta (format 6) against the whole
+    map that the previous entry's map in the same place was or was a delta of, when that
+    pays; else whole, and a base for later maps."""
+    payload = encode_map(full, page_size, count, pages, writer.locate)
+    mid = blob_id(payload)
+    refs = prev.entry.refs if prev is not None and prev.entry.kind == KIND_SQLITE else ()
+    for ref in refs:
+        if ref.id == mid:
+            return ref
+    _, whole = encode_record(KIND_PAGEMAP, payload)
+    base = _map_base(refs, place, maps)
+    # The map names pages of the open pack as "same pack": it must land in that pack.
+    if base is not None:
+        base_ref, base_payload = base
+        _, delta = encode_record(KIND_PAGEMAP, payload, base=base_payload,
+                                 base_at=(base_ref.pack, base_ref.offset, base_ref.length))
+        if delta_pays(delta, whole):
+            maps.remember(mid, payload, base_ref)
+            return writer.add_record(mid, delta, len(payload), roll=False)
+    maps.remember(mid, payload)
+    return writer.add_record(mid, whole, len(payload), roll=False)
+
+
+def _map_base(refs: tuple[BlobRef, ...], place: int, maps) -> tuple[BlobRef, bytes] | None:
+    """The whole map a new map in ``place`` of the entry may be a delta of: the previous entry's map there, or its base; None when there is
+    none, it is not known to be whole, or its bytes cannot be read."""
+    if place >= len(refs):
+        return None
+    known, base = maps.base_of(refs[place].id)
+    target = refs[place] if base is None else base
+    if not known or not is_id(target.pack):
+        return None
+    try:
+        return target, maps.read(target, whole=True)
+    except (CorruptObject, ObjectNotFound):
+        return None
+
+
+def install_db(tmp, name: str, full_path: str) -> None:
+    """Remove stale companions, then rename the rebuilt database (``name`` in the tree's
+    temp directory ``tmp``, a ``TreeTmp``, already with its mode and mtime) into place."""
+    for suffix in SQLITE_COMPANIONS:
+        try:
+            os.unlink(full_path + suffix)
+        except FileNotFoundError:
+            pass
+    tmp.replace(name, full_path)
+    fsync_dir(os.path.dirname(full_path))
