@@ -212,6 +212,29 @@ def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 
                           preexec_fn=prepare if unprivileged or memory else None)
 
 
+#: Runs argv and prints its exit status and peak RSS (KiB). A process's peak RSS counts
+#: the memory of the one it was forked from (Linux keeps the high-water mark across
+#: exec), so the command is started by this fresh interpreter, not by pytest, whose
+#: size grows with the tests run before.
+_PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:], stdout=sys.stdout.buffer); "
+             "print('', rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)")
+
+
+def peak_rss(argv: list[str], env: dict[str, str], stdout: Path | None = None,
+             stderr: Path | None = None) -> tuple[int, int]:
+    """Run ``argv`` (with ``env`` over a clean environment) in a grandchild, its stdout
+    into ``stdout`` (else discarded) and its stderr into ``stderr`` (else discarded);
+    ``(exit status, its peak RSS in bytes)``."""
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    with open(stdout or os.devnull, "wb") as out, open(stderr or os.devnull, "wb") as err:
+        done = subprocess.run([sys.executable, "-c", _PEAK_RSS, *argv], env={**base, **env}, stdout=out,
+                              stderr=subprocess.PIPE, check=True)
+        lines = done.stderr.splitlines()
+        err.write(b"\n".join(lines[:-1]).rstrip())
+    rc, peak_kib = map(int, lines[-1].split())
+    return rc, peak_kib * 1024
+
+
 _PR_CAPBSET_DROP = 24
 _CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
 

@@ -30,7 +30,7 @@ from journal.repository.repository import Repository
 from journal.gc.retention import Policy
 from journal.local.walk import Matcher, walk_tree
 
-from conftest import Live
+from conftest import Live, peak_rss
 from faults import FaultyStore
 from test_cli import one_line_error
 
@@ -694,22 +694,9 @@ def test_a_full_state_dir_fails_the_checkpoint_naming_the_spool_never_a_live_fil
 # --- a line of any length -----------------------------------------------------------------
 
 
-#: Runs argv and prints its exit status and peak RSS (KiB). A process's peak RSS counts
-#: the memory of the one it was forked from (Linux keeps the high-water mark across
-#: exec), so the checkpoint is started by this fresh interpreter, not by pytest, whose
-#: size grows with the tests run before.
-_PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL); "
-             "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-
-
 def checkpoint_peak_rss(live) -> tuple[int, int]:
     """Run ``journal checkpoint`` in a grandchild; (exit status, its peak RSS in bytes)."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env}
-    with open(live.home / "checkpoint.err", "wb") as err:
-        out = subprocess.run([sys.executable, "-c", _PEAK_RSS, sys.executable, "-m", "journal", "checkpoint"],
-                             env=env, stdout=subprocess.PIPE, stderr=err, check=True).stdout
-    rc, peak_kib = map(int, out.split())
-    return rc, peak_kib * 1024
+    return peak_rss([sys.executable, "-m", "journal", "checkpoint"], live.env, stderr=live.home / "checkpoint.err")
 
 
 def sha256_of(path: Path) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import msgspec
 
@@ -155,6 +156,94 @@ def page_problem(page: Page) -> str | None:
     return None
 
 
+class Said(NamedTuple):
+    """What an inner page says of one child: its level (one below its own), first path,
+    entries and bytes, and the next child's first path, which bounds it (None: no bound)."""
+
+    level: int
+    first: str
+    files: int
+    bytes: int
+    upper: str | None
+
+
+#: Reads one page and decodes it, checked (``decode_page``): ``load_page(ref, key)``.
+LoadPage = Callable[[BlobRef, str], Page]
+#: A partial walk: ``prune(first, upper)`` is True for a child page (spanning paths from
+#: ``first`` to before ``upper``) that the walk may skip unread.
+Prune = Callable[[str, str | None], bool]
+
+
+def page_key(ref: BlobRef) -> str:
+    """How errors name one index page."""
+    return f"page {ref.id[:12]} in pack {ref.pack[:12]}"
+
+
+def page_span(page: Page) -> tuple[int, str, str, int, int]:
+    """What a parent must say of a page: its level, first and last path, entries and bytes."""
+    if page.level:
+        kids = page.children
+        return page.level, kids[0].first, kids[-1].first, sum(c.files for c in kids), sum(c.bytes for c in kids)
+    items = page.entries
+    return 0, items[0].path, items[-1].path, len(items), sum(e.size for e in items)
+
+
+def span_problem(span: tuple[int, str, str, int, int], said: Said) -> str | None:
+    """How a page (its ``page_span``) differs from what its parent says of it, or None."""
+    level, first, last, count, nbytes = span
+    if level != said.level:
+        return f"a level {level} page where its parent says level {said.level}"
+    if first != said.first or (said.upper is not None and last >= said.upper):
+        return f"the page spans {first!r} to {last!r}, its parent says from {said.first!r} to before {said.upper!r}"
+    if (count, nbytes) != (said.files, said.bytes):
+        return f"the page holds {count:,} entries of {nbytes:,} bytes, its parent says {said.files:,} of {said.bytes:,}"
+    return None
+
+
+def child_pages(page: Page, ref: BlobRef, said: Said | None) -> list[tuple[BlobRef, Said]]:
+    """An inner page's children in path order, each with what the page says of it (a
+    same-pack reference resolved to the pack ``ref`` names)."""
+    children = page.children
+    out = []
+    for i, child in enumerate(children):
+        upper = children[i + 1].first if i + 1 < len(children) else (said.upper if said else None)
+        child_ref = child.ref if child.ref.pack else msgspec.structs.replace(child.ref, pack=ref.pack)
+        out.append((child_ref, Said(page.level - 1, child.first, child.files, child.bytes, upper)))
+    return out
+
+
+def load_child(ref: BlobRef, said: Said | None, load_page: LoadPage) -> Page:
+    """One page of a walk, checked on its own and against what its parent says of it
+    (``said``; None for a root, whose reference is checked instead); raises
+    ``CorruptObject``."""
+    if said is None:
+        problem = ref_problem(ref)
+        if problem:
+            raise CorruptObject("tree root", problem)
+    key = page_key(ref)
+    page = load_page(ref, key)
+    problem = said and span_problem(page_span(page), said)
+    if problem:
+        raise CorruptObject(key, problem)
+    return page
+
+
+def walk_pages(root: BlobRef, load_page: LoadPage, prune: Prune | None = None) -> Iterator[tuple[BlobRef, Page]]:
+    """Yield the pages of the tree under ``root``, depth first, in path order, each
+    checked (``load_child``). With ``prune``, a child page is skipped unread when
+    ``prune(first, upper)`` says so; it is asked when the walk reaches that child, after
+    every page before it was yielded (so it may depend on what the caller saw)."""
+    stack: list[tuple[BlobRef, Said | None]] = [(root, None)]
+    while stack:
+        ref, said = stack.pop()
+        if prune is not None and said is not None and prune(said.first, said.upper):
+            continue
+        page = load_child(ref, said, load_page)
+        yield ref, page
+        if page.level:
+            stack.extend(reversed(child_pages(page, ref, said)))
+
+
 def iter_pages(root: BlobRef | None, read_page: Callable[[BlobRef], bytes],
                tree: TreeRoot | None = None) -> Iterator[tuple[BlobRef, Page]]:
     """Yield every page of the tree under ``root``, depth first, in path order, each
@@ -173,52 +262,20 @@ def iter_pages(root: BlobRef | None, read_page: Callable[[BlobRef], bytes],
         if tree is not None and (tree.files or tree.bytes):
             raise CorruptObject("tree root", f"an empty tree, its manifest says {tree.files:,} files")
         return
-    problem = ref_problem(root)
-    if problem:
-        raise CorruptObject("tree root", problem)
     files = size = 0
-    # (ref, what the parent says: level, first path, entries, bytes, and the next child's first path)
-    stack: list[tuple[BlobRef, tuple | None]] = [(root, None)]
-    while stack:
-        ref, said = stack.pop()
-        key = f"page {ref.id[:12]} in pack {ref.pack[:12]}"
-        page = decode_page(read_page(ref), key)
-        problem = said and _disagrees(page, *said)
-        if problem:
-            raise CorruptObject(key, problem)
+    for ref, page in walk_pages(root, lambda r, key: decode_page(read_page(r), key)):
         if tree is not None and not page.level:
             for entry in page.entries:
                 if entry.kind != KIND_DIR:
                     files += 1
                     size += entry.size
             if files > tree.files:
-                raise CorruptObject(key, f"the tree holds more than the {tree.files:,} files its manifest says")
+                raise CorruptObject(page_key(ref), f"the tree holds more than the {tree.files:,} files its "
+                                                   "manifest says")
         yield ref, page
-        children = page.children
-        for i in reversed(range(len(children))):
-            child = children[i]
-            upper = children[i + 1].first if i + 1 < len(children) else (said[4] if said else None)
-            child_ref = child.ref if child.ref.pack else msgspec.structs.replace(child.ref, pack=ref.pack)
-            stack.append((child_ref, (page.level - 1, child.first, child.files, child.bytes, upper)))
     if tree is not None and (files, size) != (tree.files, tree.bytes):
         raise CorruptObject(f"tree root {root.id[:12]}", f"the tree holds {files:,} files of {size:,} bytes, its "
                                                          f"manifest says {tree.files:,} of {tree.bytes:,}")
-
-
-def _disagrees(page: Page, level: int, first: str, count: int, nbytes: int, upper: str | None) -> str | None:
-    """How a page differs from what its parent says of it, or None."""
-    if page.level != level:
-        return f"a level {page.level} page where its parent says level {level}"
-    if page.level:
-        got = (page.children[0].first, page.children[-1].first,
-               sum(c.files for c in page.children), sum(c.bytes for c in page.children))
-    else:
-        got = (page.entries[0].path, page.entries[-1].path, len(page.entries), sum(e.size for e in page.entries))
-    if got[0] != first or (upper is not None and got[1] >= upper):
-        return f"the page spans {got[0]!r} to {got[1]!r}, its parent says from {first!r} to before {upper!r}"
-    if got[2:] != (count, nbytes):
-        return f"the page holds {got[2]:,} entries of {got[3]:,} bytes, its parent says {count:,} of {nbytes:,}"
-    return None
 
 
 def load_entries(root: BlobRef | None, read_page: Callable[[BlobRef], bytes],
@@ -232,4 +289,5 @@ def load_entries(root: BlobRef | None, read_page: Callable[[BlobRef], bytes],
     return entries, pages
 
 
-__all__ = ["KIND_PAGE", "MAX_ITEMS", "build_index", "decode_page", "iter_pages", "load_entries"]
+__all__ = ["KIND_PAGE", "MAX_ITEMS", "Said", "build_index", "child_pages", "decode_page", "iter_pages", "load_child",
+           "load_entries", "page_key", "page_span", "span_problem", "walk_pages"]

@@ -56,21 +56,34 @@ def select_seqs(repo: Repository, at: str | None, seqs: list[int]) -> list[int]:
         return seqs
     keep = _at_or_before(repo, at, seqs)
     if seqs and not keep:
-        raise ConfigError(f"restore: no checkpoint at or before --at {at}; the oldest is checkpoint {seqs[0]} "
-                          "(`journal log` lists them)")
+        raise no_checkpoint_at("restore", at, seqs)
     return keep
 
 
-def _at_or_before(repo: Repository, at: str, seqs: list[int]) -> list[int]:
+def no_checkpoint_at(op: str, at: str, seqs: list[int]) -> ConfigError:
+    """``--at`` names a moment before the oldest checkpoint."""
+    return ConfigError(f"{op}: no checkpoint at or before --at {at}; the oldest is checkpoint {seqs[0]} "
+                       "(`journal log` lists them)")
+
+
+def parse_at(at: str, op: str = "restore", flag: str = "--at") -> tuple[int | None, int | None]:
+    """``(seq, None)`` for a sequence number, ``(None, ns)`` for an ISO-8601 time (UTC
+    unless it says otherwise); a ``ConfigError`` for anything else."""
     if at.isdigit():
-        return [s for s in seqs if s <= int(at)]
+        return int(at), None
     try:
         when = _dt.datetime.fromisoformat(at)
     except ValueError:
-        raise ConfigError(f"restore: --at {at!r} is neither a sequence number nor an ISO-8601 time") from None
+        raise ConfigError(f"{op}: {flag} {at!r} is neither a sequence number nor an ISO-8601 time") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=_dt.timezone.utc)
-    limit_ns = int(when.timestamp() * 1e9)
+    return None, int(when.timestamp() * 1e9)
+
+
+def _at_or_before(repo: Repository, at: str, seqs: list[int]) -> list[int]:
+    seq, limit_ns = parse_at(at)
+    if seq is not None:
+        return [s for s in seqs if s <= seq]
     keep = []
     for seq in seqs:
         try:

@@ -13,6 +13,7 @@ import datetime as _dt
 import hashlib
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import msgspec
@@ -186,20 +187,29 @@ class Repository:
         view = memoryview(data)
         return [view[r.offset - start:r.offset - start + r.length] for r in refs]
 
-    def read_page(self, ref: BlobRef) -> tuple[bytes, BlobRef | None]:
+    def read_page(self, ref: BlobRef, kept: "RecordCache | None" = None) -> tuple[bytes, BlobRef | None]:
         """Read one index page, verified; ``(payload, base)`` (see ``read_based``)."""
-        return self.read_based(ref, KIND_PAGE)
+        return self.read_based(ref, KIND_PAGE, kept)
 
-    def read_based(self, ref: BlobRef, kind: int | None = None) -> tuple[bytes, BlobRef | None]:
+    def read_based(self, ref: BlobRef, kind: int | None = None,
+                   kept: "RecordCache | None" = None) -> tuple[bytes, BlobRef | None]:
         """Read one blob, verified; ``(payload, base)``: the base reference of a delta
         whose record names its base (an index page, format 3; a page map, format 6),
         read and verified too, else None. A base is always a whole record of the same
-        kind: a delta over a delta is refused as corrupt."""
+        kind: a delta over a delta is refused as corrupt. With ``kept``, a whole record
+        read before (as a blob or as a base: many deltas share one base) is not read
+        again, and the whole records read are kept there."""
+        got = kept.get(ref, kind) if kept is not None else None
+        if got is not None:
+            return got[0], None
         where = blob_location(ref)
         data = self.read_record(ref)
         named = embedded_base(data, key=where)
         if named is None:
-            return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size), None
+            payload = decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size)
+            if kept is not None:
+                kept.put(ref, kind, payload)
+            return payload, None
         own_kind = parse_header(data, key=where)[0]
         if isinstance(named, tuple):
             base_ref = BlobRef("", *named, 0)
@@ -211,7 +221,7 @@ class Repository:
             problem = ref_problem(base_ref)
             if problem:
                 raise CorruptObject(where, f"base reference {problem}")
-        base, base_ref = self._read_base(base_ref, own_kind)
+        base, base_ref = self._read_base(base_ref, own_kind, kept)
         return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size,
                              base=base), base_ref
 
@@ -220,16 +230,22 @@ class Repository:
         refused as corrupt, so nothing is ever made a delta of a delta."""
         return self._read_base(ref, kind)[0]
 
-    def _read_base(self, ref: BlobRef, kind: int | None) -> tuple[bytes, BlobRef]:
+    def _read_base(self, ref: BlobRef, kind: int | None, kept: "RecordCache | None" = None) -> tuple[bytes, BlobRef]:
         """A delta's base: the whole record of ``kind`` at ``ref``, verified against its
         own header and against ``ref.id`` when the delta named one (format 6 names a
         base by position only; its id and size come from its header)."""
+        got = kept.get(ref, kind) if kept is not None else None
+        if got is not None:
+            return got
         where = blob_location(ref)
         data = self.read_record(ref)
         _kind, _raw, _stored, digest = parse_header(data, key=where)
         payload = decode_record(data, key=where, expect_id=ref.id or None, expect_kind=kind,
                                 expect_size=ref.size or None)
-        return payload, BlobRef(digest, ref.pack, ref.offset, ref.length, len(payload))
+        whole = BlobRef(digest, ref.pack, ref.offset, ref.length, len(payload))
+        if kept is not None:
+            kept.put(whole, kind, payload)
+        return payload, whole
 
     @property
     def read_ahead(self) -> bool:
@@ -288,6 +304,35 @@ class Repository:
     def put_manifest(self, record: bytes, seq: int) -> None:
         """Publish a manifest record put-if-absent; raises KeyExists when taken."""
         self.store.put_if_absent(manifest_key(seq), record)
+
+
+class RecordCache:
+    """Whole records read and verified, kept by position (pack, offset, length, kind) up
+    to ``limit`` payload bytes, the least recently used dropped first. A reference finds
+    a kept record when it names that position and, if it names them, the same id and size."""
+
+    def __init__(self, limit: int = 64 << 20):
+        self.limit = limit
+        self.bytes = 0
+        self._kept: OrderedDict[tuple, tuple[bytes, BlobRef]] = OrderedDict()
+
+    def get(self, ref: BlobRef, kind: int | None) -> tuple[bytes, BlobRef] | None:
+        at = (ref.pack, ref.offset, ref.length, kind)
+        got = self._kept.get(at)
+        if got is None or ref.id not in ("", got[1].id) or ref.size not in (0, got[1].size):
+            return None
+        self._kept.move_to_end(at)
+        return got
+
+    def put(self, ref: BlobRef, kind: int | None, payload: bytes) -> None:
+        at = (ref.pack, ref.offset, ref.length, kind)
+        if at in self._kept or len(payload) > self.limit:
+            return
+        self._kept[at] = (payload, ref)
+        self.bytes += len(payload)
+        while self.bytes > self.limit:
+            _, (old, _ref) = self._kept.popitem(last=False)
+            self.bytes -= len(old)
 
 
 def encode_manifest(manifest: Manifest) -> tuple[str, bytes]:

@@ -51,15 +51,19 @@ def anchors(sizes: list[int]) -> list[int | None]:
     return out
 
 
-def decode_blobs(entry: Entry, records: Iterable[bytes],
-                 read_base: Callable[[BlobRef], bytes] | None = None) -> Iterator[bytes]:
-    """Verify an entry's records (as stored, in ref order) and yield their payloads.
-    A file's delta chunk (format 6) is decoded against its base, ``read_base(ref)``."""
+def decode_blobs(entry: Entry, records: Iterable[bytes], read_base: Callable[[BlobRef], bytes] | None = None,
+                 start: int = 0, read_anchor: Callable[[BlobRef], bytes] | None = None) -> Iterator[bytes]:
+    """Verify an entry's records (as stored, in ref order, from ``refs[start]`` on) and
+    yield their payloads. A file's delta chunk (format 6) is decoded against its base,
+    ``read_base(ref)``; a transcript read from a later segment than the first needs the
+    anchor before it, ``read_anchor(ref)``, when the segment there is a delta."""
     base_of = anchors([r.size for r in entry.refs]) if entry.kind == KIND_JSONL else None
     kind = KIND_SEGMENT if entry.kind == KIND_JSONL else KIND_CHUNK
     bases = entry.bases  # aligned with the refs, or empty (checked when its page was read)
     tail = None
-    for i, (ref, data) in enumerate(zip(entry.refs, records)):
+    if base_of is not None and start < len(base_of) and base_of[start] is not None and read_anchor is not None:
+        tail = read_anchor(entry.refs[base_of[start]])[-DICT_TAIL:]
+    for i, (ref, data) in enumerate(zip(entry.refs[start:], records), start):
         anchor = None if base_of is None else base_of[i]
         base = None if anchor is None else tail
         if bases and bases[i] is not None and read_base is not None:
@@ -71,9 +75,11 @@ def decode_blobs(entry: Entry, records: Iterable[bytes],
         yield payload
 
 
-def read_blobs(entry: Entry, repo: Repository) -> Iterator[bytes]:
-    """Every blob of ``entry``, fetched ahead (``repository/fetch.py``), verified, in order."""
-    return decode_blobs(entry, fetch_in_order(entry.refs, RawReader(repo)), chunk_reader(repo))
+def read_blobs(entry: Entry, repo: Repository, start: int = 0) -> Iterator[bytes]:
+    """Every blob of ``entry`` (from ``refs[start]`` on: a transcript's anchor before it is
+    read too, when needed), fetched ahead (``repository/fetch.py``), verified, in order."""
+    return decode_blobs(entry, fetch_in_order(entry.refs[start:], RawReader(repo)), chunk_reader(repo), start,
+                        lambda ref: repo.read_blob(ref, KIND_SEGMENT))
 
 
 def chunk_reader(repo: Repository) -> Callable[[BlobRef], bytes]:
