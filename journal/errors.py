@@ -380,7 +380,31 @@ class NoReadableCheckpoint(JournalError):
     """Every checkpoint a restore could come from is unreadable: nothing can be restored."""
 
     def __init__(self, op: str, count: int, newest_key: str, cause: str):
+        done = "nothing was restored" if op == "restore" else "nothing to show"
         super().__init__(
             f"{op}: none of the {count} checkpoint(s) in the store can be read (the newest, {newest_key}: "
-            f"{cause}); nothing was restored. Run `journal verify` to see the damage, and restore the store's "
+            f"{cause}); {done}. Run `journal verify` to see the damage, and restore the store's "
             f"manifests from a backup")
+
+
+class BadBrowsePath(ConfigError):
+    """``ls``, ``cat``, ``diff``, ``find``: a TREE/PATH that is malformed, names no tree or
+    path of the checkpoint, or names what the command cannot show (``cat`` of a directory)."""
+
+    def __init__(self, op: str, shown: str, detail: str):
+        self.shown = shown
+        self.detail = detail
+        super().__init__(f"{op}: {shown}: {detail}")
+
+
+class NoGoodCopy(JournalError):
+    """A path of a checkpoint whose every copy (its own and every older one) is damaged
+    or missing; ``written`` bytes of it already went out when ``cat`` found that out."""
+
+    def __init__(self, op: str, shown: str, detail: str, written: int = 0):
+        self.shown = shown
+        self.written = written
+        lost = (f"; the output is INCOMPLETE: {written:,} bytes were written before the damage was found, and no "
+                "older copy begins with them" if written else "")
+        super().__init__(f"{op}: {shown}: no good copy ({detail}){lost}; run `journal verify --full` to see which "
+                         "objects are damaged")

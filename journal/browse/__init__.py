@@ -1,0 +1,12 @@
+"""Browsing history without restoring it: ``ls``, ``cat``, ``diff`` and ``find``.
+
+Each command reads only what its answer needs (docs/design.md §19): ``where`` (naming
+a path as ``journal trees`` shows it, TREE/PATH, under the path rule), ``view`` (the
+manifests and index pages a command reads, each at most once; which checkpoint
+answers, ``--at`` as restore reads it, past damage as restore falls back), ``ls``,
+``cat``, ``diff`` and ``find``.
+
+May import: ``journal.repository``, ``journal.format``, ``journal.sqlite.rebuild`` and
+``journal.sqlite.snapshot`` (the rebuild restore uses), ``journal.local.treepath`` (the
+path rule) and the base modules; never the checkpoint or restore internals.
+"""

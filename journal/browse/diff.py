@@ -1,0 +1,236 @@
+"""``journal diff A B``: the paths added, removed and changed between two checkpoints.
+
+The two trees' index pages are walked side by side, in path order; where both sides
+reach a child page with the same id, the whole subtree under it is the same (a page's
+id covers its children's ids) and is skipped unread. So a diff reads the two manifests
+and only the pages on the paths of what changed (content-defined boundaries keep an
+unchanged page's id). No data pack is read, except to count a transcript's added lines
+(``lines``): then only the segments the newer copy does not share with the older one
+(and at most one anchor segment before them) are read. Whether those segments extend
+the older copy is checked against its segments' ids (a segment's id is the SHA-256 of
+its bytes), never by reading the older copy; a transcript that does not is marked
+``rewritten`` and its lines are not counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Iterator
+
+import msgspec
+
+from ..errors import BadBrowsePath, NoGoodCopy
+from ..format.index import Said, child_pages, load_child
+from ..format.model import KIND_JSONL, BlobRef, Entry, Manifest
+from ..repository.repository import Repository
+from ..repository.segments import read_blobs
+from .view import DAMAGE, View
+from .where import Where, joined, shown_path, subtree_prune, under
+
+ADDED, REMOVED, CHANGED = "added", "removed", "changed"
+
+
+class Change(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One path that differs between checkpoints ``a`` and ``b``."""
+
+    path: str                       # TREE/PATH
+    change: str                     # added, removed, changed
+    kind: str                       # in ``b`` (in ``a`` when removed)
+    size: int                       # in ``b`` (in ``a`` when removed)
+    size_change: int                # ``b``'s size minus ``a``'s (an absent side counts 0)
+    a: int                          # the checkpoints compared for this path's tree
+    b: int
+    old_kind: str | None = None     # when the kind changed
+    lines_added: int | None = None  # a transcript: complete lines ``b`` holds past ``a``'s bytes
+    rewritten: bool = False         # a transcript ``b`` does not extend (lines not counted)
+
+
+class DiffResult(msgspec.Struct, kw_only=True):
+    a: int
+    b: int
+    changes: list[Change]
+    skipped: list[str] = []         # checkpoints passed over past damage (a fallback), and why
+
+
+class _Damaged(Exception):
+    """A page of one side failed its checks (``side``: 0 for ``a``, 1 for ``b``)."""
+
+    def __init__(self, side: int, err: Exception):
+        super().__init__(str(err))
+        self.side, self.err = side, err
+
+
+def diff(view: View, a: str, b: str, where: Where = Where(None, ""), lines: bool = True) -> DiffResult:
+    """What changed from checkpoint ``a`` to checkpoint ``b`` (each the newest readable
+    one at or before what is given, as ``--at`` reads it) under ``where``."""
+    seq_a, man_a = next(view.candidates(a, "A"))
+    seq_b, man_b = next(view.candidates(b, "B"))
+    trees = sorted(set(man_a.trees) | set(man_b.trees)) if where.tree is None else [where.tree]
+    if where.tree is not None and where.tree not in man_a.trees and where.tree not in man_b.trees:
+        raise BadBrowsePath(view.op, str(where), f"no such tree in checkpoint {seq_a} or {seq_b}; `journal ls` "
+                                                 "lists the trees")
+    changes: list[Change] = []
+    for name in trees:
+        changes.extend(_tree_changes(view, name, where.path, [seq_a, seq_b], lines))
+    return DiffResult(a=seq_a, b=seq_b, changes=changes, skipped=view.skipped)
+
+
+def _root(manifest: Manifest, tree: str) -> BlobRef | None:
+    got = manifest.trees.get(tree)
+    return None if got is None else got.root
+
+
+def _tree_changes(view: View, tree: str, path: str, seqs: list[int], lines: bool) -> list[Change]:
+    """The changes of one tree; a side whose pages are damaged falls back to its newest
+    older checkpoint that reads (restore's rule), and the walk starts again (the pages
+    already read are kept)."""
+    while True:
+        roots = [_root(view.manifest(seq), tree) for seq in seqs]
+        try:
+            pairs = list(_pairs(_Side(view, roots[0], path, 0), _Side(view, roots[1], path, 1)))
+        except _Damaged as damaged:
+            seqs[damaged.side] = _older(view, seqs[damaged.side], tree, damaged.err)
+            continue
+        return [_change(view, tree, old, new, seqs, lines) for old, new in pairs
+                if under((old or new).path, path)]
+
+
+def _older(view: View, seq: int, tree: str, err: Exception) -> int:
+    view.pass_over(seq, f"tree {tree}", err)
+    for old in reversed([s for s in view.seqs if s < seq]):
+        try:
+            view.manifest(old)
+        except DAMAGE:
+            continue
+        return old
+    raise NoGoodCopy(view.op, shown_path(tree, ""), f"checkpoint {seq}'s index is damaged ({err}) and no older "
+                                                    "checkpoint reads")
+
+
+class _Side:
+    """One tree being walked: a stack of what is next, in path order (an entry, or a page
+    not read yet with what its parent says of it)."""
+
+    def __init__(self, view: View, root: BlobRef | None, path: str, side: int):
+        self.view, self.side = view, side
+        self.prune = subtree_prune(path)
+        self.stack: list = [] if root is None else [(root, None)]
+
+    def head(self):
+        return self.stack[-1] if self.stack else None
+
+    def expand(self) -> None:
+        ref, said = self.stack.pop()
+        try:
+            page = load_child(ref, said, self.view.load_page)
+        except DAMAGE as err:
+            raise _Damaged(self.side, err) from None
+        if page.level:
+            kids = [kid for kid in child_pages(page, ref, said) if not self.prune(kid[1].first, kid[1].upper)]
+            self.stack.extend(reversed(kids))
+        else:
+            self.stack.extend(reversed(page.entries))
+
+
+def _key(item) -> tuple[str, float]:
+    """Where an item starts, and its level (an entry 0; a root page, whose level is not
+    known before it is read, above every other)."""
+    if isinstance(item, Entry):
+        return item.path, -1
+    said: Said | None = item[1]
+    return (said.first, said.level) if said is not None else ("", float("inf"))
+
+
+def _pairs(a: _Side, b: _Side) -> Iterator[tuple[Entry | None, Entry | None]]:
+    """The entries that differ between the two sides, in path order, as ``(a's, b's)``
+    (None where one side has no such path). Two pages with the same id are skipped,
+    unread; otherwise the page that starts first (the higher one, when both start at
+    the same path) is read and replaced by its items."""
+    while True:
+        x, y = a.head(), b.head()
+        if x is None and y is None:
+            return
+        x_entry, y_entry = isinstance(x, Entry), isinstance(y, Entry)
+        if x is not None and y is not None and not x_entry and not y_entry and x[0].id == y[0].id:
+            a.stack.pop()
+            b.stack.pop()
+            continue
+        if y is None or x is None:
+            side, item, entry = (a, x, x_entry) if y is None else (b, y, y_entry)
+            if not entry:
+                side.expand()
+                continue
+            side.stack.pop()
+            yield (item, None) if side is a else (None, item)
+            continue
+        (kx, lx), (ky, ly) = _key(x), _key(y)
+        if x_entry and y_entry:
+            if kx == ky:
+                a.stack.pop()
+                b.stack.pop()
+                if x != y:
+                    yield x, y
+            elif kx < ky:
+                a.stack.pop()
+                yield x, None
+            else:
+                b.stack.pop()
+                yield None, y
+        elif x_entry and kx < ky:
+            a.stack.pop()
+            yield x, None
+        elif y_entry and ky < kx:
+            b.stack.pop()
+            yield None, y
+        elif y_entry or (not x_entry and (kx, -lx) < (ky, -ly)):
+            a.expand()
+        else:
+            b.expand()
+
+
+def _change(view: View, tree: str, old: Entry | None, new: Entry | None, seqs: list[int], lines: bool) -> Change:
+    both = dict(path=joined(tree, (old or new).path), a=seqs[0], b=seqs[1])
+    if new is None:
+        return Change(change=REMOVED, kind=old.kind, size=old.size, size_change=-old.size, **both)
+    if old is None:
+        change = Change(change=ADDED, kind=new.kind, size=new.size, size_change=new.size, **both)
+    else:
+        change = Change(change=CHANGED, kind=new.kind, size=new.size, size_change=new.size - old.size,
+                        old_kind=old.kind if old.kind != new.kind else None, **both)
+    if lines and new.kind == KIND_JSONL and (old is None or old.kind == KIND_JSONL):
+        try:
+            change.lines_added = appended_lines(view.repo, old, new)
+        except DAMAGE as err:
+            view.reporter.warn(f"{view.op}: {shown_path(tree, new.path)}: cannot count the lines added ({err})")
+        else:
+            change.rewritten = change.lines_added is None
+    return change
+
+
+def appended_lines(repo: Repository, old: Entry | None, new: Entry) -> int | None:
+    """The complete lines transcript ``new`` holds past ``old``'s bytes (all of them
+    when ``old`` is None), reading only ``new``'s segments past the ones the two share;
+    None when ``new`` does not begin with ``old``'s bytes (a rewrite): each of ``old``'s
+    later segments must hash, in ``new``'s bytes, to its own id."""
+    old_refs = old.refs if old is not None else ()
+    if old is not None and new.size < old.size:
+        return None
+    shared = 0
+    while shared < min(len(old_refs), len(new.refs)) and old_refs[shared].id == new.refs[shared].id:
+        shared += 1
+    pieces = deque(old_refs[shared:])
+    digest, need = hashlib.sha256(), pieces[0].size if pieces else 0
+    count = 0
+    for payload in read_blobs(new, repo, start=shared):
+        view, off = memoryview(payload), 0
+        while pieces and off < len(payload):
+            take = min(need, len(payload) - off)
+            digest.update(view[off:off + take])
+            off, need = off + take, need - take
+            if not need:
+                if digest.hexdigest() != pieces.popleft().id:
+                    return None
+                digest, need = hashlib.sha256(), pieces[0].size if pieces else 0
+        count += payload.count(b"\n", off)
+    return None if pieces else count

@@ -1,0 +1,217 @@
+"""``journal ls``, ``cat``, ``diff`` and ``find``: browsing history without restoring
+it; see ``journal/browse/``. Each exits 3 when its answer came (partly) from an older
+checkpoint than the one asked for, past damage, as a fallback restore does."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import stat
+import sys
+
+import click
+
+from .app import EXIT_FALLBACK, CliReporter, common, emit_json, main, open_context
+
+AT_HELP = "The newest checkpoint at or before this (a sequence number or an ISO-8601 time; default: the newest)."
+
+
+def _view(config_path, store_url, op: str):
+    from ..browse.view import View
+    from ..repository.repository import Repository
+
+    _cfg, store = open_context(config_path, store_url)
+    return View(Repository.open(store), op, CliReporter())
+
+
+def _fallback_exit(notes: list[str], op: str, seq: int | None) -> None:
+    """Say that the answer is a fallback, and exit 3; nothing when it is not."""
+    if notes:
+        where = f", checkpoint {seq}" if seq is not None else ""
+        click.echo(f"{op}: answered from a FALLBACK (exit {EXIT_FALLBACK}){where}: {'; '.join(notes)}", err=True)
+        sys.exit(EXIT_FALLBACK)
+
+
+def _when(ns: int | None) -> str:
+    if not ns:
+        return "-"
+    return _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+_TYPE_BITS = {"dir": stat.S_IFDIR, "symlink": stat.S_IFLNK, "tree": stat.S_IFDIR}
+
+
+def _ls_line(item, long: bool) -> str:
+    from ..local.treepath import shown
+
+    name = shown(item.name) + ("/" if item.kind in ("dir", "tree") else "")
+    if item.target is not None:
+        name += f" -> {shown(item.target)}"
+    size = f"{item.size:,}" if item.kind != "dir" else "-"
+    when = f"{item.files:,} files" if item.kind == "tree" else _when(item.mtime_ns)
+    line = f"{item.kind:7} {size:>15}  {when:19}  {name}"
+    if not long:
+        return line
+    mode = "?" * 10 if item.mode is None else stat.filemode(_TYPE_BITS.get(item.kind, stat.S_IFREG) | item.mode)
+    if item.kind == "tree":
+        mode = "d" + "-" * 9
+    changed = "-" if item.changed is None else f"{'' if item.changed_exact else '<='}{item.changed}"
+    return f"{mode} {changed:>8}  {line}"
+
+
+@main.command()
+@common
+@click.option("--at", metavar="SEQ|ISO-TIME", help=AT_HELP)
+@click.option("-l", "--long", "long_", is_flag=True,
+              help="Also each entry's mode and the checkpoint that last changed it (looks back up to 100 "
+                   "checkpoints; '<=N': unchanged since at least N).")
+@click.argument("where", metavar="[TREE[/PATH]]", required=False)
+def ls(config_path, store_url, as_json, at, long_, where):
+    """List what a checkpoint holds under TREE/PATH, without restoring anything.
+
+    Without TREE, the trees; a directory's entries by name, as `ls` sorts them (kind,
+    size, mtime in UTC); a file as itself. Reads the manifest and the index pages of
+    that directory only, never a data pack.
+
+    Example:
+
+        journal ls --at 42 --long codex/sessions
+    """
+    from ..browse.ls import list_path
+    from ..browse.where import parse_where
+    from ..local.treepath import shown
+
+    target = parse_where(where, "ls")
+    view = _view(config_path, store_url, "ls")
+    listing = list_path(view, target, at=at, long=long_)
+    if as_json:
+        emit_json(listing)
+    elif listing.seq is None:
+        click.echo("no checkpoint in the store yet")
+    else:
+        click.echo(f"{shown(listing.path) or 'trees'} at checkpoint {listing.seq} ({listing.created}):")
+        for item in listing.entries:
+            click.echo(_ls_line(item, long_))
+    _fallback_exit(listing.skipped, "ls", listing.seq)
+
+
+@main.command()
+@common
+@click.option("--at", metavar="SEQ|ISO-TIME", help=AT_HELP)
+@click.argument("where", metavar="TREE/PATH")
+def cat(config_path, store_url, as_json, at, where):
+    """Write one file's bytes, exactly as checkpointed, to stdout.
+
+    A transcript's complete lines, a file's bytes; a database as a SQLite file (rebuilt
+    and checked in a temp directory first, so it needs its size free in $TMPDIR). A
+    directory or a symlink is an error saying what it is. Streamed: memory stays
+    bounded whatever the size. Reads only the packs holding that file. --json changes
+    only how an error is reported.
+
+    Example:
+
+        journal cat --at 42 codex/sessions/2026/02/23/rollout.jsonl > rollout.jsonl
+    """
+    from ..browse.cat import cat as run_cat
+    from ..browse.where import parse_where
+
+    target = parse_where(where, "cat")
+    view = _view(config_path, store_url, "cat")
+    out = sys.stdout.buffer
+    try:
+        result = run_cat(view, target, out, at=at)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as cat does when SIGPIPE kills it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(128 + 13)
+    _fallback_exit(result.fallbacks + result.skipped, "cat", result.seq)
+
+
+_MARKS = {"added": "A", "removed": "D", "changed": "M"}
+
+
+def _diff_line(change) -> str:
+    from ..local.treepath import shown
+
+    note = ""
+    if change.old_kind is not None:
+        note = f"  ({change.old_kind} -> {change.kind})"
+    elif change.rewritten:
+        note = "  (rewritten, not appended to)"
+    elif change.lines_added is not None:
+        note = f"  (+{change.lines_added:,} line{'s' * (change.lines_added != 1)})"
+    return f"{_MARKS[change.change]} {change.size_change:>+15,}  {shown(change.path)}{note}"
+
+
+@main.command()
+@common
+@click.option("--no-lines", is_flag=True, help="Do not count the lines added to transcripts: read no data pack.")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.argument("where", metavar="[TREE[/PATH]]", required=False)
+def diff(config_path, store_url, as_json, no_lines, a, b, where):
+    """List the paths added (A), removed (D) and changed (M) from checkpoint A to B.
+
+    A and B are sequence numbers or ISO-8601 times (the newest checkpoint at or before
+    each), optionally under TREE/PATH; each line gives the size change, and for a
+    transcript the complete lines added. Subtrees the two checkpoints share are
+    skipped unread; only the new segments of changed transcripts are read (none with
+    --no-lines). --json gives the same as a list of records.
+
+    Example:
+
+        journal diff 40 42 codex/sessions
+    """
+    from ..browse.diff import diff as run_diff
+    from ..browse.where import parse_where
+
+    target = parse_where(where, "diff")
+    view = _view(config_path, store_url, "diff")
+    result = run_diff(view, a, b, target, lines=not no_lines)
+    if as_json:
+        emit_json(result.changes)
+    else:
+        counts = {kind: sum(c.change == kind for c in result.changes) for kind in _MARKS}
+        click.echo(f"checkpoint {result.a} -> {result.b}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+        for change in result.changes:
+            click.echo(_diff_line(change))
+    _fallback_exit(result.skipped, "diff", result.b)
+
+
+@main.command()
+@common
+@click.option("--tree", metavar="TREE", help="Look in this tree only.")
+@click.option("--since", metavar="SEQ|ISO-TIME", help="Look only at checkpoints from this one (or time) on.")
+@click.argument("pattern")
+def find(config_path, store_url, as_json, tree, since, pattern):
+    """For each path whose name matches PATTERN, the checkpoints holding it, newest first.
+
+    PATTERN is a glob ('*.jsonl', 'rollout-*'); one holding '/' matches the whole
+    TREE/PATH. Each line is one version of the path: the checkpoints from the one it
+    changed in to the newest still holding it (or a span in which it was absent).
+    Reads every manifest (from --since on) and each distinct index page once.
+
+    Example:
+
+        journal find 'rollout-*.jsonl' --tree codex --since 2026-03-01
+    """
+    from ..browse.find import find as run_find
+    from ..browse.where import parse_where
+    from ..local.treepath import shown
+
+    if tree is not None:
+        parse_where(tree, "find")
+    view = _view(config_path, store_url, "find")
+    result = run_find(view, pattern, tree=tree, since=since)
+    if as_json:
+        emit_json(result.found)
+    else:
+        if not result.found:
+            click.echo(f"no path matches {pattern!r} in {result.manifests} checkpoint(s)")
+        for found in result.found:
+            click.echo(shown(found.path))
+            for v in found.versions:
+                span = f"{v.first}" if v.first == v.last else f"{v.first}-{v.last}"
+                what = "absent" if v.kind is None else f"{v.kind:7} {v.size:>15,}  {_when(v.mtime_ns)}"
+                click.echo(f"  {span:>13}  {what}")
+    _fallback_exit(result.skipped, "find", None)
