@@ -394,9 +394,10 @@ def test_an_empty_store_lists_nothing_and_has_no_file_to_cat(bare_live):
     assert one.returncode == 2 and "cat: the store holds no checkpoint yet" in one_line_error(one)
 
 
-def test_cat_streams_a_large_file_in_bounded_memory(root):
-    """A 320 MiB file (a few bytes in every MiB, the rest zeros: each chunk its own
-    blob) comes out whole while the process stays under 100 MiB of RSS."""
+def test_cat_streams_a_large_file_in_bounded_memory(root, tmp_path):
+    """A 320 MiB file (a few bytes in every MiB, the rest holes: each chunk its own
+    blob) comes out whole while the process stays under 100 MiB of RSS. The copy goes
+    to ``tmp_path``: it is dense, and ``root`` may be a tmpfs."""
     live = Live(root / "a", root / "store")
     big = live.local / "codex-home" / "big.bin"
     big.parent.mkdir(parents=True)
@@ -406,7 +407,7 @@ def test_cat_streams_a_large_file_in_bounded_memory(root):
             fh.write(mib.to_bytes(4, "big") * 4)
         fh.truncate(320 << 20)
     live.checkpoint()
-    out = root / "out.bin"
+    out = tmp_path / "out.bin"
 
     rc, peak = peak_rss([sys.executable, "-m", "journal", "cat", "codex/big.bin"], live.env, out)
 
