@@ -405,6 +405,29 @@ def test_torn_newest_manifest_is_skipped_for_the_previous_one(source):
     assert any("manifest 2" in w for w in source.warnings)
 
 
+@pytest.mark.parametrize("adopt", ["restore", "takeover"])
+def test_parent_id_is_the_id_of_the_parent_manifest_after_a_torn_newest_was_passed_over(source, adopt):
+    """The checkpoint after a restore (or takeover) that passed over a torn manifest 2
+    builds on sequence 2: its ``parent_id`` must not be manifest 1's id, a manifest
+    other than its ``parent``. Manifest 2's id cannot be known, so it is null."""
+    config = source.local / "codex-home" / "config.toml"
+    config.write_text('model = "second"\n')
+    assert source.checkpoint().seq == 2
+    newest = source.store_path / manifest_key(2)
+    newest.write_bytes(newest.read_bytes()[:40])
+    if adopt == "restore":
+        assert tree_result(source.restore(), "codex").seq == 1
+    else:
+        assert source.run("takeover").returncode == 0
+    config.write_text('model = "third"\n')
+
+    assert source.checkpoint().seq == 3
+
+    third, _ = source.repo().load_manifest(3)
+    assert third.parent == 2
+    assert third.parent_id is None, "names manifest 1 while its parent is manifest 2"
+
+
 def test_a_store_whose_every_manifest_is_unreadable_is_an_error_not_an_empty_restore(source, make_live):
     """History exists but none of it reads: "nothing to restore ... complete" would let
     a fresh container start its agent on empty state and publish that."""
@@ -740,6 +763,7 @@ def test_checkpoint_after_a_fallback_restore_republishes_the_good_copy(source):
     result = source.checkpoint()
 
     assert result.seq == 3
+    assert source.repo().load_manifest(3)[0].parent_id == source.repo().load_manifest(2)[1]
     # The good copy's bytes, uploaded afresh: an older manifest's pack may be expired
     # by gc at any time, so a fallback never leans on it.
     republished = source.entries("codex", seq=3)["config.toml"]

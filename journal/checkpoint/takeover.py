@@ -52,7 +52,7 @@ def takeover(cfg, store: Store) -> TakeoverResult:
         cache = ManifestCache(repo)
         for seq in reversed(seqs):
             try:
-                manifest, mid = cache.manifest(seq)
+                manifest, _ = cache.manifest(seq)
             except (CorruptObject, ObjectNotFound):
                 continue
             trees = {}
@@ -60,7 +60,8 @@ def takeover(cfg, store: Store) -> TakeoverResult:
                 entries, pages = cache.tree(seq, name)
                 trees[name] = cache_from_entries(root.root, pages, entries, dirty=True)
             save_state(cfg.state_dir, LocalState(store_id=repo.store_id, writer=old.writer, seq=seqs[-1],
-                                                 manifest_id=mid, restore_complete=True, trees=trees))
+                                                 manifest_id=cache.manifest_id(seqs[-1]), restore_complete=True,
+                                                 trees=trees))
             result.seq, result.trees = seq, sorted(trees)
             result.previous_writer = f"host {manifest.host} pid {manifest.pid} at {manifest.created}"
             return result

@@ -62,7 +62,7 @@ class LocalState(msgspec.Struct, kw_only=True):
     store_id: str
     writer: str
     seq: int = 0                        # highest manifest sequence known to exist
-    manifest_id: str | None = None      # id of the manifest this state was built from
+    manifest_id: str | None = None      # id of manifest ``seq`` (None: none, or it was unreadable)
     restore_complete: bool = False
     trees: dict[str, TreeCache] = {}
     pending_seq: int | None = None      # a manifest written to the state but maybe not the store

@@ -114,6 +114,15 @@ class ManifestCache:
             raise got
         return got
 
+    def manifest_id(self, seq: int) -> str | None:
+        """The id of manifest ``seq``, which a writer building on ``seq`` names as its
+        parent's (``Manifest.parent_id``); None for no manifest (0) or an unreadable one,
+        never the id of another manifest."""
+        try:
+            return self.manifest(seq)[1] if seq > 0 else None
+        except (CorruptObject, ObjectNotFound):
+            return None
+
     def tree(self, seq: int, name: str) -> tuple[list[Entry], dict[str, BlobRef]]:
         """Entries and pages of tree ``name`` in manifest ``seq``; KeyError if absent."""
         key = (seq, name)

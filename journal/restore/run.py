@@ -162,15 +162,9 @@ def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, resu
 def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, seqs, all_seqs, caches,
                          complete: bool) -> None:
     state = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
-    newest_id = None
-    for seq in reversed(all_seqs):
-        try:
-            newest_id = cache.manifest(seq)[1]
-            break
-        except (CorruptObject, ObjectNotFound):
-            continue
+    newest = all_seqs[-1] if all_seqs else 0
     restored = LocalState(store_id=repo.store_id, writer=state.writer,
-                          seq=all_seqs[-1] if all_seqs else 0, manifest_id=newest_id,
+                          seq=newest, manifest_id=cache.manifest_id(newest),
                           restore_complete=complete, trees=_carry_forward(cache, all_seqs, caches))
     save_state(cfg.state_dir, restored)
 
