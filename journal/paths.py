@@ -17,10 +17,26 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-STATE_FILE = "state.msgpack"    # in the state directory: local/state.py
-LOCK_FILE = "lock"              # ... the flock of one checkpoint or restore at a time
-SUPERVISE_LOCK = "supervise.lock"  # ... the flock a supervisor holds for its lifetime
-RECHECK_DIR = "recheck"         # ... packs found already stored, checked again after the commit
+# The state directory's layout (docs/design.md §10): every name journal makes in it,
+# defined here once. ``tests/test_paths.py`` checks that the code makes no other and
+# that the design lists each one.
+STATE_FILE = "state.msgpack"        # the local state (local/state.py), replaced atomically
+LOCK_FILE = "lock"                  # flock: one checkpoint or restore at a time
+SUPERVISE_LOCK = "supervise.lock"   # flock a supervisor holds for its lifetime (supervise/run.py)
+STATUS_FILE = "status.json"         # the supervisor's status (supervise/status.py)
+QUIET_FILE = "quiet.marshal"        # the quiet snapshot (local/quiet.py)
+TMP_DIR = "tmp"                     # temp files of atomic writes; private copies of live databases
+SPOOL_DIR = "spool"                 # packs being built (repository/pack.py)
+STAGING_DIR = "sqlite-staging"      # online-backup copies being checked and cut (sqlite/snapshot.py)
+BASE_DIR = "sqlite-base"            # full maps' staging copies, kept (sqlite/base_copy.py)
+MAPS_DIR = "maps"                   # whole page maps and how each is stored (repository/blob_cache.py)
+PAGES_DIR = "pages"                 # whole index pages (checkpoint/page_delta.py)
+CHUNKS_DIR = "chunks"               # whole chunks of rewritten files (checkpoint/file_delta.py)
+RECHECK_DIR = "recheck"             # packs found already stored, checked again after the commit
+TREE_TMP_DIR = "tree-tmp"           # records of journal's temp directories in live trees (local/tree_tmp.py)
+INVALID_DIR = "invalid"             # invalid local databases moved aside by restore and migrate
+STATE_NAMES = (STATE_FILE, LOCK_FILE, SUPERVISE_LOCK, STATUS_FILE, QUIET_FILE, TMP_DIR, SPOOL_DIR, STAGING_DIR,
+               BASE_DIR, MAPS_DIR, PAGES_DIR, CHUNKS_DIR, RECHECK_DIR, TREE_TMP_DIR, INVALID_DIR)
 
 
 def abs_path(path: str | None) -> str | None:

@@ -35,7 +35,7 @@ from .file_delta import FileDeltas
 from ..format.model import KIND_DIR, KIND_FILE, KIND_SQLITE, Manifest, TreeRoot, decode
 from ..format.objects import KIND_CHUNK, KIND_PAGE, decode_record
 from ..repository.pack import PackWriter, clear_spool, pack_key, recheck_kept
-from ..paths import RECHECK_DIR
+from ..paths import CHUNKS_DIR, PAGES_DIR, RECHECK_DIR, SPOOL_DIR, STAGING_DIR
 from .page_delta import IndexWriter, keep_pages
 from ..report import SILENT, Reporter
 from ..repository.repository import Repository, encode_manifest, manifest_key, utc_now
@@ -121,12 +121,12 @@ def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
         if not state.restore_complete:
             # A partial restore must not become the next checkpoint: trees it could not
             # rebuild would drop out of history (the seed's "new lineage" hazard).
-            raise RestoreNotComplete(os.path.join(cfg.state_dir, "state.msgpack"))
+            raise RestoreNotComplete(os.path.join(cfg.state_dir, STATE_FILE))
         return state
     refuse_foreign("checkpoint", cfg.state_dir, repo)  # a state of another store is no "first run"
     seqs = repo.manifest_seqs()  # listing only when there is no state (first run)
     if seqs:
-        raise HistoryWithoutState(os.path.join(cfg.state_dir, "state.msgpack"), seqs[-1])
+        raise HistoryWithoutState(os.path.join(cfg.state_dir, STATE_FILE), seqs[-1])
     fresh = new_state(repo.store_id)
     fresh.restore_complete = True  # an empty store: nothing to restore
     return fresh
@@ -233,12 +233,12 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
 def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same=None) -> list | None:
     """Scan every tree (taking the directories in ``same`` as the quiet snapshot holds
     them), then commit what changed; returns the new quiet snapshot's rows, or None."""
-    spool = os.path.join(cfg.state_dir, "spool")
-    staging = os.path.join(cfg.state_dir, "sqlite-staging")
+    spool = os.path.join(cfg.state_dir, SPOOL_DIR)
+    staging = os.path.join(cfg.state_dir, STAGING_DIR)
     clear_spool(spool)
     clear_staging(staging)
     data = PackWriter(repo.store, spool)
-    chunks = BlobCache(cfg.state_dir, repo, "chunks", KIND_CHUNK)
+    chunks = BlobCache(cfg.state_dir, repo, CHUNKS_DIR, KIND_CHUNK)
     ctx = ScanContext(data=data, maps=BlobCache(cfg.state_dir, repo, bases=True), staging_dir=staging,
                       reporter=reporter, allow_deletions=allow_deletions, same=same or {},
                       deltas=FileDeltas(data, chunks))
@@ -310,8 +310,8 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, 
         if resolved != fs.entry.refs:
             fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
     # One index pack, never rolled: inner pages name same-pack children relatively.
-    index = PackWriter(repo.store, os.path.join(cfg.state_dir, "spool"), target=None)
-    pages = BlobCache(cfg.state_dir, repo, "pages", KIND_PAGE)
+    index = PackWriter(repo.store, os.path.join(cfg.state_dir, SPOOL_DIR), target=None)
+    pages = BlobCache(cfg.state_dir, repo, PAGES_DIR, KIND_PAGE)
     writer = IndexWriter(index, pages)
     built = {}
     for name in changed_trees:

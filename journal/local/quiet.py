@@ -33,9 +33,8 @@ import os
 import stat as stat_mod
 import sys
 
+from ..paths import QUIET_FILE, TMP_DIR
 from ..signatures import live_signature
-
-QUIET_FILE = "quiet.marshal"
 FORMAT = 4
 _TAG = (FORMAT, sys.version_info[:2])
 
@@ -83,7 +82,7 @@ def save(state_dir: str, quiet: Quiet) -> None:
     names = sum(len(row[1]) for row in quiet.dirs)
     header = marshal.dumps((_TAG, quiet.fields(), names, [len(part) for part in parts]))
     path = quiet_path(state_dir)
-    tmp = os.path.join(state_dir, "tmp", f"{QUIET_FILE}.{os.getpid()}")
+    tmp = os.path.join(state_dir, TMP_DIR, f"{QUIET_FILE}.{os.getpid()}")
     os.makedirs(os.path.dirname(tmp), exist_ok=True)
     try:
         with open(tmp, "wb") as fh:

@@ -1,11 +1,9 @@
 """This machine's local state: a cache of what this writer last published or restored.
 
-It lives in the state directory on local disk, outside the trees::
-
-    <state_dir>/state.msgpack   LocalState (msgpack), replaced atomically
-    <state_dir>/lock            flock: one checkpoint or restore at a time
-    <state_dir>/tmp/            temp files of the atomic writes
-    <state_dir>/spool/          packs being built
+It lives in the state directory on local disk, outside the trees, as
+``<state_dir>/state.msgpack`` (``LocalState``, msgpack, replaced atomically), beside
+``<state_dir>/lock``, the ``flock`` that lets one checkpoint or restore run at a time
+(``StateLock``). Every name in the state directory is in ``journal/paths.py``.
 
 The cache is trusted only for the store it names (``store_id``).
 """
@@ -22,7 +20,7 @@ import msgspec
 from ..atomic import write_file_atomic
 from ..errors import LockBusy, StateDirUnusable
 from ..format.model import BlobRef, Entry
-from ..paths import LOCK_FILE, STATE_FILE
+from ..paths import LOCK_FILE, STATE_FILE, TMP_DIR
 from ..signatures import signature  # noqa: F401  (re-exported)
 
 #: Version 2 (format 6): entries may name chunk bases (``Entry.bases``). Code that knows
@@ -140,7 +138,7 @@ def save_state(state_dir: str, state: LocalState) -> None:
     os.makedirs(state_dir, exist_ok=True)
     path = os.path.join(state_dir, STATE_FILE)
     state.version = STATE_VERSION   # a version 1 state read here is written back as version 2
-    write_file_atomic(path, msgspec.msgpack.encode(state), os.path.join(state_dir, "tmp"))
+    write_file_atomic(path, msgspec.msgpack.encode(state), os.path.join(state_dir, TMP_DIR))
     sig = _file_sig(path)
     if sig is not None:
         _memo[path] = (sig, state)

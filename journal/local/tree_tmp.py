@@ -32,11 +32,11 @@ import os
 
 from ..atomic import FsOps, fsync_dir, rename_noclobber, write_file_atomic
 from ..errors import UnsafePath
+from ..paths import TREE_TMP_DIR
 from .treepath import shown
 
 PREFIX = ".journal-tmp-"
 SUFFIX = ".part"
-RECORDS = "tree-tmp"
 _CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Temp files are named <random per process>-<counter>.part.
@@ -52,7 +52,7 @@ class TreeTmp:
     whatever an interruption (a Ctrl-C) left half done. ``make`` does both."""
 
     def __init__(self, root: str, state_dir: str):
-        records = os.path.join(state_dir, RECORDS)
+        records = os.path.join(state_dir, TREE_TMP_DIR)
         os.makedirs(records, exist_ok=True)
         token = os.urandom(8).hex()
         self.root = root
@@ -245,7 +245,7 @@ def _remove(path: str, fd: int) -> str | None:
 def sweep(state_dir: str) -> tuple[set[str], list[str]]:
     """Remove the temp directories no live process holds (see the module docstring).
     Returns (the directories still in use, warnings)."""
-    records = os.path.join(state_dir, RECORDS)
+    records = os.path.join(state_dir, TREE_TMP_DIR)
     try:
         names = os.listdir(records)
     except FileNotFoundError:

@@ -35,6 +35,7 @@ from .plan import (CHECKPOINT, COPY, IMPORT_TREE, INSTALL_DB, LEGACY_TREES, LINK
                      find_open_transcripts, legacy_sources, plan_migration, retired_name)
 from .legacy_db import DbCandidate, recover_db
 from ..localfs import chmod_dir, open_regular
+from ..paths import INVALID_DIR
 from ..restore.entry import ensure_parents, move_aside
 from ..format.model import KIND_JSONL, KIND_SQLITE, Entry
 from ..presets import SQLITE_COMPANIONS
@@ -142,7 +143,7 @@ class _Run:
         self.tmp = ""
         self.trim: set[str] = set()                 # open sources: copied up to their last complete line
         self.new_dirs: list[tuple[str, int]] = []
-        self.aside = os.path.join(cfg.state_dir, "invalid", utc_now().replace(":", ""))
+        self.aside = os.path.join(cfg.state_dir, INVALID_DIR, utc_now().replace(":", ""))
         self.tree_tmps: dict[str, TreeTmp] = {}    # tree root -> journal's temp dir in it
 
     def tree_tmp(self, root: str) -> TreeTmp:

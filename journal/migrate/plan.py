@@ -26,6 +26,7 @@ from ..errors import ConfigError, HistoryWithoutState, NoStore, SnapshotFailed
 from .legacy_db import CHECKPOINT_COPY, RAW_TRIO, DbCandidate, recover_db
 from ..repository.lineage import refuse_foreign
 from ..local.state import load_state
+from ..paths import STATE_FILE
 from ..report import SILENT, Reporter
 from ..repository.repository import Repository, utc_now
 from ..sqlite.snapshot import check_live_db
@@ -352,7 +353,7 @@ def _require_history(cfg: Config, repo: Repository | None) -> None:
         refuse_foreign("migrate", cfg.state_dir, repo)
         seqs = repo.manifest_seqs()
         if seqs:
-            raise HistoryWithoutState(os.path.join(cfg.state_dir, "state.msgpack"), seqs[-1])
+            raise HistoryWithoutState(os.path.join(cfg.state_dir, STATE_FILE), seqs[-1])
 
 
 def _check_overlap(p: _Planner) -> None:

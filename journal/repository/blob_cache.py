@@ -10,6 +10,7 @@ import msgspec
 from ..errors import LocalWriteError
 from ..format.model import BlobRef, decode, encode
 from ..format.objects import KIND_PAGEMAP
+from ..paths import MAPS_DIR
 from .repository import Repository
 
 
@@ -27,7 +28,7 @@ class BlobCache:
 
     WHOLE = b"whole"
 
-    def __init__(self, state_dir: str, repo: Repository, subdir: str = "maps", kind: int = KIND_PAGEMAP,
+    def __init__(self, state_dir: str, repo: Repository, subdir: str = MAPS_DIR, kind: int = KIND_PAGEMAP,
                  bases: bool = False):
         self.dir = os.path.join(state_dir, subdir)
         self.repo = repo

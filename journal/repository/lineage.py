@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 
 from ..errors import ForeignStore, HistoryLost, ManifestConflict, NoStore, StoreVanished
-from ..local.state import STATE_FILE, LocalState, StateLock, read_state, save_state
+from ..local.state import LocalState, StateLock, read_state, save_state
+from ..paths import STATE_FILE
 from .repository import MANIFEST_PREFIX, Repository, manifest_key
 from ..store.base import Store
 

@@ -24,6 +24,7 @@ from ..local.state import (LocalState, StateLock, TreeCache, cache_from_entries,
 from ..report import SILENT, Reporter
 from ..repository import fetch
 from ..local import tree_tmp
+from ..paths import INVALID_DIR
 from ..repository.repository import Repository, manifest_key, utc_now
 from .trees import TreeRestore, TreeRun, write_trees
 from ..store.base import Store
@@ -76,7 +77,7 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         cache = ManifestCache(repo)
         names = _tree_names(cfg, cache, seqs, to, result, reporter)
         caches: dict[str, TreeCache] = {}
-        aside = os.path.join(cfg.state_dir, "invalid", utc_now().replace(":", ""))
+        aside = os.path.join(cfg.state_dir, INVALID_DIR, utc_now().replace(":", ""))
         newest = all_seqs[-1] if seqs else None
         want_state = not dry_run and to is None
         if to is not None:

@@ -18,6 +18,7 @@ import msgspec
 from ..errors import CorruptObject, JournalError, ObjectNotFound, UnsafePath, describe_os_error, os_error_hint
 from ..repository.history import ManifestCache
 from ..localfs import observe
+from ..paths import TMP_DIR
 from ..local.state import FileState, TreeCache, cache_from_entries
 from ..signatures import dir_signature, signature
 from .entry import (CANNOT_CREATE, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REFUSED,
@@ -169,7 +170,7 @@ class TreeRun:
             # run creates nothing, not even in the state directory.
             import tempfile
 
-            where = None if dry_run else os.path.join(self.state_dir, "tmp")
+            where = None if dry_run else os.path.join(self.state_dir, TMP_DIR)
             if where is not None:
                 os.makedirs(where, exist_ok=True)
             check = tempfile.TemporaryDirectory(prefix="journal-check-", dir=where)

@@ -22,8 +22,7 @@ import os
 from ..errors import CorruptObject, ObjectNotFound
 from ..repository.fetch import fetch_in_order
 from ..format.pagemap import PageLoc
-
-BASE_DIR = "sqlite-base"
+from ..paths import BASE_DIR
 
 
 def base_path(state_dir: str, full_map_id: str) -> str:

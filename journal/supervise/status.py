@@ -15,9 +15,7 @@ import msgspec
 
 from ..atomic import write_file_atomic
 from ..local.state import lock_held
-from ..paths import SUPERVISE_LOCK
-
-STATUS_FILE = "status.json"
+from ..paths import STATUS_FILE, SUPERVISE_LOCK, TMP_DIR
 
 
 class LastCheckpoint(msgspec.Struct, kw_only=True):
@@ -77,7 +75,7 @@ def read_status(state_dir: str) -> Status:
 def write_status(state_dir: str, status: Status) -> None:
     os.makedirs(state_dir, exist_ok=True)
     write_file_atomic(os.path.join(state_dir, STATUS_FILE), msgspec.json.encode(status),
-                      os.path.join(state_dir, "tmp"))
+                      os.path.join(state_dir, TMP_DIR))
 
 
 def report_status(state_dir: str) -> StatusReport:
