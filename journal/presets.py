@@ -1,4 +1,4 @@
-"""Built-in trees for the known harnesses, following the seed design's layout.
+"""Built-in trees for the known harnesses, following the upstream shell design's layout.
 
 Live paths are relative to ``$AM_LOCAL``; each can be overridden by the harness's
 own environment variable, as the upstream shell script does.

@@ -17,7 +17,8 @@ class Reporter:
 
 
 class Collector(Reporter):
-    """A reporter that keeps what it is told; used by tests and by ``--json`` output."""
+    """A reporter that keeps what it is told, for a caller that reads it afterwards (the
+    tests use it). The CLI prints through its own reporter (``cli/app.py``)."""
 
     def __init__(self) -> None:
         self.warnings: list[str] = []

@@ -6,11 +6,12 @@ counts that add up to the manifest's), no path escapes its tree or lies inside a
 every snapshot's size is its pages', and every pack a manifest names exists and is
 long enough for every record named in it (the sizes come with the one listing of
 ``packs/``), including the packs of every SQLite snapshot's pages (its full map's
-pages are the bases of its page deltas, so a snapshot needs all of them). Full
+pages are the dictionaries of its group deltas, so a snapshot needs all of them) and
+of every base a delta names (an index page's, a page map's, a chunk's). Full
 (``--full``): additionally every blob is read, decompressed and re-hashed (never past
 its kind's size limit), every JSONL entry's last segment ends in ``\\n`` (a line
 longer than a segment goes on over several, design §6), and every snapshot is
-rebuilt (each page delta decoded against its verified base) and integrity-checked.
+rebuilt (each group delta decoded against its verified base pages) and integrity-checked.
 
 Both also check the store's ``config`` (``corrupt-config``: missing, malformed, or not
 matching its checksum) and look for packs that no manifest names or reaches and no gc
@@ -176,14 +177,14 @@ def _check_unreferenced(repo: Repository, packs: dict[str, int], reached: set[st
 
 
 def _check_snapshot_packs(repo, snapshots, packs, reported, result) -> None:
-    """Every record a snapshot's pages (and the bases of its page deltas) live in is in
+    """Every record a snapshot's pages (and the bases of its group deltas) live in is in
     a pack that exists and is long enough."""
     for seq, name, entry in snapshots.values():
         if any(ref.pack not in packs or ref.offset + ref.length > packs[ref.pack] for ref in entry.refs):
             continue  # already reported
         try:
             snap = load_snapshot(entry.refs, lambda r: repo.read_blob(r, KIND_PAGEMAP))
-        except ObjectNotFound as err:  # the pack of a map delta's base (format 6)
+        except ObjectNotFound as err:  # the pack of a map delta's base
             pack = err.key.rsplit("/", 1)[-1]
             if (seq, pack) not in reported:
                 reported.add((seq, pack))
@@ -257,7 +258,7 @@ def _check_blobs(repo, blobs, result, reporter) -> None:
         try:
             if is_segment:
                 payload = read_segment(repo, ref, anchor)
-            elif anchor is not None:  # a file's delta chunk and its base (format 6)
+            elif anchor is not None:  # a file's delta chunk and its base
                 payload = decode_record(repo.read_record(ref), key=blob_location(ref), expect_id=ref.id,
                                         expect_kind=kind, expect_size=ref.size, base=chunk_reader(repo)(anchor))
             else:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from journal import __version__
+from journal.format.model import FORMAT
 from journal.cli.app import main
 
 from conftest import sigint_as_at_a_terminal
@@ -37,11 +38,11 @@ def test_top_level_help_lists_every_command(run_journal):
     assert all(f"  {command} " in proc.stdout for command in COMMANDS)
 
 
-def test_version_prints_the_package_version(run_journal):
+def test_version_prints_the_package_version_and_the_store_format_it_writes(run_journal):
     proc = run_journal("--version")
 
     assert proc.returncode == 0
-    assert proc.stdout.strip() == f"journal, version {__version__}"
+    assert proc.stdout.strip() == f"journal, version {__version__} (store format {FORMAT})"
 
 
 def test_init_is_idempotent(bare_live):

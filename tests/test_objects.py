@@ -13,7 +13,7 @@ from conftest import Audit
 from journal.cli.app import EXIT_FALLBACK
 from journal.errors import CorruptObject, RecordTooLarge
 from journal.format.model import Page, TreeRoot
-from journal.format.objects import (FORMAT_VERSION, HEADER, KIND_CHUNK, KIND_NAMES, MAGIC, RAW_LIMITS, decode_record,
+from journal.format.objects import (RECORD_VERSION, HEADER, KIND_CHUNK, KIND_NAMES, MAGIC, RAW_LIMITS, decode_record,
                              encode_record)
 from journal.verify import CORRUPT_OBJECT, CORRUPT_PAGE
 
@@ -30,7 +30,7 @@ def crafted_chunk(size: int, *, true_id: bool) -> tuple[str, bytes, int]:
             digest.update(piece)
     frame = b"".join(frame) + cctx.flush()
     blob_id = digest.digest() if true_id else hashlib.sha256(b"claimed").digest()
-    return blob_id.hex(), HEADER.pack(MAGIC, FORMAT_VERSION, KIND_CHUNK, 0, size, len(frame), blob_id) + frame, size
+    return blob_id.hex(), HEADER.pack(MAGIC, RECORD_VERSION, KIND_CHUNK, 0, size, len(frame), blob_id) + frame, size
 
 
 @pytest.fixture
@@ -79,6 +79,6 @@ def test_the_writer_never_makes_a_record_a_reader_refuses(kind):
     limit = RAW_LIMITS[kind]
     with pytest.raises(RecordTooLarge, match=f"over the {limit:,} bytes a {KIND_NAMES[kind]} may hold"):
         encode_record(kind, bytes(limit + 1))
-    header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, 0, limit + 1, 0, bytes(32))
+    header = HEADER.pack(MAGIC, RECORD_VERSION, kind, 0, limit + 1, 0, bytes(32))
     with pytest.raises(CorruptObject, match=f"claims {limit + 1:,} bytes, over the {limit:,}"):
         decode_record(header, key="k")

@@ -1,11 +1,10 @@
-"""Rewritten files stored as deltas of their previous version (format 6).
+"""Rewritten files stored as deltas of their previous version.
 
 Agents rewrite small JSON files whole on every turn: Claude Code's ``.claude.json``,
-Gemini's ``logs.json``, OpenClaw's ``sessions.json``. A few numbers change, and the
-whole file used to be uploaded again, compressed. A changed chunk of such a file is
-now stored as a delta (``FLAG_DELTA`` on a chunk record) compressed against the
-chunk at the same index of the file's previous version, as a zstd raw-content
-dictionary.
+Gemini's ``logs.json``, OpenClaw's ``sessions.json``. A few numbers change, yet the
+whole file is new bytes. A changed chunk of such a file is stored as a delta
+(``FLAG_DELTA`` on a chunk record) compressed against the chunk at the same index of
+the file's previous version, as a zstd raw-content dictionary.
 
 * The entry names each delta chunk's base (``Entry.bases``, aligned with ``refs``;
   None for a whole chunk), so gc, verify and restore find it in the index like any

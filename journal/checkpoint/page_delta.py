@@ -1,4 +1,4 @@
-"""Index pages written as deltas against the page they replace (format 3).
+"""Index pages written as deltas against the page they replace.
 
 A checkpoint that changes one file rewrites the index page holding its entry, and
 that page differs from the one it replaces by a few bytes. Such a page is stored
@@ -16,11 +16,10 @@ reads every page anyway, keeps the base's pack.
   at most half the whole page's; otherwise the page is stored whole and becomes the
   base of later deltas (a keyframe), so deltas stop growing as a page drifts from its
   base.
-* The base is named by position (format 6: pack, offset, length; 44 bytes): its id
-  and size are in its own header. Formats 3-5 stored its JSON ``BlobRef`` (~150
-  bytes), which kept most small pages (inner pages, short leaves) whole.
-* A base whose bytes cannot be read (missing, corrupt), or that has no committed
-  pack name to be named by, makes the new page whole.
+* The base is named by position (``FLAG_BASE_AT``: pack, offset, length; 44 bytes): its
+  id and size are in its own header, so small pages (inner pages, short leaves) pay
+  too. A base with no committed pack name to be named by makes the new page whole.
+* A base whose bytes cannot be read (missing, corrupt) makes the new page whole.
 
 Whole pages are remembered locally (``<state_dir>/pages``, checked against their id on
 every read), so a checkpoint reads no base from the store in the normal case.
@@ -61,7 +60,7 @@ class IndexWriter:
     def _add(self, payload: bytes, base_ref: BlobRef | None) -> BlobRef:
         marks = _marks(payload)
         pid, whole = encode_record(KIND_PAGE, payload, marks=marks)
-        if base_ref is not None and is_id(base_ref.pack):  # named by position (format 6)
+        if base_ref is not None and is_id(base_ref.pack):  # a committed pack: it can be named by position
             try:
                 base = self.pages.read(base_ref)
             except (CorruptObject, ObjectNotFound):

@@ -1,15 +1,25 @@
 """The checkpoint operation: walk the live trees, publish new blobs, then the manifest.
 
-Write order (docs/design.md, "Read and write ordering"):
+Under the state lock, an idle tick is answered from the quiet snapshot
+(``local/quiet.py``) with no store access. Otherwise, in the order of
+docs/design.md §12 ("Read and write ordering"):
 
-1. data packs (new chunks and segments), each closed and put-if-absent;
-2. the tree pack (new index pages), closed and put-if-absent;
-3. the local state, recording the manifest as pending;
-4. the manifest, put-if-absent at ``manifests/<seq>`` — the commit point;
-5. the local state again, pending cleared.
+1. packs earlier commits found already stored are checked again (``recheck/``); a
+   pending manifest a crash left is republished, or dropped when a pack it names is gone;
+2. every tree is walked and scanned; new chunks, segments and database pages go into
+   the data pack (a pack that reaches 64 MiB closes and uploads meanwhile). Nothing
+   changed: stop here, with no store write;
+3. the fence: the store must still hold ``manifests/<seq>`` and not yet
+   ``manifests/<seq+1>``;
+4. the data pack is closed and every upload (put-if-absent) waited for;
+5. the changed trees' index pages go into the index pack, closed and uploaded;
+6. the local state is saved with the manifest as pending;
+7. the manifest is put at ``manifests/<seq+1>``, put-if-absent: the commit point;
+8. the local state is saved with pending cleared; packs whose put found them already
+   stored are checked again (and kept in ``recheck/`` while a gc lease is held).
 
-A crash anywhere leaves the previous manifest authoritative. A crash between 3 and 4
-is finished by the next run, which republishes the pending manifest bytes.
+A crash anywhere leaves the previous manifest authoritative. A crash between 6 and 7
+is finished by the next run, which republishes the pending manifest bytes (step 1).
 """
 
 from __future__ import annotations
@@ -120,7 +130,7 @@ def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
     if state is not None:
         if not state.restore_complete:
             # A partial restore must not become the next checkpoint: trees it could not
-            # rebuild would drop out of history (the seed's "new lineage" hazard).
+            # rebuild would drop out of history (a new lineage over the real one, design §10).
             raise RestoreNotComplete(os.path.join(cfg.state_dir, STATE_FILE))
         return state
     refuse_foreign("checkpoint", cfg.state_dir, repo)  # a state of another store is no "first run"

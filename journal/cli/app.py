@@ -11,6 +11,7 @@ import msgspec
 from .. import __version__
 from ..config import load_config
 from ..errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
+from ..format.model import FORMAT
 from .launch import INTERRUPTED, interrupted, wants_json
 from ..report import Reporter
 from ..store import open_store
@@ -129,7 +130,8 @@ class OneLineGroup(click.Group):
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="journal")
+@click.version_option(__version__, prog_name="journal",
+                      message=f"%(prog)s, version %(version)s (store format {FORMAT})")
 def main():
     """Durable checkpoints of AI coding-agent state in disposable containers.
 

@@ -19,9 +19,16 @@ import msgspec
 
 from .objects import HEADER, ID, MAX_OFFSET, MAX_RAW, MAX_RECORD, is_id
 
+#: The store format this code writes (docs/design.md §18): which record kinds, flags
+#: and structure versions a writer may produce. It reads every format from 1 on. No
+#: stored field holds it: each structure keeps its own version (the record header,
+#: manifests, pages, tombstones and the config 1, page maps 3, the local state 2), and a
+#: new format adds only what an older reader refuses, never what it would misread.
+FORMAT = 7
 MANIFEST_VERSION = 1
 PAGE_VERSION = 1
 STORE_VERSION = 1                   # the store config's version: a newer one is refused
+STORE_FORMAT = "journal-store"      # the store config's ``format``: what kind of store, not a version
 
 KIND_FILE = "file"
 KIND_JSONL = "jsonl"
@@ -65,8 +72,8 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     size: Count = 0
     refs: tuple[BlobRef, ...] = ()
     target: str | None = None
-    #: Format 6: for a ``file``, each ref's base when the chunk is a delta (None: whole);
-    #: empty when every chunk is whole (``checkpoint/file_delta.py``).
+    #: For a ``file``, each ref's base when the chunk is a delta (None: whole); empty
+    #: (not encoded) when every chunk is whole (``checkpoint/file_delta.py``).
     bases: tuple[BlobRef | None, ...] = ()
 
 
@@ -121,7 +128,7 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
 class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):
     """The ``config`` object at the root of every store."""
 
-    format: str = "journal-store"
+    format: str = STORE_FORMAT
     version: int = STORE_VERSION
     store_id: str
     created: str

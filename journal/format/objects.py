@@ -8,36 +8,38 @@ A record is a 56-byte header followed by one zstd frame::
 decode re-hashes the payload and raises ``CorruptObject`` naming the key on any
 mismatch, so no unverified byte leaves this module.
 
-Flags (format 2): ``FLAG_DELTA`` marks a *delta*: the frame was compressed with
-another record's payload (its *base*) as a zstd raw-content dictionary. Its id is
-still the SHA-256 of its own payload; decoding it needs the base, and the result is
-verified like any other. On a dbpage the page map says which page is the base; on a
-JSONL segment (format 4) it is the segment's anchor (``repository/segments.py``); on an index
-page (format 3) the base's reference is stored in the record, before the frame::
+Flags. ``FLAG_DELTA`` marks a *delta*: the frame was compressed with another record's
+payload (its *base*) as a zstd raw-content dictionary. Its id is still the SHA-256 of
+its own payload; decoding it needs the base, and the result is verified like any
+other. A base is always a whole record, so chains are one deep. Where the base is:
 
-    header | u16 n | n bytes: the base's BlobRef (JSON array) | zstd frame
+* a JSONL segment: the last 64 KiB of its anchor, found by position in the
+  entry's refs (``repository/segments.py``);
+* a chunk: the chunk the entry names in ``Entry.bases`` (``checkpoint/file_delta.py``);
+* a dbpage group (a dbpage record holds a *page group*, its pages back to back):
+  ``FLAG_MEMBERS``, the page numbers of its slots stored before the frame; the base is
+  the full map's pages of those numbers, back to back (``format/pagemap.py``)::
 
-Format 5: a dbpage record may hold several pages (a *page group*: the payload is the
-pages back to back). A group stored as a delta also carries ``FLAG_MEMBERS``: the
-page numbers of its slots are stored before the frame, in the same way, and its base
-is the full map's pages of those numbers, back to back (``format/pagemap.py``)::
+      header | u16 n | n bytes: the members, u32 each | zstd frame
 
-    header | u16 n | n bytes: the members, u32 each | zstd frame
+* an index page or a page map: ``FLAG_BASE_AT``, the base's position stored before the
+  frame; the base's id and size are read from its own header, which its payload is
+  verified against, and a wrong position cannot go unnoticed either, because the delta
+  decoded against any other bytes fails its own hash::
 
-Format 6: an index page delta may name its base by position alone, and a page map
-may be a delta, which always does so; either is flagged
-``FLAG_BASE_AT``: ``pack sha256 32B | offset u64 | length u32`` (44 bytes instead of a
-~150-byte JSON ``BlobRef``). The base's id and size are read from its own header,
-which its payload is verified against; a wrong position cannot go unnoticed either,
-because the delta decoded against any other bytes fails its own hash::
+      header | u16 44 | pack 32B | offset u64 | length u32 | zstd frame
 
-    header | u16 44 | pack 32B | offset u64 | length u32 | zstd frame
+  An index page delta without ``FLAG_BASE_AT`` (read only: stores written before
+  format 6) stores the base's ``BlobRef`` as a JSON array instead::
 
-Format 6 also stores a changed chunk of a rewritten file as a delta of the whole chunk
-at the same index of the file's previous version; the entry names that base
-(``Entry.bases``, ``checkpoint/file_delta.py``), as it names a segment's anchor. An index page
-holding such an entry carries ``FLAG_ENTRY_BASES``, so a reader that does not know
-``bases`` (formats 1-5) refuses the page rather than misread the chunk as whole.
+      header | u16 n | n bytes: the base's BlobRef (JSON array) | zstd frame
+
+  A dbpage delta without ``FLAG_MEMBERS`` (read only: version 2 page maps) is one page
+  whose base is the full map's page of the same number.
+
+``FLAG_ENTRY_BASES`` marks an index page one of whose entries names chunk bases, so a
+reader that does not know ``Entry.bases`` refuses the page rather than misread a delta
+chunk as whole. A reader refuses every flag it does not know (``KIND_FLAGS``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ import zstandard
 from ..errors import CorruptObject, RecordTooLarge
 
 MAGIC = b"JRNL"
-FORMAT_VERSION = 1
+RECORD_VERSION = 1     # the header's version: every record, whatever the store format (model.FORMAT)
 HEADER = struct.Struct(">4sBBHQQ32s")
 
 KIND_CHUNK = 1      # a fixed-size piece of an ordinary file
@@ -66,9 +68,9 @@ KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", K
 
 FLAG_DELTA = 0x0001    # compressed against a base payload (raw-content dictionary)
 FLAG_MEMBERS = 0x0002  # a dbpage group delta: its slots' page numbers precede the frame
-FLAG_BASE_AT = 0x0004  # an index page or page map delta names its base by position (format 6)
-#: An index page one of whose entries names chunk bases (format 6, ``Entry.bases``):
-#: readers that do not know bases refuse the page instead of dropping them.
+FLAG_BASE_AT = 0x0004  # an index page or page map delta names its base by position
+#: An index page one of whose entries names chunk bases (``Entry.bases``): readers
+#: that do not know bases refuse the page instead of dropping them.
 FLAG_ENTRY_BASES = 0x0008
 #: The flags each kind may carry; any other bit set is refused.
 KIND_FLAGS = {KIND_DBPAGE: FLAG_DELTA | FLAG_MEMBERS, KIND_PAGE: FLAG_DELTA | FLAG_BASE_AT | FLAG_ENTRY_BASES,
@@ -139,7 +141,8 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
     With ``base`` the frame is compressed against ``base`` as a raw-content dictionary
     and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``. An index
     page delta also stores where its base is: ``base_at``, its ``(pack, offset, length)``
-    (``FLAG_BASE_AT``), or ``base_ref``, the JSON reference formats 3-5 wrote; a dbpage
+    (``FLAG_BASE_AT``), or ``base_ref``, its JSON reference (the read-only form; tests
+    write it to check it is still read); a dbpage
     group delta stores ``members`` (``FLAG_MEMBERS``). ``level`` overrides the delta's
     compression level. ``marks``: flags that only tell readers what the payload holds
     (``FLAG_ENTRY_BASES``).
@@ -173,7 +176,7 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
             flags |= FLAG_BASE_AT
         if prefix is not None:
             frame = _BASE_LEN.pack(len(prefix)) + prefix + frame
-    header = HEADER.pack(MAGIC, FORMAT_VERSION, kind, flags | marks, len(payload), len(frame), digest)
+    header = HEADER.pack(MAGIC, RECORD_VERSION, kind, flags | marks, len(payload), len(frame), digest)
     return digest.hex(), header + frame
 
 
@@ -213,7 +216,7 @@ def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, st
     magic, version, kind, flags, raw_size, stored, digest = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CorruptObject(key, "bad magic")
-    if version != FORMAT_VERSION:
+    if version != RECORD_VERSION:
         raise CorruptObject(key, f"unsupported record version {version}")
     if kind not in KIND_NAMES:
         raise CorruptObject(key, f"unknown record kind {kind}")
@@ -294,9 +297,9 @@ def embedded_members(data, *, key: str) -> list[int] | None:
 
 
 def embedded_base(data, *, key: str) -> bytes | tuple[str, int, int] | None:
-    """Where a delta says its base is: ``(pack, offset, length)`` (format 6,
-    ``FLAG_BASE_AT``: an index page or a page map) or the encoded JSON reference (an
-    index page, formats 3-5); None for any other record."""
+    """Where a delta says its base is: ``(pack, offset, length)`` (``FLAG_BASE_AT``: an
+    index page or a page map) or the encoded JSON reference (an index page delta
+    without it, read only); None for any other record."""
     kind, flags, _raw, _stored, _digest = parse_header_flags(data, key=key)
     if not (flags & FLAG_BASE_AT or (flags & FLAG_DELTA and kind == KIND_PAGE)):
         return None

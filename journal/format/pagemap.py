@@ -1,10 +1,10 @@
 """Page maps: which record holds each page of a SQLite snapshot.
 
 A snapshot is described page by page, so a few small transactions upload only the
-pages they dirtied, wherever they are in the file. Pages are stored in *page groups*
-(format 5): one dbpage record holds up to a group's worth of pages back to back, so a
-restore decodes and verifies a few hundred records rather than one per page. The list
-of pages is a *page map*, itself a blob (kind ``pagemap``, msgpack):
+pages they dirtied, wherever they are in the file. Pages are stored in *page groups*:
+one dbpage record holds up to a group's worth of pages back to back, so a restore
+decodes and verifies a few hundred records rather than one per page. The list of
+pages is a *page map*, itself a blob (kind ``pagemap``, msgpack):
 
 * a **full** map lists every page; its records are whole (never deltas);
 * a **delta** map lists only the pages that differ from a full map, which the entry
@@ -16,22 +16,27 @@ of pages is a *page map*, itself a blob (kind ``pagemap``, msgpack):
   A new full map is written when the pages differing from it would be more than
   ``max(DELTA_MIN, page_count // DELTA_SHARE)``.
 
-Map version 3 (format 5) has two tables:
+The payload is a msgpack map (``PageMap``; design §7 has every rule a reader checks):
+``version`` (3; 1 and 2 are read), ``full``, ``page_size``, ``page_count`` (the
+snapshot's pages once this map is applied), ``packs`` (the pack ids the tables index)
+and two big-endian tables as msgpack bin:
 
 * ``records``: ``pack index u16 | offset u64 | length u32 | pages u32 | flags u8 |
   sha256 32B`` per record; flag ``1`` marks a *group delta*, a record compressed
   against the full map's pages of its members (the page numbers stored in the record,
   ``objects.FLAG_MEMBERS``), back to back, skipping members the full map lacks;
-* ``slots``: ``pgno u32 | record index u32 | slot u32 | page sha256 32B`` per page.
+* ``slots``: ``pgno u32 | record index u32 | slot u32 | page sha256 32B`` per page
+  (``pgno`` from 0: the page at byte ``pgno * page_size``).
 
 Pack index ``0xFFFF`` means "the pack this map was read from". A page's own SHA-256 is
 what a checkpoint compares to find changed pages; the record's is what every read
 verifies.
 
-Versions 1 and 2 (formats 1-4, still read) list one record per page
+Versions 1 and 2 (read only) list one record per page in ``records``
 (``pgno u32 | pack index u16 | offset u64 | length u32 | sha256 32B``), the record's
-id being the page's. Version 2 adds ``deltas``, the sorted pgnos (``u32`` each) whose
-record is a one-page delta against the full map's page of the same number.
+id being the page's, and have no ``slots``. Version 2 adds ``deltas``, the sorted pgnos
+(``u32`` each) whose record is a one-page delta against the full map's page of the
+same number.
 """
 
 from __future__ import annotations

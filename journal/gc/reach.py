@@ -4,8 +4,9 @@ A page id fixes its whole subtree, so a page already visited (in the same pack) 
 not walked again: the cost grows with distinct pages, not with manifests.
 
 A SQLite snapshot needs every page of its full map, not only the pages it ends up
-with: a page its delta map replaces is the base of that page's delta (format 2).
-Every map an entry names is walked whole, so those bases stay reachable.
+with: a page its delta maps replace may be in the dictionary of a group delta (the
+full map's pages of the group's members). Every map an entry names is walked whole,
+so those bases stay reachable, and so does the base of a map stored as a delta.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class Reach:
             for e in page.entries:
                 for r in e.refs:
                     self._need(r.pack, lambda: f"{tree}/{e.path} in manifest {seq}")
-                for r in e.bases:  # a delta chunk's base (format 6)
+                for r in e.bases:  # a delta chunk's base
                     if r is not None:
                         self._need(r.pack, lambda: f"base of a chunk of {tree}/{e.path} in manifest {seq}")
                 if e.kind == KIND_SQLITE:
@@ -78,7 +79,7 @@ class Reach:
                 continue
             self._maps.add((ref.pack, ref.id))
             payload, base = self.repo.read_based(ref, KIND_PAGEMAP)
-            if base is not None:  # a map delta (format 6) needs its base map's pack too
+            if base is not None:  # a map delta needs its base map's pack too
                 self._need(base.pack, lambda: f"base of a page map of {tree}/{entry.path} in manifest {seq}")
             pm, pages = decode_map(payload, ref.pack, f"pagemap {ref.id[:12]}")
             what = "database page or page-delta base" if pm.full else "database page"

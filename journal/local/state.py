@@ -23,9 +23,9 @@ from ..format.model import BlobRef, Entry
 from ..paths import LOCK_FILE, STATE_FILE, TMP_DIR
 from ..signatures import signature  # noqa: F401  (re-exported)
 
-#: Version 2 (format 6): entries may name chunk bases (``Entry.bases``). Code that knows
-#: only version 1 would drop them silently and publish delta chunks as whole ones, so
-#: it must refuse a version 2 state (its ``load_state`` does); this code reads both.
+#: Version 2: entries may name chunk bases (``Entry.bases``). Code that knows only
+#: version 1 would drop them silently and publish delta chunks as whole ones, so it
+#: must refuse a version 2 state (its ``load_state`` does); this code reads both.
 STATE_VERSION = 2
 READ_STATE_VERSIONS = (1, 2)
 
@@ -34,8 +34,8 @@ class FileState(msgspec.Struct, array_like=True):
     """A path's stat signature when last read (``None``: re-read it) and its entry.
 
     ``roll``: for a transcript, the checkpointed offset where the next growing capture's
-    rolling re-check starts (``capture.check_prefix``, design §6). Older code reading a
-    state ignores the trailing field; a state without it reads as 0."""
+    rolling re-check starts (``capture.check_prefix``, design §6). A reader that does not
+    know the trailing field ignores it; a state without it reads as 0."""
 
     sig: tuple[int, int, int, int] | None
     entry: Entry

@@ -15,7 +15,7 @@ Two limits come from how paths are stored and used, not from the kernel's names:
   since every call names it in full. Checkpoint cannot read a longer one: it says so,
   naming it, and keeps its last checkpoint (``local/walk.py``'s unreadable paths). Restore,
   whose destination may be deeper, finds such a path when it looks at it
-  (``materialize.decide``): lost when nothing is there (``cannot-create``), else kept.
+  (``restore/entry.py``'s ``decide``): lost when nothing is there (``cannot-create``), else kept.
 
 Restore refuses one entry at a time: an entry the rule refuses is reported lost, and
 the rest of its tree is restored (``restore/trees.py``).

@@ -20,7 +20,7 @@ class BlobCache:
     against (``pages/``), and the whole chunks of rewritten files (``chunks/``,
     ``checkpoint/file_delta.py``). Every copy is checked against its id; a miss reads the store.
 
-    With ``bases`` (page maps, format 6) each copy also records how it is stored, in
+    With ``bases`` (page maps) each copy also records how it is stored, in
     ``<id>.base``: ``whole``, or the JSON reference of the whole map it is a delta of.
     A writer makes a new map a delta only of a map known to be whole this way; a
     missing or unreadable record means "unknown", and the new map is stored whole.

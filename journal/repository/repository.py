@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import msgspec
 
 from ..errors import CorruptObject, DamagedConfig, KeyExists, NoStore, NotAStore, ObjectNotFound, StoreError
-from ..format.model import STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem
+from ..format.model import STORE_FORMAT, STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem
 from ..format.objects import (KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, is_id,
                       parse_header)
 from .pack import pack_key
@@ -41,16 +41,17 @@ def blob_location(ref: BlobRef) -> str:
     return f"{pack_key(ref.pack)}@{ref.offset}"
 
 
-#: A config written since the checksum ends ``,"checksum":"<64 hex>"}``: the SHA-256 of
-#: the config's bytes without that member (which are exactly what older code wrote).
+#: A sealed config ends ``,"checksum":"<64 hex>"}``: the SHA-256 of the config's bytes
+#: without that member (exactly the bytes of an unsealed config with the same members).
 CHECKSUM_MEMBER = b',"checksum":"'
 _STORE_ID = re.compile(r"[0-9a-f]{32}")
 _CREATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 
 
 class _UnsealedConfig(msgspec.Struct, forbid_unknown_fields=True):
-    """A config written before the checksum (formats 1-6): exactly these members, so a
-    changed byte in a member's name or in the JSON's structure is still noticed."""
+    """A config without a checksum (read only: stores created by formats 1-6 keep theirs,
+    as no object is rewritten): exactly these members, so a changed byte in a member's
+    name or in the JSON's structure is still noticed."""
 
     format: str
     version: int
@@ -68,7 +69,7 @@ def read_config(raw: bytes) -> StoreInfo:
     """Decode a config object strictly; ``ValueError`` (its problem) when it fails a check.
 
     A sealed config must match its checksum (any changed byte fails it; members a newer
-    writer added are covered by it). An unsealed one (formats 1-6) must hold exactly the
+    writer added are covered by it). An unsealed one (``_UnsealedConfig``) must hold exactly the
     four members, well formed: a changed byte that keeps it well formed goes unnoticed."""
     at = raw.rfind(CHECKSUM_MEMBER)
     try:
@@ -82,7 +83,7 @@ def read_config(raw: bytes) -> StoreInfo:
             info = StoreInfo(format=old.format, version=old.version, store_id=old.store_id, created=old.created)
     except msgspec.DecodeError as err:
         raise ValueError(f"is unreadable ({err})") from err
-    if info.format != "journal-store":
+    if info.format != STORE_FORMAT:
         raise ValueError(f"names format {info.format!r}")
     if not _STORE_ID.fullmatch(info.store_id) or not _CREATED.fullmatch(info.created):
         raise ValueError(f"holds a malformed store id or time ({info.store_id!r}, {info.created!r})")
@@ -194,7 +195,7 @@ class Repository:
     def read_based(self, ref: BlobRef, kind: int | None = None,
                    kept: "RecordCache | None" = None) -> tuple[bytes, BlobRef | None]:
         """Read one blob, verified; ``(payload, base)``: the base reference of a delta
-        whose record names its base (an index page, format 3; a page map, format 6),
+        whose record names its base (an index page, a page map),
         read and verified too, else None. A base is always a whole record of the same
         kind: a delta over a delta is refused as corrupt. With ``kept``, a whole record
         read before (as a blob or as a base: many deltas share one base) is not read
@@ -232,8 +233,8 @@ class Repository:
 
     def _read_base(self, ref: BlobRef, kind: int | None, kept: "RecordCache | None" = None) -> tuple[bytes, BlobRef]:
         """A delta's base: the whole record of ``kind`` at ``ref``, verified against its
-        own header and against ``ref.id`` when the delta named one (format 6 names a
-        base by position only; its id and size come from its header)."""
+        own header and against ``ref.id`` when the delta named one (a base named by
+        position carries no id; its id and size come from its header)."""
         got = kept.get(ref, kind) if kept is not None else None
         if got is not None:
             return got

@@ -1,4 +1,4 @@
-"""JSONL segments compressed against an anchor segment (format 4), and reading an
+"""JSONL segments compressed against an anchor segment, and reading an
 entry's blobs back, verified, in order.
 
 A tick appends a few KiB to a transcript; alone, such a segment compresses 3x, but
@@ -54,7 +54,7 @@ def anchors(sizes: list[int]) -> list[int | None]:
 def decode_blobs(entry: Entry, records: Iterable[bytes], read_base: Callable[[BlobRef], bytes] | None = None,
                  start: int = 0, read_anchor: Callable[[BlobRef], bytes] | None = None) -> Iterator[bytes]:
     """Verify an entry's records (as stored, in ref order, from ``refs[start]`` on) and
-    yield their payloads. A file's delta chunk (format 6) is decoded against its base,
+    yield their payloads. A file's delta chunk is decoded against its base,
     ``read_base(ref)``; a transcript read from a later segment than the first needs the
     anchor before it, ``read_anchor(ref)``, when the segment there is a delta."""
     base_of = anchors([r.size for r in entry.refs]) if entry.kind == KIND_JSONL else None

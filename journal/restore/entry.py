@@ -1,6 +1,6 @@
 """Putting one entry on local disk: path safety, the keep-or-replace rule, the write.
 
-The rule (seed invariant 5: a hot restart never goes backwards):
+The rule (docs/design.md §1, requirement 5: a hot restart never restores older over newer):
 
 * a missing path is written;
 * a local file with the checkpointed size and mtime, or the same bytes, is left alone;

@@ -1,6 +1,6 @@
 """Restoring the trees: decide each entry, write what must be written, fall back per file.
 
-``write_trees`` decides every entry of every tree first (``materialize.decide``; an
+``write_trees`` decides every entry of every tree first (``entry.decide``; an
 invalid local database is moved aside), then writes: one pool stages the files of all
 trees, databases and large files first, small ones in groups (``restore/writer.py``); each
 tree's files are published in durable batches (``restore/publish.py``). A file whose newest copy

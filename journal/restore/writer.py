@@ -3,7 +3,7 @@
 The caller cuts the writes of every tree into jobs (``plan_jobs``: databases and large
 files one per job, largest first; small files in groups) and hands them over
 (``Pipeline.submit``). Directories are made at once, in the caller's thread. Every
-other entry is staged (``materialize.stage_entry``: fetched, verified, written to a
+other entry is staged (``entry.stage_entry``: fetched, verified, written to a
 temp file) by one of the pool's threads, at most ``IN_FLIGHT`` jobs at once, across
 trees: reading the store, zstd, SHA-256, writing and SQLite's quick_check release the
 GIL, so a second core works while the first one does. Outcomes come back as jobs

@@ -1,16 +1,17 @@
 """Base copies: the content of a snapshot's full page map, kept on local disk.
 
-A changed page is stored as a page delta against the page with the same number in
-the snapshot's full map (its *base*). So that a checkpoint need not read base pages
-back from the store, the staging copy a full map was cut from is kept (renamed, not
-copied) as ``<state_dir>/sqlite-base/<full map id>.db`` instead of being removed.
+In a delta map, changed pages are stored as group deltas against the pages with the
+same numbers in the snapshot's full map (their *bases*, ``sqlite/capture.py``). So
+that a checkpoint need not read base pages back from the store, the staging copy a
+full map was cut from is kept (renamed, not copied) as
+``<state_dir>/sqlite-base/<full map id>.db`` instead of being removed.
 Named by the full map's id, a copy means the same wherever the tree lives.
 
 The copy is only a cache. Every page read from it is checked against the full map's
 page id; a page that does not match (no copy yet after a restore, a copy cut from a
 later snapshot, a short file) is read from the store instead and written back, so
 the copy converges to the full map. A base page the store cannot serve (missing or
-corrupt) is left out: that page is then stored whole. A store that fails (an
+corrupt) is left out: that page then goes into a whole group. A store that fails (an
 outage) fails the checkpoint, like any other store call.
 """
 

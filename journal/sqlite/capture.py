@@ -1,14 +1,20 @@
 """The SQLite adapter: live database -> snapshot entry, and snapshot entry -> database file.
 
-Checkpoint: snapshot (``sqlite_snapshot``), hash every page of the validated copy,
-and describe it with a full page map or a cumulative delta over the previous full
-map. Only pages whose id the previous snapshot lacks are uploaded. In a delta map a
-new page is stored as a *page delta* against the full map's page with the same
-number (its base, read from the local base copy, ``sqlite_base``); a full map lists
-whole pages only, so a delta is never based on another delta.
+Checkpoint: snapshot (``sqlite/snapshot.py``), hash every page of the validated copy,
+and describe it with page maps (``format/pagemap.py``): a new full map, or the
+previous full map plus a cumulative delta map and, while it stays small, a recent one.
+Only pages whose id the previous snapshot lacks are uploaded, in *page groups*: one
+dbpage record of up to ``GROUP_BYTES`` of pages back to back. In a delta map the new
+pages go into *group deltas* of up to ``DELTA_GROUP_BYTES``, each compressed against
+the full map's pages of the same page numbers (its members), read from the local base
+copy (``sqlite/base_copy.py``); a page whose base cannot be read goes into a whole
+group. A full map lists whole records only, so a delta is never based on another
+delta. A map itself is stored as a delta of the previous entry's map in the same
+place when that pays (``_put_map``).
 
-Restore: rebuild the file from its verified pages into a temp file (``sqlite_rebuild``),
-run ``quick_check``, remove stale ``-wal``/``-shm``/``-journal`` companions, rename.
+Restore: rebuild the file from its verified records into a temp file
+(``sqlite/rebuild.py``), run ``quick_check``, remove stale
+``-wal``/``-shm``/``-journal`` companions, rename (``install_db``).
 """
 
 from __future__ import annotations
@@ -113,7 +119,7 @@ class _Cut:
             for pgno, loc in enumerate(snap.pages):
                 if not loc.delta:
                     self.whole.setdefault(loc.id, loc)
-                elif not loc.legacy:  # a format 4 one-page delta is stored again, in a group
+                elif not loc.legacy:  # a version 2 map's one-page delta is never reused: stored again, in a group
                     self.delta[(loc.id, pgno)] = loc
         count = len(self.ids)
         self.changed = list(range(count)) if self.base is None else \
@@ -254,7 +260,7 @@ def _page_ids(fd: int, page_size: int) -> list[str]:
 def _put_map(full: bool, page_size: int, count: int, pages: dict[int, PageLoc],
              prev: FileState | None, writer: PackWriter, maps, place: int) -> BlobRef:
     """Store a map (unless the previous entry has it already) as the entry's map number
-    ``place`` (0 full, 1 cumulative, 2 recent): as a delta (format 6) against the whole
+    ``place`` (0 full, 1 cumulative, 2 recent): as a delta against the whole
     map that the previous entry's map in the same place was or was a delta of, when that
     pays; else whole, and a base for later maps."""
     payload = encode_map(full, page_size, count, pages, writer.locate)

@@ -131,7 +131,7 @@ def _members(data, key: str, slot_uses: list[tuple[int, int]], snap: Snapshot) -
     if not flags & FLAG_DELTA:
         return None
     members = embedded_members(data, key=key)
-    if members is None:  # a format 4 one-page delta: its base has its page number
+    if members is None:  # a version 2 map's one-page delta: its base has its page number
         members = [slot_uses[0][1]]
         if len({p for _, p in slot_uses}) != 1 or members[0] not in snap.base:
             raise CorruptObject(key, "a page delta without its base page")

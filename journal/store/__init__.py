@@ -26,7 +26,7 @@ def open_store(url: str) -> Store:
       ``CloudStore`` (obstore); credentials, region and endpoint come from the standard
       environment variables and from URL query options (``?endpoint=...&allow_http=true``);
     - ``hfsim:///path``: an ``HfMountSimStore``, a local store enforcing hf-mount's
-      streaming-write rules. It is for tests only.
+      streaming-write rules: for rehearsing them locally and for tests, not a mount.
 
     Anything else raises ``ConfigError``.
     """
@@ -50,7 +50,8 @@ def open_store(url: str) -> Store:
         return CloudStore(url)
     raise ConfigError(
         f"open store: unsupported store URL {url!r} "
-        "(supported: a path, file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, memory://)"
+        "(supported: a path, file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, memory://, "
+        "hfsim:///path)"
     )
 
 

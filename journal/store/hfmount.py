@@ -1,4 +1,9 @@
-"""A local store that enforces hf-mount's streaming-write rules in-process (tests only).
+"""A local store that enforces hf-mount's streaming-write rules in-process (``hfsim://``).
+
+``JOURNAL_STORE=hfsim:///path`` opens it: a rehearsal, on local disk, of what journal
+(or a backup tool) does on an hf-mount volume, and what the tests run the local backend
+on. It is not a mount and not a bucket: the objects are ordinary files under ``path``,
+and the rules hold for writes made through this process only (docs/design.md §14).
 
 hf-mount (``huggingface/hf-mount``) shows a Hugging Face storage bucket as a
 filesystem. Its default *streaming* write mode (README, "Consistency model" →
@@ -20,6 +25,7 @@ loses it. ``HfMountFsOps`` models that on a real directory:
 
 ``HfMountSimStore`` is a ``LocalStore`` using these rules; the local backend's write
 pattern (temp file in ``.tmp/``, one sequential open, close, rename) passes on it.
+``crash()`` is for in-process tests: a store opened from a URL has no way to call it.
 """
 
 from __future__ import annotations
