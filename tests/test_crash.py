@@ -1,6 +1,6 @@
 """Failure boundaries with real processes, real SIGKILL and damaged stored bytes.
 
-docs/design.md §11 (read and write ordering) and §12 (crash model): whatever moment a
+docs/design.md §12 (read and write ordering) and §13 (crash model): whatever moment a
 writer or a checkpoint dies at, the previous manifest stays authoritative, no partial
 object is visible under a key, the next checkpoint finishes the job, and a restore
 never contains a torn transcript line or an unverified byte.

@@ -1,10 +1,10 @@
-"""The on-disk format, pinned by the golden store under tests/golden/ (docs/design.md §3-8, §14).
+"""The on-disk format, pinned by the golden store under tests/golden/ (docs/design.md §3-9, §18).
 
 The golden store was written by ``tools/make_golden.py``. These tests restore it with
 the current code, decode it with a reader written here from the documented format
 (struct + zstandard + json, no journal imports), and check that the current writer
 still produces the same logical content. A format change must fail here; it comes
-with regenerated golden data and a new version in docs/design.md §14.
+with regenerated golden data and a new version in docs/design.md §18.
 """
 
 from __future__ import annotations
@@ -384,7 +384,7 @@ def test_current_writer_reproduces_the_golden_format(tmp_path, listing):
     assert describe(tree) == by_path(listing), "make_golden's tree no longer matches tests/golden/tree.json"
     assert logical_view(store_dir) == logical_view(GOLDEN_STORE), (
         "the current code writes a different format than tests/golden/store; if that is deliberate, "
-        "regenerate with tools/make_golden.py and add a format version to docs/design.md §14")
+        "regenerate with tools/make_golden.py and add a format version to docs/design.md §18")
 
 
 def test_current_writer_stores_an_appended_segment_as_a_delta_of_its_anchor(tmp_path):
@@ -436,3 +436,15 @@ def test_a_rewritten_file_is_stored_as_delta_chunks_the_documented_reader_decode
     root = man["trees"][TREE_NAME]["root"]
     data = reader.raw(f"packs/{root[1][:2]}/{root[1]}")[root[2]:root[2] + root[3]]
     assert read_header(data)["flags"] & FLAG_ENTRY_BASES
+
+
+def test_the_design_lists_every_format_up_to_the_one_this_code_writes():
+    """docs/design.md §18 has one row per format, 1 to ``FORMAT``: a format change that
+    raises ``FORMAT`` without its row, or adds a row without raising it, fails here."""
+    from journal.format.model import FORMAT
+
+    with open(os.path.join(REPO, "docs", "design.md"), encoding="utf-8") as fh:
+        design = fh.read()
+    section = design[design.index("## 18. Format versions"):]
+    rows = [int(n) for n in re.findall(r"^\| (\d+) \|", section, re.MULTILINE)]
+    assert rows == list(range(1, FORMAT + 1))
