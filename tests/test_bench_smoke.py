@@ -1,4 +1,4 @@
-"""Smoke test of the benchmark (tools/bench.py, issue 4).
+"""Smoke test of the benchmark (tools/bench.py, the launcher of tools/bench/; issue 4).
 
 The benchmark is not a timed test: this runs its tiny ``--smoke`` version as a
 subprocess and checks only that the JSON holds every figure, that journal's idle tick

@@ -1,8 +1,8 @@
 """gc over many objects (issue 6): it collects everything, and its memory must not grow
 with the garbage it collects.
 
-The store is built the way ``tools/bench.py``'s gc part builds its 1,000,000-object
-one, only smaller: real checkpoints of a small Codex tree, then synthetic garbage packs
+The store is built the way the benchmark's gc part (``tools/bench/parts/gc.py``) builds
+its 1,000,000-object one, only smaller: real checkpoints of a small Codex tree, then synthetic garbage packs
 written straight into the local store's layout (sparse files: gc only lists them), 99% of them named by the expired manifests (re-encoded to name them, as if
 those checkpoints had uploaded them) and 1% named by none (a crashed checkpoint's
 orphans). Memory is what ``tracemalloc`` sees allocated while gc runs (peak), at two

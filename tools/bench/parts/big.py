@@ -1,0 +1,92 @@
+"""The big part: peak RSS of ``journal checkpoint`` and ``journal restore`` of one 2 GiB
+file (``--big-file-mib``), with the legacy design's copy for comparison."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..measure import KIB, MIB, log, rmtree
+from ..report import fmt_s, med_fig
+from ..systems import JournalSys, LegacySys
+from ..workload import write_big_file
+from .base import Part
+
+BIG_REL = "fx-home/artifacts/model-weights.bin"
+#: The peak RSS the checkpoint and the restore of the big file may reach.
+RSS_LIMIT_KIB = 100 * KIB
+
+
+class BigPart(Part):
+    name = "big"
+    summary_key = "big_file"
+
+    def run(self, args, tools, work: str) -> dict:
+        rd = os.path.join(work, "big")
+        rmtree(rd)
+        local = os.path.join(rd, "local")
+        size = args.big_file_mib * MIB
+        t0 = time.perf_counter()
+        write_big_file(os.path.join(local, BIG_REL), size, args.seed)
+        log(f"big: wrote a {size / MIB:.0f} MiB file in {time.perf_counter() - t0:.1f}s")
+        out: dict = {"file_bytes": size, "runs": []}
+        for r in range(args.big_runs):
+            out["runs"].append(self._run(tools, work, rd, local, size))
+            log_run(out["runs"][-1], r, args.big_runs)
+        rmtree(rd)
+        return out
+
+    @staticmethod
+    def _run(tools, work: str, rd: str, local: str, size: int) -> dict:
+        for sub in ("store", "restore", "legacy-dest", "legacy-state", "restore-rsync"):
+            rmtree(os.path.join(rd, sub))
+        rmtree(os.path.join(local, ".journal"))
+        journal = JournalSys(tools, local, os.path.join(rd, "store"), os.path.join(rd, "home"))
+        legacy = LegacySys(tools, work, local, os.path.join(rd, "legacy-dest"), os.path.join(rd, "legacy-state"),
+                           ["fx-home"], [])
+        run = {"journal": {}, "legacy": {}}
+        run["journal"]["checkpoint"] = journal.tick()
+        rmtree(os.path.join(rd, "spool"))
+        run["journal"]["restore"] = journal.restore(os.path.join(rd, "restore"))
+        ok = os.path.getsize(os.path.join(rd, "restore/fx/artifacts/model-weights.bin")) == size
+        run["journal"]["restore"]["size_ok"] = ok
+        rmtree(os.path.join(rd, "restore"))
+        rmtree(os.path.join(rd, "store"))
+        run["legacy"]["checkpoint"] = legacy.tick()
+        run["legacy"]["restore"] = legacy.restore(os.path.join(rd, "restore-rsync"))
+        for sub in ("legacy-dest", "restore-rsync"):
+            rmtree(os.path.join(rd, sub))
+        return run
+
+    def summarize(self, big: dict, spread: dict) -> dict:
+        return {
+            "file_bytes": big["file_bytes"],
+            "journal": {"checkpoint": med_fig([r["journal"]["checkpoint"] for r in big["runs"]]),
+                        "restore": med_fig([r["journal"]["restore"] for r in big["runs"]]),
+                        "checkpoint_maxrss_kib": max(r["journal"]["checkpoint"]["maxrss_kib"] for r in big["runs"]),
+                        "restore_maxrss_kib": max(r["journal"]["restore"]["maxrss_kib"] for r in big["runs"])},
+            "legacy": {"checkpoint": med_fig([r["legacy"]["checkpoint"] for r in big["runs"]]),
+                       "restore": med_fig([r["legacy"]["restore"] for r in big["runs"]])}}
+
+    def targets(self, big: dict, ratios: dict, res: dict, verdicts) -> None:
+        peak = max(big["journal"]["checkpoint_maxrss_kib"], big["journal"]["restore_maxrss_kib"])
+        verdicts.add(f"a {big['file_bytes'] / MIB:.0f} MiB file: peak RSS <= 100 MiB", peak <= RSS_LIMIT_KIB,
+                     f"checkpoint {big['journal']['checkpoint_maxrss_kib'] / KIB:.1f} MiB, restore "
+                     f"{big['journal']['restore_maxrss_kib'] / KIB:.1f} MiB")
+
+    def tables(self, big: dict, res: dict) -> list[str]:
+        copier = res["meta"]["tools"]["legacy_copy"]
+        out = [f"| {big['file_bytes'] / MIB:,.0f} MiB file | wall | CPU | peak RSS |", "|---|---:|---:|---:|"]
+        for label, f in (("journal checkpoint", big["journal"]["checkpoint"]),
+                         ("journal restore", big["journal"]["restore"]),
+                         (f"legacy tick ({copier})", big["legacy"]["checkpoint"]),
+                         ("rsync -a back" if copier == "rsync" else "python copytree back", big["legacy"]["restore"])):
+            out.append(f"| {label} | {fmt_s(f['wall_s'])} | {fmt_s(f['cpu_s'])} | {f['maxrss_kib'] / KIB:.1f} MiB |")
+        out.append("")
+        return out
+
+
+def log_run(run: dict, r: int, runs: int) -> None:
+    cp, rs = run["journal"]["checkpoint"], run["journal"]["restore"]
+    log(f"big run {r + 1}/{runs}: journal checkpoint peak RSS {cp['maxrss_kib'] / KIB:.0f} MiB in {cp['wall_s']:.1f}s,"
+        f" restore {rs['maxrss_kib'] / KIB:.0f} MiB in {rs['wall_s']:.1f}s")
