@@ -1,4 +1,4 @@
-"""The in-memory backend: a dict behind a lock, for tests and dry runs.
+"""The in-memory backend: a dict behind a lock, for tests (the CLI refuses ``memory://``).
 
 It keeps the same contract as every other backend (``tests/store_contract.py``).
 Nothing survives the process.
