@@ -15,12 +15,13 @@ from collections.abc import Mapping
 import msgspec
 
 from .errors import ConfigError
-from .paths import abs_path, config_source, inputs_key
+from .paths import INPUT_SOCKET, abs_path, config_source, inputs_key
 from .paths import state_dir as resolve_state_dir
 from .presets import PRESETS, preset_path
 
 DEFAULT_JSONL = ("*.jsonl", "*.ndjson")
 DEFAULT_INTERVAL = 15.0
+DEFAULT_INPUT_LIMIT = 1 << 20       # bytes of one input (``format/inputs.py`` bounds the setting)
 TREE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -44,6 +45,8 @@ class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     interval: float | None = None
     presets: list[str] | None = None
     trees: list[TreeFile] = []
+    input_limit: int | str | None = None    # bytes, or "512KiB", "4MiB"; $JOURNAL_INPUT_LIMIT overrides
+    input_socket: str | None = None         # $JOURNAL_INPUT_SOCKET overrides
 
 
 class TreeConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,6 +71,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     dormant: tuple[TreeConfig, ...] = ()   # presets whose live path does not exist (yet)
     source: str | None = None
     inputs: str | None = None              # paths.inputs_key of what this was resolved from
+    input_limit: int = DEFAULT_INPUT_LIMIT  # the largest prompt ``journal input append`` stores, in bytes
+    input_socket: str = ""                  # where ``journal supervise`` serves the input socket
 
     def active_trees(self) -> tuple[TreeConfig, ...]:
         """The configured trees plus dormant presets whose live path exists now."""
@@ -119,8 +124,35 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     interval = _interval(env.get("AGENT_STATE_CHECKPOINT_SECONDS"), cfg.interval, source)
     trees, dormant = _resolve_trees(cfg, local, env, source)
     _check_apart(trees + dormant, state_dir, store)
+    limit = input_limit(env.get("JOURNAL_INPUT_LIMIT") or cfg.input_limit,
+                        "JOURNAL_INPUT_LIMIT" if env.get("JOURNAL_INPUT_LIMIT") else source)
+    socket = abs_path(env.get("JOURNAL_INPUT_SOCKET") or cfg.input_socket) or os.path.join(state_dir, INPUT_SOCKET)
     return Config(store=store, local=local, state_dir=state_dir, interval=interval,
-                  trees=tuple(trees), dormant=tuple(dormant), source=source, inputs=inputs)
+                  trees=tuple(trees), dormant=tuple(dormant), source=source, inputs=inputs,
+                  input_limit=limit, input_socket=socket)
+
+
+_SIZE = re.compile(r"(\d+)\s*(KiB|MiB|K|M|k|m)?")
+
+
+def input_limit(value: int | str | None, where: str | None) -> int:
+    """The input size limit in bytes: an integer, or one with a ``KiB``/``MiB`` suffix,
+    from 1 byte to ``MAX_INPUT_LIMIT`` (16 MiB); None is the default (1 MiB)."""
+    if value is None:
+        return DEFAULT_INPUT_LIMIT
+    from .format.inputs import MAX_INPUT_LIMIT  # (the record format's bound; not imported when unset)
+
+    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif match:
+        size = int(match[1]) * {None: 1, "K": 1024, "k": 1024, "KiB": 1024}.get(match[2], 1 << 20)
+    else:
+        size = -1
+    if not 1 <= size <= MAX_INPUT_LIMIT:
+        raise ConfigError(f"read config: input_limit {value!r} ({where or 'default'}) must be a size from 1 byte "
+                          f"to {MAX_INPUT_LIMIT:,} bytes (16MiB), e.g. 1048576, 512KiB or 4MiB")
+    return size
 
 
 def _check_apart(trees: list[TreeConfig], state_dir: str, store: str) -> None:

@@ -408,3 +408,33 @@ class NoGoodCopy(JournalError):
                 "older copy begins with them" if written else "")
         super().__init__(f"{op}: {shown}: no good copy ({detail}){lost}; run `journal verify --full` to see which "
                          "objects are damaged")
+
+
+class InputTooLarge(ConfigError):
+    """An input over the configured limit: refused whole, nothing stored."""
+
+    def __init__(self, size: int | None, limit: int, where: str = "append input"):
+        self.size = size
+        self.limit = limit
+        what = f"is {size:,} bytes, over" if size is not None else "is over"
+        super().__init__(f"{where}: the text {what} the input limit of {limit:,} bytes; "
+                         "nothing was stored (raise `input_limit` in the config or $JOURNAL_INPUT_LIMIT, "
+                         "up to 16 MiB, or send a shorter text)")
+
+
+class InputNotFound(JournalError):
+    """An input id names no input in the store."""
+
+    def __init__(self, input_id: str, key: str):
+        self.input_id = input_id
+        self.key = key
+        super().__init__(f"input: {input_id} is not in the store ({key} does not exist); "
+                         "`journal input list` shows the stored inputs")
+
+
+class InputBusy(JournalError):
+    """Other appenders took every sequence number this append tried."""
+
+    def __init__(self, session: str, tries: int):
+        super().__init__(f"append input: {tries} sequence numbers of session {session} were taken by other "
+                         "appenders while this one tried them; nothing was stored; try again")

@@ -13,7 +13,8 @@ its kind's size limit), every JSONL entry's last segment ends in ``\\n`` (a line
 longer than a segment goes on over several, design §6), and every snapshot is
 rebuilt (each group delta decoded against its verified base pages) and integrity-checked.
 
-Both also check the store's ``config`` (``corrupt-config``: missing, malformed, or not
+Both also audit the input journal (``_check_inputs``: quick from its listing, full by
+reading every input, marker and claim), and check the store's ``config`` (``corrupt-config``: missing, malformed, or not
 matching its checksum) and look for packs that no manifest names or reaches and no gc
 tombstone names (``unreferenced-pack``; not while a manifest is unreadable, since it may
 name any pack). On a store with checkpoints such a pack is a warning, not a failure: a checkpoint that crashed, lost a commit race or is running now
@@ -32,7 +33,10 @@ from .errors import CorruptObject, ObjectNotFound, UnsafePath
 from .format.index import iter_pages
 from .restore.entry import refused_paths
 from .format.model import KIND_FILE, KIND_JSONL, KIND_SQLITE, BlobRef, Entry
-from .format.objects import KIND_CHUNK, KIND_PAGEMAP, KIND_SEGMENT, decode_record
+from .format.inputs import (CLAIM_LETTER, DELIVERY_LETTER, INPUT_LETTER, INPUT_PREFIX, decode_claim, decode_delivery,
+                            decode_input, delivery_key)
+from .format.inputs import parse_key as parse_input_key
+from .format.objects import HEADER, KIND_CHUNK, KIND_PAGEMAP, KIND_SEGMENT, decode_record
 from .repository.pack import pack_key
 from .format.pagemap import load_snapshot
 from .gc.reach import Reach
@@ -53,6 +57,10 @@ BAD_SNAPSHOT = "bad-snapshot"
 SHORT_PACK = "short-pack"
 CORRUPT_CONFIG = "corrupt-config"
 UNREFERENCED_PACK = "unreferenced-pack"
+CORRUPT_INPUT = "corrupt-input"
+ODD_INPUT_KEY = "odd-input-key"
+ORPHAN_DELIVERY = "orphan-delivery"
+DUPLICATE_CLIENT_ID = "duplicate-client-id"
 #: The record kind each entry kind's refs name.
 BLOB_KINDS = {KIND_FILE: KIND_CHUNK, KIND_JSONL: KIND_SEGMENT, KIND_SQLITE: KIND_PAGEMAP}
 
@@ -74,6 +82,7 @@ class VerifyResult(msgspec.Struct, kw_only=True):
     pages: int = 0
     packs: int = 0
     blobs: int = 0
+    inputs: int = 0
     findings: list[Finding] = []
 
     @property
@@ -134,7 +143,84 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
     if full:
         _check_blobs(repo, blobs, result, reporter)
         _check_snapshots(repo, snapshots, result)
+    _check_inputs(repo, result, full)
     return result
+
+
+def _check_inputs(repo: Repository, result: VerifyResult, full: bool) -> None:
+    """The input journal (design §19), from one listing of ``inputs/``: every key has an
+    input key's shape and holds at least a record header; a delivery marker whose input
+    is gone is a warning (a gc sweep deletes the input first, and a sweep that stopped
+    or runs now leaves one). With ``full`` every input, marker and claim is read and
+    verified (its record, its fields, the key they belong under), every marker must name
+    the input record at its sequence, and a client id two inputs of a session carry is
+    a warning (two appenders in different processes sent it at the same moment)."""
+    session = _InputSession(repo, result, full, "")
+    for key, size in repo.store.list_sizes(INPUT_PREFIX):
+        parsed = parse_input_key(key)
+        if parsed is None:
+            result.findings.append(Finding(kind=ODD_INPUT_KEY, manifest=None, key=key, severity=WARNING,
+                                           detail="not a key the input journal writes; journal leaves it alone"))
+            continue
+        if parsed[0] != session.sdir:
+            session.finish()
+            session = _InputSession(repo, result, full, parsed[0])
+        session.add(key, parsed[1], parsed[2], size)
+    session.finish()
+
+
+class _InputSession:
+    """One session directory of ``_check_inputs``: markers are listed before inputs."""
+
+    def __init__(self, repo: Repository, result: VerifyResult, full: bool, sdir: str):
+        self.repo, self.result, self.full, self.sdir = repo, result, full, sdir
+        self.markers: dict[int, str | None] = {}   # seq -> the input record it names (full), else None
+        self.clients: dict[str, int] = {}
+
+    def add(self, key: str, letter: str, seq: int | None, size: int) -> None:
+        named = self.markers.pop(seq, None) if letter == INPUT_LETTER else None
+        self.result.inputs += letter == INPUT_LETTER
+        if size < HEADER.size:
+            self._corrupt(key, f"{size} bytes, shorter than a record header")
+            return
+        if letter == DELIVERY_LETTER:
+            self.markers[seq] = None
+        if not self.full:
+            return
+        try:
+            data = self.repo.store.get(key)
+            if letter == DELIVERY_LETTER:
+                self.markers[seq] = decode_delivery(data, key).input
+            elif letter == CLAIM_LETTER:
+                decode_claim(data, key)
+            else:
+                self._input(key, seq, data, named)
+        except ObjectNotFound:
+            return  # gc deleted it since the listing
+        except CorruptObject as err:
+            self._corrupt(key, err.detail)
+
+    def _input(self, key: str, seq: int, data: bytes, named: str | None) -> None:
+        head, _text, rid = decode_input(data, key)
+        if named is not None and named != rid:
+            self._corrupt(delivery_key(self.sdir, seq), f"names input record {named[:12]}, the input at "
+                                                        f"#{seq} is {rid[:12]}")
+        if head.client_id is not None:
+            first = self.clients.setdefault(head.client_id, seq)
+            if first != seq:
+                self.result.findings.append(Finding(
+                    kind=DUPLICATE_CLIENT_ID, manifest=None, key=key, severity=WARNING,
+                    detail=f"client id {head.client_id!r} was stored as #{first} too; a retry answers with #{first}"))
+
+    def finish(self) -> None:
+        for seq in sorted(self.markers):
+            self.result.findings.append(Finding(
+                kind=ORPHAN_DELIVERY, manifest=None, key=delivery_key(self.sdir, seq), severity=WARNING,
+                detail="a delivery marker whose input is gone: a gc sweep deletes the input first and the marker "
+                       "in its next run (`journal gc --keep-inputs-within` removes it)"))
+
+    def _corrupt(self, key: str, detail: str) -> None:
+        self.result.findings.append(Finding(kind=CORRUPT_INPUT, manifest=None, key=key, detail=detail))
 
 
 def _pack_problem(ref: BlobRef, packs: dict[str, int], seq: int, who: str, reported, result) -> bool:

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from journal.paths import INPUT_SOCKET
 
 from conftest import wait_for
 
@@ -20,7 +24,11 @@ INTERVAL = 0.3
 SESSION = "sessions/2026/03/01/rollout-1.jsonl"        # relative to codex-home (the ``codex`` preset)
 STRAY_ENV = ("JOURNAL_CONFIG", "JOURNAL_STATE_DIR", "JOURNAL_STORE", "AM_LOCAL", "AGENT_STATE_CHECKPOINT_SECONDS",
              "XDG_CONFIG_HOME", "XDG_DATA_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_LIVE", "GEMINI_CLI_HOME",
-             "OPENCLAW_STATE_DIR", "OPENCODE_LIVE", "HERMES_LIVE", "FX_LIVE")
+             "OPENCLAW_STATE_DIR", "OPENCODE_LIVE", "HERMES_LIVE", "FX_LIVE", "JOURNAL_INPUT_SOCKET",
+             "JOURNAL_INPUT_LIMIT")
+#: The longest path a Unix socket address holds: a box whose state directory is deeper
+#: than that serves its input socket from a short temp directory of its own.
+SUN_PATH_MAX = 107
 
 
 class Box:
@@ -41,6 +49,10 @@ class Box:
         env = {k: v for k, v in os.environ.items() if k not in STRAY_ENV}
         env.update(AM_LOCAL=str(self.local), JOURNAL_STORE=str(store), HOME=str(self.home),
                    XDG_CONFIG_HOME=str(self.home / ".config"), PYTHONUNBUFFERED="1")
+        self.socket_dir: str | None = None
+        if len(os.fsencode(self.state_dir / INPUT_SOCKET)) > SUN_PATH_MAX:
+            self.socket_dir = tempfile.mkdtemp(prefix="jis-")
+            env["JOURNAL_INPUT_SOCKET"] = os.path.join(self.socket_dir, "input.sock")
         self.env = env
         self.writer = self.root / "writer.py"
         self.writer.write_text(writer)
@@ -127,6 +139,13 @@ class Box:
                 pass
         for pid in pids:
             kill_if_alive(int(pid), signal.SIGKILL)
+        if self.socket_dir is not None:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    @property
+    def input_socket(self) -> str:
+        """Where supervise serves the input journal for CMD."""
+        return self.env.get("JOURNAL_INPUT_SOCKET") or str(self.state_dir / INPUT_SOCKET)
 
 
 def boxes(tmp_path: Path, writer: str):
@@ -176,6 +195,20 @@ def children_of(ppid: int) -> list[tuple[int, str, str]]:
             if st is not None and st[1] == ppid:
                 found.append((int(name), st[0], st[2]))
     return found
+
+
+def cmd_children(ppid: int) -> list[tuple[int, str, str]]:
+    """``children_of(ppid)`` less the input server a supervisor runs beside CMD
+    (``journal input serve``, design §19)."""
+    return [child for child in children_of(ppid) if not is_input_server(child[0])]
+
+
+def is_input_server(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"\0input\0serve\0" in fh.read()
+    except OSError:
+        return False
 
 
 def flock_holders(path: Path) -> set[int]:

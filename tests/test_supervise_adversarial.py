@@ -61,9 +61,9 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_for
-from supervisebox import (INTERVAL, JOURNAL, SESSION, alive, assert_not_torn, boxes, children_of, complete_lines,
-                          finish, flock_holders, kill_if_alive, manifest_seqs, parse_lines, proc_stat, restore_to,
-                          restored_session, verify_clean)
+from supervisebox import (INTERVAL, JOURNAL, SESSION, alive, assert_not_torn, boxes, children_of, cmd_children,
+                          complete_lines, finish, flock_holders, kill_if_alive, manifest_seqs, parse_lines, proc_stat,
+                          restore_to, restored_session, verify_clean)
 
 # The supervised agent. It appends {"n", "t", "pad"} JSON lines to the transcript, each
 # written with two os.write calls (so a torn last line is observable), holding the file
@@ -254,7 +254,7 @@ def test_cmd_on_a_terminal_can_read_it(box):
         assert _read_until(master, out, b"ready", 60), bytes(out)
         os.write(master, b"hello\n")            # the terminal holds it until CMD reads
         got = _read_until(master, out, b"got hello", 60)
-        cmd_pids = [p for p, _, _ in children_of(pid)]
+        cmd_pids = [p for p, _, _ in cmd_children(pid)]
         states = {p: proc_stat(p) for p in cmd_pids}
         assert got, (
             f"CMD never read its terminal; it is {[(p, s[0]) for p, s in states.items() if s]} "
@@ -655,7 +655,7 @@ def test_ctrl_z_on_cmds_terminal_never_strands_it_and_a_stop_stays_graceful(box)
     out = bytearray()
     try:
         assert _read_until(master, out, b"ready", 60), bytes(out)
-        cmd_pid = wait_for(lambda: [p for p, _, _ in children_of(pid)], 60, "CMD")[0]
+        cmd_pid = wait_for(lambda: [p for p, _, _ in cmd_children(pid)], 60, "CMD")[0]
         del out[:]
         os.write(master, b"\x1a")                  # Ctrl-Z
         assert _read_until(master, out, b"continued", 60), f"CMD was never resumed after Ctrl-Z: {bytes(out)!r}"
@@ -759,7 +759,7 @@ def test_ctrl_z_in_a_job_control_shell_stops_the_job_and_fg_gives_cmd_its_termin
         os.write(master, line.encode() + b"\n")
         assert _read_until(master, out, b"ready", 60), bytes(out)
         sup = wait_for(lambda: [p for p, _, c in children_of(pid) if c.startswith("python")], 60, "supervise")[0]
-        cmd = wait_for(lambda: [p for p, _, _ in children_of(sup)], 60, "CMD")[0]
+        cmd = wait_for(lambda: [p for p, _, _ in cmd_children(sup)], 60, "CMD")[0]
         del out[:]
         os.write(master, b"\x1a")                  # Ctrl-Z
         assert _read_until(master, out, b"PROMPT> ", 60), f"the shell never got its prompt back: {bytes(out)!r}"

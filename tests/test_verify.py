@@ -12,8 +12,10 @@ from journal.checkpoint.run import checkpoint
 from journal.errors import DamagedConfig, StoreError
 from journal.repository.pack import pack_key
 from journal.repository.repository import Repository, blob_location, manifest_key
-from journal.verify import (CORRUPT_CONFIG, CORRUPT_OBJECT, MISSING_OBJECT, SHORT_PACK, TORN_MANIFEST, UNREFERENCED_PACK, UNSAFE_PATH,
-                            verify)
+from journal.format.inputs import Delivery, claim_key, delivery_key, encode_delivery, input_key, parse_id
+from journal.inputs.log import InputLog
+from journal.verify import (CORRUPT_CONFIG, CORRUPT_INPUT, CORRUPT_OBJECT, DUPLICATE_CLIENT_ID, MISSING_OBJECT,
+                            ODD_INPUT_KEY, SHORT_PACK, TORN_MANIFEST, UNREFERENCED_PACK, UNSAFE_PATH, verify)
 from conftest import run_journal
 from test_cli import one_line_error
 from test_restore import publish_crafted_manifest
@@ -261,3 +263,56 @@ def test_full_verify_with_a_full_temp_dir_names_the_file_and_the_filesystem_to_f
 
     assert line.startswith(f"journal: error: {tmp}/journal-verify-")
     assert line.endswith(f"/snapshot.db: No space left on device; free space on the filesystem mounted at {tmp}")
+
+
+# ---------------------------------------------------------------- the input journal (design §19)
+
+
+@pytest.fixture
+def journaled(stored):
+    """``stored`` plus inputs in two sessions, one delivered."""
+    log = InputLog(stored.repo())
+    first = log.append("codex", "S", b"first", client_id="c1")
+    log.append("codex", "S", b"second")
+    log.append("claude", "T", b"other")
+    log.mark_delivered(first.id)
+    return stored, log, first
+
+
+def test_full_verify_reads_every_input_and_quick_verify_only_lists_them(journaled):
+    stored, _log, first = journaled
+    sdir, seq = parse_id(first.id)
+    path = stored.store_path / input_key(sdir, seq)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+    quick = stored.run("verify", "--json")
+    full = stored.run("verify", "--full", "--json")
+
+    assert quick.returncode == 0 and json.loads(quick.stdout)["inputs"] == 3
+    assert full.returncode == 1 and kinds(full) == [CORRUPT_INPUT]
+    assert json.loads(full.stdout)["findings"][0]["key"] == input_key(sdir, seq)
+    (stored.store_path / input_key(sdir, 2)).write_bytes(b"short")
+    assert kinds(stored.run("verify", "--json")) == [CORRUPT_INPUT], "a record shorter than its header"
+
+
+def test_verify_finds_a_marker_of_another_input_and_warns_of_odd_keys_and_twice_stored_client_ids(journaled):
+    stored, log, first = journaled
+    sdir, seq = parse_id(first.id)
+    marker = stored.store_path / delivery_key(sdir, seq)
+    marker.unlink()
+    crafted = Delivery(input="0" * 64, seq=seq, submitted_ns=1, delivered="2026-01-01T00:00:00.000Z",
+                       delivered_ns=1, host="h")
+    marker.write_bytes(encode_delivery(crafted))
+    stored.store.delete(claim_key(sdir, "c1"))          # two processes sent c1 at the same moment
+    log.append("codex", "S", b"first, again", client_id="c1")
+    (stored.store_path / "inputs" / "notes.txt").write_text("someone else's")
+
+    found = json.loads(stored.run("verify", "--full", "--json").stdout)["findings"]
+
+    assert [(f["kind"], f["key"], f["severity"]) for f in found] == [
+        (CORRUPT_INPUT, delivery_key(sdir, seq), "error"),
+        (DUPLICATE_CLIENT_ID, input_key(sdir, 3), "warning"),
+        (ODD_INPUT_KEY, "inputs/notes.txt", "warning")]
+    assert "names input record 000000000000" in found[0]["detail"]

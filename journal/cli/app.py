@@ -143,3 +143,4 @@ def main():
 from . import commands as cli_commands  # noqa: E402,F401  (registers the commands)
 from . import migrate as cli_migrate  # noqa: E402,F401  (registers `journal migrate`)
 from . import browse as cli_browse  # noqa: E402,F401  (registers `journal ls`, `cat`, `diff`, `find`)
+from . import inputs as cli_inputs  # noqa: E402,F401  (registers `journal input`)

@@ -186,6 +186,8 @@ def verify(config_path, store_url, as_json, full):
             where = f"manifest {f.manifest}" if f.manifest is not None else "store"
             click.echo(f"{'warning: ' if f.severity == WARNING else ''}{f.kind}: {where}: {f.key}: {f.detail}")
         what = f"{result.manifests} manifest(s), {result.pages} page(s), {result.packs} pack(s)"
+        if result.inputs:
+            what += f", {result.inputs} input(s)"
         if full:
             what += f", {result.blobs} blob(s) re-hashed"
         warnings = len(result.findings) - len(result.errors)
@@ -269,14 +271,17 @@ def demo(workdir, as_json):
 @click.option("--grace", type=float, default=1.0, show_default=True,
               help="Seconds to wait for CMD after forwarding a stop signal.")
 @click.option("--no-restore", is_flag=True, help="Skip the startup restore (only when you mean it).")
+@click.option("--no-input-socket", is_flag=True,
+              help="Do not serve the input journal's socket ($JOURNAL_INPUT_SOCKET) for CMD.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def supervise(config_path, store_url, as_json, interval, grace, no_restore, cmd):
+def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_input_socket, cmd):
     """Restore, run CMD, checkpoint on a timer, and take a final checkpoint on exit.
 
     Use it as a container's PID 1. CMD never starts if the restore is incomplete
     (exit 1; 2 for a configuration error). It exits with CMD's status. With --json,
     a JSON summary (exit status, error, status file) is printed on stdout at exit;
-    warnings still go to stderr.
+    warnings still go to stderr. CMD finds the input journal's socket in
+    $JOURNAL_INPUT_SOCKET (see `journal input --help`).
 
     Example:
 
@@ -291,7 +296,8 @@ def supervise(config_path, store_url, as_json, interval, grace, no_restore, cmd)
     cfg = load_config(config_path, store=store_url)
     durable_url(cfg.store)
     sup = Supervisor(cfg, lambda: open_store(cfg.store), list(cmd), interval=interval or cfg.interval,
-                     grace=grace, restore_first=not no_restore, reporter=CliReporter())
+                     grace=grace, restore_first=not no_restore, reporter=CliReporter(),
+                     serve_inputs=not no_input_socket)
     code = sup.run()
     if as_json:
         emit_json(sup.summary(code))
@@ -333,6 +339,9 @@ def status(config_path, store_url, as_json):
         click.echo("last checkpoint: none recorded")
     click.echo(f"lag since last success: {'-' if rep.lag_seconds is None else f'{rep.lag_seconds:.1f}s'}")
     click.echo(f"last error: {st.last_error or 'none'}")
+    if st.input_socket:
+        click.echo(f"input socket: {st.input_socket}"
+                   + (f" NOT SERVED: {st.input_error}" if st.input_error else " (served)"))
     for w in st.warnings:
         click.echo(f"warning: {w}")
 
@@ -382,30 +391,44 @@ def takeover(config_path, store_url, as_json):
 @click.option("--keep-daily", type=click.IntRange(min=0), help="Keep the newest checkpoint of each of the last N days.")
 @click.option("--grace", default="24h", show_default=True, metavar="DURATION",
               help="Delete only what was tombstoned at least this long ago.")
-def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within, keep_hourly, keep_daily, grace):
+@click.option("--keep-inputs-within", metavar="DURATION",
+              help="Expire delivered inputs submitted longer ago than this (default: keep every input).")
+@click.option("--include-undelivered", is_flag=True,
+              help="With --keep-inputs-within: expire undelivered inputs too.")
+def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within, keep_hourly, keep_daily, grace,
+               keep_inputs_within, include_undelivered):
     """Expire old checkpoints and delete what nothing needs, in two phases.
 
     Mark: unkept checkpoints and unreachable packs get a tombstone. Sweep: what a
     tombstone older than --grace names is deleted, unless a checkpoint present now
-    needs it. The newest checkpoint of every tree is always kept.
+    needs it. The newest checkpoint of every tree is always kept. Stored inputs
+    expire only with --keep-inputs-within (delivered ones; every one with
+    --include-undelivered), by the same two phases; each session's newest input
+    always stays. Given alone, it keeps every checkpoint.
 
     Example:
 
         journal gc --keep-daily 7 --keep-last 20 --dry-run
     """
+    from ..errors import ConfigError
+    from ..gc.inputs import InputPolicy
     from ..gc.run import gc as run_gc
     from ..repository.repository import Repository
     from ..gc.retention import Policy, parse_duration
 
     policy = Policy(keep_last=keep_last, keep_hourly=keep_hourly, keep_daily=keep_daily,
                     keep_within=parse_duration(keep_within, "--keep-within") if keep_within else None)
-    if policy.is_empty():
-        from ..errors import ConfigError
+    inputs = InputPolicy(include_undelivered=include_undelivered, keep_within=parse_duration(
+        keep_inputs_within, "--keep-inputs-within") if keep_inputs_within else None)
+    if include_undelivered and inputs.is_empty():
+        raise ConfigError("gc: --include-undelivered expires undelivered inputs older than --keep-inputs-within; "
+                          "add --keep-inputs-within DURATION")
+    if policy.is_empty() and inputs.is_empty():
         raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
-                          "--keep-within DURATION, --keep-hourly N, --keep-daily N")
+                          "--keep-within DURATION, --keep-hourly N, --keep-daily N, --keep-inputs-within DURATION")
     cfg, store = open_context(config_path, store_url)
     plan, result = run_gc(Repository.open(store), policy, parse_duration(grace, "--grace"), dry_run=dry_run,
-                          reporter=CliReporter("deleting", quiet=as_json))
+                          reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
     if as_json:
         emit_json({"dry_run": dry_run, "plan": plan, "result": result})
         return
@@ -419,7 +442,7 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
                + (f": {kinds}" if kinds else ""))
     for item in plan.tombstone[:3]:
         why = {"manifest": "expired checkpoint", "pack": "no kept checkpoint needs it",
-               "orphan": "no checkpoint ever named it"}.get(item.kind, item.kind)
+               "orphan": "no checkpoint ever named it", "input": "expired input"}.get(item.kind, item.kind)
         click.echo(f"  e.g. {item.key} ({item.bytes:,} bytes): {why}")
     click.echo(f"delete {plan.delete_count} object(s) tombstoned more than {grace} ago: "
                f"{plan.bytes_freed:,} bytes {verb} be freed")

@@ -63,8 +63,12 @@ KIND_PAGE = 3       # a page of a tree index
 KIND_MANIFEST = 4   # a checkpoint manifest
 KIND_PAGEMAP = 5    # the page list of a SQLite snapshot (full, or a delta over a full one)
 KIND_DBPAGE = 6     # one page of a SQLite snapshot
+KIND_INPUT = 7      # one submitted prompt (format 8, ``format/inputs.py``)
+KIND_DELIVERY = 8   # an input's delivery marker
+KIND_CLAIM = 9      # a client id taken in a session
 KIND_NAMES = {KIND_CHUNK: "chunk", KIND_SEGMENT: "segment", KIND_PAGE: "page", KIND_MANIFEST: "manifest",
-              KIND_PAGEMAP: "pagemap", KIND_DBPAGE: "dbpage"}
+              KIND_PAGEMAP: "pagemap", KIND_DBPAGE: "dbpage", KIND_INPUT: "input", KIND_DELIVERY: "delivery",
+              KIND_CLAIM: "claim"}
 
 FLAG_DELTA = 0x0001    # compressed against a base payload (raw-content dictionary)
 FLAG_MEMBERS = 0x0002  # a dbpage group delta: its slots' page numbers precede the frame
@@ -92,8 +96,11 @@ PAGE_BYTES = 64 << 20        # an index page: at most index.MAX_ITEMS entries or
 MANIFEST_BYTES = 16 << 20
 PAGEMAP_BYTES = 256 << 20    # ~45 bytes a page: ~6 million pages, a 23 GiB database of 4 KiB pages
 DBPAGE_BYTES = 256 << 10     # a page group (sqlite/capture.py); one page is at most 64 KiB
+INPUT_BYTES = (16 << 20) + (8 << 10)  # the largest input_limit (16 MiB of text) and its head line
+NOTE_BYTES = 8 << 10         # a delivery marker or a client-id claim: a few names and times
 RAW_LIMITS = {KIND_CHUNK: CHUNK_BYTES, KIND_SEGMENT: SEGMENT_BYTES, KIND_PAGE: PAGE_BYTES,
-              KIND_MANIFEST: MANIFEST_BYTES, KIND_PAGEMAP: PAGEMAP_BYTES, KIND_DBPAGE: DBPAGE_BYTES}
+              KIND_MANIFEST: MANIFEST_BYTES, KIND_PAGEMAP: PAGEMAP_BYTES, KIND_DBPAGE: DBPAGE_BYTES,
+              KIND_INPUT: INPUT_BYTES, KIND_DELIVERY: NOTE_BYTES, KIND_CLAIM: NOTE_BYTES}
 MAX_RAW = max(RAW_LIMITS.values())
 #: The longest record: a header, a base or member list (at most 65,535 bytes after its
 #: length) and a zstd frame, which zstd keeps within 1/256 (plus 64 bytes) of its payload.

@@ -21,8 +21,8 @@ TOMBSTONE_ITEMS = 3000
 
 
 class Item(msgspec.Struct, frozen=True, array_like=True):
-    key: str        # a manifest's key, or a pack's (gc checks which: ``gc._items``)
-    kind: Literal["manifest", "pack", "orphan"]
+    key: str        # a manifest's key, a pack's, or one under inputs/ (gc checks which: ``gc._items``)
+    kind: Literal["manifest", "pack", "orphan", "input"]
     bytes: Count
 
 
@@ -88,6 +88,6 @@ def tombstoned_packs(store) -> set[str]:
                 item = decode_item(raw)
             except msgspec.DecodeError:
                 continue
-            if item.kind != "manifest":
+            if item.kind in ("pack", "orphan"):
                 packs.add(item.key.rsplit("/", 1)[-1])
     return packs

@@ -54,6 +54,8 @@ from collections.abc import Callable, Iterable, Iterator
 import msgspec
 
 from ..errors import CorruptObject, ObjectNotFound
+from ..format.inputs import parse_key as parse_input_key
+from .inputs import InputPolicy, expired_inputs, input_fate
 from .lease import LEASE_SECONDS, Lease
 from ..repository.pack import pack_key
 from .reach import Reach
@@ -112,9 +114,9 @@ class GcResult(msgspec.Struct, kw_only=True):
 
 
 def plan_gc(repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter = SILENT,
-            now_ns: int | None = None) -> GcPlan:
+            now_ns: int | None = None, inputs: InputPolicy = InputPolicy()) -> GcPlan:
     """Decide and count what gc would do now; changes nothing. ``execute_gc`` can run it."""
-    run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns() if now_ns is None else now_ns)
+    run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns() if now_ns is None else now_ns, inputs=inputs)
     try:
         plan = run.run(None, GcResult())
     except BaseException:
@@ -126,17 +128,20 @@ def plan_gc(repo: Repository, policy: Policy, grace_seconds: float, reporter: Re
 
 def gc(repo: Repository, policy: Policy, grace_seconds: float, *, dry_run: bool = False,
        reporter: Reporter = SILENT, lease_seconds: float = LEASE_SECONDS,
-       lease_clock: Callable[[], int] = time.time_ns) -> tuple[GcPlan, GcResult | None]:
+       lease_clock: Callable[[], int] = time.time_ns, inputs: InputPolicy = InputPolicy(),
+       now_ns: int | None = None) -> tuple[GcPlan, GcResult | None]:
     """Plan (and unless ``dry_run``, execute) one gc, in one pass; executing holds the
-    lease (of ``lease_seconds`` by ``lease_clock``, renewed as it runs)."""
+    lease (of ``lease_seconds`` by ``lease_clock``, renewed as it runs). ``inputs``: which
+    stored inputs expire (default: none); ``now_ns``: the time retention counts from."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
     if dry_run:
-        run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns())
+        run = _Gc(repo, policy, grace_seconds, reporter, now_ns, inputs=inputs)
         try:
             return run.run(None, GcResult()), None
         finally:
             run.close()
     with Lease(repo.store, lease_seconds, lease_clock) as lease:
-        run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns(), lease)
+        run = _Gc(repo, policy, grace_seconds, reporter, now_ns, lease, inputs=inputs)
         try:
             repo.store.sweep_temp()
             result = GcResult()
@@ -198,6 +203,15 @@ def _pack_id(key: str) -> str | None:
     return key[9:] if _PACK_KEY.fullmatch(key) else None
 
 
+def _key_problem(item: Item) -> bool:
+    """Whether ``item``'s key is of the wrong shape for its kind (never deleted)."""
+    if item.kind == "manifest":
+        return _seq_of(item.key) is None
+    if item.kind == "input":
+        return parse_input_key(item.key) is None
+    return _pack_id(item.key) is None
+
+
 def _seq_of(key: str) -> int | None:
     name = key[len(MANIFEST_PREFIX):]
     if key.startswith(MANIFEST_PREFIX) and name.isdigit() and len(name) == SEQ_WIDTH:
@@ -223,9 +237,10 @@ class _Gc:
     streaming mark and sweep that apply them (counting only, or writing and deleting)."""
 
     def __init__(self, repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter, now_ns: int,
-                 lease: Lease | None = None):
-        if policy.is_empty():
+                 lease: Lease | None = None, inputs: InputPolicy = InputPolicy()):
+        if policy.is_empty() and inputs.is_empty():
             choose_kept([], policy, now_ns)  # raises the usage error naming the flags
+        self.inputs = inputs
         self.repo = repo
         self.reporter = reporter
         self.grace_seconds = grace_seconds
@@ -275,7 +290,10 @@ class _Gc:
             infos.append(ManifestInfo(seq=seq, created_ns=manifest.created_ns, trees=names.setdefault(trees, trees)))
             self.spill.add("uploaded", manifest.packs)
             del manifest  # one decoded manifest at a time: not this one while the next loads
-        self.kept = choose_kept(infos, policy, self.now_ns) if infos else {}
+        if policy.is_empty():   # only inputs expire (--keep-inputs-within alone)
+            self.kept = {i.seq: ["no checkpoint retention given"] for i in infos}
+        else:
+            self.kept = choose_kept(infos, policy, self.now_ns) if infos else {}
         self.valid = {i.seq for i in infos}
         self.expire = sorted(self.valid - set(self.kept))
         self.unreadable = sorted(unreadable)
@@ -303,15 +321,20 @@ class _Gc:
             ripe = stone.created_ns <= cutoff
             if ripe:
                 self.ripe.append(key)
-            self.spill.add("marked", self._marked_packs(key, stone, ripe))
+            inputs: list[str] = []
+            self.spill.add("marked", self._marked_packs(key, stone, ripe, inputs))
+            self.spill.add("inputs_marked", inputs)
             del stone  # one tombstone at a time: not this one while the next loads
 
-    def _marked_packs(self, key: str, stone: LazyTombstone, ripe: bool) -> Iterator[str]:
-        """The ids of the packs ``stone`` names; notes the manifests it names on the way."""
+    def _marked_packs(self, key: str, stone: LazyTombstone, ripe: bool, inputs: list[str]) -> Iterator[str]:
+        """The ids of the packs ``stone`` names; notes the manifests and adds the input
+        keys it names (to ``inputs``) on the way."""
         for item in self._items(key, stone):
             if item is None:
                 continue
-            if item.kind == "manifest":
+            if item.kind == "input":
+                inputs.append(item.key)
+            elif item.kind == "manifest":
                 self.marked_manifests.add(item.key)
                 seq = _seq_of(item.key)
                 if ripe and seq in self.present and seq not in self.kept:
@@ -328,7 +351,7 @@ class _Gc:
                 self.reporter.warn(f"gc: tombstone {key}: ignoring an unreadable item: {err}")
                 yield None
                 continue
-            if (_seq_of(item.key) if item.kind == "manifest" else _pack_id(item.key)) is None:
+            if _key_problem(item):
                 # A key of the wrong shape for its kind (the store's config, a manifest named
                 # as a pack) is never deleted: the item is kept unresolved.
                 self.reporter.warn(f"gc: tombstone {key}: ignoring an item naming {item.key!r} as a {item.kind}")
@@ -419,11 +442,22 @@ class _Gc:
             add(Item(key=key, kind="pack" if pid in uploaded else "orphan", bytes=size))
         marked.finish()
         gone.flush()
+        self._mark_inputs(add)
         if chunk.count:
             flush()
         if odd:
             self.reporter.warn(f"gc: left alone {odd} key(s) under {PACK_PREFIX} that are not pack names")
         return _newest_seq(self.repo) if mark_seq is None else mark_seq
+
+    def _mark_inputs(self, add: Callable[[Item], None]) -> None:
+        """Tombstone the keys under ``inputs/`` the input policy lets go (``gc/inputs.py``)
+        that no tombstone names yet; the sweep deletes what it still lets go then."""
+        expired = self.spill.batch("inputs_expired")
+        for key, size in expired_inputs(self.repo.store, self.inputs, self.now_ns, self.reporter, self._keep):
+            expired(key)
+            if not self.spill.has("inputs_marked", key):
+                add(Item(key=key, kind="input", bytes=size))
+        expired.flush()
 
     def _put_tombstone(self, chunk: Chunk, mark_seq: int, result: GcResult) -> None:
         now = time.time_ns()
@@ -471,7 +505,7 @@ class _Gc:
         """Delete the packs of one ripe tombstone, ``DELETE_BATCH`` at a time. Returns the
         number of its orphans that wait, whether all it names is resolved, and whether a
         manifest committed during the run needs some of it (the tombstone then stays)."""
-        resolved, revived, waiting, batch = True, False, 0, []
+        resolved, revived, waiting, batch, inputs = True, False, 0, [], []
         for item in self._items(key, stone):
             self._keep()
             fate = self._fate(item, stone.mark_seq)
@@ -480,13 +514,22 @@ class _Gc:
             if fate != "delete":
                 continue
             delete.add(item, item.bytes)
-            if lease is not None:
-                batch.append(item)
-                if len(batch) >= DELETE_BATCH:
-                    revived |= self._delete_packs(lease, batch, result)
-                    batch = []
+            if lease is None:
+                continue
+            if item.kind == "input":
+                inputs.append(item)
+                if len(inputs) >= DELETE_BATCH:
+                    self._delete_items(lease, inputs, result)
+                    inputs = []
+                continue
+            batch.append(item)
+            if len(batch) >= DELETE_BATCH:
+                revived |= self._delete_packs(lease, batch, result)
+                batch = []
         if batch:
             revived |= self._delete_packs(lease, batch, result)
+        if inputs:
+            self._delete_items(lease, inputs, result)
         return waiting, resolved, revived
 
     def _fate(self, item: Item | None, mark_seq: int) -> str:
@@ -498,6 +541,8 @@ class _Gc:
         expired manifest that is not deleted this time)."""
         if item is None:
             return "keep"
+        if item.kind == "input":
+            return input_fate(item.key, lambda key: self.spill.has("inputs_expired", key))
         if item.kind == "manifest":
             seq = _seq_of(item.key)
             if seq in self.present and seq not in self.deleting and seq not in self.kept:
@@ -521,9 +566,11 @@ class _Gc:
         return len(doomed) < len(batch) or kept > 0
 
     def _delete_items(self, lease: Lease, items: list[Item], result: GcResult) -> int:
-        """Delete the packs ``items``; returns how many a manifest committed meanwhile
-        turned out to need (only found when a bulk request is redone key by key)."""
-        kept = set(self._delete_keys(lease, [item.key for item in items], packs=True))
+        """Delete the packs (or manifests, or input keys) ``items``; returns how many a
+        manifest committed meanwhile turned out to need (only found when a bulk request
+        of packs is redone key by key)."""
+        packs = any(item.kind != "input" for item in items)
+        kept = set(self._delete_keys(lease, [item.key for item in items], packs=packs))
         gone = [item for item in items if item.key not in kept]
         result.deleted += len(gone)
         result.bytes_freed += sum(item.bytes for item in gone)

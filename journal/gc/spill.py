@@ -59,10 +59,11 @@ class Ascending:
 
 
 class Spill:
-    """Sets of pack ids that grow with the garbage: a private temporary SQLite database
-    (on disk, deleted when closed; its page cache is bounded), read back in order."""
+    """Sets of pack ids (and of input keys) that grow with the garbage: a private
+    temporary SQLite database (on disk, deleted when closed; its page cache is
+    bounded), read back in order."""
 
-    TABLES = ("uploaded", "marked", "gone")
+    TABLES = ("uploaded", "marked", "gone", "inputs_marked", "inputs_expired")
 
     def __init__(self) -> None:
         self.db = sqlite3.connect("", isolation_level=None, check_same_thread=False)

@@ -22,6 +22,7 @@ from ..errors import CorruptObject, DamagedConfig, KeyExists, NoStore, NotAStore
 from ..format.model import STORE_FORMAT, STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem
 from ..format.objects import (KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, is_id,
                       parse_header)
+from ..format.inputs import INPUT_PREFIX
 from .pack import pack_key
 from ..store.base import Store
 
@@ -91,15 +92,16 @@ def read_config(raw: bytes) -> StoreInfo:
 
 
 def _holds_data(store: Store) -> bool:
-    return any(next(iter(store.list(prefix)), None) is not None for prefix in (MANIFEST_PREFIX, PACK_PREFIX))
+    return any(next(iter(store.list(prefix)), None) is not None
+               for prefix in (MANIFEST_PREFIX, PACK_PREFIX, INPUT_PREFIX))
 
 
 def _not_a_store(store: Store, problem: str) -> StoreError:
     """A location without a valid config: a damaged journal store when it holds
-    manifests or packs (name the config object), else something that is not a journal store."""
+    manifests, packs or inputs (name the config object), else something that is not a journal store."""
     if not _holds_data(store):
         return NotAStore(store.location)
-    return DamagedConfig(store.location, f"{problem}, yet the store holds checkpoints or packs")
+    return DamagedConfig(store.location, f"{problem}, yet the store holds checkpoints, packs or inputs")
 
 
 class Repository:
@@ -133,11 +135,14 @@ class Repository:
         try:
             raw = store.get(CONFIG_KEY)
         except ObjectNotFound:
-            if not store.is_empty():
+            if store.is_empty():
+                if not create:
+                    raise NoStore(store.location) from None
+                return cls._init(store)
+            try:  # another process may have created the store between the two looks
+                raw = store.get(CONFIG_KEY)
+            except ObjectNotFound:
                 raise _not_a_store(store, "is missing") from None
-            if not create:
-                raise NoStore(store.location) from None
-            return cls._init(store)
         try:
             info = read_config(raw)
         except ValueError as err:

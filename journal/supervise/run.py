@@ -34,6 +34,7 @@ from ..local.state import StateLock
 from ..paths import SUPERVISE_LOCK
 from ..report import SILENT, Reporter
 from ..restore.run import restore
+from .inputs import InputSocket
 from .status import LastCheckpoint, RestoreRecord, Status, write_status
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -56,7 +57,7 @@ class Supervisor:
     """One supervised run. ``run()`` returns the exit status for the process."""
 
     def __init__(self, cfg, open_store, cmd: list[str], *, interval: float, grace: float = 1.0,
-                 restore_first: bool = True, reporter: Reporter = SILENT):
+                 restore_first: bool = True, reporter: Reporter = SILENT, serve_inputs: bool = True):
         self.cfg = cfg
         self.open_store = open_store
         self.cmd = cmd
@@ -75,6 +76,7 @@ class Supervisor:
         self.tty_modes: list | None = None        # its modes before CMD had it (termios)
         self.continued = False                    # SIGCONT came: a shell resumed us (``fg``/``bg``)
         self.failure: tuple[str, str] | None = None  # (message, kind) when CMD never started
+        self.inputs = InputSocket(cfg, self.reporter, retry_after=interval) if serve_inputs else None
 
     def run(self) -> int:
         try:
@@ -99,9 +101,14 @@ class Supervisor:
         if self.signal is not None:
             self._record_stop(f"stopped by signal {self.signal} before {self.cmd[0]} started")
             return 128 + self.signal
+        env = None
+        if self.inputs is not None:
+            self._serve_inputs(self.inputs.start())
+            env = {**os.environ, "JOURNAL_INPUT_SOCKET": self.inputs.path}
         try:
-            self.child = subprocess.Popen(self.cmd, process_group=0)
+            self.child = subprocess.Popen(self.cmd, process_group=0, env=env)
         except OSError as err:
+            self._stop_inputs()
             self._record_stop(f"start {self.cmd[0]}: {err.strerror or err}")
             self.failure = (self.status.last_error, type(err).__name__)
             self.reporter.warn(f"supervise: cannot start {self.cmd[0]}: {err.strerror or err}")
@@ -187,6 +194,8 @@ class Supervisor:
             self._reap()
             if self.continued:
                 self._resume()
+            if self.inputs is not None and self.inputs.due():
+                self._serve_inputs(self.inputs.start())
             if time.monotonic() >= next_tick:
                 self._checkpoint(final=False)
                 next_tick = time.monotonic() + self.interval
@@ -208,6 +217,7 @@ class Supervisor:
             self.killed = self.child_status is None or self.child.returncode == -signal.SIGKILL
         for sig in STOP_SIGNALS:  # a second signal must not interrupt the final checkpoint
             signal.signal(sig, signal.SIG_IGN)
+        self._stop_inputs()  # after CMD's group: its last prompts are stored
         self._take_terminal_back()
         if self.child.returncode is not None and self.child.returncode < 0:
             self._restore_terminal_modes()  # as a shell does after a job dies of a signal
@@ -235,6 +245,9 @@ class Supervisor:
                 return
             if pid == 0:
                 return
+            if self.inputs is not None and self.inputs.exited(pid, status):
+                self._serve_inputs(False)
+                continue
             if self.child is None or pid != self.child.pid:
                 continue
             if os.WIFSTOPPED(status):
@@ -294,6 +307,18 @@ class Supervisor:
         self.continued = False
         self._give_terminal()
         self._signal_group(signal.SIGCONT)
+
+    def _serve_inputs(self, serving: bool) -> None:
+        """Record whether the input socket is served (``status.json``), and why not."""
+        self.status.input_socket = self.inputs.path
+        self.status.input_error = None if serving else self.inputs.error
+        self._save()
+
+    def _stop_inputs(self) -> None:
+        if self.inputs is not None and self.inputs.pid is not None:
+            self.inputs.stop()
+            self.status.input_error = "stopped with CMD"
+            self._save()
 
     def _checkpoint(self, final: bool) -> None:
         started = time.monotonic()

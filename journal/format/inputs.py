@@ -1,0 +1,247 @@
+"""The input journal's stored bytes: its keys and its three records (design §19).
+
+Every submitted prompt is one immutable record in its session's directory, at the key
+of its sequence number; delivery and client-id claims are records of their own::
+
+    inputs/<session dir>/i<seq:012d>     the input (kind 7): a JSON head line, then the text
+    inputs/<session dir>/d<seq:012d>     its delivery marker (kind 8, JSON)
+    inputs/<session dir>/c<sha256(client id)>   a client-id claim (kind 9, JSON)
+
+A session directory is ``<harness>.<label>-<digest>``: the harness name as given (it
+must match ``HARNESS``), a readable label made of the session name (every character
+outside ``[A-Za-z0-9_-]`` becomes ``_``, cut at 32), and the first 20 hex digits of
+the SHA-256 of ``harness NUL session``, which is what tells two sessions apart. So a
+user's string never reaches a key but through the digest and the label's safe
+characters: no ``/``, no ``..``, no leading ``.``, a bounded length. Within a
+directory every name is a letter and a fixed-width tail, and no letter is a prefix of
+another's name, so no key is a strict prefix of another (hf-mount's phantom-directory
+rule); a listing of one directory returns claims, then markers, then inputs, each in
+ascending sequence order.
+
+An input's id, as commands and the socket show it, is ``<session dir>/<seq>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Annotated, Literal
+
+import msgspec
+
+from ..errors import ConfigError, CorruptObject
+from .model import Count, Id, Nanos, Text
+from .objects import KIND_CLAIM, KIND_DELIVERY, KIND_INPUT, blob_id, decode_record, encode_record
+
+INPUT_PREFIX = "inputs/"
+SEQ_WIDTH = 12
+MAX_SEQ = 10 ** SEQ_WIDTH - 1
+#: The largest input a configuration may allow (``input_limit``; the default is 1 MiB).
+MAX_INPUT_LIMIT = 16 << 20
+HARNESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+DIGEST_HEX = 20
+LABEL_CHARS = 32
+INPUT_LETTER, DELIVERY_LETTER, CLAIM_LETTER = "i", "d", "c"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_SESSION_DIR = re.compile(r"(?P<harness>[A-Za-z0-9][A-Za-z0-9_-]{0,63})\.[A-Za-z0-9_-]{1,32}-[0-9a-f]{20}")
+_NAME = re.compile(r"(?:(?P<letter>[di])(?P<seq>\d{12})|c[0-9a-f]{64})")
+_ID = re.compile(r"(?P<dir>[^/]+)/(?P<seq>[0-9]{1,12})")
+
+Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQ)]
+Harness = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]*$")]
+TextSize = Annotated[int, msgspec.Meta(ge=0, le=MAX_INPUT_LIMIT)]
+
+
+class InputHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What an input record says about its text (the JSON line before it)."""
+
+    version: Literal[1] = 1
+    harness: Harness
+    session: Name
+    pane: Name | None = None
+    client_id: Name | None = None
+    seq: Seq
+    submitted: Text
+    submitted_ns: Nanos
+    size: TextSize
+    host: Text
+
+
+class Delivery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A delivery marker: input ``seq`` (the record ``input``) was delivered. It repeats what
+    gc needs of the input (its time, its client id), so gc reads only the marker."""
+
+    version: Literal[1] = 1
+    input: Id
+    seq: Seq
+    client_id: Name | None = None
+    submitted_ns: Nanos
+    delivered: Text
+    delivered_ns: Nanos
+    host: Text
+
+
+class Claim(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A client id taken in a session: its input, once stored, is the first input with
+    this client id at a sequence above ``after`` (the newest sequence known when the
+    claim was written)."""
+
+    version: Literal[1] = 1
+    client_id: Name
+    after: Annotated[int, msgspec.Meta(ge=0, le=MAX_SEQ)]
+    created: Text
+    created_ns: Nanos
+    host: Text
+    pid: Count
+
+
+_encoder = msgspec.json.Encoder(order="deterministic")
+_decode_head = msgspec.json.Decoder(InputHead).decode
+_decode_delivery = msgspec.json.Decoder(Delivery).decode
+_decode_claim = msgspec.json.Decoder(Claim).decode
+
+
+def check_names(harness: str, session: str, pane: str | None = None, client_id: str | None = None) -> None:
+    """Refuse names an input cannot carry (``ConfigError``, naming the field and the rule)."""
+    if not isinstance(harness, str) or not HARNESS.fullmatch(harness):
+        raise ConfigError(f"append input: harness {harness!r} is not a harness name: 1 to 64 letters, digits, "
+                          "'-' and '_', starting with a letter or digit")
+    for field, value, required in (("session", session, True), ("pane", pane, False),
+                                   ("client id", client_id, False)):
+        if value is None and not required:
+            continue
+        if not isinstance(value, str) or not 1 <= len(value) <= 256 or _CONTROL.search(value) \
+                or not _encodes(value):
+            raise ConfigError(f"append input: {field} {value!r} must be one line of 1 to 256 characters "
+                              "(UTF-8, no control characters)")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _encodes(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
+def session_dir(harness: str, session: str) -> str:
+    """The directory name of a session (see the module docstring); the names are checked."""
+    check_names(harness, session)
+    digest = hashlib.sha256(f"{harness}\0{session}".encode()).hexdigest()[:DIGEST_HEX]
+    return f"{harness}.{_UNSAFE.sub('_', session)[:LABEL_CHARS]}-{digest}"
+
+
+def session_prefix(harness: str | None = None, session: str | None = None) -> str:
+    """The listing prefix of every input, one harness's, or one session's."""
+    if session is not None:
+        if harness is None:
+            raise ConfigError("list inputs: --session needs --harness (a session belongs to a harness)")
+        return f"{INPUT_PREFIX}{session_dir(harness, session)}/"
+    if harness is not None:
+        check_names(harness, "-")
+        return f"{INPUT_PREFIX}{harness}."
+    return INPUT_PREFIX
+
+
+def input_key(sdir: str, seq: int) -> str:
+    return f"{INPUT_PREFIX}{sdir}/{INPUT_LETTER}{seq:0{SEQ_WIDTH}d}"
+
+
+def delivery_key(sdir: str, seq: int) -> str:
+    return f"{INPUT_PREFIX}{sdir}/{DELIVERY_LETTER}{seq:0{SEQ_WIDTH}d}"
+
+
+def claim_key(sdir: str, client_id: str) -> str:
+    return f"{INPUT_PREFIX}{sdir}/{_claim_name(client_id)}"
+
+
+def _claim_name(client_id: str) -> str:
+    return CLAIM_LETTER + hashlib.sha256(client_id.encode()).hexdigest()
+
+
+def input_id(sdir: str, seq: int) -> str:
+    return f"{sdir}/{seq}"
+
+
+def parse_id(text: str) -> tuple[str, int]:
+    """``(session dir, seq)`` of an input id; ``ConfigError`` for anything else."""
+    match = _ID.fullmatch(text) if isinstance(text, str) else None
+    if match is None or not _SESSION_DIR.fullmatch(match["dir"]) or not 1 <= int(match["seq"]) <= MAX_SEQ:
+        raise ConfigError(f"input: {text!r} is not an input id (<harness>.<label>-<20 hex>/<seq>, as "
+                          "`journal input append` and `journal input list` print it)")
+    return match["dir"], int(match["seq"])
+
+
+def parse_key(key: str) -> tuple[str, str, int | None] | None:
+    """``(session dir, letter, seq)`` of a key under ``inputs/`` (``seq`` None for a
+    claim), or None for a key of any other shape."""
+    rest = key[len(INPUT_PREFIX):] if key.startswith(INPUT_PREFIX) else ""
+    sdir, _, name = rest.partition("/")
+    match = _NAME.fullmatch(name)
+    if match is None or not _SESSION_DIR.fullmatch(sdir):
+        return None
+    if match["letter"] is None:
+        return sdir, CLAIM_LETTER, None
+    seq = int(match["seq"])
+    return (sdir, match["letter"], seq) if seq >= 1 else None
+
+
+def encode_input(head: InputHead, text: bytes) -> tuple[str, bytes]:
+    """``(record id, record bytes)`` of one input."""
+    return encode_record(KIND_INPUT, _encoder.encode(head) + b"\n" + text)
+
+
+def decode_input(data: bytes, key: str) -> tuple[InputHead, bytes, str]:
+    """Verify one input record read at ``key`` and return ``(head, text, record id)``:
+    ``CorruptObject`` unless it decodes and its harness, session and sequence are
+    those its key names."""
+    payload = decode_record(data, key=key, expect_kind=KIND_INPUT)
+    line, newline, text = payload.partition(b"\n")
+    try:
+        if not newline:
+            raise msgspec.DecodeError("no head line")
+        head = _decode_head(line)
+    except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
+        raise CorruptObject(key, f"input head does not decode: {err}") from None
+    if len(text) != head.size:
+        raise CorruptObject(key, f"input says {head.size:,} bytes of text, holds {len(text):,}")
+    if key != input_key(session_dir(head.harness, head.session), head.seq):
+        raise CorruptObject(key, f"input of {head.harness}/{head.session} #{head.seq} stored under another key")
+    return head, bytes(text), blob_id(payload)
+
+
+def encode_delivery(marker: Delivery) -> bytes:
+    return encode_record(KIND_DELIVERY, _encoder.encode(marker))[1]
+
+
+def decode_delivery(data: bytes, key: str) -> Delivery:
+    """Verify one delivery marker read at ``key``; ``CorruptObject`` unless its sequence is its key's."""
+    marker = _decode_json(data, key, KIND_DELIVERY, _decode_delivery, "delivery marker")
+    parsed = parse_key(key)
+    if parsed is None or parsed[2] != marker.seq:
+        raise CorruptObject(key, f"delivery marker of #{marker.seq} stored under another key")
+    return marker
+
+
+def encode_claim(claim: Claim) -> bytes:
+    return encode_record(KIND_CLAIM, _encoder.encode(claim))[1]
+
+
+def decode_claim(data: bytes, key: str) -> Claim:
+    """Verify one client-id claim read at ``key``; ``CorruptObject`` unless its client id is its key's."""
+    claim = _decode_json(data, key, KIND_CLAIM, _decode_claim, "client-id claim")
+    if key.rsplit("/", 1)[-1] != _claim_name(claim.client_id):
+        raise CorruptObject(key, "client-id claim of another client id")
+    return claim
+
+
+def _decode_json(data: bytes, key: str, kind: int, decoder, what: str):
+    payload = decode_record(data, key=key, expect_kind=kind)
+    try:
+        return decoder(payload)
+    except msgspec.DecodeError as err:
+        raise CorruptObject(key, f"{what} does not decode: {err}") from None

@@ -1,0 +1,132 @@
+"""Input retention: which stored inputs a gc lets go (``--keep-inputs-within``; design §16, §19).
+
+An input *expires* when it was submitted longer ago than the policy's duration, it
+was marked delivered (or ``--include-undelivered`` is given), and it is not its
+session's newest: the newest input holds the session's sequence, and without it the
+next append would number a new prompt as the expired one. An expired input goes with
+its client-id claim and its delivery marker; a marker whose input is gone (a sweep
+stopped between the two) expires alone. The keys go into gc's tombstones as ``input``
+items and are deleted by a later sweep past the grace, when that run's policy still
+expires them, in this order: claim and input, then, in a later run, the marker (an
+input that lost its marker first would read as undelivered, and be replayed).
+
+Deciding reads one small record per candidate: the marker of a delivered input (it
+repeats the input's time and client id), the input itself of an undelivered one (only
+with ``--include-undelivered``). The listing is streamed one session at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import msgspec
+
+from ..errors import CorruptObject, ObjectNotFound
+from ..format.inputs import (CLAIM_LETTER, DELIVERY_LETTER, INPUT_LETTER, INPUT_PREFIX, claim_key, decode_delivery,
+                             decode_input, delivery_key, input_key, parse_key)
+from ..report import Reporter
+from ..store.base import Store
+
+
+class InputPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """``keep_within``: seconds (None: keep every input); ``include_undelivered``: expire
+    undelivered inputs too."""
+
+    keep_within: float | None = None
+    include_undelivered: bool = False
+
+    def is_empty(self) -> bool:
+        return self.keep_within is None
+
+
+def expired_inputs(store: Store, policy: InputPolicy, now_ns: int, reporter: Reporter,
+                   keep: Callable[[], None] = lambda: None) -> Iterator[tuple[str, int]]:
+    """``(key, size)`` of every key under ``inputs/`` the policy lets go now, session by
+    session: each expired input's claim, the input, its marker; then the session's
+    orphan markers. Nothing when the policy keeps every input."""
+    if policy.is_empty():
+        return
+    cutoff = now_ns - int(policy.keep_within * 1e9)
+    session: _Session | None = None
+    for key, size in store.list_sizes(INPUT_PREFIX):
+        keep()
+        parsed = parse_key(key)
+        if parsed is None:
+            continue  # verify reports keys of other shapes; gc leaves them alone
+        sdir, letter, seq = parsed
+        if session is None or session.sdir != sdir:
+            if session is not None:
+                yield from session.finish()
+            session = _Session(store, sdir, policy, cutoff, reporter)
+        session.add(letter, seq, key, size)
+    if session is not None:
+        yield from session.finish()
+
+
+class _Session:
+    """One session directory as its listing streams: claims, then markers, then inputs."""
+
+    def __init__(self, store: Store, sdir: str, policy: InputPolicy, cutoff: int, reporter: Reporter):
+        self.store, self.sdir, self.policy, self.cutoff, self.reporter = store, sdir, policy, cutoff, reporter
+        self.claims: dict[str, int] = {}
+        self.markers: dict[int, int] = {}
+        self.held: tuple[int, int] | None = None   # the last input seen: the newest, until another comes
+        self.out: list[tuple[str, int]] = []
+
+    def add(self, letter: str, seq: int | None, key: str, size: int) -> None:
+        if letter == CLAIM_LETTER:
+            self.claims[key] = size
+        elif letter == DELIVERY_LETTER:
+            self.markers[seq] = size
+        elif letter == INPUT_LETTER:
+            if self.held is not None:
+                self._judge(*self.held)
+            self.held = (seq, size)
+
+    def finish(self) -> list[tuple[str, int]]:
+        if self.held is not None:
+            self.markers.pop(self.held[0], None)   # the newest stays, with its marker
+        for seq, size in sorted(self.markers.items()):
+            self.out.append((delivery_key(self.sdir, seq), size))   # markers whose input is gone
+        return self.out
+
+    def _judge(self, seq: int, size: int) -> None:
+        """Decide input ``seq`` (not the session's newest)."""
+        marker_size = self.markers.pop(seq, None)
+        if marker_size is None and not self.policy.include_undelivered:
+            return
+        try:
+            if marker_size is not None:
+                key = delivery_key(self.sdir, seq)
+                marker = decode_delivery(self.store.get(key), key)
+                submitted_ns, client_id = marker.submitted_ns, marker.client_id
+            else:
+                key = input_key(self.sdir, seq)
+                head, _text, _rid = decode_input(self.store.get(key), key)
+                submitted_ns, client_id = head.submitted_ns, head.client_id
+        except ObjectNotFound:
+            return  # gone since the listing
+        except CorruptObject as err:
+            self.reporter.warn(f"gc: keeping input {input_key(self.sdir, seq)}: {err}")
+            return
+        if submitted_ns >= self.cutoff:
+            return
+        claim = claim_key(self.sdir, client_id) if client_id is not None else None
+        if claim in self.claims:
+            self.out.append((claim, self.claims[claim]))
+        self.out.append((input_key(self.sdir, seq), size))
+        if marker_size is not None:
+            self.out.append((delivery_key(self.sdir, seq), marker_size))
+
+
+def input_fate(key: str, expired: Callable[[str], bool]) -> str:
+    """What the sweep does with an ``input`` item of a ripe tombstone, given which keys
+    this run's policy lets go (``expired``): ``delete`` it; ``done`` (kept by the policy
+    now, or gone); or ``keep`` the tombstone: a marker whose input is still there goes
+    in a later run, after its input."""
+    if expired(key):
+        parsed = parse_key(key)
+        if parsed is None or parsed[1] != DELIVERY_LETTER or not expired(input_key(parsed[0], parsed[2])):
+            return "delete"
+        return "keep"
+    return "done"

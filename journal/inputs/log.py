@@ -1,0 +1,303 @@
+"""The input journal's operations: append, list, show, mark delivered (design §19).
+
+**Append** stores one input record at ``inputs/<session dir>/i<seq>`` with put-if-absent
+and returns only once the store has it (a local store: written, fsynced, renamed and
+its directory fsynced; S3: the conditional PUT answered). The record *is* the sequence
+slot: an appender tries the sequence after the newest it knows of (one listing of the
+session, or the last one this process stored there), and on ``KeyExists`` the next one,
+listing the session again after ``RELIST`` misses in a row. It only ever tries ``s``
+once ``s - 1`` is known to be stored (listed, stored by itself, or taken by another),
+so every stored input's predecessors were stored before it: once every append has
+returned, a listing shows no gap (gc's expiries aside).
+
+**A client id** makes an append idempotent. Before its input, the appender writes a
+*claim*, ``c<sha256(client id)>``, put-if-absent, naming ``after``: the newest sequence
+it knows of, below which its input cannot land. An append that finds the claim taken
+is a retry: it reads the inputs above ``after`` in order and answers with the first
+one carrying its client id, storing nothing. Finding none, the attempt that wrote the
+claim stopped before its input (killed, or failed), and this one stores it in its place.
+
+Within one process appends to a session take turns (a lock per session), so a server
+never races itself; between processes the store's put-if-absent decides.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import msgspec
+
+from ..config import DEFAULT_INPUT_LIMIT
+from ..errors import CorruptObject, InputBusy, InputNotFound, InputTooLarge, KeyExists, ObjectNotFound
+from ..format.inputs import (DELIVERY_LETTER, INPUT_LETTER, MAX_SEQ, Claim, Delivery, InputHead, check_names,
+                             claim_key, decode_claim, decode_delivery, decode_input, delivery_key, encode_claim,
+                             encode_delivery, encode_input, input_id, input_key, parse_id, parse_key, session_dir,
+                             session_prefix)
+from ..report import SILENT, Reporter
+from ..repository.lineage import open_repository
+from ..repository.repository import Repository
+from ..store import open_store
+
+#: Sequence numbers taken by others in a row before the session is listed again.
+RELIST = 4
+#: Sequence numbers one append tries at most.
+MAX_TRIES = 1000
+
+
+class Appended(msgspec.Struct, kw_only=True):
+    """What ``append`` stored, or found stored (``duplicate``: a retry of that client id)."""
+
+    id: str
+    seq: int
+    harness: str
+    session: str
+    sha256: str
+    duplicate: bool = False
+
+
+class InputInfo(msgspec.Struct, kw_only=True):
+    """One stored input, as ``list`` and ``show`` describe it."""
+
+    id: str
+    seq: int
+    harness: str
+    session: str
+    pane: str | None
+    client_id: str | None
+    submitted: str
+    submitted_ns: int
+    size: int
+    sha256: str
+    delivered: bool
+    delivered_at: str | None = None     # ``show`` reads the marker; ``list`` only knows it exists
+
+
+class Delivered(msgspec.Struct, kw_only=True):
+    """What ``mark_delivered`` did: the marker it wrote, or found (``already``)."""
+
+    id: str
+    seq: int
+    delivered_at: str
+    already: bool = False
+
+
+def utc(ns: int) -> str:
+    when = _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def open_log(cfg, store=None, *, create: bool = False, reporter: Reporter = SILENT) -> "InputLog":
+    """The input journal of ``cfg``'s store. ``create`` (an append) creates an absent store
+    as a checkpoint would (never where this machine's store vanished); reading needs one."""
+    store = store or open_store(cfg.store)
+    repo = open_repository(store, cfg.state_dir, create=True) if create else Repository.open(store)
+    return InputLog(repo, limit=cfg.input_limit, reporter=reporter)
+
+
+class InputLog:
+    """The inputs of one store. Thread-safe: the socket server shares one between clients."""
+
+    def __init__(self, repo: Repository, *, limit: int = DEFAULT_INPUT_LIMIT, reporter: Reporter = SILENT,
+                 clock: Callable[[], int] = time.time_ns):
+        self.repo = repo
+        self.store = repo.store
+        self.limit = limit
+        self.reporter = reporter
+        self.clock = clock
+        self.host = os.uname().nodename[:256]
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._newest: dict[str, int] = {}   # session dir -> the newest sequence this process knows is stored
+
+    # ------------------------------------------------------------------ append
+
+    def append(self, harness: str, session: str, text: bytes, *, pane: str | None = None,
+               client_id: str | None = None) -> Appended:
+        """Store one input durably and return its id and sequence (see the module
+        docstring). ``InputTooLarge`` (a ``ConfigError``) over the limit, with nothing
+        stored; ``ConfigError`` for a name an input cannot carry."""
+        check_names(harness, session, pane, client_id)
+        text = bytes(text)
+        if len(text) > self.limit:
+            raise InputTooLarge(len(text), self.limit)
+        sdir = session_dir(harness, session)
+        with self._session_lock(sdir):
+            if client_id is not None:
+                found = self._claim(sdir, client_id)
+                if found is not None:
+                    return found
+            return self._store(sdir, InputHead(harness=harness, session=session, pane=pane, client_id=client_id,
+                                               seq=1, submitted="", submitted_ns=0, size=len(text), host=self.host),
+                               text)
+
+    def _session_lock(self, sdir: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(sdir, threading.Lock())
+
+    def _claim(self, sdir: str, client_id: str) -> Appended | None:
+        """Take ``client_id`` in the session (None: go on and store the input), or find
+        the input an earlier attempt stored for it."""
+        key = claim_key(sdir, client_id)
+        now = self.clock()
+        claim = Claim(client_id=client_id, after=self._known(sdir), created=utc(now), created_ns=now,
+                      host=self.host, pid=os.getpid())
+        try:
+            self.store.put_if_absent(key, encode_claim(claim))
+            return None
+        except KeyExists:
+            pass
+        try:
+            taken = decode_claim(self.store.get(key), key)
+            after = taken.after if taken.client_id == client_id else 0
+        except ObjectNotFound:   # gc expired it meanwhile, with its input
+            after = 0
+        except CorruptObject as err:
+            self.reporter.warn(f"append input: {err}; looking through the whole session for client id {client_id!r}")
+            after = 0
+        return self._first_with(sdir, client_id, after)
+
+    def _first_with(self, sdir: str, client_id: str, after: int) -> Appended | None:
+        """The first input above ``after`` that carries ``client_id``, or None."""
+        for seq in self._seqs(sdir, after):
+            key = input_key(sdir, seq)
+            try:
+                head, _text, rid = decode_input(self.store.get(key), key)
+            except ObjectNotFound:
+                continue
+            except CorruptObject as err:
+                self.reporter.warn(f"append input: skipping {err}")
+                continue
+            if head.client_id == client_id:
+                return Appended(id=input_id(sdir, seq), seq=seq, harness=head.harness, session=head.session,
+                                sha256=rid, duplicate=True)
+        return None
+
+    def _store(self, sdir: str, head: InputHead, text: bytes) -> Appended:
+        """Put the input at the first free sequence after the newest known one."""
+        seq = self._known(sdir) + 1
+        misses = 0
+        for _ in range(MAX_TRIES):
+            if seq > MAX_SEQ:
+                break
+            now = self.clock()
+            head = msgspec.structs.replace(head, seq=seq, submitted=utc(now), submitted_ns=now)
+            rid, record = encode_input(head, text)
+            try:
+                self.store.put_if_absent(input_key(sdir, seq), record)
+            except KeyExists:
+                misses += 1
+                # ``seq`` is stored; after a few misses the listing's newest jumps further.
+                seq = max(seq, self._listed(sdir) if misses % RELIST == 0 else 0) + 1
+                continue
+            with self._guard:
+                self._newest[sdir] = max(self._newest.get(sdir, 0), seq)
+            return Appended(id=input_id(sdir, seq), seq=seq, harness=head.harness, session=head.session, sha256=rid)
+        raise InputBusy(sdir, MAX_TRIES)
+
+    def _known(self, sdir: str) -> int:
+        """The newest sequence this process knows to be stored in the session, else the
+        listing's (0: none)."""
+        with self._guard:
+            known = self._newest.get(sdir)
+        if known is None:
+            known = self._listed(sdir)
+            with self._guard:
+                self._newest[sdir] = max(self._newest.get(sdir, 0), known)
+        return known
+
+    def _listed(self, sdir: str) -> int:
+        seqs = self._seqs(sdir, 0)
+        return seqs[-1] if seqs else 0
+
+    def _seqs(self, sdir: str, after: int) -> list[int]:
+        """The stored inputs' sequences above ``after``, ascending (one listing)."""
+        found = []
+        for key in self.store.list(f"{session_prefix()}{sdir}/{INPUT_LETTER}"):
+            parsed = parse_key(key)
+            if parsed is not None and parsed[1] == INPUT_LETTER and parsed[2] > after:
+                found.append(parsed[2])
+        return found
+
+    # ------------------------------------------------------------------ read
+
+    def list(self, *, harness: str | None = None, session: str | None = None, since_ns: int | None = None,
+             undelivered: bool = False) -> Iterator[InputInfo]:
+        """Every stored input (or one harness's, or one session's), by session then
+        sequence: each read and verified, except those ``undelivered`` leaves out, which
+        the listing alone decides. A damaged input is skipped with a warning."""
+        current, delivered = None, set()
+        for key in self.store.list(session_prefix(harness, session)):
+            parsed = parse_key(key)
+            if parsed is None:
+                continue
+            sdir, letter, seq = parsed
+            if sdir != current:   # a directory lists its markers before its inputs
+                current, delivered = sdir, set()
+            if letter == DELIVERY_LETTER:
+                delivered.add(seq)
+            if letter != INPUT_LETTER or (undelivered and seq in delivered):
+                continue
+            try:
+                head, _text, rid = decode_input(self.store.get(key), key)
+            except ObjectNotFound:   # gc expired it since the listing
+                continue
+            except CorruptObject as err:
+                self.reporter.warn(f"list inputs: skipping {err}; `journal verify --full` lists every damaged object")
+                continue
+            if since_ns is None or head.submitted_ns >= since_ns:
+                yield _info(sdir, head, rid, seq in delivered)
+
+    def show(self, text_id: str) -> tuple[InputInfo, bytes]:
+        """One input, verified, and its text byte for byte."""
+        sdir, seq = parse_id(text_id)
+        head, text, rid = self._read(text_id, sdir, seq)
+        marker = self._marker(sdir, seq, rid)
+        info = _info(sdir, head, rid, marker is not None)
+        info.delivered_at = marker.delivered if marker is not None else None
+        return info, text
+
+    def _read(self, text_id: str, sdir: str, seq: int) -> tuple[InputHead, bytes, str]:
+        key = input_key(sdir, seq)
+        try:
+            return decode_input(self.store.get(key), key)
+        except ObjectNotFound:
+            raise InputNotFound(text_id, key) from None
+
+    def _marker(self, sdir: str, seq: int, rid: str) -> Delivery | None:
+        key = delivery_key(sdir, seq)
+        try:
+            marker = decode_delivery(self.store.get(key), key)
+        except ObjectNotFound:
+            return None
+        if marker.input != rid:
+            raise CorruptObject(key, f"delivery marker names input record {marker.input[:12]}, the input is {rid[:12]}")
+        return marker
+
+    # ------------------------------------------------------------------ deliver
+
+    def mark_delivered(self, text_id: str) -> Delivered:
+        """Record that input ``text_id`` was delivered: a marker, put-if-absent, naming the
+        input record it read and verified. Marking it again changes nothing (``already``)."""
+        sdir, seq = parse_id(text_id)
+        head, _text, rid = self._read(text_id, sdir, seq)
+        now = self.clock()
+        marker = Delivery(input=rid, seq=seq, client_id=head.client_id, submitted_ns=head.submitted_ns,
+                          delivered=utc(now), delivered_ns=now, host=self.host)
+        try:
+            self.store.put_if_absent(delivery_key(sdir, seq), encode_delivery(marker))
+        except KeyExists:
+            existing = self._marker(sdir, seq, rid)
+            if existing is None:   # gc expired it since the put: the input goes with it
+                raise InputNotFound(text_id, input_key(sdir, seq)) from None
+            return Delivered(id=input_id(sdir, seq), seq=seq, delivered_at=existing.delivered, already=True)
+        return Delivered(id=input_id(sdir, seq), seq=seq, delivered_at=marker.delivered)
+
+
+def _info(sdir: str, head: InputHead, rid: str, delivered: bool) -> InputInfo:
+    return InputInfo(id=input_id(sdir, head.seq), seq=head.seq, harness=head.harness, session=head.session,
+                     pane=head.pane, client_id=head.client_id, submitted=head.submitted,
+                     submitted_ns=head.submitted_ns, size=head.size, sha256=rid, delivered=delivered)

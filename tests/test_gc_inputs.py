@@ -1,0 +1,152 @@
+"""Input retention (``journal/gc/inputs.py``, design §16 and §19): ``gc --keep-inputs-within``
+expires delivered inputs (every one with ``--include-undelivered``) by the same two
+phases as packs, never a session's newest, and deletes an input before its marker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from journal.format.inputs import claim_key, delivery_key, input_key, parse_id
+from journal.gc.inputs import InputPolicy
+from journal.gc.retention import Policy
+from journal.gc.run import gc
+from journal.inputs.log import InputLog
+from journal.report import Collector
+from journal.repository.repository import Repository
+from journal.store import open_store
+from journal.verify import ORPHAN_DELIVERY, verify
+
+from conftest import FakeClock, run_journal
+
+DAY = 86400
+KEEP_A_DAY = InputPolicy(keep_within=DAY)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def repo(tmp_path) -> Repository:
+    return Repository.open(open_store(str(tmp_path / "store")), create=True)
+
+
+@pytest.fixture
+def log(repo, clock) -> InputLog:
+    return InputLog(repo, clock=clock)
+
+
+def keys(repo: Repository) -> set[str]:
+    return set(repo.store.list("inputs/"))
+
+
+def run(repo: Repository, clock: FakeClock, policy: InputPolicy = KEEP_A_DAY, **kwargs):
+    """One gc over the inputs at the fake clock's time (grace 0: the sweep of the next run
+    deletes what this run marks)."""
+    reporter = Collector()
+    plan, result = gc(repo, Policy(), 0, inputs=policy, now_ns=clock(), reporter=reporter, **kwargs)
+    assert reporter.warnings == []
+    return plan, result
+
+
+def test_delivered_inputs_older_than_the_duration_expire_in_two_phases_newest_kept(repo, log, clock):
+    ids = []
+    for i in range(4):
+        ids.append(log.append("codex", "S", f"prompt {i}".encode(), client_id=f"c{i}").id)
+        clock.advance(60)
+    for ident in ids:
+        log.mark_delivered(ident)
+    sdir, _ = parse_id(ids[0])
+    fresh = log.append("codex", "S", b"today").id
+    clock.advance(2 * DAY)
+    before = keys(repo)
+
+    plan, result = run(repo, clock)      # mark
+    assert plan.tombstone_kinds == {"input": 12} and result.deleted == 0 and keys(repo) == before
+    clock.advance(1)
+    _, result = run(repo, clock)         # sweep: claims and inputs; the markers wait for their inputs
+    assert result.deleted == 8
+    assert keys(repo) == {delivery_key(sdir, s) for s in (1, 2, 3, 4)} | {input_key(sdir, 5)}
+    assert [i.seq for i in log.list(undelivered=True)] == [5], "no expired input ever reads as undelivered"
+    clock.advance(1)
+    _, result = run(repo, clock)         # the markers, and the tombstone resolved
+    assert result.deleted == 4 and result.tombstones_removed == 1
+    assert keys(repo) == {input_key(sdir, 5)} and list(repo.store.list("tombstones/")) == []
+    assert [i.id for i in log.list()] == [fresh]
+    assert log.append("codex", "S", b"next").seq == 6, "the newest input kept the sequence"
+    assert log.append("codex", "S", b"a retry of an expired prompt", client_id="c0").seq == 7
+
+
+def test_undelivered_and_recent_inputs_stay_unless_asked(repo, log, clock):
+    old = [log.append("codex", "S", f"old {i}".encode()).id for i in range(3)]
+    log.mark_delivered(old[0])
+    clock.advance(2 * DAY)
+    recent = log.append("codex", "S", b"recent").id
+    log.mark_delivered(recent)
+    log.append("codex", "S", b"newest")
+
+    for _ in range(3):
+        run(repo, clock)
+        clock.advance(1)
+    assert [i.id for i in log.list()][:3] == old[1:] + [recent], "undelivered and recent inputs stay"
+    for _ in range(2):
+        run(repo, clock, InputPolicy(keep_within=DAY, include_undelivered=True))
+        clock.advance(1)
+    assert [i.id for i in log.list()] == [recent, parse_id(recent)[0] + "/5"]
+
+
+def test_a_sweep_whose_run_keeps_inputs_deletes_nothing_and_resolves_its_tombstones(repo, log, clock):
+    for i in range(3):
+        log.mark_delivered(log.append("codex", "S", f"{i}".encode()).id)
+    clock.advance(2 * DAY)
+    run(repo, clock)
+    before = keys(repo)
+    clock.advance(1)
+    plan, result = gc(repo, Policy(keep_last=5), 0, now_ns=clock())   # no input policy now
+    assert result.deleted == 0 and keys(repo) == before and result.tombstones_removed == 1
+    assert plan.delete_count == 0
+
+
+def test_a_dry_run_counts_and_changes_nothing(repo, log, clock):
+    for i in range(3):
+        log.mark_delivered(log.append("codex", "S", f"{i}".encode(), client_id=f"c{i}").id)
+    clock.advance(2 * DAY)
+    before = keys(repo)
+    plan, result = run(repo, clock, dry_run=True)
+    assert result is None and plan.tombstone_kinds == {"input": 6} and keys(repo) == before
+    assert list(repo.store.list("tombstones/")) == []
+
+
+def test_a_marker_left_by_a_stopped_sweep_is_a_warning_and_the_next_gc_removes_it(repo, log, clock):
+    ident = log.append("codex", "S", b"gone", client_id="c").id
+    log.mark_delivered(ident)
+    log.append("codex", "S", b"newest")
+    sdir, seq = parse_id(ident)
+    repo.store.delete(claim_key(sdir, "c"))
+    repo.store.delete(input_key(sdir, seq))   # as a sweep stopped between the input and its marker
+    found = verify(Repository.open(repo.store, audit=True))
+    assert [(f.kind, f.key, f.severity) for f in found.findings] == [(ORPHAN_DELIVERY, delivery_key(sdir, seq),
+                                                                       "warning")]
+    assert found.ok
+    run(repo, clock)
+    clock.advance(1)
+    run(repo, clock)
+    assert keys(repo) == {input_key(sdir, 2)}
+
+
+def test_the_command_line_takes_the_input_policy_alone_and_checks_it(tmp_path):
+    env = {"JOURNAL_STORE": str(tmp_path / "store"), "AM_LOCAL": str(tmp_path), "HOME": str(tmp_path)}
+    for i in range(2):
+        run_journal("input", "append", "--harness", "codex", "--session", "S", "--file", "/dev/null", env=env)
+    first = json.loads(run_journal("input", "list", "--json", env=env).stdout)[0]["id"]
+    run_journal("input", "mark-delivered", first, env=env)
+    refused = run_journal("gc", "--include-undelivered", env=env)
+    assert refused.returncode == 2 and "add --keep-inputs-within DURATION" in refused.stderr
+    empty = run_journal("gc", env=env)
+    assert empty.returncode == 2 and "--keep-inputs-within DURATION" in empty.stderr
+    dry = run_journal("gc", "--keep-inputs-within", "0s", "--dry-run", env=env)
+    assert dry.returncode == 0 and "tombstone 2 object(s)" in dry.stdout and "1 input(s)" not in dry.stdout
+    assert "2 input(s)" in dry.stdout and "expired input" in dry.stdout
