@@ -190,6 +190,21 @@ def write_file_atomic(
     goes through ``fs`` (default: real ``os`` calls).
     """
     fs = fs or OS_FS
+    tmp, total = write_temp(data, tmp_dir, path, mode=mode, mtime_ns=mtime_ns, fs=fs)
+    try:
+        publish_temp(tmp, path, noclobber=noclobber, fs=fs)
+    except BaseException:
+        discard_temp(tmp, fs)
+        raise
+    return total
+
+
+def write_temp(data: bytes | Iterable[bytes] | BinaryIO, tmp_dir: str, path: str, *, mode: int | None = None,
+               mtime_ns: int | None = None, fs: FsOps | None = None) -> tuple[str, int]:
+    """The first half of a publish: ``data`` written to a new temp file in ``tmp_dir``,
+    sequentially in one open, fsynced and closed; ``(its path, bytes written)``. An error
+    names ``path``, the file being published, and leaves no temp file."""
+    fs = fs or OS_FS
     fs.makedirs(tmp_dir)
     tmp = os.path.join(tmp_dir, f"{uuid.uuid4().hex}.part")
     fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -205,15 +220,28 @@ def write_file_atomic(
                 fs.fsync(fd)
             finally:
                 fs.close(fd)
-        if noclobber:
-            fs.rename_noclobber(tmp, path)
-        else:
-            fs.replace(tmp, path)
     except BaseException:
-        try:
-            fs.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        discard_temp(tmp, fs)
         raise
+    return tmp, total
+
+
+def publish_temp(tmp: str, path: str, *, noclobber: bool = False, fs: FsOps | None = None) -> None:
+    """The second half: rename the closed temp file ``tmp`` to ``path`` (``noclobber``:
+    ``FileExistsError`` when ``path`` exists, and ``tmp`` stays, so the same bytes can
+    be published under another name without being written again), then fsync the
+    directory."""
+    fs = fs or OS_FS
+    if noclobber:
+        fs.rename_noclobber(tmp, path)
+    else:
+        fs.replace(tmp, path)
     fs.fsync_dir(os.path.dirname(path) or ".")
-    return total
+
+
+def discard_temp(tmp: str, fs: FsOps | None = None) -> None:
+    """Remove a temp file that was not published (gone already is fine)."""
+    try:
+        (fs or OS_FS).unlink(tmp)
+    except FileNotFoundError:
+        pass

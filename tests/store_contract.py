@@ -213,6 +213,37 @@ class StoreContract:
         assert store.get("contested") == winners[0]
         assert store.puts == 1
 
+    def test_put_first_absent_takes_the_first_free_key_and_keeps_the_taken_ones(self, store):
+        store.put_if_absent("s/i1", b"one")
+        store.put_if_absent("s/i2", b"two")
+        tried = []
+
+        def keys():
+            for n in itertools.count(1):
+                tried.append(n)
+                yield f"s/i{n}"
+
+        assert store.put_first_absent(keys(), b"three") == "s/i3" and tried == [1, 2, 3]
+        assert [store.get(f"s/i{n}") for n in (1, 2, 3)] == [b"one", b"two", b"three"]
+        assert store.put_first_absent(iter(["s/i1", "s/i2"]), b"none") is None
+        assert list(store.list()) == ["s/i1", "s/i2", "s/i3"] and store.puts == 3
+
+    def test_concurrent_put_first_absent_gives_every_writer_its_own_key(self, store):
+        barrier = threading.Barrier(8)
+        got: dict[int, str] = {}
+
+        def race(n: int) -> None:
+            barrier.wait()
+            got[n] = store.put_first_absent((f"s/{k:02d}" for k in range(20)), bytes([n]) * 10_000)
+
+        threads = [threading.Thread(target=race, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(got.values()) == [f"s/{k:02d}" for k in range(8)]
+        assert all(store.get(key) == bytes([n]) * 10_000 for n, key in got.items())
+
     def test_counters_count_successful_puts_and_bytes(self, store):
         assert (store.puts, store.put_bytes) == (0, 0)
         store.put_if_absent("a", b"123")

@@ -88,6 +88,20 @@ def test_publish_is_write_fsync_close_rename_fsync_dir(tmp_path):
     assert fs.calls[-1] == ("fsync_dir", os.path.join(str(tmp_path), "a"))
 
 
+def test_put_first_absent_writes_the_bytes_once_and_renames_them_per_taken_key(tmp_path):
+    store = LocalStore(str(tmp_path))
+    for n in range(3):
+        store.put_if_absent(f"s/i{n}", b"taken")
+    fs = store.fs = RecordingFsOps()
+
+    assert store.put_first_absent((f"s/i{n}" for n in range(5)), b"new") == "s/i3"
+    names = [call[0] for call in fs.calls if call[0] not in ("makedirs", "mkdir")]
+    assert names == ["open", "write", "fsync", "close"] + ["rename_noclobber"] * 4 + ["fsync_dir"]
+    assert store.put_first_absent(iter(["s/i0"]), b"none") is None
+    assert os.listdir(tmp_path / TMP_DIR) == [], "the unpublished temp file is removed"
+    assert files_under(tmp_path) == ["s/i0", "s/i1", "s/i2", "s/i3"]
+
+
 def test_new_directories_have_their_parent_fsynced(tmp_path):
     fs = RecordingFsOps()
     LocalStore(str(tmp_path / "root"), fs=fs).put_if_absent("x/y/z", b"1")

@@ -54,14 +54,15 @@ TextSize = Annotated[int, msgspec.Meta(ge=0, le=MAX_INPUT_LIMIT)]
 
 
 class InputHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What an input record says about its text (the JSON line before it)."""
+    """What an input record says about its text (the JSON line before it). Its sequence
+    is its key's: the same bytes are tried at one sequence after another until one is
+    free, written once."""
 
     version: Literal[1] = 1
     harness: Harness
     session: Name
     pane: Name | None = None
     client_id: Name | None = None
-    seq: Seq
     submitted: Text
     submitted_ns: Nanos
     size: TextSize
@@ -197,8 +198,8 @@ def encode_input(head: InputHead, text: bytes) -> tuple[str, bytes]:
 
 def decode_input(data: bytes, key: str) -> tuple[InputHead, bytes, str]:
     """Verify one input record read at ``key`` and return ``(head, text, record id)``:
-    ``CorruptObject`` unless it decodes and its harness, session and sequence are
-    those its key names."""
+    ``CorruptObject`` unless it decodes and its harness and session are those its key
+    names."""
     payload = decode_record(data, key=key, expect_kind=KIND_INPUT)
     line, newline, text = payload.partition(b"\n")
     try:
@@ -209,8 +210,9 @@ def decode_input(data: bytes, key: str) -> tuple[InputHead, bytes, str]:
         raise CorruptObject(key, f"input head does not decode: {err}") from None
     if len(text) != head.size:
         raise CorruptObject(key, f"input says {head.size:,} bytes of text, holds {len(text):,}")
-    if key != input_key(session_dir(head.harness, head.session), head.seq):
-        raise CorruptObject(key, f"input of {head.harness}/{head.session} #{head.seq} stored under another key")
+    parsed = parse_key(key)
+    if parsed is None or parsed[1] != INPUT_LETTER or parsed[0] != session_dir(head.harness, head.session):
+        raise CorruptObject(key, f"input of session {head.harness}/{head.session} stored under another key")
     return head, bytes(text), blob_id(payload)
 
 

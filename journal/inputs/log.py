@@ -4,11 +4,13 @@
 and returns only once the store has it (a local store: written, fsynced, renamed and
 its directory fsynced; S3: the conditional PUT answered). The record *is* the sequence
 slot: an appender tries the sequence after the newest it knows of (one listing of the
-session, or the last one this process stored there), and on ``KeyExists`` the next one,
-listing the session again after ``RELIST`` misses in a row. It only ever tries ``s``
-once ``s - 1`` is known to be stored (listed, stored by itself, or taken by another),
-so every stored input's predecessors were stored before it: once every append has
-returned, a listing shows no gap (gc's expiries aside).
+session, or the newest this process saw stored there), and on ``KeyExists`` the next
+one, listing the session again after ``RELIST`` misses in a row
+(``Store.put_first_absent``: on a local store the record is written and fsynced once,
+and a taken sequence costs one more rename). It only ever tries ``s`` once ``s - 1``
+is known to be stored (listed, stored by itself, or taken by another), so every
+stored input's predecessors were stored before it: once every append has returned,
+a listing shows no gap (gc's expiries aside).
 
 **A client id** makes an append idempotent. Before its input, the appender writes a
 *claim*, ``c<sha256(client id)>``, put-if-absent, naming ``after``: the newest sequence
@@ -17,8 +19,9 @@ is a retry: it reads the inputs above ``after`` in order and answers with the fi
 one carrying its client id, storing nothing. Finding none, the attempt that wrote the
 claim stopped before its input (killed, or failed), and this one stores it in its place.
 
-Within one process appends to a session take turns (a lock per session), so a server
-never races itself; between processes the store's put-if-absent decides.
+Within one process, appends of one client id in one session take turns (a lock each),
+so a server never takes its own claim for a dead attempt's; everything else races
+through the store's put-if-absent, within a process as between processes.
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ from ..repository.lineage import open_repository
 from ..repository.repository import Repository
 from ..store import open_store
 
-#: Sequence numbers taken by others in a row before the session is listed again.
-RELIST = 4
+#: Sequence numbers found taken in a row before the session is listed again.
+RELIST = 8
 #: Sequence numbers one append tries at most.
 MAX_TRIES = 1000
 
@@ -110,7 +113,7 @@ class InputLog:
         self.clock = clock
         self.host = os.uname().nodename[:256]
         self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
+        self._locks: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
         self._newest: dict[str, int] = {}   # session dir -> the newest sequence this process knows is stored
 
     # ------------------------------------------------------------------ append
@@ -125,18 +128,25 @@ class InputLog:
         if len(text) > self.limit:
             raise InputTooLarge(len(text), self.limit)
         sdir = session_dir(harness, session)
-        with self._session_lock(sdir):
-            if client_id is not None:
-                found = self._claim(sdir, client_id)
-                if found is not None:
-                    return found
-            return self._store(sdir, InputHead(harness=harness, session=session, pane=pane, client_id=client_id,
-                                               seq=1, submitted="", submitted_ns=0, size=len(text), host=self.host),
-                               text)
+        if client_id is None:
+            return self._store(sdir, harness, session, pane, client_id, text)
+        with self._client_lock(sdir, client_id):
+            return self._claim(sdir, client_id) or self._store(sdir, harness, session, pane, client_id, text)
 
-    def _session_lock(self, sdir: str) -> threading.Lock:
+    def _client_lock(self, sdir: str, client_id: str):
+        """One lock per session and client id while an append of it runs (dropped after)."""
         with self._guard:
-            return self._locks.setdefault(sdir, threading.Lock())
+            lock, users = self._locks.get((sdir, client_id), (threading.Lock(), 0))
+            self._locks[(sdir, client_id)] = (lock, users + 1)
+        return _Held(self, (sdir, client_id), lock)
+
+    def _release(self, name: tuple[str, str]) -> None:
+        with self._guard:
+            lock, users = self._locks[name]
+            if users == 1:
+                del self._locks[name]
+            else:
+                self._locks[name] = (lock, users - 1)
 
     def _claim(self, sdir: str, client_id: str) -> Appended | None:
         """Take ``client_id`` in the session (None: go on and store the input), or find
@@ -176,27 +186,35 @@ class InputLog:
                                 sha256=rid, duplicate=True)
         return None
 
-    def _store(self, sdir: str, head: InputHead, text: bytes) -> Appended:
+    def _store(self, sdir: str, harness: str, session: str, pane: str | None, client_id: str | None,
+               text: bytes) -> Appended:
         """Put the input at the first free sequence after the newest known one."""
+        now = self.clock()
+        head = InputHead(harness=harness, session=session, pane=pane, client_id=client_id, submitted=utc(now),
+                         submitted_ns=now, size=len(text), host=self.host)
+        rid, record = encode_input(head, text)
+        key = self.store.put_first_absent(self._slots(sdir), record)
+        if key is None:
+            raise InputBusy(sdir, MAX_TRIES)
+        seq = parse_key(key)[2]
+        with self._guard:
+            self._newest[sdir] = max(self._newest.get(sdir, 0), seq)
+        return Appended(id=input_id(sdir, seq), seq=seq, harness=harness, session=session, sha256=rid)
+
+    def _slots(self, sdir: str) -> Iterator[str]:
+        """The keys an append tries, each only once the one before is known stored: the
+        sequence after the newest known, then after each miss the next one, or further
+        when this process stored further meanwhile; every ``RELIST`` misses, past the
+        newest a listing shows (other processes are appending)."""
         seq = self._known(sdir) + 1
-        misses = 0
-        for _ in range(MAX_TRIES):
+        for misses in range(1, MAX_TRIES + 1):
             if seq > MAX_SEQ:
-                break
-            now = self.clock()
-            head = msgspec.structs.replace(head, seq=seq, submitted=utc(now), submitted_ns=now)
-            rid, record = encode_input(head, text)
-            try:
-                self.store.put_if_absent(input_key(sdir, seq), record)
-            except KeyExists:
-                misses += 1
-                # ``seq`` is stored; after a few misses the listing's newest jumps further.
-                seq = max(seq, self._listed(sdir) if misses % RELIST == 0 else 0) + 1
-                continue
+                return
+            yield input_key(sdir, seq)   # resumed: ``seq`` is taken, so stored
+            listed = self._listed(sdir) if misses % RELIST == 0 else 0
             with self._guard:
-                self._newest[sdir] = max(self._newest.get(sdir, 0), seq)
-            return Appended(id=input_id(sdir, seq), seq=seq, harness=head.harness, session=head.session, sha256=rid)
-        raise InputBusy(sdir, MAX_TRIES)
+                known = self._newest[sdir] = max(self._newest.get(sdir, 0), seq, listed)
+            seq = known + 1
 
     def _known(self, sdir: str) -> int:
         """The newest sequence this process knows to be stored in the session, else the
@@ -249,14 +267,14 @@ class InputLog:
                 self.reporter.warn(f"list inputs: skipping {err}; `journal verify --full` lists every damaged object")
                 continue
             if since_ns is None or head.submitted_ns >= since_ns:
-                yield _info(sdir, head, rid, seq in delivered)
+                yield _info(sdir, seq, head, rid, seq in delivered)
 
     def show(self, text_id: str) -> tuple[InputInfo, bytes]:
         """One input, verified, and its text byte for byte."""
         sdir, seq = parse_id(text_id)
         head, text, rid = self._read(text_id, sdir, seq)
         marker = self._marker(sdir, seq, rid)
-        info = _info(sdir, head, rid, marker is not None)
+        info = _info(sdir, seq, head, rid, marker is not None)
         info.delivered_at = marker.delivered if marker is not None else None
         return info, text
 
@@ -297,7 +315,21 @@ class InputLog:
         return Delivered(id=input_id(sdir, seq), seq=seq, delivered_at=marker.delivered)
 
 
-def _info(sdir: str, head: InputHead, rid: str, delivered: bool) -> InputInfo:
-    return InputInfo(id=input_id(sdir, head.seq), seq=head.seq, harness=head.harness, session=head.session,
+class _Held:
+    """``with``: hold one of ``InputLog``'s client-id locks."""
+
+    def __init__(self, log: InputLog, name: tuple[str, str], lock: threading.Lock):
+        self.log, self.name, self.lock = log, name, lock
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
+        self.log._release(self.name)
+
+
+def _info(sdir: str, seq: int, head: InputHead, rid: str, delivered: bool) -> InputInfo:
+    return InputInfo(id=input_id(sdir, seq), seq=seq, harness=head.harness, session=head.session,
                      pane=head.pane, client_id=head.client_id, submitted=head.submitted,
                      submitted_ns=head.submitted_ns, size=head.size, sha256=rid, delivered=delivered)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
+
+from ..errors import KeyExists
 
 _KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$")
 
@@ -49,6 +51,21 @@ class Store(abc.ABC):
         key is already present; the existing object is left untouched. A stream is
         read sequentially in bounded pieces.
         """
+
+    def put_first_absent(self, keys: Iterable[str], data: bytes) -> str | None:
+        """Publish ``data`` under the first key of ``keys`` that is absent, trying them in
+        turn, and return it; None when every key was taken. ``keys`` may be a generator
+        that decides the next key from the misses so far. This default makes one
+        ``put_if_absent`` per key; the local backend writes and fsyncs the bytes once and
+        only renames them again per key (a key taken costs a rename, not a write).
+        """
+        for key in keys:
+            try:
+                self.put_if_absent(key, data)
+            except KeyExists:
+                continue
+            return key
+        return None
 
     @abc.abstractmethod
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:

@@ -18,10 +18,10 @@ import re
 import time
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
-from ..atomic import OS_FS, FsOps, write_file_atomic
+from ..atomic import OS_FS, FsOps, discard_temp, publish_temp, write_file_atomic, write_temp
 from ..errors import KeyExists, ObjectNotFound, StoreError, describe_os_error
 from .base import Store, check_key
 
@@ -125,6 +125,34 @@ class LocalStore(Store):
         with self._count_lock:
             self.puts += 1
             self.put_bytes += total
+
+    def put_first_absent(self, keys: Iterable[str], data: bytes) -> str | None:
+        """Write and fsync ``data`` once, then rename it to each key of ``keys`` in turn
+        until one is absent (``renameat2(RENAME_NOREPLACE)``); see ``Store.put_first_absent``."""
+        tmp = None
+        try:
+            for key in keys:
+                path = self._path(key)
+                self._make_dirs(os.path.dirname(path), key)
+                try:
+                    if tmp is None:
+                        tmp, total = write_temp(data, self.tmp_dir, path, fs=self.fs)
+                    publish_temp(tmp, path, noclobber=True, fs=self.fs)
+                except FileExistsError as err:
+                    if os.path.isdir(path) or not os.path.lexists(path):
+                        raise StoreError(f"put object: {key}: {err}") from err
+                    continue
+                except OSError as err:
+                    raise StoreError(f"put object: {key}: {describe_os_error(err, err.filename or path)}") from err
+                tmp = None
+                with self._count_lock:
+                    self.puts += 1
+                    self.put_bytes += total
+                return key
+            return None
+        finally:
+            if tmp is not None:
+                discard_temp(tmp, self.fs)
 
     def _make_dirs(self, directory: str, key: str) -> None:
         """Create ``directory`` and missing parents, fsyncing each new one's parent."""
