@@ -279,9 +279,11 @@ def test_a_server_that_dies_is_started_again_and_said_so(box):
     assert not alive(again)
 
 
-def test_supervise_killed_with_sigkill_leaves_no_server_behind(box):
-    b, sup = started(box, "wait")
+def test_supervise_killed_with_sigkill_leaves_no_server_behind_and_served_with_one_thread(box):
+    b, sup = started(box, "wait", interval=60)
     server = server_pid(sup.pid)
+    threads = [line for line in Path(f"/proc/{sup.pid}/status").read_text().splitlines() if line.startswith("Threads")]
+    assert threads == ["Threads:\t1"], "the socket is served by a child: the quiet snapshot's fork stays on (§10)"
     os.kill(sup.pid, signal.SIGKILL)
     wait_for(lambda: not alive(server), 60, "the server to follow its supervisor")
     assert not os.path.exists(b.input_socket)

@@ -227,6 +227,7 @@ def trees(config_path, store_url, as_json):
     click.echo(f"local:     {cfg.local or '(unset: set AM_LOCAL)'}")
     click.echo(f"state dir: {cfg.state_dir}")
     click.echo(f"interval:  {cfg.interval:g}s")
+    click.echo(f"inputs:    at most {cfg.input_limit:,} bytes each; socket {cfg.input_socket}")
     if not cfg.trees:
         click.echo("trees:     none (set AM_LOCAL to a directory with harness state, or add [[trees]])")
     for t in cfg.trees:

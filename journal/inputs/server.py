@@ -205,6 +205,9 @@ class InputServer:
             return {"ok": False, "error": str(err), "kind": type(err).__name__}
         except OSError as err:
             return {"ok": False, "error": describe_os_error(err), "kind": "OSError"}
+        except Exception as err:  # noqa: BLE001 - one request's failure never takes the server down
+            self.reporter.warn(f"serve inputs: a request failed: {type(err).__name__}: {err}")
+            return {"ok": False, "error": f"serve inputs: {type(err).__name__}: {err}", "kind": "InternalError"}
 
 
 def _field(request: dict, name: str, required: bool = True):
