@@ -17,6 +17,7 @@ buckets and objects (``test_fencing.py`` relies on this to simulate an outage).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -166,9 +167,10 @@ class Bucket:
         return self.client.head_object(Bucket=self.name, Key=f"{self.prefix}/{key}")["ETag"]
 
 
-@pytest.fixture(scope="session")
-def s3_server():
-    """moto's S3 server for the whole session, with test credentials in ``os.environ``."""
+@contextlib.contextmanager
+def moto_endpoint():
+    """A running ``MotoEndpoint``, with its test credentials in ``os.environ`` until it
+    stops (``CloudStore`` reads them from there); the benchmark uses it too."""
     saved = {k: os.environ.get(k) for k in S3_ENV}
     os.environ.update(S3_ENV)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -182,6 +184,13 @@ def s3_server():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server for the whole session, with test credentials in ``os.environ``."""
+    with moto_endpoint() as server:
+        yield server
 
 
 @pytest.fixture

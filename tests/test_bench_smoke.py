@@ -20,8 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "tools" / "bench.py"
 FIGURE = ("bytes", "objects", "wall_s", "cpu_s", "maxrss_kib")
-# the six of issue 4; the idle tick, the 20,000-file tick and the restore as supervise runs them; issue 6's three
-TARGETS = 12
+# the six of issue 4; the idle tick, the 20,000-file tick and the restore as supervise runs them; issue 6's three;
+# issue 23's socket append
+TARGETS = 13
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +139,7 @@ def test_ratios_and_the_figure_of_every_target_without_a_verdict(result):
         assert t["detail"] and "n/a" not in t["detail"], t
     names = " ".join(t["name"] for t in targets)
     for word in ("active-tick bytes", "objects per active tick", "idle tick", "restore", "peak RSS", "-file idle tick",
-                 "gc over", "appends restores from", "metadata objects"):
+                 "gc over", "appends restores from", "metadata objects", "socket append p99"):
         assert word in names, word
 
 
@@ -180,3 +181,19 @@ def test_bounded_restore_figures(result):
         assert fig["by_kind"].get("manifests") == 1 and fig["by_kind"].get("page", 0) >= 1, key
     assert rb["transcript"]["objects"] <= 32
     assert rb["history"]["metadata_gets"] <= 64
+
+
+def test_input_journal_figures(result):
+    """Issue 23: socket latencies with 10 clients (no verdict in a smoke run), and the
+    objects each input adds: one record, a claim with a client id, a marker when delivered."""
+    inputs = result["summary"]["inputs"]
+    for name, fig in inputs.items():
+        if name.endswith(("_sessions", "_session")):
+            assert fig["clients"] == 10 and fig["appends"] == 200, name
+            assert 0 < fig["p50_ms"] <= fig["p99_ms"] <= fig["max_ms"], name
+    assert {"disk_own_sessions", "disk_one_session", "disk_durable_write"} <= set(inputs)
+    for where in ("local", "s3"):
+        per = inputs[where]
+        assert [per[k]["objects"] for k in ("append", "append_client_id", "delivered")] == [1, 2, 1], where
+        assert 0 < per["append"]["bytes"] < per["append_client_id"]["bytes"], where
+    assert inputs["s3"]["append_client_id"]["requests"]["PUT"] == 2

@@ -85,7 +85,7 @@ def parse_args(argv=None):
                    help="checkpoints in the store of the gc part's second restore (default 10000)")
     p.add_argument("--gc-dir", metavar="DIR",
                    help="where the gc part builds its stores (default: /dev/shm when it has room, else the work dir)")
-    p.add_argument("--parts", default="main,tree,sqlite,big,gc", help="parts to run (default: all)")
+    p.add_argument("--parts", default=",".join(PARTS), help="parts to run (default: all)")
     p.add_argument("--smoke", action="store_true",
                    help="a tiny version (small scale, 1 run, small files) that produces every figure and judges no "
                         "target: its figures are too small to mean anything")

@@ -10,8 +10,10 @@ from __future__ import annotations
 from .base import Part
 from .big import BigPart
 from .gc import GcPart
+from .inputs import InputsPart
 from .main import MainPart
 from .sqlite import SqlitePart
 from .tree import TreePart
 
-PARTS: dict[str, Part] = {p.name: p for p in (MainPart(), TreePart(), SqlitePart(), BigPart(), GcPart())}
+PARTS: dict[str, Part] = {p.name: p for p in (MainPart(), TreePart(), SqlitePart(), BigPart(), GcPart(),
+                                              InputsPart())}
