@@ -24,7 +24,7 @@ from .objects import HEADER, ID, MAX_OFFSET, MAX_RAW, MAX_RECORD, is_id
 #: stored field holds it: each structure keeps its own version (the record header,
 #: manifests, pages, tombstones and the config 1, page maps 3, the local state 2), and a
 #: new format adds only what an older reader refuses, never what it would misread.
-FORMAT = 7
+FORMAT = 8
 MANIFEST_VERSION = 1
 PAGE_VERSION = 1
 STORE_VERSION = 1                   # the store config's version: a newer one is refused
