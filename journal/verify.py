@@ -148,7 +148,7 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
 
 
 def _check_inputs(repo: Repository, result: VerifyResult, full: bool) -> None:
-    """The input journal (design §19), from one listing of ``inputs/``: every key has an
+    """The input journal (design §20), from one listing of ``inputs/``: every key has an
     input key's shape and holds at least a record header; a delivery marker whose input
     is gone is a warning (a gc sweep deletes the input first, and a sweep that stopped
     or runs now leaves one). With ``full`` every input, marker and claim is read and

@@ -199,7 +199,7 @@ def children_of(ppid: int) -> list[tuple[int, str, str]]:
 
 def cmd_children(ppid: int) -> list[tuple[int, str, str]]:
     """``children_of(ppid)`` less the input server a supervisor runs beside CMD
-    (``journal input serve``, design §19)."""
+    (``journal input serve``, design §20)."""
     return [child for child in children_of(ppid) if not is_input_server(child[0])]
 
 

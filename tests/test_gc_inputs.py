@@ -1,4 +1,4 @@
-"""Input retention (``journal/gc/inputs.py``, design §16 and §19): ``gc --keep-inputs-within``
+"""Input retention (``journal/gc/inputs.py``, design §16 and §20): ``gc --keep-inputs-within``
 expires delivered inputs (every one with ``--include-undelivered``) by the same two
 phases as packs, never a session's newest, and deletes an input before its marker."""
 

@@ -1,4 +1,4 @@
-"""The input journal (``journal/inputs/log.py``, ``journal/format/inputs.py``; design §19):
+"""The input journal (``journal/inputs/log.py``, ``journal/format/inputs.py``; design §20):
 append, list, show, mark delivered, the sequence protocol and client-id claims, run as
 real processes on a local store, the hf-mount rules store and moto's S3 server."""
 

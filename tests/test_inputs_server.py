@@ -1,5 +1,5 @@
 """The input socket (``journal/inputs/server.py``) and the server a supervisor runs for CMD
-(``journal/supervise/inputs.py``; design §19): the line-JSON protocol, several clients at
+(``journal/supervise/inputs.py``; design §20): the line-JSON protocol, several clients at
 once, checkpoints running meanwhile, and the server's life beside CMD's."""
 
 from __future__ import annotations

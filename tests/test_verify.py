@@ -265,7 +265,7 @@ def test_full_verify_with_a_full_temp_dir_names_the_file_and_the_filesystem_to_f
     assert line.endswith(f"/snapshot.db: No space left on device; free space on the filesystem mounted at {tmp}")
 
 
-# ---------------------------------------------------------------- the input journal (design §19)
+# ---------------------------------------------------------------- the input journal (design §20)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The input journal's stored bytes: its keys and its three records (design §19).
+"""The input journal's stored bytes: its keys and its three records (design §20).
 
 Every submitted prompt is one immutable record in its session's directory, at the key
 of its sequence number; delivery and client-id claims are records of their own::

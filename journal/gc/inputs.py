@@ -1,4 +1,4 @@
-"""Input retention: which stored inputs a gc lets go (``--keep-inputs-within``; design §16, §19).
+"""Input retention: which stored inputs a gc lets go (``--keep-inputs-within``; design §16, §20).
 
 An input *expires* when it was submitted longer ago than the policy's duration, it
 was marked delivered (or ``--include-undelivered`` is given), and it is not its

@@ -1,4 +1,4 @@
-"""The input journal's operations: append, list, show, mark delivered (design §19).
+"""The input journal's operations: append, list, show, mark delivered (design §20).
 
 **Append** stores one input record at ``inputs/<session dir>/i<seq>`` with put-if-absent
 and returns only once the store has it (a local store: written, fsynced, renamed and

@@ -2,7 +2,7 @@
 
 ``journal supervise`` runs this in a process of its own (``journal input serve``), so
 a prompt costs no Python start-up and the supervisor stays one thread (its quiet-
-snapshot check forks only while it runs one thread: design §10, §19). Requests::
+snapshot check forks only while it runs one thread: design §10, §20). Requests::
 
     {"op":"append","harness":"codex","session":"S","pane":"p1","client_id":"c1","text":"..."}
         -> {"ok":true,"id":"...","seq":7,"duplicate":false}    once the input is durable

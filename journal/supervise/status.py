@@ -52,7 +52,7 @@ class Status(msgspec.Struct, kw_only=True):
     warnings: list[str] = []
     skipped_ticks: int = 0
     failed_ticks: int = 0
-    input_socket: str | None = None     # where the input server listens (design §19)
+    input_socket: str | None = None     # where the input server listens (design §20)
     input_error: str | None = None      # why it does not (None while it serves)
 
 
