@@ -23,6 +23,7 @@ from journal.repository.repository import Repository
 from journal.store import open_store
 
 from conftest import wait_for
+from s3server import S3_ENV
 from supervisebox import (JOURNAL, alive, boxes, children_of, cmd_children, finish, is_input_server, manifest_seqs,
                           proc_stat)
 
@@ -313,3 +314,24 @@ def test_no_input_socket_starts_no_server_and_exports_no_path(box):
     assert json.loads((b.run_dir / "env").read_text())["socket"] is None
     sup.send_signal(signal.SIGTERM)
     assert finish(sup) == 0
+
+
+def test_a_stop_signal_while_the_server_waits_for_its_store_stops_supervise_before_cmd(box):
+    """A store that does not answer keeps the server from listening: a stop signal then
+    stops supervise at once (128+15), without starting CMD and without a server left."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)          # accepts (the kernel does) and never answers
+    try:
+        b = box()
+        b.codex.mkdir()
+        b.env.update(S3_ENV, JOURNAL_STORE=f"s3://bucket/p?endpoint=http://127.0.0.1:{silent.getsockname()[1]}"
+                                           "&allow_http=true&region=us-east-1")
+        sup = b.supervise(cmd(b, "wait"), "--no-restore")
+        server = wait_for(lambda: server_pid(sup.pid), 60, "the input server to start")
+        sup.send_signal(signal.SIGTERM)
+        assert finish(sup) == 128 + signal.SIGTERM
+        assert not (b.run_dir / "ready").exists() and not alive(server)
+        assert "stopped by signal 15 before" in b.status()["last_error"]
+    finally:
+        silent.close()

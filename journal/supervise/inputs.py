@@ -41,8 +41,9 @@ class InputSocket:
         self.retry_at: float | None = None
         self.starts = 0
 
-    def start(self) -> bool:
-        """Start the server and wait until it listens; False (and ``error``) if it cannot."""
+    def start(self, stopping=lambda: False) -> bool:
+        """Start the server and wait until it listens; False (and ``error``) if it cannot,
+        or if ``stopping()`` turns true meanwhile (a stop signal: CMD is not started)."""
         self.starts += 1
         read_end, write_end = os.pipe()
         args = [sys.executable, "-m", "journal", "input", "serve", "--socket", self.path, "--store", self.cfg.store,
@@ -59,14 +60,17 @@ class InputSocket:
             os.close(write_end)
         self.pid = proc.pid
         try:
-            line = _read_line(read_end, READY_SECONDS)
+            line = _read_line(read_end, READY_SECONDS, stopping)
         finally:
             os.close(read_end)
         if line == "ready":
             self.error = None
             return True
-        if line is None:  # no word in time: it hangs (a store that does not answer)
+        if line is None:  # no word in time (a store that does not answer), or a stop signal came
             self._kill()
+            if stopping():
+                self.error = "stopped before it listened"
+                return False
             return self._failed(f"the input server did not listen on {self.path} within {READY_SECONDS:.0f}s")
         self._reap_now()
         return self._failed(line.removeprefix("error: ") or f"the input server exited before it listened on "
@@ -129,14 +133,17 @@ class InputSocket:
         return pid != 0
 
 
-def _read_line(fd: int, timeout: float) -> str | None:
-    """One line from ``fd`` (``""`` at end of file), or None when none came in ``timeout``."""
+def _read_line(fd: int, timeout: float, stopping) -> str | None:
+    """One line from ``fd`` (``""`` at end of file), or None when none came in ``timeout``
+    or ``stopping()`` turned true."""
     data = b""
     deadline = time.monotonic() + timeout
     while not data.endswith(b"\n"):
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
+        if left <= 0 or stopping():
             return None
+        if not select.select([fd], [], [], min(left, POLL * 5))[0]:
+            continue
         piece = os.read(fd, 4096)
         if not piece:
             break

@@ -103,8 +103,12 @@ class Supervisor:
             return 128 + self.signal
         env = None
         if self.inputs is not None:
-            self._serve_inputs(self.inputs.start())
+            self._serve_inputs(self.inputs.start(stopping=lambda: self.signal is not None))
             env = {**os.environ, "JOURNAL_INPUT_SOCKET": self.inputs.path}
+            if self.signal is not None:   # it came while the server was starting
+                self._stop_inputs()
+                self._record_stop(f"stopped by signal {self.signal} before {self.cmd[0]} started")
+                return 128 + self.signal
         try:
             self.child = subprocess.Popen(self.cmd, process_group=0, env=env)
         except OSError as err:
