@@ -12,6 +12,7 @@ takes one (the gc lease), so no test depends on how fast this machine is.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -377,9 +378,10 @@ def run_journal_fixture():
     return run_journal
 
 
-@pytest.fixture
-def root(tmp_path):
-    """A scratch directory; on tmpfs when possible (many small files, cheap fsync)."""
+@contextlib.contextmanager
+def scratch_dir(fallback: Path):
+    """A new directory on tmpfs when possible (many small files, cheap fsync), removed
+    at the end; else ``fallback``."""
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
         path = Path(tempfile.mkdtemp(prefix="journal-test-", dir="/dev/shm"))
         try:
@@ -387,18 +389,30 @@ def root(tmp_path):
         finally:
             shutil.rmtree(path, ignore_errors=True)
     else:
-        yield tmp_path
+        yield fallback
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A scratch directory; on tmpfs when possible (``scratch_dir``)."""
+    with scratch_dir(tmp_path) as path:
+        yield path
+
+
+def live_maker(base: Path):
+    """``make(name, fixtures=True)``: a container in ``base / name`` on the store ``base / "store"``."""
+    def make(name: str = "a", *, fixtures: bool = True) -> Live:
+        live = Live(base / name, base / "store")
+        if fixtures:
+            copy_fixtures(live.local)
+        return live
+    return make
 
 
 @pytest.fixture
 def make_live(tmp_path):
     """``make_live(name, fixtures=True)``: another container on this test's store."""
-    def make(name: str = "a", *, fixtures: bool = True) -> Live:
-        live = Live(tmp_path / name, tmp_path / "store")
-        if fixtures:
-            copy_fixtures(live.local)
-        return live
-    return make
+    return live_maker(tmp_path)
 
 
 @pytest.fixture

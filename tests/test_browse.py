@@ -12,7 +12,9 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -24,6 +26,7 @@ from journal.browse.ls import list_path
 from journal.browse.view import View
 from journal.browse.where import parse_where
 from journal.cli.app import EXIT_FALLBACK
+from journal.errors import BadBrowsePath
 from journal.format.index import iter_pages
 from journal.format.model import KIND_SQLITE
 from journal.format.pagemap import load_snapshot
@@ -32,7 +35,7 @@ from journal.repository.repository import Repository, manifest_key
 from journal.report import Collector
 from journal.store import open_store
 
-from conftest import Live, peak_rss
+from conftest import Live, copy_fixtures, live_maker, peak_rss, scratch_dir
 from test_cli import one_line_error
 from test_gc import CountingStore
 
@@ -113,36 +116,102 @@ def many_files(live: Live, dirs: int = 40, files: int = 50) -> None:
             write(live.local / "codex-home" / f"d{d:02d}" / f"f{f:03d}.txt", f"{d}/{f}\n".encode(), 10**18 + f)
 
 
+def module_live(tmp_path_factory, name: str, build: Callable[[Live], object]):
+    """For a module-scoped fixture to ``yield from``: a container and its store (on
+    tmpfs when possible) made by ``build(live)``, whose result it yields. Its tests only
+    read them, so at the end every file must be as ``build`` left it (browsing writes
+    nothing, docs/design.md §19)."""
+    with scratch_dir(tmp_path_factory.mktemp(name)) as base:
+        live = Live(base / "a", base / "store")
+        made = build(live)
+        before = Live.snapshot(base)
+        yield made
+        assert Live.snapshot(base) == before, f"the {name} store or tree changed: its tests must only read it"
+
+
+#: A binary file's bytes: every byte value, a NUL, no final newline.
+BINARY = bytes(range(256)) * 4096 + b"\x00tail without newline"
+
+
+def _shared(live: Live) -> Live:
+    home = live.local / "codex-home"
+    copy_fixtures(live.local)
+    write(home / "bin" / "data.bin", BINARY)
+    write(home / "big.bin", os.urandom(4 << 20))
+    os.symlink("../elsewhere/target.txt", home / "link")
+    live.checkpoint()
+    write(home / "late.jsonl", b"{}\n")
+    write(home / "notes.txt", b"notes\n" * 1000)
+    with open(live.local / SESSIONS / ROLLOUT, "ab") as fh:
+        fh.write(live.gemini_record(1))
+    live.checkpoint()
+    return live
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> Iterator[Live]:
+    """A container and its store for the tests that only read them, made once: the real
+    fixtures and, in checkpoint 1, ``codex/bin/data.bin`` (``BINARY``), ``codex/big.bin``
+    (4 MiB, random) and a symlink ``codex/link``; checkpoint 2 adds ``codex/late.jsonl``
+    and ``codex/notes.txt`` and appends a record to the rollout."""
+    yield from module_live(tmp_path_factory, "shared", _shared)
+
+
+def _wide(live: Live) -> Live:
+    many_files(live)
+    live.checkpoint()
+    for i in range(4):
+        write(live.local / "codex-home" / "d03" / "f001.txt", b"v" * (i + 2))
+        live.checkpoint()
+    return live
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory) -> Iterator[Live]:
+    """A store for the counting tests that only read it, made once: ``many_files``
+    (2,000 files in 40 directories: dozens of index pages) in checkpoint 1, then
+    ``codex/d03/f001.txt`` rewritten by each of checkpoints 2 to 5."""
+    yield from module_live(tmp_path_factory, "wide", _wide)
+
+
+@pytest.fixture
+def make_live(root):
+    """conftest's ``make_live``, on tmpfs when possible (``root``): these tests make
+    many small stores, and fsync costs nothing there."""
+    return live_maker(root)
+
+
 # --------------------------------------------------------------------------- naming paths
 
 
-@pytest.mark.parametrize("bad, why", [
-    ("codex/../etc", "'..' component"),
-    ("/codex/x", "an absolute path"),
-    ("codex//x", "absolute"),
-    ("Codex/x", "is not a tree name"),
-    ("codex/./x", "'.' or '..'"),
+@pytest.mark.parametrize("command, bad, why", [
+    (["ls"], "codex/../etc", "'..' component"),
+    (["cat"], "/codex/x", "an absolute path"),
+    (["diff", "1", "1"], "codex//x", "absolute"),
+    (["ls"], "Codex/x", "is not a tree name"),
+    (["cat"], "codex/./x", "'.' or '..'"),
 ])
-@pytest.mark.parametrize("command", [["ls"], ["cat"], ["diff", "1", "1"]])
-def test_a_malformed_tree_path_is_a_one_line_error_exit_2(live, command, bad, why):
-    live.checkpoint()
-
-    proc = live.run(*command, bad)
+def test_a_malformed_tree_path_is_a_one_line_error_exit_2(shared, command, bad, why):
+    """Each path through the CLI once (each command at least once); through every
+    command's own check (``parse_where``, called before the store is opened) in-process."""
+    proc = shared.run(*command, bad)
 
     assert proc.returncode == 2
     line = one_line_error(proc)
     assert why in line and f"{command[0]}: " in line
+    for op in ("ls", "cat", "diff"):
+        with pytest.raises(BadBrowsePath) as refused:
+            parse_where(bad, op)
+        assert why in str(refused.value) and str(refused.value).startswith(f"{op}: ")
 
 
 @pytest.mark.parametrize("command", [["ls"], ["cat"], ["diff", "1", "1"]])
-def test_an_unknown_tree_is_a_one_line_error_naming_the_trees_there(live, command):
-    live.checkpoint()
-
-    proc = live.run(*command, "gemini/x")
+def test_an_unknown_tree_is_a_one_line_error_naming_the_trees_there(shared, command):
+    proc = shared.run(*command, "gemini/x")
 
     assert proc.returncode == 2
     line = one_line_error(proc)
-    assert f"{command[0]}: gemini" in line and "no such tree in checkpoint 1" in line
+    assert f"{command[0]}: gemini" in line and f"no such tree in checkpoint {1 if command[0] == 'diff' else 2}" in line
     assert command[0] == "diff" or "(it holds claude, codex, openclaw)" in line
 
 
@@ -155,15 +224,14 @@ def test_a_trailing_slash_names_the_same_directory():
 # --------------------------------------------------------------------------- ls
 
 
-def test_ls_lists_the_trees_then_a_directory_sorted_by_name(live):
-    live.checkpoint()
-    manifest, _ = live.repo().load_manifest(1)
-    live_dir = live.local / SESSIONS
+def test_ls_lists_the_trees_then_a_directory_sorted_by_name(shared):
+    manifest, _ = shared.repo().load_manifest(2)
+    live_dir = shared.local / SESSIONS
 
-    top = run_json(live, "ls")
-    listing = run_json(live, "ls", "codex/sessions/2026/02/23")
+    top = run_json(shared, "ls")
+    listing = run_json(shared, "ls", "codex/sessions/2026/02/23")
 
-    assert top["seq"] == 1 and [(e["name"], e["kind"], e["size"], e["files"]) for e in top["entries"]] == [
+    assert top["seq"] == 2 and [(e["name"], e["kind"], e["size"], e["files"]) for e in top["entries"]] == [
         (name, "tree", tree.bytes, tree.files) for name, tree in sorted(manifest.trees.items())]
     names = sorted(p.name for p in live_dir.iterdir())
     assert [e["name"] for e in listing["entries"]] == names
@@ -173,32 +241,27 @@ def test_ls_lists_the_trees_then_a_directory_sorted_by_name(live):
             "jsonl", st.st_size, st.st_mtime_ns, f"codex/sessions/2026/02/23/{e['name']}")
 
 
-def test_ls_of_a_file_lists_the_file_and_of_a_missing_path_is_exit_2(live):
-    live.checkpoint()
-
-    one = run_json(live, "ls", f"codex/sessions/2026/02/23/{ROLLOUT}")
-    missing = live.run("ls", "codex/sessions/2027")
+def test_ls_of_a_file_lists_the_file_and_of_a_missing_path_is_exit_2(shared):
+    one = run_json(shared, "ls", f"codex/sessions/2026/02/23/{ROLLOUT}")
+    missing = shared.run("ls", "codex/sessions/2027")
 
     assert [e["name"] for e in one["entries"]] == [ROLLOUT]
     assert missing.returncode == 2
-    assert "codex/sessions/2027: not in checkpoint 1; `journal ls codex/sessions`" in one_line_error(missing)
+    assert "codex/sessions/2027: not in checkpoint 2; `journal ls codex/sessions`" in one_line_error(missing)
 
 
-def test_ls_at_takes_a_sequence_number_or_a_time_as_restore_does(live):
-    live.checkpoint()
-    write(live.local / "codex-home" / "later.txt", b"later\n")
-    live.checkpoint()
-    first = time_between(live, 1, 2)
+def test_ls_at_takes_a_sequence_number_or_a_time_as_restore_does(shared):
+    first = time_between(shared, 1, 2)
 
-    by_seq = run_json(live, "ls", "--at", "1", "codex")
-    by_time = run_json(live, "ls", "--at", first, "codex")
-    newest = run_json(live, "ls", "codex")
-    before = live.run("ls", "--at", "2000-01-01T00:00:00", "codex")
-    nonsense = live.run("ls", "--at", "yesterday", "codex")
+    by_seq = run_json(shared, "ls", "--at", "1", "codex")
+    by_time = run_json(shared, "ls", "--at", first, "codex")
+    newest = run_json(shared, "ls", "codex")
+    before = shared.run("ls", "--at", "2000-01-01T00:00:00", "codex")
+    nonsense = shared.run("ls", "--at", "yesterday", "codex")
 
     assert by_seq["seq"] == by_time["seq"] == 1 and newest["seq"] == 2
-    assert "later.txt" not in [e["name"] for e in by_seq["entries"]]
-    assert "later.txt" in [e["name"] for e in newest["entries"]]
+    assert "late.jsonl" not in [e["name"] for e in by_seq["entries"]]
+    assert "late.jsonl" in [e["name"] for e in newest["entries"]]
     assert before.returncode == 2 and "ls: no checkpoint at or before --at 2000-01-01" in one_line_error(before)
     assert nonsense.returncode == 2 and "is neither a sequence number nor an ISO-8601 time" in nonsense.stderr
 
@@ -245,19 +308,17 @@ def test_ls_long_looks_back_a_bounded_number_of_manifests(bare_live, monkeypatch
     assert len(Reads(store, set()).manifests) == 3           # the listed one and LOOKBACK more
 
 
-def test_ls_reads_the_manifest_and_the_pages_of_that_directory_only(bare_live):
-    many_files(bare_live)
-    bare_live.checkpoint()
-    repo = bare_live.repo()
-    pages = index_pages(repo, 1, "codex")
+def test_ls_reads_the_manifest_and_the_pages_of_that_directory_only(wide):
+    repo = wide.repo()
+    pages = index_pages(repo, 5, "codex")
     data = data_packs(repo)
-    view, store = counted(bare_live)
+    view, store = counted(wide)
 
     listing = list_path(view, parse_where("codex/d17", "ls"))
 
     reads = Reads(store, data)
     assert [e.name for e in listing.entries] == [f"f{f:03d}.txt" for f in range(50)]
-    assert reads.manifests == [manifest_key(1)] and reads.lists == ["manifests/"]
+    assert reads.manifests == [manifest_key(5)] and reads.lists == ["manifests/"]
     assert reads.data == []
     assert len(pages) > 30 and len(reads.index) <= 6, (len(pages), reads.index)
 
@@ -277,19 +338,15 @@ def test_ls_of_a_trees_root_skips_the_pages_inside_its_subdirectories(bare_live)
 # --------------------------------------------------------------------------- cat
 
 
-def test_cat_writes_a_transcript_and_a_binary_file_byte_for_byte(live):
-    blob = bytes(range(256)) * 4096 + b"\x00tail without newline"
-    write(live.local / "codex-home" / "bin" / "data.bin", blob)
-    live.checkpoint()
-
+def test_cat_writes_a_transcript_and_a_binary_file_byte_for_byte(shared):
     jsonl = subprocess.run([sys.executable, "-m", "journal", "cat", f"codex/sessions/2026/02/23/{ROLLOUT}"],
-                           env={**os.environ, **live.env}, capture_output=True)
+                           env={**os.environ, **shared.env}, capture_output=True)
     binary = subprocess.run([sys.executable, "-m", "journal", "cat", "codex/bin/data.bin"],
-                            env={**os.environ, **live.env}, capture_output=True)
+                            env={**os.environ, **shared.env}, capture_output=True)
 
     assert (jsonl.returncode, binary.returncode) == (0, 0)
-    assert jsonl.stdout == (live.local / SESSIONS / ROLLOUT).read_bytes()
-    assert binary.stdout == blob
+    assert jsonl.stdout == (shared.local / SESSIONS / ROLLOUT).read_bytes()
+    assert binary.stdout == BINARY
 
 
 def test_cat_of_a_transcript_writes_its_complete_lines_only(live):
@@ -305,27 +362,22 @@ def test_cat_of_a_transcript_writes_its_complete_lines_only(live):
     assert out.returncode == 0 and out.stdout == complete
 
 
-def test_cat_of_a_symlink_a_directory_or_a_missing_path_says_what_it_is(live):
-    os.symlink("../elsewhere/target.txt", live.local / "codex-home" / "link")
-    live.checkpoint()
-
-    link = live.run("cat", "codex/link")
-    folder = live.run("cat", "codex/sessions")
-    missing = live.run("cat", "codex/nope.txt")
-    tree = live.run("cat", "codex")
+def test_cat_of_a_symlink_a_directory_or_a_missing_path_says_what_it_is(shared):
+    link = shared.run("cat", "codex/link")
+    folder = shared.run("cat", "codex/sessions")
+    missing = shared.run("cat", "codex/nope.txt")
+    tree = shared.run("cat", "codex")
 
     assert link.returncode == folder.returncode == missing.returncode == tree.returncode == 2
-    assert "codex/link: a symlink to '../elsewhere/target.txt' in checkpoint 1, not a file" in one_line_error(link)
-    assert "codex/sessions: a directory in checkpoint 1, not a file" in one_line_error(folder)
-    assert "codex/nope.txt: not in checkpoint 1" in one_line_error(missing)
+    assert "codex/link: a symlink to '../elsewhere/target.txt' in checkpoint 2, not a file" in one_line_error(link)
+    assert "codex/sessions: a directory in checkpoint 2, not a file" in one_line_error(folder)
+    assert "codex/nope.txt: not in checkpoint 2" in one_line_error(missing)
     assert "names a tree, not a file" in one_line_error(tree)
     assert link.stdout == folder.stdout == ""
 
 
-def test_cat_with_json_fails_with_the_json_error_object(live):
-    live.checkpoint()
-
-    proc = live.run("cat", "codex/nope.txt", "--json")
+def test_cat_with_json_fails_with_the_json_error_object(shared):
+    proc = shared.run("cat", "codex/nope.txt", "--json")
 
     assert proc.returncode == 2
     assert json.loads(proc.stdout) == {"error": one_line_error(proc)[len("journal: error: "):],
@@ -419,13 +471,10 @@ def test_cat_streams_a_large_file_in_bounded_memory(root, tmp_path):
             assert got.read(1 << 22) == block
 
 
-def test_cat_reads_only_the_packs_holding_that_file(live):
-    live.checkpoint()
-    write(live.local / "codex-home" / "notes.txt", b"notes\n" * 1000)
-    live.checkpoint()
-    repo = live.repo()
-    entry = live.entries("codex")["notes.txt"]
-    view, store = counted(live, "cat")
+def test_cat_reads_only_the_packs_holding_that_file(shared):
+    repo = shared.repo()
+    entry = shared.entries("codex")["notes.txt"]
+    view, store = counted(shared, "cat")
 
     with open(os.devnull, "wb") as sink:
         result = cat(view, parse_where("codex/notes.txt", "cat"), sink)
@@ -502,12 +551,9 @@ def test_cat_says_the_output_is_incomplete_when_no_older_copy_continues_it(bare_
     assert b"the output is INCOMPLETE: 2,097,152 bytes were written" in proc.stderr
 
 
-def test_cat_into_a_closed_pipe_stops_quietly(live):
-    write(live.local / "codex-home" / "big.bin", os.urandom(4 << 20))
-    live.checkpoint()
-
+def test_cat_into_a_closed_pipe_stops_quietly(shared):
     proc = subprocess.run(f"{sys.executable} -m journal cat codex/big.bin | head -c 10 | wc -c",
-                          shell=True, env={**os.environ, **live.env}, capture_output=True, text=True)
+                          shell=True, env={**os.environ, **shared.env}, capture_output=True, text=True)
 
     assert proc.stdout.strip() == "10"
     assert proc.stderr == ""
@@ -545,14 +591,8 @@ def test_diff_lists_added_removed_and_changed_paths_with_sizes_and_lines(live):
     assert "checkpoint 1 -> 2: 1 added, 1 removed, 2 changed" in text and "(+3 lines)" in text
 
 
-def test_diff_under_a_path_lists_only_that_path(live):
-    live.checkpoint()
-    write(live.local / "codex-home" / "elsewhere.txt", b"x")
-    with open(live.local / SESSIONS / ROLLOUT, "ab") as fh:
-        fh.write(live.gemini_record(1))
-    live.checkpoint()
-
-    changes = run_json(live, "diff", "1", "2", "codex/sessions")
+def test_diff_under_a_path_lists_only_that_path(shared):
+    changes = run_json(shared, "diff", "1", "2", "codex/sessions")
 
     assert [c["path"] for c in changes] == [f"codex/sessions/2026/02/23/{ROLLOUT}"]
 
@@ -568,19 +608,15 @@ def test_diff_marks_a_rewritten_transcript_and_counts_no_lines_for_it(live):
     assert change["rewritten"] is True and "lines_added" not in change
 
 
-def test_diff_reads_only_the_pages_that_differ_and_no_data_pack(bare_live):
-    many_files(bare_live)
-    bare_live.checkpoint()
-    write(bare_live.local / "codex-home" / "d21" / "f007.txt", b"changed\n", 10**18 + 99)
-    bare_live.checkpoint()
-    repo = bare_live.repo()
+def test_diff_reads_only_the_pages_that_differ_and_no_data_pack(wide):
+    repo = wide.repo()
     pages = index_pages(repo, 2, "codex")
-    view, store = counted(bare_live, "diff")
+    view, store = counted(wide, "diff")
 
     result = diff(view, "1", "2")
 
     reads = Reads(store, data_packs(repo))
-    assert [(c.path, c.change) for c in result.changes] == [("codex/d21/f007.txt", "changed")]
+    assert [(c.path, c.change) for c in result.changes] == [("codex/d03/f001.txt", "changed")]
     assert sorted(reads.manifests) == [manifest_key(1), manifest_key(2)]
     assert reads.data == []
     assert len(pages) > 30 and len(reads.index) <= 8, (len(pages), len(reads.index))
@@ -611,17 +647,17 @@ def test_diff_counts_lines_from_the_new_segments_only(bare_live):
     assert Reads(quiet_store, data).data == []
 
 
-def test_diff_takes_times_and_either_order(live):
-    live.checkpoint()
-    write(live.local / "codex-home" / "x.txt", b"x")
-    live.checkpoint()
-    created = time_between(live, 1, 2, zone=False)   # no zone: read as UTC
+def test_diff_takes_times_and_either_order(shared):
+    created = time_between(shared, 1, 2, zone=False)   # no zone: read as UTC
+    rollout = f"codex/sessions/2026/02/23/{ROLLOUT}"
 
-    forward = run_json(live, "diff", created, "2")
-    backward = run_json(live, "diff", "2", "1")
+    forward = run_json(shared, "diff", created, "2")
+    backward = run_json(shared, "diff", "2", "1")
 
-    assert [(c["path"], c["change"]) for c in forward] == [("codex/x.txt", "added")]
-    assert [(c["path"], c["change"], c["a"], c["b"]) for c in backward] == [("codex/x.txt", "removed", 2, 1)]
+    assert [(c["path"], c["change"]) for c in forward] == [
+        ("codex/late.jsonl", "added"), ("codex/notes.txt", "added"), (rollout, "changed")]
+    assert [(c["path"], c["change"], c["a"], c["b"]) for c in backward] == [
+        ("codex/late.jsonl", "removed", 2, 1), ("codex/notes.txt", "removed", 2, 1), (rollout, "changed", 2, 1)]
 
 
 def test_diff_past_a_damaged_index_page_falls_back_as_restore_does(live):
@@ -666,18 +702,14 @@ def test_find_lists_each_version_of_a_matching_path_newest_first(bare_live):
         {"first": 1, "last": 1, "checkpoints": 1, "kind": "file", "size": 1, "mtime_ns": 10**18}]}]
 
 
-def test_find_narrows_by_tree_since_and_whole_path_patterns(live):
-    live.checkpoint()
-    write(live.local / "codex-home" / "late.jsonl", b"{}\n")
-    live.checkpoint()
+def test_find_narrows_by_tree_since_and_whole_path_patterns(shared):
+    everywhere = {f["path"] for f in run_json(shared, "find", "*.jsonl")}
+    codex = {f["path"] for f in run_json(shared, "find", "*.jsonl", "--tree", "codex")}
+    since = run_json(shared, "find", "*.jsonl", "--since", "2")
+    whole = {f["path"] for f in run_json(shared, "find", "codex/sessions/*")}
+    nothing = shared.run("find", "*.nope")
 
-    everywhere = {f["path"] for f in run_json(live, "find", "*.jsonl")}
-    codex = {f["path"] for f in run_json(live, "find", "*.jsonl", "--tree", "codex")}
-    since = run_json(live, "find", "*.jsonl", "--since", "2")
-    whole = {f["path"] for f in run_json(live, "find", "codex/sessions/*")}
-    nothing = live.run("find", "*.nope")
-
-    stored = {f"{tree}/{path}" for tree in ("claude", "codex", "openclaw") for path in live.entries(tree)
+    stored = {f"{tree}/{path}" for tree in ("claude", "codex", "openclaw") for path in shared.entries(tree)
               if path.endswith(".jsonl")}
     assert everywhere == stored and "codex/late.jsonl" in everywhere
     assert codex == {p for p in everywhere if p.startswith("codex/")}
@@ -686,12 +718,8 @@ def test_find_narrows_by_tree_since_and_whole_path_patterns(live):
     assert nothing.returncode == 0 and "no path matches '*.nope' in 2 checkpoint(s)" in nothing.stdout
 
 
-def test_find_reads_every_manifest_once_and_each_page_once(bare_live):
-    many_files(bare_live, dirs=20)
-    for i in range(5):
-        write(bare_live.local / "codex-home" / "d03" / "f001.txt", b"v" * (i + 2))
-        bare_live.checkpoint()
-    view, store = counted(bare_live, "find")
+def test_find_reads_every_manifest_once_and_each_page_once(wide):
+    view, store = counted(wide, "find")
 
     result = find(view, "f001.txt")
 
@@ -699,7 +727,7 @@ def test_find_reads_every_manifest_once_and_each_page_once(bare_live):
     assert [v.first for v in result.found[3].versions] == [5, 4, 3, 2, 1]
     assert sorted(reads.manifests) == [manifest_key(s) for s in range(1, 6)]
     assert len(reads.ranges) == len(set(reads.ranges))      # no record read twice
-    distinct = {(r.pack, r.offset) for s in range(1, 6) for r in index_pages(bare_live.repo(), s, "codex")}
+    distinct = {(r.pack, r.offset) for s in range(1, 6) for r in index_pages(wide.repo(), s, "codex")}
     assert len(reads.ranges) <= len(distinct) + 5              # plus at most a base per checkpoint
 
 
@@ -746,55 +774,69 @@ def test_find_passes_over_an_unreadable_checkpoint_exit_3(live):
     assert "codex/x.txt" in proc.stdout and "find: checkpoint 1 is unreadable" in proc.stderr
 
 
-# --------------------------------------------------------------------------- 300 checkpoints, counted
+# --------------------------------------------------------------------------- a long history, counted
 
 
-@pytest.fixture(scope="module")
-def history(tmp_path_factory) -> Live:
-    """A store of 300 checkpoints: a codex tree of 2,000 small files and three
-    transcripts; each checkpoint appends a line to one transcript, every 25th also
-    adds a file."""
-    base = tmp_path_factory.mktemp("history")
-    live = Live(base / "a", base / "store")
-    many_files(live)
-    chats = [live.local / "codex-home" / "sessions" / f"chat{i}.jsonl" for i in range(3)]
-    for chat in chats:
-        write(chat, b"".join(live.gemini_record(i) for i in range(20)))
-    for n in range(1, 301):
-        with open(chats[n % 3], "ab") as fh:
-            fh.write(live.gemini_record(n))
-        if n % 25 == 0:
-            write(live.local / "codex-home" / "added" / f"n{n:03d}.txt", b"%d\n" % n)
-        assert live.checkpoint().seq == n
-    return live
+class History(NamedTuple):
+    """A store of ``checkpoints`` checkpoints (a multiple of 3): a codex tree of 2,000
+    small files (three index levels) and three transcripts; checkpoint n appends a line
+    to transcript ``n % 3``, and every ``every``-th also adds a file under ``added/``."""
+
+    live: Live
+    checkpoints: int
+    every: int
+
+    def commands(self) -> dict:
+        """The commands counted: (command line, the library call), by name."""
+        n = self.checkpoints
+        return {
+            "ls": (["ls", "codex/sessions"], lambda v, _: list_path(v, parse_where("codex/sessions", "ls"))),
+            "ls --long": (["ls", "--long", "codex/sessions"],
+                          lambda v, _: list_path(v, parse_where("codex/sessions", "ls"), long=True)),
+            "cat": (["cat", "codex/sessions/chat0.jsonl"],
+                    lambda v, out: cat(v, parse_where("codex/sessions/chat0.jsonl", "cat"), out)),
+            "diff": (["diff", str(n - 2), str(n - 1)], lambda v, _: diff(v, str(n - 2), str(n - 1))),
+            "diff --no-lines": (["diff", "--no-lines", "1", str(n)], lambda v, _: diff(v, "1", str(n), lines=False)),
+            "find": (["find", "chat*.jsonl"], lambda v, _: find(v, "chat*.jsonl")),
+        }
+
+    def run(self, name: str):
+        """Run one of ``commands`` in-process: (its answer, its counting store)."""
+        view, store = counted(self.live, name.split()[0])
+        with open(os.devnull, "wb") as sink:
+            return self.commands()[name][1](view, sink), store
 
 
-#: The commands counted on the 300-checkpoint store: (command line, the library call).
-COUNTED = {
-    "ls": (["ls", "codex/sessions"], lambda v, _: list_path(v, parse_where("codex/sessions", "ls"))),
-    "ls --long": (["ls", "--long", "codex/sessions"],
-                  lambda v, _: list_path(v, parse_where("codex/sessions", "ls"), long=True)),
-    "cat": (["cat", "codex/sessions/chat0.jsonl"],
-            lambda v, out: cat(v, parse_where("codex/sessions/chat0.jsonl", "cat"), out)),
-    "diff": (["diff", "298", "299"], lambda v, _: diff(v, "298", "299")),
-    "diff --no-lines": (["diff", "--no-lines", "1", "300"], lambda v, _: diff(v, "1", "300", lines=False)),
-    "find": (["find", "chat*.jsonl"], lambda v, _: find(v, "chat*.jsonl")),
-}
+#: `make test` counts on 30 checkpoints; the `long` run (`make test-long`) on the 300 that
+#: docs/design.md §19 gives the numbers of. The assertions are the same.
+@pytest.fixture(scope="module", params=[pytest.param((30, 10), id="30"),
+                                        pytest.param((300, 25), id="300", marks=pytest.mark.long)])
+def history(request, tmp_path_factory) -> Iterator[History]:
+    checkpoints, every = request.param
+
+    def build(live: Live) -> History:
+        many_files(live)
+        chats = [live.local / "codex-home" / "sessions" / f"chat{i}.jsonl" for i in range(3)]
+        for chat in chats:
+            write(chat, b"".join(live.gemini_record(i) for i in range(20)))
+        for n in range(1, checkpoints + 1):
+            with open(chats[n % 3], "ab") as fh:
+                fh.write(live.gemini_record(n))
+            if n % every == 0:
+                write(live.local / "codex-home" / "added" / f"n{n:03d}.txt", b"%d\n" % n)
+            assert live.checkpoint().seq == n
+        return History(live, checkpoints, every)
+
+    yield from module_live(tmp_path_factory, "history", build)
 
 
-def counted_run(live: Live, name: str):
-    """Run one of ``COUNTED`` in-process: (its answer, its counting store)."""
-    view, store = counted(live, name.split()[0])
-    with open(os.devnull, "wb") as sink:
-        return COUNTED[name][1](view, sink), store
-
-
-def test_counts_on_a_store_of_300_checkpoints(history):
+def test_counts_on_a_store_of_many_checkpoints(history):
     """What each command reads, counted (docs/design.md §19 states these numbers)."""
-    repo = history.repo()
+    live, n = history.live, history.checkpoints
+    repo = live.repo()
     data = data_packs(repo)
-    levels = View(repo, "ls").load_page(repo.load_manifest(300)[0].trees["codex"].root, "root").level + 1
-    got = {name: counted_run(history, name) for name in COUNTED}
+    levels = View(repo, "ls").load_page(repo.load_manifest(n)[0].trees["codex"].root, "root").level + 1
+    got = {name: history.run(name) for name in history.commands()}
     reads = {name: Reads(store, data) for name, (_, store) in got.items()}
 
     assert levels == 3
@@ -803,41 +845,40 @@ def test_counts_on_a_store_of_300_checkpoints(history):
     assert [e.name for e in listing.entries] == ["chat0.jsonl", "chat1.jsonl", "chat2.jsonl"]
     assert len(r.manifests) == 1 and r.data == [] and len(r.index) <= 2 * levels      # a page and its base a level
     listing, r = got["ls --long"][0], reads["ls --long"]
-    assert [e.changed for e in listing.entries] == [300, 298, 299]
-    assert len(r.manifests) == 4 and r.data == []                                     # back to 297, no further
-    chat, r = history.entries("codex")["sessions/chat0.jsonl"], reads["cat"]
+    assert [e.changed for e in listing.entries] == [n, n - 2, n - 1]
+    assert len(r.manifests) == 4 and r.data == []                                     # back to n - 3, no further
+    chat, r = live.entries("codex")["sessions/chat0.jsonl"], reads["cat"]
     assert len(r.manifests) == 1 and set(r.data) <= {pack_key(ref.pack) for ref in chat.refs}
     assert len(r.index) <= 2 * levels
     near, r = got["diff"][0], reads["diff"]
-    assert [(c.path, c.lines_added) for c in near.changes] == [("codex/sessions/chat2.jsonl", 1)]
+    assert [(c.path, c.lines_added) for c in near.changes] == [(f"codex/sessions/chat{(n - 1) % 3}.jsonl", 1)]
     assert len(r.manifests) == 2 and len(r.index) <= 4 * levels and len(r.data) <= 2  # a new segment, its anchor
     far, r = got["diff --no-lines"][0], reads["diff --no-lines"]
-    assert len(far.changes) == 16 and r.data == []              # a directory and 12 files added, 3 transcripts
+    assert len(far.changes) == 1 + n // history.every + 3 and r.data == []   # added/, its files, 3 transcripts
     found, r = got["find"][0], reads["find"]
-    assert len(found.found) == 3 and len(r.manifests) == 300 and r.data == []
+    assert len(found.found) == 3 and len(r.manifests) == n and r.data == []
     assert len(r.ranges) == len(set(r.ranges))                                         # each page once
 
 
 def _copy_to_bucket(live: Live, bucket) -> None:
-    for path in sorted(live.store_path.rglob("*")):
-        rel = path.relative_to(live.store_path).as_posix()
-        if path.is_file() and not rel.startswith("."):
-            bucket.client.put_object(Bucket=bucket.name, Key=f"{bucket.prefix}/{rel}", Body=path.read_bytes())
+    cloud = open_store(bucket.url)
+    for key in live.store.list():
+        cloud.put_if_absent(key, live.store.get(key))
 
 
 def test_counts_on_moto_s3(history, s3_bucket, s3_server):
     """The same store on S3, through the CLI: every request the server saw is a GET
     (one listing of manifests/, then exactly the reads counted on the local store)."""
-    _copy_to_bucket(history, s3_bucket)
-    env = {**history.env, **s3_server.env, "JOURNAL_STORE": s3_bucket.url}
+    _copy_to_bucket(history.live, s3_bucket)
+    env = {**history.live.env, **s3_server.env, "JOURNAL_STORE": s3_bucket.url}
 
-    for name, (args, _call) in COUNTED.items():
+    for name, (args, _call) in history.commands().items():
         mark = s3_bucket.mark()
         proc = subprocess.run([sys.executable, "-m", "journal", *args], env={**os.environ, **env},
                               capture_output=True)
         assert proc.returncode == 0, proc.stderr
         seen = s3_server.requests[mark:]
-        _answer, store = counted_run(history, name)
+        _answer, store = history.run(name)
 
         assert all(method == "GET" for method, _path, _query in seen), (name, seen)
         assert len([r for r in seen if "list-type" in r[2]]) == 1, name
