@@ -401,17 +401,20 @@ def test_cat_of_a_database_writes_a_sqlite_file_that_passes_integrity_check(bare
     _database(db, 500)                                   # a delta over the full snapshot
     bare_live.checkpoint()
     out = tmp_path / "copy.db"
+    temp = tmp_path / "temp"                             # its $TMPDIR: the rebuild goes there, then away
+    temp.mkdir()
 
     with open(out, "wb") as fh:
         proc = subprocess.run([sys.executable, "-m", "journal", "cat", "opencode/opencode.db"],
-                              env={**os.environ, **bare_live.env}, stdout=fh, stderr=subprocess.PIPE)
+                              env={**os.environ, **bare_live.env, "TMPDIR": str(temp)}, stdout=fh,
+                              stderr=subprocess.PIPE)
 
     assert proc.returncode == 0, proc.stderr
     con = sqlite3.connect(out)
     assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert con.execute("SELECT count(*) FROM t").fetchone() == (3500,)
     con.close()
-    assert not list(Path(tmp_path).glob("journal-cat-*"))
+    assert list(temp.iterdir()) == []
 
 
 def test_cat_of_a_damaged_snapshot_writes_the_older_one_exit_3(bare_live, tmp_path):
