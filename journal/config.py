@@ -73,6 +73,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     inputs: str | None = None              # paths.inputs_key of what this was resolved from
     input_limit: int = DEFAULT_INPUT_LIMIT  # the largest prompt ``journal input append`` stores, in bytes
     input_socket: str = ""                  # where ``journal supervise`` serves the input socket
+    default_store: bool = False            # no store was configured: ``store`` is the default path
 
     def active_trees(self) -> tuple[TreeConfig, ...]:
         """The configured trees plus dormant presets whose live path exists now."""
@@ -112,14 +113,7 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     cfg = read_config_file(source) if source else ConfigFile()
     local = abs_path(local or env.get("AM_LOCAL") or cfg.local)
     home = os.path.expanduser("~")
-    if store == "" or (store is None and env.get("JOURNAL_STORE") == ""):
-        which = "--store" if store == "" else "JOURNAL_STORE"
-        raise ConfigError(f"read config: {which} is set but empty; set it to the store path or URL, "
-                          "or unset it to use the config file or the default")
-    store = store or env.get("JOURNAL_STORE") or cfg.store or os.path.join(
-        env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "journal", "store")
-    if "://" not in store:
-        store = abs_path(store)
+    store, default_store = _store(store, env, cfg, source, home)
     state_dir = resolve_state_dir(env, cfg.state_dir, local)
     interval = _interval(env.get("AGENT_STATE_CHECKPOINT_SECONDS"), cfg.interval, source)
     trees, dormant = _resolve_trees(cfg, local, env, source)
@@ -129,7 +123,7 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     socket = abs_path(env.get("JOURNAL_INPUT_SOCKET") or cfg.input_socket) or os.path.join(state_dir, INPUT_SOCKET)
     return Config(store=store, local=local, state_dir=state_dir, interval=interval,
                   trees=tuple(trees), dormant=tuple(dormant), source=source, inputs=inputs,
-                  input_limit=limit, input_socket=socket)
+                  input_limit=limit, input_socket=socket, default_store=default_store)
 
 
 _SIZE = re.compile(r"(\d+)\s*(KiB|MiB|K|M|k|m)?")
@@ -153,6 +147,42 @@ def input_limit(value: int | str | None, where: str | None) -> int:
         raise ConfigError(f"read config: input_limit {value!r} ({where or 'default'}) must be a size from 1 byte "
                           f"to {MAX_INPUT_LIMIT:,} bytes (16MiB), e.g. 1048576, 512KiB or 4MiB")
     return size
+
+
+def no_trees_hint(cfg: Config) -> str:
+    """Why no tree is configured, and what to set."""
+    if cfg.local and not os.path.isdir(cfg.local):
+        return (f"AM_LOCAL is {cfg.local}, which does not exist (or is not a directory); set AM_LOCAL to the "
+                "directory holding the agents' state, or add [[trees]] to the config (`journal trees` shows it)")
+    return ("set AM_LOCAL to a directory holding harness state or add [[trees]] to the config "
+            "(`journal trees` shows it)")
+
+
+def default_store_path(env: Mapping[str, str], home: str) -> str:
+    """Where the store is when none is configured: ``$XDG_DATA_HOME/journal/store``
+    (default ``~/.local/share/journal/store``)."""
+    return os.path.join(env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "journal", "store")
+
+
+def _store(flag: str | None, env: Mapping[str, str], cfg: ConfigFile, source: str | None,
+           home: str) -> tuple[str, bool]:
+    """(store, is the default): ``--store``, else ``$JOURNAL_STORE``, else the file's
+    ``store``, else ``default_store_path``. A blank value, or a relative path (cron,
+    supervise and a shell each run in another directory), is refused."""
+    for value, which in ((flag, "--store"), (env.get("JOURNAL_STORE"), "JOURNAL_STORE"),
+                         (cfg.store, f"`store` in {source}")):
+        if value is None:
+            continue
+        if not value.strip():
+            raise ConfigError(f"read config: {which} is set but {'empty' if not value else 'blank'}; set it to "
+                              "the store path or URL, or unset it to use the config file or the default")
+        if "://" in value:
+            return value, False
+        if not os.path.isabs(os.path.expanduser(value)):
+            raise ConfigError(f"read config: {which} {value!r} is a relative path; it would name another store "
+                              f"from each working directory (here {os.path.abspath(value)}); give an absolute path")
+        return abs_path(value), False
+    return default_store_path(env, home), True
 
 
 def _check_apart(trees: list[TreeConfig], state_dir: str, store: str) -> None:

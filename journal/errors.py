@@ -30,7 +30,13 @@ class ExportNotEmpty(ConfigError):
 
 
 class StoreError(JournalError, OSError):
-    """A store operation failed for a reason other than a missing or existing key."""
+    """A store operation failed for a reason other than a missing or existing key.
+    ``detail`` keeps what the backend said in full (many lines, for ``--debug`` and
+    ``--json``) when the message is a summary of it."""
+
+    def __init__(self, message: str, detail: str | None = None):
+        super().__init__(message)
+        self.detail = detail
 
 
 class NotAStore(StoreError):
@@ -163,13 +169,15 @@ def _shown(paths: list[str]) -> str:
 
 
 class NoStore(StoreError):
-    """The store location is absent or empty and the operation does not create one."""
+    """The store location is absent or empty and the operation does not create one.
+    ``missing_parent``: the store's parent directory, when it does not exist either."""
 
-    def __init__(self, location: str):
+    def __init__(self, location: str, missing_parent: str | None = None):
         self.location = location
-        super().__init__(
-            f"open store: no journal store at {location}; run `journal init` or `journal checkpoint` to create it"
-        )
+        hint = (f"its parent directory {missing_parent} does not exist either (is the volume mounted?); mount it, "
+                "or fix JOURNAL_STORE" if missing_parent else
+                "run `journal init` or `journal checkpoint` to create it")
+        super().__init__(f"open store: no journal store at {location}; {hint}")
 
 
 class SnapshotFailed(JournalError):
@@ -229,12 +237,14 @@ class RestoreNotComplete(JournalError):
 class StoreVanished(StoreError):
     """The store this machine checkpointed to is absent or empty now."""
 
-    def __init__(self, location: str, store_id: str, seq: int):
+    def __init__(self, location: str, store_id: str, seq: int, missing_parent: str | None = None):
         self.location = location
+        hint = (f"its parent directory {missing_parent} does not exist: mount the volume there, or fix "
+                "JOURNAL_STORE if it names the wrong place" if missing_parent else
+                "is the volume mounted? Run `journal init` to start a new, empty store there on purpose")
         super().__init__(
             f"open store: no journal store at {location}, but this machine has checkpointed up to {seq} "
-            f"to store {store_id}; is the volume mounted? Run `journal init` to start a new, empty "
-            "store there on purpose"
+            f"to store {store_id}; {hint}"
         )
 
 
@@ -362,6 +372,16 @@ def describe_os_error(err: OSError, path: str | None = None) -> str:
     where = path or err.filename
     reason = err.strerror or str(err)
     return f"{where}: {reason}; {os_error_hint(err, where)}" if where else f"{reason}; {os_error_hint(err)}"
+
+
+def describe_error(err: Exception) -> str:
+    """One line for an error an operation ends with: journal's own message, an OS error
+    with its file and hint, else the exception's type and text."""
+    if isinstance(err, JournalError):
+        return str(err)
+    if isinstance(err, OSError) and err.strerror:
+        return describe_os_error(err)
+    return f"{type(err).__name__}: {err}"
 
 
 @contextlib.contextmanager

@@ -36,8 +36,11 @@ RECHECK_DIR = "recheck"             # packs found already stored, checked again 
 TREE_TMP_DIR = "tree-tmp"           # records of journal's temp directories in live trees (local/tree_tmp.py)
 INVALID_DIR = "invalid"             # invalid local databases moved aside by restore and migrate
 INPUT_SOCKET = "input.sock"         # the input socket a supervisor serves, by default (supervise/inputs.py)
+ACTIVITY_DIR = "activity"           # what the last checkpoint, run, restore and error were (local/activity.py)
+ACTIVITY_OK = "ok"                  # in it: an empty file whose mtime is the last successful checkpoint run
 STATE_NAMES = (STATE_FILE, LOCK_FILE, SUPERVISE_LOCK, STATUS_FILE, QUIET_FILE, TMP_DIR, SPOOL_DIR, STAGING_DIR,
-               BASE_DIR, MAPS_DIR, PAGES_DIR, CHUNKS_DIR, RECHECK_DIR, TREE_TMP_DIR, INVALID_DIR, INPUT_SOCKET)
+               BASE_DIR, MAPS_DIR, PAGES_DIR, CHUNKS_DIR, RECHECK_DIR, TREE_TMP_DIR, INVALID_DIR, INPUT_SOCKET,
+               ACTIVITY_DIR)
 
 
 def abs_path(path: str | None) -> str | None:

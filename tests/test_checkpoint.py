@@ -497,14 +497,52 @@ def test_one_change_in_three_thousand_files_writes_few_index_pages(bare_live):
 
 
 def test_deleting_one_file_of_many_drops_it_from_the_next_manifest(live):
+    (live.local / "codex-home" / "notes.txt").write_text("scratch\n")
     live.checkpoint()
-    (live.local / "codex-home" / ROLLOUT).unlink()
+    (live.local / "codex-home" / "notes.txt").unlink()
 
     result = live.checkpoint()
 
     assert result.seq == 2
-    assert ROLLOUT not in live.entries("codex") and ROLLOUT in live.entries("codex", seq=1)
-    assert [t.deleted for t in result.trees if t.name == "codex"] == [1]
+    assert "notes.txt" not in live.entries("codex") and "notes.txt" in live.entries("codex", seq=1)
+    assert [(t.deleted, t.dirs_deleted, t.kept_deleted) for t in result.trees if t.name == "codex"] == [(1, 0, 0)]
+
+
+def test_deleting_transcripts_with_history_is_held_back_whatever_the_share(live):
+    """Three of six Codex rollouts (half the tree's files: under the mass-deletion
+    guard's share) vanish: each holds more than a few KiB of history, so the checkpoint
+    keeps them and says so, until --allow-deletions."""
+    live.checkpoint()
+    rollouts = sorted((live.local / "codex-home" / "sessions").rglob("*.jsonl"))
+    assert len(rollouts) == 6 and all(p.stat().st_size > 4096 for p in rollouts[:3])
+    for path in rollouts[:3]:
+        path.unlink()
+
+    held = live.checkpoint()
+
+    codex = next(t for t in held.trees if t.name == "codex")
+    assert held.seq is None and (codex.deleted, codex.kept_deleted, codex.files) == (0, 3, 6)
+    assert any("3 transcript(s)" in w and rollouts[0].name in w and "--allow-deletions" in w
+               for w in live.warnings), live.warnings
+    assert len([p for p in live.entries("codex") if p.endswith(".jsonl")]) == 6
+
+    dropped = live.checkpoint(allow_deletions=True)
+
+    codex = next(t for t in dropped.trees if t.name == "codex")
+    assert dropped.seq == 2 and (codex.deleted, codex.kept_deleted, codex.files) == (3, 0, 3)
+    assert len([p for p in live.entries("codex") if p.endswith(".jsonl")]) == 3
+
+
+def test_deleting_a_transcript_of_a_few_lines_is_not_held_back(live):
+    small = live.local / "codex-home" / "sessions" / "short.jsonl"
+    small.write_bytes(b'{"type": "session_meta"}\n' * 10)
+    live.checkpoint()
+    small.unlink()
+
+    result = live.checkpoint()
+
+    assert result.seq == 2 and "sessions/short.jsonl" not in live.entries("codex")
+    assert not live.warnings
 
 
 def test_emptied_tree_keeps_its_entries_and_warns(live):
@@ -516,7 +554,7 @@ def test_emptied_tree_keeps_its_entries_and_warns(live):
 
     result = live.checkpoint()
 
-    assert [t.kept_deleted for t in result.trees if t.name == "claude"] == [7]  # 3 files, 4 dirs
+    assert [t.kept_deleted for t in result.trees if t.name == "claude"] == [3]  # files: directories apart
     assert any("claude" in w and "--allow-deletions" in w for w in live.warnings)
     assert result.seq is None and counters(live) == before
     assert len([e for e in live.entries("claude").values() if e.kind != "dir"]) == 3

@@ -131,8 +131,37 @@ def test_checkpoint_json_reports_what_was_written(live):
 
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert result["seq"] == 1 and result["objects"] == 3
+    assert result["seq"] == 1 and result["objects_uploaded"] == 3
     assert sorted(t["name"] for t in result["trees"]) == ["claude", "codex", "openclaw"]
+
+
+def test_checkpoint_log_and_status_count_files_directories_deletions_and_bytes_alike(live):
+    """One vocabulary: the files a first checkpoint changed are the files `log` lists
+    (directories counted apart), the bytes and objects it uploaded are `log`'s and
+    `status`'s (the manifest included), and deletions are said, in text and --json."""
+    (live.local / "codex-home" / "notes.txt").write_text("scratch\n")
+    first = json.loads(live.run("checkpoint", "--json").stdout)
+    entries = live.entries("codex") | {f"c/{p}": e for p, e in live.entries("claude").items()} | {
+        f"o/{p}": e for p, e in live.entries("openclaw").items()}
+    files = sum(e.kind != "dir" for e in entries.values())
+    dirs = len(entries) - files
+    (live.local / "codex-home" / "notes.txt").unlink()
+
+    text = live.run("checkpoint", "--allow-deletions")
+    log = json.loads(live.run("log", "--json").stdout)
+    status = json.loads(live.run("status", "--json").stdout)
+
+    assert [sum(t[k] for t in first["trees"]) for k in ("files", "directories", "files_changed",
+                                                        "directories_changed")] == [files, dirs, files, dirs]
+    assert (log[1]["files"], log[1]["bytes_uploaded"], log[1]["objects_uploaded"]) == (
+        files, first["bytes_uploaded"], first["objects_uploaded"])
+    assert text.returncode == 0 and text.stdout.startswith(
+        "checkpoint 2: 0 files and 0 directories changed, 1 file and 0 directories deleted; ")
+    assert log[0]["files"] == files - 1
+    last = status["last_checkpoint"]
+    assert (last["seq"], last["files_deleted"], last["files"], last["bytes_uploaded"]) == (
+        2, 1, files - 1, log[0]["bytes_uploaded"])
+    assert f"{log[0]['bytes_uploaded']:,} bytes uploaded" in text.stdout
 
 
 def test_checkpoint_without_local_state_points_at_restore(live):
@@ -159,6 +188,20 @@ def test_log_json_lists_checkpoints_newest_first(live):
     assert entries[0]["files"] == entries[1]["files"] + 1 == 12
     assert entries[0]["trees"] == ["claude", "codex", "openclaw"] and entries[0]["error"] is None
     assert [e["seq"] for e in json.loads(newest.stdout)] == [2]
+
+
+def test_log_marks_checkpoints_a_gc_tombstone_expired(live):
+    live.checkpoint()
+    (live.local / "codex-home" / "config.toml").write_text('model = "x"\n')
+    live.checkpoint()
+    assert live.run("gc", "--keep-last", "1").returncode == 0
+
+    text = live.run("log").stdout.splitlines()
+    entries = json.loads(live.run("log", "--json").stdout)
+
+    assert [e["seq"] for e in entries] == [2, 1] and entries[0]["expired"] is None and entries[1]["expired"]
+    assert text[1].split()[0] == "2" and text[2].split()[0] == "1" and text[3].strip().startswith("EXPIRED: ")
+    assert not any("EXPIRED" in line for line in text[:3])
 
 
 def test_log_lists_a_torn_manifest_as_unreadable(live):

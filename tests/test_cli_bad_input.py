@@ -889,3 +889,92 @@ def test_a_failed_quick_check_is_reported_in_a_bounded_line(tmp_path):
 
     assert problem is not None and "\n" not in problem
     assert len(problem) <= CHECK_TEXT + 60
+
+
+# --------------------------------------------------------------------------- what a new operator meets first
+
+
+def test_a_local_root_that_does_not_exist_is_named_not_just_no_trees(tmp_path):
+    b = Box(tmp_path, make_local=False)
+
+    proc = b.run("checkpoint", env={"AM_LOCAL": "/nonexistent"})
+    trees = b.run("trees", env={"AM_LOCAL": "/nonexistent"})
+
+    assert proc.returncode == 2
+    assert "AM_LOCAL is /nonexistent, which does not exist" in one_line_error(proc)
+    assert "AM_LOCAL is /nonexistent, which does not exist" in trees.stdout
+
+
+def test_with_journal_store_unset_init_makes_the_default_store_and_trees_names_it(tmp_path):
+    b = Box(tmp_path)
+    b.populate()
+    env = {k: v for k, v in b.env.items() if k != "JOURNAL_STORE"}
+    default = b.home / ".local" / "share" / "journal" / "store"
+
+    init = run_journal("init", env=env)
+    trees = run_journal("trees", env=env)
+
+    assert init.returncode == 0, init.stderr
+    assert init.stdout.startswith(f"store {default} ready")
+    assert f"store:     {default} (the default: JOURNAL_STORE is not set)" in trees.stdout
+    assert run_journal("checkpoint", env=env).returncode == 0 and (default / "manifests").is_dir()
+
+
+def test_a_vanished_store_whose_parent_is_missing_says_to_mount_it_or_fix_journal_store(box):
+    """The store and its parent are gone (an unmounted volume, or JOURNAL_STORE changed):
+    `journal init` would fail there too, so no command suggests it."""
+    moved = box.run("checkpoint", env={"JOURNAL_STORE": str(box.home / "unmounted" / "journal")})
+
+    line = one_line_error(moved)
+    assert moved.returncode == 1 and "checkpointed up to 2" in line
+    assert f"its parent directory {box.home / 'unmounted'} does not exist" in line and "fix JOURNAL_STORE" in line
+    assert "journal init" not in line
+
+
+@pytest.mark.parametrize("args", [("log",), ("verify",), ("gc", "--keep-last", "1")], ids=lambda a: a[0])
+def test_log_verify_and_gc_on_a_vanished_store_say_it_vanished_not_to_checkpoint(box, args):
+    shutil.rmtree(box.store)
+
+    proc = box.run(*args)
+
+    line = one_line_error(proc)
+    assert proc.returncode == 1 and "this machine has checkpointed up to 2" in line and "is the volume mounted" in line
+    assert "journal checkpoint" not in line and not box.store.exists()
+
+
+def test_the_unsupported_url_message_lists_only_what_is_supported(tmp_path):
+    proc = Box(tmp_path).run("log", env={"JOURNAL_STORE": "ftp://host/x"})
+
+    line = one_line_error(proc)
+    assert proc.returncode == 2 and "unsupported store URL 'ftp://host/x'" in line
+    assert "s3://bucket/prefix" in line and "memory://" not in line
+
+
+@pytest.mark.parametrize("value, says", [(" ", "JOURNAL_STORE is set but blank"),
+                                         ("\t", "JOURNAL_STORE is set but blank"),
+                                         ("data/journal", "JOURNAL_STORE 'data/journal' is a relative path"),
+                                         (" /data/journal", "JOURNAL_STORE ' /data/journal' is a relative path")],
+                         ids=["space", "tab", "relative", "leading-space"])
+def test_a_blank_or_relative_store_is_refused_and_nothing_is_created(tmp_path, value, says):
+    b = Box(tmp_path)
+    b.populate()
+
+    proc = b.run("checkpoint", env={"JOURNAL_STORE": value})
+
+    assert proc.returncode == 2 and says in one_line_error(proc)
+    assert sorted(p.name for p in b.home.iterdir()) == ["local"]
+
+
+@pytest.mark.parametrize("where", ["flag", "config"])
+def test_a_relative_store_from_the_flag_or_the_config_file_is_refused_naming_its_source(tmp_path, where):
+    b = Box(tmp_path)
+    b.populate()
+    env = {k: v for k, v in b.env.items() if k != "JOURNAL_STORE"}
+    config = b.home / ".config" / "journal" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('store = "rel/store"\n' if where == "config" else "")
+
+    proc = run_journal("checkpoint", *(("--store", "rel/store") if where == "flag" else ()), env=env)
+
+    which = "--store" if where == "flag" else f"`store` in {config}"
+    assert proc.returncode == 2 and f"{which} 'rel/store' is a relative path" in one_line_error(proc)

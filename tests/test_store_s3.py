@@ -488,3 +488,54 @@ def test_the_gc_sweep_on_s3_sends_one_bulk_delete_per_thousand_packs(s3_bucket, 
     assert len(requests) < 50, requests  # with the listings, lease checks and manifest reads
     assert not set(orphans) & set(store.list(PACK_PREFIX))
     assert verify(repo, full=True).ok
+
+
+# --------------------------------------------------------------------------- errors an operator meets first
+
+
+def _cli(bucket_url: str, tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """The CLI on ``bucket_url`` with only ``env`` for credentials (none by default); the
+    metadata service is a closed local port, so nothing is asked of the network."""
+    from s3server import free_port
+
+    base = {"JOURNAL_STORE": bucket_url, "HOME": str(tmp_path), "NO_PROXY": "127.0.0.1,localhost",
+            "AWS_METADATA_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    return run_journal(*args, env={**base, **env}, timeout=120)
+
+
+def test_no_credentials_is_one_line_naming_what_to_set_and_the_rest_only_with_debug_or_json(s3_bucket, tmp_path):
+    plain = _cli(s3_bucket.url, tmp_path, "log")
+    debug = _cli(s3_bucket.url, tmp_path, "log", "--debug")
+    as_json = _cli(s3_bucket.url, tmp_path, "log", "--json")
+
+    assert plain.returncode == debug.returncode == as_json.returncode == 1
+    (line,) = plain.stderr.splitlines()
+    assert line.startswith("journal: error: store s3://") and "no S3 credentials" in line
+    assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in line and "Debug source" not in line
+    assert debug.stderr.startswith(line + "\njournal: debug: ") and "Debug source" in debug.stderr
+    doc = json.loads(as_json.stdout)
+    assert doc["error"] == line.removeprefix("journal: error: ") and "/latest/api/token" in doc["detail"]
+
+
+def test_an_access_key_id_without_its_secret_is_named(s3_bucket, tmp_path):
+    proc = _cli(s3_bucket.url, tmp_path, "log", AWS_ACCESS_KEY_ID="test")
+
+    assert proc.returncode == 2
+    assert "AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY" in one_line(proc)
+
+
+def test_a_missing_bucket_and_a_plain_http_endpoint_are_named(s3_server, tmp_path):
+    creds = {k: v for k, v in s3_server.env.items() if k.startswith("AWS_")}
+    missing = _cli(s3_server.url("jt-no-such-bucket", "p"), tmp_path, "log", **creds)
+    plain_http = _cli(s3_server.url("jt-no-such-bucket", "p").replace("&allow_http=true", ""), tmp_path, "log",
+                      **creds)
+
+    assert missing.returncode == plain_http.returncode == 1
+    assert "bucket 'jt-no-such-bucket' does not exist there" in one_line(missing)
+    assert "is plain http; add &allow_http=true to the store URL" in one_line(plain_http)
+
+
+def one_line(proc: subprocess.CompletedProcess) -> str:
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("journal: error: ") and "Debug source" not in line
+    return line

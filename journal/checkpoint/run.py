@@ -31,12 +31,12 @@ import time
 import msgspec
 
 from ..repository.blob_cache import BlobCache
-from ..config import Config
-from ..errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict,
-                     RestoreNotComplete)
+from ..config import Config, no_trees_hint
+from ..errors import (CheckpointErrors, ConfigError, HistoryWithoutState, JournalError, KeyExists,
+                      ManifestConflict, RestoreNotComplete, describe_error)
 from ..repository.history import ManifestCache
 from ..format.index import build_index
-from ..local import quiet
+from ..local import activity, quiet
 from ..local import tree_tmp
 from ..repository.lineage import describe_writer, open_repository, refuse_foreign, require_committed
 from ..local.state import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
@@ -55,48 +55,65 @@ from ..sqlite.snapshot import clear_staging
 from ..store.base import Store
 
 class CheckpointResult(msgspec.Struct, kw_only=True):
-    """What one checkpoint did. ``seq`` is None for an idle checkpoint."""
+    """What one checkpoint did. ``seq`` is None for an idle checkpoint. ``objects`` and
+    ``bytes`` are what it uploaded, the manifest included (``--json``: ``objects_uploaded``,
+    ``bytes_uploaded``, as ``journal log`` and ``journal status`` say it)."""
 
     seq: int | None = None
     manifest_id: str | None = None
     trees: list[TreeResult] = []
     blobs: int = 0
-    objects: int = 0
-    bytes: int = 0
+    objects: int = msgspec.field(default=0, name="objects_uploaded")
+    bytes: int = msgspec.field(default=0, name="bytes_uploaded")
     seconds: float = 0.0
     warnings: list[str] = []
 
 
 def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
                allow_deletions: bool = False, wait: bool = False) -> CheckpointResult:
-    """Take one checkpoint of every configured tree. See the module docstring."""
+    """Take one checkpoint of every configured tree. See the module docstring. What it
+    did, or the error it ends with, is recorded for ``journal status`` (``local/activity.py``)."""
     if not cfg.active_trees():
-        raise ConfigError("checkpoint: no trees configured; set AM_LOCAL to a directory holding "
-                          "harness state or add [[trees]] to the config (`journal trees` shows it)")
+        raise ConfigError(f"checkpoint: no trees configured; {no_trees_hint(cfg)}")
     started = time.monotonic()
     with StateLock(cfg.state_dir, wait=wait):
-        state_file = os.path.join(cfg.state_dir, STATE_FILE)
-        key = config_key(cfg)
-        proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True)
-        if proven is not None:  # unchanged since the last clean checkpoint
-            result = msgspec.convert(proven.result, CheckpointResult)
-            result.seconds = time.monotonic() - started
-            return result
-        repo = open_repository(store, cfg.state_dir, create=True)
-        state = _load_or_refuse(cfg, repo)
         result = CheckpointResult()
         try:
-            _recheck_kept(cfg, repo, result, reporter)
-            if state.pending is not None:
-                _publish_pending(cfg, repo, state, result, reporter)
-            rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same)
-        except BaseException:
-            forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
-            quiet.discard(cfg.state_dir)
+            proven = _locked(cfg, store, reporter, allow_deletions, result)
+        except (JournalError, OSError) as err:
+            result.seconds = time.monotonic() - started
+            if result.seq is not None:  # committed, with some paths failed (CheckpointErrors)
+                activity.checkpoint_done(cfg.state_dir, result, walked=True, ok=False)
+            activity.failed(cfg.state_dir, "checkpoint", describe_error(err))
             raise
-        _save_quiet(cfg, key, state_file, result, rows)
-    result.seconds = time.monotonic() - started
+        result = proven or result
+        result.seconds = time.monotonic() - started
+        activity.checkpoint_done(cfg.state_dir, result, walked=proven is None)
     return result
+
+
+def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool,
+            result: CheckpointResult) -> CheckpointResult | None:
+    """The checkpoint, under the state lock: the quiet snapshot's result when it proves
+    nothing changed, else None once ``result`` holds what this run did."""
+    state_file = os.path.join(cfg.state_dir, STATE_FILE)
+    key = config_key(cfg)
+    proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True)
+    if proven is not None:  # unchanged since the last clean checkpoint
+        return msgspec.convert(proven.result, CheckpointResult)
+    repo = open_repository(store, cfg.state_dir, create=True)
+    state = _load_or_refuse(cfg, repo)
+    try:
+        _recheck_kept(cfg, repo, result, reporter)
+        if state.pending is not None:
+            _publish_pending(cfg, repo, state, result, reporter)
+        rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same)
+    except BaseException:
+        forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
+        quiet.discard(cfg.state_dir)
+        raise
+    _save_quiet(cfg, key, state_file, result, rows)
+    return None
 
 
 def config_key(cfg: Config) -> str:
@@ -114,7 +131,8 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
     # fails (and the full checkpoint starts) after a few directories, not thousands.
     rows.sort(key=lambda row: max((sig[1] for sig in row[2] if sig is not None), default=0), reverse=True)
     walked = {t.name for t in result.trees if not t.absent}
-    idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, absent=t.absent) for t in result.trees])
+    idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, directories=t.directories, absent=t.absent)
+                                   for t in result.trees])
     snapshot = quiet.Quiet(
         inputs=cfg.inputs, config_key=key, state_sig=state_sig, result=msgspec.to_builtins(idle),
         result_json=msgspec.json.format(msgspec.json.encode(idle), indent=2).decode(),

@@ -19,7 +19,8 @@ from .file_delta import FileDeltas
 from ..config import TreeConfig
 from ..errors import CorruptObject, JournalError, ObjectNotFound, SnapshotFailed, Unstorable, os_error_hint
 from ..local.state import FileState, TreeCache
-from ..format.model import KIND_DIR, KIND_SQLITE
+from ..local.treepath import shown
+from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE
 from ..repository.pack import PackWriter
 from ..report import Reporter
 from ..local.quiet import DB, DIR, OTHER
@@ -34,14 +35,24 @@ _KEEP = object()
 
 #: A checkpoint that would drop more than this share of a tree's files keeps them.
 DELETION_GUARD = 0.5
+#: A vanished transcript with more history than this is kept unless deletions are allowed.
+TRANSCRIPT_GUARD_BYTES = 4096
 
 
 class TreeResult(msgspec.Struct, kw_only=True):
+    """What one checkpoint did to one tree, in the words every command uses (design §10):
+    *files* are every entry but directories (regular files, symlinks, databases),
+    *directories* are counted apart, *deletions* are paths dropped because they vanished.
+    The attribute names are the library's; ``--json`` prints the ``name=`` ones."""
+
     name: str
-    files: int = 0
-    changed: int = 0
-    deleted: int = 0
-    kept_deleted: int = 0
+    files: int = 0                                                        # in the tree now
+    directories: int = 0
+    changed: int = msgspec.field(default=0, name="files_changed")         # new or changed
+    dirs_changed: int = msgspec.field(default=0, name="directories_changed")
+    deleted: int = msgspec.field(default=0, name="files_deleted")
+    dirs_deleted: int = msgspec.field(default=0, name="directories_deleted")
+    kept_deleted: int = msgspec.field(default=0, name="deletions_held")   # vanished files kept (guards)
     absent: bool = False
 
 
@@ -117,7 +128,10 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         ctx.captured.append(fs)
         if prev is None or prev.entry != fs.entry:
             changed = True
-            tr.changed += 1
+            if fs.entry.kind == KIND_DIR:
+                tr.dirs_changed += 1
+            else:
+                tr.changed += 1
     for path, why in skipped:
         ctx.warn(str(Unstorable(path, why)))
     kept, kept_files = _keep_unreadable(cache, files, unreadable)
@@ -129,6 +143,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         tr.files = walked_files
     else:
         tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
+    tr.directories = len(files) - tr.files
     rows = None if listing is None or ctx.quiet_rows is None else quiet_rows(tree, listing, files)
     if rows is None:
         ctx.quiet_rows = None
@@ -269,20 +284,55 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
 
 def _apply_deletions(tree: TreeConfig, cache: TreeCache, files: dict[str, FileState], tr: TreeResult,
                      ctx: ScanContext) -> bool:
-    """Drop vanished paths, unless the mass-deletion guard keeps them. True when dropped."""
+    """Drop vanished paths, unless a deletion guard keeps them (``--allow-deletions``
+    lifts both): the mass-deletion guard keeps every vanished path when most of a tree's
+    files are gone; the transcript guard keeps each vanished transcript that held more
+    than ``TRANSCRIPT_GUARD_BYTES``, whatever the share, unless it was renamed within the
+    tree. True when anything was dropped."""
     gone = [p for p in cache.files if p not in files]
     if not gone:
         return False
     live_before = sum(1 for f in cache.files.values() if f.entry.kind != KIND_DIR)
     dropped = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
-    guard = dropped and (dropped > live_before * DELETION_GUARD or dropped == live_before)
-    if guard and not ctx.allow_deletions:
+    if not ctx.allow_deletions and dropped and (dropped > live_before * DELETION_GUARD or dropped == live_before):
         ctx.warn(f"checkpoint: tree {tree.name}: {dropped} of {live_before} files vanished from "
-                          f"{tree.path}; keeping them in the checkpoint (a partial or unmounted tree looks "
-                          "like this); run `journal checkpoint --allow-deletions` if they were really deleted")
-        for p in gone:
-            files[p] = cache.files[p]
-        tr.kept_deleted = len(gone)
-        return False
-    tr.deleted = len(gone)
+                 f"{tree.path}; keeping them in the checkpoint (a partial or unmounted tree looks "
+                 "like this); run `journal checkpoint --allow-deletions` if they were really deleted")
+        return _hold(gone, cache, files, tr)
+    held = [] if ctx.allow_deletions else [
+        p for p in gone if cache.files[p].entry.kind == KIND_JSONL and cache.files[p].entry.size > TRANSCRIPT_GUARD_BYTES]
+    if held:
+        held = _not_renamed(held, cache, files)
+    if held:
+        history = sum(cache.files[p].entry.size for p in held)
+        ctx.warn(f"checkpoint: tree {tree.name}: {len(held)} transcript(s) with {history:,} bytes of history "
+                 f"vanished from {tree.path} ({', '.join(shown(p) for p in held[:3])}"
+                 f"{' ...' if len(held) > 3 else ''}); keeping them in the checkpoint; run "
+                 "`journal checkpoint --allow-deletions` if they were really deleted")
+        _hold(held, cache, files, tr)
+        gone = [p for p in gone if p not in files]
+        if not gone:
+            return False
+    tr.deleted = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
+    tr.dirs_deleted = len(gone) - tr.deleted
     return True
+
+
+def _not_renamed(paths: list[str], cache: TreeCache, files: dict[str, FileState]) -> list[str]:
+    """Of vanished ``paths``, those whose file is not in the tree under another name now
+    (a rename keeps the inode, and the file keeps at least its bytes)."""
+    present = {fs.sig[2]: fs.sig[0] for fs in files.values() if fs.sig is not None and fs.entry.kind != KIND_DIR}
+    out = []
+    for p in paths:
+        sig = cache.files[p].sig
+        if sig is None or present.get(sig[2], -1) < cache.files[p].entry.size:
+            out.append(p)
+    return out
+
+
+def _hold(paths: list[str], cache: TreeCache, files: dict[str, FileState], tr: TreeResult) -> bool:
+    """Keep vanished ``paths`` as the cache has them; counts the files among them."""
+    for p in paths:
+        files[p] = cache.files[p]
+    tr.kept_deleted += sum(1 for p in paths if cache.files[p].entry.kind != KIND_DIR)
+    return False

@@ -73,19 +73,37 @@ def handle_errors(fn):
 
 
 def fail(err, code: int, as_json: bool | None, kind: str | None = None):
-    """Print one error line (and the JSON error object) and exit with ``code``."""
+    """Print one error line (and the JSON error object) and exit with ``code``. What a
+    backend said in full (an error's ``detail``) follows with ``--debug``, and is the
+    JSON object's ``detail``."""
     message = str(err)
+    detail = getattr(err, "detail", None) if isinstance(err, Exception) else None
     click.echo(f"journal: error: {message}", err=True)
+    ctx = click.get_current_context(silent=True)
+    if detail and ctx is not None and ctx.meta.get(DEBUG):
+        click.echo(f"journal: debug: {detail}", err=True)
     if as_json:
         doc = {"error": message, "kind": kind or type(err).__name__, "exit": code}
         if isinstance(err, CheckpointErrors):
             doc.update(seq=err.seq, errors=err.errors)
+        if detail:
+            doc["detail"] = detail
         emit_json(doc)
     sys.exit(code)
 
 
+DEBUG = "journal.debug"
+
+
+def _debug(ctx, _param, value) -> None:
+    if value:
+        ctx.meta[DEBUG] = True
+
+
 def common(fn):
-    """--config, --store and --json, shared by every command."""
+    """--config, --store, --json and --debug, shared by every command."""
+    fn = click.option("--debug", is_flag=True, expose_value=False, envvar="JOURNAL_DEBUG", callback=_debug,
+                      help="On an error, also print in full what the store or system said ($JOURNAL_DEBUG=1).")(fn)
     fn = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(fn)
     fn = click.option("--store", "store_url", metavar="URL", help="Store path or URL (overrides $JOURNAL_STORE).")(fn)
     fn = click.option("--config", "config_path", metavar="FILE", type=click.Path(dir_okay=False),
@@ -95,7 +113,7 @@ def common(fn):
 
 def open_context(config_path, store_url):
     cfg = load_config(config_path, store=store_url)
-    return cfg, open_store(durable_url(cfg.store))
+    return cfg, open_store(durable_url(cfg.store), make_parents=cfg.default_store)
 
 
 def durable_url(url: str) -> str:

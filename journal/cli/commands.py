@@ -61,12 +61,17 @@ def checkpoint(config_path, store_url, as_json, allow_deletions, wait):
     if as_json:
         emit_json(result)
         return
+    from ..local.activity import checkpoint_record
+    from .render import checkpoint_line, held_line
+
+    rec = checkpoint_record(result)
     if result.seq is None and not result.objects:
-        click.echo(IDLE_LINE.format(len(result.trees)))
-        return
-    changed = sum(t.changed for t in result.trees)
-    click.echo(f"checkpoint {result.seq}: {changed} file(s) changed, {result.objects} object(s), "
-               f"{result.bytes:,} bytes in {result.seconds:.2f}s")
+        click.echo(IDLE_LINE.format(len(result.trees)) if not rec.deletions_held else
+                   f"nothing written: {len(result.trees)} tree(s) unchanged but for vanished files held back")
+    else:
+        click.echo(checkpoint_line(rec))
+    if rec.deletions_held:
+        click.echo(held_line(rec.deletions_held))
 
 
 @main.command()
@@ -80,22 +85,17 @@ def log(config_path, store_url, as_json, limit):
         journal log -n 10
     """
     from ..repository.history import list_history
-    from ..repository.repository import Repository
+    from ..repository.lineage import open_existing
 
     cfg, store = open_context(config_path, store_url)
-    entries = list_history(Repository.open(store), limit)
+    entries = list_history(open_existing(store, cfg.state_dir), limit)
     if as_json:
         emit_json(entries)
         return
-    click.echo(f"{'seq':>6}  {'time':24}  {'host':16} {'files':>7} {'bytes':>13} {'+bytes':>11} {'+obj':>5}")
-    for e in entries:
-        if e.error:
-            click.echo(f"{e.seq:>6}  UNREADABLE: {e.error}")
-        else:
-            click.echo(f"{e.seq:>6}  {e.created:24}  {e.host[:16]:16} {e.files:>7} {e.bytes:>13,} "
-                       f"{e.added_bytes:>11,} {e.added_objects:>5}")
-            for name, why in sorted(e.restored.items()):
-                click.echo(f"{'':>6}  RESTORED {name}: {why}")
+    from .render import log_lines
+
+    for line in log_lines(entries):
+        click.echo(line)
 
 
 @main.command()
@@ -174,11 +174,12 @@ def verify(config_path, store_url, as_json, full):
 
         journal verify --full --json
     """
-    from ..repository.repository import Repository
+    from ..repository.lineage import open_existing
     from ..verify import WARNING, verify as run_verify
 
     cfg, store = open_context(config_path, store_url)
-    result = run_verify(Repository.open(store, audit=True), CliReporter("verifying", quiet=as_json), full=full)
+    result = run_verify(open_existing(store, cfg.state_dir, audit=True), CliReporter("verifying", quiet=as_json),
+                        full=full)
     if as_json:
         emit_json({"ok": result.ok, **{f: getattr(result, f) for f in result.__struct_fields__}})
     else:
@@ -218,18 +219,20 @@ def trees(config_path, store_url, as_json):
 
         journal trees --json
     """
+    from ..config import no_trees_hint
+
     cfg, _ = open_context(config_path, store_url)
     if as_json:
         emit_json(cfg)
         return
     click.echo(f"config:    {cfg.source or '(none: presets only)'}")
-    click.echo(f"store:     {cfg.store}")
+    click.echo(f"store:     {cfg.store}{' (the default: JOURNAL_STORE is not set)' if cfg.default_store else ''}")
     click.echo(f"local:     {cfg.local or '(unset: set AM_LOCAL)'}")
     click.echo(f"state dir: {cfg.state_dir}")
     click.echo(f"interval:  {cfg.interval:g}s")
     click.echo(f"inputs:    at most {cfg.input_limit:,} bytes each; socket {cfg.input_socket}")
     if not cfg.trees:
-        click.echo("trees:     none (set AM_LOCAL to a directory with harness state, or add [[trees]])")
+        click.echo(f"trees:     none: {no_trees_hint(cfg)}")
     for t in cfg.trees:
         extra = f"  exclude {', '.join(t.exclude)}" if t.exclude else ""
         if t.sqlite:
@@ -296,9 +299,9 @@ def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_i
         check_interval(interval, "--interval")
     cfg = load_config(config_path, store=store_url)
     durable_url(cfg.store)
-    sup = Supervisor(cfg, lambda: open_store(cfg.store), list(cmd), interval=interval or cfg.interval,
-                     grace=grace, restore_first=not no_restore, reporter=CliReporter(),
-                     serve_inputs=not no_input_socket)
+    sup = Supervisor(cfg, lambda: open_store(cfg.store, make_parents=cfg.default_store), list(cmd),
+                     interval=interval or cfg.interval, grace=grace, restore_first=not no_restore,
+                     reporter=CliReporter(), serve_inputs=not no_input_socket)
     code = sup.run()
     if as_json:
         emit_json(sup.summary(code))
@@ -308,7 +311,10 @@ def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_i
 @main.command()
 @common
 def status(config_path, store_url, as_json):
-    """Show the supervisor's last checkpoint, last error, lag and pid.
+    """Show the last checkpoint, run, error and restore, the lag, and the supervisor.
+
+    Every checkpoint and restore records what it did, however it runs (cron, by
+    hand, migrate, the supervisor); an error says whether a later run cleared it.
 
     Example:
 
@@ -322,29 +328,10 @@ def status(config_path, store_url, as_json):
     if as_json:
         emit_json(rep)
         return
-    st = rep.status
-    click.echo(f"supervisor: {'running, pid ' + str(rep.pid) if rep.running else 'not running'}")
-    rs = st.restore
-    if rs:
-        trees = ", ".join(f"{name} from {'-' if seq is None else seq}" for name, seq in sorted(rs.trees.items()))
-        how = "INCOMPLETE" if not rs.complete else "complete from a FALLBACK" if rs.fallback else "complete"
-        click.echo(f"startup restore: {how}, newest checkpoint {'-' if rs.seq is None else rs.seq}"
-                   f"{': ' + trees if trees else ''}")
-        for note in rs.notes:
-            click.echo(f"  fallback: {note}")
-    if st.last:
-        click.echo(f"last checkpoint: seq {st.last.seq if st.last.seq is not None else '-'}"
-                   f"{' (idle tick)' if st.last.idle else ''}, "
-                   f"{st.last.seconds:.2f}s, {st.last.bytes:,} bytes, {st.last.objects} objects")
-    else:
-        click.echo("last checkpoint: none recorded")
-    click.echo(f"lag since last success: {'-' if rep.lag_seconds is None else f'{rep.lag_seconds:.1f}s'}")
-    click.echo(f"last error: {st.last_error or 'none'}")
-    if st.input_socket:
-        click.echo(f"input socket: {st.input_socket}"
-                   + (f" NOT SERVED: {st.input_error}" if st.input_error else " (served)"))
-    for w in st.warnings:
-        click.echo(f"warning: {w}")
+    from .render import status_lines
+
+    for line in status_lines(rep):
+        click.echo(line)
 
 
 @main.command()
@@ -414,7 +401,7 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
     from ..errors import ConfigError
     from ..gc.inputs import InputPolicy
     from ..gc.run import gc as run_gc
-    from ..repository.repository import Repository
+    from ..repository.lineage import open_existing
     from ..gc.retention import Policy, parse_duration
 
     policy = Policy(keep_last=keep_last, keep_hourly=keep_hourly, keep_daily=keep_daily,
@@ -428,8 +415,8 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
         raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
                           "--keep-within DURATION, --keep-hourly N, --keep-daily N, --keep-inputs-within DURATION")
     cfg, store = open_context(config_path, store_url)
-    plan, result = run_gc(Repository.open(store), policy, parse_duration(grace, "--grace"), dry_run=dry_run,
-                          reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
+    plan, result = run_gc(open_existing(store, cfg.state_dir), policy, parse_duration(grace, "--grace"),
+                          dry_run=dry_run, reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
     if as_json:
         emit_json({"dry_run": dry_run, "plan": plan, "result": result})
         return

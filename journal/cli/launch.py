@@ -145,6 +145,12 @@ def _quiet_checkpoint(opts: dict):
         except OSError:
             return None  # a checkpoint or restore is running: the full command reports it
         inputs = paths.inputs_key(opts["config"], env, opts["store"], None)
-        return quiet.idle_result(state_dir, os.path.join(state_dir, paths.STATE_FILE), inputs=inputs, fork=True)
+        proven = quiet.idle_result(state_dir, os.path.join(state_dir, paths.STATE_FILE), inputs=inputs, fork=True)
+        if proven is not None:  # a successful run, for `journal status` (local/activity.py)
+            try:
+                os.utime(os.path.join(state_dir, paths.ACTIVITY_DIR, paths.ACTIVITY_OK))
+            except OSError:
+                pass
+        return proven
     finally:
         os.close(lock)

@@ -77,7 +77,17 @@ class Chunk:
 def tombstoned_packs(store) -> set[str]:
     """The ids of the packs every readable tombstone names: garbage gc already knows
     about (an unreadable tombstone or item is skipped here; gc reports it)."""
-    packs: set[str] = set()
+    return {item.key.rsplit("/", 1)[-1] for _, item in _named(store) if item.kind in ("pack", "orphan")}
+
+
+def tombstoned_manifests(store) -> dict[str, str]:
+    """The manifest keys readable tombstones name (an expired checkpoint, deleted by a
+    later gc after its grace period), each with its tombstone's time."""
+    return {item.key: stone.created for stone, item in _named(store) if item.kind == "manifest"}
+
+
+def _named(store):
+    """``(tombstone, item)`` for every readable item of every readable tombstone."""
     for key in store.list(TOMBSTONE_PREFIX):
         try:
             stone = msgspec.json.decode(store.get(key), type=LazyTombstone)
@@ -85,9 +95,6 @@ def tombstoned_packs(store) -> set[str]:
             continue
         for raw in stone.items:
             try:
-                item = decode_item(raw)
+                yield stone, decode_item(raw)
             except msgspec.DecodeError:
                 continue
-            if item.kind in ("pack", "orphan"):
-                packs.add(item.key.rsplit("/", 1)[-1])
-    return packs

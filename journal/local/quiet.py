@@ -35,7 +35,8 @@ import sys
 
 from ..paths import QUIET_FILE, TMP_DIR
 from ..signatures import live_signature
-FORMAT = 4
+
+FORMAT = 5
 _TAG = (FORMAT, sys.version_info[:2])
 
 #: What the check computes for a listed name.

@@ -9,21 +9,23 @@ import msgspec
 from ..errors import ConfigError, CorruptObject, ObjectNotFound
 from ..format.index import load_entries
 from ..format.model import BlobRef, Entry, Manifest
-from .repository import Repository
+from ..format.tombstone import tombstoned_manifests
+from .repository import Repository, manifest_key
 
 
 class ManifestInfo(msgspec.Struct, kw_only=True):
-    """One line of ``journal log``."""
+    """One line of ``journal log``, in the words of ``checkpoint`` and ``status``."""
 
     seq: int
     created: str | None = None
     host: str | None = None
-    files: int = 0
-    bytes: int = 0
-    added_bytes: int = 0
-    added_objects: int = 0
+    files: int = 0                      # every entry but directories, in every tree
+    size: int = 0                       # bytes of those files
+    bytes_uploaded: int = 0             # what its checkpoint uploaded, the manifest included
+    objects_uploaded: int = 0
     trees: list[str] = []
     restored: dict[str, str] = {}       # trees published from a fallback or rollback restore, and why
+    expired: str | None = None          # a gc tombstone names it (made then): gc deletes it after --grace
     error: str | None = None
 
 
@@ -32,16 +34,19 @@ def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInf
     out: list[ManifestInfo] = []
     if limit == 0:
         return out
-    for seq, manifest, mid in repo.iter_manifests_desc():
+    sizes = repo.manifest_sizes()
+    expired = tombstoned_manifests(repo.store)
+    for seq, manifest, mid in repo.iter_manifests_desc(sorted(sizes)):
         if manifest is None:
-            out.append(ManifestInfo(seq=seq, error=str(mid)))
+            out.append(ManifestInfo(seq=seq, error=str(mid), expired=expired.get(manifest_key(seq))))
         else:
             out.append(ManifestInfo(
                 seq=seq, created=manifest.created, host=manifest.host,
                 files=sum(t.files for t in manifest.trees.values()),
-                bytes=sum(t.bytes for t in manifest.trees.values()),
-                added_bytes=manifest.added_bytes, added_objects=manifest.added_objects,
-                trees=sorted(manifest.trees), restored=manifest.restored or {}))
+                size=sum(t.bytes for t in manifest.trees.values()),
+                bytes_uploaded=manifest.added_bytes + sizes[seq], objects_uploaded=manifest.added_objects,
+                trees=sorted(manifest.trees), restored=manifest.restored or {},
+                expired=expired.get(manifest_key(seq))))
         if limit is not None and len(out) >= limit:
             break
     return out

@@ -34,10 +34,24 @@ def open_repository(store: Store, state_dir: str, *, create: bool) -> Repository
     except NoStore:
         if not create:
             raise
-        known = read_state(state_dir)
-        if known is not None and known.seq > 0:
-            raise StoreVanished(store.location, known.store_id, known.seq) from None
+        _refuse_vanished(store, state_dir)
         return Repository.open(store, create=True)
+
+
+def open_existing(store: Store, state_dir: str, *, audit: bool = False) -> Repository:
+    """Open the store for reading (``log``, ``verify``, ``gc``): a store that vanished
+    after this machine checkpointed to it is ``StoreVanished``, as for a checkpoint."""
+    try:
+        return Repository.open(store, audit=audit)
+    except NoStore:
+        _refuse_vanished(store, state_dir)
+        raise
+
+
+def _refuse_vanished(store: Store, state_dir: str) -> None:
+    known = read_state(state_dir)
+    if known is not None and known.seq > 0:
+        raise StoreVanished(store.location, known.store_id, known.seq, store.missing_parent()) from None
 
 
 def committed_seq(state: LocalState) -> int:

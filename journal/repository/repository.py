@@ -137,7 +137,7 @@ class Repository:
         except ObjectNotFound:
             if store.is_empty():
                 if not create:
-                    raise NoStore(store.location) from None
+                    raise NoStore(store.location, store.missing_parent()) from None
                 return cls._init(store)
             try:  # another process may have created the store between the two looks
                 raw = store.get(CONFIG_KEY)
@@ -271,12 +271,12 @@ class Repository:
 
     def manifest_seqs(self) -> list[int]:
         """Every manifest sequence present in the store, ascending (listing only)."""
-        seqs = []
-        for key in self.store.list(MANIFEST_PREFIX):
-            name = key[len(MANIFEST_PREFIX):]
-            if name.isdigit() and len(name) == SEQ_WIDTH:
-                seqs.append(int(name))
-        return sorted(seqs)
+        return sorted(seq for seq in map(_manifest_seq, self.store.list(MANIFEST_PREFIX)) if seq is not None)
+
+    def manifest_sizes(self) -> dict[int, int]:
+        """Every manifest sequence present in the store, with its record's size (one listing)."""
+        return {seq: size for key, size in self.store.list_sizes(MANIFEST_PREFIX)
+                if (seq := _manifest_seq(key)) is not None}
 
     def load_manifest(self, seq: int) -> tuple[Manifest, str]:
         """Read and verify manifest ``seq``; returns it with its id (payload hash)."""
@@ -339,6 +339,11 @@ class RecordCache:
         while self.bytes > self.limit:
             _, (old, _ref) = self._kept.popitem(last=False)
             self.bytes -= len(old)
+
+
+def _manifest_seq(key: str) -> int | None:
+    name = key[len(MANIFEST_PREFIX):]
+    return int(name) if name.isdigit() and len(name) == SEQ_WIDTH else None
 
 
 def encode_manifest(manifest: Manifest) -> tuple[str, bytes]:

@@ -15,7 +15,8 @@ import os
 import msgspec
 
 from ..config import TREE_NAME
-from ..errors import ConfigError, CorruptObject, JournalError, NoReadableCheckpoint, ObjectNotFound, UnsafePath
+from ..errors import (ConfigError, CorruptObject, JournalError, NoReadableCheckpoint, ObjectNotFound, UnsafePath,
+                      describe_error)
 from .export import ExportMark, begin_export, check_export_dir, write_mark
 from ..repository.history import ManifestCache, select_seqs
 from ..repository.lineage import open_repository, require_history
@@ -23,7 +24,7 @@ from ..local.state import (LocalState, StateLock, TreeCache, cache_from_entries,
                          new_state, save_state)
 from ..report import SILENT, Reporter
 from ..repository import fetch
-from ..local import tree_tmp
+from ..local import activity, tree_tmp
 from ..paths import INVALID_DIR
 from ..repository.repository import Repository, manifest_key, utc_now
 from .trees import TreeRestore, TreeRun, write_trees
@@ -49,11 +50,20 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
     """Restore every configured tree (every stored tree with ``to``). See the module docstring.
 
     ``to`` must be absent or empty, or, with ``replace``, hold an earlier export only
-    (``restore/export.py``): an export is exactly the checkpoint asked for."""
+    (``restore/export.py``): an export is exactly the checkpoint asked for. A restore
+    into the live trees, or the error it ends with, is recorded for ``journal status``."""
+    live = to is None and not dry_run
     try:
-        return _restore(cfg, store, reporter, at, to, dry_run, replace)
+        result = _restore(cfg, store, reporter, at, to, dry_run, replace)
+    except (JournalError, OSError) as err:
+        if live:
+            activity.failed(cfg.state_dir, "restore", describe_error(err))
+        raise
     finally:
         fetch.shutdown()  # nothing more to fetch: no idle threads left behind
+    if live:
+        activity.restore_done(cfg.state_dir, activity.restore_record(result))
+    return result
 
 
 def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | None, dry_run: bool,

@@ -17,10 +17,11 @@ __all__ = ["Store", "check_key", "open_store"]
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, make_parents: bool = False) -> Store:
     """Open the store at ``url``.
 
-    - a plain path, or ``file:///path``: a ``LocalStore`` (the directory need not exist yet);
+    - a plain path, or ``file:///path``: a ``LocalStore`` (the directory need not exist
+      yet; with ``make_parents``, for the default store only, neither need its parents);
     - ``memory://``: a new, empty ``MemoryStore`` on every call;
     - ``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix``: a
       ``CloudStore`` (obstore); credentials, region and endpoint come from the standard
@@ -36,7 +37,7 @@ def open_store(url: str) -> Store:
             raise ConfigError("open store: the store URL is empty; set JOURNAL_STORE to a path or URL")
         from .local import LocalStore
 
-        return LocalStore(os.path.expanduser(url))
+        return LocalStore(os.path.expanduser(url), make_parents=make_parents)
     scheme = match.group(1).lower()
     if scheme == "memory":
         from .memory import MemoryStore
@@ -50,7 +51,7 @@ def open_store(url: str) -> Store:
         return CloudStore(url)
     raise ConfigError(
         f"open store: unsupported store URL {url!r} "
-        "(supported: a path, file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, memory://, "
+        "(supported: an absolute path, file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, "
         "hfsim:///path)"
     )
 

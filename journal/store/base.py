@@ -131,6 +131,11 @@ class Store(abc.ABC):
     def check_creatable(self) -> None:
         """Raise ``StoreError`` when a new store must not be created here (the default: it may)."""
 
+    def missing_parent(self) -> str | None:
+        """The directory a store here would be created in, when it does not exist (a
+        volume that is not mounted); None when it does, or for a store without one."""
+        return None
+
     def sweep_temp(self) -> None:
         """Remove temp files a crashed writer left behind (backends without any: nothing)."""
 

@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..errors import ConfigError, KeyExists, ObjectNotFound, StoreError
 from .base import COPY_CHUNK, Store, check_key
+from .cloud_errors import explain, first_line
 
 SINGLE_PUT_LIMIT = 64 << 20
 #: Keys per page of a listing (S3 returns at most 1,000 per request).
@@ -69,14 +70,22 @@ class CloudStore(Store):
         try:
             self._store = store_mod.from_url(base, client_options=client or None, retry_config=retry, **options)
         except Exception as err:  # obstore raises several types for a bad URL or option
-            raise ConfigError(f"open store: {url}: {err}") from err
+            raw = str(err)
+            problem = explain(url, raw) or first_line(raw)
+            failed = ConfigError(f"open store: {url}: {problem}")
+            failed.detail = raw
+            raise failed from err
 
     def _translate(self, key: str, err: Exception) -> Exception:
         if isinstance(err, (FileNotFoundError, self._exc.NotFoundError)):
             return ObjectNotFound(key)
         if isinstance(err, (self._exc.AlreadyExistsError, self._exc.PreconditionError, FileExistsError)):
             return KeyExists(key)
-        return StoreError(f"store {self.location}: {key}: {err}")
+        raw = str(err)
+        cause = explain(self.location, raw)
+        if cause is not None:
+            return StoreError(f"store {self.location}: {cause}", detail=raw)
+        return StoreError(f"store {self.location}: {key or 'listing'}: {first_line(raw)}", detail=raw)
 
     def put_if_absent(self, key: str, data: bytes | BinaryIO) -> None:
         """Conditional create; ``KeyExists`` when the key is present (the old object stays)."""

@@ -74,8 +74,9 @@ class LocalStore(Store):
     ``puts`` and ``put_bytes`` count successful puts and their payload bytes.
     """
 
-    def __init__(self, root: str, fs: FsOps | None = None):
+    def __init__(self, root: str, fs: FsOps | None = None, *, make_parents: bool = False):
         self.root = os.path.abspath(root)
+        self.make_parents = make_parents
         self.location = self.root
         self.fs = fs or OS_FS
         self.tmp_dir = os.path.join(self.root, TMP_DIR)
@@ -271,11 +272,23 @@ class LocalStore(Store):
     def check_creatable(self) -> None:
         """A new store is made in an existing directory, or as a new directory in one:
         never with missing parents, which is what a typo or a volume that is not mounted
-        (``/data`` absent) looks like."""
+        (``/data`` absent) looks like. The default store (``make_parents``: no store was
+        configured) is journal's own directory under the home directory: its parents are made."""
+        parent = self.missing_parent()
+        if parent is None:
+            return
+        if self.make_parents:
+            try:
+                os.makedirs(parent, 0o700, exist_ok=True)
+                return
+            except OSError as err:
+                raise StoreError(f"create store {self.root}: {describe_os_error(err, err.filename or parent)}") from err
+        raise StoreError(f"create store {self.root}: its parent directory {parent} does not exist (is the "
+                         "volume mounted?); create it, or fix JOURNAL_STORE")
+
+    def missing_parent(self) -> str | None:
         parent = os.path.dirname(self.root)
-        if not os.path.isdir(self.root) and not os.path.isdir(parent):
-            raise StoreError(f"create store {self.root}: its parent directory {parent} does not exist (is the "
-                             "volume mounted?); create it, or fix JOURNAL_STORE")
+        return None if os.path.isdir(self.root) or os.path.isdir(parent) else parent
 
     def is_empty(self) -> bool:
         """True when the root is missing or holds nothing but the temp directory."""

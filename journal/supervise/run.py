@@ -29,13 +29,14 @@ import time
 import msgspec
 
 from ..checkpoint.run import checkpoint
-from ..errors import ConfigError, JournalError, LockBusy, RestoreIncomplete, SupervisorRunning, describe_os_error
+from ..errors import ConfigError, JournalError, LockBusy, RestoreIncomplete, SupervisorRunning, describe_error
 from ..local.state import StateLock
 from ..paths import SUPERVISE_LOCK
 from ..report import SILENT, Reporter
 from ..restore.run import restore
+from ..local.activity import restore_record
 from .inputs import InputSocket
-from .status import LastCheckpoint, RestoreRecord, Status, write_status
+from .status import LastCheckpoint, Status, write_status
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 POLL = 0.05
@@ -170,9 +171,7 @@ class Supervisor:
         try:
             result = restore(self.cfg, self.open_store(), self.reporter)
             self.status.warnings = (list(self.reporter.recent) + result.warnings)[-10:]
-            self.status.restore = RestoreRecord(
-                time=time.time(), seq=result.seq, complete=result.complete, fallback=result.fallback,
-                trees={t.name: t.seq for t in result.trees}, notes=result.fallback_notes())
+            self.status.restore = restore_record(result)
             if not result.complete:
                 lost = [p for t in result.trees for p in t.lost] + [t.error for t in result.trees if t.error]
                 raise RestoreIncomplete(lost, [p for t in result.trees for p in t.uncreatable])
@@ -336,7 +335,7 @@ class Supervisor:
             return
         except Exception as err:  # noqa: BLE001 - PID 1 records a failed tick and keeps CMD running
             self.status.failed_ticks += 1
-            self.status.last_error, self.status.last_error_time = _describe(err), time.time()
+            self.status.last_error, self.status.last_error_time = describe_error(err), time.time()
             self.reporter.warn(f"supervise: {what} failed: {self.status.last_error}")
             self._save()
             return
@@ -376,15 +375,6 @@ class _Unbroken(Reporter):
     def progress(self, done: int, total: int) -> None:
         with contextlib.suppress(OSError):
             self.inner.progress(done, total)
-
-
-def _describe(err: Exception) -> str:
-    """One line for a failed tick: journal's own message, an OS error with its file."""
-    if isinstance(err, JournalError):
-        return str(err)
-    if isinstance(err, OSError) and err.strerror:
-        return describe_os_error(err)
-    return f"{type(err).__name__}: {err}"
 
 
 @contextlib.contextmanager

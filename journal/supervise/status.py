@@ -1,9 +1,12 @@
-"""The supervisor's status file: what the last checkpoint did, the last error, who runs.
+"""``journal status``: the supervisor's status file, merged with what every run recorded.
 
-``<state_dir>/status.json`` is replaced atomically on every change; ``journal
-status`` reads it, and decides whether a supervisor runs from the flock it holds on
-``<state_dir>/supervise.lock`` for its lifetime, not from the recorded pid (a pid is
-reused, and a container's PID 1 is alive in every other PID namespace).
+``<state_dir>/status.json`` is the supervisor's own record (its pid, CMD, its ticks),
+replaced atomically on every change. The last checkpoint, run, restore and error come
+from ``local/activity.py``, which every checkpoint and restore writes however it runs
+(cron, by hand, migrate, the supervisor). Whether a supervisor runs is decided from
+the flock it holds on ``<state_dir>/supervise.lock`` for its lifetime, not from the
+recorded pid (a pid is reused, and a container's PID 1 is alive in every other PID
+namespace).
 """
 
 from __future__ import annotations
@@ -14,28 +17,21 @@ import time
 import msgspec
 
 from ..atomic import write_file_atomic
+from ..local import activity
+from ..local.activity import CheckpointRecord, RestoreRecord
 from ..local.state import lock_held
 from ..paths import STATUS_FILE, SUPERVISE_LOCK, TMP_DIR
 
 
 class LastCheckpoint(msgspec.Struct, kw_only=True):
+    """The supervisor's last tick (``--json``: the words of ``local/activity.py``)."""
+
     seq: int | None
     time: float
     seconds: float
-    bytes: int
-    objects: int
+    bytes: int = msgspec.field(name="bytes_uploaded")
+    objects: int = msgspec.field(name="objects_uploaded")
     idle: bool = False      # nothing changed; ``seq`` is the last committed one
-
-
-class RestoreRecord(msgspec.Struct, kw_only=True):
-    """What the startup restore did: which checkpoint each tree came from."""
-
-    time: float
-    seq: int | None                 # the store's newest checkpoint
-    complete: bool
-    fallback: bool                  # some tree or file came from an older checkpoint than ``seq``
-    trees: dict[str, int | None] = {}
-    notes: list[str] = []           # one line per tree restored from a fallback
 
 
 class Status(msgspec.Struct, kw_only=True):
@@ -56,12 +52,30 @@ class Status(msgspec.Struct, kw_only=True):
     input_error: str | None = None      # why it does not (None while it serves)
 
 
+class ErrorReport(msgspec.Struct, kw_only=True):
+    """The newest error of any run, and whether a success came after it."""
+
+    time: float
+    op: str
+    message: str
+    cleared: bool
+    cleared_at: float | None = None     # the newest success after it
+
+
 class StatusReport(msgspec.Struct, kw_only=True):
-    """What ``journal status`` shows."""
+    """What ``journal status`` shows: every way journal runs here (cron, by hand,
+    migrate, the supervisor) records its checkpoints, restores and errors
+    (``local/activity.py``); ``status`` is the supervisor's own file."""
 
     running: bool
     pid: int | None
-    lag_seconds: float | None
+    lag_seconds: float | None               # since the last successful checkpoint run, idle or not
+    last_success: float | None
+    last_checkpoint: CheckpointRecord | None  # the last one that committed a manifest
+    last_run: CheckpointRecord | None         # the last one that walked the trees
+    last_error: ErrorReport | None
+    restore: RestoreRecord | None
+    warnings: list[str] = []
     status: Status
 
 
@@ -80,9 +94,33 @@ def write_status(state_dir: str, status: Status) -> None:
                       os.path.join(state_dir, TMP_DIR))
 
 
-def report_status(state_dir: str) -> StatusReport:
+def report_status(state_dir: str, now: float | None = None) -> StatusReport:
+    now = time.time() if now is None else now
     status = read_status(state_dir)
+    act = activity.read(state_dir)
     running = lock_held(state_dir, SUPERVISE_LOCK)
-    lag = time.time() - status.last_success if status.last_success else None
-    return StatusReport(running=running, pid=status.pid if running else None, lag_seconds=lag, status=status)
+    success = max((t for t in (act.last_success, status.last_success) if t is not None), default=None)
+    restore = max((r for r in (act.restore, status.restore) if r is not None), key=lambda r: r.time, default=None)
+    warnings = list(act.run.warnings) if act.run else []
+    if running:
+        warnings += [w for w in status.warnings if w not in warnings]
+    return StatusReport(running=running, pid=status.pid if running else None,
+                        lag_seconds=None if success is None else max(0.0, now - success), last_success=success,
+                        last_checkpoint=act.checkpoint, last_run=act.run,
+                        last_error=_last_error(act, status, success, restore), restore=restore,
+                        warnings=warnings, status=status)
 
+
+def _last_error(act: activity.Activity, status: Status, success: float | None,
+                restore: RestoreRecord | None) -> ErrorReport | None:
+    """The newest recorded error, cleared when a checkpoint run or a complete restore
+    succeeded after it."""
+    found = [(e.time, e.op, e.message) for e in (act.error,) if e is not None]
+    if status.last_error and status.last_error_time:
+        found.append((status.last_error_time, "supervise", status.last_error))
+    if not found:
+        return None
+    when, op, message = max(found)
+    later = [t for t in (success, restore.time if restore and restore.complete else None)
+             if t is not None and t > when]
+    return ErrorReport(time=when, op=op, message=message, cleared=bool(later), cleared_at=max(later, default=None))
