@@ -183,7 +183,8 @@ class JournalSys:
         child = run_child(self.tools.journal + ["checkpoint", "--json"], env=self.env)
         objects, nbytes, paths = uploaded(before, snapshot(self.store))
         rep = json.loads(child.out)
-        return figure(child, objects, nbytes, reported={"objects": rep.get("objects"), "bytes": rep.get("bytes"),
+        return figure(child, objects, nbytes, reported={"objects": rep.get("objects_uploaded"),
+                                                        "bytes": rep.get("bytes_uploaded"),
                                                         "seq": rep.get("seq"), "seconds": rep.get("seconds")},
                       by_kind=journal_breakdown(self.store, paths))
 
