@@ -27,7 +27,8 @@ import pytest
 from journal.checkpoint.run import checkpoint
 from journal.config import load_config
 from journal.repository.history import ManifestCache
-from journal.migrate.execute import migrate
+from journal.migrate.execute import execute, migrate
+from journal.migrate.plan import plan_migration
 from journal.report import Collector
 from journal.repository.repository import Repository
 from journal.store import open_store
@@ -622,3 +623,88 @@ def test_a_machine_without_local_state_is_told_to_restore_first(lay, tmp_path):
     assert proc.returncode == 1
     assert "run `journal restore` first" in proc.stderr and "Traceback" not in proc.stderr
     assert lay.areas() == before
+
+
+# --------------------------------------------------------------------------- what each message promises holds
+
+
+def test_a_second_run_while_a_legacy_transcript_is_still_open_is_a_no_op_that_says_what_is_at_risk(lay):
+    """The old design's writer still holds the rollout in the legacy root: the first run
+    imported codex, so the second has nothing to do; it must not call codex "not
+    imported", and it says that lines written there now stay in the legacy root."""
+    lay.hold_open(lay.local / "codex-home" / ROLLOUT)   # through the sessions symlink: the legacy file
+    first = lay.run("migrate", "--legacy-root", str(lay.legacy))
+    assert first.returncode == 0 and "migration complete" in first.stdout, first.stdout + first.stderr
+
+    second = lay.run("migrate", "--legacy-root", str(lay.legacy))
+
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "nothing to migrate" in second.stdout and "INCOMPLETE" not in second.stderr + second.stdout
+    assert "tree codex is not imported" not in second.stdout and "problem:" not in second.stdout
+    warning = next(ln for ln in second.stdout.splitlines() if ln.startswith("warning: migrate: "))
+    assert str(lay.legacy / "codex" / ROLLOUT) in warning and "tree codex was imported by an earlier run" in warning
+    assert str(lay.local / "codex-home") in warning
+
+
+@pytest.mark.parametrize("vanished", [False, True], ids=["parent-missing", "store-vanished"])
+def test_a_dry_run_refuses_a_store_the_real_run_could_not_create(lay, vanished):
+    if vanished:  # this machine checkpointed to a store that is gone now
+        (lay.local / "codex-home" / "sessions").unlink()
+        checkpoint(lay.cfg, open_store(str(lay.store_path)))
+        shutil.rmtree(lay.store_path)
+        store = lay.store_path
+    else:
+        store = lay.tmp / "unmounted" / "journal"
+    before = lay.areas()
+
+    env = {**lay.env, "JOURNAL_STORE": str(store)}
+    runs = [subprocess.run([sys.executable, "-m", "journal", "migrate", "--legacy-root", str(lay.legacy), *dry],
+                           env={"PATH": os.environ["PATH"], **env}, capture_output=True, text=True, timeout=120)
+            for dry in (("--dry-run",), ())]
+
+    for proc in runs:
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+        line = proc.stderr.strip()
+        assert line.startswith("journal: error: ") and "\n" not in line
+        assert ("checkpointed up to 1" if vanished else f"{store.parent} does not exist") in line
+    assert runs[0].stderr == runs[1].stderr and lay.areas() == before and not store.exists()
+
+
+def test_a_skipped_rename_says_what_a_later_run_does_and_it_does(tmp_path):
+    """A copy failed, so no checkpoint was committed: a later run imports the tree again
+    and renames the old directory once its checkpoint verifies, as the message says."""
+    lay = Layout(tmp_path)
+    write(lay.old_home / ".hermes" / "config.yaml", "x: 1\n")
+    memory = write(lay.old_home / ".hermes" / "memories" / "user.md", "likes tea\n")
+    plan = plan_migration(lay.cfg, open_store(str(lay.store_path)), str(lay.legacy))
+    memory.unlink()
+    memory.symlink_to(lay.old_home / ".hermes" / "config.yaml")   # no longer the regular file the plan saw
+
+    report = execute(plan, lay.cfg, open_store(str(lay.store_path)))
+
+    [rename] = steps(report, "rename")
+    assert report.seq is None and rename.outcome == "skipped" and "committed no checkpoint" in rename.detail
+    assert "a later `journal migrate` imports this tree again and renames it" in rename.detail
+    memory.unlink()
+    memory.write_text("likes tea\n")
+    again = lay.migrate()
+    assert again.ok and "hermes" in again.plan.imports and [r.outcome for r in steps(again, "rename")] == ["done"]
+    assert (lay.old_home / ".hermes.pre-agent-state" / "memories" / "user.md").read_text() == "likes tea\n"
+
+
+def test_a_skipped_rename_after_a_committed_checkpoint_says_to_rename_by_hand_and_a_later_run_leaves_it(tmp_path):
+    lay = Layout(tmp_path)
+    write(lay.old_home / ".hermes" / "config.yaml", "x: 1\n")
+    write(lay.legacy / "gemini" / "settings.json", "{}")
+    (lay.local / "agent-state" / "gemini-home").mkdir(parents=True)
+    (lay.local / "agent-state" / "gemini-home" / ".gemini").symlink_to(lay.scratch)  # a plan problem
+
+    report = lay.migrate()
+
+    [rename] = steps(report, "rename")
+    assert not report.ok and report.seq == 1 and rename.outcome == "skipped"
+    assert "is in checkpoint 1 now, so a later run neither imports nor renames it" in rename.detail
+    assert str(lay.old_home / ".hermes.pre-agent-state") in rename.detail
+    again = lay.migrate()
+    assert "hermes" not in again.plan.imports and not steps(again, "rename")
+    assert (lay.old_home / ".hermes").is_dir()

@@ -90,7 +90,7 @@ def migrate(cfg: Config, store: Store, legacy_root: str, *, old_home: str | None
         return execute(plan, cfg, store, reporter)
     return MigrationReport(dry_run=True, ok=not plan.problems, noop=_noop(plan), plan=plan,
                            results=[StepResult(step=s, outcome=PLANNED) for s in plan.steps],
-                           problems=list(plan.problems))
+                           problems=list(plan.problems), warnings=list(plan.warnings))
 
 
 def _noop(plan: MigrationPlan) -> bool:
@@ -104,7 +104,8 @@ def execute(plan: MigrationPlan, cfg: Config, store: Store, reporter: Reporter =
     plan) is skipped, never forced. The renames run only when the checkpoint
     verified; otherwise the old directories stay where they are.
     """
-    report = MigrationReport(dry_run=False, noop=_noop(plan), plan=plan, problems=list(plan.problems))
+    report = MigrationReport(dry_run=False, noop=_noop(plan), plan=plan, problems=list(plan.problems),
+                             warnings=list(plan.warnings))
     run = _Run(plan, cfg, store, reporter, report)
     with tempfile.TemporaryDirectory(prefix="journal-migrate-") as run.tmp:
         try:
@@ -372,8 +373,12 @@ def _confirm(repo: Repository, cache: ManifestCache, seq: int, cap: Capture) -> 
 
 def _rename(run: _Run, step: Step):
     if run.report.problems or not run.report.verified:
-        return SKIPPED, ("left in place: the migration has problems; once they are fixed, rename it by hand "
-                         "(a later run does not import this tree again)")
+        if any(r.step.op == CHECKPOINT and r.outcome == DONE for r in run.report.results):
+            return SKIPPED, (f"left in place: the migration has problems; tree {step.tree} is in checkpoint "
+                             f"{run.report.seq} now, so a later run neither imports nor renames it: once the "
+                             f"problems are fixed, rename it by hand to {step.target}")
+        return SKIPPED, ("left in place: the migration has problems and committed no checkpoint; a later "
+                         "`journal migrate` imports this tree again and renames it once its checkpoint verifies")
     target = step.target
     try:
         rename_noclobber(step.path, target)

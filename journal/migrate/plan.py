@@ -24,7 +24,7 @@ import msgspec
 from ..config import Config, TreeConfig
 from ..errors import ConfigError, HistoryWithoutState, NoStore, SnapshotFailed
 from .legacy_db import CHECKPOINT_COPY, RAW_TRIO, DbCandidate, recover_db
-from ..repository.lineage import refuse_foreign
+from ..repository.lineage import refuse_foreign, refuse_vanished
 from ..local.state import load_state
 from ..paths import STATE_FILE
 from ..report import SILENT, Reporter
@@ -95,6 +95,7 @@ class MigrationPlan(msgspec.Struct, frozen=True, kw_only=True):
     steps: tuple[Step, ...]
     open_transcripts: tuple[OpenTranscript, ...] = ()
     problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 class Source(msgspec.Struct, frozen=True, kw_only=True):
@@ -290,6 +291,7 @@ class _Planner:
         self.live = tuple(t.path for t in self.trees.values())
         self.steps: list[Step] = []
         self.problems: list[str] = []
+        self.warnings: list[str] = []
         self.imports: list[str] = []
 
     def add(self, op: str, path: str, reason: str, **kw) -> None:
@@ -304,8 +306,10 @@ def plan_migration(cfg: Config, store: Store, legacy_root: str, *, old_home: str
     """Read everything the migration touches and return its plan; changes nothing.
 
     Raises ``ConfigError`` for a missing legacy root or one that overlaps a live
-    tree, and ``HistoryWithoutState`` when a checkpoint is needed but this machine's
-    local state does not know the store's history (run ``journal restore`` first).
+    tree, ``HistoryWithoutState`` when a checkpoint is needed but this machine's
+    local state does not know the store's history (run ``journal restore`` first), and
+    what the checkpoint would raise creating an absent store (``StoreVanished``, a
+    ``StoreError`` for a missing parent directory), so that a dry run says it too.
     """
     legacy_root = os.path.abspath(legacy_root)
     if not os.path.isdir(legacy_root):
@@ -321,17 +325,27 @@ def plan_migration(cfg: Config, store: Store, legacy_root: str, *, old_home: str
         opened = find_open_transcripts(p.trees, _all_sources(p))
         for o in opened:
             if o.legacy and o.tree not in p.imports:
-                p.problem(f"migrate: {o.path} is open (pid {', '.join(map(str, o.pids))}) in the legacy root and "
-                          f"tree {o.tree} is not imported; stop that process cleanly before restarting")
-        if p.imports or opened:
+                pids = ", ".join(map(str, o.pids))
+                if o.tree in p.stored:  # imported by an earlier run: nothing of it is imported again
+                    p.warnings.append(
+                        f"migrate: {o.path} is still open (pid {pids}) in the legacy root; tree {o.tree} was imported "
+                        f"by an earlier run (the store has it), so what that process writes there now is not "
+                        f"imported: stop it cleanly, and start the agent on the live tree {p.trees[o.tree].path}")
+                else:
+                    p.problem(f"migrate: {o.path} is open (pid {pids}) in the legacy root and tree {o.tree} is "
+                              "not imported; stop that process cleanly before restarting")
+        if p.imports or any(not o.legacy or o.tree in p.imports for o in opened):
             _require_history(cfg, repo)
+            if repo is None:  # the checkpoint would create the store: refuse now what it would refuse then
+                refuse_vanished(store, cfg.state_dir)
+                store.check_creatable(dry_run=True)
             p.add(CHECKPOINT, cfg.store, "publish the imported trees and every open transcript as one checkpoint")
             p.add(VERIFY, cfg.store, "verify --full, then read back each open transcript's complete lines")
         _plan_old_home(p)
         _plan_leftovers(p)
     return MigrationPlan(legacy_root=legacy_root, old_home=old_home, store=cfg.store, created=utc_now(),
                          imports=tuple(p.imports), steps=tuple(p.steps), open_transcripts=tuple(opened),
-                         problems=tuple(p.problems))
+                         problems=tuple(p.problems), warnings=tuple(p.warnings))
 
 
 def _stored_trees(store: Store, reporter: Reporter) -> tuple[Repository | None, set[str]]:

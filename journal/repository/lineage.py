@@ -34,7 +34,7 @@ def open_repository(store: Store, state_dir: str, *, create: bool) -> Repository
     except NoStore:
         if not create:
             raise
-        _refuse_vanished(store, state_dir)
+        refuse_vanished(store, state_dir)
         return Repository.open(store, create=True)
 
 
@@ -44,11 +44,13 @@ def open_existing(store: Store, state_dir: str, *, audit: bool = False) -> Repos
     try:
         return Repository.open(store, audit=audit)
     except NoStore:
-        _refuse_vanished(store, state_dir)
+        refuse_vanished(store, state_dir)
         raise
 
 
-def _refuse_vanished(store: Store, state_dir: str) -> None:
+def refuse_vanished(store: Store, state_dir: str) -> None:
+    """``StoreVanished`` when this machine has checkpointed to a store (its local state
+    knows a checkpoint) and ``store`` is absent or empty now."""
     known = read_state(state_dir)
     if known is not None and known.seq > 0:
         raise StoreVanished(store.location, known.store_id, known.seq, store.missing_parent()) from None

@@ -128,8 +128,9 @@ class Store(abc.ABC):
         """True when the store holds no keys (and, for the local backend, no foreign files)."""
         return next(iter(self.list("")), None) is None
 
-    def check_creatable(self) -> None:
-        """Raise ``StoreError`` when a new store must not be created here (the default: it may)."""
+    def check_creatable(self, dry_run: bool = False) -> None:
+        """Raise ``StoreError`` when a new store must not be created here (the default: it
+        may); with ``dry_run``, only say so, creating nothing on the way."""
 
     def missing_parent(self) -> str | None:
         """The directory a store here would be created in, when it does not exist (a

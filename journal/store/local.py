@@ -269,7 +269,7 @@ class LocalStore(Store):
             except FileNotFoundError:
                 pass
 
-    def check_creatable(self) -> None:
+    def check_creatable(self, dry_run: bool = False) -> None:
         """A new store is made in an existing directory, or as a new directory in one:
         never with missing parents, which is what a typo or a volume that is not mounted
         (``/data`` absent) looks like. The default store (``make_parents``: no store was
@@ -278,6 +278,8 @@ class LocalStore(Store):
         if parent is None:
             return
         if self.make_parents:
+            if dry_run:
+                return
             try:
                 os.makedirs(parent, 0o700, exist_ok=True)
                 return
