@@ -233,6 +233,24 @@ def _interval(env_value: str | None, file_value: float | None, source: str | Non
     return check_interval(value, source or "environment")
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_SECONDS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """Seconds in a bare number (``"90"``, ``"0.5"``) or in ``"90s"``, ``"15m"``,
+    ``"24h"``, ``"7d"``, ``"2w"``, ``"1d12h"``: every option that takes a duration reads it so."""
+    text = text.strip().lower()
+    if _SECONDS.fullmatch(text):
+        return float(text)
+    parts = _PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ConfigError(f"read {flag}: {text!r} is not a duration; write seconds (90) or e.g. 30s, 15m, 24h, "
+                          "7d, 1d12h")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
 def check_interval(value: float, where: str) -> float:
     """A checkpoint interval: a finite number of seconds above zero (NaN never elapses)."""
     if not (math.isfinite(value) and value > 0):

@@ -196,9 +196,9 @@ def copy_fixtures(local: Path) -> None:
 
 
 def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
-                unprivileged: bool = False, memory: int | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m journal ARGS`` in a clean environment plus ``env``; with
-    ``unprivileged``, bound by file modes as an ordinary user is (``drop_dac_override``);
+                unprivileged: bool = False, memory: int | None = None, cwd=None) -> subprocess.CompletedProcess:
+    """Run ``python -m journal ARGS`` in a clean environment plus ``env`` (in ``cwd``);
+    with ``unprivileged``, bound by file modes as an ordinary user is (``drop_dac_override``);
     ``memory`` caps its address space (``RLIMIT_AS``, bytes)."""
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
 
@@ -208,7 +208,7 @@ def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 
         if memory:
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
-    return subprocess.run([sys.executable, "-m", "journal", *args], env={**base, **(env or {})},
+    return subprocess.run([sys.executable, "-m", "journal", *args], env={**base, **(env or {})}, cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
                           preexec_fn=prepare if unprivileged or memory else None)
 

@@ -231,6 +231,8 @@ def test_restore_dry_run_says_what_it_would_do(live):
     assert proc.returncode == 0, proc.stderr
     codex = next(line for line in proc.stdout.splitlines() if line.startswith("codex:"))
     assert "would restore from checkpoint 1" in codex and "1 write" in codex
+    assert proc.stdout.splitlines()[-1] == "dry run, nothing was changed: the restore would be complete"
+    assert "restore complete" not in proc.stdout
 
 
 def _console_script(live, *args, stdout=None):

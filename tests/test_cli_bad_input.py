@@ -528,6 +528,18 @@ def test_supervise_interval_flag_is_validated(tmp_path, value):
     assert "--interval" in one_line_error(proc)
 
 
+@pytest.mark.parametrize("interval, grace", [("2", "0"), ("2s", "0s"), ("1m", "0.5")])
+def test_supervise_takes_durations_as_seconds_or_with_a_unit(tmp_path, interval, grace):
+    b = Box(tmp_path)
+    b.populate()
+
+    proc = b.run("supervise", "--no-restore", "--interval", interval, "--grace", grace, "--json", "--", "true",
+                 timeout=30)
+
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"]["interval"] == {"2": 2, "2s": 2, "1m": 60}[interval]
+
+
 def test_supervise_refuses_an_unknown_option_before_cmd(box, tmp_path):
     """`--intervl 5` (a typo) used to become the command: exit 127, agent never started,
     or worse, a real program of that name run with the rest as its arguments."""
@@ -959,7 +971,7 @@ def test_a_blank_or_relative_store_is_refused_and_nothing_is_created(tmp_path, v
     b = Box(tmp_path)
     b.populate()
 
-    proc = b.run("checkpoint", env={"JOURNAL_STORE": value})
+    proc = run_journal("checkpoint", env={**b.env, "JOURNAL_STORE": value}, cwd=b.home)
 
     assert proc.returncode == 2 and says in one_line_error(proc)
     assert sorted(p.name for p in b.home.iterdir()) == ["local"]
@@ -974,7 +986,7 @@ def test_a_relative_store_from_the_flag_or_the_config_file_is_refused_naming_its
     config.parent.mkdir(parents=True)
     config.write_text('store = "rel/store"\n' if where == "config" else "")
 
-    proc = run_journal("checkpoint", *(("--store", "rel/store") if where == "flag" else ()), env=env)
+    proc = run_journal("checkpoint", *(("--store", "rel/store") if where == "flag" else ()), env=env, cwd=b.home)
 
     which = "--store" if where == "flag" else f"`store` in {config}"
     assert proc.returncode == 2 and f"{which} 'rel/store' is a relative path" in one_line_error(proc)

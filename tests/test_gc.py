@@ -38,7 +38,8 @@ from journal.repository.pack import pack_key
 from journal.report import Collector
 from journal.repository.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key
 from journal.restore.run import restore
-from journal.gc.retention import Policy, choose_kept, parse_duration
+from journal.config import parse_duration
+from journal.gc.retention import Policy, choose_kept
 from journal.supervise.status import read_status
 from journal.format.tombstone import Item
 from journal.store import open_store
@@ -302,6 +303,18 @@ def test_a_bad_duration_is_a_usage_error(box):
         assert "not a duration" in proc.stderr
     assert parse_duration("1d12h", "--grace") == 36 * 3600
     assert parse_duration("0s", "--grace") == 0
+
+
+@pytest.mark.parametrize("args", [("--grace", "0"), ("--grace", "90"), ("--keep-within", "3600")],
+                         ids=lambda a: " ".join(a))
+def test_a_bare_number_is_seconds_wherever_a_duration_is_taken(box, args):
+    box.write("a.txt", "a\n")
+    box.checkpoint()
+
+    proc = box.cli("gc", "--keep-last", "1", *args, "--dry-run")
+
+    assert proc.returncode == 0, proc.stderr
+    assert parse_duration("0", "--grace") == 0 and parse_duration("2.5", "--interval") == 2.5
 
 
 def _fake_manifest(seq: int, created_ns: int, trees=(TREE,)) -> Manifest:

@@ -62,3 +62,16 @@ def test_fixtures_are_in_the_repository_with_their_notices():
         assert repo in notices
     assert notices.count("Permission is hereby granted, free of charge") == 3
     assert len(list(real.rglob("*.jsonl"))) >= 11
+
+
+def test_the_package_metadata_uses_the_current_license_form():
+    """setuptools warns on every install about a ``project.license`` table: the metadata
+    says the license as an SPDX string with ``license-files``, which needs setuptools 77."""
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = meta["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert all((ROOT / name).is_file() for name in project["license-files"])
+    (requirement,) = [r for r in meta["build-system"]["requires"] if r.startswith("setuptools")]
+    assert re.fullmatch(r"setuptools>=(\d+)", requirement) and int(requirement.split(">=")[1]) >= 77

@@ -696,6 +696,32 @@ def test_hot_restart_keeps_a_valid_local_db_even_when_the_store_differs(tmp_path
     assert ids_of(tmp_path / "at1" / "opencode" / "opencode.db") == stored_ids
 
 
+def test_a_restart_says_it_kept_the_local_db_only_when_it_differs_from_the_checkpoint(tmp_path):
+    """Every `journal supervise` start restores first: a database unchanged since its
+    checkpoint is the checkpoint's copy (no note, no quick_check); one changed since is
+    kept, and that is said."""
+    box = Box(tmp_path, tmp_path / "store")
+    db = box.opencode / "opencode.db"
+    make_closed_db(db)
+    box.checkpoint_ok()
+
+    same = box.run("restore")
+    _, same_json = json_restore(box)
+
+    assert same.returncode == 0 and "kept the valid local database" not in same.stderr, same.stderr
+    assert tree_actions(same_json, "opencode") == {"same": 1}
+    con = connect(db)
+    con.execute("INSERT INTO message VALUES ('local-1', 's', 0, '{}')")
+    con.close()
+
+    changed = box.run("restore")
+    _, changed_json = json_restore(box)
+
+    assert changed.returncode == 0 and f"kept the valid local database {db}" in changed.stderr
+    assert tree_actions(changed_json, "opencode") == {"keep-valid-db": 1}
+    assert "local-1" in ids_of(db)
+
+
 @pytest.mark.parametrize("kind", ["garbage", "truncated"])
 def test_hot_restart_moves_an_invalid_local_db_aside_with_its_companions(tmp_path, kind):
     a = Box(tmp_path / "a", tmp_path / "store")

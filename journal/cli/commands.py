@@ -151,13 +151,14 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
                 click.echo(f"{t.name}: LOST {shown(path)}: too long a path to create under {t.dest}")
         for w in result.warnings:
             click.echo(f"warning: {w}", err=True)
+        would = "dry run, nothing was changed: the restore would be" if dry_run else "restore"
         if not result.complete:
-            click.echo("restore INCOMPLETE", err=True)
+            click.echo(f"{would} INCOMPLETE", err=True)
         elif result.fallback:
             notes = "; ".join(result.fallback_notes())
-            click.echo(f"restore complete from a FALLBACK (exit {EXIT_FALLBACK}): {notes}")
+            click.echo(f"{would} complete from a FALLBACK (exit {EXIT_FALLBACK}): {notes}")
         else:
-            click.echo("restore complete")
+            click.echo(f"{would} complete")
     if not result.complete:
         sys.exit(1)
     if result.fallback:
@@ -270,10 +271,10 @@ def demo(workdir, as_json):
 # unknown option before CMD is a usage error, not a command to run.
 @main.command(context_settings={"allow_interspersed_args": False})
 @common
-@click.option("--interval", type=float, default=None,
-              help="Seconds between checkpoints (else $AGENT_STATE_CHECKPOINT_SECONDS, config, 15).")
-@click.option("--grace", type=float, default=1.0, show_default=True,
-              help="Seconds to wait for CMD after forwarding a stop signal.")
+@click.option("--interval", metavar="DURATION", default=None,
+              help="Time between checkpoints, seconds or 30s, 2m (else $AGENT_STATE_CHECKPOINT_SECONDS, config, 15).")
+@click.option("--grace", metavar="DURATION", default="1", show_default=True,
+              help="Time to wait for CMD after forwarding a stop signal (seconds, or 2s, 1m).")
 @click.option("--no-restore", is_flag=True, help="Skip the startup restore (only when you mean it).")
 @click.option("--no-input-socket", is_flag=True,
               help="Do not serve the input journal's socket ($JOURNAL_INPUT_SOCKET) for CMD.")
@@ -291,12 +292,13 @@ def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_i
 
         journal supervise --interval 15 -- node server.js
     """
-    from ..config import check_interval, load_config
+    from ..config import check_interval, load_config, parse_duration
     from ..store import open_store
     from ..supervise.run import Supervisor
 
     if interval is not None:
-        check_interval(interval, "--interval")
+        interval = check_interval(parse_duration(interval, "--interval"), "--interval")
+    grace = parse_duration(grace, "--grace")
     cfg = load_config(config_path, store=store_url)
     durable_url(cfg.store)
     sup = Supervisor(cfg, lambda: open_store(cfg.store, make_parents=cfg.default_store), list(cmd),
@@ -374,13 +376,13 @@ def takeover(config_path, store_url, as_json):
 @common
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--keep-last", type=click.IntRange(min=0), help="Keep the newest N checkpoints.")
-@click.option("--keep-within", metavar="DURATION", help="Keep checkpoints newer than this (30m, 24h, 7d).")
+@click.option("--keep-within", metavar="DURATION", help="Keep checkpoints newer than this (seconds, or 30m, 24h, 7d).")
 @click.option("--keep-hourly", type=click.IntRange(min=0), help="Keep the newest checkpoint of each of the last N hours.")
 @click.option("--keep-daily", type=click.IntRange(min=0), help="Keep the newest checkpoint of each of the last N days.")
 @click.option("--grace", default="24h", show_default=True, metavar="DURATION",
-              help="Delete only what was tombstoned at least this long ago.")
+              help="Delete only what was tombstoned at least this long ago (seconds, or 30m, 24h, 7d).")
 @click.option("--keep-inputs-within", metavar="DURATION",
-              help="Expire delivered inputs submitted longer ago than this (default: keep every input).")
+              help="Expire delivered inputs submitted longer ago than this (seconds, or 30m, 24h, 7d; default: keep every input).")
 @click.option("--include-undelivered", is_flag=True,
               help="With --keep-inputs-within: expire undelivered inputs too.")
 def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within, keep_hourly, keep_daily, grace,
@@ -402,7 +404,8 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
     from ..gc.inputs import InputPolicy
     from ..gc.run import gc as run_gc
     from ..repository.lineage import open_existing
-    from ..gc.retention import Policy, parse_duration
+    from ..config import parse_duration
+    from ..gc.retention import Policy
 
     policy = Policy(keep_last=keep_last, keep_hourly=keep_hourly, keep_daily=keep_daily,
                     keep_within=parse_duration(keep_within, "--keep-within") if keep_within else None)
@@ -415,8 +418,10 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
         raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
                           "--keep-within DURATION, --keep-hourly N, --keep-daily N, --keep-inputs-within DURATION")
     cfg, store = open_context(config_path, store_url)
-    plan, result = run_gc(open_existing(store, cfg.state_dir), policy, parse_duration(grace, "--grace"),
-                          dry_run=dry_run, reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
+    seconds = parse_duration(grace, "--grace")
+    plan, result = run_gc(open_existing(store, cfg.state_dir), policy, seconds, dry_run=dry_run,
+                          reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
+    grace = grace.strip() + ("s" if grace.strip()[-1:].isdigit() else "")
     if as_json:
         emit_json({"dry_run": dry_run, "plan": plan, "result": result})
         return

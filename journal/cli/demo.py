@@ -60,8 +60,20 @@ class DemoResult(msgspec.Struct, kw_only=True):
 
 
 def run_demo(workdir: str | None = None, reporter: Reporter = SILENT, child_lines: int = 60) -> DemoResult:
-    """Run the demo in ``workdir`` (a fresh temp dir when None) and return what happened."""
-    work = workdir or tempfile.mkdtemp(prefix="journal-demo-")
+    """Run the demo in ``workdir`` (kept), or in a fresh temp dir removed at the end,
+    and return what happened."""
+    if workdir is not None:
+        return _run(workdir, reporter, child_lines)
+    work = tempfile.mkdtemp(prefix="journal-demo-")
+    try:
+        result = _run(work, reporter, child_lines)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result.lines.insert(-1, f"work dir {work} removed (`journal demo --dir DIR` keeps it)")
+    return result
+
+
+def _run(work: str, reporter: Reporter, child_lines: int) -> DemoResult:
     local, store_dir = os.path.join(work, "local"), os.path.join(work, "store")
     for path in (local, store_dir):  # a demo never deletes or mixes with existing data
         if os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path)):
@@ -87,7 +99,7 @@ def run_demo(workdir: str | None = None, reporter: Reporter = SILENT, child_line
         child.wait()
     idle = checkpoint(cfg, open_store(cfg.store), reporter)
     result.idle_objects = idle.objects
-    say(f"child killed with SIGKILL; an idle checkpoint then wrote {idle.objects} objects")
+    say(f"child killed with SIGKILL; an idle checkpoint then uploaded {idle.objects} objects")
     with open(rollout, "rb") as fh:
         live = fh.read()
     result.lines_written = live.count(b"\n")
@@ -120,8 +132,9 @@ def _tick(cfg, reporter, result: DemoResult, when: str) -> None:
     r = checkpoint(cfg, open_store(cfg.store), reporter)
     with open(os.path.join(cfg.local, ROLLOUT), "rb") as fh:
         lines = fh.read().count(b"\n")
-    result.checkpoints.append({"seq": r.seq, "objects": r.objects, "bytes": r.bytes, "rollout_lines": lines})
-    result.lines.append(f"checkpoint {r.seq} {when}: {r.objects} objects, {r.bytes:,} bytes "
+    result.checkpoints.append({"seq": r.seq, "objects_uploaded": r.objects, "bytes_uploaded": r.bytes,
+                               "rollout_lines": lines})
+    result.lines.append(f"checkpoint {r.seq} {when}: {r.objects} objects and {r.bytes:,} bytes uploaded "
                         f"(rollout has {lines} complete lines)")
 
 

@@ -113,7 +113,7 @@ def list_inputs(config_path, store_url, as_json, harness, session, since, undeli
 
 
 def _since(text: str) -> int:
-    from ..gc.retention import parse_duration
+    from ..config import parse_duration
 
     try:
         when = _dt.datetime.fromisoformat(text)

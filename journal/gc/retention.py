@@ -8,15 +8,12 @@ Retention needs only each manifest's sequence, time and tree names: gc holds a
 from __future__ import annotations
 
 import datetime as _dt
-import re
 
 import msgspec
 
 from ..errors import ConfigError
 from ..format.model import Manifest
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
 class ManifestInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,15 +32,6 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
 
     def is_empty(self) -> bool:
         return all(v is None for v in (self.keep_last, self.keep_within, self.keep_hourly, self.keep_daily))
-
-
-def parse_duration(text: str, flag: str) -> float:
-    """Seconds in ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``, ``"2w"`` or ``"1d12h"``."""
-    text = text.strip().lower()
-    parts = _PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ConfigError(f"gc: {flag} {text!r} is not a duration; write e.g. 30m, 24h, 7d or 1d12h")
-    return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
 def choose_kept(manifests: list[Manifest] | list[ManifestInfo], policy: Policy, now_ns: int) -> dict[int, list[str]]:

@@ -31,6 +31,7 @@ from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entr
 from ..presets import SQLITE_COMPANIONS
 from ..local.tree_tmp import TreeTmp
 from ..local.treepath import path_problem, target_problem
+from ..signatures import live_signature
 
 WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB, KEEP_UNREADABLE = (
     "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db",
@@ -128,9 +129,11 @@ def parent_kind(root: str, path: str, seen: dict[str, str]) -> str:
 
 
 def decide(root: str, entry: Entry, check_dir: str | None, parents: dict[str, str] | None = None,
-           reader=None) -> str:
+           reader=None, known=None) -> str:
     """What restore does with ``entry`` given what is on disk now. A live database is
-    checked through a private copy in ``check_dir`` (outside the tree). ``parents``
+    checked through a private copy in ``check_dir`` (outside the tree), unless the local
+    state's ``known`` view of it (a ``FileState``) is this very entry and its live
+    signature is unchanged since: then it is the checkpoint's copy (``SAME``). ``parents``
     caches ``parent_kind`` for the tree; ``reader`` (a Repository) reads the one segment
     a shorter local transcript ends in. Raises ``UnsafePath`` when a local parent of the
     entry is a symlink: nothing is read, moved or written through one. A path too long
@@ -161,6 +164,9 @@ def decide(root: str, entry: Entry, check_dir: str | None, parents: dict[str, st
     if stat_mod.S_ISDIR(st.st_mode):
         return KEEP_CONFLICT  # never replace a directory (and what is in it) with a file
     if entry.kind == KIND_SQLITE and stat_mod.S_ISREG(st.st_mode):
+        if known is not None and known.entry == entry and known.sig is not None \
+                and tuple(known.sig) == live_signature(full):
+            return SAME
         from ..sqlite.snapshot import check_live_db
 
         return KEEP_VALID_DB if check_live_db(full, check_dir) is None else REPLACE

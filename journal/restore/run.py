@@ -97,7 +97,10 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
                               "written by the earlier export there (--replace)")
             if not dry_run:
                 begin_export(to, old, [name for name, _ in names], cfg.state_dir)
-        trees = [TreeRun(repo, cache, seqs, name, dest, reporter, cfg.state_dir) for name, dest in names]
+        known = load_state(cfg.state_dir, repo.store_id) if to is None else None  # what this machine last had
+        trees = [TreeRun(repo, cache, seqs, name, dest, reporter, cfg.state_dir,
+                         known.trees[name].files if known is not None and name in known.trees else None)
+                 for name, dest in names]
         for run in trees:
             run.emptied = dry_run and run.tr.name in old
         if want_state:

@@ -128,9 +128,11 @@ class TreeRun:
     """One tree being restored: its entries, what was decided for each path, and which
     entry each path ended up with (the newest copy, an older one, or None: lost)."""
 
-    def __init__(self, repo, cache: ManifestCache, seqs: list[int], name: str, dest: str, reporter, state_dir: str):
+    def __init__(self, repo, cache: ManifestCache, seqs: list[int], name: str, dest: str, reporter, state_dir: str,
+                 known: dict[str, FileState] | None = None):
         self.repo, self.cache, self.seqs, self.reporter = repo, cache, seqs, reporter
         self.state_dir = state_dir
+        self.known = known or {}   # the local state's view of this tree (a database unchanged since is SAME)
         self.tr = TreeRestore(name=name, dest=dest)
         self.entries: list[Entry] = []
         self.pages: dict[str, BlobRef] = {}
@@ -189,7 +191,8 @@ class TreeRun:
                 writes: list) -> None:
         tr, dest = self.tr, self.tr.dest
         try:
-            action = WRITE if self.emptied else decide(dest, entry, check_dir, parents, self.repo)
+            action = WRITE if self.emptied else decide(dest, entry, check_dir, parents, self.repo,
+                                                       self.known.get(entry.path))
         except OSError as err:  # the local path exists but cannot be read: never written over
             if isinstance(err, JournalError):
                 raise
