@@ -1,5 +1,9 @@
 """The documentation says what the code and the benchmark say.
 
+* ``docs/cli.md`` and the README's table of commands are what ``tools/gen_cli_docs.py``
+  makes of the click commands now, and name every command and option (as sqlite-utils
+  checks its docs): a new command or option fails here until the tool is rerun.
+* Shell completion works as documented (click's ``_JOURNAL_COMPLETE``).
 * The README's performance figures are the current run's of ``docs/benchmarks.md``
   (its "Current results" section): a new run that moves a figure fails here until the
   README quotes it.
@@ -7,14 +11,85 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
+import click
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+CLI_MD = ROOT / "docs" / "cli.md"
+
+
+def gen_cli_docs():
+    spec = importlib.util.spec_from_file_location("gen_cli_docs", ROOT / "tools" / "gen_cli_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = gen_cli_docs()
+COMMANDS = [(path, cmd) for path, cmd, _ in GEN.walk(GEN.main_group(), GEN.root_context())]
+
+
+def test_the_cli_reference_and_the_readme_table_are_what_the_tool_makes_now():
+    assert CLI_MD.read_text() == GEN.cli_md(), "docs/cli.md is out of date: run tools/gen_cli_docs.py"
+    assert README.read_text() == GEN.readme_with_table(README.read_text()), \
+        "the README's table of commands is out of date: run tools/gen_cli_docs.py"
+
+
+@pytest.mark.parametrize(("path", "cmd"), COMMANDS, ids=[p for p, _ in COMMANDS])
+def test_every_command_and_option_is_in_the_cli_reference_and_the_readme(path, cmd):
+    reference = CLI_MD.read_text()
+    heading = f"\n## journal {path}\n"
+    assert heading in reference, f"docs/cli.md has no section for `journal {path}`"
+    section = reference.split(heading, 1)[1].split("\n## ", 1)[0]
+    row = next((ln for ln in README.read_text().splitlines() if ln.startswith(f"| `journal {path}` |")), None)
+    assert row is not None, f"the README's table of commands has no row for `journal {path}`"
+    for param in cmd.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            for name in param.opts + param.secondary_opts:
+                assert name in section, f"docs/cli.md does not document {name} of `journal {path}`"
+            longest = max(param.opts + param.secondary_opts, key=len)
+            assert longest in GEN.COMMON or f"`{longest}`" in row, f"the README's row of `journal {path}` lacks {longest}"
+
+
+def test_the_generator_finds_commands_it_does_not_name():
+    """A command another module registers (as `journal input ...` or `journal ls` will)
+    is found by walking the group: a group, its subcommand and the subcommand's option."""
+    group = click.Group("journal", context_settings={"help_option_names": ["-h", "--help"]})
+    inputs = click.Group("input", help="Manage inputs.")
+    inputs.add_command(click.Command("add", help="Add an input.", params=[click.Option(["--name"], help="Its name.")]))
+    group.add_command(inputs)
+    ctx = click.Context(group, info_name="journal")
+
+    found = [(path, [p.name for p in cmd.params]) for path, cmd, _ in GEN.walk(group, ctx)]
+
+    assert found == [("input", []), ("input add", ["name"])]
+    assert GEN.long_options(inputs.commands["add"]) == ["--name"]
+
+
+@pytest.mark.parametrize(("words", "cword", "expected"), [
+    ("journal chec", 1, "plain,checkpoint"),
+    ("journal gc --keep-l", 2, "plain,--keep-last"),
+    ("journal restore --dry", 2, "plain,--dry-run"),
+], ids=["command", "gc option", "restore option"])
+def test_shell_completion_comes_from_click(run_journal, tmp_path, words, cword, expected):
+    proc = run_journal(env={"_JOURNAL_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword),
+                            "HOME": str(tmp_path)})
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [expected]
+
+
+def test_the_bash_completion_script_is_the_documented_one(run_journal, tmp_path):
+    proc = run_journal(env={"_JOURNAL_COMPLETE": "bash_source", "HOME": str(tmp_path)})
+
+    assert proc.returncode == 0 and "_journal_completion" in proc.stdout and "complete " in proc.stdout
+    assert 'eval "$(_JOURNAL_COMPLETE=bash_source journal)"' in CLI_MD.read_text()
 
 
 def flat(text: str) -> str:

@@ -130,6 +130,8 @@ class OneLineGroup(click.Group):
 
     def main(self, args=None, *rest, **kwargs):
         kwargs["standalone_mode"] = False
+        if not rest:  # `python -m journal` too: "Usage: journal ...", and completion reads $_JOURNAL_COMPLETE
+            kwargs.setdefault("prog_name", "journal")
         as_json = wants_json(list(sys.argv[1:] if args is None else args))
         try:
             return super().main(args, *rest, **kwargs)
