@@ -540,6 +540,20 @@ def test_supervise_takes_durations_as_seconds_or_with_a_unit(tmp_path, interval,
     assert json.loads(proc.stdout)["status"]["interval"] == {"2": 2, "2s": 2, "1m": 60}[interval]
 
 
+@pytest.mark.parametrize("where", ["missing-dir", "a-directory"])
+def test_supervise_refuses_a_metrics_file_it_could_not_write_before_starting_cmd(tmp_path, where):
+    b = Box(tmp_path)
+    b.populate()
+    target = tmp_path / "no-such-dir" / "journal.prom" if where == "missing-dir" else tmp_path
+    mark = tmp_path / "cmd-ran"
+
+    proc = b.run("supervise", "--metrics-file", str(target), "--", sys.executable, "-c",
+                 f"open({str(mark)!r}, 'w')", timeout=30)
+
+    says = f"its directory {target.parent} does not exist" if where == "missing-dir" else "is a directory"
+    assert proc.returncode == 2 and says in one_line_error(proc) and not mark.exists()
+
+
 def test_supervise_refuses_an_unknown_option_before_cmd(box, tmp_path):
     """`--intervl 5` (a typo) used to become the command: exit 127, agent never started,
     or worse, a real program of that name run with the rest as its arguments."""

@@ -481,6 +481,71 @@ def test_status_while_running_and_after_stop(box):
     assert "supervisor: not running" in b.journal("status", check=True).stdout
 
 
+def read_metrics(path) -> dict[str, float]:
+    """The samples of a Prometheus text-format file; every one must come after its HELP
+    and TYPE lines, and a counter's name must end in _total."""
+    samples, declared = {}, {}
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            declared[line.split()[2]] = None
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            assert name in declared and kind in ("gauge", "counter"), line
+            assert (kind == "counter") == name.endswith("_total"), line
+            declared[name] = kind
+        else:
+            name, value = line.split(" ")
+            assert declared.get(name), f"{name} has no HELP and TYPE before it"
+            samples[name] = float(value)
+    return samples
+
+
+def test_metrics_file_is_rewritten_after_every_tick_in_prometheus_text_format(box):
+    b = box()
+    metrics = b.root / "metrics" / "journal.prom"
+    metrics.parent.mkdir()
+    sup = b.supervise(b.writer_cmd("term-exit:0"), "--metrics-file", str(metrics))
+    b.wait_ready(sup)
+
+    running = wait_for(lambda: (m := read_metrics(metrics)).get("journal_checkpoints_total", 0) >= 2 and m, 60,
+                       "two checkpoints in the metrics file")
+
+    assert running["journal_last_checkpoint_seq"] in manifest_seqs(b.store)
+    assert running["journal_uploaded_bytes_total"] > 0 and running["journal_uploaded_objects_total"] >= 6
+    assert running["journal_tick_errors_total"] == running["journal_ticks_skipped_total"] == 0
+    assert running["journal_restore_complete"] == 1 and running["journal_tick_duration_seconds"] >= 0
+    sup.send_signal(signal.SIGTERM)
+    assert finish(sup) == 0, b.output()
+    final = read_metrics(metrics)
+    log = json.loads(b.journal("log", "--json", check=True).stdout)
+    # This supervisor made every checkpoint of the store: its counters are the store's.
+    assert final["journal_checkpoints_total"] == len(log) and final["journal_last_checkpoint_seq"] == log[0]["seq"]
+    assert final["journal_uploaded_bytes_total"] == sum(e["bytes_uploaded"] for e in log)
+    assert final["journal_uploaded_objects_total"] == sum(e["objects_uploaded"] for e in log)
+    assert os.listdir(metrics.parent) == ["journal.prom"]
+
+
+def test_failed_ticks_are_counted_in_the_metrics_file(box):
+    b = box()
+    db = b.local / "opencode-share" / "opencode.db"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"this is not a database " * 200)
+    metrics = b.root / "journal.prom"
+    sup = b.supervise(b.writer_cmd("term-exit:0"), "--metrics-file", str(metrics))
+
+    seen = wait_for(lambda: (m := read_metrics(metrics)).get("journal_tick_errors_total", 0) >= 2 and m, 60,
+                    "two failed ticks in the metrics file")
+
+    assert seen["journal_last_error_timestamp_seconds"] > 0
+    sup.send_signal(signal.SIGTERM)
+    assert finish(sup) == 0, b.output()
+    assert read_metrics(metrics)["journal_tick_errors_total"] == b.status()["failed_ticks"]
+
+
 def test_shrunk_transcript_warning_reaches_journal_status(box):
     """A transcript that shrinks is checkpointed as a rewrite, and the warning naming it
     and both sizes is in ``journal status`` until the next tick replaces it."""

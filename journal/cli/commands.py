@@ -278,19 +278,24 @@ def demo(workdir, as_json):
 @click.option("--no-restore", is_flag=True, help="Skip the startup restore (only when you mean it).")
 @click.option("--no-input-socket", is_flag=True,
               help="Do not serve the input journal's socket ($JOURNAL_INPUT_SOCKET) for CMD.")
+@click.option("--metrics-file", metavar="FILE",
+              help="Write Prometheus text-format metrics to FILE after every tick (replaced atomically).")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_input_socket, cmd):
+def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_input_socket, metrics_file, cmd):
     """Restore, run CMD, checkpoint on a timer, and take a final checkpoint on exit.
 
     Use it as a container's PID 1. CMD never starts if the restore is incomplete
     (exit 1; 2 for a configuration error). It exits with CMD's status. With --json,
     a JSON summary (exit status, error, status file) is printed on stdout at exit;
     warnings still go to stderr. CMD finds the input journal's socket in
-    $JOURNAL_INPUT_SOCKET (see `journal input --help`).
+    $JOURNAL_INPUT_SOCKET (see `journal input --help`). --metrics-file writes the
+    last checkpoint's time and seq, bytes and objects uploaded, tick duration,
+    errors and skipped ticks in Prometheus's text format (for node_exporter's
+    textfile collector).
 
     Example:
 
-        journal supervise --interval 15 -- node server.js
+        journal supervise --interval 15 --metrics-file /run/journal.prom -- node server.js
     """
     from ..config import check_interval, load_config, parse_duration
     from ..store import open_store
@@ -299,11 +304,15 @@ def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_i
     if interval is not None:
         interval = check_interval(parse_duration(interval, "--interval"), "--interval")
     grace = parse_duration(grace, "--grace")
+    if metrics_file is not None:
+        from ..supervise.metrics import check_metrics_file
+
+        metrics_file = check_metrics_file(metrics_file)
     cfg = load_config(config_path, store=store_url)
     durable_url(cfg.store)
     sup = Supervisor(cfg, lambda: open_store(cfg.store, make_parents=cfg.default_store), list(cmd),
                      interval=interval or cfg.interval, grace=grace, restore_first=not no_restore,
-                     reporter=CliReporter(), serve_inputs=not no_input_socket)
+                     reporter=CliReporter(), serve_inputs=not no_input_socket, metrics_file=metrics_file)
     code = sup.run()
     if as_json:
         emit_json(sup.summary(code))

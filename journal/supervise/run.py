@@ -36,6 +36,7 @@ from ..report import SILENT, Reporter
 from ..restore.run import restore
 from ..local.activity import restore_record
 from .inputs import InputSocket
+from .metrics import write_metrics
 from .status import LastCheckpoint, Status, write_status
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -58,8 +59,11 @@ class Supervisor:
     """One supervised run. ``run()`` returns the exit status for the process."""
 
     def __init__(self, cfg, open_store, cmd: list[str], *, interval: float, grace: float = 1.0,
-                 restore_first: bool = True, reporter: Reporter = SILENT, serve_inputs: bool = True):
+                 restore_first: bool = True, reporter: Reporter = SILENT, serve_inputs: bool = True,
+                 metrics_file: str | None = None):
         self.cfg = cfg
+        self.metrics_file = metrics_file          # Prometheus text format, rewritten with the status
+        self.metrics_error: str | None = None     # the last failure to write it, said once
         self.open_store = open_store
         self.cmd = cmd
         self.interval = interval
@@ -345,6 +349,11 @@ class Supervisor:
         self.status.last = LastCheckpoint(seq=seq, time=now, seconds=time.monotonic() - started,
                                           bytes=result.bytes, objects=result.objects, idle=idle)
         self.status.last_success = now
+        self.status.bytes_uploaded += result.bytes
+        self.status.objects_uploaded += result.objects
+        if not idle:
+            self.status.checkpoints += 1
+            self.status.last_commit_time = now
         self.status.warnings = list(result.warnings)[-10:]
         self._save()
 
@@ -353,6 +362,16 @@ class Supervisor:
             write_status(self.cfg.state_dir, self.status)
         except OSError as err:
             self.reporter.warn(f"supervise: cannot write status: {err}")
+        if self.metrics_file is None:
+            return
+        try:
+            write_metrics(self.metrics_file, self.status)
+            self.metrics_error = None
+        except OSError as err:
+            message = f"supervise: cannot write --metrics-file: {describe_error(err)}"
+            if message != self.metrics_error:  # once per cause, not on every tick
+                self.metrics_error = message
+                self.reporter.warn(message)
 
 
 class _Unbroken(Reporter):

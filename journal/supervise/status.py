@@ -50,6 +50,10 @@ class Status(msgspec.Struct, kw_only=True):
     failed_ticks: int = 0
     input_socket: str | None = None     # where the input server listens (design §20)
     input_error: str | None = None      # why it does not (None while it serves)
+    checkpoints: int = 0            # committed by this supervisor
+    last_commit_time: float | None = None
+    bytes_uploaded: int = 0         # by this supervisor's checkpoints, manifests included
+    objects_uploaded: int = 0
 
 
 class ErrorReport(msgspec.Struct, kw_only=True):

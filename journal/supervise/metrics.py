@@ -1,0 +1,82 @@
+"""``journal supervise --metrics-file PATH``: the supervisor's figures in Prometheus's text format.
+
+The file is rewritten after every tick (and after the startup restore and the final
+checkpoint) as a whole: a temp file beside it, renamed over it, so a reader (the
+node_exporter textfile collector, a sidecar) never sees half of it. Counters count
+from this supervisor's start; a gauge with no value yet (no checkpoint committed) is
+left out rather than written as a guess.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import ConfigError
+
+#: (name, type, help, the value from ``Status``; None leaves the metric out)
+METRICS = (
+    ("journal_last_checkpoint_timestamp_seconds", "gauge",
+     "When this supervisor last committed a checkpoint (Unix time).", lambda st: st.last_commit_time),
+    ("journal_last_checkpoint_seq", "gauge", "The sequence number of the last checkpoint committed or found unchanged.",
+     lambda st: st.last.seq if st.last else None),
+    ("journal_last_success_timestamp_seconds", "gauge",
+     "When the last tick succeeded, idle or not (Unix time).", lambda st: st.last_success),
+    ("journal_tick_duration_seconds", "gauge", "How long the last successful tick took.",
+     lambda st: st.last.seconds if st.last else None),
+    ("journal_uploaded_bytes_total", "counter", "Bytes uploaded by this supervisor's checkpoints, manifests included.",
+     lambda st: st.bytes_uploaded),
+    ("journal_uploaded_objects_total", "counter", "Objects uploaded by this supervisor's checkpoints.",
+     lambda st: st.objects_uploaded),
+    ("journal_checkpoints_total", "counter", "Checkpoints this supervisor committed.", lambda st: st.checkpoints),
+    ("journal_tick_errors_total", "counter", "Ticks that failed (recorded and retried).", lambda st: st.failed_ticks),
+    ("journal_ticks_skipped_total", "counter", "Ticks skipped because another checkpoint held the lock.",
+     lambda st: st.skipped_ticks),
+    ("journal_last_error_timestamp_seconds", "gauge", "When the last error was recorded (Unix time).",
+     lambda st: st.last_error_time),
+    ("journal_restore_complete", "gauge", "1 when the startup restore was complete, 0 when not.",
+     lambda st: None if st.restore is None else int(st.restore.complete)),
+    ("journal_restore_fallback", "gauge", "1 when the startup restore came (partly) from an older checkpoint.",
+     lambda st: None if st.restore is None else int(st.restore.fallback)),
+)
+
+
+def check_metrics_file(path: str) -> str:
+    """The absolute path of a metrics file whose directory exists, else ``ConfigError``."""
+    path = os.path.abspath(path)
+    where = os.path.dirname(path)
+    if not os.path.isdir(where):
+        raise ConfigError(f"supervise: --metrics-file {path}: its directory {where} does not exist; create it first")
+    if os.path.isdir(path):
+        raise ConfigError(f"supervise: --metrics-file {path} is a directory; name a file in it")
+    return path
+
+
+def render(status) -> bytes:
+    """The text format (version 0.0.4) of every metric that has a value."""
+    lines = []
+    for name, kind, text, value_of in METRICS:
+        value = value_of(status)
+        if value is None:
+            continue
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name} {_number(value)}"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_metrics(path: str, status) -> None:
+    """Replace ``path`` with the metrics of ``status``: a temp file beside it, renamed over it."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(render(status))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _number(value) -> str:
+    return repr(float(value)) if isinstance(value, float) else str(int(value))
