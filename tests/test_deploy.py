@@ -1,0 +1,338 @@
+"""``docs/deploy.md`` does what it says: every block marked ``<!-- test: NAME -->`` runs.
+
+A ``Site`` stands in for the deployment: ``/data`` (the bucket mount, shared by every
+container of a test), and per container ``/home/node``, ``/run/journal`` and ``/opt``,
+all under the test's temp dir (the only paths the guide's text is moved by). The
+server is a stand-in ``node`` that appends transcript lines until SIGTERM; ``journal``
+is this checkout. The Dockerfile's ``ENV``, ``ENTRYPOINT`` and ``CMD`` and the start
+script run as written (the interval shortened); its ``RUN`` lines build an image and
+are checked, not run. Each refusal is produced for real, its message compared with the
+guide's heading, and the fix under it run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_fixtures, wait_for
+
+pytest_plugins = ["tests.s3server"]
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "deploy.md"
+TESTED = re.compile(r"<!-- test: ([\w-]+)(?: ([\w-]+))? -->\n```(\w*)\n(.*?)\n```", re.S)
+FENCE = re.compile(r"^```\w*\n", re.M)
+HEADING = re.compile(r"^### `(.+)`", re.M)
+MOVED = re.compile(r"(?<![\w./-])/(data|home/node|run/journal|opt)(?=/|\b)")
+INTERVAL = "0.3"
+
+NODE = """#!/bin/sh
+# A stand-in for agent-manager's server: appends transcript lines until SIGTERM.
+dir="$AM_LOCAL/codex-home/sessions/2026/03/01"
+mkdir -p "$dir"
+trap 'exit 0' TERM
+i=0
+while :; do
+    printf '{"type":"event_msg","n":%d}\\n' "$i" >> "$dir/rollout-server.jsonl"
+    i=$((i + 1))
+    [ "$i" = 3 ] && : > "$SERVER_READY"
+    sleep 0.05
+done
+"""
+
+
+def doc_blocks() -> dict[str, tuple[str, str, str | None]]:
+    """``{name: (language, text, the refusal heading above it)}`` of the tested blocks."""
+    text = DOC.read_text()
+    out = {}
+    for m in TESTED.finditer(text):
+        name = f"{m.group(1)} {m.group(2)}" if m.group(2) else m.group(1)
+        headings = HEADING.findall(text[:m.start()])
+        out[name] = (m.group(3), m.group(4), headings[-1] if m.group(1) == "refusal" else None)
+    return out
+
+
+BLOCKS = doc_blocks()
+
+
+class Site:
+    """One container of the deployment (``name``); ``/data`` is shared under ``base``."""
+
+    def __init__(self, base: Path, name: str = "space"):
+        self.base, self.root = base, base / name
+        self.bin = self.root / "bin"
+        self.run_dir = self.root / "run" / "journal"
+        for d in (base / "data", self.root / "home" / "node", self.bin, self.run_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        (self.bin / "journal").write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m journal \"$@\"\n")
+        (self.bin / "node").write_text(NODE)
+        for tool in ("journal", "node"):
+            (self.bin / tool).chmod(0o755)
+        self.env = {"PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8",
+                    "HOME": self.move("/home/node"), "AM_LOCAL": self.move("/home/node/local"),
+                    "JOURNAL_STORE": self.move("/data/journal"), "AGENT_STATE_CHECKPOINT_SECONDS": INTERVAL,
+                    "SERVER_READY": str(self.run_dir / "server-ready")}
+
+    def move(self, text: str) -> str:
+        """The guide's text with its deployment paths under this site."""
+        def where(m: re.Match) -> str:
+            top = self.base / "data" if m.group(1) == "data" else self.root / m.group(1)
+            return str(top)
+        return MOVED.sub(where, text)
+
+    @property
+    def local(self) -> Path:
+        return Path(self.env["AM_LOCAL"])
+
+    @property
+    def store(self) -> Path:
+        return Path(self.env["JOURNAL_STORE"])
+
+    def populate(self) -> None:
+        copy_fixtures(self.local)
+
+    def journal(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(["journal", *args], env={**self.env, **(env or {})}, capture_output=True, text=True,
+                              timeout=120, cwd=self.root)
+
+    def ok(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        proc = self.journal(*args, env=env)
+        assert proc.returncode == 0, f"journal {' '.join(args)}: {proc.stdout}{proc.stderr}"
+        return proc
+
+    def sh(self, name: str, env: dict | None = None, replace: dict | None = None) -> subprocess.CompletedProcess:
+        """Run the guide's block ``name`` with ``bash -e``, each command echoed."""
+        text = self.move(BLOCKS[name][1])
+        for old, new in (replace or {}).items():
+            assert old in text, f"the {name} block no longer says {old!r}"
+            text = text.replace(old, new)
+        proc = subprocess.run(["bash", "-e", "-x", "-c", text], env={**self.env, **(env or {})},
+                              capture_output=True, text=True, timeout=300, cwd=self.root)
+        assert proc.returncode == 0, f"the {name} block failed:\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def legacy(self) -> None:
+        """The shell design's layout: ``/data/state`` as agent-state.sh left it."""
+        state = self.base / "data" / "state"
+        rollout = state / "codex" / "sessions" / "2026" / "02" / "01" / "rollout-legacy.jsonl"
+        rollout.parent.mkdir(parents=True)
+        rollout.write_text("".join(json.dumps({"type": "event_msg", "n": i}) + "\n" for i in range(20)))
+        (state / "codex" / "config.toml").write_text('model = "gpt-5"\n')
+        claude = state / "claude" / "projects" / "-app" / "0a1b.jsonl"
+        claude.parent.mkdir(parents=True)
+        claude.write_text(json.dumps({"type": "user", "text": "hello"}) + "\n")
+
+
+def test_every_block_of_the_guide_is_run_by_a_test():
+    assert len(FENCE.findall(DOC.read_text())) == 2 * len(BLOCKS), "a fenced block of docs/deploy.md is not tested"
+    assert sorted(BLOCKS) == sorted(KNOWN), "a tested block has no test here, or a test lost its block"
+
+
+def dockerfile() -> tuple[list[str], dict[str, str], list[str], list[str]]:
+    """(instructions, ENV, ENTRYPOINT + CMD, COPY destinations) of the guide's Dockerfile."""
+    lines = BLOCKS["dockerfile"][1].replace("\\\n", " ").splitlines()
+    env, argv, copies = {}, [], []
+    for line in lines:
+        op, _, rest = line.partition(" ")
+        if op == "ENV":
+            env.update(item.split("=", 1) for item in shlex.split(rest))
+        elif op in ("ENTRYPOINT", "CMD"):
+            argv += json.loads(rest)
+        elif op == "COPY":
+            copies.append(rest.split()[-1])
+    return lines, env, argv, copies
+
+
+def test_the_dockerfile_and_start_script_migrate_then_run_the_server_under_supervise(tmp_path):
+    site = Site(tmp_path)
+    site.legacy()
+    lines, env, argv, copies = dockerfile()
+    assert any(re.search(r"pip install /opt/journal-src$", ln) for ln in lines if ln.startswith("RUN"))
+    assert env.pop("AGENT_STATE_CHECKPOINT_SECONDS") == "15" and env.pop("PATH").startswith("/opt/journal/bin:")
+    site.env.update({k: site.move(v) for k, v in env.items()})
+    start = Path(site.move("/opt/journal-start.sh"))
+    assert site.move(argv[0]) == str(start) and "/opt/journal-start.sh" in copies
+    start.parent.mkdir(parents=True)
+    start.write_text(site.move(BLOCKS["start-script"][1]))
+    start.chmod(0o755)
+    metrics = site.run_dir / "metrics.prom"
+
+    container = subprocess.Popen([site.move(a) for a in argv], env=site.env, cwd=site.root, start_new_session=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: container.poll() is None and (site.run_dir / "server-ready").exists(), 60, "the server")
+        wait_for(lambda: "journal_checkpoints_total 2" in (metrics.read_text() if metrics.exists() else ""),
+                 60, "two checkpoints in the metrics file")
+        status = json.loads(site.ok("status", "--json").stdout)
+        container.send_signal(signal.SIGTERM)
+        out, err = container.communicate(timeout=60)
+    finally:
+        if container.poll() is None:
+            os.killpg(container.pid, signal.SIGKILL)
+            container.wait()
+
+    assert container.returncode == 0, out + err
+    assert re.search(r"^migration complete: imported (codex, claude|claude, codex); checkpoint 1 verified$", out, re.M)
+    assert status["running"] is True and status["last_checkpoint"]["seq"] >= 2
+    export = tmp_path / "export"
+    site.ok("restore", "--to", str(export))
+    rollout = export / "codex" / "sessions" / "2026" / "03" / "01" / "rollout-server.jsonl"
+    lines_written = (site.local / "codex-home" / "sessions" / "2026" / "03" / "01" / "rollout-server.jsonl").read_text()
+    assert rollout.read_text() == lines_written  # the final checkpoint holds every line the server wrote
+    assert (export / "codex" / "sessions" / "2026" / "02" / "01" / "rollout-legacy.jsonl").is_file()
+
+
+def test_the_look_commands(tmp_path):
+    site = Site(tmp_path)
+    site.populate()
+    site.ok("checkpoint")
+
+    proc = site.sh("look")
+
+    assert "last checkpoint: 1 at " in proc.stdout and "codex" in proc.stdout
+
+
+def test_the_migration_commands(tmp_path):
+    site = Site(tmp_path)
+    site.legacy()
+
+    proc = site.sh("migrate")
+
+    assert re.search(r"^dry run: would import (codex, claude|claude, codex); nothing was changed$", proc.stdout, re.M)
+    assert "migration complete" in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("ok: ")
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _vanished(site: Site, tmp_path: Path):
+    site.populate()
+    site.ok("checkpoint")
+    site.store.rename(site.store.with_name("unmounted"))
+    (site.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
+    return site.journal("checkpoint"), site
+
+
+def _no_local_state(site: Site, tmp_path: Path):
+    site.populate()
+    site.ok("checkpoint")
+    fresh = Site(tmp_path, "new-container")
+    (fresh.local / "codex-home").mkdir(parents=True)
+    (fresh.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
+    return fresh.journal("checkpoint"), fresh
+
+
+def _conflict(site: Site, tmp_path: Path):
+    site.populate()
+    site.ok("checkpoint")
+    other = Site(tmp_path, "old-replica")
+    other.ok("restore")
+    (site.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
+    site.ok("checkpoint")
+    (other.local / "codex-home" / "notes.txt").write_text("written by the old replica\n")
+    return other.journal("checkpoint"), other
+
+
+def _no_trees(site: Site, tmp_path: Path):
+    site.populate()
+    site.ok("checkpoint")
+    forgot = Site(tmp_path, "forgot-am-local")
+    del forgot.env["AM_LOCAL"]
+    return forgot.journal("restore"), forgot
+
+
+def _foreign(site: Site, tmp_path: Path):
+    site.populate()
+    site.ok("checkpoint")
+    other_store = site.move("/data/other")
+    other = Site(tmp_path, "other")
+    other.env["JOURNAL_STORE"] = other_store
+    other.populate()
+    other.ok("checkpoint")
+    site.env["JOURNAL_STORE"] = other_store
+    (site.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
+    return site.journal("checkpoint"), site
+
+
+def _history_lost(site: Site, tmp_path: Path):
+    site.populate()
+    site.ok("checkpoint")
+    (site.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
+    site.ok("checkpoint")
+    (site.store / "manifests" / "000000000002").unlink()
+    (site.local / "codex-home" / "config.toml").write_text('model = "o4"\n')
+    return site.journal("checkpoint"), site
+
+
+def _deletions(site: Site, tmp_path: Path):
+    site.populate()
+    site.ok("checkpoint")
+    next((site.local / "codex-home" / "sessions").rglob("*.jsonl")).unlink()
+    return site.journal("checkpoint"), site
+
+
+KNOWN = {"dockerfile": None, "start-script": None, "look": None, "migrate": None, "s3": None, "gc": None, "cron": None,
+         "refusal vanished": _vanished, "refusal no-local-state": _no_local_state, "refusal conflict": _conflict,
+         "refusal no-trees": _no_trees, "refusal foreign": _foreign, "refusal history-lost": _history_lost,
+         "refusal deletions": _deletions}
+REFUSALS = sorted(name for name in KNOWN if name.startswith("refusal "))
+
+
+@pytest.mark.parametrize("name", REFUSALS, ids=[n.split()[1] for n in REFUSALS])
+def test_each_refusal_says_what_the_guide_says_and_its_fix_works(tmp_path, name):
+    site = Site(tmp_path)
+    trigger, where = KNOWN[name](site, tmp_path)
+
+    said = trigger.stderr
+    position = 0
+    for piece in filter(None, (p.strip() for p in where.move(BLOCKS[name][2]).split("..."))):
+        found = said.find(piece, position)
+        assert found >= 0, f"the guide's heading says {piece!r}; journal said {said!r}"
+        position = found + len(piece)
+    assert said.count("\n") == 1, said   # one line
+    fixed = where.sh(name)
+    assert "Traceback" not in fixed.stderr
+    for var, value in re.findall(r"^export (\w+)=(\S+)$", where.move(BLOCKS[name][1]), re.M):
+        where.env[var] = value   # as the operator's shell has it now
+    assert where.ok("checkpoint").returncode == 0 and where.ok("verify").returncode == 0
+
+
+# --------------------------------------------------------------------------- S3, gc
+
+
+def test_the_s3_variant_runs_against_s3(tmp_path, s3_bucket):
+    site = Site(tmp_path)
+    site.populate()
+    creds = {k: v for k, v in s3_bucket.server.env.items() if not k.startswith("AWS_")}
+
+    proc = site.sh("s3", env=creds, replace={
+        "s3://my-bucket/spaces/agent-1": s3_bucket.url, "your-key-id": "test", "your-secret": "test"})
+
+    assert "checkpoint 1: " in proc.stdout and "ok: " in proc.stdout
+    assert any(key.startswith("manifests/") for key in s3_bucket.objects())
+
+
+def test_the_gc_schedule(tmp_path):
+    site = Site(tmp_path)
+    site.populate()
+    for n in range(3):
+        (site.local / "codex-home" / "config.toml").write_text(f'model = "m{n}"\n')
+        site.ok("checkpoint")
+
+    proc = site.sh("gc")
+    fields = BLOCKS["cron"][1].split(None, 5)
+    assert len(fields) == 6 and all(re.fullmatch(r"[\d*/,-]+", f) for f in fields[:5])
+    cron = subprocess.run(["bash", "-e", "-c", site.move(fields[5])], env=site.env, capture_output=True, text=True,
+                          timeout=120, cwd=site.root)
+
+    assert "keep 3 checkpoint(s)" in proc.stdout and cron.returncode == 0, cron.stderr
