@@ -957,7 +957,7 @@ def test_a_vanished_store_whose_parent_is_missing_says_to_mount_it_or_fix_journa
     assert "journal init" not in line
 
 
-@pytest.mark.parametrize("args", [("log",), ("verify",), ("gc", "--keep-last", "1")], ids=lambda a: a[0])
+@pytest.mark.parametrize("args", [("log",), ("verify",), ("gc", "--keep-last", "1"), ("ls",)], ids=lambda a: a[0])
 def test_log_verify_and_gc_on_a_vanished_store_say_it_vanished_not_to_checkpoint(box, args):
     shutil.rmtree(box.store)
 

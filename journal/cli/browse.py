@@ -18,10 +18,10 @@ AT_HELP = "The newest checkpoint at or before this (a sequence number or an ISO-
 
 def _view(config_path, store_url, op: str):
     from ..browse.view import View
-    from ..repository.repository import Repository
+    from ..repository.lineage import open_existing
 
-    _cfg, store = open_context(config_path, store_url)
-    return View(Repository.open(store), op, CliReporter())
+    cfg, store = open_context(config_path, store_url)
+    return View(open_existing(store, cfg.state_dir), op, CliReporter())
 
 
 def _fallback_exit(notes: list[str], op: str, seq: int | None) -> None:
