@@ -31,12 +31,12 @@ class ExportNotEmpty(ConfigError):
 
 class StoreError(JournalError, OSError):
     """A store operation failed for a reason other than a missing or existing key.
-    ``detail`` keeps what the backend said in full (many lines, for ``--debug`` and
-    ``--json``) when the message is a summary of it."""
+    ``backend_said`` keeps what the backend said in full (many lines, for ``--debug``
+    and ``--json``) when the message is a summary of it."""
 
-    def __init__(self, message: str, detail: str | None = None):
+    def __init__(self, message: str, backend_said: str | None = None):
         super().__init__(message)
-        self.detail = detail
+        self.backend_said = backend_said
 
 
 class NotAStore(StoreError):

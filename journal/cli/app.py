@@ -74,10 +74,10 @@ def handle_errors(fn):
 
 def fail(err, code: int, as_json: bool | None, kind: str | None = None):
     """Print one error line (and the JSON error object) and exit with ``code``. What a
-    backend said in full (an error's ``detail``) follows with ``--debug``, and is the
-    JSON object's ``detail``."""
+    backend said in full (an error's ``backend_said``) follows with ``--debug``, and is
+    the JSON object's ``detail``."""
     message = str(err)
-    detail = getattr(err, "detail", None) if isinstance(err, Exception) else None
+    detail = getattr(err, "backend_said", None) if isinstance(err, Exception) else None
     click.echo(f"journal: error: {message}", err=True)
     ctx = click.get_current_context(silent=True)
     if detail and ctx is not None and ctx.meta.get(DEBUG):

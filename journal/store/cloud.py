@@ -73,7 +73,7 @@ class CloudStore(Store):
             raw = str(err)
             problem = explain(url, raw) or first_line(raw)
             failed = ConfigError(f"open store: {url}: {problem}")
-            failed.detail = raw
+            failed.backend_said = raw
             raise failed from err
 
     def _translate(self, key: str, err: Exception) -> Exception:
@@ -84,8 +84,8 @@ class CloudStore(Store):
         raw = str(err)
         cause = explain(self.location, raw)
         if cause is not None:
-            return StoreError(f"store {self.location}: {cause}", detail=raw)
-        return StoreError(f"store {self.location}: {key or 'listing'}: {first_line(raw)}", detail=raw)
+            return StoreError(f"store {self.location}: {cause}", backend_said=raw)
+        return StoreError(f"store {self.location}: {key or 'listing'}: {first_line(raw)}", backend_said=raw)
 
     def put_if_absent(self, key: str, data: bytes | BinaryIO) -> None:
         """Conditional create; ``KeyExists`` when the key is present (the old object stays)."""

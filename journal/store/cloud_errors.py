@@ -3,8 +3,8 @@
 obstore's errors are many lines (a ``Debug source:`` dump of the Rust error). The
 operator gets one line naming the cause (no credentials, credentials refused, the
 wrong region, a missing bucket, an unreachable endpoint) and the setting that fixes
-it; the raw text is kept as the error's ``detail`` (``--debug`` prints it, ``--json``
-carries it).
+it; the raw text is kept as the error's ``backend_said`` (``--debug`` prints it, the
+``--json`` error object carries it as ``detail``).
 """
 
 from __future__ import annotations
