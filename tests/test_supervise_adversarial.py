@@ -295,8 +295,11 @@ def test_local_disk_full_is_a_failed_tick_not_a_dead_supervisor(box):
     (b.run_dir / "unfill").touch()
     wait_for(lambda: (b.run_dir / "unfilled").exists(), 60, "the disk to be freed")
     wait_for(lambda: len(manifest_seqs(b.store)) > len(before), 60, "a checkpoint after the disk was freed")
-    st = b.status(status_file)   # (status.json itself cannot be replaced while the disk is full)
-    assert st.get("failed_ticks", 0) >= 1 and "space" in (st.get("last_error") or ""), st
+    # status.json itself cannot be replaced while the disk is full; it is after the commit
+    # above, once that tick's records are written: wait for it.
+    st = wait_for(lambda: (got := b.status(status_file)).get("failed_ticks", 0) >= 1 and got, 60,
+                  "the failed ticks in status.json")
+    assert "space" in (st.get("last_error") or ""), st
     sup.send_signal(signal.SIGTERM)
     assert finish(sup) == 0, b.output()
     final = (b.run_dir / "final-transcript").read_bytes()
