@@ -445,7 +445,7 @@ def pwrite(self, fd, data, offset):
     return n
 
 hfmount.HfMountFsOps.open, hfmount.HfMountFsOps.pwrite = open_, pwrite
-from journal.cli.app import main
+from journal.cli.entry import main
 main()
 '''
 
