@@ -34,7 +34,7 @@ from journal.gc.run import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
 from journal.format.index import iter_pages
 from journal.gc.lease import LEASE_KEY, Lease, LeaseRecord
 from journal.format.model import Manifest, TreeRoot
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.report import Collector
 from journal.repository.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key
 from journal.restore.run import restore

@@ -22,7 +22,7 @@ from journal.local.state import load_state
 from journal.restore.entry import KEEP_EXTENDS, KEEP_NEWER, REPLACE, WRITE
 from journal.format.model import KIND_FILE, KIND_SYMLINK, Entry, TreeRoot
 from journal.format.objects import KIND_CHUNK, encode_record
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.repository.repository import encode_manifest, manifest_key
 from journal.gc.retention import Policy
 from journal.verify import verify

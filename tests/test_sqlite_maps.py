@@ -300,7 +300,7 @@ def test_a_full_map_names_a_bounded_number_of_packs_and_every_checkpoint_restore
 def _map_records(box, refs):
     """(flags, stored bytes, base) of each map record an entry names (format 6)."""
     from journal.format.objects import parse_header_flags
-    from journal.repository.pack import pack_key
+    from journal.repository.repository import pack_key
 
     repo, out = box.repo(), []
     for ref in refs:

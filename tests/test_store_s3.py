@@ -308,7 +308,7 @@ def _checkpoints_and_orphans(s3_bucket, tmp_path, orphans: int):
     directory and the orphans' keys."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from journal.repository.pack import pack_key
+    from journal.repository.repository import pack_key
 
     box = Container(tmp_path / "c", s3_bucket, fixtures=False)
     tree = box.local / "codex-home"

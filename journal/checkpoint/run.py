@@ -44,11 +44,12 @@ from ..local.state import (STATE_FILE, LocalState, StateLock, TreeCache, cache_f
 from .file_delta import FileDeltas
 from ..format.model import KIND_DIR, KIND_FILE, KIND_SQLITE, Manifest, TreeRoot, decode
 from ..format.objects import KIND_CHUNK, KIND_PAGE, decode_record
-from ..repository.pack import PackWriter, clear_spool, pack_key, recheck_kept
-from ..paths import CHUNKS_DIR, PAGES_DIR, RECHECK_DIR, SPOOL_DIR, STAGING_DIR
+from ..repository.pack import PackWriter, clear_spool
+from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
+from .recheck import recheck_dir, recheck_kept, rechecks_pending
 from .page_delta import IndexWriter, keep_pages
 from ..report import SILENT, Reporter
-from ..repository.repository import Repository, encode_manifest, manifest_key, utc_now
+from ..repository.repository import Repository, encode_manifest, manifest_key, pack_key, utc_now
 from .scan import ScanContext, TreeResult, scan_tree
 from ..sqlite.base_copy import prune_base_copies
 from ..sqlite.snapshot import clear_staging
@@ -105,9 +106,10 @@ def config_key(cfg: Config) -> str:
 
 
 def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult, rows: list | None) -> None:
-    """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise."""
+    """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise (and
+    while packs wait for a recheck: every tick then takes the full path)."""
     state_sig = quiet.file_sig(state_file)
-    if rows is None or result.warnings or state_sig is None or _rechecks_pending(cfg):
+    if rows is None or result.warnings or state_sig is None or rechecks_pending(cfg.state_dir):
         quiet.discard(cfg.state_dir)
         return
     # Directories whose files changed last come first: in a busy tree the check then
@@ -189,17 +191,9 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
 def _recheck_kept(cfg: Config, repo: Repository, result: CheckpointResult, reporter: Reporter) -> None:
     """Packs earlier checkpoints found already stored stay checked for one gc lease
     after their commit: a sweep batch planned before that commit may delete them."""
-    for pack in recheck_kept(repo.store, os.path.join(cfg.state_dir, RECHECK_DIR)):
+    for pack in recheck_kept(repo.store, recheck_dir(cfg.state_dir)):
         _warn(result, reporter, f"checkpoint: pack {pack} (named by a committed checkpoint) was deleted by a gc "
               "sweep planned before that commit; uploaded it again")
-
-
-def _rechecks_pending(cfg: Config) -> bool:
-    """While packs wait for a recheck, no quiet snapshot: every tick takes the full path."""
-    try:
-        return bool(os.listdir(os.path.join(cfg.state_dir, RECHECK_DIR)))
-    except FileNotFoundError:
-        return False
 
 
 def _warn(result: CheckpointResult, reporter: Reporter, message: str) -> None:
@@ -359,7 +353,7 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, 
             raise ManifestConflict(seq, describe_writer(repo, seq)) from None
     state.pending = state.pending_seq = None
     save_state(cfg.state_dir, state)
-    keep = os.path.join(cfg.state_dir, RECHECK_DIR)
+    keep = recheck_dir(cfg.state_dir)
     data.keep_existing(keep)
     index.keep_existing(keep)
     recheck_kept(repo.store, keep)

@@ -45,7 +45,6 @@ and renewing it as it goes (``gc/lease.py``). ``gc`` does both in one pass.
 from __future__ import annotations
 
 import os
-import re
 import time
 import uuid
 import weakref
@@ -57,10 +56,10 @@ from ..errors import CorruptObject, ObjectNotFound
 from ..format.inputs import parse_key as parse_input_key
 from .inputs import InputPolicy, expired_inputs, input_fate
 from .lease import LEASE_SECONDS, Lease
-from ..repository.pack import pack_key
 from .reach import Reach
 from ..report import SILENT, Reporter
-from ..repository.repository import MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, manifest_key, utc_now
+from ..repository.repository import (MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, manifest_key, pack_key,
+                                     pack_of, utc_now)
 from .retention import ManifestInfo, Policy, choose_kept
 from .spill import Spill
 from ..store.base import Store
@@ -74,8 +73,6 @@ DELETE_BATCH = 1000
 FALLBACK_RELIST = 32
 #: Items a plan names (per list); the counts and bytes cover all of them.
 SAMPLE_ITEMS = 100
-
-_PACK_KEY = re.compile(r"packs/([0-9a-f]{2})/\1[0-9a-f]{62}")
 
 
 class GcPlan(msgspec.Struct, frozen=True, kw_only=True, weakref=True):
@@ -198,18 +195,13 @@ class _Tally:
             self.sample.append(item)
 
 
-def _pack_id(key: str) -> str | None:
-    """The id of a well-formed pack key (``packs/<hh>/<64 hex>``), else None."""
-    return key[9:] if _PACK_KEY.fullmatch(key) else None
-
-
 def _key_problem(item: Item) -> bool:
     """Whether ``item``'s key is of the wrong shape for its kind (never deleted)."""
     if item.kind == "manifest":
         return _seq_of(item.key) is None
     if item.kind == "input":
         return parse_input_key(item.key) is None
-    return _pack_id(item.key) is None
+    return pack_of(item.key) is None
 
 
 def _seq_of(key: str) -> int | None:
@@ -433,7 +425,7 @@ class _Gc:
         odd = 0
         for key, size in store.list_sizes(PACK_PREFIX):
             self._keep()
-            pid = _pack_id(key)
+            pid = pack_of(key)
             if pid is None:
                 odd += 1  # not a pack name journal writes: left alone
                 continue

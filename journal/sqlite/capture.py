@@ -1,4 +1,5 @@
-"""The SQLite adapter: live database -> snapshot entry, and snapshot entry -> database file.
+"""Capturing a live database as a snapshot entry (checkpoint); ``rebuild.py`` turns the
+entry back into a database file (restore).
 
 Checkpoint: snapshot (``sqlite/snapshot.py``), hash every page of the validated copy,
 and describe it with page maps (``format/pagemap.py``): a new full map, or the
@@ -25,7 +26,6 @@ import stat as stat_mod
 import struct
 from collections import Counter
 
-from ..atomic import fsync_dir
 from ..local.state import FileState
 from ..format.model import KIND_SQLITE, BlobRef, Entry
 from ..errors import CorruptObject, ObjectNotFound, RecordTooLarge, SnapshotFailed
@@ -34,9 +34,7 @@ from ..format.objects import (DBPAGE_BYTES, DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE,
 from ..repository.pack import PackWriter
 from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, PageLoc, Snapshot,
                       decode_map, encode_map, load_snapshot)
-from ..presets import SQLITE_COMPANIONS
 from .base_copy import BaseCopy
-from .rebuild import build_db, rebuild_db
 from .snapshot import live_signature, page_size_of, remove_staging, snapshot_db
 
 #: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
@@ -49,8 +47,6 @@ GROUP_BYTES = DBPAGE_BYTES
 #: pages) is at most as large, so level 19 stays cheap (~20 ms for 32 pages).
 DELTA_GROUP_BYTES = 128 << 10
 SMALL_GROUP_BASE = 128 << 10
-
-__all__ = ["build_db", "capture_sqlite", "install_db", "rebuild_db"]
 
 
 def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir: str,
@@ -297,14 +293,3 @@ def _map_base(refs: tuple[BlobRef, ...], place: int, maps) -> tuple[BlobRef, byt
     except (CorruptObject, ObjectNotFound):
         return None
 
-
-def install_db(tmp, name: str, full_path: str) -> None:
-    """Remove stale companions, then rename the rebuilt database (``name`` in the tree's
-    temp directory ``tmp``, a ``TreeTmp``, already with its mode and mtime) into place."""
-    for suffix in SQLITE_COMPANIONS:
-        try:
-            os.unlink(full_path + suffix)
-        except FileNotFoundError:
-            pass
-    tmp.replace(name, full_path)
-    fsync_dir(os.path.dirname(full_path))

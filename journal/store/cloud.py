@@ -26,8 +26,9 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from ..atomic import COPY_CHUNK
 from ..errors import ConfigError, KeyExists, ObjectNotFound, StoreError
-from .base import COPY_CHUNK, Store, check_key
+from .base import Store, check_key
 
 SINGLE_PUT_LIMIT = 64 << 20
 #: Keys per page of a listing (S3 returns at most 1,000 per request).
