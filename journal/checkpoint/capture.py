@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from ..errors import Unstorable
 from .file_delta import MAX_FILE, FileDeltas
 from ..local.state import FileState
-from ..signatures import dir_signature, signature
+from ..signatures import dir_signature, grew_in_place, signature
 from ..format.model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
 from ..format.objects import CHUNK_BYTES, KIND_CHUNK, KIND_SEGMENT, SEGMENT_BYTES
 from ..format.segments import ANCHOR_MIN, DICT_TAIL, anchors
@@ -152,7 +152,7 @@ def _capture_jsonl(fd: int, full: str, path: str, st: os.stat_result, prev: File
     elif pe is not None:
         # Only a file that grew on the same inode may skip bytes: anything else (a new
         # inode, nothing cached, a changed mtime or mode without growth) re-hashes all.
-        grew = prev.sig is not None and prev.sig[2] == st.st_ino and st.st_size > prev.sig[0]
+        grew = prev.sig is not None and grew_in_place(prev.sig, st)
         roll = check_prefix(fd, pe, prev.roll if grew else None)
         if roll is None:
             roll, gone = 0, _rewritten(pe, st)

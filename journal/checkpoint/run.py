@@ -49,6 +49,7 @@ from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
 from .recheck import recheck_dir, recheck_kept, rechecks_pending
 from .page_delta import IndexWriter, keep_pages
 from ..report import SILENT, Reporter
+from ..signatures import file_stamp, signature_mtime
 from ..repository.repository import Repository, encode_manifest, manifest_key, pack_key, utc_now
 from .scan import ScanContext, TreeResult, scan_tree
 from ..sqlite.base_copy import prune_base_copies
@@ -105,16 +106,18 @@ def config_key(cfg: Config) -> str:
     return hashlib.sha256(msgspec.msgpack.encode(cfg)).hexdigest()
 
 
-def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult, rows: list | None) -> None:
+def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult,
+                rows: list[quiet.Row] | None) -> None:
     """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise (and
     while packs wait for a recheck: every tick then takes the full path)."""
-    state_sig = quiet.file_sig(state_file)
+    state_sig = file_stamp(state_file)
     if rows is None or result.warnings or state_sig is None or rechecks_pending(cfg.state_dir):
         quiet.discard(cfg.state_dir)
         return
     # Directories whose files changed last come first: in a busy tree the check then
     # fails (and the full checkpoint starts) after a few directories, not thousands.
-    rows.sort(key=lambda row: max((sig[1] for sig in row[2] if sig is not None), default=0), reverse=True)
+    rows.sort(key=lambda row: max((signature_mtime(sig) for sig in row.sigs if sig is not None), default=0),
+              reverse=True)
     walked = {t.name for t in result.trees if not t.absent}
     idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, absent=t.absent) for t in result.trees])
     snapshot = quiet.Quiet(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..presets import SQLITE_COMPANIONS
-from .quiet import DIR as DIR_ROW, OTHER as OTHER_ROW
+from .quiet import DIR as DIR_ROW, OTHER as OTHER_ROW, Row
 from .treepath import name_problem, shown
 
 
@@ -92,7 +92,7 @@ class Matcher:
 
 
 def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None = None,
-              listing: list | None = None, same: dict[str, tuple] | None = None) -> Iterator[Item]:
+              listing: list | None = None, same: dict[str, Row] | None = None) -> Iterator[Item]:
     """Yield the tree's directories, files and symlinks (in directory order; callers sort).
 
     Symlinks are never followed. Sockets, FIFOs and devices are skipped. A path that
@@ -162,12 +162,12 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
         stack.extend(reversed(subdirs))
 
 
-def same_items(rel_dir: str, row: tuple) -> Iterator[Item]:
+def same_items(rel_dir: str, row: Row) -> Iterator[Item]:
     """The items a quiet snapshot row holds: every name with a signature (a file or a
     link) or with a directory's or a database's value; excluded names have neither."""
-    names, sigs, others = row[1], row[2], row[3]
-    kinds = {i: (SAME_DIR if what == DIR_ROW else SAME, value) for i, what, value in others if what != OTHER_ROW}
-    for i, name in enumerate(names):
+    sigs = row.sigs
+    kinds = {i: (SAME_DIR if what == DIR_ROW else SAME, value) for i, what, value in row.others if what != OTHER_ROW}
+    for i, name in enumerate(row.names):
         rel = f"{rel_dir}/{name}" if rel_dir else name
         if sigs[i] is not None:
             yield Item(rel, SAME, None, tuple(sigs[i]))
