@@ -202,6 +202,17 @@ class GcBusy(JournalError):
                          "try again after it ends (a lease left by a crashed gc is taken over once it expires)")
 
 
+class GcPlanStale(JournalError):
+    """The store no longer gives the decisions of the gc plan being executed."""
+
+    def __init__(self, planned: list[int], now: list[int]):
+        self.planned = planned
+        self.now = now
+        super().__init__(f"gc: the store changed since this plan was made (it listed {len(planned)} manifest(s) up "
+                         f"to {planned[-1] if planned else 'none'}, the store now holds {len(now)} up to "
+                         f"{now[-1] if now else 'none'}); nothing was changed: make a new plan")
+
+
 class GcBlocked(JournalError):
     """A manifest gc keeps needs an object the store does not hold (or holds damaged):
     gc cannot know what that object would have kept, so it deletes nothing."""

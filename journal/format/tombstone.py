@@ -8,6 +8,7 @@ them one at a time, each item left encoded until it is used.
 
 from __future__ import annotations
 
+import enum
 from typing import Literal
 
 import msgspec
@@ -20,9 +21,18 @@ TOMBSTONE_PREFIX = "tombstones/"
 TOMBSTONE_ITEMS = 3000
 
 
-class Item(msgspec.Struct, frozen=True, array_like=True):
+class ItemKind(enum.StrEnum):
+    """What a tombstone item names (stored as its value)."""
+
+    MANIFEST = "manifest"   # an expired manifest
+    PACK = "pack"           # a pack some manifest uploaded that no kept manifest reaches
+    ORPHAN = "orphan"       # a pack no manifest named when it was marked (a crashed or running upload's)
+    INPUT = "input"         # a key under inputs/ the input retention lets go (``gc/inputs.py``)
+
+
+class TombstoneItem(msgspec.Struct, frozen=True, array_like=True):
     key: str        # a manifest's key, a pack's, or one under inputs/ (gc checks which: ``gc._items``)
-    kind: Literal["manifest", "pack", "orphan", "input"]
+    kind: ItemKind
     bytes: Count
 
 
@@ -32,7 +42,7 @@ class Tombstone(msgspec.Struct, frozen=True, kw_only=True):
     created_ns: Nanos
     host: Text
     mark_seq: Count
-    items: list[Item]
+    items: list[TombstoneItem]
 
 
 class LazyTombstone(msgspec.Struct, frozen=True, kw_only=True):
@@ -48,7 +58,7 @@ class LazyTombstone(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _ENCODER = msgspec.json.Encoder()
-decode_item = msgspec.json.Decoder(Item).decode
+decode_item = msgspec.json.Decoder(TombstoneItem).decode
 
 
 class Chunk:
@@ -58,7 +68,7 @@ class Chunk:
         self.buf = bytearray()
         self.count = 0
 
-    def add(self, item: Item) -> None:
+    def add(self, item: TombstoneItem) -> None:
         if self.count:
             self.buf += b","
         self.buf += _ENCODER.encode(item)  # (encode_into would over-allocate by half)
@@ -88,6 +98,6 @@ def tombstoned_packs(store) -> set[str]:
                 item = decode_item(raw)
             except msgspec.DecodeError:
                 continue
-            if item.kind in ("pack", "orphan"):
+            if item.kind in (ItemKind.PACK, ItemKind.ORPHAN):
                 packs.add(item.key.rsplit("/", 1)[-1])
     return packs
