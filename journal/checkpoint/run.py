@@ -39,8 +39,8 @@ from ..format.index import build_index
 from ..local import quiet
 from ..local import tree_tmp
 from ..repository.lineage import describe_writer, open_repository, refuse_foreign, require_committed
-from ..local.state import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
-                         load_state, new_state, save_state)
+from ..local.state import (STATE_FILE, FileState, LocalState, StateLock, TreeCache, cache_from_entries,
+                         forget_state, load_state, new_state, save_state)
 from .file_delta import FileDeltas
 from ..format.model import KIND_DIR, KIND_FILE, KIND_SQLITE, Manifest, TreeRoot, decode
 from ..format.objects import KIND_CHUNK, KIND_PAGE, decode_record
@@ -237,7 +237,9 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
         state.trees[name] = cache_from_entries(parent.trees[name].root, pages, entries)
 
 
-def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same=None) -> list | None:
+def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
+                        reporter: Reporter, allow_deletions: bool,
+                        same: dict[tuple[str, str], quiet.Row] | None = None) -> list[quiet.Row] | None:
     """Scan every tree (taking the directories in ``same`` as the quiet snapshot holds
     them), then commit what changed; returns the new quiet snapshot's rows, or None."""
     spool = os.path.join(cfg.state_dir, SPOOL_DIR)
@@ -278,7 +280,12 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
                 raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
             ctx.data.finish()
             restored = {n: new_trees[n].restored for n in changed_trees if new_trees[n].restored}
-            _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, ctx.captured, result, restored)
+            committed = _commit(cfg, repo, state, trees=new_trees, changed=changed_trees, data=ctx.data,
+                                captured=ctx.captured, restored=restored)
+            result.seq, result.manifest_id = committed.seq, committed.manifest_id
+            result.blobs += committed.blobs
+            result.objects += committed.objects
+            result.bytes += committed.bytes
             for name, why in restored.items():
                 _warn(result, reporter, f"checkpoint {result.seq}: tree {name}: {why}; this checkpoint makes that "
                       "version the newest (its manifest records it: `journal log`)")
@@ -310,7 +317,23 @@ def _map_ids(trees: dict[str, TreeCache]) -> set[str]:
             for r in f.entry.refs}
 
 
-def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, restored) -> None:
+class _Committed(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``_commit`` published."""
+
+    seq: int
+    manifest_id: str
+    blobs: int      # blobs written to packs (data and index)
+    objects: int    # store objects written: the packs and the manifest
+    bytes: int      # their bytes
+
+
+def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str, TreeCache], changed: list[str],
+            data: PackWriter, captured: list[FileState], restored: dict[str, str]) -> _Committed:
+    """Publish the next manifest: ``trees`` as they are now, a new index for each tree in
+    ``changed``, on top of the packs ``data`` uploaded (finished) for the files
+    ``captured`` this time; ``restored``: trees whose version is not the newest
+    checkpoint's, and why (the manifest says so, once). Advances ``state`` to the new
+    manifest and saves it twice: with the manifest pending, then committed."""
     # Entries captured this time may name packs by placeholder until their upload.
     for fs in captured:
         resolved = tuple(data.resolve(r) for r in fs.entry.refs)
@@ -321,15 +344,15 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, 
     pages = BlobCache(cfg.state_dir, repo, PAGES_DIR, KIND_PAGE)
     writer = IndexWriter(index, pages)
     built = {}
-    for name in changed_trees:
-        files = new_trees[name].files
+    for name in changed:
+        files = trees[name].files
         entries = sorted((fs.entry for fs in files.values()), key=lambda e: e.path)
-        cache, keys = new_trees[name], {}
+        cache, keys = trees[name], {}
         root, used = build_index(entries, cache.pages, writer.adder(cache), keys)
         built[name] = (root, used, keys)
     index.finish()
     for name, (root, used, keys) in built.items():
-        cache = new_trees[name]
+        cache = trees[name]
         writer.settle(cache, used, keys)
         cache.root = index.resolve(root) if root else None
         cache.pages = {pid: index.resolve(ref) for pid, ref in used.items()}
@@ -337,15 +360,15 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, 
     manifest = Manifest(
         seq=seq, parent=state.seq or None, parent_id=state.manifest_id, created=utc_now(),
         created_ns=time.time_ns(), host=os.uname().nodename, pid=os.getpid(), writer=state.writer,
-        trees={n: _tree_root(c) for n, c in sorted(new_trees.items())},
+        trees={n: _tree_root(c) for n, c in sorted(trees.items())},
         packs=tuple(data.packs + index.packs),
         added_bytes=data.uploaded_bytes + index.uploaded_bytes,
         added_objects=data.uploaded_objects + index.uploaded_objects + 1,
         restored=restored or msgspec.UNSET)
     mid, record = encode_manifest(manifest)
     for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
-        new_trees[name].restored = None
-    state.trees, state.seq, state.manifest_id = new_trees, seq, mid
+        trees[name].restored = None
+    state.trees, state.seq, state.manifest_id = trees, seq, mid
     state.pending, state.pending_seq = record, seq
     save_state(cfg.state_dir, state)
     try:
@@ -360,11 +383,9 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, 
     data.keep_existing(keep)
     index.keep_existing(keep)
     recheck_kept(repo.store, keep)
-    pages.prune(keep_pages(new_trees))
-    result.seq, result.manifest_id = seq, mid
-    result.blobs += data.blobs + index.blobs
-    result.objects += manifest.added_objects
-    result.bytes += manifest.added_bytes + len(record)
+    pages.prune(keep_pages(trees))
+    return _Committed(seq=seq, manifest_id=mid, blobs=data.blobs + index.blobs, objects=manifest.added_objects,
+                      bytes=manifest.added_bytes + len(record))
 
 
 def _tree_root(cache: TreeCache) -> TreeRoot:
