@@ -143,7 +143,8 @@ class SupervisorRunning(JournalError):
 
 
 class RestoreIncomplete(JournalError):
-    """Restore could not rebuild every file; the restore-complete marker is not written."""
+    """This restore could not rebuild every file; the restore-complete marker is not
+    written (so checkpoints refuse: ``CheckpointAfterIncompleteRestore``)."""
 
     def __init__(self, lost: list[str], uncreatable: list[str] = ()):
         self.lost = lost
@@ -226,8 +227,10 @@ class GcBlocked(JournalError):
                          "with `journal restore --at` and checkpoint again)")
 
 
-class RestoreNotComplete(JournalError):
-    """The last restore on this machine did not finish; checkpoints wait for it."""
+class CheckpointAfterIncompleteRestore(JournalError):
+    """A checkpoint refused: the last restore on this machine did not finish (it could not
+    rebuild everything, or it was stopped); checkpoints wait for it (``RestoreIncomplete``
+    is that restore's own error)."""
 
     def __init__(self, state_path: str):
         self.state_path = state_path

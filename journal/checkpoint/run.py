@@ -32,8 +32,8 @@ import msgspec
 
 from ..repository.blob_cache import BlobCache
 from ..config import Config
-from ..errors import (CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists, ManifestConflict,
-                     RestoreNotComplete)
+from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, HistoryWithoutState, KeyExists,
+                      ManifestConflict)
 from ..repository.history import ManifestCache
 from ..format.index import build_index
 from ..local import quiet
@@ -136,7 +136,7 @@ def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
         if not state.restore_complete:
             # A partial restore must not become the next checkpoint: trees it could not
             # rebuild would drop out of history (a new lineage over the real one, design §10).
-            raise RestoreNotComplete(os.path.join(cfg.state_dir, STATE_FILE))
+            raise CheckpointAfterIncompleteRestore(os.path.join(cfg.state_dir, STATE_FILE))
         return state
     refuse_foreign("checkpoint", cfg.state_dir, repo)  # a state of another store is no "first run"
     seqs = repo.manifest_seqs()  # listing only when there is no state (first run)

@@ -25,9 +25,9 @@ from ..report import Reporter
 from ..local.quiet import DB, DIR, OTHER, Row
 from ..signatures import dir_signature, live_signature, signature
 from ..sqlite.capture import capture_sqlite
-from ..local.walk import SAME, SAME_DIR, UNREADABLE, Item, Matcher, same_items, walk_tree
+from ..local.walk import QUIET, QUIET_DIR, UNREADABLE, Item, Matcher, same_items, walk_tree
 
-SAME_KINDS = (SAME, SAME_DIR)
+QUIET_KINDS = (QUIET, QUIET_DIR)
 
 #: ``_capture``'s answer for a path that exists but cannot be read this time.
 _KEEP = object()
@@ -87,8 +87,8 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     listing: list | None = [] if ctx.quiet_rows is not None else None
     unreadable: list[str] = []  # paths that exist but could not be read: they keep their last checkpoint
     for item in walk_tree(tree.path, matcher, skipped, listing, _same_dirs(tree, cache, ctx.same)):
-        if item.kind in SAME_KINDS:  # in a directory the quiet snapshot found unchanged
-            walked_files += item.kind == SAME
+        if item.kind in QUIET_KINDS:  # in a directory the quiet snapshot found unchanged
+            walked_files += item.kind == QUIET
             files[item.path] = cache.files[item.path]
             reused += 1
             continue

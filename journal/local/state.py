@@ -109,7 +109,7 @@ def read_state(state_dir: str) -> LocalState | None:
 def clear_restore_marker(state_dir: str, store_id: str) -> None:
     """Before a restore's first change to a live tree: a state that says "restore
     complete" is replaced by one that does not, so a restore killed part way leaves
-    checkpoints refused (``RestoreNotComplete``), never the previous restore's marker
+    checkpoints refused (``CheckpointAfterIncompleteRestore``), never the previous restore's marker
     over a half-changed tree. The replacement keeps what the state knows of the store
     (writer, sequence, a pending manifest) but not the trees' caches: they describe
     files the restore is about to change, and its own final save rebuilds them."""

@@ -5,7 +5,7 @@ Checkpoint: snapshot (``sqlite/snapshot.py``), hash every page of the validated 
 and describe it with page maps (``format/pagemap.py``): a new full map, or the
 previous full map plus a cumulative delta map and, while it stays small, a recent one.
 Only pages whose id the previous snapshot lacks are uploaded, in *page groups*: one
-dbpage record of up to ``GROUP_BYTES`` of pages back to back. In a delta map the new
+dbpage record of up to ``PAGE_GROUP_BYTES`` of pages back to back. In a delta map the new
 pages go into *group deltas* of up to ``DELTA_GROUP_BYTES``, each compressed against
 the full map's pages of the same page numbers (its members), read from the local base
 copy (``sqlite/base_copy.py``); a page whose base cannot be read goes into a whole
@@ -42,7 +42,7 @@ BATCH = 256
 #: A whole group holds up to this many bytes of pages: a restore decodes one record,
 #: not one per page (per-record costs were most of a database's restore time). Readers
 #: refuse a dbpage record over it.
-GROUP_BYTES = DBPAGE_BYTES
+PAGE_GROUP_BYTES = DBPAGE_BYTES
 #: A group delta holds up to this many bytes of pages; its dictionary (their base
 #: pages) is at most as large, so level 19 stays cheap (~20 ms for 32 pages).
 DELTA_GROUP_BYTES = 128 << 10
@@ -107,7 +107,7 @@ class _Cut:
         self.base = snap.base if snap is not None and snap.page_size == page_size else None
         self.whole: dict[str, PageLoc] = {}                 # page id -> a slot of a whole record
         self.delta: dict[tuple[str, int], PageLoc] = {}     # (page id, pgno) -> a slot of a group delta
-        self.group_pages = max(1, GROUP_BYTES // page_size)
+        self.group_pages = max(1, PAGE_GROUP_BYTES // page_size)
         self.delta_pages = max(1, DELTA_GROUP_BYTES // page_size)
         # What ``_store`` (run once) gathers: each page's location, or its group and slot
         # until the group is stored; whole pages not yet stored, by id; the open groups.
