@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from .errors import naming
-from .store.base import COPY_CHUNK
+
+#: The size of the pieces a stream is copied in (into a file here, into a store object by the backends).
+COPY_CHUNK = 1 << 20
 
 _RENAME_NOREPLACE = 1
 _AT_FDCWD = -100

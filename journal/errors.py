@@ -149,7 +149,8 @@ class SupervisorRunning(JournalError):
 
 
 class RestoreIncomplete(JournalError):
-    """Restore could not rebuild every file; the restore-complete marker is not written."""
+    """This restore could not rebuild every file; the restore-complete marker is not
+    written (so checkpoints refuse: ``CheckpointAfterIncompleteRestore``)."""
 
     def __init__(self, lost: list[str], uncreatable: list[str] = ()):
         self.lost = lost
@@ -210,6 +211,17 @@ class GcBusy(JournalError):
                          "try again after it ends (a lease left by a crashed gc is taken over once it expires)")
 
 
+class GcPlanStale(JournalError):
+    """The store no longer gives the decisions of the gc plan being executed."""
+
+    def __init__(self, planned: list[int], now: list[int]):
+        self.planned = planned
+        self.now = now
+        super().__init__(f"gc: the store changed since this plan was made (it listed {len(planned)} manifest(s) up "
+                         f"to {planned[-1] if planned else 'none'}, the store now holds {len(now)} up to "
+                         f"{now[-1] if now else 'none'}); nothing was changed: make a new plan")
+
+
 class GcBlocked(JournalError):
     """A manifest gc keeps needs an object the store does not hold (or holds damaged):
     gc cannot know what that object would have kept, so it deletes nothing."""
@@ -223,8 +235,10 @@ class GcBlocked(JournalError):
                          "with `journal restore --at` and checkpoint again)")
 
 
-class RestoreNotComplete(JournalError):
-    """The last restore on this machine did not finish; checkpoints wait for it."""
+class CheckpointAfterIncompleteRestore(JournalError):
+    """A checkpoint refused: the last restore on this machine did not finish (it could not
+    rebuild everything, or it was stopped); checkpoints wait for it (``RestoreIncomplete``
+    is that restore's own error)."""
 
     def __init__(self, state_path: str):
         self.state_path = state_path

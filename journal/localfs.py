@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 
+from .signatures import Stamp, stamp
+
 
 def clear_dir(directory: str, suffix: str = "") -> None:
     """Remove the files in ``directory`` (those ending in ``suffix``); a missing dir is fine."""
@@ -20,13 +22,13 @@ def clear_dir(directory: str, suffix: str = "") -> None:
                 pass
 
 
-def observe(path: str) -> tuple[int, int, int] | None:
-    """What is at ``path`` now (never followed): None when nothing, else (inode, size, mtime_ns)."""
+def observe(path: str) -> Stamp | None:
+    """What is at ``path`` now (never followed): None when nothing, else its stamp."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return stamp(st)
 
 
 def open_regular(path: str):

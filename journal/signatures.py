@@ -1,4 +1,5 @@
-"""Change signatures: what decides whether a live path must be read again.
+"""Change signatures: what decides whether a live path must be read again; and stamps:
+which file is at a path, and which version of it.
 
 Kept free of heavy imports: the console entry point (``cli/launch.py``) uses them to answer
 an idle ``journal checkpoint`` before importing the rest of journal.
@@ -8,10 +9,52 @@ from __future__ import annotations
 
 import os
 
+class Stamp(tuple):
+    """A file's stamp, ``Stamp(ino, mtime_ns, size)``: which file is at a path and which
+    version of it, as far as one ``stat`` tells; equal stamps (or a stamp and the plain
+    tuple it is stored as): the same file, unchanged. journal's own files (the state, the
+    quiet snapshot) and the live paths restore and the SQLite snapshot watch are compared
+    by stamp. Its fields are named by hand: ``typing.NamedTuple`` would double the console
+    entry point's imports."""
+
+    __slots__ = ()
+
+    def __new__(cls, ino: int, mtime_ns: int, size: int):
+        return tuple.__new__(cls, (ino, mtime_ns, size))
+
+    ino = property(lambda s: s[0])
+    mtime_ns = property(lambda s: s[1])
+    size = property(lambda s: s[2])
+
+
+def stamp(st: os.stat_result) -> Stamp:
+    """The stamp of what ``st`` describes."""
+    return Stamp(st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def file_stamp(path: str) -> Stamp | None:
+    """The stamp of the file at ``path`` (a link followed); None when it cannot be ``stat``ed."""
+    try:
+        return stamp(os.stat(path))
+    except OSError:
+        return None
+
 
 def signature(st: os.stat_result) -> tuple[int, int, int, int]:
-    """A file's or link's signature, from its ``lstat``."""
+    """A file's or link's signature, from its ``lstat``: ``(size, mtime_ns, inode, mode)``."""
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
+
+
+def signature_mtime(sig: tuple[int, int, int, int]) -> int:
+    """The modification time (ns) a file's or link's ``signature`` holds."""
+    _size, mtime_ns, _ino, _mode = sig
+    return mtime_ns
+
+
+def grew_in_place(sig: tuple[int, int, int, int], st: os.stat_result) -> bool:
+    """Whether ``st`` is the file a ``signature`` was taken of (the same inode), now larger."""
+    size, _mtime_ns, ino, _mode = sig
+    return st.st_ino == ino and st.st_size > size
 
 
 def dir_signature(st: os.stat_result) -> tuple[int, int, int, int]:

@@ -37,13 +37,13 @@ from .format.inputs import (CLAIM_LETTER, DELIVERY_LETTER, INPUT_LETTER, INPUT_P
                             decode_input, delivery_key)
 from .format.inputs import parse_key as parse_input_key
 from .format.objects import HEADER, KIND_CHUNK, KIND_PAGEMAP, KIND_SEGMENT, decode_record
-from .repository.pack import pack_key
 from .format.pagemap import load_snapshot
 from .gc.reach import Reach
 from .report import SILENT, Reporter
-from .repository.repository import Repository, blob_location, manifest_key
-from .repository.segments import anchor_refs, chunk_reader, read_segment
-from .sqlite.capture import rebuild_db
+from .repository.repository import Repository, blob_location, manifest_key, pack_key
+from .format.segments import anchor_refs
+from .repository.segments import chunk_reader, read_segment
+from .sqlite.rebuild import rebuild_db
 from .sqlite.snapshot import integrity_check, remove_staging
 from .format.tombstone import tombstoned_packs
 

@@ -34,9 +34,9 @@ from journal.repository.history import ManifestCache
 from journal.format.index import build_index
 from journal.format.model import KIND_FILE, BlobRef, Entry, Manifest, Page, TreeRoot, encode
 from journal.format.objects import HEADER, KIND_CHUNK, KIND_PAGE, encode_record
-from journal.repository.pack import PackWriter, pack_key
+from journal.repository.pack import PackWriter
 from journal.report import Collector
-from journal.repository.repository import Repository, encode_manifest, utc_now
+from journal.repository.repository import Repository, encode_manifest, pack_key, utc_now
 from journal.restore.run import RestoreResult, restore
 from journal.store import open_store
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from journal.errors import KeyExists, ObjectNotFound
-from journal.store.base import COPY_CHUNK
+from journal.atomic import COPY_CHUNK
 
 BAD_KEYS = ["", "/a", "a/", "a//b", ".hidden", "a/.b", "a/../b", "a b", "a\\b", "é", "x" * 513]
 

@@ -30,7 +30,7 @@ from journal.errors import BadBrowsePath
 from journal.format.index import iter_pages
 from journal.format.model import KIND_SQLITE
 from journal.format.pagemap import load_snapshot
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.repository.repository import Repository, manifest_key
 from journal.report import Collector
 from journal.store import open_store

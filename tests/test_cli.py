@@ -8,7 +8,7 @@ import pytest
 
 from journal import __version__
 from journal.format.model import FORMAT
-from journal.cli.app import main
+from journal.cli.entry import main
 
 from conftest import sigint_as_at_a_terminal
 

@@ -34,7 +34,7 @@ from tripwire import write_tripwire
 
 from journal.repository.history import ManifestCache
 from journal.local.state import load_state
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.repository.repository import Repository
 from journal.store.local import TMP_DIR, LocalStore
 from journal.local.tree_tmp import PREFIX as TMP_PREFIX
@@ -445,7 +445,7 @@ def pwrite(self, fd, data, offset):
     return n
 
 hfmount.HfMountFsOps.open, hfmount.HfMountFsOps.pwrite = open_, pwrite
-from journal.cli.app import main
+from journal.cli.entry import main
 main()
 '''
 

@@ -297,7 +297,7 @@ KILLER = textwrap.dedent(r'''
             die()
         repository.Repository.put_manifest = put_manifest
     sys.argv[0] = "journal"
-    from journal.cli.app import main
+    from journal.cli.entry import main
     main()
 ''')
 

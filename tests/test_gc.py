@@ -28,20 +28,20 @@ import pytest
 
 from journal.checkpoint.run import checkpoint
 from journal.config import load_config
-from journal.errors import ConfigError, GcBusy
+from journal.errors import ConfigError, GcBusy, GcPlanStale
 import journal.gc.run as gc_module
 from journal.gc.run import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
 from journal.format.index import iter_pages
 from journal.gc.lease import LEASE_KEY, Lease, LeaseRecord
 from journal.format.model import Manifest, TreeRoot
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.report import Collector
 from journal.repository.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key
 from journal.restore.run import restore
 from journal.config import parse_duration
 from journal.gc.retention import Policy, choose_kept
 from journal.supervise.status import read_status
-from journal.format.tombstone import Item
+from journal.format.tombstone import TombstoneItem
 from journal.store import open_store
 from journal.store.base import Store
 from journal.verify import MISSING_OBJECT, verify
@@ -643,7 +643,7 @@ def test_a_tombstone_item_of_an_unknown_kind_is_kept_not_swept(box, kind):
     orphan = pack_key(hashlib.sha256(b"crashed upload").hexdigest())
     box.store.put_if_absent(orphan, b"crashed upload")
     stone = Tombstone(created="then", created_ns=1, host="elsewhere", mark_seq=10**6,
-                      items=[Item(orphan, kind, 14)])
+                      items=[TombstoneItem(orphan, kind, 14)])
     box.store.put_if_absent(f"{TOMBSTONE_PREFIX}{1:020d}-crafted0", msgspec.json.encode(stone))
 
     plan, result = box.gc(keep_last=5)
@@ -980,6 +980,27 @@ def test_only_one_lease_holder_and_a_lost_lease_stops_the_sweep(box):
         stale.__exit__(None, None, None)              # and must not release the new holder's lease
         assert store.head(LEASE_KEY) is not None
     assert store.head(LEASE_KEY) is None
+
+
+def test_a_plan_runs_as_planned_and_is_refused_once_the_store_moved_on(box):
+    three_versions(box)
+    box.gc(keep_last=1)   # the mark: the next plan deletes what it named
+    stale_plan = plan_gc(box.repo(), Policy(keep_last=1), 0.0)
+    box.write("a.txt", "version 4\n")
+    box.checkpoint()      # another manifest: the plan's decisions no longer hold
+    stones = box.keys(TOMBSTONE_PREFIX)
+
+    with Lease(box.store) as lease:
+        with pytest.raises(GcPlanStale, match="make a new plan"):
+            execute_gc(box.repo(), stale_plan, lease)
+    assert box.seqs() == [1, 2, 3, 4] and box.keys(TOMBSTONE_PREFIX) == stones
+    assert all(box.store.head(i.key) is not None for i in stale_plan.delete)
+
+    plan = plan_gc(box.repo(), Policy(keep_last=1), 0.0)
+    with Lease(box.store) as lease:
+        result = execute_gc(box.repo(), plan, lease)
+    assert result.deleted == plan.delete_count > 0 and result.bytes_freed == plan.bytes_freed
+    assert all(box.store.head(i.key) is None for i in plan.delete) and box.seqs() == [3, 4]  # 3: marked only now
 
 
 def _swept_after_a_mark(box: Box, orphans: int) -> list[str]:

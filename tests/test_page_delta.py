@@ -11,7 +11,7 @@ import pytest
 from journal.errors import CorruptObject
 from journal.format.model import BlobRef, Page, decode, encode
 from journal.format.objects import FLAG_BASE_AT, FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header_flags
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.verify import verify
 
 SESSIONS = "agent-state/claude/projects/-home-node-work"

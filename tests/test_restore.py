@@ -22,7 +22,7 @@ from journal.local.state import load_state
 from journal.restore.entry import KEEP_EXTENDS, KEEP_NEWER, REPLACE, WRITE
 from journal.format.model import KIND_FILE, KIND_SYMLINK, Entry, TreeRoot
 from journal.format.objects import KIND_CHUNK, encode_record
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.repository.repository import encode_manifest, manifest_key
 from journal.gc.retention import Policy
 from journal.verify import verify
@@ -529,9 +529,10 @@ def test_checkpoint_refuses_after_an_incomplete_restore_until_takeover(source):
     assert source.run("restore").returncode == 1
     keys_before = sorted(source.store.list(""))
 
-    refused = source.run("checkpoint")
+    refused = source.run("checkpoint", "--json")
 
     assert refused.returncode == 1 and "incomplete" in refused.stderr and "journal takeover" in refused.stderr
+    assert json.loads(refused.stdout)["kind"] == "CheckpointAfterIncompleteRestore"
     assert sorted(source.store.list("")) == keys_before
     assert source.run("takeover").returncode == 0
     assert source.run("checkpoint").returncode == 0

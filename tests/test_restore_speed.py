@@ -455,7 +455,7 @@ def test_a_damaged_small_file_read_with_its_group_loses_only_itself(tmp_path):
     the damaged one is reported lost, and the restore is incomplete."""
     from journal.repository.history import ManifestCache
     from journal.format.objects import HEADER
-    from journal.repository.pack import pack_key
+    from journal.repository.repository import pack_key
 
     env = make_env(tmp_path)
     fx = Path(env["AM_LOCAL"]) / "fx-home"

@@ -1,13 +1,14 @@
-"""JSONL segments stored as deltas against their anchor (journal/repository/segments.py)."""
+"""JSONL segments stored as deltas against their anchor (journal/format/segments.py)."""
 
 from __future__ import annotations
 
 import json
 
-from journal.repository import segments
+from journal.checkpoint.capture import TAILS
 from journal.format.objects import FLAG_DELTA, HEADER, parse_header_flags
-from journal.repository.pack import pack_key
-from journal.repository.segments import ANCHOR_MIN, anchors
+from journal.repository.repository import pack_key
+from journal.format.segments import ANCHOR_MIN, anchor_refs, anchors
+from journal.repository.segments import read_segment
 from journal.verify import verify
 
 ROLLOUT = "sessions/2026/02/23"
@@ -82,13 +83,13 @@ def test_appended_lines_are_deltas_of_the_anchor_and_much_smaller(live, tmp_path
 def test_a_segment_reads_alone_with_its_anchor(live):
     _path, entry = appended_once(live, 1)
     repo = live.repo()
-    last, anchor = entry.refs[-1], segments.anchor_refs(entry.refs)[-1]
-    assert segments.read_segment(repo, last, anchor) == event(1)
+    last, anchor = entry.refs[-1], anchor_refs(entry.refs)[-1]
+    assert read_segment(repo, last, anchor) == event(1)
 
 
 def test_an_anchor_edited_in_place_rebases_instead_of_publishing_an_undecodable_delta(live, tmp_path):
     path, _entry = appended_once(live, 1)  # refs: [anchor, delta]; the append check re-hashes only the delta
-    segments.TAILS._tails.clear()  # a new process: the anchor must be read back from the file
+    TAILS._tails.clear()  # a new process: the anchor must be read back from the file
     data = bytearray(path.read_bytes())
     data[10] = ord("X") if data[10] != ord("X") else ord("Y")  # same size, same inode: looks like an append
     path.write_bytes(bytes(data) + event(2))
@@ -102,7 +103,7 @@ def test_an_anchor_edited_in_place_rebases_instead_of_publishing_an_undecodable_
 
 def test_a_corrupt_anchor_is_reported_for_its_deltas(live):
     path, entry = appended_once(live, 3)
-    anchor = segments.anchor_refs(entry.refs)[-1]
+    anchor = anchor_refs(entry.refs)[-1]
     live.corrupt_blob(anchor)
 
     result = verify(live.repo(), full=True)

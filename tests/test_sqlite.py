@@ -27,7 +27,7 @@ from journal.config import load_config
 from journal.repository.history import ManifestCache
 from journal.format.model import KIND_SQLITE
 from journal.format.objects import HEADER
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.format.pagemap import load_snapshot
 from journal.report import Collector
 from journal.repository.repository import Repository

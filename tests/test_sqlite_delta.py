@@ -34,13 +34,13 @@ from journal.repository.history import ManifestCache
 from journal.format.model import BlobRef
 from journal.format.objects import (FLAG_DELTA, FLAG_MEMBERS, HEADER, KIND_DBPAGE, KIND_MANIFEST, KIND_PAGE, MAGIC, decode_record,
                              embedded_members, encode_record, is_delta)
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.format.pagemap import GROUP, SLOT, PageLoc, decode_map, encode_map, group_base, load_snapshot
 from journal.repository.repository import Repository
 from journal.restore.run import restore
 from journal.gc.retention import Policy
 from journal.sqlite.base_copy import BASE_DIR, base_path, prune_base_copies
-from journal.sqlite.capture import rebuild_db
+from journal.sqlite.rebuild import rebuild_db
 from journal.store import open_store
 from journal.verify import BAD_SNAPSHOT, verify
 

@@ -50,7 +50,7 @@ from journal.checkpoint.run import checkpoint
 from journal.config import load_config
 from journal.repository.history import ManifestCache
 from journal.format.objects import FLAG_DELTA, FLAG_MEMBERS, HEADER, embedded_members, parse_header_flags
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.format.pagemap import decode_map, load_snapshot
 from journal.report import Collector
 from journal.repository.repository import Repository

@@ -300,7 +300,7 @@ def test_a_full_map_names_a_bounded_number_of_packs_and_every_checkpoint_restore
 def _map_records(box, refs):
     """(flags, stored bytes, base) of each map record an entry names (format 6)."""
     from journal.format.objects import parse_header_flags
-    from journal.repository.pack import pack_key
+    from journal.repository.repository import pack_key
 
     repo, out = box.repo(), []
     for ref in refs:
@@ -378,6 +378,7 @@ def test_a_local_record_wrongly_saying_whole_never_yields_a_delta_of_a_delta(tmp
     in its place is stored whole, and every reader still decodes every map."""
     from journal.repository.blob_cache import BlobCache
     from journal.format.objects import FLAG_DELTA
+    from journal.format.pagemap import MapPlace
     from journal.sqlite.capture import _map_base
 
     box = Box(tmp_path)
@@ -394,7 +395,7 @@ def test_a_local_record_wrongly_saying_whole_never_yields_a_delta_of_a_delta(tmp
     maps_dir = Path(cfg.state_dir) / "maps"
     (maps_dir / refs[2].id).unlink()
     (maps_dir / f"{refs[2].id}.base").write_bytes(b"whole")   # a lie
-    assert _map_base(refs, 2, BlobCache(cfg.state_dir, box.repo(), bases=True)) is None
+    assert _map_base(refs, MapPlace.RECENT, BlobCache(cfg.state_dir, box.repo(), bases=True)) is None
     box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
     seq = box.checkpoint()
     for flags, _, base in _map_records(box, box.entry(seq).refs):   # each decodes, bases included

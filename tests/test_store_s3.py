@@ -308,7 +308,7 @@ def _checkpoints_and_orphans(s3_bucket, tmp_path, orphans: int):
     directory and the orphans' keys."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from journal.repository.pack import pack_key
+    from journal.repository.repository import pack_key
 
     box = Container(tmp_path / "c", s3_bucket, fixtures=False)
     tree = box.local / "codex-home"
@@ -407,8 +407,8 @@ def _requests_to(bucket, since: int) -> list[tuple[str, str]]:
 def test_delete_many_sends_one_bulk_request_per_batch_of_keys(s3_bucket, monkeypatch):
     import journal.store.cloud as cloud
 
-    assert cloud.DELETE_BATCH <= 1000  # S3's DeleteObjects limit
-    monkeypatch.setattr(cloud, "DELETE_BATCH", 3)
+    assert cloud.DELETE_REQUEST_KEYS <= 1000  # S3's DeleteObjects limit
+    monkeypatch.setattr(cloud, "DELETE_REQUEST_KEYS", 3)
     store = CloudStore(s3_bucket.url)
     keys = [f"packs/{i % 3:02x}/{i:064x}" for i in range(7)]
     for key in keys:

@@ -29,7 +29,7 @@ import pytest
 
 from conftest import drop_dac_override, wait_for
 from heldfile import HeldFile
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.repository.repository import Repository
 from journal.store import open_store
 from supervisebox import (INTERVAL, assert_not_torn, assert_store_clean, boxes, children_of, complete_lines, finish,

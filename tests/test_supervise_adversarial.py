@@ -609,7 +609,7 @@ def test_restart_after_kill_9_keeps_local_lines_and_replaces_stale_status(box):
 def test_corrupt_pack_at_start_never_starts_cmd_and_names_the_file(box):
     from journal.repository.history import ManifestCache
     from journal.format.objects import HEADER
-    from journal.repository.pack import pack_key
+    from journal.repository.repository import pack_key
     from journal.repository.repository import Repository
     from journal.store import open_store
 

@@ -10,7 +10,7 @@ from faults import FaultyStore
 
 from journal.checkpoint.run import checkpoint
 from journal.errors import DamagedConfig, StoreError
-from journal.repository.pack import pack_key
+from journal.repository.repository import pack_key
 from journal.repository.repository import Repository, blob_location, manifest_key
 from journal.format.inputs import Delivery, claim_key, delivery_key, encode_delivery, input_key, parse_id
 from journal.inputs.log import InputLog

@@ -30,7 +30,7 @@ def tripped(*args, **kwargs):
 
 setattr(os, fn, tripped)
 atexit.register(lambda: print(f"calls={next(calls) - 1}", file=sys.stderr))
-from journal.cli.app import main
+from journal.cli.entry import main
 main()
 '''
 

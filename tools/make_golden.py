@@ -62,7 +62,7 @@ from journal.checkpoint.run import checkpoint  # noqa: E402
 from journal.config import Config, TreeConfig  # noqa: E402
 from journal.repository.history import ManifestCache  # noqa: E402
 from journal.repository.repository import Repository  # noqa: E402
-from journal.sqlite.capture import rebuild_db  # noqa: E402
+from journal.sqlite.rebuild import rebuild_db  # noqa: E402
 from journal.store.local import TMP_DIR, LocalStore  # noqa: E402
 
 TREE = "codex"

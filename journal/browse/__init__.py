@@ -8,5 +8,6 @@ answers, ``--at`` as restore reads it, past damage as restore falls back), ``ls`
 
 May import: ``journal.repository``, ``journal.format``, ``journal.sqlite.rebuild`` and
 ``journal.sqlite.snapshot`` (the rebuild restore uses), ``journal.local.treepath`` (the
-path rule) and the base modules; never the checkpoint or restore internals.
+path rule), ``journal.config`` and the base modules; never the checkpoint or restore
+internals.
 """

@@ -27,7 +27,7 @@ from .where import AFTER_SLASH, Where, joined, shown_path, subtree_prune
 LOOKBACK = 100
 
 
-class Item(msgspec.Struct, kw_only=True, omit_defaults=True):
+class ListedEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One listed entry (or, at the top, one tree)."""
 
     name: str
@@ -46,7 +46,7 @@ class Listing(msgspec.Struct, kw_only=True):
     seq: int | None                 # the checkpoint listed (None: the store holds none)
     created: str | None
     path: str                       # what was listed ("" for the top: the trees)
-    entries: list[Item]
+    entries: list[ListedEntry]
     skipped: list[str] = []         # newer checkpoints passed over past damage (a fallback), and why
 
 
@@ -56,7 +56,7 @@ def list_path(view: View, where: Where, at: str | None = None, long: bool = Fals
         if not view.seqs:
             return Listing(seq=None, created=None, path="", entries=[])
         seq, manifest = next(view.candidates(at))
-        items = [Item(name=name, path=name, kind="tree", size=tree.bytes, files=tree.files)
+        items = [ListedEntry(name=name, path=name, kind="tree", size=tree.bytes, files=tree.files)
                  for name, tree in sorted(manifest.trees.items())]
         if long:
             changed = _walk_back(view, seq, {i.name: _root_id(manifest, i.name) for i in items},
@@ -84,11 +84,11 @@ def list_path(view: View, where: Where, at: str | None = None, long: bool = Fals
                    skipped=view.skipped)
 
 
-def _item(tree: str, name: str, entry: Entry | None, parent: str) -> Item:
+def _item(tree: str, name: str, entry: Entry | None, parent: str) -> ListedEntry:
     path = f"{parent}/{name}" if parent else name
     if entry is None:
-        return Item(name=name, path=joined(tree, path), kind=KIND_DIR)
-    return Item(name=name, path=joined(tree, path), kind=entry.kind, size=entry.size, mode=entry.mode,
+        return ListedEntry(name=name, path=joined(tree, path), kind=KIND_DIR)
+    return ListedEntry(name=name, path=joined(tree, path), kind=entry.kind, size=entry.size, mode=entry.mode,
                 mtime_ns=entry.mtime_ns, target=entry.target)
 
 

@@ -1,5 +1,5 @@
 """The checkpoint operation: walk, scan, capture, deltas, then commit (design §12).
 
-May import: ``journal.local``, ``journal.sqlite``, ``journal.repository.repository``,
+May import: ``journal.config``, ``journal.local``, ``journal.sqlite``, ``journal.repository``,
 ``journal.format``, ``journal.store`` and the base modules.
 """

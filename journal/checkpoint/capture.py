@@ -24,15 +24,16 @@ import errno
 import hashlib
 import os
 import stat as stat_mod
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import Unstorable
 from .file_delta import MAX_FILE, FileDeltas
 from ..local.state import FileState
-from ..signatures import dir_signature, signature
+from ..signatures import dir_signature, grew_in_place, signature
 from ..format.model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
 from ..format.objects import CHUNK_BYTES, KIND_CHUNK, KIND_SEGMENT, SEGMENT_BYTES
-from ..repository.segments import ANCHOR_MIN, DICT_TAIL, TAILS, anchors
+from ..format.segments import ANCHOR_MIN, DICT_TAIL, anchors
 from ..local.treepath import shown, target_problem
 from ..local.walk import Item
 
@@ -151,7 +152,7 @@ def _capture_jsonl(fd: int, full: str, path: str, st: os.stat_result, prev: File
     elif pe is not None:
         # Only a file that grew on the same inode may skip bytes: anything else (a new
         # inode, nothing cached, a changed mtime or mode without growth) re-hashes all.
-        grew = prev.sig is not None and prev.sig[2] == st.st_ino and st.st_size > prev.sig[0]
+        grew = prev.sig is not None and grew_in_place(prev.sig, st)
         roll = check_prefix(fd, pe, prev.roll if grew else None)
         if roll is None:
             roll, gone = 0, _rewritten(pe, st)
@@ -231,7 +232,7 @@ def append_segments(fd: int, old: list[BlobRef], fresh: Iterable[bytes], add: Ad
         del pieces[-MERGE_FANOUT:], offsets[-MERGE_FANOUT:]
         pieces.append([total, None, b"".join(parts)])
         offsets.append(start)
-    # Store the new pieces; a small one is a delta against its anchor (repository/segments.py).
+    # Store the new pieces; a small one is a delta against its anchor (format/segments.py).
     out = []
     for i, anchor in enumerate(anchors([p[0] for p in pieces])):
         ref = pieces[i][1]
@@ -369,3 +370,42 @@ def split_segments(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]
         yield buf_start, bytes(buf[:line_end])
     elif mid_line:
         raise Changed(f"no line end after offset {buf_start}")
+
+
+class AnchorTails:
+    """Verified anchor tails by id, for writers: a few recent ones kept in memory."""
+
+    def __init__(self, keep: int = 64):
+        self.keep = keep
+        self._tails: OrderedDict[str, bytes] = OrderedDict()
+
+    def tail(self, fd: int, offset: int, ref: BlobRef) -> bytes | None:
+        """The last ``DICT_TAIL`` bytes of the anchor ``ref`` at ``offset`` of the live
+        file ``fd``; None when those bytes no longer hash to the anchor's id."""
+        got = self._tails.get(ref.id)
+        if got is not None:
+            self._tails.move_to_end(ref.id)
+            return got
+        digest, tail = hashlib.sha256(), b""
+        end = offset + ref.size
+        while offset < end:  # a block at a time: an anchor may be large
+            block = os.pread(fd, min(READ_BLOCK, end - offset), offset)
+            if not block:
+                return None
+            digest.update(block)
+            tail = (tail + block)[-DICT_TAIL:]
+            offset += len(block)
+        if digest.hexdigest() != ref.id:
+            return None
+        return self.remember(ref.id, tail)
+
+    def remember(self, blob_id: str, payload: bytes) -> bytes:
+        tail = payload[-DICT_TAIL:]
+        self._tails[blob_id] = tail
+        while len(self._tails) > self.keep:
+            self._tails.popitem(last=False)
+        return tail
+
+
+#: One per process: ``journal supervise`` keeps verified anchors between ticks.
+TAILS = AnchorTails()

@@ -32,23 +32,25 @@ import msgspec
 
 from ..repository.blob_cache import BlobCache
 from ..config import Config, no_trees_hint
-from ..errors import (CheckpointErrors, ConfigError, HistoryWithoutState, JournalError, KeyExists,
-                      ManifestConflict, RestoreNotComplete, describe_error)
+from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, HistoryWithoutState,
+                      JournalError, KeyExists, ManifestConflict, describe_error)
 from ..repository.history import ManifestCache
 from ..format.index import build_index
 from ..local import activity, quiet
 from ..local import tree_tmp
 from ..repository.lineage import describe_writer, open_repository, refuse_foreign, require_committed
-from ..local.state import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries, forget_state,
-                         load_state, new_state, save_state)
+from ..local.state import (STATE_FILE, FileState, LocalState, StateLock, TreeCache, cache_from_entries,
+                         forget_state, load_state, new_state, save_state)
 from .file_delta import FileDeltas
 from ..format.model import KIND_DIR, KIND_FILE, KIND_SQLITE, Manifest, TreeRoot, decode
 from ..format.objects import KIND_CHUNK, KIND_PAGE, decode_record
-from ..repository.pack import PackWriter, clear_spool, pack_key, recheck_kept
-from ..paths import CHUNKS_DIR, PAGES_DIR, RECHECK_DIR, SPOOL_DIR, STAGING_DIR
+from ..repository.pack import PackWriter, clear_spool
+from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
+from .recheck import recheck_dir, recheck_kept, rechecks_pending
 from .page_delta import IndexWriter, keep_pages
 from ..report import SILENT, Reporter
-from ..repository.repository import Repository, encode_manifest, manifest_key, utc_now
+from ..signatures import file_stamp, signature_mtime
+from ..repository.repository import Repository, encode_manifest, manifest_key, pack_key, utc_now
 from .scan import ScanContext, TreeResult, scan_tree
 from ..sqlite.base_copy import prune_base_copies
 from ..sqlite.snapshot import clear_staging
@@ -121,15 +123,18 @@ def config_key(cfg: Config) -> str:
     return hashlib.sha256(msgspec.msgpack.encode(cfg)).hexdigest()
 
 
-def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult, rows: list | None) -> None:
-    """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise."""
-    state_sig = quiet.file_sig(state_file)
-    if rows is None or result.warnings or state_sig is None or _rechecks_pending(cfg):
+def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult,
+                rows: list[quiet.Row] | None) -> None:
+    """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise (and
+    while packs wait for a recheck: every tick then takes the full path)."""
+    state_sig = file_stamp(state_file)
+    if rows is None or result.warnings or state_sig is None or rechecks_pending(cfg.state_dir):
         quiet.discard(cfg.state_dir)
         return
     # Directories whose files changed last come first: in a busy tree the check then
     # fails (and the full checkpoint starts) after a few directories, not thousands.
-    rows.sort(key=lambda row: max((sig[1] for sig in row[2] if sig is not None), default=0), reverse=True)
+    rows.sort(key=lambda row: max((signature_mtime(sig) for sig in row.sigs if sig is not None), default=0),
+              reverse=True)
     walked = {t.name for t in result.trees if not t.absent}
     idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, directories=t.directories, absent=t.absent)
                                    for t in result.trees])
@@ -149,7 +154,7 @@ def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
         if not state.restore_complete:
             # A partial restore must not become the next checkpoint: trees it could not
             # rebuild would drop out of history (a new lineage over the real one, design §10).
-            raise RestoreNotComplete(os.path.join(cfg.state_dir, STATE_FILE))
+            raise CheckpointAfterIncompleteRestore(os.path.join(cfg.state_dir, STATE_FILE))
         return state
     refuse_foreign("checkpoint", cfg.state_dir, repo)  # a state of another store is no "first run"
     seqs = repo.manifest_seqs()  # listing only when there is no state (first run)
@@ -207,17 +212,9 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
 def _recheck_kept(cfg: Config, repo: Repository, result: CheckpointResult, reporter: Reporter) -> None:
     """Packs earlier checkpoints found already stored stay checked for one gc lease
     after their commit: a sweep batch planned before that commit may delete them."""
-    for pack in recheck_kept(repo.store, os.path.join(cfg.state_dir, RECHECK_DIR)):
+    for pack in recheck_kept(repo.store, recheck_dir(cfg.state_dir)):
         _warn(result, reporter, f"checkpoint: pack {pack} (named by a committed checkpoint) was deleted by a gc "
               "sweep planned before that commit; uploaded it again")
-
-
-def _rechecks_pending(cfg: Config) -> bool:
-    """While packs wait for a recheck, no quiet snapshot: every tick takes the full path."""
-    try:
-        return bool(os.listdir(os.path.join(cfg.state_dir, RECHECK_DIR)))
-    except FileNotFoundError:
-        return False
 
 
 def _warn(result: CheckpointResult, reporter: Reporter, message: str) -> None:
@@ -258,7 +255,9 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
         state.trees[name] = cache_from_entries(parent.trees[name].root, pages, entries)
 
 
-def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same=None) -> list | None:
+def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
+                        reporter: Reporter, allow_deletions: bool,
+                        same: dict[tuple[str, str], quiet.Row] | None = None) -> list[quiet.Row] | None:
     """Scan every tree (taking the directories in ``same`` as the quiet snapshot holds
     them), then commit what changed; returns the new quiet snapshot's rows, or None."""
     spool = os.path.join(cfg.state_dir, SPOOL_DIR)
@@ -299,7 +298,12 @@ def _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, sam
                 raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
             ctx.data.finish()
             restored = {n: new_trees[n].restored for n in changed_trees if new_trees[n].restored}
-            _commit(cfg, repo, state, new_trees, changed_trees, ctx.data, ctx.captured, result, restored)
+            committed = _commit(cfg, repo, state, trees=new_trees, changed=changed_trees, data=ctx.data,
+                                captured=ctx.captured, restored=restored)
+            result.seq, result.manifest_id = committed.seq, committed.manifest_id
+            result.blobs += committed.blobs
+            result.objects += committed.objects
+            result.bytes += committed.bytes
             for name, why in restored.items():
                 _warn(result, reporter, f"checkpoint {result.seq}: tree {name}: {why}; this checkpoint makes that "
                       "version the newest (its manifest records it: `journal log`)")
@@ -331,7 +335,23 @@ def _map_ids(trees: dict[str, TreeCache]) -> set[str]:
             for r in f.entry.refs}
 
 
-def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, restored) -> None:
+class _Committed(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``_commit`` published."""
+
+    seq: int
+    manifest_id: str
+    blobs: int      # blobs written to packs (data and index)
+    objects: int    # store objects written: the packs and the manifest
+    bytes: int      # their bytes
+
+
+def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str, TreeCache], changed: list[str],
+            data: PackWriter, captured: list[FileState], restored: dict[str, str]) -> _Committed:
+    """Publish the next manifest: ``trees`` as they are now, a new index for each tree in
+    ``changed``, on top of the packs ``data`` uploaded (finished) for the files
+    ``captured`` this time; ``restored``: trees whose version is not the newest
+    checkpoint's, and why (the manifest says so, once). Advances ``state`` to the new
+    manifest and saves it twice: with the manifest pending, then committed."""
     # Entries captured this time may name packs by placeholder until their upload.
     for fs in captured:
         resolved = tuple(data.resolve(r) for r in fs.entry.refs)
@@ -342,15 +362,15 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, 
     pages = BlobCache(cfg.state_dir, repo, PAGES_DIR, KIND_PAGE)
     writer = IndexWriter(index, pages)
     built = {}
-    for name in changed_trees:
-        files = new_trees[name].files
+    for name in changed:
+        files = trees[name].files
         entries = sorted((fs.entry for fs in files.values()), key=lambda e: e.path)
-        cache, keys = new_trees[name], {}
+        cache, keys = trees[name], {}
         root, used = build_index(entries, cache.pages, writer.adder(cache), keys)
         built[name] = (root, used, keys)
     index.finish()
     for name, (root, used, keys) in built.items():
-        cache = new_trees[name]
+        cache = trees[name]
         writer.settle(cache, used, keys)
         cache.root = index.resolve(root) if root else None
         cache.pages = {pid: index.resolve(ref) for pid, ref in used.items()}
@@ -358,15 +378,15 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, 
     manifest = Manifest(
         seq=seq, parent=state.seq or None, parent_id=state.manifest_id, created=utc_now(),
         created_ns=time.time_ns(), host=os.uname().nodename, pid=os.getpid(), writer=state.writer,
-        trees={n: _tree_root(c) for n, c in sorted(new_trees.items())},
+        trees={n: _tree_root(c) for n, c in sorted(trees.items())},
         packs=tuple(data.packs + index.packs),
         added_bytes=data.uploaded_bytes + index.uploaded_bytes,
         added_objects=data.uploaded_objects + index.uploaded_objects + 1,
         restored=restored or msgspec.UNSET)
     mid, record = encode_manifest(manifest)
     for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
-        new_trees[name].restored = None
-    state.trees, state.seq, state.manifest_id = new_trees, seq, mid
+        trees[name].restored = None
+    state.trees, state.seq, state.manifest_id = trees, seq, mid
     state.pending, state.pending_seq = record, seq
     save_state(cfg.state_dir, state)
     try:
@@ -377,15 +397,13 @@ def _commit(cfg, repo, state, new_trees, changed_trees, data, captured, result, 
             raise ManifestConflict(seq, describe_writer(repo, seq)) from None
     state.pending = state.pending_seq = None
     save_state(cfg.state_dir, state)
-    keep = os.path.join(cfg.state_dir, RECHECK_DIR)
+    keep = recheck_dir(cfg.state_dir)
     data.keep_existing(keep)
     index.keep_existing(keep)
     recheck_kept(repo.store, keep)
-    pages.prune(keep_pages(new_trees))
-    result.seq, result.manifest_id = seq, mid
-    result.blobs += data.blobs + index.blobs
-    result.objects += manifest.added_objects
-    result.bytes += manifest.added_bytes + len(record)
+    pages.prune(keep_pages(trees))
+    return _Committed(seq=seq, manifest_id=mid, blobs=data.blobs + index.blobs, objects=manifest.added_objects,
+                      bytes=manifest.added_bytes + len(record))
 
 
 def _tree_root(cache: TreeCache) -> TreeRoot:

@@ -23,12 +23,12 @@ from ..local.treepath import shown
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE
 from ..repository.pack import PackWriter
 from ..report import Reporter
-from ..local.quiet import DB, DIR, OTHER
+from ..local.quiet import DB, DIR, OTHER, Row
 from ..signatures import dir_signature, live_signature, signature
 from ..sqlite.capture import capture_sqlite
-from ..local.walk import SAME, SAME_DIR, UNREADABLE, Item, Matcher, same_items, walk_tree
+from ..local.walk import QUIET, QUIET_DIR, UNREADABLE, Item, Matcher, same_items, walk_tree
 
-SAME_KINDS = (SAME, SAME_DIR)
+QUIET_KINDS = (QUIET, QUIET_DIR)
 
 #: ``_capture``'s answer for a path that exists but cannot be read this time.
 _KEEP = object()
@@ -68,9 +68,9 @@ class ScanContext:
     warnings: list[str] = field(default_factory=list)
     captured: list[FileState] = field(default_factory=list)   # read this time (refs may be placeholders)
     # The quiet snapshot's rows (``local/quiet.py``); None once any path was not read cleanly.
-    quiet_rows: list | None = field(default_factory=list)
-    # The last snapshot's rows of the directories it found unchanged, by absolute path.
-    same: dict[str, tuple] = field(default_factory=dict)
+    quiet_rows: list[Row] | None = field(default_factory=list)
+    # The last snapshot's rows of the directories it found unchanged, by (tree, absolute path).
+    same: dict[tuple[str, str], Row] = field(default_factory=dict)
     # journal's temp directories in the trees that another process uses now (a
     # migrate's): left out of the walk by their exact paths (``tree_tmp.sweep``).
     busy_tmp: set[str] = field(default_factory=set)
@@ -98,8 +98,8 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     listing: list | None = [] if ctx.quiet_rows is not None else None
     unreadable: list[str] = []  # paths that exist but could not be read: they keep their last checkpoint
     for item in walk_tree(tree.path, matcher, skipped, listing, _same_dirs(tree, cache, ctx.same)):
-        if item.kind in SAME_KINDS:  # in a directory the quiet snapshot found unchanged
-            walked_files += item.kind == SAME
+        if item.kind in QUIET_KINDS:  # in a directory the quiet snapshot found unchanged
+            walked_files += item.kind == QUIET
             files[item.path] = cache.files[item.path]
             reused += 1
             continue
@@ -186,7 +186,7 @@ def _under(path: str, roots: set[str]) -> bool:
         path = path[:cut]
 
 
-def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict) -> dict[str, tuple]:
+def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict[tuple[str, str], Row]) -> dict[str, Row]:
     """This tree's unchanged directories, by relative path: rows this tree's own walk
     wrote (a directory another tree also walks has that tree's row, with that tree's
     rules), whose every included name the cache holds with the signature the snapshot
@@ -212,14 +212,14 @@ def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict) -> dict[str, tupl
     return out
 
 
-def quiet_rows(tree: TreeConfig, listing: list, files: dict[str, FileState]) -> list | None:
+def quiet_rows(tree: TreeConfig, listing: list, files: dict[str, FileState]) -> list[Row] | None:
     """The quiet snapshot's rows for one walked tree (see ``quiet.unchanged``); None when
     some listed path has no clean signature to compare. A directory taken from the last
     snapshot (``walk_tree``'s ``same``) keeps its row."""
     root = tree.path
     rows = []
     for rel_dir, seen in listing:
-        if isinstance(seen, tuple):
+        if isinstance(seen, Row):  # a directory ``walk_tree`` took from the last snapshot
             rows.append(seen)
             continue
         names, sigs, others = [], [], []
@@ -238,7 +238,7 @@ def quiet_rows(tree: TreeConfig, listing: list, files: dict[str, FileState]) -> 
                               (len(names), DB, tuple(fs.sig)) if kind == KIND_SQLITE else
                               (len(names), OTHER, stat_mod.S_IFMT(st.st_mode)))
             names.append(name)
-        rows.append((os.path.join(root, rel_dir) if rel_dir else root, names, sigs, others, tree.name))
+        rows.append(Row(os.path.join(root, rel_dir) if rel_dir else root, names, sigs, others, tree.name))
     return rows
 
 

@@ -1,5 +1,16 @@
-"""The command line: the click app, its commands, and the idle fast path (``launch``).
+"""The command line, in the order a command meets it:
+
+- ``launch``: the console entry point; answers an idle ``journal checkpoint`` from the
+  quiet snapshot before click is imported, else hands the command line to ``entry``;
+- ``output``: the lines both of those print on their own (no imports);
+- ``entry``: the full command line, ``app.main`` with every command module imported;
+- ``app``: the click group and what every command shares (options, errors, JSON);
+- command modules: ``commands`` (init, checkpoint, log, restore, verify, ...),
+  ``migrate``, ``browse`` (ls, cat, diff, find), ``inputs`` (``journal input``); ``demo``
+  is the demo's library side.
+  Each command module puts its commands on ``app.main``. A new command module is registered in one place: add its name to the
+  import line in ``entry.py``.
 
 ``launch`` runs before click is imported: keep this ``__init__`` empty.
-May import everything; nothing imports it.
+May import: every package and module of journal; nothing in journal imports it.
 """

@@ -1,4 +1,7 @@
-"""The ``journal`` command line. Each command parses, opens, calls one function, renders."""
+"""The ``journal`` click group and what every command shares: options, errors, rendering.
+
+The commands live in their own modules and register on ``main``; ``entry`` gathers them.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from .. import __version__
 from ..config import load_config
 from ..errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
 from ..format.model import FORMAT
-from .launch import INTERRUPTED, interrupted, wants_json
+from .output import INTERRUPTED, interrupted, wants_json
 from ..report import Reporter
 from ..store import open_store
 
@@ -158,9 +161,3 @@ def main():
     Agents write to local disk ($AM_LOCAL); journal copies closed, content-addressed
     objects to the store ($JOURNAL_STORE) and restores them on the next start.
     """
-
-
-from . import commands as cli_commands  # noqa: E402,F401  (registers the commands)
-from . import migrate as cli_migrate  # noqa: E402,F401  (registers `journal migrate`)
-from . import browse as cli_browse  # noqa: E402,F401  (registers `journal ls`, `cat`, `diff`, `find`)
-from . import inputs as cli_inputs  # noqa: E402,F401  (registers `journal input`)

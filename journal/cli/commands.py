@@ -7,7 +7,7 @@ import sys
 import click
 
 from .app import EXIT_FALLBACK, CliReporter, common, durable_url, emit_json, handle_errors, main, open_context
-from .launch import IDLE_LINE
+from .output import IDLE_LINE
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
 # a timer every few seconds) loads only what it uses.

@@ -5,7 +5,8 @@ nothing to do. Such a run is answered here, from the quiet snapshot (``local/qui
 before the command line and the library are imported (click and msgspec alone take
 longer to import than the check takes to run). Anything else (another command, an
 option this parser does not know, a configuration file that may move the state
-directory, a busy lock, any change at all) goes to ``journal.cli.app`` unchanged.
+directory, a busy lock, any change at all) goes to the full command line
+(``journal.cli.entry``) unchanged.
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ import os
 import sys
 import time
 
-IDLE_LINE = "idle: nothing changed in {} tree(s); nothing written"
-
-
-INTERRUPTED = 130  # 128 + SIGINT, as the command line exits on Ctrl-C
+from .output import IDLE_LINE, INTERRUPTED, interrupted, wants_json
 
 
 def main(fast_exit: bool = False) -> int | None:
@@ -36,24 +34,6 @@ def main(fast_exit: bool = False) -> int | None:
         return INTERRUPTED
 
 
-def wants_json(argv: list[str]) -> bool:
-    """Whether the command line asks for ``--json`` (anything after ``--`` is CMD's)."""
-    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
-
-
-def interrupted(as_json: bool = False) -> None:
-    """Say that Ctrl-C stopped the command (``cli/app.py`` says the same once it runs); with
-    ``--json``, also as the JSON error object (as ``cli.emit_json`` prints it)."""
-    try:
-        if as_json:
-            sys.stdout.write('{\n  "error": "interrupted",\n  "kind": "Interrupted",\n  "exit": %d\n}\n' % INTERRUPTED)
-            sys.stdout.flush()
-        sys.stderr.write("journal: interrupted\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-
-
 def _main(fast_exit: bool) -> int | None:
     started = time.monotonic()
     opts = _checkpoint_options(sys.argv[1:])
@@ -61,14 +41,14 @@ def _main(fast_exit: bool) -> int | None:
         proven = _quiet_checkpoint(opts)
         if proven is not None:
             seconds = time.monotonic() - started
-            if opts["json"]:  # as cli.emit_json prints it, without importing json or msgspec
+            if opts["json"]:  # as app.emit_json prints it, without importing json or msgspec
                 print(proven.result_json.replace('"seconds": 0.0', f'"seconds": {seconds!r}', 1))
             else:
                 print(IDLE_LINE.format(len(proven.result["trees"])))
             if fast_exit:
                 _leave(0)
             return 0
-    from .app import main as cli_main
+    from .entry import main as cli_main
 
     if not fast_exit:
         return cli_main()

@@ -20,9 +20,9 @@ import msgspec
 
 from ..errors import CorruptObject
 
-from .model import KIND_DIR, MAX_ITEMS, BlobRef, Entry, Page, PageRef, TreeRoot, encode, entry_problem, ref_problem
+from .model import (KIND_DIR, MAX_ITEMS, BlobRef, Entry, Page, PageRef, TreeRoot, encode, entry_problem, is_pending,
+                    ref_problem)
 from .objects import KIND_PAGE, blob_id
-from ..repository.pack import is_pending
 
 LEAF_FANOUT = 64        # average entries per leaf page
 INNER_FANOUT = 32       # average children per inner page

@@ -62,6 +62,17 @@ class BlobRef(msgspec.Struct, frozen=True, array_like=True):
     size: Annotated[int, msgspec.Meta(ge=0, le=MAX_RAW)]
 
 
+#: A writer names the pack of a blob whose pack is not closed yet (its name, the hash of
+#: its bytes, is not known) with this prefix and a placeholder (``repository/pack.py``);
+#: no stored reference has it (``ref_problem``).
+PENDING_PACK = "@"
+
+
+def is_pending(pack: str) -> bool:
+    """True for the placeholder pack name of a blob whose pack is not closed yet."""
+    return pack.startswith(PENDING_PACK)
+
+
 class Entry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One path of a tree and the blobs that rebuild it, in order."""
 

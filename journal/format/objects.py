@@ -14,7 +14,7 @@ its own payload; decoding it needs the base, and the result is verified like any
 other. A base is always a whole record, so chains are one deep. Where the base is:
 
 * a JSONL segment: the last 64 KiB of its anchor, found by position in the
-  entry's refs (``repository/segments.py``);
+  entry's refs (``format/segments.py``);
 * a chunk: the chunk the entry names in ``Entry.bases`` (``checkpoint/file_delta.py``);
 * a dbpage group (a dbpage record holds a *page group*, its pages back to back):
   ``FLAG_MEMBERS``, the page numbers of its slots stored before the frame; the base is

@@ -41,6 +41,7 @@ same number.
 
 from __future__ import annotations
 
+import enum
 import struct
 from collections.abc import Callable
 from typing import Annotated, NamedTuple
@@ -71,6 +72,14 @@ RECENT_SHARE = 8
 #: up to the table's limit (``SAME_PACK``), and pins all of them against gc.
 MAP_PACKS = 1024
 MAP_PACKS_KEPT = 768
+
+
+class MapPlace(enum.IntEnum):
+    """Where a page map sits in a snapshot entry's refs (at most ``model.MAX_MAPS``)."""
+
+    FULL = 0            # the full map: every page
+    CUMULATIVE = 1      # a delta map: every page that differs from the full map
+    RECENT = 2          # a delta map: every page that differs from the first two
 
 
 class PageMap(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

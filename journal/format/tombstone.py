@@ -8,6 +8,7 @@ them one at a time, each item left encoded until it is used.
 
 from __future__ import annotations
 
+import enum
 from typing import Literal
 
 import msgspec
@@ -20,9 +21,18 @@ TOMBSTONE_PREFIX = "tombstones/"
 TOMBSTONE_ITEMS = 3000
 
 
-class Item(msgspec.Struct, frozen=True, array_like=True):
+class ItemKind(enum.StrEnum):
+    """What a tombstone item names (stored as its value)."""
+
+    MANIFEST = "manifest"   # an expired manifest
+    PACK = "pack"           # a pack some manifest uploaded that no kept manifest reaches
+    ORPHAN = "orphan"       # a pack no manifest named when it was marked (a crashed or running upload's)
+    INPUT = "input"         # a key under inputs/ the input retention lets go (``gc/inputs.py``)
+
+
+class TombstoneItem(msgspec.Struct, frozen=True, array_like=True):
     key: str        # a manifest's key, a pack's, or one under inputs/ (gc checks which: ``gc._items``)
-    kind: Literal["manifest", "pack", "orphan", "input"]
+    kind: ItemKind
     bytes: Count
 
 
@@ -32,7 +42,7 @@ class Tombstone(msgspec.Struct, frozen=True, kw_only=True):
     created_ns: Nanos
     host: Text
     mark_seq: Count
-    items: list[Item]
+    items: list[TombstoneItem]
 
 
 class LazyTombstone(msgspec.Struct, frozen=True, kw_only=True):
@@ -48,7 +58,7 @@ class LazyTombstone(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _ENCODER = msgspec.json.Encoder()
-decode_item = msgspec.json.Decoder(Item).decode
+decode_item = msgspec.json.Decoder(TombstoneItem).decode
 
 
 class Chunk:
@@ -58,7 +68,7 @@ class Chunk:
         self.buf = bytearray()
         self.count = 0
 
-    def add(self, item: Item) -> None:
+    def add(self, item: TombstoneItem) -> None:
         if self.count:
             self.buf += b","
         self.buf += _ENCODER.encode(item)  # (encode_into would over-allocate by half)
@@ -77,13 +87,13 @@ class Chunk:
 def tombstoned_packs(store) -> set[str]:
     """The ids of the packs every readable tombstone names: garbage gc already knows
     about (an unreadable tombstone or item is skipped here; gc reports it)."""
-    return {item.key.rsplit("/", 1)[-1] for _, item in _named(store) if item.kind in ("pack", "orphan")}
+    return {item.key.rsplit("/", 1)[-1] for _, item in _named(store) if item.kind in (ItemKind.PACK, ItemKind.ORPHAN)}
 
 
 def tombstoned_manifests(store) -> dict[str, str]:
     """The manifest keys readable tombstones name (an expired checkpoint, deleted by a
     later gc after its grace period), each with its tombstone's time."""
-    return {item.key: stone.created for stone, item in _named(store) if item.kind == "manifest"}
+    return {item.key: stone.created for stone, item in _named(store) if item.kind == ItemKind.MANIFEST}
 
 
 def _named(store):

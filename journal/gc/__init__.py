@@ -1,4 +1,4 @@
 """Garbage collection: retention, reachability, the spill tables, the lease, the run.
 
-May import: ``journal.repository.repository``, ``journal.format``, ``journal.store`` and the base modules.
+May import: ``journal.repository``, ``journal.format``, ``journal.store`` and the base modules.
 """

@@ -26,6 +26,7 @@ from ..format.inputs import (CLAIM_LETTER, DELIVERY_LETTER, INPUT_LETTER, INPUT_
                              decode_input, delivery_key, input_key, parse_key)
 from ..report import Reporter
 from ..store.base import Store
+from .fate import Fate
 
 
 class InputPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,14 +120,14 @@ class _Session:
             self.out.append((delivery_key(self.sdir, seq), marker_size))
 
 
-def input_fate(key: str, expired: Callable[[str], bool]) -> str:
+def input_fate(key: str, expired: Callable[[str], bool]) -> Fate:
     """What the sweep does with an ``input`` item of a ripe tombstone, given which keys
-    this run's policy lets go (``expired``): ``delete`` it; ``done`` (kept by the policy
-    now, or gone); or ``keep`` the tombstone: a marker whose input is still there goes
+    this run's policy lets go (``expired``): ``DELETE`` it; ``DONE`` (kept by the policy
+    now, or gone); or ``KEEP`` the tombstone: a marker whose input is still there goes
     in a later run, after its input."""
     if expired(key):
         parsed = parse_key(key)
         if parsed is None or parsed[1] != DELIVERY_LETTER or not expired(input_key(parsed[0], parsed[2])):
-            return "delete"
-        return "keep"
-    return "done"
+            return Fate.DELETE
+        return Fate.KEEP
+    return Fate.DONE

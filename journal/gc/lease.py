@@ -31,10 +31,9 @@ import msgspec
 
 from ..errors import GcBusy, JournalError, KeyExists, ObjectNotFound
 from ..format.model import Count, Text
+from ..repository.repository import LEASE_KEY, LEASE_SECONDS
 from ..store.base import Store
 
-LEASE_KEY = "leases/gc"
-LEASE_SECONDS = 15 * 60
 #: The holder renews its lease once less than this share of it is left...
 RENEW_BELOW = 0.5
 #: ...and deletes it (to renew or release it) only while more than this share is left.

@@ -35,36 +35,37 @@ them the pack listing lacks, go to a private temporary SQLite database on disk
 pack listing, or looked up. A plan holds counts, bytes and a sample of
 ``SAMPLE_ITEMS`` items, not every item.
 
-``plan_gc`` decides and counts what gc would do now (``--dry-run`` prints it);
-``execute_gc`` runs a plan: it streams the listings again under the plan's
-decisions (kept manifests, what they reach, the ripe tombstones), writing and
-deleting, holding the store's gc lease, checking it before each destructive step
-and renewing it as it goes (``gc/lease.py``). ``gc`` does both in one pass.
+``plan_gc`` decides and counts what gc would do now (``--dry-run`` prints it): a
+``GcPlan``, a value. ``execute_gc`` runs a plan: it decides again from the plan's
+policy, grace and time, goes on only when that gives the plan's decisions, and
+streams the listings again, writing and deleting, holding the store's gc lease,
+checking it before each destructive step and renewing it as it goes
+(``gc/lease.py``). ``gc`` does both in one pass.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
-from ..errors import CorruptObject, ObjectNotFound
+from ..errors import CorruptObject, GcPlanStale, ObjectNotFound
 from ..format.inputs import parse_key as parse_input_key
+from ..format.tombstone import (TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, ItemKind, LazyTombstone, Tombstone,
+                                TombstoneItem, decode_item)
+from ..report import SILENT, Reporter
+from ..repository.repository import (MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, manifest_key, pack_key,
+                                     pack_of, utc_now)
+from ..store.base import Store
+from .fate import Fate
 from .inputs import InputPolicy, expired_inputs, input_fate
 from .lease import LEASE_SECONDS, Lease
-from ..repository.pack import pack_key
 from .reach import Reach
-from ..report import SILENT, Reporter
-from ..repository.repository import MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, manifest_key, utc_now
 from .retention import ManifestInfo, Policy, choose_kept
-from .spill import Spill
-from ..store.base import Store
-from ..format.tombstone import TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, Item, LazyTombstone, Tombstone, decode_item
+from .spill import Spill, Table
 
 #: The sweep deletes at most this many keys per request (S3's DeleteObjects limit), each
 #: batch right after a lease check, and a batch of packs right after listing manifests again.
@@ -75,25 +76,27 @@ FALLBACK_RELIST = 32
 #: Items a plan names (per list); the counts and bytes cover all of them.
 SAMPLE_ITEMS = 100
 
-_PACK_KEY = re.compile(r"packs/([0-9a-f]{2})/\1[0-9a-f]{62}")
 
+class GcPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What gc decided, and from what: the manifests kept and expired, and what it
+    tombstones and deletes (counts, bytes, and the first ``SAMPLE_ITEMS`` of each list).
+    A value: ``execute_gc`` runs it."""
 
-class GcPlan(msgspec.Struct, frozen=True, kw_only=True, weakref=True):
-    """What gc decided: the manifests kept and expired, and what it tombstones and deletes
-    (counts, bytes, and the first ``SAMPLE_ITEMS`` of each list)."""
-
+    policy: Policy
+    inputs: InputPolicy
     grace_seconds: float
+    now_ns: int                   # the time retention and the grace were judged at
     newest_seq: int               # the newest manifest when gc started (the orphan rule compares with it)
     mark_seq: int                 # the newest manifest listed after the last tombstoned pack was listed
     known_seqs: list[int]         # the manifests listed when gc started
     kept: dict[int, list[str]]
     expire: list[int]
     unreadable: list[int]
-    tombstone: list[Item]         # a sample
+    tombstone: list[TombstoneItem]  # a sample
     tombstone_count: int
     tombstone_bytes: int
-    tombstone_kinds: dict[str, int]
-    delete: list[Item]            # a sample: manifests first, then packs
+    tombstone_kinds: dict[ItemKind, int]
+    delete: list[TombstoneItem]   # a sample: manifests first, then packs
     delete_count: int
     bytes_freed: int
     waiting: int                  # orphans named by ripe tombstones, kept until the store moves past mark_seq
@@ -115,15 +118,10 @@ class GcResult(msgspec.Struct, kw_only=True):
 
 def plan_gc(repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter = SILENT,
             now_ns: int | None = None, inputs: InputPolicy = InputPolicy()) -> GcPlan:
-    """Decide and count what gc would do now; changes nothing. ``execute_gc`` can run it."""
-    run = _Gc(repo, policy, grace_seconds, reporter, time.time_ns() if now_ns is None else now_ns, inputs=inputs)
-    try:
-        plan = run.run(None, GcResult())
-    except BaseException:
-        run.close()
-        raise
-    _attach(plan, run)
-    return plan
+    """Decide and count what gc would do now; changes nothing. ``execute_gc`` runs the plan."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    with _Gc(repo, policy, grace_seconds, reporter, now_ns, inputs=inputs) as run:
+        return run.run(GcResult())
 
 
 def gc(repo: Repository, policy: Policy, grace_seconds: float, *, dry_run: bool = False,
@@ -135,49 +133,29 @@ def gc(repo: Repository, policy: Policy, grace_seconds: float, *, dry_run: bool 
     stored inputs expire (default: none); ``now_ns``: the time retention counts from."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     if dry_run:
-        run = _Gc(repo, policy, grace_seconds, reporter, now_ns, inputs=inputs)
-        try:
-            return run.run(None, GcResult()), None
-        finally:
-            run.close()
-    with Lease(repo.store, lease_seconds, lease_clock) as lease:
-        run = _Gc(repo, policy, grace_seconds, reporter, now_ns, lease, inputs=inputs)
-        try:
-            repo.store.sweep_temp()
-            result = GcResult()
-            return run.run(lease, result), result
-        finally:
-            run.close()
+        with _Gc(repo, policy, grace_seconds, reporter, now_ns, inputs=inputs) as run:
+            return run.run(GcResult()), None
+    with Lease(repo.store, lease_seconds, lease_clock) as lease, \
+            _Gc(repo, policy, grace_seconds, reporter, now_ns, lease, inputs=inputs) as run:
+        repo.store.sweep_temp()
+        result = GcResult()
+        return run.run(result), result
 
 
 def execute_gc(repo: Repository, plan: GcPlan, lease: Lease, reporter: Reporter = SILENT) -> GcResult:
-    """Run ``plan`` (from ``plan_gc`` in this process) once: tombstones, then the sweep."""
-    run = _RUNS.pop(id(plan), None)
-    if run is None:
-        raise ValueError("execute_gc: this plan was not made by plan_gc in this process, or was run already")
-    try:
-        run.repo, run.reporter = repo, reporter
+    """Run ``plan`` (from ``plan_gc``) holding ``lease``: gc decides again, with the plan's
+    policy, grace and time, and goes on only when the store gives the plan's decisions
+    (the same manifests, kept, expired and unreadable alike); else ``GcPlanStale``, and
+    nothing is changed. Then tombstones, then the sweep."""
+    with _Gc(repo, plan.policy, plan.grace_seconds, reporter, plan.now_ns, lease, inputs=plan.inputs) as run:
+        now = run.manifests
+        if (now.seqs, now.kept, now.expire, now.unreadable) != (plan.known_seqs, plan.kept, plan.expire,
+                                                                 plan.unreadable):
+            raise GcPlanStale(plan.known_seqs, now.seqs)
         repo.store.sweep_temp()
         result = GcResult()
-        run.run(lease, result)
+        run.run(result)
         return result
-    finally:
-        run.close()
-
-
-# Plans made by plan_gc, with the state execute_gc needs (a plan is plain data).
-_RUNS: dict[int, "_Gc"] = {}
-
-
-def _attach(plan: GcPlan, run: "_Gc") -> None:
-    _RUNS[id(plan)] = run
-    weakref.finalize(plan, _forget, id(plan), run)
-
-
-def _forget(key: int, run: "_Gc") -> None:
-    if _RUNS.get(key) is run:
-        del _RUNS[key]
-    run.close()
 
 
 class _Tally:
@@ -186,10 +164,10 @@ class _Tally:
     def __init__(self) -> None:
         self.count = 0
         self.bytes = 0
-        self.kinds: dict[str, int] = {}
+        self.kinds: dict[ItemKind, int] = {}
         self.sample: list = []
 
-    def add(self, item, nbytes: int = 0, kind: str | None = None) -> None:
+    def add(self, item, nbytes: int = 0, kind: ItemKind | None = None) -> None:
         self.count += 1
         self.bytes += nbytes
         if kind is not None:
@@ -198,25 +176,25 @@ class _Tally:
             self.sample.append(item)
 
 
-def _pack_id(key: str) -> str | None:
-    """The id of a well-formed pack key (``packs/<hh>/<64 hex>``), else None."""
-    return key[9:] if _PACK_KEY.fullmatch(key) else None
-
-
-def _key_problem(item: Item) -> bool:
-    """Whether ``item``'s key is of the wrong shape for its kind (never deleted)."""
-    if item.kind == "manifest":
-        return _seq_of(item.key) is None
-    if item.kind == "input":
-        return parse_input_key(item.key) is None
-    return _pack_id(item.key) is None
-
-
 def _seq_of(key: str) -> int | None:
     name = key[len(MANIFEST_PREFIX):]
     if key.startswith(MANIFEST_PREFIX) and name.isdigit() and len(name) == SEQ_WIDTH:
         return int(name)
     return None
+
+
+def _key_problem(item: TombstoneItem) -> bool:
+    """Whether ``item``'s key is of the wrong shape for its kind (never deleted)."""
+    if item.kind == ItemKind.MANIFEST:
+        return _seq_of(item.key) is None
+    if item.kind == ItemKind.INPUT:
+        return parse_input_key(item.key) is None
+    return pack_of(item.key) is None
+
+
+def _named_pack(item: TombstoneItem) -> str:
+    """The pack id of a pack or orphan item ``_Gc._items`` passed (its key is a pack key)."""
+    return item.key.rsplit("/", 1)[-1]
 
 
 def _manifests(store: Store) -> Iterator[tuple[int, int]]:
@@ -232,35 +210,66 @@ def _newest_seq(repo: Repository) -> int:
     return max(filter(None, map(_seq_of, repo.store.list(MANIFEST_PREFIX))), default=0)
 
 
+class _Manifests(msgspec.Struct, frozen=True, kw_only=True):
+    """The manifests listed when gc started, and what retention decided of them."""
+
+    sizes: dict[int, int]           # every manifest listed, with its size (the mark records the expired ones')
+    seqs: list[int]                 # ... ascending
+    present: frozenset[int]
+    newest: int                     # 0: none
+    valid: frozenset[int]           # those that decoded
+    kept: dict[int, list[str]]      # kept by the policy, with why
+    expire: list[int]               # valid and not kept
+    unreadable: list[int]
+
+
+class _Tombstones(msgspec.Struct, frozen=True, kw_only=True):
+    """What the tombstones present when gc started name (their packs are in the spill's
+    ``MARKED`` table)."""
+
+    ripe: list[str]                         # the keys of those older than the grace
+    marked_manifests: frozenset[str]        # the manifest keys some tombstone names
+    deleting: dict[int, TombstoneItem]      # the manifests the sweep deletes: ripe-tombstoned, present, not kept
+
+
 class _Gc:
-    """One gc: the decisions, made once from the manifests and the tombstones, then the
-    streaming mark and sweep that apply them (counting only, or writing and deleting)."""
+    """One gc: the decisions, made once from the manifests and the tombstones (here),
+    then the streaming mark and sweep that apply them (``run``): holding ``lease``,
+    writing and deleting; without it, counting only. A context manager: its spill is
+    closed on the way out."""
 
     def __init__(self, repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter, now_ns: int,
                  lease: Lease | None = None, inputs: InputPolicy = InputPolicy()):
         if policy.is_empty() and inputs.is_empty():
             choose_kept([], policy, now_ns)  # raises the usage error naming the flags
-        self.inputs = inputs
         self.repo = repo
-        self.reporter = reporter
+        self.policy = policy
+        self.inputs = inputs
         self.grace_seconds = grace_seconds
+        self.reporter = reporter
         self.now_ns = now_ns
         self.lease = lease
         self.spill = Spill()
-        self.closed = False
         try:
-            self._read_manifests(policy)
-            self._read_tombstones()
+            self.manifests = self._read_manifests()
+            self.tombstones = self._read_tombstones()
             self.spill.seal()
-            self._walk()
+            # What the kept manifests reach (``reached_by_kept``), then what every other
+            # manifest that stays reaches too (``reach``).
+            self.reach = Reach(repo)
+            self.reached_by_kept, self.kept_samples = self._walk()
         except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
             self.spill.close()
+            raise
+        # Manifests committed after gc listed them are walked by the sweep (``_protect``).
+        self.accounted = set(self.manifests.seqs)
+        self.fresh: Reach | None = None
+
+    def __enter__(self) -> "_Gc":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.spill.close()
 
     def _keep(self) -> None:
         """Renew the lease when it is due (a clock read until then); called throughout."""
@@ -269,17 +278,15 @@ class _Gc:
 
     # ------------------------------------------------------------------ decisions
 
-    def _read_manifests(self, policy: Policy) -> None:
+    def _read_manifests(self) -> _Manifests:
         """Retention from one summary per manifest; the packs each names go to the spill.
         The sizes come with the listing (the mark records those of the expired ones)."""
-        self.manifest_bytes = {seq: size for seq, size in _manifests(self.repo.store)}
-        self.seqs = sorted(self.manifest_bytes)
-        self.present = set(self.seqs)
-        self.newest = self.seqs[-1] if self.seqs else 0
+        sizes = dict(_manifests(self.repo.store))
+        seqs = sorted(sizes)
         infos: list[ManifestInfo] = []
         unreadable: list[int] = []
         names: dict[tuple[str, ...], tuple[str, ...]] = {}
-        for seq in reversed(self.seqs):
+        for seq in reversed(seqs):
             self._keep()
             try:
                 manifest = self.repo.load_manifest(seq)[0]
@@ -288,15 +295,15 @@ class _Gc:
                 continue
             trees = tuple(sorted(manifest.trees))
             infos.append(ManifestInfo(seq=seq, created_ns=manifest.created_ns, trees=names.setdefault(trees, trees)))
-            self.spill.add("uploaded", manifest.packs)
+            self.spill.add(Table.UPLOADED, manifest.packs)
             del manifest  # one decoded manifest at a time: not this one while the next loads
-        if policy.is_empty():   # only inputs expire (--keep-inputs-within alone)
-            self.kept = {i.seq: ["no checkpoint retention given"] for i in infos}
+        if self.policy.is_empty():   # only inputs expire (--keep-inputs-within alone)
+            kept = {i.seq: ["no checkpoint retention given"] for i in infos}
         else:
-            self.kept = choose_kept(infos, policy, self.now_ns) if infos else {}
-        self.valid = {i.seq for i in infos}
-        self.expire = sorted(self.valid - set(self.kept))
-        self.unreadable = sorted(unreadable)
+            kept = choose_kept(infos, self.policy, self.now_ns) if infos else {}
+        valid = frozenset(i.seq for i in infos)
+        return _Manifests(sizes=sizes, seqs=seqs, present=frozenset(seqs), newest=seqs[-1] if seqs else 0,
+                          valid=valid, kept=kept, expire=sorted(valid - set(kept)), unreadable=sorted(unreadable))
 
     def _tombstones(self, keys: Iterable[str]) -> Iterator[tuple[str, LazyTombstone]]:
         """Each readable tombstone of ``keys``, one at a time (its items still encoded)."""
@@ -309,40 +316,38 @@ class _Gc:
             yield key, stone
             stone = None  # not held while the next one loads
 
-    def _read_tombstones(self) -> None:
-        """What tombstones name already (spilled), which are ripe, and the manifests the
-        sweep deletes: ripe-tombstoned, present and not kept now."""
+    def _read_tombstones(self) -> _Tombstones:
+        """What tombstones name already (their packs spilled), which are ripe, and the
+        manifests the sweep deletes: ripe-tombstoned, present and not kept now."""
         cutoff = self.now_ns - int(self.grace_seconds * 1e9)
-        self.ripe: list[str] = []
-        self.marked_manifests: set[str] = set()
-        self.deleting: dict[int, Item] = {}
+        manifests = self.manifests
+        ripe: list[str] = []
+        marked_manifests: set[str] = set()
+        deleting: dict[int, TombstoneItem] = {}
         for key, stone in self._tombstones(self.repo.store.list(TOMBSTONE_PREFIX)):
             self._keep()
-            ripe = stone.created_ns <= cutoff
-            if ripe:
-                self.ripe.append(key)
-            inputs: list[str] = []
-            self.spill.add("marked", self._marked_packs(key, stone, ripe, inputs))
-            self.spill.add("inputs_marked", inputs)
-            del stone  # one tombstone at a time: not this one while the next loads
+            is_ripe = stone.created_ns <= cutoff
+            if is_ripe:
+                ripe.append(key)
+            packs, inputs = [], []  # at most TOMBSTONE_ITEMS
+            for item in self._items(key, stone):
+                if item is None:
+                    continue
+                if item.kind == ItemKind.INPUT:
+                    inputs.append(item.key)
+                elif item.kind != ItemKind.MANIFEST:
+                    packs.append(_named_pack(item))
+                else:
+                    marked_manifests.add(item.key)
+                    seq = _seq_of(item.key)
+                    if is_ripe and seq in manifests.present and seq not in manifests.kept:
+                        deleting.setdefault(seq, item)
+            self.spill.add(Table.MARKED, packs)
+            self.spill.add(Table.INPUTS_MARKED, inputs)
+            del stone, packs, inputs  # one tombstone at a time: not this one while the next loads
+        return _Tombstones(ripe=ripe, marked_manifests=frozenset(marked_manifests), deleting=deleting)
 
-    def _marked_packs(self, key: str, stone: LazyTombstone, ripe: bool, inputs: list[str]) -> Iterator[str]:
-        """The ids of the packs ``stone`` names; notes the manifests and adds the input
-        keys it names (to ``inputs``) on the way."""
-        for item in self._items(key, stone):
-            if item is None:
-                continue
-            if item.kind == "input":
-                inputs.append(item.key)
-            elif item.kind == "manifest":
-                self.marked_manifests.add(item.key)
-                seq = _seq_of(item.key)
-                if ripe and seq in self.present and seq not in self.kept:
-                    self.deleting.setdefault(seq, item)
-            else:
-                yield item.key.rsplit("/", 1)[-1]
-
-    def _items(self, key: str, stone: LazyTombstone) -> Iterator[Item | None]:
+    def _items(self, key: str, stone: LazyTombstone) -> Iterator[TombstoneItem | None]:
         """The items of ``stone``, decoded one at a time; ``None`` for one that does not decode."""
         for raw in stone.items:
             try:
@@ -359,18 +364,17 @@ class _Gc:
                 continue
             yield item
 
-    def _walk(self) -> None:
-        """What the kept manifests reach, then what every other manifest that stays reaches."""
-        self.reach = Reach(self.repo)
-        for seq in sorted(self.kept, reverse=True):
+    def _walk(self) -> tuple[frozenset[str], dict[str, str]]:
+        """Walk what the kept manifests reach, then what every other manifest that stays
+        reaches; returns the packs the kept ones reach, and why some of them are kept."""
+        manifests = self.manifests
+        for seq in sorted(manifests.kept, reverse=True):
             self._walk_one(seq)
-        self.reached_by_kept = frozenset(self.reach.packs)
-        self.kept_samples = {pack_key(p): why for p, why in self.reach.reasons.items()}
-        for seq in sorted(self.valid - set(self.kept) - set(self.deleting), reverse=True):
+        reached_by_kept = frozenset(self.reach.packs)
+        kept_samples = {pack_key(p): why for p, why in self.reach.reasons.items()}
+        for seq in sorted(manifests.valid - set(manifests.kept) - set(self.tombstones.deleting), reverse=True):
             self._walk_one(seq)  # expired but still present: still protects what it names
-        # Manifests committed after gc listed them are walked by the sweep (``_protect``).
-        self.accounted = set(self.seqs)
-        self.fresh: Reach | None = None
+        return reached_by_kept, kept_samples
 
     def _walk_one(self, seq: int) -> None:
         """Walk manifest ``seq`` again (gc keeps only a summary of each manifest)."""
@@ -384,29 +388,30 @@ class _Gc:
 
     # ------------------------------------------------------------------ one pass
 
-    def run(self, lease: Lease | None, result: GcResult) -> GcPlan:
-        """Mark, then sweep; with ``lease`` write and delete, else only count."""
+    def run(self, result: GcResult) -> GcPlan:
+        """Mark, then sweep; holding the lease write and delete, else only count."""
         tomb, delete, finished = _Tally(), _Tally(), _Tally()
-        self.lease = lease
-        mark_seq = self._mark(lease, tomb, result)
-        waiting = self._sweep(lease, delete, finished, result)
-        result.lease_renewals = lease.renewals if lease is not None else 0
-        return GcPlan(grace_seconds=self.grace_seconds, newest_seq=self.newest, mark_seq=mark_seq,
-                      known_seqs=list(self.seqs), kept=self.kept, expire=self.expire, unreadable=self.unreadable,
+        mark_seq = self._mark(tomb, result)
+        waiting = self._sweep(delete, finished, result)
+        result.lease_renewals = self.lease.renewals if self.lease is not None else 0
+        manifests = self.manifests
+        return GcPlan(policy=self.policy, inputs=self.inputs, grace_seconds=self.grace_seconds, now_ns=self.now_ns,
+                      newest_seq=manifests.newest, mark_seq=mark_seq, known_seqs=list(manifests.seqs),
+                      kept=manifests.kept, expire=manifests.expire, unreadable=manifests.unreadable,
                       tombstone=tomb.sample, tombstone_count=tomb.count, tombstone_bytes=tomb.bytes,
                       tombstone_kinds=tomb.kinds, delete=delete.sample, delete_count=delete.count,
                       bytes_freed=delete.bytes, waiting=waiting, finished_tombstones=finished.sample,
                       finished_count=finished.count, kept_samples=self.kept_samples)
 
-    def _mark(self, lease: Lease | None, tally: _Tally, result: GcResult) -> int:
+    def _mark(self, tally: _Tally, result: GcResult) -> int:
         """Tombstone every expired manifest and every pack no kept manifest reaches that no
         tombstone names yet, ``TOMBSTONE_ITEMS`` at a time while the listing streams.
         Returns the last tombstone's ``mark_seq``."""
-        store = self.repo.store
+        store, lease = self.repo.store, self.lease
         chunk = Chunk()
         mark_seq: int | None = None
 
-        def add(item: Item) -> None:
+        def add(item: TombstoneItem) -> None:
             tally.add(item, item.bytes, item.kind)
             if lease is not None:
                 chunk.add(item)
@@ -422,24 +427,25 @@ class _Gc:
             lease.check()
             self._put_tombstone(chunk, mark_seq, result)
 
-        for seq in self.expire:
+        for seq in self.manifests.expire:
             key = manifest_key(seq)
-            if key not in self.marked_manifests:
-                add(Item(key=key, kind="manifest", bytes=self.manifest_bytes[seq]))
+            if key not in self.tombstones.marked_manifests:
+                add(TombstoneItem(key=key, kind=ItemKind.MANIFEST, bytes=self.manifests.sizes[seq]))
         # What the tombstones name that this listing lacks is gone: the sweep skips it.
-        self.spill.clear("gone")
-        gone = self.spill.batch("gone")
-        uploaded, marked = self.spill.ascending("uploaded"), self.spill.ascending("marked", missed=gone)
+        self.spill.clear(Table.GONE)
+        gone = self.spill.batch(Table.GONE)
+        uploaded = self.spill.ascending(Table.UPLOADED)
+        marked = self.spill.ascending(Table.MARKED, missed=gone)
         odd = 0
         for key, size in store.list_sizes(PACK_PREFIX):
             self._keep()
-            pid = _pack_id(key)
+            pid = pack_of(key)
             if pid is None:
                 odd += 1  # not a pack name journal writes: left alone
                 continue
             if pid in marked or pid in self.reached_by_kept:  # (marked is asked first: every pack, in order)
                 continue
-            add(Item(key=key, kind="pack" if pid in uploaded else "orphan", bytes=size))
+            add(TombstoneItem(key=key, kind=ItemKind.PACK if pid in uploaded else ItemKind.ORPHAN, bytes=size))
         marked.finish()
         gone.flush()
         self._mark_inputs(add)
@@ -449,14 +455,14 @@ class _Gc:
             self.reporter.warn(f"gc: left alone {odd} key(s) under {PACK_PREFIX} that are not pack names")
         return _newest_seq(self.repo) if mark_seq is None else mark_seq
 
-    def _mark_inputs(self, add: Callable[[Item], None]) -> None:
+    def _mark_inputs(self, add: Callable[[TombstoneItem], None]) -> None:
         """Tombstone the keys under ``inputs/`` the input policy lets go (``gc/inputs.py``)
         that no tombstone names yet; the sweep deletes what it still lets go then."""
-        expired = self.spill.batch("inputs_expired")
+        expired = self.spill.batch(Table.INPUTS_EXPIRED)
         for key, size in expired_inputs(self.repo.store, self.inputs, self.now_ns, self.reporter, self._keep):
             expired(key)
-            if not self.spill.has("inputs_marked", key):
-                add(Item(key=key, kind="input", bytes=size))
+            if not self.spill.has(Table.INPUTS_MARKED, key):
+                add(TombstoneItem(key=key, kind=ItemKind.INPUT, bytes=size))
         expired.flush()
 
     def _put_tombstone(self, chunk: Chunk, mark_seq: int, result: GcResult) -> None:
@@ -470,38 +476,38 @@ class _Gc:
         result.tombstones_written += 1
         result.tombstoned += count
 
-    def _sweep(self, lease: Lease | None, delete: _Tally, finished: _Tally, result: GcResult) -> int:
+    def _sweep(self, delete: _Tally, finished: _Tally, result: GcResult) -> int:
         """Delete what the ripe tombstones name and nothing present reaches: the expired
         manifests first, then each ripe tombstone's packs, and the tombstones once their
         packs are gone. Returns the number of orphans that wait for the store to move
         past their mark."""
-        manifests = [self.deleting[seq] for seq in sorted(self.deleting)]
+        deleting, ripe = self.tombstones.deleting, self.tombstones.ripe
+        manifests = [deleting[seq] for seq in sorted(deleting)]
         for item in manifests:
             delete.add(item, item.bytes)
-        if lease is not None:
-            self._delete_items(lease, manifests, result)
+        if self.lease is not None:
+            self._delete_items(manifests, result)
         waiting = 0
         stones: list[str] = []  # finished tombstones, deleted a batch at a time after their packs
         done = 0
-        for key, stone in self._tombstones(self.ripe):  # (not enumerate: it would hold the last one)
+        for key, stone in self._tombstones(ripe):  # (not enumerate: it would hold the last one)
             done += 1
-            waits, resolved, revived = self._sweep_one(lease, key, stone, delete, result)
+            waits, resolved, revived = self._sweep_one(key, stone, delete, result)
             waiting += waits
             del stone  # one tombstone at a time: not this one while the next loads
             if resolved:
                 finished.add(key)
-                if lease is not None and not revived:
+                if self.lease is not None and not revived:
                     stones.append(key)
-            if lease is not None:
+            if self.lease is not None:
                 if len(stones) >= DELETE_BATCH:
-                    self._delete_tombstones(lease, stones, result)
-                self.reporter.progress(done, len(self.ripe))
+                    self._delete_tombstones(stones, result)
+                self.reporter.progress(done, len(ripe))
         if stones:
-            self._delete_tombstones(lease, stones, result)
+            self._delete_tombstones(stones, result)
         return waiting
 
-    def _sweep_one(self, lease: Lease | None, key: str, stone: LazyTombstone, delete: _Tally,
-                   result: GcResult) -> tuple[int, bool, bool]:
+    def _sweep_one(self, key: str, stone: LazyTombstone, delete: _Tally, result: GcResult) -> tuple[int, bool, bool]:
         """Delete the packs of one ripe tombstone, ``DELETE_BATCH`` at a time. Returns the
         number of its orphans that wait, whether all it names is resolved, and whether a
         manifest committed during the run needs some of it (the tombstone then stays)."""
@@ -509,98 +515,94 @@ class _Gc:
         for item in self._items(key, stone):
             self._keep()
             fate = self._fate(item, stone.mark_seq)
-            resolved = resolved and fate in ("done", "delete")
-            waiting += fate == "wait"
-            if fate != "delete":
+            resolved = resolved and fate in (Fate.DONE, Fate.DELETE)
+            waiting += fate == Fate.WAIT
+            if fate != Fate.DELETE:
                 continue
             delete.add(item, item.bytes)
-            if lease is None:
+            if self.lease is None:
                 continue
-            if item.kind == "input":
+            if item.kind == ItemKind.INPUT:
                 inputs.append(item)
                 if len(inputs) >= DELETE_BATCH:
-                    self._delete_items(lease, inputs, result)
+                    self._delete_items(inputs, result)
                     inputs = []
                 continue
             batch.append(item)
             if len(batch) >= DELETE_BATCH:
-                revived |= self._delete_packs(lease, batch, result)
+                revived |= self._delete_packs(batch, result)
                 batch = []
         if batch:
-            revived |= self._delete_packs(lease, batch, result)
+            revived |= self._delete_packs(batch, result)
         if inputs:
-            self._delete_items(lease, inputs, result)
+            self._delete_items(inputs, result)
         return waiting, resolved, revived
 
-    def _fate(self, item: Item | None, mark_seq: int) -> str:
-        """What the sweep does with one item of a ripe tombstone (of ``mark_seq``): ``delete``
-        it; nothing, as it is resolved: ``done`` (a pack a manifest present at the start
-        reaches, or gone when the mark listed packs; a manifest deleted first, gone, or
-        kept by the policy); or nothing for now, so the tombstone stays: ``wait`` (an
-        orphan whose checkpoint may still commit) or ``keep`` (an unreadable item, or an
-        expired manifest that is not deleted this time)."""
+    def _fate(self, item: TombstoneItem | None, mark_seq: int) -> Fate:
+        """What the sweep does with one item of a ripe tombstone (of ``mark_seq``); see ``Fate``."""
         if item is None:
-            return "keep"
-        if item.kind == "input":
-            return input_fate(item.key, lambda key: self.spill.has("inputs_expired", key))
-        if item.kind == "manifest":
+            return Fate.KEEP
+        if item.kind == ItemKind.INPUT:
+            return input_fate(item.key, lambda key: self.spill.has(Table.INPUTS_EXPIRED, key))
+        if item.kind == ItemKind.MANIFEST:
             seq = _seq_of(item.key)
-            if seq in self.present and seq not in self.deleting and seq not in self.kept:
-                return "keep"
-            return "done"
-        pack = item.key.rsplit("/", 1)[-1]
-        if pack in self.reach.packs or self.spill.has("gone", pack):
-            return "done"
-        if item.kind == "orphan" and self.newest <= mark_seq:
-            return "wait"  # the store has not moved past its mark yet
-        return "delete"
+            manifests = self.manifests
+            if seq in manifests.present and seq not in self.tombstones.deleting and seq not in manifests.kept:
+                return Fate.KEEP
+            return Fate.DONE
+        pack = _named_pack(item)
+        if pack in self.reach.packs or self.spill.has(Table.GONE, pack):
+            return Fate.DONE
+        if item.kind == ItemKind.ORPHAN and self.manifests.newest <= mark_seq:
+            return Fate.WAIT  # the store has not moved past its mark yet
+        return Fate.DELETE
 
-    def _delete_packs(self, lease: Lease, batch: list[Item], result: GcResult) -> bool:
+    def _delete_packs(self, batch: list[TombstoneItem], result: GcResult) -> bool:
         """Delete the packs of ``batch`` that no manifest committed since gc started
         reaches, listing the manifests again (and walking new ones) just before; True
         when a manifest needs one of them (its tombstone then stays)."""
-        self._protect()
-        doomed = [item for item in batch if item.key.rsplit("/", 1)[-1] not in self.fresh.packs]
+        fresh = self._protect()
+        doomed = [item for item in batch if _named_pack(item) not in fresh.packs]
         result.protected += len(batch) - len(doomed)
-        kept = self._delete_items(lease, doomed, result)
+        kept = self._delete_items(doomed, result)
         return len(doomed) < len(batch) or kept > 0
 
-    def _delete_items(self, lease: Lease, items: list[Item], result: GcResult) -> int:
-        """Delete the packs (or manifests, or input keys) ``items``; returns how many a
-        manifest committed meanwhile turned out to need (only found when a bulk request
-        of packs is redone key by key)."""
-        packs = any(item.kind != "input" for item in items)
-        kept = set(self._delete_keys(lease, [item.key for item in items], packs=packs))
+    def _delete_items(self, items: list[TombstoneItem], result: GcResult) -> int:
+        """Delete the packs (or manifests, or input keys) ``items`` name; returns how many a
+        manifest committed meanwhile turned out to need (only found when a bulk request of
+        packs is redone key by key)."""
+        packs = any(item.kind != ItemKind.INPUT for item in items)
+        kept = set(self._delete_keys([item.key for item in items], packs=packs))
         gone = [item for item in items if item.key not in kept]
         result.deleted += len(gone)
         result.bytes_freed += sum(item.bytes for item in gone)
         result.protected += len(kept)
         return len(kept)
 
-    def _delete_tombstones(self, lease: Lease, keys: list[str], result: GcResult) -> None:
+    def _delete_tombstones(self, keys: list[str], result: GcResult) -> None:
         """Delete the resolved tombstones ``keys`` (every pack they name is gone); then empty it."""
-        self._delete_keys(lease, keys)
+        self._delete_keys(keys)
         result.tombstones_removed += len(keys)
         keys.clear()
 
-    def _delete_keys(self, lease: Lease, keys: list[str], packs: bool = False) -> list[str]:
+    def _delete_keys(self, keys: list[str], packs: bool = False) -> list[str]:
         """``DELETE_BATCH`` keys per request, each request right after a lease check.
         A failed bulk request is redone key by key by the store, each single request
         after a lease check too and, for packs, after the manifests are listed again
         every ``FALLBACK_RELIST`` keys: a pack a new manifest needs is kept (returned)."""
         kept: list[str] = []
         for start in range(0, len(keys), DELETE_BATCH):
-            lease.check()
+            self.lease.check()
             kept += self.repo.store.delete_many(keys[start:start + DELETE_BATCH],
-                                                guard=self._single_guard(lease, packs)) or []
+                                                guard=self._single_guard(packs)) or []
         return kept
 
-    def _single_guard(self, lease: Lease, packs: bool):
+    def _single_guard(self, packs: bool) -> Callable[[str], bool]:
         done = 0
 
         def guard(key: str) -> bool:
             nonlocal done
-            lease.check()
+            self.lease.check()
             if not packs:
                 return True
             if done % FALLBACK_RELIST == 0:
@@ -610,8 +612,9 @@ class _Gc:
 
         return guard
 
-    def _protect(self) -> None:
-        """Walk the manifests committed since gc first listed them (each once)."""
+    def _protect(self) -> Reach:
+        """Walk the manifests committed since gc first listed them (each once); returns
+        what they reach."""
         if self.fresh is None:
             self.fresh = Reach(self.repo)
         for seq in self.repo.manifest_seqs():
@@ -624,3 +627,4 @@ class _Gc:
             except (ObjectNotFound, CorruptObject):
                 continue  # gone, or unreadable (restore skips it too): it needs nothing
             self.fresh.walk(manifest)
+        return self.fresh

@@ -9,6 +9,7 @@ in memory.
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import os
 import sqlite3
@@ -58,23 +59,31 @@ class Ascending:
         self._head = next(self._values, None)
 
 
+class Table(enum.StrEnum):
+    """The sets a ``Spill`` holds, one table each."""
+
+    UPLOADED = "uploaded"   # the packs some manifest present uploaded
+    MARKED = "marked"       # the packs some tombstone names already
+    GONE = "gone"           # ... and that the mark's pack listing lacks
+    INPUTS_MARKED = "inputs_marked"     # the input keys some tombstone names already
+    INPUTS_EXPIRED = "inputs_expired"   # the input keys this run's input policy lets go
+
+
 class Spill:
     """Sets of pack ids (and of input keys) that grow with the garbage: a private
     temporary SQLite database (on disk, deleted when closed; its page cache is
     bounded), read back in order."""
 
-    TABLES = ("uploaded", "marked", "gone", "inputs_marked", "inputs_expired")
-
     def __init__(self) -> None:
         self.db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=OFF")
         self.db.execute("PRAGMA synchronous=OFF")
-        for table in self.TABLES:
+        for table in Table:
             self.db.execute(f"CREATE TABLE {table} (id TEXT NOT NULL)")
         self.db.execute("BEGIN")
         self._sealed = False
 
-    def add(self, table: str, ids: Iterable[str]) -> None:
+    def add(self, table: Table, ids: Iterable[str]) -> None:
         """Add ``ids`` (before ``seal``: unindexed, in one transaction; after: indexed, in one of its own)."""
         with _space():
             if self._sealed:
@@ -87,23 +96,23 @@ class Spill:
         """Done with the bulk adds: index the tables (an external sort, in bounded memory)."""
         with _space():
             self.db.execute("COMMIT")
-            for table in self.TABLES:
+            for table in Table:
                 self.db.execute(f"CREATE INDEX {table}_id ON {table} (id)")
         self._sealed = True
 
-    def ascending(self, table: str, missed: Callable[[str], None] | None = None) -> Ascending:
+    def ascending(self, table: Table, missed: Callable[[str], None] | None = None) -> Ascending:
         assert self._sealed
         return Ascending((row[0] for row in self.db.execute(f"SELECT id FROM {table} ORDER BY id")), missed)
 
-    def has(self, table: str, value: str) -> bool:
+    def has(self, table: Table, value: str) -> bool:
         """Whether ``table`` holds ``value``: one indexed lookup."""
         assert self._sealed
         return self.db.execute(f"SELECT 1 FROM {table} WHERE id = ? LIMIT 1", (value,)).fetchone() is not None
 
-    def clear(self, table: str) -> None:
+    def clear(self, table: Table) -> None:
         self.db.execute(f"DELETE FROM {table}")
 
-    def batch(self, table: str) -> "Batch":
+    def batch(self, table: Table) -> "Batch":
         """A writer adding to ``table`` ``BATCH_ROWS`` ids at a time (``flush`` writes the rest)."""
         return Batch(self, table)
 
@@ -137,7 +146,7 @@ def sqlite_temp_dir() -> str:
 class Batch:
     """Ids added to a sealed ``Spill`` table one at a time, written ``BATCH_ROWS`` at a time."""
 
-    def __init__(self, spill: Spill, table: str):
+    def __init__(self, spill: Spill, table: Table):
         self.spill, self.table = spill, table
         self.rows: list[str] = []
 

@@ -34,13 +34,37 @@ import stat as stat_mod
 import sys
 
 from ..paths import QUIET_FILE, TMP_DIR
-from ..signatures import live_signature
+from ..signatures import file_stamp, live_signature
 
-FORMAT = 5
+FORMAT = 6
 _TAG = (FORMAT, sys.version_info[:2])
 
 #: What the check computes for a listed name.
 DIR, DB, OTHER = 1, 2, 3
+
+
+class Row(tuple):
+    """One directory the walk visited, as the check compares it: ``Row(abs_dir, names,
+    sigs, others, tree)``.
+
+    ``names`` is the directory's listing, in ``readdir`` order; ``sigs[i]`` the change
+    signature of ``names[i]`` (``signatures.py``), or None for the few names in
+    ``others``, each ``(i, what, value)`` with ``what`` one of ``DIR``, ``DB``, ``OTHER``
+    (``unchanged``); ``tree`` names the tree whose walk wrote the row. A tuple with its
+    fields named by hand (``typing.NamedTuple`` would double the console entry point's
+    imports); on disk a plain tuple, as ``marshal`` writes no subclass.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, abs_dir: str, names: list[str], sigs: list, others: list, tree: str):
+        return tuple.__new__(cls, (abs_dir, names, sigs, others, tree))
+
+    abs_dir = property(lambda row: row[0])
+    names = property(lambda row: row[1])
+    sigs = property(lambda row: row[2])
+    others = property(lambda row: row[3])
+    tree = property(lambda row: row[4])
 
 
 class Quiet:
@@ -51,22 +75,14 @@ class Quiet:
     def __init__(self, inputs, config_key, state_sig, result, result_json, absent, dirs=None):
         self.inputs: str | None = inputs        # paths.inputs_key of the configuration, for cli/launch.py
         self.config_key: str = config_key       # digest of the effective configuration
-        self.state_sig: tuple = state_sig       # (inode, mtime_ns, size) of state.msgpack when written
+        self.state_sig = tuple(state_sig)       # state.msgpack's stamp when written (marshal: a plain tuple)
         self.result: dict = result              # the idle checkpoint's result, as plain values
         self.result_json: str = result_json     # ... as ``--json`` prints it, with ``"seconds": 0.0``
         self.absent: list = absent              # dormant or missing tree paths: must still not be directories
-        self.dirs: list | None = dirs           # [(abs_dir, names, sigs, others, tree), ...]: see unchanged()
+        self.dirs: list[Row] | None = dirs      # every directory the walk visited
 
     def fields(self) -> tuple:
         return tuple(getattr(self, name) for name in self.FIELDS)
-
-
-def file_sig(path: str) -> tuple | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def quiet_path(state_dir: str) -> str:
@@ -79,8 +95,8 @@ def save(state_dir: str, quiet: Quiet) -> None:
     The file is a header, then the directory rows in ``PARTS`` parts of about as many
     names each (every part keeps the rows' order), so that the console entry point can
     check the parts in parallel processes, each decoding only its own part."""
-    parts = [marshal.dumps(rows) for rows in _partition(quiet.dirs)]
-    names = sum(len(row[1]) for row in quiet.dirs)
+    parts = [marshal.dumps([tuple(row) for row in rows]) for rows in _partition(quiet.dirs)]
+    names = sum(len(row.names) for row in quiet.dirs)
     header = marshal.dumps((_TAG, quiet.fields(), names, [len(part) for part in parts]))
     path = quiet_path(state_dir)
     tmp = os.path.join(state_dir, TMP_DIR, f"{QUIET_FILE}.{os.getpid()}")
@@ -95,16 +111,16 @@ def save(state_dir: str, quiet: Quiet) -> None:
         except OSError:
             pass
         raise
-    _memo[path] = (file_sig(path), quiet)
+    _memo[path] = (file_stamp(path), quiet)
 
 
-def _partition(rows: list) -> list[list]:
-    parts: list[list] = [[] for _ in range(PARTS)]
+def _partition(rows: list[Row]) -> list[list[Row]]:
+    parts: list[list[Row]] = [[] for _ in range(PARTS)]
     sizes = [0] * PARTS
     for row in rows:
         i = sizes.index(min(sizes))
         parts[i].append(row)
-        sizes[i] += len(row[1])
+        sizes[i] += len(row.names)
     return parts
 
 
@@ -127,7 +143,8 @@ class _File:
     def __init__(self, quiet: Quiet, names: int, data: bytes, spans: list[tuple[int, int]]):
         self.quiet, self.names, self.data, self.spans = quiet, names, data, spans
 
-    def part(self, i: int) -> list:
+    def part(self, i: int) -> list[tuple]:
+        """The rows of part ``i``, as stored (plain tuples: ``unchanged`` takes them as they are)."""
         start, end = self.spans[i]
         return marshal.loads(memoryview(self.data)[start:end])
 
@@ -150,22 +167,23 @@ def _read(path: str) -> _File | None:
 
 
 def load(state_dir: str) -> Quiet | None:
-    """The whole snapshot, or None when there is none or it cannot be read."""
+    """The whole snapshot, or None when there is none or it cannot be read (a row that is
+    not a tuple of five fields among them)."""
     path = quiet_path(state_dir)
-    sig = file_sig(path)
-    if sig is None:
+    read = file_stamp(path)
+    if read is None:
         return None
     memo = _memo.get(path)
-    if memo is not None and memo[0] == sig:
+    if memo is not None and memo[0] == read:
         return memo[1]
     snap = _read(path)
     if snap is None:
         return None
     try:
-        snap.quiet.dirs = [row for i in range(PARTS) for row in snap.part(i)]
+        snap.quiet.dirs = [Row(*row) for i in range(PARTS) for row in snap.part(i)]
     except (EOFError, ValueError, TypeError):
         return None
-    _memo[path] = (sig, snap.quiet)
+    _memo[path] = (read, snap.quiet)
     return snap.quiet
 
 
@@ -186,7 +204,7 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
         return None
     if config_key is None and (inputs is None or quiet.inputs != inputs):
         return None
-    if file_sig(state_file) != tuple(quiet.state_sig):
+    if file_stamp(state_file) != tuple(quiet.state_sig):
         return None
     if any(os.path.isdir(p) for p in quiet.absent):
         return None
@@ -203,24 +221,24 @@ def same_rows(state_dir: str, state_file: str, *, config_key: str,
     ``fork``: a large check may be split with a forked child when this process runs a
     single thread (``_row_checks``)."""
     quiet = load(state_dir)
-    if quiet is None or quiet.config_key != config_key or file_sig(state_file) != tuple(quiet.state_sig):
+    if quiet is None or quiet.config_key != config_key or file_stamp(state_file) != tuple(quiet.state_sig):
         return None, {}
     if any(os.path.isdir(p) for p in quiet.absent):
         return None, {}
     try:
         checks = _row_checks(quiet.dirs, fork)
-        same = {(row[4], row[0]): row for row, ok in zip(quiet.dirs, checks) if ok}
-    except (TypeError, ValueError, IndexError):  # not a row at all
+        same = {(row.tree, row.abs_dir): row for row, ok in zip(quiet.dirs, checks) if ok}
+    except (TypeError, ValueError):  # a field of a row is not what a row holds
         discard(state_dir)
         return None, {}
     return (quiet if all(checks) else None), same
 
 
-def _row_checks(rows: list, fork: bool) -> list[bool]:
+def _row_checks(rows: list[Row], fork: bool) -> list[bool]:
     """``unchanged`` of each row. With ``fork``, on a large snapshot, two CPUs and a
     process that runs one thread only (forking a threaded process is not safe), a
     child checks every other row and sends its answers through a pipe."""
-    if not (fork and sum(len(row[1]) for row in rows) >= SPLIT_MIN_NAMES
+    if not (fork and sum(len(row.names) for row in rows) >= SPLIT_MIN_NAMES
             and len(os.sched_getaffinity(0)) >= 2 and _one_thread()):
         return [unchanged((row,)) for row in rows]
     import signal
@@ -315,10 +333,8 @@ def _with_child(mine, theirs, stop_early: bool = False):
 def unchanged(dirs) -> bool:
     """True when every listed directory lists the same names and every name checks equal.
 
-    A row is ``(abs_dir, names, sigs, others, tree)``: ``sigs[i]`` is the file signature
-    of ``names[i]`` (None for the few entries in ``others``, ``(i, what, value)``);
-    ``tree`` names the tree whose walk wrote it. A row of any other shape (the file is
-    not checksummed) is a difference, never an error."""
+    ``dirs``: ``Row``s, or the plain tuples they are stored as. A row of any other shape
+    (the file is not checksummed) is a difference, never an error."""
     lstat = os.lstat
     try:
         for path, names, sigs, others, _tree in dirs:

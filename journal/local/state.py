@@ -21,7 +21,7 @@ from ..atomic import write_file_atomic
 from ..errors import LockBusy, StateDirUnusable
 from ..format.model import BlobRef, Entry
 from ..paths import LOCK_FILE, STATE_FILE, TMP_DIR
-from ..signatures import signature  # noqa: F401  (re-exported)
+from ..signatures import Stamp, file_stamp, stamp
 
 #: Version 2: entries may name chunk bases (``Entry.bases``). Code that knows only
 #: version 1 would drop them silently and publish delta chunks as whole ones, so it
@@ -78,15 +78,7 @@ def new_state(store_id: str) -> LocalState:
 
 # A long-running process (``journal supervise``) checkpoints every few seconds; the
 # decoded state is kept between runs while the file on disk is the one it saved.
-_memo: dict[str, tuple[tuple[int, int, int], LocalState]] = {}
-
-
-def _file_sig(path: str) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
+_memo: dict[str, tuple[Stamp, LocalState]] = {}
 
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
@@ -102,22 +94,22 @@ def read_state(state_dir: str) -> LocalState | None:
     what this machine knows, for the lineage guards (``repository/lineage.py``)."""
     path = os.path.join(state_dir, STATE_FILE)
     memo = _memo.get(path)
-    if memo is not None and memo[0] == _file_sig(path):
+    if memo is not None and memo[0] == file_stamp(path):
         return memo[1]
     try:
         with open(path, "rb") as fh:
-            sig = os.fstat(fh.fileno())
+            read = stamp(os.fstat(fh.fileno()))
             state = msgspec.msgpack.decode(fh.read(), type=LocalState)
     except (OSError, msgspec.DecodeError):
         return None
-    _memo[path] = ((sig.st_ino, sig.st_mtime_ns, sig.st_size), state)
+    _memo[path] = (read, state)
     return state
 
 
 def clear_restore_marker(state_dir: str, store_id: str) -> None:
     """Before a restore's first change to a live tree: a state that says "restore
     complete" is replaced by one that does not, so a restore killed part way leaves
-    checkpoints refused (``RestoreNotComplete``), never the previous restore's marker
+    checkpoints refused (``CheckpointAfterIncompleteRestore``), never the previous restore's marker
     over a half-changed tree. The replacement keeps what the state knows of the store
     (writer, sequence, a pending manifest) but not the trees' caches: they describe
     files the restore is about to change, and its own final save rebuilds them."""
@@ -139,9 +131,9 @@ def save_state(state_dir: str, state: LocalState) -> None:
     path = os.path.join(state_dir, STATE_FILE)
     state.version = STATE_VERSION   # a version 1 state read here is written back as version 2
     write_file_atomic(path, msgspec.msgpack.encode(state), os.path.join(state_dir, TMP_DIR))
-    sig = _file_sig(path)
-    if sig is not None:
-        _memo[path] = (sig, state)
+    saved = file_stamp(path)
+    if saved is not None:
+        _memo[path] = (saved, state)
 
 
 class StateLock:

@@ -10,21 +10,21 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..presets import SQLITE_COMPANIONS
-from .quiet import DIR as DIR_ROW, OTHER as OTHER_ROW
+from .quiet import DIR as DIR_ROW, OTHER as OTHER_ROW, Row
 from .treepath import name_problem, shown
 
 
 class Item(NamedTuple):
     path: str               # relative, "/"-separated
-    kind: str               # "file" | "symlink" | "dir" | "sqlite" | SAME | SAME_DIR | UNREADABLE
+    kind: str               # "file" | "symlink" | "dir" | "sqlite" | QUIET | QUIET_DIR | UNREADABLE
     stat: os.stat_result | None
-    sig: tuple | None = None  # SAME / SAME_DIR: the signature the quiet snapshot holds
+    sig: tuple | None = None  # QUIET / QUIET_DIR: the signature the quiet snapshot holds
     error: OSError | None = None  # UNREADABLE: why
 
 
 #: Kinds of an item in a directory the quiet snapshot found unchanged: taken as it
 #: was, without an ``lstat`` (a directory, or anything else the tree includes).
-SAME, SAME_DIR = "same", "same-dir"
+QUIET, QUIET_DIR = "quiet", "quiet-dir"
 #: The kind of a path that exists but could not be listed or ``lstat``ed (permissions,
 #: an I/O error, a path too long): what is under it keeps its last checkpoint.
 UNREADABLE = "unreadable"
@@ -92,7 +92,7 @@ class Matcher:
 
 
 def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None = None,
-              listing: list | None = None, same: dict[str, tuple] | None = None) -> Iterator[Item]:
+              listing: list | None = None, same: dict[str, Row] | None = None) -> Iterator[Item]:
     """Yield the tree's directories, files and symlinks (in directory order; callers sort).
 
     Symlinks are never followed. Sockets, FIFOs and devices are skipped. A path that
@@ -107,7 +107,7 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
 
     ``same`` maps a directory's relative path to its quiet snapshot row when the
     snapshot found it unchanged this tick (``quiet.same_rows``): such a directory is not
-    listed again; what it includes is yielded as ``SAME``/``SAME_DIR`` items carrying
+    listed again; what it includes is yielded as ``QUIET``/``QUIET_DIR`` items carrying
     the snapshot's signature, and ``listing`` gets ``(rel_dir, row)``.
     """
     stack = [""]
@@ -117,7 +117,7 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
         if row is not None:
             subdirs = []
             for item in same_items(rel_dir, row):
-                if item.kind == SAME_DIR:
+                if item.kind == QUIET_DIR:
                     subdirs.append(item.path)
                 yield item
             if listing is not None:
@@ -162,15 +162,15 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
         stack.extend(reversed(subdirs))
 
 
-def same_items(rel_dir: str, row: tuple) -> Iterator[Item]:
+def same_items(rel_dir: str, row: Row) -> Iterator[Item]:
     """The items a quiet snapshot row holds: every name with a signature (a file or a
     link) or with a directory's or a database's value; excluded names have neither."""
-    names, sigs, others = row[1], row[2], row[3]
-    kinds = {i: (SAME_DIR if what == DIR_ROW else SAME, value) for i, what, value in others if what != OTHER_ROW}
-    for i, name in enumerate(names):
+    sigs = row.sigs
+    kinds = {i: (QUIET_DIR if what == DIR_ROW else QUIET, value) for i, what, value in row.others if what != OTHER_ROW}
+    for i, name in enumerate(row.names):
         rel = f"{rel_dir}/{name}" if rel_dir else name
         if sigs[i] is not None:
-            yield Item(rel, SAME, None, tuple(sigs[i]))
+            yield Item(rel, QUIET, None, tuple(sigs[i]))
         elif i in kinds:
             kind, value = kinds[i]
             yield Item(rel, kind, None, tuple(value))

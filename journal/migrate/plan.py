@@ -51,7 +51,7 @@ OLD_LOCAL_DIRS = {"agent-state-stamps": "the shell design's per-tree stamps; jou
                   "agent-state-invalid": "invalid local databases the shell design kept for diagnosis",
                   "agent-state-snapshots": "the shell design's SQLite staging directory"}
 
-IMPORT_TREE, SKIP_TREE, UNLINK, MKDIR, COPY, LINK, SAME, KEEP_LOCAL = (
+IMPORT_TREE, SKIP_TREE, UNLINK, MKDIR, COPY, LINK, UNCHANGED, KEEP_LOCAL = (
     "import-tree", "skip-tree", "unlink-symlink", "create-dir", "copy", "copy-symlink", "unchanged", "keep-local")
 INSTALL_DB, REJECT_DB, UNUSED_DB, KEEP_DB, MOVE_DB = (
     "install-db", "reject-db", "unused-db", "keep-local-db", "move-invalid-db")
@@ -414,7 +414,7 @@ def _plan_tree(p: _Planner, name: str) -> None:
     for rel in sorted(files):
         same += _plan_file(p, tree, files[rel], unlinking)
     if same:
-        p.add(SAME, tree.path, f"{same} path(s) already identical locally", tree=name)
+        p.add(UNCHANGED, tree.path, f"{same} path(s) already identical locally", tree=name)
     for rel in sorted(dbs):
         _plan_db(p, tree, rel, dbs[rel], unlinking)
 

@@ -2,5 +2,6 @@
 
 Owns what sits between the named bytes of ``journal.store`` and the operations:
 packs, ranged fetches, segment readers, which manifests exist, the lineage guards.
-May import: ``journal.format``, ``journal.store``, and the base modules.
+May import: ``journal.local`` (the lineage guards read the local state), ``journal.format``,
+``journal.store``, and the base modules.
 """

@@ -11,34 +11,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import time
 import threading
 import uuid
 
 import msgspec
 
 from ..errors import JournalError, KeyExists, LocalWriteError
-from ..gc.lease import LEASE_KEY, LEASE_SECONDS
 from ..localfs import clear_dir
-from ..format.model import BlobRef
+from ..format.model import PENDING_PACK, BlobRef, is_pending
 from ..format.objects import encode_record
 from ..store.base import Store
+from .repository import pack_key
 
 #: A pack is closed and uploaded once it reaches this size.
 PACK_TARGET = 64 << 20
 #: Packs of one checkpoint uploading at once (each is spooled on local disk meanwhile).
 UPLOADS_IN_FLIGHT = 3
-_PENDING = "@"
-
-
-def is_pending(pack: str) -> bool:
-    """True for the placeholder pack name of a blob whose pack is not closed yet."""
-    return pack.startswith(_PENDING)
-
-
-def pack_key(pack: str) -> str:
-    """The store key of a pack id."""
-    return f"packs/{pack[:2]}/{pack}"
 
 
 class PackWriter:
@@ -106,7 +94,7 @@ class PackWriter:
 
     def resolve(self, ref: BlobRef) -> BlobRef:
         """Return ``ref`` with its placeholder replaced by the uploaded pack id."""
-        if not ref.pack.startswith(_PENDING):
+        if not is_pending(ref.pack):
             return ref
         return msgspec.structs.replace(ref, pack=self._ids[ref.pack])
 
@@ -139,7 +127,7 @@ class PackWriter:
         self._fh = open(self._path, "xb")
         self._hash = hashlib.sha256()
         self._size = 0
-        self._slot = f"{_PENDING}{uuid.uuid4().hex}"
+        self._slot = f"{PENDING_PACK}{uuid.uuid4().hex}"
 
     @contextlib.contextmanager
     def _spooling(self):
@@ -192,7 +180,7 @@ class PackWriter:
 
     def keep_existing(self, keep_dir: str) -> None:
         """After the commit: move the spool copy of each pack whose put found it already
-        stored into ``keep_dir``, for ``recheck_kept`` (which the caller runs next).
+        stored into ``keep_dir``, for ``checkpoint/recheck.py`` (which the caller runs next).
 
         Once the manifest is visible, a gc that lists manifests afterwards keeps the
         pack; but a sweep batch planned from a listing taken before the commit may
@@ -205,34 +193,6 @@ class PackWriter:
             os.replace(path, kept)
             os.utime(kept)  # the commit time: when the recheck window starts
         self._existing = []
-
-
-def recheck_kept(store: Store, keep_dir: str, window: float = LEASE_SECONDS) -> list[str]:
-    """HEAD each pack in ``keep_dir`` and upload again any that a gc sweep deleted after
-    the commit that named it. A gc holds its lease from before it plans until after its
-    last delete, so when no lease is held *before* the packs are checked, that check is
-    final and the copies are forgotten; otherwise they stay for the next checkpoint, at
-    most ``window`` seconds. Returns the packs uploaded again."""
-    try:
-        names = sorted(os.listdir(keep_dir))
-    except FileNotFoundError:
-        return []
-    if not names:
-        return []
-    gc_running = store.head(LEASE_KEY) is not None
-    again, now = [], time.time()
-    for pack in names:
-        path = os.path.join(keep_dir, pack)
-        if store.head(pack_key(pack)) is None:
-            try:
-                with open(path, "rb") as src:
-                    store.put_if_absent(pack_key(pack), src)
-                again.append(pack)
-            except KeyExists:
-                pass
-        if not gc_running or now - os.path.getmtime(path) > window:
-            _unlink(path)
-    return again
 
 
 def _unlink(path: str) -> None:

@@ -5,6 +5,7 @@ Layout (see docs/design.md)::
     config                       StoreInfo, JSON
     packs/<hh>/<sha256>          concatenated records
     manifests/<seq, 12 digits>   one manifest record each
+    leases/gc                    the lease of the one gc running (``gc/lease.py``)
 """
 
 from __future__ import annotations
@@ -23,18 +24,34 @@ from ..format.model import STORE_FORMAT, STORE_VERSION, BlobRef, Manifest, Store
 from ..format.objects import (KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, is_id,
                       parse_header)
 from ..format.inputs import INPUT_PREFIX
-from .pack import pack_key
 from ..store.base import Store
 
 CONFIG_KEY = "config"
 MANIFEST_PREFIX = "manifests/"
 PACK_PREFIX = "packs/"
 SEQ_WIDTH = 12
+#: The gc lease: held by a gc from before it plans until after its last delete
+#: (``gc/lease.py``); a checkpoint looks at it to know whether a sweep may be running.
+LEASE_KEY = "leases/gc"
+LEASE_SECONDS = 15 * 60
+
+_PACK_KEY = re.compile(r"packs/([0-9a-f]{2})/(\1[0-9a-f]{62})")
 
 
 def manifest_key(seq: int) -> str:
     """The store key of manifest ``seq`` (fixed width: no key is a prefix of another)."""
     return f"{MANIFEST_PREFIX}{seq:0{SEQ_WIDTH}d}"
+
+
+def pack_key(pack: str) -> str:
+    """The store key of a pack id."""
+    return f"{PACK_PREFIX}{pack[:2]}/{pack}"
+
+
+def pack_of(key: str) -> str | None:
+    """The pack id a well-formed pack key names (``packs/<hh>/<64 hex>``), else None."""
+    match = _PACK_KEY.fullmatch(key)
+    return match.group(2) if match else None
 
 
 def blob_location(ref: BlobRef) -> str:

@@ -3,6 +3,6 @@
 ``writer`` (staging threads), ``publish`` (fsync and rename in batches), ``export``
 (``--to DIR``).
 
-May import: ``journal.local``, ``journal.sqlite``, ``journal.repository.repository``,
+May import: ``journal.config``, ``journal.local``, ``journal.sqlite``, ``journal.repository``,
 ``journal.format``, ``journal.store`` and the base modules.
 """

@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from ..atomic import fsync_dir, start_writeback
 from .publish import Staged
 from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
-from ..repository.segments import anchor_refs, chunk_reader, decode_blobs, read_blobs, read_segment
+from ..format.segments import anchor_refs
+from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_segment
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from ..presets import SQLITE_COMPANIONS
 from ..local.tree_tmp import TreeTmp
@@ -311,7 +312,7 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
 def _stage_db(full: str, tmp: TreeTmp, entry: Entry, reader) -> Staged:
     """Rebuild a database into a new temp file, with its mode and mtime, durable and
     quick_checked (``build_db``)."""
-    from ..sqlite.capture import build_db, install_db  # sqlite3 is imported only when needed
+    from ..sqlite.rebuild import build_db, install_db  # sqlite3 is imported only when needed
 
     name, fd = tmp.new_file(os.O_RDWR)
     try:

@@ -24,7 +24,8 @@ from ..signatures import dir_signature, signature
 from .entry import (CANNOT_CREATE, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REFUSED,
                           REPLACE, SAME, WRITE, WRITES, decide, move_aside, refused_paths)
 from ..format.model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
-from .writer import Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
+from .publish import Staged
+from .writer import Outcome, Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
 from ..local.treepath import shown
 
 
@@ -107,7 +108,7 @@ def _newest_good_tree(cache: ManifestCache, seqs: list[int], tr: TreeRestore, re
     verify; each newer checkpoint passed over is noted in ``tr.skipped``.
 
     Data packs it names may be missing: each file then falls back on its own
-    (``_settle``), so intact files of newer manifests are never lost.
+    (``TreeRun._older_copy``), so intact files of newer manifests are never lost.
     """
     name = tr.name
     for seq in reversed(seqs):
@@ -240,15 +241,51 @@ class TreeRun:
         tr.refused[path] = why
         self.reporter.warn(f"restore: {tr.name}/{shown(path)}: refused: {why}; the rest of the tree is restored")
 
-    def settle(self, entry: Entry, outcome) -> None:
-        if not isinstance(outcome, UnsafePath):
+    def settle(self, entry: Entry, outcome: Outcome) -> None:
+        """Take back one written entry, as its job completes: record which entry its path
+        now holds (``_settled``), or refuse it."""
+        try:
+            self.used[entry.path] = self._settled(entry, outcome)
+        except UnsafePath as err:  # the entry, or the older copy staged for it, was refused
+            self._refuse(entry.path, err.reason)
+
+    def _settled(self, entry: Entry, outcome: Outcome) -> Entry | None:
+        """Publish a staged entry, or try older manifests' copies of a damaged one.
+
+        Returns the entry now on disk (the newest copy or an older one), None when lost.
+        Errors other than a bad blob are raised (``UnsafePath``: the entry is refused).
+        """
+        match outcome:
+            case None:  # a directory, made already
+                return entry
+            case Staged():
+                self.writer.publish(outcome)
+                self.tr.bytes += outcome.size
+                return entry
+            case CorruptObject() | ObjectNotFound():
+                return self._older_copy(entry, outcome)
+            case _:
+                raise outcome
+
+    def _older_copy(self, entry: Entry, damage: CorruptObject | ObjectNotFound) -> Entry | None:
+        """Stage and publish the newest older copy of ``entry``'s path that verifies (older
+        manifests are read only now); None when there is none: the path is lost."""
+        tr, reporter = self.tr, self.reporter
+        reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {tr.seq} is damaged ({damage})")
+        for seq, cand in _older_copies(self.cache, self.seqs, tr.seq, tr.name, entry.path, exclude=entry.refs):
             try:
-                self.used[entry.path] = _settle(self.writer, self.cache, self.seqs, self.tr, entry, outcome,
-                                                self.reporter)
-                return
-            except UnsafePath as err:  # staging an older copy was refused
-                outcome = err
-        self._refuse(entry.path, outcome.reason)
+                staged = self.writer.stage_now(cand)
+            except (CorruptObject, ObjectNotFound) as err:
+                reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {seq} is damaged ({err})")
+                continue
+            self.writer.publish(staged)
+            tr.bytes += staged.size
+            msg = f"{tr.name}/{entry.path}: restored from manifest {seq} (manifest {tr.seq}'s copy is damaged)"
+            tr.fallbacks.append(msg)
+            reporter.warn(f"restore: {msg}")
+            return cand
+        tr.lost.append(entry.path)
+        return None
 
     def finish(self) -> None:
         if self.writer is not None:
@@ -323,38 +360,6 @@ def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, as
         msg = f"restore: local database {full} fails quick_check; moved it (and its -wal/-shm) to {moved}"
         reporter.warn(msg)
         tr.databases.append(msg)
-
-
-def _settle(writer, cache, seqs, tr, entry: Entry, outcome, reporter) -> Entry | None:
-    """Take back one written entry: publish it, or try older manifests' copies of the path.
-
-    Returns the entry now on disk (the newest copy or an older one), None when lost.
-    Errors other than a bad blob are raised (``UnsafePath``: the caller refuses the entry).
-    """
-    if outcome is None:  # a directory, made already
-        return entry
-    if isinstance(outcome, Exception) and not isinstance(outcome, (CorruptObject, ObjectNotFound)):
-        raise outcome
-    if not isinstance(outcome, Exception):
-        writer.publish(outcome)
-        tr.bytes += outcome.size
-        return entry
-    reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {tr.seq} is damaged ({outcome})")
-    # Older manifests are read only when the newest copy fails.
-    for seq, cand in _older_copies(cache, seqs, tr.seq, tr.name, entry.path, exclude=entry.refs):
-        try:
-            staged = writer.stage_now(cand)
-        except (CorruptObject, ObjectNotFound) as err:
-            reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {seq} is damaged ({err})")
-            continue
-        writer.publish(staged)
-        tr.bytes += staged.size
-        msg = f"{tr.name}/{entry.path}: restored from manifest {seq} (manifest {tr.seq}'s copy is damaged)"
-        tr.fallbacks.append(msg)
-        reporter.warn(f"restore: {msg}")
-        return cand
-    tr.lost.append(entry.path)
-    return None
 
 
 def _older_copies(cache: ManifestCache, seqs: list[int], newest: int, name: str, path: str, exclude=()):

@@ -1,10 +1,11 @@
-"""The SQLite adapter: live database -> snapshot entry, and snapshot entry -> database file.
+"""Capturing a live database as a snapshot entry (checkpoint); ``rebuild.py`` turns the
+entry back into a database file (restore).
 
 Checkpoint: snapshot (``sqlite/snapshot.py``), hash every page of the validated copy,
 and describe it with page maps (``format/pagemap.py``): a new full map, or the
 previous full map plus a cumulative delta map and, while it stays small, a recent one.
 Only pages whose id the previous snapshot lacks are uploaded, in *page groups*: one
-dbpage record of up to ``GROUP_BYTES`` of pages back to back. In a delta map the new
+dbpage record of up to ``PAGE_GROUP_BYTES`` of pages back to back. In a delta map the new
 pages go into *group deltas* of up to ``DELTA_GROUP_BYTES``, each compressed against
 the full map's pages of the same page numbers (its members), read from the local base
 copy (``sqlite/base_copy.py``); a page whose base cannot be read goes into a whole
@@ -25,18 +26,15 @@ import stat as stat_mod
 import struct
 from collections import Counter
 
-from ..atomic import fsync_dir
 from ..local.state import FileState
 from ..format.model import KIND_SQLITE, BlobRef, Entry
 from ..errors import CorruptObject, ObjectNotFound, RecordTooLarge, SnapshotFailed
 from ..format.objects import (DBPAGE_BYTES, DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays,
                       encode_record, is_id)
 from ..repository.pack import PackWriter
-from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, PageLoc, Snapshot,
-                      decode_map, encode_map, load_snapshot)
-from ..presets import SQLITE_COMPANIONS
+from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, MapPlace,
+                              PageLoc, Snapshot, decode_map, encode_map, load_snapshot)
 from .base_copy import BaseCopy
-from .rebuild import build_db, rebuild_db
 from .snapshot import live_signature, page_size_of, remove_staging, snapshot_db
 
 #: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
@@ -44,13 +42,11 @@ BATCH = 256
 #: A whole group holds up to this many bytes of pages: a restore decodes one record,
 #: not one per page (per-record costs were most of a database's restore time). Readers
 #: refuse a dbpage record over it.
-GROUP_BYTES = DBPAGE_BYTES
+PAGE_GROUP_BYTES = DBPAGE_BYTES
 #: A group delta holds up to this many bytes of pages; its dictionary (their base
 #: pages) is at most as large, so level 19 stays cheap (~20 ms for 32 pages).
 DELTA_GROUP_BYTES = 128 << 10
 SMALL_GROUP_BASE = 128 << 10
-
-__all__ = ["build_db", "capture_sqlite", "install_db", "rebuild_db"]
 
 
 def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir: str,
@@ -69,7 +65,7 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
         if prev is not None and prev.entry.kind == KIND_SQLITE:
             snap = load_snapshot(prev.entry.refs, maps.read)
         state_dir = os.path.dirname(os.path.abspath(staging_dir))
-        bases = BaseCopy(state_dir, prev.entry.refs[0].id if snap is not None else None, page_size,
+        bases = BaseCopy(state_dir, prev.entry.refs[MapPlace.FULL].id if snap is not None else None, page_size,
                          getattr(maps, "repo", None))
         with open(staging, "rb") as fh:
             cut = _Cut(fh.fileno(), page_size, snap, writer, bases)
@@ -80,7 +76,7 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
                                                 "a page map may hold: the database is too large to snapshot") from None
         size = os.path.getsize(staging)
         try:
-            bases.adopt(staging, refs[0].id)
+            bases.adopt(staging, refs[MapPlace.FULL].id)
         except OSError:
             pass  # only a cache: the next checkpoint reads its base pages from the store
     finally:
@@ -111,8 +107,14 @@ class _Cut:
         self.base = snap.base if snap is not None and snap.page_size == page_size else None
         self.whole: dict[str, PageLoc] = {}                 # page id -> a slot of a whole record
         self.delta: dict[tuple[str, int], PageLoc] = {}     # (page id, pgno) -> a slot of a group delta
-        self.group_pages = max(1, GROUP_BYTES // page_size)
+        self.group_pages = max(1, PAGE_GROUP_BYTES // page_size)
         self.delta_pages = max(1, DELTA_GROUP_BYTES // page_size)
+        # What ``_store`` (run once) gathers: each page's location, or its group and slot
+        # until the group is stored; whole pages not yet stored, by id; the open groups.
+        self._slots: dict[int, PageLoc | tuple[_Group, int]] = {}
+        self._pending: dict[str, tuple[_Group, int]] = {}
+        self._whole_group = _Group(delta=False)
+        self._delta_group = _Group(delta=True)
         if snap is not None:
             for loc in snap.base.values():
                 self.whole.setdefault(loc.id, loc)
@@ -147,28 +149,51 @@ class _Cut:
         count = len(self.ids)
         if self.full:
             pages = self._store(range(count), deltas=False)
-            return (_put_map(True, self.page_size, count, pages, prev, self.writer, maps, 0),)
-        base_ref = prev.entry.refs[0]
+            return (self._put_map(MapPlace.FULL, count, pages, prev, maps),)
+        base_ref = prev.entry.refs[MapPlace.FULL]
         if not self.changed and len(self.base) == count:
             return (base_ref,)
         pages = self._store(self.changed, deltas=True)
-        if len(prev.entry.refs) > 1:  # a small recent map over the cumulative one, if it pays
-            mid_ref = prev.entry.refs[1]
+        if len(prev.entry.refs) > MapPlace.CUMULATIVE:  # a small recent map over the cumulative one, if it pays
+            mid_ref = prev.entry.refs[MapPlace.CUMULATIVE]
             mid_map, mid = decode_map(maps.read(mid_ref), mid_ref.pack, f"pagemap {mid_ref.id[:12]}")
             recent = {p: want for p in pages.keys() | mid.keys() if p < count
                       and mid.get(p) != (want := pages.get(p) or self.base[p])}
             if len(recent) <= max(RECENT_MIN, len(pages) // RECENT_SHARE):
                 if not recent and mid_map.page_count == count:
                     return (base_ref, mid_ref)
-                return (base_ref, mid_ref, _put_map(False, self.page_size, count, recent, prev, self.writer, maps, 2))
-        return (base_ref, _put_map(False, self.page_size, count, pages, prev, self.writer, maps, 1))
+                return (base_ref, mid_ref, self._put_map(MapPlace.RECENT, count, recent, prev, maps))
+        return (base_ref, self._put_map(MapPlace.CUMULATIVE, count, pages, prev, maps))
+
+    def _put_map(self, place: MapPlace, count: int, pages: dict[int, PageLoc], prev: FileState | None,
+                 maps) -> BlobRef:
+        """Store the map of ``pages`` (a snapshot of ``count`` pages) at ``place`` in the
+        entry's refs, unless the previous entry has it already: as a delta against the
+        whole map that the previous entry's map in the same place was or was a delta of,
+        when that pays; else whole, and a base for later maps."""
+        payload = encode_map(place == MapPlace.FULL, self.page_size, count, pages, self.writer.locate)
+        mid = blob_id(payload)
+        refs = prev.entry.refs if prev is not None and prev.entry.kind == KIND_SQLITE else ()
+        for ref in refs:
+            if ref.id == mid:
+                return ref
+        _, whole = encode_record(KIND_PAGEMAP, payload)
+        base = _map_base(refs, place, maps)
+        # The map names pages of the open pack as "same pack": it must land in that pack.
+        if base is not None:
+            base_ref, base_payload = base
+            _, delta = encode_record(KIND_PAGEMAP, payload, base=base_payload,
+                                     base_at=(base_ref.pack, base_ref.offset, base_ref.length))
+            if delta_pays(delta, whole):
+                maps.remember(mid, payload, base_ref)
+                return self.writer.add_record(mid, delta, len(payload), roll=False)
+        maps.remember(mid, payload)
+        return self.writer.add_record(mid, whole, len(payload), roll=False)
 
     def _store(self, pgnos, deltas: bool) -> dict[int, PageLoc]:
         """Locations for ``pgnos``: reused when stored before, else added in page order in
-        groups (in a delta map, a group delta against the full map's pages where it can)."""
-        self._slots: dict[int, PageLoc | tuple[_Group, int]] = {}
-        self._pending: dict[str, tuple[_Group, int]] = {}    # whole pages not yet stored, by id
-        self._groups = [_Group(False), _Group(True)]
+        groups (in a delta map, a group delta against the full map's pages where it can).
+        Called once."""
         batch: list[int] = []
         for pgno in pgnos:
             loc = self._known(pgno, deltas)
@@ -181,7 +206,7 @@ class _Cut:
                 batch = []
         if batch:
             self._add(batch, deltas)
-        for group in self._groups:
+        for group in (self._whole_group, self._delta_group):
             self._flush(group)
         out = {}
         for pgno, where in self._slots.items():
@@ -205,10 +230,7 @@ class _Cut:
             page = os.pread(self.fd, self.page_size, pgno * self.page_size)
             # A page whose base the full map has but which could not be read is stored whole.
             as_delta = deltas and (pgno not in self.base or pgno in base_pages)
-            group = self._groups[as_delta]
-            if len(group.pgnos) >= (self.delta_pages if as_delta else self.group_pages):
-                self._flush(group)
-                group = self._groups[as_delta] = _Group(as_delta)
+            group = self._open_group(as_delta)
             where = (group, len(group.pgnos))
             if as_delta and pgno in base_pages:
                 group.bases.append(base_pages[pgno])
@@ -218,6 +240,20 @@ class _Cut:
             group.pgnos.append(pgno)
             group.ids.append(pid)
             group.pages.append(page)
+
+    def _open_group(self, delta: bool) -> _Group:
+        """The group the next page goes to (a group delta, or whole pages): the open one,
+        or a new one once it is full (the full one is stored first)."""
+        group = self._delta_group if delta else self._whole_group
+        if len(group.pgnos) < (self.delta_pages if delta else self.group_pages):
+            return group
+        self._flush(group)
+        group = _Group(delta=delta)
+        if delta:
+            self._delta_group = group
+        else:
+            self._whole_group = group
+        return group
 
     def _flush(self, group: _Group) -> None:
         """Store a group as one record (a group delta when it has base pages)."""
@@ -257,33 +293,7 @@ def _page_ids(fd: int, page_size: int) -> list[str]:
     return ids
 
 
-def _put_map(full: bool, page_size: int, count: int, pages: dict[int, PageLoc],
-             prev: FileState | None, writer: PackWriter, maps, place: int) -> BlobRef:
-    """Store a map (unless the previous entry has it already) as the entry's map number
-    ``place`` (0 full, 1 cumulative, 2 recent): as a delta against the whole
-    map that the previous entry's map in the same place was or was a delta of, when that
-    pays; else whole, and a base for later maps."""
-    payload = encode_map(full, page_size, count, pages, writer.locate)
-    mid = blob_id(payload)
-    refs = prev.entry.refs if prev is not None and prev.entry.kind == KIND_SQLITE else ()
-    for ref in refs:
-        if ref.id == mid:
-            return ref
-    _, whole = encode_record(KIND_PAGEMAP, payload)
-    base = _map_base(refs, place, maps)
-    # The map names pages of the open pack as "same pack": it must land in that pack.
-    if base is not None:
-        base_ref, base_payload = base
-        _, delta = encode_record(KIND_PAGEMAP, payload, base=base_payload,
-                                 base_at=(base_ref.pack, base_ref.offset, base_ref.length))
-        if delta_pays(delta, whole):
-            maps.remember(mid, payload, base_ref)
-            return writer.add_record(mid, delta, len(payload), roll=False)
-    maps.remember(mid, payload)
-    return writer.add_record(mid, whole, len(payload), roll=False)
-
-
-def _map_base(refs: tuple[BlobRef, ...], place: int, maps) -> tuple[BlobRef, bytes] | None:
+def _map_base(refs: tuple[BlobRef, ...], place: MapPlace, maps) -> tuple[BlobRef, bytes] | None:
     """The whole map a new map in ``place`` of the entry may be a delta of: the previous entry's map there, or its base; None when there is
     none, it is not known to be whole, or its bytes cannot be read."""
     if place >= len(refs):
@@ -297,14 +307,3 @@ def _map_base(refs: tuple[BlobRef, ...], place: int, maps) -> tuple[BlobRef, byt
     except (CorruptObject, ObjectNotFound):
         return None
 
-
-def install_db(tmp, name: str, full_path: str) -> None:
-    """Remove stale companions, then rename the rebuilt database (``name`` in the tree's
-    temp directory ``tmp``, a ``TreeTmp``, already with its mode and mtime) into place."""
-    for suffix in SQLITE_COMPANIONS:
-        try:
-            os.unlink(full_path + suffix)
-        except FileNotFoundError:
-            pass
-    tmp.replace(name, full_path)
-    fsync_dir(os.path.dirname(full_path))

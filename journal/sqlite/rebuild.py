@@ -1,4 +1,5 @@
-"""Rebuilding a database file from a snapshot's verified records (restore, verify --full).
+"""Rebuilding a database file from a snapshot's verified records (restore, verify --full),
+and installing it in place of the live one (restore).
 
 1. Every page of the full map is written at its place, from its record: each record
    is read once (ranged reads of back-to-back records), verified, and its pages
@@ -24,11 +25,13 @@ import tempfile
 from collections.abc import Callable
 from typing import BinaryIO
 
+from ..atomic import fsync_dir
 from ..errors import CorruptObject, ObjectNotFound, naming
 from ..repository.fetch import RawReader, fetch_in_order
 from ..format.model import BlobRef, Entry
 from ..format.objects import FLAG_DELTA, KIND_DBPAGE, decode_record, embedded_members, parse_header_flags
 from ..format.pagemap import PageLoc, Snapshot, group_base, load_snapshot
+from ..presets import SQLITE_COMPANIONS
 from ..repository.repository import blob_location
 from .snapshot import quick_check
 
@@ -186,4 +189,16 @@ def _apply_delta(fd: int, snap: Snapshot, reader, overlay_file: Callable[[], Bin
             os.pwrite(fd, os.pread(ofd, size, i * size), pgno * size)
 
 
-__all__ = ["build_db", "rebuild_db", "PageLoc"]
+__all__ = ["build_db", "install_db", "rebuild_db", "PageLoc"]
+
+
+def install_db(tmp, name: str, full_path: str) -> None:
+    """Remove stale companions, then rename the rebuilt database (``name`` in the tree's
+    temp directory ``tmp``, a ``TreeTmp``, already with its mode and mtime) into place."""
+    for suffix in SQLITE_COMPANIONS:
+        try:
+            os.unlink(full_path + suffix)
+        except FileNotFoundError:
+            pass
+    tmp.replace(name, full_path)
+    fsync_dir(os.path.dirname(full_path))

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from ..errors import SnapshotFailed, os_error_hint
 from ..localfs import clear_dir, observe, open_regular
-from ..signatures import live_signature  # noqa: F401  (re-exported for older imports)
+from ..signatures import Stamp, live_signature  # noqa: F401  (live_signature: re-exported for older imports)
 
 BUSY_TIMEOUT = 2.0
 RETRIES = 3
@@ -112,7 +112,7 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
             before = _files_now(path)
             if before[""] is None:
                 return "the database file is gone"
-            if before[""][1] == 0:
+            if before[""].size == 0:
                 return "the database file is empty (0 bytes)"
             _copy_private(path, copy)
             for suffix in ("-wal", "-journal"):
@@ -141,7 +141,7 @@ def _copy_private(src: str, dst: str) -> None:
         shutil.copyfileobj(fin, out, 1 << 20)
 
 
-def _files_now(path: str) -> dict[str, tuple[int, int, int] | None]:
+def _files_now(path: str) -> dict[str, Stamp | None]:
     """``observe`` of a database and its -wal and -journal."""
     return {suffix: observe(path + suffix) for suffix in ("", "-wal", "-journal")}
 

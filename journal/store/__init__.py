@@ -1,7 +1,8 @@
 """Store backends: named immutable bytes.
 
 ``open_store(url)`` picks a backend from a URL. Backends are imported when chosen, so
-importing this package stays cheap (and ``journal.atomic`` can import ``.base``).
+importing this package stays cheap.
+May import: the base modules (``journal.errors``, ``journal.atomic``, ...) only.
 """
 
 from __future__ import annotations

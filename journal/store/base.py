@@ -17,9 +17,6 @@ from ..errors import KeyExists
 
 _KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$")
 
-#: The size of the pieces a stream is copied in.
-COPY_CHUNK = 1 << 20
-
 
 def check_key(key: str) -> str:
     """Return ``key`` if it is a valid store key, else raise ``ValueError``."""

@@ -6,8 +6,8 @@ Objects up to ``SINGLE_PUT_LIMIT`` are sent in one conditional request; larger
 streams (only content-addressed packs are that large) are checked with a HEAD and
 sent as a multipart upload, whose content is identical for every writer of that key.
 
-``delete_many`` deletes up to ``DELETE_BATCH`` keys per call to obstore's bulk delete:
-on S3 one DeleteObjects request (a missing key is no error there), on Azure batches
+``delete_many`` deletes up to ``DELETE_REQUEST_KEYS`` keys per call to obstore's bulk
+delete: on S3 one DeleteObjects request (a missing key is no error there), on Azure batches
 of 256, on GCS concurrent single deletes. obstore stops at the first key that fails
 without saying which, and GCS and Azure call a missing key a failure, so a batch that
 fails is settled again key by key (``delete``: a missing key is fine, any other
@@ -26,15 +26,16 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from ..atomic import COPY_CHUNK
 from ..errors import ConfigError, KeyExists, ObjectNotFound, StoreError
-from .base import COPY_CHUNK, Store, check_key
+from .base import Store, check_key
 from .cloud_errors import explain, first_line
 
 SINGLE_PUT_LIMIT = 64 << 20
 #: Keys per page of a listing (S3 returns at most 1,000 per request).
 LIST_PAGE = 1000
 #: Keys per bulk delete (S3's DeleteObjects takes at most 1,000).
-DELETE_BATCH = 1000
+DELETE_REQUEST_KEYS = 1000
 CLIENT_OPTIONS = {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url"}
 SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss")
 
@@ -217,13 +218,13 @@ class CloudStore(Store):
                 raise translated from err
 
     def delete_many(self, keys: Sequence[str], guard=None) -> list[str]:
-        """Remove every key of ``keys`` (missing ones are fine), ``DELETE_BATCH`` per
+        """Remove every key of ``keys`` (missing ones are fine), ``DELETE_REQUEST_KEYS`` per
         request; a failed request is redone key by key, each after ``guard`` (see
         ``Store.delete_many``). Returns the keys ``guard`` kept."""
         keys = [check_key(key) for key in keys]
         kept: list[str] = []
-        for start in range(0, len(keys), DELETE_BATCH):
-            batch = keys[start:start + DELETE_BATCH]
+        for start in range(0, len(keys), DELETE_REQUEST_KEYS):
+            batch = keys[start:start + DELETE_REQUEST_KEYS]
             try:
                 self._ob.delete(self._store, batch)
             except Exception:  # which key failed is not said: settle the batch key by key

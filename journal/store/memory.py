@@ -10,8 +10,9 @@ import threading
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from ..atomic import COPY_CHUNK
 from ..errors import KeyExists, ObjectNotFound
-from .base import COPY_CHUNK, Store, check_key
+from .base import Store, check_key
 
 __all__ = ["MemoryStore"]
 

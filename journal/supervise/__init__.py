@@ -1,4 +1,4 @@
 """``journal supervise``: the PID-1 timer, and its status file.
 
-May import: ``journal.checkpoint.run``, ``journal.restore.run`` and below.
+May import: ``journal.checkpoint``, ``journal.restore``, ``journal.local`` and the base modules.
 """

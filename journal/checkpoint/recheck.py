@@ -1,0 +1,62 @@
+"""Packs a checkpoint found already stored, checked again after its commit (design §16).
+
+A put that finds its pack already stored (same bytes, same name: a crashed attempt, or
+identical content) succeeds without uploading, and after the commit the spool copy is
+kept in ``<state_dir>/recheck/`` (``PackWriter.keep_existing``). A gc sweep batch
+planned from a pack listing taken before that commit may still delete the pack, so
+each checkpoint checks the kept packs again and uploads any that went, for as long as a
+gc may be running (it holds the gc lease, ``gc/lease.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..errors import KeyExists
+from ..paths import RECHECK_DIR
+from ..repository.repository import LEASE_KEY, LEASE_SECONDS, pack_key
+from ..store.base import Store
+
+
+def recheck_dir(state_dir: str) -> str:
+    return os.path.join(state_dir, RECHECK_DIR)
+
+
+def rechecks_pending(state_dir: str) -> bool:
+    """Whether packs wait for a recheck."""
+    try:
+        return bool(os.listdir(recheck_dir(state_dir)))
+    except FileNotFoundError:
+        return False
+
+
+def recheck_kept(store: Store, keep_dir: str, window: float = LEASE_SECONDS) -> list[str]:
+    """HEAD each pack in ``keep_dir`` and upload again any that a gc sweep deleted after
+    the commit that named it. A gc holds its lease from before it plans until after its
+    last delete, so when no lease is held *before* the packs are checked, that check is
+    final and the copies are forgotten; otherwise they stay for the next checkpoint, at
+    most ``window`` seconds. Returns the packs uploaded again."""
+    try:
+        names = sorted(os.listdir(keep_dir))
+    except FileNotFoundError:
+        return []
+    if not names:
+        return []
+    gc_running = store.head(LEASE_KEY) is not None
+    again, now = [], time.time()
+    for pack in names:
+        path = os.path.join(keep_dir, pack)
+        if store.head(pack_key(pack)) is None:
+            try:
+                with open(path, "rb") as src:
+                    store.put_if_absent(pack_key(pack), src)
+                again.append(pack)
+            except KeyExists:
+                pass
+        if not gc_running or now - os.path.getmtime(path) > window:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+    return again
