@@ -19,6 +19,8 @@ from pathlib import Path
 
 import msgspec
 
+from conftest import container_env
+
 from journal.checkpoint.run import checkpoint
 from journal.config import load_config
 from journal.gc.run import gc
@@ -42,8 +44,7 @@ class Store:
         self.tree = root / "local" / "codex-home"
         self.tree.mkdir(parents=True)
         (root / "home").mkdir()
-        env = {"AM_LOCAL": str(root / "local"), "JOURNAL_STORE": str(self.path), "HOME": str(root / "home"),
-               "XDG_CONFIG_HOME": str(root / "home" / ".config")}
+        env = container_env(root / "local", self.path, root / "home")
         self.cfg = load_config(env=env)
         self.store = open_store(str(self.path))
         for i in range(REAL):
