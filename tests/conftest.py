@@ -4,6 +4,11 @@ The harness itself is ``tests/helpers`` (re-exported here, so ``from conftest im
 Live`` works in every module): ``Live`` is a container, ``run_journal`` the CLI,
 ``wait_for`` and ``FakeClock`` keep tests on events rather than on the clock.
 
+A test marked ``long`` runs at full size only under ``--long`` (``make test-long``):
+``@pytest.mark.long(short=S, full=F)`` gives the ``long_size`` fixture S in a plain
+run (``make test``, CI) and F under ``--long``; a ``long`` mark without sizes skips
+the test in a plain run.
+
 ``live`` copies the real transcripts of ``tests/fixtures/real`` (laid out as under
 ``$AM_LOCAL``) into ``tmp_path/a/local`` and pairs them with a store at
 ``tmp_path/store``. ``make_live`` builds more of them; every one made in a test
@@ -33,6 +38,29 @@ __all__ = ["Audit", "CRAFTED_MEMORY", "CRAFTED_TIMEOUT", "CodexLive", "FIXTURES"
            "JOURNAL", "LEFT_TMP", "Live", "OpencodeLive", "clean_env", "container_env", "copy_fixtures", "describe",
            "drop_dac_override", "gemini_record", "golden_cli", "journal_script", "no_traceback", "one_line_error", "peak_rss",
            "run_journal", "run_on_crafted", "sha256_file", "sigint_as_at_a_terminal", "wait_for"]
+
+
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true",
+                     help="run the tests marked long at full size, and those without a short form (make test-long)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--long"):
+        return
+    skip = pytest.mark.skip(reason="long, with no short form: `make test-long` runs it")
+    for item in items:
+        mark = item.get_closest_marker("long")
+        if mark is not None and "short" not in mark.kwargs:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def long_size(request):
+    """The size a test marked ``long(short=S, full=F)`` runs at: F under ``--long``, else S."""
+    mark = request.node.get_closest_marker("long")
+    assert mark is not None and {"short", "full"} <= set(mark.kwargs), "needs @pytest.mark.long(short=S, full=F)"
+    return mark.kwargs["full" if request.config.getoption("--long") else "short"]
 
 
 @pytest.fixture(name="run_journal")

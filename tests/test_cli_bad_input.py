@@ -82,14 +82,15 @@ def populate(b: Live) -> None:
 
 @pytest.fixture
 def box(tmp_path) -> Live:
-    """A container whose three trees were checkpointed twice (seq 1 and 2)."""
+    """A container whose three trees were checkpointed twice (seq 1 and 2; in this
+    process, as the CLI's checkpoint does: the tests run the CLI on what follows)."""
     b = Live(tmp_path / "a", tmp_path / "store")
     populate(b)
-    assert b.checkpoint_ok()["seq"] == 1
+    assert b.checkpoint().seq == 1
     b.first = snapshot_files(b.local)   # what checkpoint 1 holds
     with open(b.local / CLAUDE_JSONL, "ab") as fh:
         fh.write(jsonl(3, "more"))
-    assert b.checkpoint_ok()["seq"] == 2
+    assert b.checkpoint().seq == 2
     return b
 
 

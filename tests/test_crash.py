@@ -388,7 +388,7 @@ main()
 def test_hfmount_checkpoint_sigkilled_mid_upload_leaves_no_partial_object(tmp_path, moment, kill_at):
     box = crash_box(tmp_path, "hfsim")
     first = build_first_checkpoint(box)
-    second = grow_tree(box, files=2, mib_each=20)   # one data pack, one index pack, one manifest
+    second = grow_tree(box, files=2, mib_each=5)    # one data pack (past 8 MiB), one index pack, one manifest
     keys_before = set(assert_keys_are_whole_objects(box.store_path))
     script = tmp_path / "tripwire.py"
     script.write_text(TRIPWIRE)
@@ -421,7 +421,7 @@ def test_hfmount_checkpoint_sigkilled_mid_upload_leaves_no_partial_object(tmp_pa
 def test_restore_sigkilled_mid_file_leaves_no_partial_file_at_a_live_path(tmp_path):
     box = crash_box(tmp_path, "local")
     build_first_checkpoint(box)
-    expected = grow_tree(box, files=4, mib_each=12)
+    expected = grow_tree(box, files=4, mib_each=3)
     box.run("checkpoint")
     shutil.rmtree(box.codex)          # a fresh container: empty live tree, no local state
     box.codex.mkdir()

@@ -1006,8 +1006,9 @@ _LOOP = textwrap.dedent("""
 """)
 
 
-def test_checkpoints_and_gc_in_separate_processes_never_lose_a_needed_object(box):
-    rounds = 110
+@pytest.mark.long(short=40, full=110)
+def test_checkpoints_and_gc_in_separate_processes_never_lose_a_needed_object(box, long_size):
+    rounds = long_size
     jsonl = box.codex / "sessions" / "t.jsonl"
     jsonl.parent.mkdir(parents=True)
     jsonl.write_bytes(line(0))
@@ -1194,8 +1195,10 @@ def _counted_restore(box: CodexLive, dest: Path) -> CountingStore:
     return counting
 
 
-def test_a_transcript_of_1000_appends_restores_from_few_packs(box):
-    appends = 1000
+@pytest.mark.long(short=200, full=1000)
+def test_a_transcript_appended_at_every_checkpoint_restores_from_few_packs(box, long_size):
+    """1,000 appends (200 in a plain run), one checkpoint each."""
+    appends = long_size
     rel = "sessions/rollout.jsonl"
     for i in range(appends):
         box.append(rel, line(i, width=200))

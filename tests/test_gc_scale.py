@@ -18,6 +18,7 @@ import tracemalloc
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from conftest import container_env
 
@@ -114,8 +115,9 @@ def mark_then_sweep(store: Store) -> tuple[int, int]:
     return mark, sweep
 
 
-def test_gc_over_thousands_of_garbage_packs_collects_all_of_them(root):
-    store = Store(root, 5000)
+@pytest.mark.long(short=2000, full=5000)
+def test_gc_over_thousands_of_garbage_packs_collects_all_of_them(root, long_size):
+    store = Store(root, long_size)
     packs_before = store.keys(PACK_PREFIX)
     assert {k.rsplit("/", 1)[-1] for k in packs_before} >= store.synthetic
 
@@ -132,6 +134,7 @@ def test_gc_over_thousands_of_garbage_packs_collects_all_of_them(root):
     assert verify(store.repo()).ok
 
 
+@pytest.mark.long   # the growth shows only across thousands of objects: no short form
 def test_gc_memory_does_not_grow_with_the_garbage(root):
     small_root, big_root = root / "small", root / "big"
     small_root.mkdir()

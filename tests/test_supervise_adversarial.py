@@ -684,9 +684,11 @@ def test_a_stopped_cmd_gets_the_stop_signal(box):
     assert restored_session(restore_to(box)) == complete_lines((b.run_dir / "final-transcript").read_bytes())
 
 
-def test_status_probes_never_make_a_supervisor_refuse_to_start(box):
+@pytest.mark.long(short=8, full=30)
+def test_status_probes_never_make_a_supervisor_refuse_to_start(box, long_size):
     """`journal status` (a health check in a loop) probes supervise.lock; a supervisor
-    starting at that instant must not take the probe for another supervisor."""
+    starting at that instant must not take the probe for another supervisor (30
+    starts; 8 in a plain run)."""
     b = box()
     b.codex.mkdir()
     assert finish(b.supervise(["true"], tag="first")) == 0   # the lock file exists from now on
@@ -696,7 +698,7 @@ def test_status_probes_never_make_a_supervisor_refuse_to_start(box):
               for _ in range(2)]
     try:
         refused = []
-        for i in range(30):
+        for i in range(long_size):
             rc = finish(b.supervise(["true"], tag=f"run{i}"))
             if rc != 0:
                 refused.append((i, rc, b.output(f"run{i}")))

@@ -153,11 +153,13 @@ class Live:
     # --- the CLI
 
     def run(self, *args: str, env: dict[str, str] | None = None, expect=_DEFAULT, timeout: float = 120,
-            unprivileged: bool = False, memory: int | None = None) -> subprocess.CompletedProcess:
-        """``journal ARGS`` in this container (plus ``env``); asserts the exit status
-        ``expect`` (the container's default unless given; None asserts nothing)."""
+            unprivileged: bool = False, memory: int | None = None,
+            cmd: list[str] | None = None) -> subprocess.CompletedProcess:
+        """``journal ARGS`` (or ``cmd ARGS``) in this container (plus ``env``); asserts
+        the exit status ``expect`` (the container's default unless given; None asserts
+        nothing)."""
         proc = run_journal(*args, env={**self.env, **(env or {})}, timeout=timeout, unprivileged=unprivileged,
-                           memory=memory, cmd=self.cmd)
+                           memory=memory, cmd=cmd or self.cmd)
         expect = self.expect if expect is _DEFAULT else expect
         if expect is not None:
             assert proc.returncode == expect, \
