@@ -1,259 +1,72 @@
 """Shared fixtures: a live agent-state tree on local disk, a local store, the CLI.
 
-``live`` copies the real transcripts of ``tests/fixtures/real`` (laid out as
-under ``$AM_LOCAL``) into ``tmp_path/a/local`` and pairs them with a store at
+The harness itself is ``tests/helpers`` (re-exported here, so ``from conftest import
+Live`` works in every module): ``Live`` is a container, ``run_journal`` the CLI,
+``wait_for`` and ``FakeClock`` keep tests on events rather than on the clock.
+
+A test marked ``long`` runs at full size only under ``--long`` (``make test-long``):
+``@pytest.mark.long(short=S, full=F)`` gives the ``long_size`` fixture S in a plain
+run (``make test``, CI) and F under ``--long``; a ``long`` mark without sizes skips
+the test in a plain run.
+
+``live`` copies the real transcripts of ``tests/fixtures/real`` (laid out as under
+``$AM_LOCAL``) into ``tmp_path/a/local`` and pairs them with a store at
 ``tmp_path/store``. ``make_live`` builds more of them; every one made in a test
 shares that test's store, as containers sharing one bucket do.
-
-Tests wait on events, not on the clock: ``wait_for`` polls for a file, a status
-change or a log line, and ``FakeClock`` stands in for the wall clock of code that
-takes one (the gc lease), so no test depends on how fast this machine is.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import resource
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-import msgspec
 import pytest
 
-from journal.checkpoint.run import CheckpointResult, checkpoint
-from journal.cli.app import EXIT_FALLBACK
-from journal.config import Config, load_config
-from journal.repository.history import ManifestCache
-from journal.format.index import build_index
-from journal.format.model import KIND_FILE, BlobRef, Entry, Manifest, Page, TreeRoot, encode
-from journal.format.objects import HEADER, KIND_CHUNK, KIND_PAGE, encode_record
-from journal.repository.pack import PackWriter
-from journal.report import Collector
-from journal.repository.repository import Repository, encode_manifest, pack_key, utc_now
-from journal.restore.run import RestoreResult, restore
-from journal.store import open_store
+from helpers.cli import (JOURNAL, clean_env, drop_dac_override, journal_script, no_traceback, one_line_error,
+                         peak_rss, run_journal, sigint_as_at_a_terminal)
+from helpers.container import (FIXTURES, HARNESS_DIRS, CodexLive, Live, OpencodeLive, container_env, copy_fixtures,
+                               gemini_record, golden_cli)
+from helpers.crafted import CRAFTED_MEMORY, CRAFTED_TIMEOUT, Audit, run_on_crafted
+from helpers.trees import LEFT_TMP, describe, sha256_file
+from helpers.waits import FakeClock, wait_for
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real"
-HARNESS_DIRS = ("codex-home", "agent-state", "oc-home")
+__all__ = ["Audit", "CRAFTED_MEMORY", "CRAFTED_TIMEOUT", "CodexLive", "FIXTURES", "FakeClock", "HARNESS_DIRS",
+           "JOURNAL", "LEFT_TMP", "Live", "OpencodeLive", "clean_env", "container_env", "copy_fixtures", "describe",
+           "drop_dac_override", "gemini_record", "golden_cli", "journal_script", "no_traceback", "one_line_error", "peak_rss",
+           "run_journal", "run_on_crafted", "sha256_file", "sigint_as_at_a_terminal", "wait_for"]
 
 
-def gemini_record(i: int, text: str | None = None) -> bytes:
-    """One Gemini CLI chat record, as one JSONL line."""
-    kind = "user" if i % 2 == 0 else "gemini"
-    body = json.dumps({"id": f"msg-{i:04d}", "timestamp": f"2026-03-01T10:{i // 60:02d}:{i % 60:02d}.000Z",
-                       "type": kind, "content": text or f"message {i} " + "lorem ipsum " * (i % 7)})
-    return body.encode() + b"\n"
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true",
+                     help="run the tests marked long at full size, and those without a short form (make test-long)")
 
 
-class Live:
-    """One container's view: a local root, its state dir, and the shared store."""
-
-    def __init__(self, home: Path, store_path: Path):
-        self.home = home
-        self.local = home / "local"
-        self.store_path = store_path
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(store_path), "HOME": str(home),
-                    "XDG_CONFIG_HOME": str(home / ".config")}
-        self.store = open_store(str(store_path))
-        self.warnings: list[str] = []
-        self.local.mkdir(parents=True, exist_ok=True)
-
-    gemini_record = staticmethod(gemini_record)
-
-    @property
-    def cfg(self) -> Config:
-        """The effective config now (presets are picked by which live paths exist)."""
-        return load_config(env=self.env)
-
-    @property
-    def state_file(self) -> Path:
-        return self.local / ".journal" / "state.msgpack"
-
-    def checkpoint(self, **kwargs) -> CheckpointResult:
-        reporter = Collector()
-        try:
-            return checkpoint(self.cfg, self.store, reporter, **kwargs)
-        finally:
-            self.warnings = reporter.warnings
-
-    def restore(self, **kwargs) -> RestoreResult:
-        reporter = Collector()
-        try:
-            return restore(self.cfg, self.store, reporter, **kwargs)
-        finally:
-            self.warnings = reporter.warnings
-
-    def run(self, *args: str, unprivileged: bool = False) -> subprocess.CompletedProcess:
-        return run_journal(*args, env=self.env, unprivileged=unprivileged)
-
-    def repo(self) -> Repository:
-        return Repository.open(open_store(str(self.store_path)))
-
-    def entries(self, tree: str, seq: int | None = None) -> dict[str, Entry]:
-        """The entries of ``tree`` in manifest ``seq`` (default: the newest), by path."""
-        repo = self.repo()
-        seq = seq if seq is not None else repo.manifest_seqs()[-1]
-        found, _ = ManifestCache(repo).tree(seq, tree)
-        return {e.path: e for e in found}
-
-    def pack_file(self, pack: str) -> Path:
-        return self.store_path / pack_key(pack)
-
-    def corrupt_blob(self, ref) -> None:
-        """Flip one byte inside the compressed payload of one stored blob."""
-        path = self.pack_file(ref.pack)
-        data = bytearray(path.read_bytes())
-        data[ref.offset + HEADER.size + (ref.length - HEADER.size) // 2] ^= 0xFF
-        path.write_bytes(bytes(data))
-
-    # --- a hostile writer: real records with the project's own encoders, hostile field values
-
-    def put_records(self, records: list[tuple[str, bytes, int]]) -> list[BlobRef]:
-        """Store ``(id, record, payload size)`` records (``objects.encode_record``'s
-        output) in a pack of their own; their references, in order."""
-        writer = PackWriter(self.store, str(self.home / "spool"))
-        refs = [writer.add_record(blob_id, record, size) for blob_id, record, size in records]
-        writer.finish()
-        return [writer.resolve(ref) for ref in refs]
-
-    def chunk_entry(self, path: str, payload: bytes = b"hello\n", **fields) -> Entry:
-        """A file entry naming one real chunk, stored now; ``fields`` override the entry's."""
-        (ref,) = self.put_records([encode_record(KIND_CHUNK, payload) + (len(payload),)])
-        return Entry(path=path, **{"kind": KIND_FILE, "mode": 0o644, "mtime_ns": 1, "size": len(payload),
-                                   "refs": (ref,), **fields})
-
-    def put_pages(self, *pages: Page) -> list[BlobRef]:
-        """Store index pages as they are, however they break the rules."""
-        writer = PackWriter(self.store, str(self.home / "spool"))
-        refs = [writer.add(KIND_PAGE, encode(page)) for page in pages]
-        writer.finish()
-        return [writer.resolve(ref) for ref in refs]
-
-    def put_tree(self, entries: list[Entry]) -> BlobRef:
-        """Store entries (sorted by path) as an index built by the project's own builder."""
-        writer = PackWriter(self.store, str(self.home / "spool"))
-        root, _ = build_index(entries, {}, lambda payload, _key: writer.add(KIND_PAGE, payload))
-        writer.finish()
-        return writer.resolve(root)
-
-    def publish(self, trees: dict[str, TreeRoot | None], **fields) -> int:
-        """Publish the next manifest as a hostile writer could: the newest one's trees
-        with ``trees`` in place of theirs (None drops a tree), ``fields`` overriding any
-        other field. Returns its sequence."""
-        repo = self.repo()
-        seq = repo.manifest_seqs()[-1] + 1
-        parent, parent_id = repo.load_manifest(seq - 1)
-        merged = {**parent.trees, **trees}
-        manifest = Manifest(seq=seq, parent=seq - 1, parent_id=parent_id, created=utc_now(),
-                            created_ns=time.time_ns(), host="elsewhere", pid=1, writer="f" * 32,
-                            trees={name: tree for name, tree in merged.items() if tree is not None})
-        repo.put_manifest(encode_manifest(msgspec.structs.replace(manifest, **fields))[1], seq)
-        return seq
-
-    def add_gemini_tree(self) -> Path:
-        """A Gemini CLI home (v0.39+ JSONL chats, ``logs.json``); returns the chat file."""
-        gemini = self.local / "agent-state" / "gemini-home" / ".gemini"
-        chats = gemini / "tmp" / "3f1c0a9e" / "chats"
-        chats.mkdir(parents=True)
-        chat = chats / "session-2026-03-01T10-00-a1b2c3d4.jsonl"
-        chat.write_bytes(b"".join(gemini_record(i) for i in range(40)))
-        (gemini / "logs.json").write_text('[{"sessionId": "a1b2c3d4", "messageId": 0, "type": "user"}]\n')
-        (gemini / "settings.json").write_text('{"theme": "Default"}')
-        (gemini / "settings.json").chmod(0o600)
-        return chat
-
-    @staticmethod
-    def snapshot(root: Path) -> dict[str, tuple]:
-        """Every path under ``root`` with what restore must keep: bytes, mode, mtime, link target."""
-        snap = {}
-        for path in sorted(root.rglob("*")):
-            rel = str(path.relative_to(root))
-            if rel.split("/")[0] == ".journal":
-                continue
-            st = path.lstat()
-            if path.is_symlink():
-                snap[rel] = ("link", os.readlink(path))
-            elif path.is_dir():
-                snap[rel] = ("dir", st.st_mode)
-            else:
-                snap[rel] = ("file", path.read_bytes(), st.st_mode, st.st_mtime_ns)
-        return snap
-
-
-def copy_fixtures(local: Path) -> None:
-    for name in HARNESS_DIRS:
-        shutil.copytree(FIXTURES / name, local / name, symlinks=True)
-    for path in [local, *local.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(path.stat().st_mode | 0o200)
-
-
-def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
-                unprivileged: bool = False, memory: int | None = None, cwd=None) -> subprocess.CompletedProcess:
-    """Run ``python -m journal ARGS`` in a clean environment plus ``env`` (in ``cwd``);
-    with ``unprivileged``, bound by file modes as an ordinary user is (``drop_dac_override``);
-    ``memory`` caps its address space (``RLIMIT_AS``, bytes)."""
-    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-
-    def prepare() -> None:
-        if unprivileged:
-            drop_dac_override()
-        if memory:
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-
-    return subprocess.run([sys.executable, "-m", "journal", *args], env={**base, **(env or {})}, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=prepare if unprivileged or memory else None)
-
-
-#: Runs argv and prints its exit status and peak RSS (KiB). A process's peak RSS counts
-#: the memory of the one it was forked from (Linux keeps the high-water mark across
-#: exec), so the command is started by this fresh interpreter, not by pytest, whose
-#: size grows with the tests run before.
-_PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:], stdout=sys.stdout.buffer); "
-             "print('', rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)")
-
-
-def peak_rss(argv: list[str], env: dict[str, str], stdout: Path | None = None,
-             stderr: Path | None = None) -> tuple[int, int]:
-    """Run ``argv`` (with ``env`` over a clean environment) in a grandchild, its stdout
-    into ``stdout`` (else discarded) and its stderr into ``stderr`` (else discarded);
-    ``(exit status, its peak RSS in bytes)``."""
-    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    with open(stdout or os.devnull, "wb") as out, open(stderr or os.devnull, "wb") as err:
-        done = subprocess.run([sys.executable, "-c", _PEAK_RSS, *argv], env={**base, **env}, stdout=out,
-                              stderr=subprocess.PIPE, check=True)
-        lines = done.stderr.splitlines()
-        err.write(b"\n".join(lines[:-1]).rstrip())
-    rc, peak_kib = map(int, lines[-1].split())
-    return rc, peak_kib * 1024
-
-
-_PR_CAPBSET_DROP = 24
-_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
-
-
-def drop_dac_override() -> None:
-    """A ``preexec_fn``: the child runs without ``CAP_DAC_OVERRIDE`` and
-    ``CAP_DAC_READ_SEARCH`` (dropped from its bounding set, so ``exec`` does not give
-    them back to root), so a directory at mode 000 refuses it with ``EACCES`` as it
-    refuses an unprivileged user. It stays uid 0, so it can still run this
-    interpreter, which lives under root's 0700 home. A non-root child needs nothing."""
-    if os.geteuid() != 0:
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--long"):
         return
-    import ctypes
+    skip = pytest.mark.skip(reason="long, with no short form: `make test-long` runs it")
+    for item in items:
+        mark = item.get_closest_marker("long")
+        if mark is not None and "short" not in mark.kwargs:
+            item.add_marker(skip)
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
-        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+@pytest.fixture
+def long_size(request):
+    """The size a test marked ``long(short=S, full=F)`` runs at: F under ``--long``, else S."""
+    mark = request.node.get_closest_marker("long")
+    assert mark is not None and {"short", "full"} <= set(mark.kwargs), "needs @pytest.mark.long(short=S, full=F)"
+    return mark.kwargs["full" if request.config.getoption("--long") else "short"]
+
+
+@pytest.fixture(name="run_journal")
+def run_journal_fixture():
+    """The CLI runner: ``run_journal(*args, env={...})``."""
+    return run_journal
 
 
 @pytest.fixture
@@ -275,107 +88,6 @@ def small_tmpfs(tmp_path):
     yield mount
     for point in reversed(mounted):
         subprocess.run(["umount", "-l", str(point)], check=True)
-
-
-def wait_for(pred, timeout: float, what: str, step: float = 0.01):
-    """Poll ``pred`` until it returns something true, and return that; fail the test
-    naming ``what`` after ``timeout`` seconds. The timeout only bounds a failing test:
-    make it generous (a busy machine stalls for seconds), never a measurement."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(step)
-
-
-def sigint_as_at_a_terminal() -> None:
-    """``preexec_fn`` for a child a test sends SIGINT: Ctrl-C's default disposition. A
-    shell starts background jobs with SIGINT ignored and children inherit that, so in
-    a suite run in the background the child would ignore it; at a terminal it gets it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-class FakeClock:
-    """A wall clock in nanoseconds (as ``time.time_ns``) that moves only when the test
-    calls ``advance``; it starts at the real time."""
-
-    def __init__(self) -> None:
-        self.ns = time.time_ns()
-
-    def __call__(self) -> int:
-        return self.ns
-
-    def advance(self, seconds: float) -> None:
-        self.ns += int(seconds * 1e9)
-
-
-#: What a command reading a crafted store may take: well over its needs on a sound store
-#: (under 256 MiB), far under what an unbounded expansion or decompression takes.
-CRAFTED_TIMEOUT = 60
-CRAFTED_MEMORY = 512 << 20
-
-
-def run_on_crafted(live: Live, *args: str) -> subprocess.CompletedProcess:
-    """Run the CLI on a crafted store, bounded in time and memory, and check it answers
-    in one-line messages: no traceback, every line of stderr a message of its own."""
-    proc = run_journal(*args, env=live.env, timeout=CRAFTED_TIMEOUT, memory=CRAFTED_MEMORY)
-    lines = proc.stderr.splitlines()
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert all(line.startswith(("journal: error: ", "warning: ", "restore")) for line in lines), proc.stderr
-    assert sum(line.startswith("journal: error: ") for line in lines) <= 1, proc.stderr
-    return proc
-
-
-class Audit:
-    """What the CLI made of a crafted store: ``verify --full --json``, ``restore`` into a
-    new container (``fresh``) and ``gc --dry-run``, each run by ``run_on_crafted``."""
-
-    def __init__(self, live: Live, make_live):
-        self.fresh = make_live("fresh", fixtures=False)
-        before = _files_outside(live.home.parent, self.fresh.local)
-        self.verify = run_on_crafted(live, "verify", "--full", "--json")
-        self.restore = run_on_crafted(self.fresh, "restore")
-        self.gc = run_on_crafted(live, "gc", "--dry-run", "--keep-last", "1")
-        # Nothing was written anywhere but the new container's trees and state: not the
-        # store, not the other container, not beside either.
-        assert _files_outside(live.home.parent, self.fresh.local) == before
-
-    @property
-    def findings(self) -> list[dict]:
-        """verify's errors (the crafted objects' packs are unreferenced too: warnings)."""
-        return [f for f in json.loads(self.verify.stdout)["findings"] if f["severity"] == "error"]
-
-    def assert_falls_back(self, kind: str, detail: str, tree: str = "codex", seq: int = 2,
-                          gc_blocked: bool = True) -> None:
-        """verify finds what is wrong with ``tree`` in manifest ``seq`` (one finding of
-        ``kind`` naming ``detail``); restore takes that tree from the manifest before
-        and says so (a fallback: exit 3); gc deletes nothing while the kept manifest is
-        damaged (``gc_blocked``: a page breaks the rules on its own), or goes on (pages
-        that disagree with one another: gc reads each page once whatever they say of
-        one another)."""
-        assert self.verify.returncode == 1
-        assert [(f["kind"], f["manifest"]) for f in self.findings] == [(kind, seq)], self.findings
-        assert detail in self.findings[0]["detail"], self.findings
-        assert self.restore.returncode == EXIT_FALLBACK, self.restore.stderr
-        assert f"{tree}: restored from checkpoint {seq - 1}" in self.restore.stdout
-        assert f"manifest {seq} unusable" in self.restore.stderr and detail in self.restore.stderr
-        if gc_blocked:
-            assert self.gc.returncode == 1 and f"gc: checkpoint {seq} (tree {tree}) needs an object" in self.gc.stderr
-        else:
-            assert self.gc.returncode == 0, self.gc.stderr
-
-
-def _files_outside(root: Path, target: Path) -> dict[str, bytes]:
-    return {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file() and target not in p.parents}
-
-
-@pytest.fixture(name="run_journal")
-def run_journal_fixture():
-    """The CLI runner: ``run_journal(*args, env={...})``."""
-    return run_journal
 
 
 @contextlib.contextmanager
@@ -402,10 +114,7 @@ def root(tmp_path):
 def live_maker(base: Path):
     """``make(name, fixtures=True)``: a container in ``base / name`` on the store ``base / "store"``."""
     def make(name: str = "a", *, fixtures: bool = True) -> Live:
-        live = Live(base / name, base / "store")
-        if fixtures:
-            copy_fixtures(live.local)
-        return live
+        return Live(base / name, base / "store", fixtures=fixtures)
     return make
 
 

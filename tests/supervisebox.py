@@ -1,6 +1,6 @@
-"""The harness shared by the ``journal supervise`` tests: a "container" (``Box``) with
-its own local root, state dir and environment over a shared local store, and /proc
-and store helpers. Each test module brings its own supervised writer script."""
+"""The harness shared by the ``journal supervise`` tests: a "container" (``Supervised``,
+a ``Live``) with its own local root, state dir and environment over a shared local
+store, and /proc and store helpers. Each test module brings its own supervised writer script."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ import pytest
 
 from journal.paths import INPUT_SOCKET
 
-from conftest import wait_for
+from conftest import JOURNAL, Live, wait_for
 
-JOURNAL = [sys.executable, "-m", "journal"]
 INTERVAL = 0.3
 SESSION = "sessions/2026/03/01/rollout-1.jsonl"        # relative to codex-home (the ``codex`` preset)
 STRAY_ENV = ("JOURNAL_CONFIG", "JOURNAL_STATE_DIR", "JOURNAL_STORE", "AM_LOCAL", "AGENT_STATE_CHECKPOINT_SECONDS",
@@ -31,8 +30,11 @@ STRAY_ENV = ("JOURNAL_CONFIG", "JOURNAL_STATE_DIR", "JOURNAL_STORE", "AM_LOCAL",
 SUN_PATH_MAX = 107
 
 
-class Box:
-    """One "container": a local root, its state dir, and a (possibly shared) store.
+class Supervised(Live):
+    """One "container" (``root``: ``base/name``) whose agent runs under ``journal
+    supervise``: ``$AM_LOCAL`` (``root/local``) with a Codex home, HOME ``root/home``, a
+    (possibly shared) store, and this process's environment less any journal variable
+    (``env`` is whole: ``subprocess`` takes it as it is).
 
     ``writer`` is the supervised agent's script, run as ``writer.py SESSION PERIOD MODE
     RUNDIR``; it writes its pid to ``RUNDIR/child-pid`` (and any pid it starts to
@@ -40,45 +42,25 @@ class Box:
 
     def __init__(self, base: Path, store: Path, name: str, writer: str):
         self.root = base / name
-        self.local = self.root / "local"
-        self.home = self.root / "home"
+        super().__init__(self.root / "home", store, local=self.root / "local", env={"PYTHONUNBUFFERED": "1"})
         self.run_dir = self.root / "run"
-        self.store = store
-        for d in (self.local, self.home, self.run_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if k not in STRAY_ENV}
-        env.update(AM_LOCAL=str(self.local), JOURNAL_STORE=str(store), HOME=str(self.home),
-                   XDG_CONFIG_HOME=str(self.home / ".config"), PYTHONUNBUFFERED="1")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.env = {**{k: v for k, v in os.environ.items() if k not in STRAY_ENV}, **self.env}
         self.socket_dir: str | None = None
         if len(os.fsencode(self.state_dir / INPUT_SOCKET)) > SUN_PATH_MAX:
             self.socket_dir = tempfile.mkdtemp(prefix="jis-")
-            env["JOURNAL_INPUT_SOCKET"] = os.path.join(self.socket_dir, "input.sock")
-        self.env = env
+            self.env["JOURNAL_INPUT_SOCKET"] = os.path.join(self.socket_dir, "input.sock")
         self.writer = self.root / "writer.py"
         self.writer.write_text(writer)
         self.procs: list[subprocess.Popen] = []
-
-    @property
-    def codex(self) -> Path:
-        return self.local / "codex-home"
 
     @property
     def session(self) -> Path:
         return self.codex / SESSION
 
     @property
-    def state_dir(self) -> Path:
-        return self.local / ".journal"
-
-    @property
     def status_file(self) -> Path:
         return self.state_dir / "status.json"
-
-    def journal(self, *args: str, check: bool = False, timeout: float = 60) -> subprocess.CompletedProcess:
-        proc = subprocess.run(JOURNAL + list(args), env=self.env, capture_output=True, text=True, timeout=timeout)
-        if check:
-            assert proc.returncode == 0, f"journal {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        return proc
 
     def writer_cmd(self, mode: str, period: float = 0.05, *, make_tree: bool = True) -> list[str]:
         if make_tree:  # the tree exists before supervise starts (active from the first tick)
@@ -107,7 +89,7 @@ class Box:
             return {}
 
     def status_report(self) -> dict:
-        return json.loads(self.journal("status", "--json", check=True).stdout)
+        return json.loads(self.run("status", "--json", expect=0).stdout)
 
     def child_pid(self) -> int:
         return int((self.run_dir / "child-pid").read_text())
@@ -120,7 +102,7 @@ class Box:
                 pytest.fail(f"supervise exited early ({proc.returncode}):\n{self.output()}")
             st = self.status(status_file)
             return (st.get("child_pid") and (self.run_dir / "child-ready").exists()
-                    and len(manifest_seqs(self.store)) >= checkpoints) and st
+                    and len(manifest_seqs(self.store_path)) >= checkpoints) and st
         return wait_for(ready, timeout, "the child to run and supervise to checkpoint")
 
     def stop_all(self) -> None:
@@ -149,12 +131,12 @@ class Box:
 
 
 def boxes(tmp_path: Path, writer: str):
-    """The body of a ``box`` fixture: yields ``make(name, base=None) -> Box`` (every box
+    """The body of a ``box`` fixture: yields ``make(name, base=None) -> Supervised`` (every box
     shares ``<base>/store``) and kills whatever the boxes started afterwards."""
-    made: list[Box] = []
+    made: list[Supervised] = []
 
-    def make(name: str = "box", base: Path | None = None) -> Box:
-        b = Box(base or tmp_path, (base or tmp_path) / "store", name, writer)
+    def make(name: str = "box", base: Path | None = None) -> Supervised:
+        b = Supervised(base or tmp_path, (base or tmp_path) / "store", name, writer)
         made.append(b)
         return b
 
@@ -248,7 +230,7 @@ def restore_to(box_factory, name: str = "restorer", base: Path | None = None) ->
     """Restore the shared store into an empty directory from a fresh container."""
     fresh = box_factory(name, base)
     dest = fresh.root / "out"
-    proc = fresh.journal("restore", "--to", str(dest))
+    proc = fresh.run("restore", "--to", str(dest))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return dest
 
@@ -266,14 +248,14 @@ def assert_not_torn(data: bytes) -> list[dict]:
     return lines
 
 
-def verify_clean(box: Box) -> None:
-    proc = box.journal("verify", "--full")
+def verify_clean(box: Supervised) -> None:
+    proc = box.run("verify", "--full")
     assert proc.returncode == 0, f"journal verify --full found problems:\n{proc.stdout}{proc.stderr}"
 
 
-def assert_store_clean(box: Box) -> None:
+def assert_store_clean(box: Supervised) -> None:
     verify_clean(box)
-    seqs = manifest_seqs(box.store)
+    seqs = manifest_seqs(box.store_path)
     assert seqs == list(range(1, len(seqs) + 1)), f"manifest seqs are not contiguous: {seqs}"
 
 

@@ -32,7 +32,7 @@ from journal.local.walk import Matcher, walk_tree
 
 from conftest import Live, peak_rss
 from faults import FaultyStore
-from test_cli import one_line_error
+from conftest import one_line_error
 
 ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
 
@@ -463,8 +463,7 @@ def test_two_state_dirs_on_one_store_conflict_naming_the_other_writer(make_live)
     a.checkpoint()
     b.restore()
     (a.local / "codex-home" / "history.jsonl").write_text('{"from": "a"}\n')
-    writer = subprocess.Popen([sys.executable, "-m", "journal", "checkpoint"], env={**os.environ, **a.env},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = a.popen("checkpoint")
     assert writer.wait(timeout=60) == 0, writer.stderr.read()
     (b.local / "codex-home" / "history.jsonl").write_text('{"from": "b"}\n')
 

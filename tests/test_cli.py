@@ -10,16 +10,9 @@ from journal import __version__
 from journal.format.model import FORMAT
 from journal.cli.entry import main
 
-from conftest import sigint_as_at_a_terminal
+from conftest import JOURNAL, clean_env, one_line_error, sigint_as_at_a_terminal
 
 COMMANDS = sorted(main.commands)
-
-
-def one_line_error(proc) -> str:
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith("journal: error: ")
-    return lines[0]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -244,9 +237,8 @@ def _console_script(live, *args, stdout=None):
     script = os.path.join(os.path.dirname(sys.executable), "journal")
     if not os.path.exists(script):
         pytest.skip("the journal console script is not installed next to this Python")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env}
-    return subprocess.run([script, *args], env=env, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=60)
+    return subprocess.run([script, *args], env=clean_env(live.env), stdout=stdout or subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
 
 
 def test_the_console_script_leaves_fast_with_every_line_and_the_right_status(live, tmp_path):
@@ -278,8 +270,7 @@ def test_the_console_script_fails_when_stdout_is_closed(live):
     assert _console_script(live, "checkpoint").returncode == 0
     read, write = os.pipe()
     os.close(read)   # nobody will read: every write to the pipe fails
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env}
-    proc = subprocess.run([script, "log"], env=env, stdout=write, stderr=subprocess.PIPE, timeout=60)
+    proc = subprocess.run([script, "log"], env=clean_env(live.env), stdout=write, stderr=subprocess.PIPE, timeout=60)
     os.close(write)
     assert proc.returncode != 0
 
@@ -304,10 +295,9 @@ def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_130(live
     hold.mkdir()
     (hold / "click.py").write_text(HOLD_IMPORT)
     ready, ready_w = os.pipe()
-    start = [sys.executable, "-m", "journal"] if entry.startswith("python") else \
+    start = JOURNAL if entry.startswith("python") else \
         [sys.executable, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bin", "journal")]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env,
-           "PYTHONPATH": str(hold), "READY_FD": str(ready_w)}
+    env = clean_env({**live.env, "PYTHONPATH": str(hold), "READY_FD": str(ready_w)})
     proc = subprocess.Popen([*start, "log", *json_flag], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, pass_fds=(ready_w,), preexec_fn=sigint_as_at_a_terminal)
     os.close(ready_w)

@@ -19,14 +19,13 @@ import random
 import shutil
 import signal
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import run_journal, sigint_as_at_a_terminal, wait_for
+from conftest import Live, no_traceback, one_line_error, run_journal, sigint_as_at_a_terminal, wait_for
 
 from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 
@@ -37,19 +36,6 @@ OPENCLAW_JSONL = "oc-home/.openclaw/agents/main/sessions/s.jsonl"
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def no_traceback(proc) -> None:
-    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr[-3000:]
-
-
-def one_line_error(proc) -> str:
-    """The single ``journal: error: ...`` line of a failed command (asserts the shape)."""
-    no_traceback(proc)
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1, f"expected one error line, got {len(lines)}:\n{proc.stderr}"
-    assert lines[0].startswith("journal: error: "), lines[0]
-    return lines[0]
 
 
 def json_error(proc) -> dict:
@@ -86,56 +72,25 @@ def store_bytes(store: Path) -> dict[str, bytes]:
     return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
 
 
-class Box:
-    """One container: a local root and its environment, on a store shared by the test."""
-
-    def __init__(self, tmp_path: Path, name: str = "a", *, store: Path | None = None, make_local: bool = True):
-        self.home = tmp_path / name
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.local = self.home / "local"
-        self.store = store or tmp_path / "store"
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(self.store), "HOME": str(self.home),
-                    "XDG_CONFIG_HOME": str(self.home / ".config")}
-        if make_local:
-            self.local.mkdir(parents=True, exist_ok=True)
-
-    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60):
-        return run_journal(*args, env={**self.env, **(env or {})}, timeout=timeout)
-
-    def write(self, rel: str, data: bytes) -> Path:
-        path = self.local / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        return path
-
-    def populate(self) -> None:
-        """Three harness trees (claude, codex, openclaw) with a few small files."""
-        self.write(CLAUDE_JSONL, jsonl(30, "claude"))
-        self.write(CODEX_JSONL, jsonl(40, "codex"))
-        self.write(CODEX_CONFIG, b'model = "gpt-5"\n')
-        self.write(OPENCLAW_JSONL, jsonl(20, "openclaw"))
-
-    def checkpoint_ok(self) -> dict:
-        proc = self.run("checkpoint", "--json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
-
-    def log(self) -> list[dict]:
-        proc = self.run("log", "--json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
+def populate(b: Live) -> None:
+    """Three harness trees (claude, codex, openclaw) with a few small files."""
+    b.write(CLAUDE_JSONL, jsonl(30, "claude"))
+    b.write(CODEX_JSONL, jsonl(40, "codex"))
+    b.write(CODEX_CONFIG, b'model = "gpt-5"\n')
+    b.write(OPENCLAW_JSONL, jsonl(20, "openclaw"))
 
 
 @pytest.fixture
-def box(tmp_path) -> Box:
-    """A container whose three trees were checkpointed twice (seq 1 and 2)."""
-    b = Box(tmp_path)
-    b.populate()
-    assert b.checkpoint_ok()["seq"] == 1
+def box(tmp_path) -> Live:
+    """A container whose three trees were checkpointed twice (seq 1 and 2; in this
+    process, as the CLI's checkpoint does: the tests run the CLI on what follows)."""
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
+    assert b.checkpoint().seq == 1
     b.first = snapshot_files(b.local)   # what checkpoint 1 holds
     with open(b.local / CLAUDE_JSONL, "ab") as fh:
         fh.write(jsonl(3, "more"))
-    assert b.checkpoint_ok()["seq"] == 2
+    assert b.checkpoint().seq == 2
     return b
 
 
@@ -153,18 +108,18 @@ STORE_COMMANDS = [
 
 @pytest.mark.parametrize("args", STORE_COMMANDS, ids=lambda a: a[0])
 def test_json_output_is_valid_json_even_when_the_command_fails(tmp_path, args):
-    b = Box(tmp_path)
-    b.populate()
-    b.store.write_text("not a store\n")  # JOURNAL_STORE names a regular file
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
+    b.store_path.write_text("not a store\n")  # JOURNAL_STORE names a regular file
 
     proc = b.run(*args, "--json")
 
     doc = json_error(proc)  # a script calling `journal ... --json` must always get JSON
-    assert (doc["kind"], doc["exit"]) == ("NotAStore", 1) and str(b.store) in doc["error"], doc
+    assert (doc["kind"], doc["exit"]) == ("NotAStore", 1) and str(b.store_path) in doc["error"], doc
 
 
 def test_json_output_is_valid_json_on_a_config_error(tmp_path):
-    b = Box(tmp_path)
+    b = Live(tmp_path / "a", tmp_path / "store")
     config = tmp_path / "bad.toml"
     config.write_text("store = 5\n")
 
@@ -183,7 +138,7 @@ def test_json_output_is_valid_json_on_a_config_error(tmp_path):
 ], ids=["bad-value", "unknown-flag", "missing-value", "extra-argument", "out-of-range"])
 def test_a_usage_error_with_json_still_prints_the_json_error_object(tmp_path, args, names):
     """click refuses these before the command runs; a script asked for JSON all the same."""
-    b = Box(tmp_path)
+    b = Live(tmp_path / "a", tmp_path / "store")
 
     proc = b.run(*args)
 
@@ -192,7 +147,7 @@ def test_a_usage_error_with_json_still_prints_the_json_error_object(tmp_path, ar
 
 
 def test_json_after_the_double_dash_belongs_to_cmd(tmp_path):
-    b = Box(tmp_path)
+    b = Live(tmp_path / "a", tmp_path / "store")
 
     proc = b.run("supervise", "--interval", "abc", "--", "true", "--json")
 
@@ -204,8 +159,8 @@ def test_checkpoint_json_reports_the_committed_seq_when_one_database_fails(tmp_p
     """A checkpoint that commits every other file but refuses one bad SQLite database
     exits 1 (right) and says "checkpoint N committed the rest" on stderr, but
     ``--json`` prints nothing: a script cannot learn which checkpoint was committed."""
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
     db = b.local / "hermes" / "state.db"
     db.parent.mkdir(parents=True)
     con = sqlite3.connect(db)
@@ -236,29 +191,29 @@ def test_checkpoint_json_reports_the_committed_seq_when_one_database_fails(tmp_p
 @pytest.mark.parametrize("args", [("init",), ("checkpoint",), ("log",), ("verify",), ("restore",),
                                   ("gc", "--keep-last", "1"), ("takeover",)], ids=lambda a: a[0])
 def test_store_path_that_is_a_regular_file_is_refused_and_left_alone(tmp_path, args):
-    b = Box(tmp_path)
-    b.populate()
-    b.store.write_bytes(b"my notes, not a store\n")
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
+    b.store_path.write_bytes(b"my notes, not a store\n")
 
     proc = b.run(*args)
 
     assert proc.returncode == 1
     line = one_line_error(proc)
-    assert str(b.store) in line and "JOURNAL_STORE" in line
-    assert b.store.read_bytes() == b"my notes, not a store\n"
+    assert str(b.store_path) in line and "JOURNAL_STORE" in line
+    assert b.store_path.read_bytes() == b"my notes, not a store\n"
 
 
 @pytest.mark.parametrize("args", [("verify",), ("gc", "--keep-last", "1"), ("takeover",),
                                   ("restore", "--dry-run"), ("log", "--json")], ids=lambda a: a[0])
 def test_missing_store_is_a_one_line_error_and_is_not_created(tmp_path, args):
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
 
     proc = b.run(*args)
 
     assert proc.returncode == 1
     assert "journal init" in one_line_error(proc)
-    assert not b.store.exists()
+    assert not b.store_path.exists()
 
 
 @pytest.mark.parametrize("args", [("checkpoint",), ("restore",), ("init",),
@@ -268,8 +223,8 @@ def test_a_store_whose_parent_directory_is_missing_is_never_created(tmp_path, ar
     """``JOURNAL_STORE=/data/journal`` with no ``/data`` (a volume that is not mounted, a
     typo): a fresh container would otherwise create the store on its own disk, restore
     "nothing" and start the agent on empty state, checkpointing where nothing lasts."""
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
     store = tmp_path / "unmounted" / "journal"
     mark = tmp_path / "cmd-ran"
     proc = b.run(*(a.replace("MARK", repr(str(mark))) for a in args), env={"JOURNAL_STORE": str(store)})
@@ -285,8 +240,8 @@ def test_empty_journal_store_variable_is_refused_not_silently_replaced_by_a_defa
     to ``~/.local/share/journal/store`` on the container's own disk: checkpoints report
     success while nothing is durable. ``open_store`` has an error for an empty URL, but
     ``load_config`` never lets it see one."""
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
 
     proc = b.run("checkpoint", env={"JOURNAL_STORE": ""})
 
@@ -300,14 +255,14 @@ def test_checkpoint_does_not_silently_start_a_new_store_where_the_known_one_vani
     creates a brand-new empty store at the same path and reports success, so every later
     checkpoint lands on local disk. The local state knows a different store id; it
     should refuse and name the path (is the volume mounted?)."""
-    shutil.rmtree(box.store)
+    shutil.rmtree(box.store_path)
     box.write(CODEX_CONFIG, b'model = "changed"\n')
 
     proc = box.run("checkpoint")
 
     assert proc.returncode != 0
-    assert str(box.store) in one_line_error(proc)
-    assert not box.store.exists()
+    assert str(box.store_path) in one_line_error(proc)
+    assert not box.store_path.exists()
 
 
 def seal(body: bytes) -> bytes:
@@ -320,27 +275,27 @@ def test_store_whose_config_says_a_future_version_is_refused(box, sealed):
     """StoreInfo.version is never checked: a store written by a newer journal (version 99)
     is opened, and written to, by this one. (A newer journal seals its config with a
     checksum; one written before the checksum existed has none.)"""
-    config = box.store / "config"
+    config = box.store_path / "config"
     info = json.loads(config.read_bytes())
     del info["checksum"]
     info["version"] = 99
     body = json.dumps(info, separators=(",", ":")).encode()
     config.write_bytes(seal(body) if sealed else body)
-    before = sorted(p.name for p in (box.store / "manifests").iterdir())
+    before = sorted(p.name for p in (box.store_path / "manifests").iterdir())
     box.write(CODEX_CONFIG, b'model = "changed"\n')
 
     proc = box.run("checkpoint")
 
     assert proc.returncode != 0
     assert "version" in one_line_error(proc)
-    assert sorted(p.name for p in (box.store / "manifests").iterdir()) == before
+    assert sorted(p.name for p in (box.store_path / "manifests").iterdir()) == before
 
 
 def test_damaged_store_config_error_names_the_config_object(box):
     """A store full of manifests and packs whose ``config`` object is torn is reported as
     "not empty and is not a journal store; point JOURNAL_STORE at an empty directory":
     the wrong diagnosis and the wrong fix. It should name <store>/config."""
-    config = box.store / "config"
+    config = box.store_path / "config"
     config.write_bytes(config.read_bytes()[:20])
 
     proc = box.run("log")
@@ -352,22 +307,22 @@ def test_damaged_store_config_error_names_the_config_object(box):
 def test_a_flipped_character_of_the_config_is_blamed_on_the_config_not_the_local_state(box):
     """One character of the store id in ``config`` changed: the next checkpoint said the
     local state was "missing or unreadable" and suggested a restore."""
-    config = box.store / "config"
+    config = box.store_path / "config"
     raw = config.read_bytes()
     at = raw.index(b'"store_id":"') + 12
     config.write_bytes(raw[:at] + (b"0" if raw[at:at + 1] != b"0" else b"1") + raw[at + 1:])
     box.write(CODEX_CONFIG, b'model = "changed"\n')
-    before = store_bytes(box.store)
+    before = store_bytes(box.store_path)
 
     for args in (("checkpoint",), ("restore",), ("log",), ("gc", "--keep-last", "1")):
         line = one_line_error(box.run(*args))
         assert f"{config} fails its checksum" in line and "backup" in line, line
         assert "local state" not in line, line
-    assert store_bytes(box.store) == before
+    assert store_bytes(box.store_path) == before
 
 
 def test_takeover_on_a_store_without_checkpoints_does_not_say_to_run_init(tmp_path):
-    b = Box(tmp_path)
+    b = Live(tmp_path / "a", tmp_path / "store")
     assert b.run("init").returncode == 0
 
     proc = b.run("takeover")
@@ -440,17 +395,17 @@ def test_restore_replace_without_to_is_a_one_line_error(box):
 
 
 def test_checkpoint_with_a_missing_local_root_creates_nothing(tmp_path):
-    b = Box(tmp_path, make_local=False)
+    b = Live(tmp_path / "a", tmp_path / "store", make_local=False)
 
     proc = b.run("checkpoint")
 
     assert proc.returncode == 2
     assert "AM_LOCAL" in one_line_error(proc)
-    assert not b.local.exists() and not b.store.exists()
+    assert not b.local.exists() and not b.store_path.exists()
 
 
 def test_restore_dry_run_creates_nothing_on_a_fresh_machine(box, tmp_path):
-    fresh = Box(tmp_path, "fresh", store=box.store, make_local=False)
+    fresh = Live(tmp_path / "fresh", box.store_path, make_local=False)
 
     proc = fresh.run("restore", "--dry-run")
 
@@ -480,7 +435,7 @@ def test_restore_at_zero_on_a_fresh_machine_does_not_let_checkpoint_drop_stored_
     local state is saved as complete with no trees, so its next checkpoint publishes a
     manifest holding only what exists locally: codex and openclaw vanish from the newest
     checkpoint, and a plain `journal restore` elsewhere no longer brings them back."""
-    fresh = Box(tmp_path, "fresh", store=box.store)
+    fresh = Live(tmp_path / "fresh", box.store_path)
     fresh.run("restore", "--at", "0")
     fresh.write("agent-state/claude/other.txt", b"new\n")
 
@@ -503,8 +458,8 @@ def test_restore_at_zero_on_a_fresh_machine_does_not_let_checkpoint_drop_stored_
 def test_non_finite_checkpoint_interval_is_refused(tmp_path, env, text):
     """A NaN interval passes `value <= 0`; the supervisor's `monotonic() >= next_tick`
     is then never true, so it never checkpoints until it stops (inf: the same)."""
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
     args = ["trees"]
     if text is not None:
         config = tmp_path / "journal.toml"
@@ -519,8 +474,8 @@ def test_non_finite_checkpoint_interval_is_refused(tmp_path, env, text):
 
 @pytest.mark.parametrize("value", ["-1", "nan"])
 def test_supervise_interval_flag_is_validated(tmp_path, value):
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
 
     proc = b.run("supervise", "--no-restore", "--interval", value, "--", "true", timeout=30)
 
@@ -530,8 +485,8 @@ def test_supervise_interval_flag_is_validated(tmp_path, value):
 
 @pytest.mark.parametrize("interval, grace", [("2", "0"), ("2s", "0s"), ("1m", "0.5")])
 def test_supervise_takes_durations_as_seconds_or_with_a_unit(tmp_path, interval, grace):
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
 
     proc = b.run("supervise", "--no-restore", "--interval", interval, "--grace", grace, "--json", "--", "true",
                  timeout=30)
@@ -542,8 +497,8 @@ def test_supervise_takes_durations_as_seconds_or_with_a_unit(tmp_path, interval,
 
 @pytest.mark.parametrize("where", ["missing-dir", "a-directory"])
 def test_supervise_refuses_a_metrics_file_it_could_not_write_before_starting_cmd(tmp_path, where):
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
     target = tmp_path / "no-such-dir" / "journal.prom" if where == "missing-dir" else tmp_path
     mark = tmp_path / "cmd-ran"
 
@@ -603,15 +558,15 @@ def test_a_store_with_trees_none_of_them_configured_here_is_an_error_not_an_empt
 def test_a_tree_that_holds_or_lies_inside_journals_own_directories_is_refused(tmp_path, shape):
     """`path = "."` made every checkpoint commit journal's own state files again, and
     restore wrote them over the live state directory."""
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
     path, env = {
         "tree-is-local": (".", {}),
         "tree-is-state-dir": (".journal", {}),
         "tree-inside-state-dir": (".journal/notes", {}),
         "state-dir-inside-a-preset": ("notes", {"JOURNAL_STATE_DIR": str(b.local / "codex-home" / "state")}),
         "tree-holds-the-store": ("notes", {"JOURNAL_STORE": str(b.local / "notes" / "store")}),
-        "tree-inside-the-store": (str(b.store / "notes"), {}),
+        "tree-inside-the-store": (str(b.store_path / "notes"), {}),
     }[shape]
     (b.home / ".config" / "journal").mkdir(parents=True)
     (b.home / ".config" / "journal" / "config.toml").write_text(f'[[trees]]\nname = "notes"\npath = "{path}"\n')
@@ -625,17 +580,17 @@ def test_a_tree_that_holds_or_lies_inside_journals_own_directories_is_refused(tm
         assert "tree 'notes'" in line or "tree 'codex'" in line, line
         assert ("state directory" in line) == ("store" not in shape), line
     assert not mark.exists()
-    assert not b.store.exists() and not (b.local / "notes" / "store").exists()
+    assert not b.store_path.exists() and not (b.local / "notes" / "store").exists()
 
 
 def test_gc_negative_keep_last_is_refused(box):
-    before = store_bytes(box.store)
+    before = store_bytes(box.store_path)
 
     proc = box.run("gc", "--keep-last", "-1", "--dry-run")
 
     assert proc.returncode == 2, proc.stdout
     assert "--keep-last" in one_line_error(proc)
-    assert store_bytes(box.store) == before
+    assert store_bytes(box.store_path) == before
 
 
 def test_log_limit_zero_lists_nothing(box):
@@ -693,9 +648,9 @@ def test_demo_dir_below_a_regular_file_is_a_one_line_error(tmp_path):
 @pytest.mark.parametrize("args", [("log",), ("verify",), ("verify", "--full"), ("gc", "--keep-last", "1", "--dry-run"),
                                   ("restore", "--dry-run"), ("status",), ("trees",)], ids=" ".join)
 def test_commands_on_an_empty_store_succeed_with_valid_json(tmp_path, args):
-    b = Box(tmp_path)
+    b = Live(tmp_path / "a", tmp_path / "store")
     assert b.run("init").returncode == 0
-    before = store_bytes(b.store)
+    before = store_bytes(b.store_path)
 
     proc = b.run(*args, "--json")
 
@@ -704,7 +659,7 @@ def test_commands_on_an_empty_store_succeed_with_valid_json(tmp_path, args):
     doc = json.loads(proc.stdout)
     if args == ("log",):
         assert doc == []
-    assert store_bytes(b.store) == before
+    assert store_bytes(b.store_path) == before
 
 
 # --------------------------------------------------------------------------- damaged stores
@@ -714,11 +669,11 @@ def test_damaged_manifest_and_truncated_pack_verify_restore_and_gc_dry_run(box, 
     """Newest manifest bit-flipped, the store's biggest pack cut short: verify
     --full names both, restore says incomplete (exit 1, JSON) and puts no partial file at
     a live path, and `gc --dry-run` changes no byte of the store."""
-    manifest = box.store / "manifests" / "000000000002"
+    manifest = box.store_path / "manifests" / "000000000002"
     data = bytearray(manifest.read_bytes())
     data[len(data) // 2] ^= 0xFF
     manifest.write_bytes(bytes(data))
-    biggest = max((p for p in (box.store / "packs").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    biggest = max((p for p in (box.store_path / "packs").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
     biggest.write_bytes(biggest.read_bytes()[: biggest.stat().st_size // 3])
 
     verify = box.run("verify", "--full", "--json")
@@ -728,7 +683,7 @@ def test_damaged_manifest_and_truncated_pack_verify_restore_and_gc_dry_run(box, 
     assert "torn-manifest" in kinds and found["ok"] is False
     assert any(biggest.name in f["key"] for f in found["findings"])
 
-    fresh = Box(tmp_path, "fresh", store=box.store)
+    fresh = Live(tmp_path / "fresh", box.store_path)
     restored = fresh.run("restore", "--json")
     assert restored.returncode == 1
     no_traceback(restored)
@@ -740,11 +695,11 @@ def test_damaged_manifest_and_truncated_pack_verify_restore_and_gc_dry_run(box, 
     assert not list(fresh.local.rglob(TMP_PREFIX + "*"))
     assert "restore" in one_line_error(fresh.run("checkpoint"))  # a partial view is never published
 
-    before = store_bytes(box.store)
+    before = store_bytes(box.store_path)
     gc = box.run("gc", "--keep-last", "1", "--grace", "0s", "--dry-run")
     no_traceback(gc)  # gc refuses a store whose kept index pages are damaged: one line, exit 1
     assert gc.returncode == 0 or "corrupt" in one_line_error(gc)
-    assert store_bytes(box.store) == before
+    assert store_bytes(box.store_path) == before
 
 
 # --------------------------------------------------------------------------- Ctrl-C
@@ -764,17 +719,14 @@ def waits_for_flock(path: Path, pid: int) -> bool:
 def test_ctrl_c_during_a_json_command_prints_the_json_error_object(tmp_path):
     """Ctrl-C while ``checkpoint --wait --json`` waits for the state lock: exit 130,
     and the script that asked for JSON gets the error object."""
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
     b.checkpoint_ok()
     lock = b.local / ".journal" / "lock"
     fd = os.open(lock, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)             # another checkpoint runs
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **b.env}
-        proc = subprocess.Popen([sys.executable, "-m", "journal", "checkpoint", "--wait", "--json"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=sigint_as_at_a_terminal)
+        proc = b.popen("checkpoint", "--wait", "--json", preexec_fn=sigint_as_at_a_terminal)
         try:
             wait_for(lambda: waits_for_flock(lock, proc.pid) or proc.poll() is not None, 60,
                      "checkpoint --wait to wait for the lock")
@@ -793,7 +745,7 @@ def test_ctrl_c_during_a_json_command_prints_the_json_error_object(tmp_path):
 
 
 def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_path):
-    src = Box(tmp_path, "src")
+    src = Live(tmp_path / "src", tmp_path / "store")
     rng = random.Random(7)
     for d in range(30):
         for f in range(60):
@@ -803,12 +755,9 @@ def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_pat
     # Ctrl-C lands part way on most attempts; on a loaded machine it may land after the
     # last file (or the restore may finish first): such an attempt is checked, then retried.
     for attempt in range(5):
-        fresh = Box(tmp_path, f"fresh{attempt}", store=src.store)
+        fresh = Live(tmp_path / f"fresh{attempt}", src.store_path)
         tree = fresh.local / "agent-state" / "claude"
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **fresh.env}
-        proc = subprocess.Popen([sys.executable, "-m", "journal", "restore"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=sigint_as_at_a_terminal)
+        proc = fresh.popen("restore", preexec_fn=sigint_as_at_a_terminal)
         deadline = time.monotonic() + 30
         while not any(tree.glob(TMP_PREFIX + "*")) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
@@ -840,8 +789,8 @@ def test_sigint_during_restore_leaves_no_partial_file_and_exits_non_zero(tmp_pat
 
 def test_memory_store_url_is_refused_on_the_command_line(tmp_path):
     """memory:// is a new, empty store in every process: a checkpoint would keep nothing."""
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
 
     for args in (("checkpoint",), ("supervise", "--", "true")):
         proc = b.run(*args, env={"JOURNAL_STORE": "memory://"})
@@ -850,8 +799,8 @@ def test_memory_store_url_is_refused_on_the_command_line(tmp_path):
 
 
 def test_default_config_path_that_is_a_directory_is_an_error_not_ignored(tmp_path):
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
     odd = b.home / ".config" / "journal" / "config.toml"
     odd.mkdir(parents=True)
 
@@ -879,12 +828,12 @@ def test_a_tree_whose_root_is_a_file_fails_alone_and_the_other_trees_restore(box
 
 
 def test_restore_refuses_to_replace_a_vanished_store_and_init_starts_one_on_purpose(box):
-    shutil.rmtree(box.store)
+    shutil.rmtree(box.store_path)
 
     proc = box.run("restore")
 
     assert proc.returncode == 1
-    assert "journal init" in one_line_error(proc) and not box.store.exists()
+    assert "journal init" in one_line_error(proc) and not box.store_path.exists()
     assert box.run("init").returncode == 0
     assert box.checkpoint_ok()["seq"] == 1  # a new history, started on purpose
 
@@ -921,7 +870,7 @@ def test_a_failed_quick_check_is_reported_in_a_bounded_line(tmp_path):
 
 
 def test_a_local_root_that_does_not_exist_is_named_not_just_no_trees(tmp_path):
-    b = Box(tmp_path, make_local=False)
+    b = Live(tmp_path / "a", tmp_path / "store", make_local=False)
 
     proc = b.run("checkpoint", env={"AM_LOCAL": "/nonexistent"})
     trees = b.run("trees", env={"AM_LOCAL": "/nonexistent"})
@@ -932,8 +881,8 @@ def test_a_local_root_that_does_not_exist_is_named_not_just_no_trees(tmp_path):
 
 
 def test_with_journal_store_unset_init_makes_the_default_store_and_trees_names_it(tmp_path):
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
     env = {k: v for k, v in b.env.items() if k != "JOURNAL_STORE"}
     default = b.home / ".local" / "share" / "journal" / "store"
 
@@ -959,17 +908,17 @@ def test_a_vanished_store_whose_parent_is_missing_says_to_mount_it_or_fix_journa
 
 @pytest.mark.parametrize("args", [("log",), ("verify",), ("gc", "--keep-last", "1"), ("ls",)], ids=lambda a: a[0])
 def test_log_verify_and_gc_on_a_vanished_store_say_it_vanished_not_to_checkpoint(box, args):
-    shutil.rmtree(box.store)
+    shutil.rmtree(box.store_path)
 
     proc = box.run(*args)
 
     line = one_line_error(proc)
     assert proc.returncode == 1 and "this machine has checkpointed up to 2" in line and "is the volume mounted" in line
-    assert "journal checkpoint" not in line and not box.store.exists()
+    assert "journal checkpoint" not in line and not box.store_path.exists()
 
 
 def test_the_unsupported_url_message_lists_only_what_is_supported(tmp_path):
-    proc = Box(tmp_path).run("log", env={"JOURNAL_STORE": "ftp://host/x"})
+    proc = Live(tmp_path / "a", tmp_path / "store").run("log", env={"JOURNAL_STORE": "ftp://host/x"})
 
     line = one_line_error(proc)
     assert proc.returncode == 2 and "unsupported store URL 'ftp://host/x'" in line
@@ -982,8 +931,8 @@ def test_the_unsupported_url_message_lists_only_what_is_supported(tmp_path):
                                          (" /data/journal", "JOURNAL_STORE ' /data/journal' is a relative path")],
                          ids=["space", "tab", "relative", "leading-space"])
 def test_a_blank_or_relative_store_is_refused_and_nothing_is_created(tmp_path, value, says):
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
 
     proc = run_journal("checkpoint", env={**b.env, "JOURNAL_STORE": value}, cwd=b.home)
 
@@ -993,8 +942,8 @@ def test_a_blank_or_relative_store_is_refused_and_nothing_is_created(tmp_path, v
 
 @pytest.mark.parametrize("where", ["flag", "config"])
 def test_a_relative_store_from_the_flag_or_the_config_file_is_refused_naming_its_source(tmp_path, where):
-    b = Box(tmp_path)
-    b.populate()
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
     env = {k: v for k, v in b.env.items() if k != "JOURNAL_STORE"}
     config = b.home / ".config" / "journal" / "config.toml"
     config.parent.mkdir(parents=True)

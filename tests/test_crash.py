@@ -15,32 +15,24 @@ count, and changes nothing else.
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
 import json
 import os
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import LEFT_TMP, CodexLive, describe, journal_script, sha256_file, wait_for
 from tripwire import write_tripwire
 
 from journal.repository.history import ManifestCache
 from journal.local.state import load_state
 from journal.repository.repository import pack_key
-from journal.repository.repository import Repository
 from journal.store.local import TMP_DIR, LocalStore
-from journal.local.tree_tmp import PREFIX as TMP_PREFIX
-
-#: journal's temp directory in a tree, as a killed restore leaves it.
-LEFT_TMP = TMP_PREFIX + "*"
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real" / "codex-home" / "sessions" / "2026" / "02" / "23"
 SESSIONS = "sessions/2026/02/23"
@@ -50,88 +42,26 @@ MiB = 1 << 20
 KEY = re.compile(r"config|manifests/\d{12}|packs/([0-9a-f]{2})/([0-9a-f]{64})")
 
 
-# --- a live AM_LOCAL, a store, and the CLI pointed at them ---------------------------
+# --- a live AM_LOCAL, a store, and the installed CLI pointed at them -------------------
 
-def journal_cmd() -> list[str]:
-    script = os.path.join(os.path.dirname(sys.executable), "journal")
-    return [script] if os.path.exists(script) else [sys.executable, "-m", "journal"]
-
-
-class Box:
-    """One container: ``$AM_LOCAL`` with a Codex home, its state dir, and a store."""
-
-    def __init__(self, tmp_path: Path, store_kind: str = "local"):
-        self.tmp = tmp_path
-        self.local = tmp_path / "local"
-        self.codex = self.local / "codex-home"
-        self.sessions = self.codex / SESSIONS
-        self.state_dir = self.local / ".journal"
-        self.store_dir = tmp_path / "store"
-        self.store_url = str(self.store_dir) if store_kind == "local" else f"hfsim://{self.store_dir}"
-        (tmp_path / "home").mkdir()
-        self.sessions.mkdir(parents=True)
-        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
-                    "AM_LOCAL": str(self.local), "JOURNAL_STORE": self.store_url, "LANG": "C.UTF-8",
-                    "PYTHONDONTWRITEBYTECODE": "1"}
-
-    def run(self, *args: str, expect: int | None = 0, timeout: float = 60) -> subprocess.CompletedProcess:
-        proc = subprocess.run(journal_cmd() + list(args), env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
-        if expect is not None:
-            assert proc.returncode == expect, f"journal {' '.join(args)} exited {proc.returncode}:\n" \
-                                              f"{proc.stdout}\n{proc.stderr}"
-        return proc
-
-    def start(self, *args: str, prefix: list[str] | None = None, extra_env: dict | None = None) -> subprocess.Popen:
-        return subprocess.Popen((prefix or journal_cmd()) + list(args), env={**self.env, **(extra_env or {})},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    def log(self) -> list[dict]:
-        return json.loads(self.run("log", "--json").stdout)
-
-    def good_seqs(self) -> list[int]:
-        """Sequences of the manifests that pass their checks, newest first."""
-        return [e["seq"] for e in self.log() if e["error"] is None]
-
-    def restore_to(self, name: str, expect: int = 0) -> Path:
-        out = self.tmp / name
-        self.run("restore", "--to", str(out), expect=expect)
-        return out / "codex"
-
-    def repo(self) -> Repository:
-        return Repository.open(LocalStore(str(self.store_dir)))
+def crash_box(tmp_path: Path, store_kind: str = "local") -> CodexLive:
+    """One container on ``tmp_path``: ``$AM_LOCAL`` with a Codex home, its state dir, and
+    a store (``hfsim``: the hf-mount simulation); ``run`` expects exit 0 unless told."""
+    store = tmp_path / "store" if store_kind == "local" else f"hfsim://{tmp_path / 'store'}"
+    box = CodexLive(tmp_path, store, env={"PYTHONDONTWRITEBYTECODE": "1"}, expect=0, cmd=journal_script())
+    (box.codex / SESSIONS).mkdir(parents=True)
+    return box
 
 
-def describe(root: Path, skip: tuple[str, ...] = (), db=None) -> dict[str, tuple]:
-    """path -> (kind, mode, mtime_ns, sha256 | target): what a restore must reproduce.
-    Directories whose names match a pattern of ``skip`` (``fnmatch``) are left out; with
-    ``db``, a ``*.db`` file is described by ``("db", mode, db(path))`` instead (its rows,
-    not its bytes)."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not any(fnmatch.fnmatchcase(d, pat) for pat in skip)]
-        for name in dirnames + filenames:
-            full = os.path.join(dirpath, name)
-            st = os.lstat(full)
-            rel = os.path.relpath(full, root)
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("symlink", mode, st.st_mtime_ns, os.readlink(full))
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", mode)
-            elif db is not None and name.endswith(".db"):
-                out[rel] = ("db", mode, db(full))
-            else:
-                out[rel] = ("file", mode, st.st_mtime_ns, sha256_file(full))
-    return out
+def good_seqs(box: CodexLive) -> list[int]:
+    """Sequences of the manifests that pass their checks, newest first."""
+    return [e["seq"] for e in box.log() if e["error"] is None]
 
 
-def sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(4 * MiB), b""):
-            h.update(block)
-    return h.hexdigest()
+def restore_to(box: CodexLive, name: str, expect: int = 0) -> Path:
+    out = box.root / name
+    box.run("restore", "--to", str(out), expect=expect)
+    return out / "codex"
 
 
 def assert_keys_are_whole_objects(store_dir: Path) -> list[str]:
@@ -257,10 +187,10 @@ def complete_prefix(data: bytes) -> bytes:
 
 @pytest.mark.parametrize("store_kind", ["local", "hfsim"])
 def test_rollout_of_a_sigkilled_writer_restores_complete_lines_of_the_last_checkpoint(tmp_path, store_kind):
-    box = Box(tmp_path, store_kind)
+    box = crash_box(tmp_path, store_kind)
     source = tmp_path / "source.jsonl"
     shutil.copyfile(FIXTURES / HELD_ROLLOUT, source)
-    live = box.sessions / HELD_ROLLOUT
+    live = (box.codex / SESSIONS) / HELD_ROLLOUT
     writer = HeldWriter(tmp_path, source, live, initial=8)
     try:
         for _ in range(3):
@@ -271,7 +201,7 @@ def test_rollout_of_a_sigkilled_writer_restores_complete_lines_of_the_last_check
         on_disk = live.read_bytes()
         assert len(on_disk) > parked["bytes"] and not on_disk.endswith(b"\n"), "parked with a torn tail"
         box.run("checkpoint")
-        peek = box.restore_to("peek") / SESSIONS / HELD_ROLLOUT
+        peek = restore_to(box, "peek") / SESSIONS / HELD_ROLLOUT
         assert peek.read_bytes() == on_disk[: parked["bytes"]], "a torn tail must not be checkpointed"
         writer.unpark()
 
@@ -290,7 +220,7 @@ def test_rollout_of_a_sigkilled_writer_restores_complete_lines_of_the_last_check
 
     final = live.read_bytes()
     assert not final.endswith(b"\n"), "the writer died mid-line"
-    restored = (box.restore_to("out") / SESSIONS / HELD_ROLLOUT).read_bytes()
+    restored = (restore_to(box, "out") / SESSIONS / HELD_ROLLOUT).read_bytes()
     assert restored.endswith(b"\n")
     assert final.startswith(restored), "the restored rollout is a prefix of the live file"
     assert before["bytes"] <= len(restored) <= ceiling
@@ -298,23 +228,23 @@ def test_rollout_of_a_sigkilled_writer_restores_complete_lines_of_the_last_check
     assert len(lines) >= before["complete"]
     for line in lines:
         json.loads(line)  # every restored line is a whole JSON record
-    assert len(box.good_seqs()) >= 5
+    assert len(good_seqs(box)) >= 5
     box.run("verify", "--full")
 
 
 # --- 2. and 3. a checkpoint SIGKILLed part way -----------------------------------------
 
-def build_first_checkpoint(box: Box) -> dict:
+def build_first_checkpoint(box: CodexLive) -> dict:
     """Checkpoint 1 of a small Codex home; returns its description."""
     lines = fixture_lines(SMALL_ROLLOUT)
-    (box.sessions / SMALL_ROLLOUT).write_bytes(b"".join(lines[:200]))
+    ((box.codex / SESSIONS) / SMALL_ROLLOUT).write_bytes(b"".join(lines[:200]))
     (box.codex / "version.json").write_bytes(b'{"latest_version":"0.104.0"}\n')
     box.run("checkpoint")
-    assert box.good_seqs() == [1]
+    assert good_seqs(box) == [1]
     return describe(box.codex)
 
 
-def grow_tree(box: Box, files: int, mib_each: int) -> dict:
+def grow_tree(box: CodexLive, files: int, mib_each: int) -> dict:
     """Make checkpoint 2 large: random bulk files, more rollout lines, a rewritten file."""
     bulk = box.codex / "bulk"
     bulk.mkdir()
@@ -322,7 +252,7 @@ def grow_tree(box: Box, files: int, mib_each: int) -> dict:
         with open(bulk / f"part-{i}.bin", "wb") as fh:
             for _ in range(mib_each):
                 fh.write(os.urandom(MiB))
-    with open(box.sessions / SMALL_ROLLOUT, "ab") as fh:
+    with open((box.codex / SESSIONS) / SMALL_ROLLOUT, "ab") as fh:
         fh.write(b"".join(fixture_lines(SMALL_ROLLOUT)[200:]))
     (box.codex / "version.json").write_bytes(b'{"latest_version":"0.105.0","dismissed":null}\n')
     return describe(box.codex)
@@ -331,16 +261,16 @@ def grow_tree(box: Box, files: int, mib_each: int) -> dict:
 class Probe:
     """What the store and state dir look like now, relative to the start of one attempt."""
 
-    def __init__(self, box: Box):
+    def __init__(self, box: CodexLive):
         self.box = box
         self.t0 = time.monotonic()
         self.packs0 = self.packs()
-        self.parts0 = set(tmp_files(box.store_dir))
+        self.parts0 = set(tmp_files(box.store_path))
         self.parts_seen: set[str] = set()
         self.state0 = os.stat(box.state_dir / "state.msgpack").st_ino
 
     def packs(self) -> set[str]:
-        return set(Path(self.box.store_dir, "packs").glob("*/*"))
+        return set(Path(self.box.store_path, "packs").glob("*/*"))
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -350,7 +280,7 @@ class Probe:
 
     def uploads_started(self) -> int:
         """How many pack uploads (temp files in the store's .tmp/) this attempt has begun so far."""
-        self.parts_seen |= {n for n in tmp_files(self.box.store_dir) if n.endswith(".part")} - self.parts0
+        self.parts_seen |= {n for n in tmp_files(self.box.store_path) if n.endswith(".part")} - self.parts0
         return len(self.parts_seen)
 
     def new_packs(self) -> int:
@@ -375,10 +305,10 @@ KILL_MOMENTS = [
 ]
 
 
-def kill_when(box: Box, predicate) -> tuple[bool, Probe]:
+def kill_when(box: CodexLive, predicate) -> tuple[bool, Probe]:
     """Start a checkpoint and SIGKILL it when ``predicate(probe)`` holds; (died killed?, probe)."""
     probe = Probe(box)
-    proc = box.start("checkpoint")
+    proc = box.popen("checkpoint")
     try:
         while proc.poll() is None and not predicate(probe):
             time.sleep(0.002)
@@ -395,30 +325,30 @@ def kill_when(box: Box, predicate) -> tuple[bool, Probe]:
 
 
 def test_checkpoint_sigkilled_at_any_moment_leaves_the_previous_manifest_authoritative(tmp_path):
-    box = Box(tmp_path, "local")
+    box = crash_box(tmp_path, "local")
     first = build_first_checkpoint(box)
     second = grow_tree(box, files=6, mib_each=24)   # two data packs (the first closes past 64 MiB)
 
     for n, (moment, predicate) in enumerate(KILL_MOMENTS):
         killed, probe = kill_when(box, predicate)
-        assert_keys_are_whole_objects(box.store_dir)
-        assert all(name.endswith(".part") for name in tmp_files(box.store_dir)), "only temp files in .tmp"
+        assert_keys_are_whole_objects(box.store_path)
+        assert all(name.endswith(".part") for name in tmp_files(box.store_path)), "only temp files in .tmp"
         if "being uploaded" in moment:
-            assert set(tmp_files(box.store_dir)) - probe.parts0, "the kill landed mid-upload: a partial temp file"
+            assert set(tmp_files(box.store_path)) - probe.parts0, "the kill landed mid-upload: a partial temp file"
         box.run("verify")
-        seqs = box.good_seqs()
+        seqs = good_seqs(box)
         if moment.startswith("the state was just saved"):
             state = load_state(str(box.state_dir), box.repo().store_id)
             assert seqs == [2, 1] or (state.pending_seq == 2 and seqs == [1]), (seqs, state.pending_seq)
             continue
         assert killed, f"the checkpoint finished before the kill moment '{moment}'"
         assert seqs == [1], f"killed when {moment}: a manifest other than 1 is visible"
-        assert describe(box.restore_to(f"after-kill-{n}")) == first, f"killed when {moment}"
+        assert describe(restore_to(box, f"after-kill-{n}")) == first, f"killed when {moment}"
 
     box.run("checkpoint")
-    assert box.good_seqs() == [2, 1]
+    assert good_seqs(box) == [2, 1]
     box.run("verify", "--full")
-    assert describe(box.restore_to("final")) == second
+    assert describe(restore_to(box, "final")) == second
 
 
 TRIPWIRE = r'''
@@ -456,42 +386,42 @@ main()
     ("mid-upload of the manifest (state already says pending)", "3:1"),
 ])
 def test_hfmount_checkpoint_sigkilled_mid_upload_leaves_no_partial_object(tmp_path, moment, kill_at):
-    box = Box(tmp_path, "hfsim")
+    box = crash_box(tmp_path, "hfsim")
     first = build_first_checkpoint(box)
-    second = grow_tree(box, files=2, mib_each=20)   # one data pack, one index pack, one manifest
-    keys_before = set(assert_keys_are_whole_objects(box.store_dir))
+    second = grow_tree(box, files=2, mib_each=5)    # one data pack (past 8 MiB), one index pack, one manifest
+    keys_before = set(assert_keys_are_whole_objects(box.store_path))
     script = tmp_path / "tripwire.py"
     script.write_text(TRIPWIRE)
 
-    proc = box.start("checkpoint", prefix=[sys.executable, str(script)], extra_env={"JOURNAL_TEST_KILL_AT": kill_at})
+    proc = box.popen("checkpoint", cmd=[sys.executable, str(script)], env={"JOURNAL_TEST_KILL_AT": kill_at})
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL, f"not killed {moment}:\n{out}\n{err}"
 
-    keys = set(assert_keys_are_whole_objects(box.store_dir))
+    keys = set(assert_keys_are_whole_objects(box.store_path))
     new = keys - keys_before
     assert all(k.startswith("packs/") for k in new), f"killed {moment}: {sorted(new)}"
     assert len(new) == int(kill_at.split(":")[0]) - 1, "exactly the objects closed before the kill"
-    assert tmp_files(box.store_dir) == [], "an unclosed hf-mount file never appears, not even as a temp file"
+    assert tmp_files(box.store_path) == [], "an unclosed hf-mount file never appears, not even as a temp file"
     box.run("verify")
-    assert box.good_seqs() == [1]
-    assert describe(box.restore_to("after-kill")) == first
+    assert good_seqs(box) == [1]
+    assert describe(restore_to(box, "after-kill")) == first
 
     state = load_state(str(box.state_dir), box.repo().store_id)
     pending = state.pending_seq is not None
     assert pending == kill_at.startswith("3:")
     result = json.loads(box.run("checkpoint", "--json").stdout)
-    assert box.good_seqs() == [2, 1]
+    assert good_seqs(box) == [2, 1]
     if pending:
-        assert box.store_dir.joinpath("manifests", "000000000002").read_bytes() == state.pending
+        assert box.store_path.joinpath("manifests", "000000000002").read_bytes() == state.pending
     box.run("verify", "--full")
-    assert describe(box.restore_to("final")) == second
+    assert describe(restore_to(box, "final")) == second
     assert result["seq"] == 2, f"the checkpoint that committed manifest 2 reports seq {result['seq']}"
 
 
 def test_restore_sigkilled_mid_file_leaves_no_partial_file_at_a_live_path(tmp_path):
-    box = Box(tmp_path, "local")
+    box = crash_box(tmp_path, "local")
     build_first_checkpoint(box)
-    expected = grow_tree(box, files=4, mib_each=12)
+    expected = grow_tree(box, files=4, mib_each=3)
     box.run("checkpoint")
     shutil.rmtree(box.codex)          # a fresh container: empty live tree, no local state
     box.codex.mkdir()
@@ -500,7 +430,7 @@ def test_restore_sigkilled_mid_file_leaves_no_partial_file_at_a_live_path(tmp_pa
     # SIGKILL at the second rename: one file is in place, the others are staged or not yet
     # written (a timer would race a restore this fast; the tripwire kills at the call).
     script = write_tripwire(tmp_path)
-    proc = box.start("restore", prefix=[sys.executable, str(script)], extra_env={"JOURNAL_TEST_KILL": "replace:2"})
+    proc = box.popen("restore", cmd=[sys.executable, str(script)], env={"JOURNAL_TEST_KILL": "replace:2"})
     assert proc.wait(timeout=60) == -signal.SIGKILL, "the restore finished before the kill"
 
     partial = describe(box.codex, skip=(LEFT_TMP,))  # the killed restore's temp directory
@@ -516,7 +446,7 @@ def test_restore_sigkilled_mid_file_leaves_no_partial_file_at_a_live_path(tmp_pa
     assert describe(box.codex) == expected, "the killed restore's temp directory is gone too"
     assert load_state(str(box.state_dir), box.repo().store_id).restore_complete
     assert "idle" in box.run("checkpoint").stdout
-    assert box.good_seqs() == [2, 1]
+    assert good_seqs(box) == [2, 1]
 
 
 # --- 4. damaged bytes in the store -----------------------------------------------------
@@ -535,9 +465,9 @@ def damaged_base(tmp_path_factory) -> dict:
     older checkpoint has: notes/new.txt and a three-chunk bulk/big.bin.
     """
     tmp = tmp_path_factory.mktemp("damaged-base")
-    box = Box(tmp, "local")
+    box = crash_box(tmp, "local")
     lines = fixture_lines(SMALL_ROLLOUT)
-    rollout = box.sessions / SMALL_ROLLOUT
+    rollout = (box.codex / SESSIONS) / SMALL_ROLLOUT
     rollout.write_bytes(b"".join(lines[:150]))
     (box.codex / "version.json").write_bytes(b'{"latest_version":"0.104.0"}\n')
     (box.codex / "AGENTS.md").write_bytes(b"# notes\nno trailing newline")
@@ -552,37 +482,37 @@ def damaged_base(tmp_path_factory) -> dict:
     (box.codex / "bulk").mkdir()
     (box.codex / "bulk" / "big.bin").write_bytes(os.urandom(2 * MiB + MiB // 2))
     box.run("checkpoint")
-    return {"store": box.store_dir, "first": first, "second": describe(box.codex), "first_bytes": first_bytes}
+    return {"store": box.store_path, "first": first, "second": describe(box.codex), "first_bytes": first_bytes}
 
 
 @pytest.fixture
-def damaged(tmp_path, damaged_base) -> Box:
-    box = Box(tmp_path, "local")
+def damaged(tmp_path, damaged_base) -> CodexLive:
+    box = crash_box(tmp_path, "local")
     shutil.rmtree(box.local)
     box.local.mkdir()
-    shutil.copytree(damaged_base["store"], box.store_dir)
+    shutil.copytree(damaged_base["store"], box.store_path)
     return box
 
 
-def entry_of(box: Box, seq: int, path: str):
+def entry_of(box: CodexLive, seq: int, path: str):
     entries, _ = ManifestCache(box.repo()).tree(seq, "codex")
     return next(e for e in entries if e.path == path)
 
 
-def flip_blob(box: Box, ref) -> str:
+def flip_blob(box: CodexLive, ref) -> str:
     """Flip one byte inside a blob's zstd frame; returns the pack key."""
     key = pack_key(ref.pack)
-    flip(box.store_dir / key, ref.offset + 56 + (ref.length - 56) // 2)
+    flip(box.store_path / key, ref.offset + 56 + (ref.length - 56) // 2)
     return key
 
 
 @pytest.mark.parametrize("offset", [0, 4, 5, 12, 20, 40, "frame", -1],
                          ids=["magic", "version", "kind", "raw_size", "stored_size", "sha256", "frame", "last"])
 def test_restore_skips_a_damaged_newest_manifest_and_verify_reports_it(damaged, damaged_base, offset):
-    manifest = damaged.store_dir / "manifests" / "000000000002"
+    manifest = damaged.store_path / "manifests" / "000000000002"
     flip(manifest, 56 + (manifest.stat().st_size - 56) // 2 if offset == "frame" else offset)
 
-    assert describe(damaged.restore_to("out", expect=3)) == damaged_base["first"]  # 3: from a fallback
+    assert describe(restore_to(damaged, "out", expect=3)) == damaged_base["first"]  # 3: from a fallback
     verify = damaged.run("verify", "--json", expect=1)
     findings = json.loads(verify.stdout)["findings"]
     assert [(f["kind"], f["key"]) for f in findings] == [("torn-manifest", "manifests/000000000002")]
@@ -591,11 +521,11 @@ def test_restore_skips_a_damaged_newest_manifest_and_verify_reports_it(damaged, 
 
 @pytest.mark.parametrize("keep", [0, 30, "half"], ids=["empty", "header-cut", "frame-cut"])
 def test_restore_skips_a_truncated_newest_manifest_and_verify_reports_it(damaged, damaged_base, keep):
-    manifest = damaged.store_dir / "manifests" / "000000000002"
+    manifest = damaged.store_path / "manifests" / "000000000002"
     data = manifest.read_bytes()
     manifest.write_bytes(data[: len(data) // 2 if keep == "half" else keep])
 
-    assert describe(damaged.restore_to("out", expect=3)) == damaged_base["first"]
+    assert describe(restore_to(damaged, "out", expect=3)) == damaged_base["first"]
     findings = json.loads(damaged.run("verify", "--json", expect=1).stdout)["findings"]
     assert [(f["kind"], f["key"]) for f in findings] == [("torn-manifest", "manifests/000000000002")]
 
@@ -603,7 +533,7 @@ def test_restore_skips_a_truncated_newest_manifest_and_verify_reports_it(damaged
 @pytest.mark.parametrize("offset", [6, 7], ids=["flags-hi", "flags-lo"])
 def test_verify_reports_a_manifest_whose_flags_bytes_were_flipped(damaged, offset):
     """docs/design.md §4: flags is 0 in format 1; a record saying otherwise is not what was written."""
-    flip(damaged.store_dir / "manifests" / "000000000002", offset)
+    flip(damaged.store_path / "manifests" / "000000000002", offset)
     findings = json.loads(damaged.run("verify", "--json", expect=None).stdout)["findings"]
     assert [(f["kind"], f["key"]) for f in findings] == [("torn-manifest", "manifests/000000000002")]
 
@@ -618,9 +548,9 @@ def test_damaged_blobs_fall_back_to_the_newest_older_good_copy(damaged, damaged_
     assert {f["key"].split("@")[0] for f in full["findings"]} == keys
     damaged.run("verify")  # the quick audit does not read blobs
 
-    proc = damaged.run("restore", "--to", str(damaged.tmp / "out"), expect=3)
+    proc = damaged.run("restore", "--to", str(damaged.root / "out"), expect=3)
     assert "restored from manifest 1" in proc.stderr and "FALLBACK" in proc.stdout
-    out = damaged.tmp / "out" / "codex"
+    out = damaged.root / "out" / "codex"
     assert (out / "version.json").read_bytes() == damaged_base["first_bytes"]["version"]
     assert (out / rollout).read_bytes() == damaged_base["first_bytes"]["rollout"]
     expected = dict(damaged_base["second"])
@@ -661,7 +591,7 @@ def test_truncated_data_pack_loses_only_its_cut_records_and_they_fall_back(damag
     data_pack = entry_of(damaged, 2, rollout).refs[-1].pack
     in_pack = [(r.offset, e.path) for e in entries for r in e.refs if r.pack == data_pack]
     cut_at, cut_path = max(in_pack)
-    path = damaged.store_dir / pack_key(data_pack)
+    path = damaged.store_path / pack_key(data_pack)
     path.write_bytes(path.read_bytes()[: cut_at + 60])  # the pack's last record loses its tail
     assert cut_path in ("version.json", rollout), "the last record belongs to a file checkpoint 1 also holds"
 
@@ -669,8 +599,8 @@ def test_truncated_data_pack_loses_only_its_cut_records_and_they_fall_back(damag
     assert [f["kind"] for f in quick["findings"]] == ["short-pack"]  # found from the listing's size
     full = json.loads(damaged.run("verify", "--full", "--json", expect=1).stdout)
     assert [f["kind"] for f in full["findings"]] == ["short-pack"]
-    damaged.restore_to("out", expect=3)
-    out = damaged.tmp / "out" / "codex"
+    restore_to(damaged, "out", expect=3)
+    out = damaged.root / "out" / "codex"
     expected = dict(damaged_base["second"])
     expected[cut_path] = damaged_base["first"][cut_path]
     assert describe(out) == expected
@@ -683,4 +613,4 @@ def test_damaged_index_page_makes_restore_use_the_previous_manifest(damaged, dam
 
     findings = json.loads(damaged.run("verify", "--json", expect=1).stdout)["findings"]
     assert [(f["kind"], f["manifest"]) for f in findings] == [("corrupt-page", 2)]
-    assert describe(damaged.restore_to("out", expect=3)) == damaged_base["first"]
+    assert describe(restore_to(damaged, "out", expect=3)) == damaged_base["first"]

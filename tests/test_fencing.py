@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import sqlite3
-import subprocess
 import sys
 import textwrap
 import threading
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import Live, copy_fixtures
+from conftest import Live, container_env, copy_fixtures
 from faults import FaultyStore
 
 from journal.checkpoint.run import checkpoint
@@ -72,58 +71,15 @@ def shared(request, tmp_path) -> Shared:
     return Shared("s3", bucket.url, dict(bucket.server.env))
 
 
-@dataclass
-class Ran:
-    returncode: int
-    stdout: str
-    stderr: str
-    pid: int
+def container(home: Path, store: Shared, fixtures: bool = True) -> Live:
+    """One container on ``store``: ``$AM_LOCAL`` (real fixtures unless ``fixtures=False``),
+    its state, the CLI (``run`` expects exit 0 unless told)."""
+    return Live(home, store.url, env=store.env, fixtures=fixtures, expect=0)
 
 
-class Box:
-    """One container: ``$AM_LOCAL`` (real fixtures unless ``fixtures=False``), its state, the CLI."""
-
-    def __init__(self, home: Path, store: Shared, fixtures: bool = True):
-        self.home = home
-        self.local = home / "local"
-        self.local.mkdir(parents=True)
-        if fixtures:
-            copy_fixtures(self.local)
-        self.store = store
-        self.env = {"JOURNAL_STORE": store.url, "AM_LOCAL": str(self.local), "HOME": str(home),
-                    "XDG_CONFIG_HOME": str(home / ".config"), **store.env}
-
-    def popen(self, *args: str, script: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
-        """``journal ARGS`` in a new process (``script``: run this code instead of ``-m journal``)."""
-        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-        cmd = [sys.executable, *(["-c", script] if script else ["-m", "journal"]), *args]
-        return subprocess.Popen(cmd, env={**base, **self.env, **(env or {})}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
-    def run(self, *args: str, expect: int | None = 0) -> Ran:
-        proc = self.popen(*args)
-        out, err = proc.communicate(timeout=120)
-        ran = Ran(proc.returncode, out, err, proc.pid)
-        if expect is not None:
-            assert ran.returncode == expect, f"journal {' '.join(args)} exited {ran.returncode}:\n{out}\n{err}"
-        return ran
-
-    def append(self, rel: str, text: str) -> None:
-        with open(self.local / rel, "a") as fh:
-            fh.write(text)
-
-    def write(self, rel: str, text: str) -> None:
-        path = self.local / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-
-    def snapshot(self) -> dict[str, dict[str, tuple]]:
-        """Each harness tree's paths with bytes, modes, mtimes and link targets."""
-        return {tree: Live.snapshot(self.local / tree) for tree in TREES}
-
-    @property
-    def cfg(self):
-        return load_config(env=self.env)
+def snapshot(box: Live) -> dict[str, dict[str, tuple]]:
+    """Each harness tree's paths with bytes, modes, mtimes and link targets."""
+    return {tree: Live.snapshot(box.local / tree) for tree in TREES}
 
 
 def line(text: str) -> str:
@@ -148,9 +104,9 @@ def referenced_packs(store: Shared) -> set[str]:
     return {p for seq in repo.manifest_seqs() for p in repo.load_manifest(seq)[0].packs}
 
 
-def fresh_restore(tmp_path: Path, store: Shared, name: str) -> Box:
+def fresh_restore(tmp_path: Path, store: Shared, name: str) -> Live:
     """A new container restored from the store; the restore must be complete."""
-    box = Box(tmp_path / name, store, fixtures=False)
+    box = container(tmp_path / name, store, fixtures=False)
     assert "restore complete" in box.run("restore").stdout
     return box
 
@@ -159,9 +115,9 @@ def fresh_restore(tmp_path: Path, store: Shared, name: str) -> Box:
 
 
 def test_second_writer_to_commit_is_refused_naming_the_first_and_the_ways_out(shared, tmp_path):
-    a = Box(tmp_path / "a", shared)
+    a = container(tmp_path / "a", shared)
     a.run("checkpoint")
-    b = Box(tmp_path / "b", shared, fixtures=False)
+    b = container(tmp_path / "b", shared, fixtures=False)
     b.run("restore")
     a.append(ROLLOUT, line("from a"))
     b.append(SESSION, '{"type":"message","id":"b1","message":{"role":"user","content":"from b"}}\n')
@@ -182,9 +138,9 @@ def test_second_writer_to_commit_is_refused_naming_the_first_and_the_ways_out(sh
 
 
 def test_refused_writer_stops_publishing_until_it_restores_then_keeps_its_newer_files(shared, tmp_path):
-    a = Box(tmp_path / "a", shared)
+    a = container(tmp_path / "a", shared)
     a.run("checkpoint")
-    b = Box(tmp_path / "b", shared, fixtures=False)
+    b = container(tmp_path / "b", shared, fixtures=False)
     b.run("restore")
     a.append(ROLLOUT, line("from a"))
     a.run("checkpoint")
@@ -209,18 +165,18 @@ def test_refused_writer_stops_publishing_until_it_restores_then_keeps_its_newer_
     assert (b.local / SESSION).read_text().endswith('"content":"from b"}}\n')
     assert (b.local / ROLLOUT).read_text().endswith(line("from a")), "adopted a's history"
     c = fresh_restore(tmp_path, shared, "c")
-    assert c.snapshot() == b.snapshot()
+    assert snapshot(c) == snapshot(b)
 
 
 # --- b. a stale writer after a takeover ---------------------------------------------------------
 
 
 def test_stale_writer_after_another_container_took_over_publishes_nothing(shared, tmp_path):
-    a = Box(tmp_path / "a", shared)
+    a = container(tmp_path / "a", shared)
     for n in range(3):
         a.append(ROLLOUT, line(f"a {n}"))
         a.run("checkpoint")
-    b = Box(tmp_path / "b", shared, fixtures=False)
+    b = container(tmp_path / "b", shared, fixtures=False)
     b.run("restore")
     b.append(ROLLOUT, line("b took over"))
     b.run("checkpoint")
@@ -248,11 +204,11 @@ def test_stale_writer_after_another_container_took_over_publishes_nothing(shared
 
 
 def test_fresh_container_that_never_restored_is_refused_and_writes_nothing(shared, tmp_path, request):
-    a = Box(tmp_path / "a", shared)
+    a = container(tmp_path / "a", shared)
     a.run("checkpoint")
     a.append(ROLLOUT, line("second"))
     a.run("checkpoint")
-    b = Box(tmp_path / "b", shared)              # its own copy of the trees, no state
+    b = container(tmp_path / "b", shared)              # its own copy of the trees, no state
     b.write("codex-home/memories/b.md", "b's own file\n")
     keys = shared.keys()
     bucket = request.getfixturevalue("s3_bucket") if shared.kind == "s3" else None
@@ -313,7 +269,7 @@ def spooled(spool: Path) -> int:
     return max(sizes)
 
 
-def kill_mid_read(box: Box) -> int:
+def kill_mid_read(box: Live) -> int:
     """Start a checkpoint and SIGKILL it once its spooled data pack holds 2 MiB."""
     proc = box.popen("checkpoint")
     spool = box.local / ".journal" / "spool"
@@ -329,7 +285,7 @@ def kill_mid_read(box: Box) -> int:
 
 @pytest.mark.parametrize("moment", ["mid-read", "after-data-pack", "before-manifest", "after-manifest", "clean"])
 def test_container_restarting_after_a_crash_needs_no_manual_cleanup(shared, tmp_path, moment):
-    a = Box(tmp_path / "a", shared)
+    a = container(tmp_path / "a", shared)
     a.run("checkpoint")
     big = os.urandom(6 << 20)
     a.write("codex-home/memories/notes.md", "notes\n")
@@ -341,15 +297,15 @@ def test_container_restarting_after_a_crash_needs_no_manual_cleanup(shared, tmp_
     elif moment == "clean":
         code = a.run("checkpoint").returncode
     else:
-        proc = a.popen("checkpoint", script=KILLER, env={"JOURNAL_TEST_KILL": moment})
+        proc = a.popen("checkpoint", cmd=[sys.executable, "-c", KILLER], env={"JOURNAL_TEST_KILL": moment})
         proc.communicate(timeout=60)
         code = proc.returncode
     assert code == (0 if moment == "clean" else -signal.SIGKILL), f"the checkpoint was not killed {moment}"
-    want = a.snapshot()
+    want = snapshot(a)
 
     restarted = a.run("restore")                 # the restarted container's startup restore
     assert "restore complete" in restarted.stdout
-    assert a.snapshot() == want, "restore changed a newer local file"
+    assert snapshot(a) == want, "restore changed a newer local file"
     a.append(ROLLOUT, line("after the restart"))
     a.run("checkpoint")
 
@@ -357,16 +313,16 @@ def test_container_restarting_after_a_crash_needs_no_manual_cleanup(shared, tmp_
     assert seqs == [1, 2, 3] if moment in ("after-manifest", "clean") else seqs == [1, 2]
     assert_linear(shared)
     c = fresh_restore(tmp_path, shared, "c")
-    assert c.snapshot() == a.snapshot()
+    assert snapshot(c) == snapshot(a)
     a.run("verify", "--full")
 
 
 # --- e. faults ------------------------------------------------------------------------------------
 
 
-def container_env(root: Path, store_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {"AM_LOCAL": str(root / "local"), "JOURNAL_STORE": store_url, "HOME": str(root / "home"),
-            "XDG_CONFIG_HOME": str(root / "home" / ".config"), **(extra or {})}
+def root_env(root: Path, store_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a container laid out on ``root`` (``local``, ``home``)."""
+    return container_env(root / "local", store_url, root / "home", **(extra or {}))
 
 
 def write_db(path: Path, rows: range) -> None:
@@ -409,7 +365,7 @@ def fault_template(tmp_path) -> Path:
     big = bytearray(os.urandom(5 << 19))
     (codex / "big.bin").write_bytes(big)
     write_db(local / "opencode-share" / "opencode.db", range(0, 300))
-    env = container_env(root, str(root / "store"))
+    env = root_env(root, str(root / "store"))
     assert checkpoint(load_config(env=env), LocalStore(str(root / "store"))).seq == 1
 
     with open(rollout, "a") as fh:
@@ -425,7 +381,7 @@ def fault_template(tmp_path) -> Path:
 
 def clone(template: Path, dest: Path) -> tuple[dict[str, str], str]:
     shutil.copytree(template, dest, symlinks=True)
-    return container_env(dest, str(dest / "store")), str(dest / "store")
+    return root_env(dest, str(dest / "store")), str(dest / "store")
 
 
 def test_checkpoint_failing_at_any_store_call_leaves_the_previous_manifest_and_the_next_one_succeeds(
@@ -458,7 +414,7 @@ def test_checkpoint_failing_at_any_store_call_leaves_the_previous_manifest_and_t
         assert again.seq == (3 if committed == 2 else 2), f"call {n}: {again.seq}"
         assert verify(repo, full=True).ok
         out = tmp_path / f"restored-{n}"
-        restored_env = container_env(out, store_dir)
+        restored_env = root_env(out, store_dir)
         (out / "local").mkdir(parents=True)
         result = restore(load_config(env=restored_env), LocalStore(store_dir))
         assert result.complete, f"call {n}: {result}"
@@ -475,7 +431,7 @@ def test_s3_outage_in_the_middle_of_a_checkpoint_fails_cleanly_and_the_next_one_
     try:
         bucket = server.new_bucket(timeout="10s", connect_timeout="1s")
         root = tmp_path / "a"
-        env = container_env(root, bucket.url)
+        env = root_env(root, bucket.url)
         copy_fixtures(root / "local")
         cfg = load_config(env=env)
         assert checkpoint(cfg, CloudStore(bucket.url)).seq == 1
@@ -519,7 +475,7 @@ def test_s3_outage_in_the_middle_of_a_checkpoint_fails_cleanly_and_the_next_one_
         assert verify(Repository.open(CloudStore(bucket.url))).ok   # restore below re-hashes every blob
         fresh = tmp_path / "fresh"
         (fresh / "local").mkdir(parents=True)
-        result = restore(load_config(env=container_env(fresh, bucket.url)), CloudStore(bucket.url))
+        result = restore(load_config(env=root_env(fresh, bucket.url)), CloudStore(bucket.url))
         assert result.complete
         for tree in TREES:
             assert Live.snapshot(fresh / "local" / tree) == Live.snapshot(root / "local" / tree), tree

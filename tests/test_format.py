@@ -1,10 +1,11 @@
 """The on-disk format, pinned by the golden store under tests/golden/ (docs/design.md §3-9, §18).
 
 The golden store was written by ``tools/make_golden.py``. These tests restore it with
-the current code, decode it with a reader written here from the documented format
-(struct + zstandard + json, no journal imports), and check that the current writer
-still produces the same logical content. A format change must fail here; it comes
-with regenerated golden data and a new version in docs/design.md §18.
+the current code, decode it with a reader written from the documented format
+(``tests/helpers/format_reader.py`` and here: struct + zstandard + json, no journal
+imports), and check that the current writer still produces the same logical content.
+A format change must fail here; it comes with regenerated golden data and a new
+version in docs/design.md §18.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import os
 import re
 import shutil
 import stat
-import struct
-import subprocess
 import sys
 
 import pytest
-import zstandard
+
+from conftest import golden_cli
+from helpers.format_reader import (FLAG_BASE_AT, FLAG_DELTA, FLAG_ENTRY_BASES, HEADER, KIND_CHUNK, KIND_DBPAGE,
+                                   KIND_MANIFEST, KIND_PAGE, KIND_PAGEMAP, KIND_SEGMENT, StoreFiles, decode_record,
+                                   read_header)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -29,8 +32,6 @@ GOLDEN_STORE = os.path.join(GOLDEN, "store")
 GOLDEN_TREE = os.path.join(GOLDEN, "tree")
 TREE_NAME = "codex"
 
-HEADER = struct.Struct(">4sBBHQQ32s")
-KIND_CHUNK, KIND_SEGMENT, KIND_PAGE, KIND_MANIFEST = 1, 2, 3, 4
 MANIFEST_FIELDS = {
     "version": int, "seq": int, "parent": (int, type(None)), "parent_id": (str, type(None)),
     "created": str, "created_ns": int, "host": str, "pid": int, "writer": str,
@@ -42,47 +43,20 @@ VARYING = ("created", "created_ns", "host", "pid", "writer", "parent_id")
 
 # --- an independent reader of the documented format ---------------------------------
 
-def read_header(data: bytes) -> dict:
-    magic, version, kind, flags, raw_size, stored_size, digest = HEADER.unpack_from(data)
-    return {"magic": magic, "version": version, "kind": kind, "flags": flags,
-            "raw_size": raw_size, "stored_size": stored_size, "sha256": digest.hex()}
-
-
-#: Format 2-6: flag 0x0001 marks a delta (a dbpage, an index page, a JSONL segment, a chunk).
-FLAG_DELTA, DELTA_KINDS = 0x0001, (KIND_SEGMENT, KIND_PAGE, 6, KIND_CHUNK)
-#: Format 6: an index page delta naming its base by position (pack 32B, offset u64, length u32),
-#: and the mark of an index page holding an entry that names chunk bases.
-FLAG_BASE_AT, FLAG_ENTRY_BASES = 0x0004, 0x0008
+#: Format 2-6: the kinds a delta may be (a dbpage, an index page, a JSONL segment, a chunk).
+DELTA_KINDS = (KIND_SEGMENT, KIND_PAGE, KIND_DBPAGE, KIND_CHUNK)
 ANCHOR_MIN = DICT_TAIL = 64 << 10   # §6: segment anchors and the dictionary they lend
 
 
 def read_record(data: bytes, base: bytes | None = None) -> tuple[dict, bytes | None]:
-    """(header, payload) of one whole record, checked as §4 says a reader must. A delta
-    needs its base's payload; without it the payload is None (not decoded here)."""
-    head = read_header(data)
-    assert head["magic"] == b"JRNL" and head["version"] == 1
-    assert head["kind"] in (KIND_CHUNK, KIND_SEGMENT, KIND_PAGE, KIND_MANIFEST, 5, 6)
+    """(header, payload) of one whole record, checked as §4 says a reader must, with the
+    flags formats 1-7 give each kind. A delta needs its base's payload; without it the
+    payload is None (not decoded here)."""
+    head, payload = decode_record(data, base)
+    assert head["kind"] in (KIND_CHUNK, KIND_SEGMENT, KIND_PAGE, KIND_MANIFEST, KIND_PAGEMAP, KIND_DBPAGE)
     flags = head["flags"] & ~FLAG_ENTRY_BASES if head["kind"] == KIND_PAGE else head["flags"]
     assert flags == 0 or (flags == FLAG_DELTA and head["kind"] in DELTA_KINDS) \
         or (flags == FLAG_DELTA | FLAG_BASE_AT and head["kind"] == KIND_PAGE)
-    assert len(data) == HEADER.size + head["stored_size"]
-    start, dctx = HEADER.size, zstandard.ZstdDecompressor()
-    if flags:
-        if head["kind"] == KIND_PAGE:  # an index page delta names its base before the frame
-            (n,) = struct.unpack_from(">H", data, start)
-            if head["flags"] & FLAG_BASE_AT:  # format 6: by position; id and size from its header
-                pack, offset, length = struct.unpack(">32sQI", data[start + 2:start + 2 + n])
-                head["base_ref"] = [None, pack.hex(), offset, length, None]
-            else:
-                head["base_ref"] = json.loads(data[start + 2:start + 2 + n])
-            start += 2 + n
-        if base is None:
-            return head, None
-        dctx = zstandard.ZstdDecompressor(
-            dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
-    payload = dctx.decompress(data[start:], max_output_size=head["raw_size"])
-    assert len(payload) == head["raw_size"]
-    assert hashlib.sha256(payload).hexdigest() == head["sha256"]
     return head, payload
 
 
@@ -98,24 +72,20 @@ def split_pack(data: bytes) -> list[tuple[int, dict, bytes]]:
     return out
 
 
-class Reader:
+class Reader(StoreFiles):
     """Reads a store directory by the documented layout."""
 
     def __init__(self, root: str):
-        self.root = root
+        super().__init__(root)
         self.page_layouts: list[list[str]] = []   # key order of every page read
-
-    def raw(self, key: str) -> bytes:
-        with open(os.path.join(self.root, *key.split("/")), "rb") as fh:
-            return fh.read()
 
     def manifest(self, seq: int) -> tuple[dict, dict, bytes]:
         head, payload = read_record(self.raw(f"manifests/{seq:012d}"))
         return head, json.loads(payload), payload
 
     def blob(self, ref: list, parent_pack: str = "", base: bytes | None = None) -> tuple[dict, bytes]:
-        blob_id, pack, offset, length, size = ref
-        data = self.raw(f"packs/{(pack or parent_pack)[:2]}/{pack or parent_pack}")[offset:offset + length]
+        blob_id, _pack, _offset, _length, size = ref
+        data = self.stored(ref, parent_pack)
         head, payload = read_record(data, base)
         if payload is None and "base_ref" in head:  # an index page delta: its base is a whole page
             base_head, base_payload = self.blob(head["base_ref"])
@@ -193,22 +163,7 @@ def logical_view(root: str) -> dict:
     return view
 
 
-# --- running the CLI -----------------------------------------------------------------
-
-def journal_cmd() -> list[str]:
-    script = os.path.join(os.path.dirname(sys.executable), "journal")
-    return [script] if os.path.exists(script) else [sys.executable, "-m", "journal"]
-
-
-def run_journal(tmp_path, store: str, *args: str) -> subprocess.CompletedProcess:
-    home = tmp_path / "home"
-    local = tmp_path / "local"
-    home.mkdir(exist_ok=True)
-    local.mkdir(exist_ok=True)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "AM_LOCAL": str(local),
-           "JOURNAL_STORE": store, "LANG": "C.UTF-8"}
-    return subprocess.run(journal_cmd() + list(args), env=env, capture_output=True, text=True, timeout=60)
-
+# --- the golden store, and the CLI on it ---------------------------------------------
 
 @pytest.fixture
 def golden_store(tmp_path) -> str:
@@ -257,7 +212,7 @@ def describe(root: str) -> dict[str, dict]:
 
 def test_restore_of_golden_store_rebuilds_golden_tree_byte_for_byte(tmp_path, golden_store, listing):
     out = tmp_path / "out"
-    proc = run_journal(tmp_path, golden_store, "restore", "--to", str(out))
+    proc = golden_cli(tmp_path, golden_store).run("restore", "--to", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     restored = out / TREE_NAME
     assert sorted(os.listdir(out)) == [".journal-export", TREE_NAME]   # the export's marker (design §12)
@@ -287,7 +242,7 @@ def test_golden_tree_checkout_matches_its_listing(listing):
 
 
 def test_verify_full_on_golden_store_is_clean(tmp_path, golden_store):
-    proc = run_journal(tmp_path, golden_store, "verify", "--full", "--json")
+    proc = golden_cli(tmp_path, golden_store).run("verify", "--full", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(proc.stdout)
     assert result["ok"] is True and result["findings"] == []
@@ -295,7 +250,7 @@ def test_verify_full_on_golden_store_is_clean(tmp_path, golden_store):
 
 
 def test_log_lists_both_golden_checkpoints_newest_first(tmp_path, golden_store):
-    proc = run_journal(tmp_path, golden_store, "log", "--json")
+    proc = golden_cli(tmp_path, golden_store).run("log", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     entries = json.loads(proc.stdout)
     assert [e["seq"] for e in entries] == [2, 1]

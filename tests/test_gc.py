@@ -26,8 +26,6 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from journal.checkpoint.run import checkpoint
-from journal.config import load_config
 from journal.errors import ConfigError, GcBusy, GcPlanStale
 import journal.gc.run as gc_module
 from journal.gc.run import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
@@ -35,7 +33,6 @@ from journal.format.index import iter_pages
 from journal.gc.lease import LEASE_KEY, Lease, LeaseRecord
 from journal.format.model import Manifest, TreeRoot
 from journal.repository.repository import pack_key
-from journal.report import Collector
 from journal.repository.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key
 from journal.restore.run import restore
 from journal.config import parse_duration
@@ -46,8 +43,7 @@ from journal.store import open_store
 from journal.store.base import Store
 from journal.verify import MISSING_OBJECT, verify
 
-from conftest import FakeClock, Live, run_journal
-from test_cli import one_line_error
+from conftest import CodexLive, FakeClock, Live, clean_env, container_env, one_line_error, run_journal
 
 TREE = "codex"            # the codex preset: $AM_LOCAL/codex-home
 HOUR_NS = 3600 * 10**9
@@ -57,120 +53,40 @@ POLICY_FLAGS = ("--keep-last", "--keep-within", "--keep-hourly", "--keep-daily")
 # --------------------------------------------------------------------------- helpers
 
 
+def needed_packs(box: CodexLive, seq: int) -> set[str]:
+    """Pack keys manifest ``seq`` needs (its pages and its entries' blobs), walked here."""
+    repo = box.repo()
+    keys = set()
 
-
-class Box:
-    """One local root (a codex-home tree), its state dir, and a local store."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.local = root / "local"
-        self.tree = self.local / "codex-home"
-        self.home = root / "home"
-        self.store_path = root / "store"
-        self.tree.mkdir(parents=True, exist_ok=True)
-        self.home.mkdir(exist_ok=True)
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(self.store_path), "HOME": str(self.home),
-                    "XDG_CONFIG_HOME": str(self.home / ".config")}
-        self.store = open_store(str(self.store_path))
-        self.warnings: list[str] = []
-
-    @property
-    def cfg(self):
-        return load_config(env=self.env)
-
-    # live files
-    def write(self, rel: str, data: bytes | str) -> Path:
-        path = self.tree / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data.encode() if isinstance(data, str) else data)
-        return path
-
-    def append(self, rel: str, data: bytes) -> None:
-        path = self.tree / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "ab") as fh:
-            fh.write(data)
-
-    # operations
-    def checkpoint(self, store: Store | None = None, **kwargs):
-        reporter = Collector()
-        try:
-            return checkpoint(self.cfg, store or self.store, reporter, **kwargs)
-        finally:
-            self.warnings = reporter.warnings
-
-    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "journal", *args], env=self.clean_env(),
-                              capture_output=True, text=True, timeout=timeout)
-
-    def clean_env(self) -> dict[str, str]:
-        """A clean environment plus this box's variables (PYTHONPATH passes through)."""
-        keep = {k: os.environ[k] for k in ("PATH", "PYTHONPATH") if k in os.environ}
-        return {"PATH": "/usr/bin:/bin", **keep, "LANG": "C.UTF-8", **self.env}
-
-    def repo(self, store: Store | None = None) -> Repository:
-        return Repository.open(store or open_store(str(self.store_path)))
-
-    def gc(self, grace: float = 0.0, *, store: Store | None = None, **policy):
-        return gc(self.repo(store), Policy(**policy), grace)
-
-    # store inspection
-    def seqs(self) -> list[int]:
-        return self.repo().manifest_seqs()
-
-    def manifest(self, seq: int) -> Manifest:
-        return self.repo().load_manifest(seq)[0]
-
-    def keys(self, prefix: str = "") -> set[str]:
-        return set(self.store.list(prefix))
-
-    def entries(self, seq: int | None = None) -> dict:
-        repo = self.repo()
-        seq = seq if seq is not None else repo.manifest_seqs()[-1]
-        root = repo.load_manifest(seq)[0].trees[TREE].root
-        out = {}
-        for _, page in iter_pages(root, lambda r: repo.read_page(r)[0]):
+    def read_page(ref):
+        payload, base = repo.read_page(ref)
+        if base is not None:  # a page delta needs its base page's pack
+            keys.add(pack_key(base.pack))
+        return payload
+    for tree in repo.load_manifest(seq)[0].trees.values():
+        for ref, page in iter_pages(tree.root, read_page):
+            keys.add(pack_key(ref.pack))
             for e in page.entries:
-                out[e.path] = e
-        return out
+                keys.update(pack_key(r.pack) for r in e.refs)
+    return keys
 
-    def needed_packs(self, seq: int) -> set[str]:
-        """Pack keys manifest ``seq`` needs (its pages and its entries' blobs), walked here."""
-        repo = self.repo()
-        keys = set()
 
-        def read_page(ref):
-            payload, base = repo.read_page(ref)
-            if base is not None:  # a page delta needs its base page's pack
-                keys.add(pack_key(base.pack))
-            return payload
-        for tree in repo.load_manifest(seq)[0].trees.values():
-            for ref, page in iter_pages(tree.root, read_page):
-                keys.add(pack_key(ref.pack))
-                for e in page.entries:
-                    keys.update(pack_key(r.pack) for r in e.refs)
-        return keys
-
-    def tombstones(self) -> dict[str, Tombstone]:
-        return {k: msgspec.json.decode(self.store.get(k), type=Tombstone) for k in self.store.list(TOMBSTONE_PREFIX)}
-
-    def listing(self) -> dict[str, tuple]:
-        """Every file under the store dir (hidden ones too): size, mtime and content hash."""
-        out = {}
-        for path in sorted(self.store_path.rglob("*")):
-            if path.is_file():
-                st = path.stat()
-                out[str(path.relative_to(self.store_path))] = (st.st_size, st.st_mtime_ns,
-                                                               hashlib.sha256(path.read_bytes()).hexdigest())
-            else:
-                out[str(path.relative_to(self.store_path)) + "/"] = ()
-        return out
+def store_listing(box: CodexLive) -> dict[str, tuple]:
+    """Every file under the store dir (hidden ones too): size, mtime and content hash."""
+    out = {}
+    for path in sorted(box.store_path.rglob("*")):
+        if path.is_file():
+            st = path.stat()
+            out[str(path.relative_to(box.store_path))] = (st.st_size, st.st_mtime_ns,
+                                                          hashlib.sha256(path.read_bytes()).hexdigest())
+        else:
+            out[str(path.relative_to(box.store_path)) + "/"] = ()
+    return out
 
 
 @pytest.fixture
-def box(root) -> Box:
-    return Box(root)
+def box(root) -> CodexLive:
+    return CodexLive(root)
 
 
 class CountingStore(Store):
@@ -255,7 +171,7 @@ def line(i: int, width: int = 80) -> bytes:
     return body.encode() + b"\n"
 
 
-def garbage_packs(box: Box, n: int, tag: str = "orphan") -> list[str]:
+def garbage_packs(box: CodexLive, n: int, tag: str = "orphan") -> list[str]:
     """``n`` packs no manifest names (a crashed checkpoint's), of 1..n bytes; their keys, ascending."""
     keys = []
     for i in range(n):
@@ -265,7 +181,7 @@ def garbage_packs(box: Box, n: int, tag: str = "orphan") -> list[str]:
     return sorted(keys)
 
 
-def three_versions(box: Box) -> None:
+def three_versions(box: CodexLive) -> None:
     """Checkpoints 1..3; a.txt changes every time, b.txt never (its pack stays needed)."""
     box.write("b.txt", "stable content\n" * 20)
     for i in range(1, 4):
@@ -279,15 +195,15 @@ def three_versions(box: Box) -> None:
 def test_empty_policy_is_refused_naming_the_flags(box):
     box.write("a.txt", "a\n")
     box.checkpoint()
-    before = box.listing()
+    before = store_listing(box)
 
     for extra in ((), ("--grace", "0s"), ("--dry-run",), ("--json",)):
-        proc = box.cli("gc", *extra)
+        proc = box.run("gc", *extra)
         assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr
         assert all(flag in proc.stderr for flag in POLICY_FLAGS), proc.stderr
 
-    assert box.listing() == before
+    assert store_listing(box) == before
     with pytest.raises(ConfigError) as err:
         plan_gc(box.repo(), Policy(), 0.0)
     assert all(flag in str(err.value) for flag in POLICY_FLAGS)
@@ -298,7 +214,7 @@ def test_a_bad_duration_is_a_usage_error(box):
     box.checkpoint()
 
     for args in (("--keep-within", "soon"), ("--keep-last", "1", "--grace", "5x")):
-        proc = box.cli("gc", *args)
+        proc = box.run("gc", *args)
         assert proc.returncode == 2, proc.stderr
         assert "not a duration" in proc.stderr
     assert parse_duration("1d12h", "--grace") == 36 * 3600
@@ -360,13 +276,13 @@ def test_retention_policies_choose_by_count_age_hour_and_day():
 def test_keep_last_zero_still_keeps_the_newest_checkpoint(box):
     three_versions(box)
 
-    dry = box.cli("gc", "--keep-last", "0", "--grace", "0s", "--dry-run", "--json")
+    dry = box.run("gc", "--keep-last", "0", "--grace", "0s", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)["plan"]
     assert sorted(map(int, plan["kept"])) == [3] and plan["expire"] == [1, 2]
 
     for _ in range(2):  # mark, then sweep
-        proc = box.cli("gc", "--keep-last", "0", "--grace", "0s")
+        proc = box.run("gc", "--keep-last", "0", "--grace", "0s")
         assert proc.returncode == 0, proc.stderr
     assert box.seqs() == [3]
     out = box.root / "out"
@@ -392,7 +308,7 @@ def test_an_unreadable_newest_manifest_keeps_the_newest_valid_one(box):
         assert sorted(plan.kept) == [2] and plan.unreadable == [3]
 
     assert box.seqs() == [2, 3]  # the unreadable one is left alone, the newest valid kept
-    assert box.needed_packs(2) <= box.keys(PACK_PREFIX)
+    assert needed_packs(box, 2) <= box.keys(PACK_PREFIX)
     result = restore(box.cfg, box.store, to=str(box.root / "out"))
     assert result.complete and result.trees[0].seq == 2
 
@@ -403,15 +319,15 @@ def test_an_unreadable_newest_manifest_keeps_the_newest_valid_one(box):
 def test_first_gc_only_marks_then_a_sweep_after_grace_deletes(box):
     three_versions(box)
     all_packs = box.keys(PACK_PREFIX)
-    needed = box.needed_packs(3)
+    needed = needed_packs(box, 3)
     garbage = all_packs - needed
     assert garbage and needed & all_packs
-    before = box.listing()
+    before = store_listing(box)
 
-    proc = box.cli("gc", "--keep-last", "1")  # default grace: 24h
+    proc = box.run("gc", "--keep-last", "1")  # default grace: 24h
     assert proc.returncode == 0, proc.stderr
 
-    after = box.listing()
+    after = store_listing(box)
     added = set(after) - set(before)
     assert {k for k in added if not k.endswith("/")} == {k for k in box.keys(TOMBSTONE_PREFIX)}
     assert {k: v for k, v in after.items() if k in before} == before  # nothing deleted or rewritten
@@ -423,14 +339,14 @@ def test_first_gc_only_marks_then_a_sweep_after_grace_deletes(box):
     assert all(i.bytes == box.store.head(i.key) for i in stone.items)
     stone_bytes = box.store.get(key)
 
-    again = box.cli("gc", "--keep-last", "1", "--json")  # still within grace: nothing more
+    again = box.run("gc", "--keep-last", "1", "--json")  # still within grace: nothing more
     assert again.returncode == 0, again.stderr
     doc = json.loads(again.stdout)
     assert doc["plan"]["delete"] == [] and doc["plan"]["tombstone"] == [] and doc["result"]["deleted"] == 0
     assert box.seqs() == [1, 2, 3] and box.keys(PACK_PREFIX) == all_packs
     assert box.store.get(key) == stone_bytes  # tombstones are immutable
 
-    sweep = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--json")
+    sweep = box.run("gc", "--keep-last", "1", "--grace", "0s", "--json")
     assert sweep.returncode == 0, sweep.stderr
     doc = json.loads(sweep.stdout)
     freed = sum(before[k][0] for k in garbage | {manifest_key(1), manifest_key(2)})
@@ -438,7 +354,7 @@ def test_first_gc_only_marks_then_a_sweep_after_grace_deletes(box):
     assert box.seqs() == [3]
     assert box.keys(PACK_PREFIX) == needed
     assert box.keys(TOMBSTONE_PREFIX) == set()  # resolved
-    assert box.cli("verify", "--full").returncode == 0
+    assert box.run("verify", "--full").returncode == 0
     assert restore(box.cfg, box.store, to=str(box.root / "out")).complete
 
 
@@ -462,9 +378,9 @@ def test_grace_is_measured_from_the_tombstone(box):
 def test_default_grace_then_zero_grace_deletes_on_the_second_run(box):
     three_versions(box)
 
-    first = box.cli("gc", "--keep-last", "1", "--json")
+    first = box.run("gc", "--keep-last", "1", "--json")
     assert first.returncode == 0 and json.loads(first.stdout)["result"]["deleted"] == 0
-    second = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--json")
+    second = box.run("gc", "--keep-last", "1", "--grace", "0s", "--json")
     assert second.returncode == 0 and json.loads(second.stdout)["result"]["deleted"] > 0
     assert box.seqs() == [3]
 
@@ -480,16 +396,16 @@ def test_a_gc_right_after_expiry_with_zero_grace_deletes_nothing_yet(box):
 
 def test_dry_run_prints_the_plan_and_changes_nothing(box):
     three_versions(box)
-    box.cli("gc", "--keep-last", "1")       # a tombstone exists now
+    box.run("gc", "--keep-last", "1")       # a tombstone exists now
     box.write("a.txt", "version 4\n" * 60)  # and manifest 3 expires with keep-last 1
     assert box.checkpoint().seq == 4
-    before = box.listing()
+    before = store_listing(box)
 
-    text = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--dry-run")
-    js = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--dry-run", "--json")
+    text = box.run("gc", "--keep-last", "1", "--grace", "0s", "--dry-run")
+    js = box.run("gc", "--keep-last", "1", "--grace", "0s", "--dry-run", "--json")
 
     assert (text.returncode, js.returncode) == (0, 0), text.stderr + js.stderr
-    assert box.listing() == before
+    assert store_listing(box) == before
     doc = json.loads(js.stdout)
     plan = doc["plan"]
     assert doc["dry_run"] is True and doc["result"] is None
@@ -509,10 +425,10 @@ def test_dry_run_prints_the_plan_and_changes_nothing(box):
     assert f"  e.g. {plan['delete'][0][0]} (manifest, " in out
     assert "  kept packs/" in out
 
-    real = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--json")
+    real = box.run("gc", "--keep-last", "1", "--grace", "0s", "--json")
     result = json.loads(real.stdout)["result"]
     assert result["deleted"] == plan["delete_count"] and result["bytes_freed"] == plan["bytes_freed"]
-    assert not deleted & set(box.listing())
+    assert not deleted & set(store_listing(box))
 
 
 def test_revived_content_in_a_tombstoned_pack_is_not_deleted(box):
@@ -522,7 +438,7 @@ def test_revived_content_in_a_tombstoned_pack_is_not_deleted(box):
     assert box.checkpoint().seq == 1
     box.write("a.txt", "X content\n" * 40)
     assert box.checkpoint().seq == 2
-    (x_ref,) = box.entries(2)["a.txt"].refs
+    (x_ref,) = box.entries(TREE, 2)["a.txt"].refs
     x_key = pack_key(x_ref.pack)
     box.write("a.txt", "Y content\n" * 40)
     assert box.checkpoint().seq == 3
@@ -531,7 +447,7 @@ def test_revived_content_in_a_tombstoned_pack_is_not_deleted(box):
     assert x_key in {i.key for s in box.tombstones().values() for i in s.items}
     box.write("a.txt", "X content\n" * 40)  # reverted: same chunk, same single-blob pack
     assert box.checkpoint().seq == 4
-    assert box.entries(4)["a.txt"].refs[0].pack == x_ref.pack, "the revert did not reuse the pack"
+    assert box.entries(TREE, 4)["a.txt"].refs[0].pack == x_ref.pack, "the revert did not reuse the pack"
 
     for _ in range(2):  # sweeps the first tombstone, then the one naming manifest 3
         plan, result = box.gc(grace=0.0, keep_last=1)
@@ -553,7 +469,7 @@ def _revert_after_a_mark(box, first: int = 0) -> str:
     box.checkpoint()
     box.write("a.txt", "X content\n" * 40)
     box.checkpoint()
-    x_key = pack_key(box.entries(2)["a.txt"].refs[0].pack)
+    x_key = pack_key(box.entries(TREE, 2)["a.txt"].refs[0].pack)
     box.write("a.txt", "Y content\n" * 40)
     box.checkpoint()
     for i in range(first):
@@ -580,7 +496,7 @@ def test_a_checkpoint_committed_during_the_sweep_keeps_what_it_needs(box):
     plan, _ = box.gc(grace=0.0, keep_last=1, store=HookStore(open_store(str(box.store_path)), hook))
 
     assert fired and x_key in {i.key for i in plan.delete}  # planned before manifest 4 existed
-    assert box.entries(4)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
+    assert box.entries(TREE, 4)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
     assert box.store.head(x_key) is not None, "gc deleted a pack that manifest 4 (present at sweep time) needs"
     assert verify(box.repo(), full=True).ok
 
@@ -605,7 +521,7 @@ def test_a_checkpoint_committed_while_a_batch_is_sent_protects_the_later_batches
     plan, result = box.gc(grace=0.0, keep_last=1, store=HookStore(open_store(str(box.store_path)), hook))
 
     assert fired and x_key in {i.key for i in plan.delete}  # planned before manifest 5 existed
-    assert box.entries(5)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
+    assert box.entries(TREE, 5)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
     assert not set(first) & box.keys(PACK_PREFIX)  # the batches went: the first one, and the next one
     assert box.store.head(x_key) is not None, "gc deleted a pack that manifest 5 (committed between batches) needs"
     assert result.protected == 1 and result.tombstones_removed == 0  # its tombstone stays for a later run
@@ -666,7 +582,7 @@ def test_a_checkpoint_committed_while_gc_lists_packs_keeps_what_it_needs(box):
     plan, result = box.gc(grace=0.0, keep_last=1, store=HookStore(open_store(str(box.store_path)), hook))
 
     assert fired and 4 not in plan.known_seqs
-    assert box.entries(4)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
+    assert box.entries(TREE, 4)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
     assert box.store.head(x_key) is not None, "gc deleted a pack that manifest 4 (committed while it ran) needs"
     assert result.protected >= 1
     assert verify(box.repo(), full=True).ok
@@ -917,7 +833,7 @@ def test_the_sweep_skips_what_the_mark_listing_lacked_even_if_it_comes_back(box)
 # --------------------------------------------------------------------------- the lease
 
 
-def _plant_lease(box: Box, expires_in: float) -> bytes:
+def _plant_lease(box: CodexLive, expires_in: float) -> bytes:
     now = time.time_ns()
     record = LeaseRecord(holder="host elsewhere pid 4242", token="f" * 32, acquired_ns=now - 10**9,
                          expires_ns=now + int(expires_in * 1e9))
@@ -930,14 +846,14 @@ def test_a_live_lease_makes_a_second_gc_fail_clearly(box):
     three_versions(box)
     box.gc(keep_last=1)
     raw = _plant_lease(box, 3600)
-    before = box.listing()
+    before = store_listing(box)
 
-    proc = box.cli("gc", "--keep-last", "1", "--grace", "0s")
+    proc = box.run("gc", "--keep-last", "1", "--grace", "0s")
 
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert "another gc" in proc.stderr and "host elsewhere pid 4242" in proc.stderr, proc.stderr
-    assert box.listing() == before  # nothing marked, nothing deleted
+    assert store_listing(box) == before  # nothing marked, nothing deleted
     assert box.store.get(LEASE_KEY) == raw
     with pytest.raises(GcBusy):
         box.gc(keep_last=1)
@@ -949,7 +865,7 @@ def test_an_expired_lease_is_taken_over(box):
     box.gc(keep_last=1)
     _plant_lease(box, -60)
 
-    proc = box.cli("gc", "--keep-last", "1", "--grace", "0s", "--json")
+    proc = box.run("gc", "--keep-last", "1", "--grace", "0s", "--json")
 
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["result"]["deleted"] > 0
@@ -1003,7 +919,7 @@ def test_a_plan_runs_as_planned_and_is_refused_once_the_store_moved_on(box):
     assert all(box.store.head(i.key) is None for i in plan.delete) and box.seqs() == [3, 4]  # 3: marked only now
 
 
-def _swept_after_a_mark(box: Box, orphans: int) -> list[str]:
+def _swept_after_a_mark(box: CodexLive, orphans: int) -> list[str]:
     """Checkpoints 1-3, ``orphans`` garbage packs, a mark (keep-last 1), checkpoint 4:
     the next gc with zero grace sweeps them all; returns their keys."""
     three_versions(box)
@@ -1124,16 +1040,17 @@ _LOOP = textwrap.dedent("""
 """)
 
 
-def test_checkpoints_and_gc_in_separate_processes_never_lose_a_needed_object(box):
-    rounds = 110
-    jsonl = box.tree / "sessions" / "t.jsonl"
+@pytest.mark.long(short=40, full=110)
+def test_checkpoints_and_gc_in_separate_processes_never_lose_a_needed_object(box, long_size):
+    rounds = long_size
+    jsonl = box.codex / "sessions" / "t.jsonl"
     jsonl.parent.mkdir(parents=True)
     jsonl.write_bytes(line(0))
-    (box.tree / "notes.txt").write_text("note\n")
-    assert box.cli("checkpoint").returncode == 0
+    (box.codex / "notes.txt").write_text("note\n")
+    assert box.run("checkpoint").returncode == 0
     flags = box.root / "flags"
     flags.mkdir()
-    env = box.clean_env()
+    env = clean_env(box.env)
     writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(jsonl), str(flags)], env=env,
                               stdout=subprocess.PIPE, text=True)
     loops = [subprocess.Popen([sys.executable, "-c", _LOOP, role, str(rounds), str(flags), "80"],
@@ -1158,25 +1075,25 @@ def test_checkpoints_and_gc_in_separate_processes_never_lose_a_needed_object(box
     assert stats["ckpt"]["commits"] >= rounds and stats["gc"]["rounds"] >= rounds, stats
     assert stats["gc"]["deleted"] > 0, stats                   # gc really swept while checkpoints ran
 
-    assert box.cli("checkpoint").returncode == 0              # everything the writer wrote
-    full = box.cli("verify", "--full", "--json")
+    assert box.run("checkpoint").returncode == 0              # everything the writer wrote
+    full = box.run("verify", "--full", "--json")
     doc = json.loads(full.stdout)
     assert full.returncode == 0 and doc["ok"], [f for f in doc["findings"]][:5]
     assert not [f for f in doc["findings"] if f["kind"] == MISSING_OBJECT]
     out = box.root / "out"
-    proc = box.cli("restore", "--to", str(out))
+    proc = box.run("restore", "--to", str(out))
     assert proc.returncode == 0 and "restore complete" in proc.stdout, proc.stdout + proc.stderr
     assert (out / TREE / "sessions" / "t.jsonl").read_bytes() == jsonl.read_bytes()
-    assert (out / TREE / "notes.txt").read_bytes() == (box.tree / "notes.txt").read_bytes()
+    assert (out / TREE / "notes.txt").read_bytes() == (box.codex / "notes.txt").read_bytes()
     for _ in range(2):  # and a final gc leaves a complete store
-        assert box.cli("gc", "--keep-last", "2", "--grace", "0s").returncode == 0
-    assert len(box.seqs()) == 2 and box.cli("verify", "--full").returncode == 0
+        assert box.run("gc", "--keep-last", "2", "--grace", "0s").returncode == 0
+    assert len(box.seqs()) == 2 and box.run("verify", "--full").returncode == 0
 
 
 # --------------------------------------------------------------------------- live deletions
 
 
-def _four_files(box: Box) -> None:
+def _four_files(box: CodexLive) -> None:
     for name in ("f1.txt", "f2.txt", "f3.txt", "f4.txt"):
         box.write(name, f"{name} body\n" * 10)
 
@@ -1186,16 +1103,16 @@ def test_a_deleted_file_drops_out_but_old_checkpoints_keep_it_until_expired(box)
     assert box.checkpoint().seq == 1
     box.write("gone.txt", "soon deleted, unique bytes\n" * 30)
     assert box.checkpoint().seq == 2
-    gone_pack = pack_key(box.entries(2)["gone.txt"].refs[0].pack)
-    (box.tree / "gone.txt").unlink()
+    gone_pack = pack_key(box.entries(TREE, 2)["gone.txt"].refs[0].pack)
+    (box.codex / "gone.txt").unlink()
 
     result = box.checkpoint()
 
     assert result.seq == 3 and result.trees[0].deleted == 1 and not box.warnings
-    assert "gone.txt" not in box.entries(3) and "gone.txt" in box.entries(2)
+    assert "gone.txt" not in box.entries(TREE, 3) and "gone.txt" in box.entries(TREE, 2)
     old, new = box.root / "old", box.root / "new"
-    assert box.cli("restore", "--at", "2", "--to", str(old)).returncode == 0
-    assert box.cli("restore", "--to", str(new)).returncode == 0
+    assert box.run("restore", "--at", "2", "--to", str(old)).returncode == 0
+    assert box.run("restore", "--to", str(new)).returncode == 0
     assert (old / TREE / "gone.txt").read_text() == "soon deleted, unique bytes\n" * 30
     assert not (new / TREE / "gone.txt").exists() and (new / TREE / "f1.txt").exists()
 
@@ -1207,95 +1124,95 @@ def test_a_deleted_file_drops_out_but_old_checkpoints_keep_it_until_expired(box)
     box.gc(keep_last=1)
     assert box.seqs() == [3] and box.store.head(gone_pack) is None  # expired: now collected
     gone = box.root / "gone"
-    box.cli("restore", "--at", "2", "--to", str(gone))
+    box.run("restore", "--at", "2", "--to", str(gone))
     assert not (gone / TREE / "gone.txt").exists()
 
 
 def test_exactly_half_of_a_tree_may_vanish(box):
     _four_files(box)
     box.checkpoint()
-    (box.tree / "f1.txt").unlink()
-    (box.tree / "f2.txt").unlink()
+    (box.codex / "f1.txt").unlink()
+    (box.codex / "f2.txt").unlink()
 
     result = box.checkpoint()
 
     assert result.seq == 2 and result.trees[0].deleted == 2 and not box.warnings
-    assert sorted(box.entries()) == ["f3.txt", "f4.txt"]
+    assert sorted(box.entries(TREE)) == ["f3.txt", "f4.txt"]
 
 
 def test_mass_deletion_is_kept_with_a_loud_warning_until_allowed(box):
     _four_files(box)
-    assert box.cli("checkpoint").returncode == 0
+    assert box.run("checkpoint").returncode == 0
     for name in ("f1.txt", "f2.txt", "f3.txt"):
-        (box.tree / name).unlink()
+        (box.codex / name).unlink()
 
-    proc = box.cli("checkpoint")
+    proc = box.run("checkpoint")
 
     assert proc.returncode == 0, proc.stderr
     warning = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
     assert warning and "3 of 4 files vanished" in warning[0] and "--allow-deletions" in warning[0], proc.stderr
-    assert sorted(box.entries()) == ["f1.txt", "f2.txt", "f3.txt", "f4.txt"]
+    assert sorted(box.entries(TREE)) == ["f1.txt", "f2.txt", "f3.txt", "f4.txt"]
 
     box.write("f4.txt", "changed\n")  # a later checkpoint still keeps them
     result = box.checkpoint()
     assert result.seq == 2 and result.trees[0].kept_deleted == 3
     assert any("vanished" in w for w in box.warnings)
-    entries = box.entries(2)
+    entries = box.entries(TREE, 2)
     assert sorted(entries) == ["f1.txt", "f2.txt", "f3.txt", "f4.txt"] and entries["f4.txt"].size == 8
 
-    allowed = box.cli("checkpoint", "--allow-deletions")
+    allowed = box.run("checkpoint", "--allow-deletions")
     assert allowed.returncode == 0 and "vanished" not in allowed.stderr, allowed.stderr
-    assert sorted(box.entries()) == ["f4.txt"]
+    assert sorted(box.entries(TREE)) == ["f4.txt"]
 
 
 def test_a_whole_tree_vanishing_is_kept(box):
     _four_files(box)
     box.checkpoint()
     for name in ("f1.txt", "f2.txt", "f3.txt", "f4.txt"):
-        (box.tree / name).unlink()
+        (box.codex / name).unlink()
 
-    proc = box.cli("checkpoint")
+    proc = box.run("checkpoint")
     assert proc.returncode == 0 and "4 of 4 files vanished" in proc.stderr, proc.stderr
-    assert box.seqs() == [1] and len(box.entries()) == 4
+    assert box.seqs() == [1] and len(box.entries(TREE)) == 4
 
     # the tree's directory itself gone (an unmounted volume), the tree configured explicitly
     config = box.home / ".config" / "journal" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text('presets = ["codex"]\n')
-    shutil.rmtree(box.tree)
-    proc = box.cli("checkpoint")
+    shutil.rmtree(box.codex)
+    proc = box.run("checkpoint")
     assert proc.returncode == 0, proc.stderr
     assert "warning:" in proc.stderr and "missing" in proc.stderr, proc.stderr
-    assert box.seqs() == [1] and len(box.entries()) == 4
+    assert box.seqs() == [1] and len(box.entries(TREE)) == 4
 
-    box.tree.mkdir()
-    assert box.cli("checkpoint", "--allow-deletions").returncode == 0
-    assert box.seqs() == [1, 2] and box.entries() == {}
+    box.codex.mkdir()
+    assert box.run("checkpoint", "--allow-deletions").returncode == 0
+    assert box.seqs() == [1, 2] and box.entries(TREE) == {}
 
 
 def test_supervise_records_the_mass_deletion_warning_in_status(box):
     _four_files(box)
-    assert box.cli("checkpoint").returncode == 0
+    assert box.run("checkpoint").returncode == 0
     for name in ("f1.txt", "f2.txt", "f3.txt"):
-        (box.tree / name).unlink()
+        (box.codex / name).unlink()
 
-    proc = box.cli("supervise", "--no-restore", "--interval", "60", "--", "true", timeout=60)
+    proc = box.run("supervise", "--no-restore", "--interval", "60", "--", "true", timeout=60)
 
     assert proc.returncode == 0, proc.stderr
     assert "vanished" in proc.stderr
     status = read_status(box.cfg.state_dir)
     assert any("vanished" in w for w in status.warnings), status
-    assert "vanished" in box.cli("status").stdout
+    assert "vanished" in box.run("status").stdout
 
 
 # --------------------------------------------------------------------------- compaction, bounded restore
 
 
-def _data_refs(box: Box) -> set[tuple[str, int]]:
-    return {(pack_key(r.pack), r.offset) for e in box.entries().values() for r in e.refs}
+def _data_refs(box: CodexLive) -> set[tuple[str, int]]:
+    return {(pack_key(r.pack), r.offset) for e in box.entries(TREE).values() for r in e.refs}
 
 
-def _page_refs(box: Box, seq: int | None = None) -> set[tuple[str, int]]:
+def _page_refs(box: CodexLive, seq: int | None = None) -> set[tuple[str, int]]:
     repo = box.repo()
     seq = seq if seq is not None else repo.manifest_seqs()[-1]
     out = set()
@@ -1305,21 +1222,23 @@ def _page_refs(box: Box, seq: int | None = None) -> set[tuple[str, int]]:
     return out
 
 
-def _counted_restore(box: Box, dest: Path) -> CountingStore:
+def _counted_restore(box: CodexLive, dest: Path) -> CountingStore:
     counting = CountingStore(open_store(str(box.store_path)))
     result = restore(box.cfg, counting, to=str(dest))
     assert result.complete, result
     return counting
 
 
-def test_a_transcript_of_1000_appends_restores_from_few_packs(box):
-    appends = 1000
+@pytest.mark.long(short=200, full=1000)
+def test_a_transcript_appended_at_every_checkpoint_restores_from_few_packs(box, long_size):
+    """1,000 appends (200 in a plain run), one checkpoint each."""
+    appends = long_size
     rel = "sessions/rollout.jsonl"
     for i in range(appends):
         box.append(rel, line(i, width=200))
         assert box.checkpoint().seq == i + 1
-    live = (box.tree / rel).read_bytes()
-    entry = box.entries()[rel]
+    live = (box.codex / rel).read_bytes()
+    entry = box.entries(TREE)[rel]
     assert entry.size == len(live) and len(entry.refs) <= 32, len(entry.refs)
 
     counting = _counted_restore(box, box.root / "out")
@@ -1340,7 +1259,7 @@ def test_a_transcript_of_1000_appends_restores_from_few_packs(box):
     assert _counted_restore(box, box.root / "out2")
 
 
-def _build_history(box: Box, start: int, stop: int) -> None:
+def _build_history(box: CodexLive, start: int, stop: int) -> None:
     for i in range(start, stop):
         box.append("sessions/t.jsonl", line(i))
         if i % 10 == 0:
@@ -1348,7 +1267,7 @@ def _build_history(box: Box, start: int, stop: int) -> None:
         assert box.checkpoint().seq == i + 1
 
 
-def _metadata_reads(box: Box, dest: Path) -> tuple[int, int, int, int]:
+def _metadata_reads(box: CodexLive, dest: Path) -> tuple[int, int, int, int]:
     counting = _counted_restore(box, dest)
     data, pages = _data_refs(box), _page_refs(box)
     manifest_gets = sum(1 for k, _, _ in counting.gets if k.startswith(MANIFEST_PREFIX))
@@ -1399,8 +1318,7 @@ def test_a_pack_found_stored_and_deleted_by_a_sweep_planned_before_the_commit_is
     local = tmp_path / "local"
     codex = local / "codex-home"
     codex.mkdir(parents=True)
-    env = {"AM_LOCAL": str(local), "JOURNAL_STORE": str(tmp_path / "store"), "HOME": str(tmp_path),
-           "XDG_CONFIG_HOME": str(tmp_path / ".config")}
+    env = container_env(local, tmp_path / "store", tmp_path)
     settings = codex / "settings.json"
 
     def put(content: str, t: int) -> None:
@@ -1446,12 +1364,12 @@ def test_a_kept_checkpoint_missing_its_index_pages_blocks_gc_with_a_way_out(box)
     box.gc(keep_last=1)                                      # tombstones for 1-2
     root = box.manifest(3).trees["codex"].root
     (box.store_path / pack_key(root.pack)).unlink()
-    before = box.listing()
-    proc = box.cli("gc", "--keep-last", "1", "--grace", "0s")
+    before = store_listing(box)
+    proc = box.run("gc", "--keep-last", "1", "--grace", "0s")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     line = proc.stderr.strip()
     assert line.count("\n") == 0 and "checkpoint 3 (tree codex)" in line and "journal verify --full" in line, line
-    assert box.listing() == before
+    assert store_listing(box) == before
 
 
 def test_gc_on_a_full_store_names_the_object_and_the_filesystem_to_free(tmp_path, small_tmpfs):

@@ -18,7 +18,7 @@ from journal.repository.repository import Repository
 from journal.store import open_store
 from journal.verify import ORPHAN_DELIVERY, verify
 
-from conftest import FakeClock, run_journal
+from conftest import FakeClock, container_env, run_journal
 
 DAY = 86400
 KEEP_A_DAY = InputPolicy(keep_within=DAY)
@@ -138,7 +138,7 @@ def test_a_marker_left_by_a_stopped_sweep_is_a_warning_and_the_next_gc_removes_i
 
 
 def test_the_command_line_takes_the_input_policy_alone_and_checks_it(tmp_path):
-    env = {"JOURNAL_STORE": str(tmp_path / "store"), "AM_LOCAL": str(tmp_path), "HOME": str(tmp_path)}
+    env = container_env(tmp_path, tmp_path / "store", tmp_path)
     for i in range(2):
         run_journal("input", "append", "--harness", "codex", "--session", "S", "--file", "/dev/null", env=env)
     first = json.loads(run_journal("input", "list", "--json", env=env).stdout)[0]["id"]

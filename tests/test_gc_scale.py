@@ -18,6 +18,9 @@ import tracemalloc
 from pathlib import Path
 
 import msgspec
+import pytest
+
+from conftest import container_env
 
 from journal.checkpoint.run import checkpoint
 from journal.config import load_config
@@ -42,8 +45,7 @@ class Store:
         self.tree = root / "local" / "codex-home"
         self.tree.mkdir(parents=True)
         (root / "home").mkdir()
-        env = {"AM_LOCAL": str(root / "local"), "JOURNAL_STORE": str(self.path), "HOME": str(root / "home"),
-               "XDG_CONFIG_HOME": str(root / "home" / ".config")}
+        env = container_env(root / "local", self.path, root / "home")
         self.cfg = load_config(env=env)
         self.store = open_store(str(self.path))
         for i in range(REAL):
@@ -113,8 +115,9 @@ def mark_then_sweep(store: Store) -> tuple[int, int]:
     return mark, sweep
 
 
-def test_gc_over_thousands_of_garbage_packs_collects_all_of_them(root):
-    store = Store(root, 5000)
+@pytest.mark.long(short=2000, full=5000)
+def test_gc_over_thousands_of_garbage_packs_collects_all_of_them(root, long_size):
+    store = Store(root, long_size)
     packs_before = store.keys(PACK_PREFIX)
     assert {k.rsplit("/", 1)[-1] for k in packs_before} >= store.synthetic
 
@@ -131,6 +134,7 @@ def test_gc_over_thousands_of_garbage_packs_collects_all_of_them(root):
     assert verify(store.repo()).ok
 
 
+@pytest.mark.long   # the growth shows only across thousands of objects: no short form
 def test_gc_memory_does_not_grow_with_the_garbage(root):
     small_root, big_root = root / "small", root / "big"
     small_root.mkdir()

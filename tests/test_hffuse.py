@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, run_journal
+from conftest import FIXTURES, Live
 
 HERE = Path(__file__).parent
 ROLLOUT = "codex-home/sessions/2026/12/03/rollout-live.jsonl"
@@ -72,26 +72,6 @@ def mount(tmp_path):
     m.unmount()
 
 
-class Box:
-    """A container: its local disk, and the store on the mount."""
-
-    def __init__(self, tmp_path: Path, name: str, store: Path):
-        self.local = tmp_path / name / "local"
-        self.local.mkdir(parents=True)
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(store), "HOME": str(tmp_path / name)}
-
-    def run(self, *args: str, expect: int | None = 0):
-        proc = run_journal(*args, env=self.env, timeout=120)
-        if expect is not None:
-            assert proc.returncode == expect, proc.stdout + proc.stderr
-        return proc
-
-    def popen(self, *args: str) -> subprocess.Popen:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.env}
-        return subprocess.Popen([sys.executable, "-m", "journal", *args], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def files_of(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file() and ".journal" not in p.relative_to(root).parts}
@@ -137,7 +117,7 @@ def test_a_transcript_held_open_on_the_mount_is_lost_but_journal_keeps_every_com
     writing to local disk, with `journal checkpoint` into a store on the mount, keeps
     every line up to the last checkpoint, and never a torn one."""
     store = mount.path / "journal"
-    box = Box(tmp_path, "a", store)
+    box = Live(tmp_path / "a", store, expect=0)
     (box.local / ROLLOUT).parent.mkdir(parents=True)
     shutil.copytree(FIXTURES / "codex-home", box.local / "codex-home", dirs_exist_ok=True)
     writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(box.local / ROLLOUT), str(mount.path / "rollout.jsonl")],
@@ -156,7 +136,7 @@ def test_a_transcript_held_open_on_the_mount_is_lost_but_journal_keeps_every_com
     assert not (mount.bucket / "rollout.jsonl").exists()  # the legacy layout: all of it lost
     live = (box.local / ROLLOUT).read_bytes()
     mount.start()
-    fresh = Box(tmp_path, "b", store)
+    fresh = Live(tmp_path / "b", store, expect=0)
     fresh.run("restore")
     back = (fresh.local / ROLLOUT).read_bytes()
     assert back.count(b"\n") == 200 and back.endswith(b"\n")
@@ -190,7 +170,7 @@ def test_kill_9_in_the_middle_of_a_checkpoint_then_restore_is_complete(mount, tm
     committed checkpoint, `verify --full` is clean, and the old container's next
     checkpoint carries on; gc through the mount then deletes for real."""
     store = mount.path / "journal"
-    box = Box(tmp_path, "a", store)
+    box = Live(tmp_path / "a", store, expect=0)
     rng = random.Random(order)
     tree = box.local / "agent-state" / "claude" / "projects"
     for d in range(4):
@@ -221,7 +201,7 @@ def test_kill_9_in_the_middle_of_a_checkpoint_then_restore_is_complete(mount, tm
     assert victim.returncode != 0, "the checkpoint finished before the kill: make it bigger"
     mount.start()
 
-    fresh = Box(tmp_path, "b", store)
+    fresh = Live(tmp_path / "b", store, expect=0)
     fresh.run("restore")
     got = files_of(fresh.local)
     assert got in (first, second), "a restore is one committed checkpoint, never a mix"
@@ -230,13 +210,13 @@ def test_kill_9_in_the_middle_of_a_checkpoint_then_restore_is_complete(mount, tm
     box.run("checkpoint")  # the killed container carries on (a pending manifest is republished)
     newest = json.loads(box.run("log", "--json").stdout)[0]
     assert newest["error"] is None
-    again = Box(tmp_path, "c", store)
+    again = Live(tmp_path / "c", store, expect=0)
     again.run("restore")
     assert files_of(again.local) == second
 
     for _ in range(2):
         box.run("gc", "--keep-last", "1", "--grace", "0s")
     assert box.run("verify", "--full", "--json", expect=None).returncode == 0
-    last = Box(tmp_path, "d", store)
+    last = Live(tmp_path / "d", store, expect=0)
     last.run("restore")
     assert files_of(last.local) == second

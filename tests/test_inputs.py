@@ -21,7 +21,7 @@ from journal.format.inputs import (INPUT_PREFIX, claim_key, delivery_key, input_
                                    session_dir)
 from journal.store.base import check_key
 
-from conftest import Live, run_journal
+from conftest import Live, clean_env, container_env, run_journal
 from tripwire import write_tripwire
 
 pytest_plugins = ["tests.s3server"]
@@ -53,13 +53,11 @@ class Stores:
         """The environment of one "container" on this store: its own local root and state."""
         local = self.tmp / name / "local"
         local.mkdir(parents=True, exist_ok=True)
-        return {"JOURNAL_STORE": self.url, "AM_LOCAL": str(local), "HOME": str(self.tmp / name),
-                "XDG_CONFIG_HOME": str(self.tmp / name / ".config"), **self.extra_env}
+        return container_env(local, self.url, self.tmp / name, **self.extra_env)
 
     def run(self, *args: str, env: dict | None = None, stdin: bytes | None = None, expect: int = 0):
         proc = subprocess.run([sys.executable, "-m", "journal", *args], input=stdin, capture_output=True,
-                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-                                   **(env or self.container("a"))}, timeout=120)
+                              env=clean_env(env or self.container("a")), timeout=120)
         assert proc.returncode == expect, f"journal {' '.join(args)} -> {proc.returncode}\n{proc.stderr.decode()}"
         return proc
 
@@ -98,7 +96,7 @@ def local_keys(store: Path) -> list[str]:
 def race(stores: Stores, jobs: list[tuple[str, str, str, str]]) -> list[tuple[str, int, bool]]:
     """Run one appender process per ``(harness, session, client id, text)``, all at once."""
     start_r, start_w = os.pipe()
-    env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8", **stores.container("racer")}
+    env = clean_env(stores.container("racer"))
     procs = [subprocess.Popen([sys.executable, "-c", APPENDER, str(start_r), *job], env=env, pass_fds=(start_r,),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for job in jobs]
     os.close(start_r)
@@ -162,7 +160,7 @@ def test_append_prints_only_once_durable_and_a_kill_9_right_after_leaves_it_for_
     stores.run("input", "append", "--harness", "codex", "--session", "S", "-", env=first, stdin=b"warm up")
     proc = subprocess.Popen([sys.executable, "-m", "journal", "input", "append", "--harness", "codex",
                              "--session", "S", "--pane", "p1", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={"PATH": os.environ["PATH"], **first})
+                            stderr=subprocess.PIPE, env=clean_env(first))
     proc.stdin.write("the prompt, typed once\n".encode())
     proc.stdin.close()
     ident, seq = proc.stdout.readline().split()

@@ -22,7 +22,7 @@ from journal.inputs.log import InputLog
 from journal.repository.repository import Repository
 from journal.store import open_store
 
-from conftest import wait_for
+from conftest import clean_env, container_env, wait_for
 from s3server import S3_ENV
 from supervisebox import (JOURNAL, alive, boxes, children_of, cmd_children, finish, is_input_server, manifest_seqs,
                           proc_stat)
@@ -149,8 +149,7 @@ def serve(tmp_path, short_dir):
     """``journal input serve`` on a local store (limit 100 bytes) as a real process."""
     store = tmp_path / "store"
     path = str(short_dir / "input.sock")
-    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "JOURNAL_STORE": str(store),
-           "AM_LOCAL": str(tmp_path / "local"), "HOME": str(tmp_path), "JOURNAL_INPUT_LIMIT": "100"}
+    env = clean_env(container_env(tmp_path / "local", store, tmp_path, JOURNAL_INPUT_LIMIT="100"))
     proc = subprocess.Popen(JOURNAL + ["input", "serve", "--socket", path], env=env, stderr=subprocess.PIPE,
                             text=True)
     assert proc.stderr.readline().startswith(f"serving inputs on {path}")
@@ -242,13 +241,13 @@ def test_supervise_serves_cmd_through_its_socket_while_checkpoints_run(box):
     assert json.loads((b.run_dir / "env").read_text())["socket"] == b.input_socket
     answers = json.loads((b.run_dir / "answers").read_text())
     assert len(answers) == 300 and all(a["ok"] and not a["duplicate"] for a in answers), answers[:3]
-    listed = list(log_of(b.store).list())
+    listed = list(log_of(b.store_path).list())
     assert len({i.id for i in listed}) == 300
     assert [i.seq for i in listed if i.session == "shared"] == list(range(1, 151))
     status = b.status()
     assert status["failed_ticks"] == 0 and status["last"]["seq"] >= 2, status
-    assert len(manifest_seqs(b.store)) >= 2
-    assert b.journal("verify", "--full").returncode == 0
+    assert len(manifest_seqs(b.store_path)) >= 2
+    assert b.run("verify", "--full").returncode == 0
     assert not os.path.exists(b.input_socket) and status["input_socket"] == b.input_socket
 
 
@@ -260,7 +259,7 @@ def test_a_prompt_cmd_sends_after_its_stop_signal_is_stored_and_the_server_goes_
     assert finish(sup) == 0, b.output()
 
     last = json.loads((b.run_dir / "last").read_text())
-    assert last["ok"] and [(i.id, i.size) for i in log_of(b.store).list()] == [(last["id"], 19)]
+    assert last["ok"] and [(i.id, i.size) for i in log_of(b.store_path).list()] == [(last["id"], 19)]
     assert not alive(server) and not os.path.exists(b.input_socket)
 
 

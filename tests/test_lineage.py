@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 
-from test_fencing import ROLLOUT, Box, Shared, assert_linear, fresh_restore, line, shared  # noqa: F401 (a fixture)
+from conftest import Live
+from test_fencing import (ROLLOUT, Shared, assert_linear, container, fresh_restore, line,  # noqa: F401
+                          shared, snapshot)  # shared: a fixture
 
 from journal.repository.repository import MANIFEST_PREFIX, manifest_key
 from journal.store import open_store
@@ -36,15 +38,15 @@ def error_line(ran) -> str:
     return ran.stderr.strip()
 
 
-def three_checkpoints(box: Box) -> None:
+def three_checkpoints(box: Live) -> None:
     box.run("checkpoint")
     for n in range(2):
         box.append(ROLLOUT, line(f"turn {n}"))
         box.run("checkpoint")
-    assert box.store.seqs() == [1, 2, 3]
+    assert box.seqs() == [1, 2, 3]
 
 
-def state_bytes(box: Box) -> bytes:
+def state_bytes(box: Live) -> bytes:
     return (box.local / ".journal" / "state.msgpack").read_bytes()
 
 
@@ -54,7 +56,7 @@ def state_bytes(box: Box) -> bytes:
 def test_checkpoint_refuses_a_store_whose_manifests_vanished_and_verify_fails_it(shared, tmp_path):
     """The manifests are gone, config and packs remain: the machine that committed
     checkpoint 3 must not start a new history there, and verify must not pass it."""
-    box = Box(tmp_path / "a", shared)
+    box = container(tmp_path / "a", shared)
     three_checkpoints(box)
     lose(shared, manifests(shared))
     keys = sorted(shared.keys())
@@ -75,11 +77,11 @@ def test_checkpoint_refuses_a_store_whose_manifests_vanished_and_verify_fails_it
 def test_restore_and_checkpoint_refuse_a_store_rolled_back_past_what_this_machine_knows(shared, tmp_path):
     """Manifest 3 is gone (an older copy of the store): a restart's restore would roll
     the local state back to 2 and the next checkpoint would commit another 3."""
-    box = Box(tmp_path / "a", shared)
+    box = container(tmp_path / "a", shared)
     three_checkpoints(box)
     lose(shared, [manifest_key(3)])
     box.append(ROLLOUT, line("after the rollback"))
-    files, state = box.snapshot(), state_bytes(box)
+    files, state = snapshot(box), state_bytes(box)
 
     refused = box.run("restore", expect=1)
     dry = box.run("restore", "--dry-run", expect=1)
@@ -88,7 +90,7 @@ def test_restore_and_checkpoint_refuse_a_store_rolled_back_past_what_this_machin
     for ran in (refused, dry, checkpoint):
         message = error_line(ran)
         assert "checkpoint 3" in message and "its newest is checkpoint 2" in message, message
-    assert box.snapshot() == files
+    assert snapshot(box) == files
     assert state_bytes(box) == state, "a refused restore rewrote the local state"
     assert shared.seqs() == [1, 2]
     box.run("restore", "--to", str(tmp_path / "export"))  # what the store still holds, touching nothing here
@@ -96,7 +98,7 @@ def test_restore_and_checkpoint_refuse_a_store_rolled_back_past_what_this_machin
 
 
 def test_takeover_after_the_manifests_vanished_starts_again_and_says_what_it_leaves(shared, tmp_path):
-    box = Box(tmp_path / "a", shared)
+    box = container(tmp_path / "a", shared)
     three_checkpoints(box)
     lose(shared, manifests(shared))
 
@@ -105,15 +107,15 @@ def test_takeover_after_the_manifests_vanished_starts_again_and_says_what_it_lea
 
     assert "holds no checkpoint" in took.stdout and "checkpoint(s) 1-3" in took.stdout, took.stdout
     assert committed["seq"] == 1 and shared.seqs() == [1]
-    assert fresh_restore(tmp_path, shared, "c").snapshot() == box.snapshot()
+    assert snapshot(fresh_restore(tmp_path, shared, "c")) == snapshot(box)
 
 
 def test_a_writer_whose_checkpoint_gc_expired_after_another_moved_on_is_refused(shared, tmp_path):
     """a knows checkpoint 1; b commits 2 and 3 and gc keeps only 3. a's fence (is 2
     free?) passes, so a would commit a second checkpoint 2 beside b's 3: a fork."""
-    a = Box(tmp_path / "a", shared)
+    a = container(tmp_path / "a", shared)
     a.run("checkpoint")
-    b = Box(tmp_path / "b", shared, fixtures=False)
+    b = container(tmp_path / "b", shared, fixtures=False)
     b.run("restore")
     for n in range(2):
         b.append(ROLLOUT, line(f"b {n}"))
@@ -136,34 +138,34 @@ def test_checkpoint_and_restore_refuse_another_machines_store_naming_both(shared
     """This machine follows its own store A; JOURNAL_STORE now names b's store B. A
     checkpoint must not publish into B's history, and a restore must not write B's
     files over these (it used to, and then adopt B's history)."""
-    other = Box(tmp_path / "b", shared, fixtures=False)
+    other = container(tmp_path / "b", shared, fixtures=False)
     other.write("codex-home/memories/theirs.md", "b's file\n")
     other.run("checkpoint")
-    box = Box(tmp_path / "a", Shared("local", str(tmp_path / "mine")))
+    box = container(tmp_path / "a", Shared("local", str(tmp_path / "mine")))
     three_checkpoints(box)
-    mine, theirs = box.store.repo().store_id, shared.repo().store_id
+    mine, theirs = box.repo().store_id, shared.repo().store_id
     box.env.update(JOURNAL_STORE=shared.url, **shared.env)
     box.append(ROLLOUT, line("meant for store A"))
-    files, state, keys = box.snapshot(), state_bytes(box), shared.keys()
+    files, state, keys = snapshot(box), state_bytes(box), shared.keys()
 
     for args in (("checkpoint",), ("restore",), ("restore", "--dry-run")):
         message = error_line(box.run(*args, expect=1))
         assert f"store {theirs}" in message and f"follows store {mine}" in message, message
         assert "--to DIR" in message and "journal takeover" in message and "state.msgpack on purpose" in message
 
-    assert shared.keys() == keys and box.snapshot() == files and state_bytes(box) == state
+    assert shared.keys() == keys and snapshot(box) == files and state_bytes(box) == state
     box.run("restore", "--to", str(tmp_path / "export"))
     assert (tmp_path / "export" / "codex" / "memories" / "theirs.md").read_text() == "b's file\n"
 
 
 def test_takeover_of_another_machines_store_says_what_it_adopts_and_leaves(shared, tmp_path):
-    other = Box(tmp_path / "b", shared, fixtures=False)
+    other = container(tmp_path / "b", shared, fixtures=False)
     other.write("codex-home/memories/theirs.md", "b's file\n")
     other.run("checkpoint")
     mine_path = tmp_path / "mine"
-    box = Box(tmp_path / "a", Shared("local", str(mine_path)))
+    box = container(tmp_path / "a", Shared("local", str(mine_path)))
     three_checkpoints(box)
-    mine, theirs = box.store.repo().store_id, shared.repo().store_id
+    mine, theirs = box.repo().store_id, shared.repo().store_id
     box.env.update(JOURNAL_STORE=shared.url, **shared.env)
     kept = sorted(str(p) for p in mine_path.rglob("*"))
 
@@ -180,7 +182,7 @@ def test_takeover_of_another_machines_store_says_what_it_adopts_and_leaves(share
 
 
 def test_init_of_a_new_store_where_the_known_one_vanished_says_it_follows_the_new_one(shared, tmp_path):
-    box = Box(tmp_path / "a", shared)
+    box = container(tmp_path / "a", shared)
     box.run("checkpoint")
     old = shared.repo().store_id
     lose(shared, shared.keys())

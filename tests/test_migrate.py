@@ -24,13 +24,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import Live
 from journal.checkpoint.run import checkpoint
-from journal.config import load_config
-from journal.repository.history import ManifestCache
 from journal.migrate.execute import execute, migrate
 from journal.migrate.plan import plan_migration
 from journal.report import Collector
-from journal.repository.repository import Repository
 from journal.store import open_store
 
 ROLLOUT = "sessions/2026/03/02/rollout-2026-03-02T09-00-00-0199aaaa.jsonl"
@@ -139,52 +137,31 @@ def listing(*roots: Path) -> dict[str, tuple]:
     return out
 
 
-class Layout:
-    """A legacy deployment: ``data/state`` (legacy root), ``data/home`` (old HOME), ``local``, ``store``."""
+class Legacy(Live):
+    """A container with a legacy deployment beside it: ``data/state`` (the legacy root),
+    ``data/home`` (the old HOME), ``local``, ``store`` and a ``scratch`` dir, all under
+    ``root``; its own HOME is ``root/h``."""
 
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-        self.legacy = tmp / "data" / "state"
-        self.old_home = tmp / "data" / "home"
-        self.local = tmp / "local"
-        self.store_path = tmp / "store"
-        self.scratch = tmp / "scratch"
-        for d in (self.legacy, self.old_home, self.local, self.scratch):
+    def __init__(self, root: Path):
+        super().__init__(root / "h", root / "store", local=root / "local")
+        self.root = root
+        self.legacy = root / "data" / "state"
+        self.old_home = root / "data" / "home"
+        self.scratch = root / "scratch"
+        for d in (self.legacy, self.old_home, self.scratch):
             d.mkdir(parents=True, exist_ok=True)
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(self.store_path), "HOME": str(tmp / "h"),
-                    "XDG_CONFIG_HOME": str(tmp / "h" / ".config")}
         self.holder: subprocess.Popen | None = None
-
-    @property
-    def cfg(self):
-        return load_config(env=self.env)
 
     def areas(self) -> dict[str, tuple]:
         return listing(self.legacy, self.old_home, self.local)
 
     def migrate(self, **kw):
-        reporter = Collector()
-        report = migrate(self.cfg, open_store(str(self.store_path)), str(self.legacy), reporter=reporter, **kw)
-        return report
+        """``migrate`` of the library, from the legacy root."""
+        return migrate(self.cfg, open_store(self.store_url), str(self.legacy), reporter=Collector(), **kw)
 
-    def run(self, *args: str) -> subprocess.CompletedProcess:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **self.env}
-        return subprocess.run([sys.executable, "-m", "journal", *args], env=env, capture_output=True,
-                              text=True, timeout=120)
-
-    def repo(self) -> Repository:
-        return Repository.open(open_store(str(self.store_path)))
-
-    def entries(self, tree: str, seq: int | None = None) -> dict:
-        repo = self.repo()
-        seq = seq if seq is not None else repo.manifest_seqs()[-1]
-        found, _ = ManifestCache(repo).tree(seq, tree)
-        return {e.path: e for e in found}
-
-    def stored_bytes(self, tree: str, path: str) -> bytes:
-        entry = self.entries(tree)[path]
-        repo = self.repo()
-        return b"".join(repo.read_blob(ref) for ref in entry.refs)
+    def migrate_cli(self, *args: str) -> subprocess.CompletedProcess:
+        """``journal migrate`` from the legacy root and the old HOME."""
+        return self.run("migrate", "--legacy-root", str(self.legacy), "--old-home", str(self.old_home), *args)
 
     def hold_open(self, *paths: Path) -> None:
         """A real writer: appends complete lines and a torn last line to each path, holds them open."""
@@ -209,7 +186,7 @@ class Layout:
             self.holder = None
 
 
-def build_legacy(lay: Layout) -> None:
+def build_legacy(lay: Legacy) -> None:
     """The full legacy deployment every test starts from (see the module docstring)."""
     old, new = time.time() - 86400, time.time() - 3600
     s, h, loc = lay.legacy, lay.old_home, lay.local
@@ -261,13 +238,13 @@ def build_legacy(lay: Layout) -> None:
 
 @pytest.fixture
 def lay(tmp_path):
-    layout = Layout(tmp_path)
+    layout = Legacy(tmp_path)
     build_legacy(layout)
     yield layout
     layout.release()
 
 
-def holding(lay: Layout) -> tuple[Path, Path]:
+def holding(lay: Legacy) -> tuple[Path, Path]:
     """Start the writer on the open rollout (through the symlink) and the live Claude transcript."""
     rollout = lay.local / "codex-home" / ROLLOUT
     claude = lay.local / "agent-state" / "claude" / CLAUDE_LIVE
@@ -405,13 +382,13 @@ def test_a_torn_trio_is_reported_and_left_untouched_and_the_next_copy_is_used(la
     live = lay.local / "hermes" / "state.db"
     assert labels(live) == {"old-home": 25, "old-home-wal": 7}
     assert not Path(f"{live}-wal").exists()
-    export = lay.tmp / "export"
+    export = lay.root / "export"
     assert lay.run("restore", "--to", str(export)).returncode == 0
     assert labels(export / "hermes" / "state.db") == {"old-home": 25, "old-home-wal": 7}
 
 
 def test_only_a_torn_trio_fails_the_migration_and_installs_nothing(tmp_path):
-    lay = Layout(tmp_path)
+    lay = Legacy(tmp_path)
     write(lay.legacy / "hermes" / "config.yaml", "model: x\n")
     torn_trio(lay.legacy / "hermes" / "state.db", lay.scratch / "raw.db")
     before = lay.areas()
@@ -462,7 +439,7 @@ def test_the_codex_sessions_symlink_is_unlinked_only_at_the_local_path(lay):
 def test_a_codex_symlink_pointing_outside_the_legacy_root_is_left_alone(lay):
     link = lay.local / "codex-home" / "sessions"
     link.unlink()
-    elsewhere = lay.tmp / "elsewhere"
+    elsewhere = lay.root / "elsewhere"
     elsewhere.mkdir()
     link.symlink_to(elsewhere)
 
@@ -492,7 +469,7 @@ def test_old_opencode_and_hermes_homes_are_renamed_and_a_taken_name_gets_a_times
 
 
 def test_old_directories_are_not_renamed_when_the_migration_has_problems(tmp_path):
-    lay = Layout(tmp_path)
+    lay = Legacy(tmp_path)
     write(lay.old_home / ".hermes" / "config.yaml", "x: 1\n")
     torn_trio(lay.old_home / ".hermes" / "state.db", lay.scratch / "raw.db")
 
@@ -527,7 +504,7 @@ def test_every_open_transcript_is_captured_and_verified_before_success(lay):
 
 
 def test_an_open_transcript_is_captured_even_when_nothing_is_imported(tmp_path):
-    lay = Layout(tmp_path)
+    lay = Legacy(tmp_path)
     claude = write(lay.local / "agent-state" / "claude" / CLAUDE_LIVE, line(1))
     lay.hold_open(claude)
     try:
@@ -592,7 +569,7 @@ def test_a_tree_already_in_the_store_is_not_imported(lay):
 
 
 def test_a_missing_legacy_root_is_a_one_line_error(tmp_path):
-    lay = Layout(tmp_path)
+    lay = Legacy(tmp_path)
     proc = lay.run("migrate", "--legacy-root", str(tmp_path / "nope"))
 
     assert proc.returncode == 2
@@ -601,7 +578,7 @@ def test_a_missing_legacy_root_is_a_one_line_error(tmp_path):
 
 def test_restore_to_exports_the_migrated_store_as_a_plain_tree_for_rollback(lay):
     assert lay.migrate().ok
-    export = lay.tmp / "rollback"
+    export = lay.root / "rollback"
 
     proc = lay.run("restore", "--to", str(export))
 
@@ -612,7 +589,7 @@ def test_restore_to_exports_the_migrated_store_as_a_plain_tree_for_rollback(lay)
 
 
 def test_a_machine_without_local_state_is_told_to_restore_first(lay, tmp_path):
-    other = Layout(tmp_path / "other")
+    other = Legacy(tmp_path / "other")
     other.env["JOURNAL_STORE"] = lay.env["JOURNAL_STORE"]
     write(other.local / "agent-state" / "claude" / "x.jsonl", line(1))
     checkpoint(other.cfg, open_store(str(lay.store_path)))   # another container's history
@@ -673,7 +650,7 @@ def test_a_dry_run_refuses_a_store_the_real_run_could_not_create(lay, vanished):
 def test_a_skipped_rename_says_what_a_later_run_does_and_it_does(tmp_path):
     """A copy failed, so no checkpoint was committed: a later run imports the tree again
     and renames the old directory once its checkpoint verifies, as the message says."""
-    lay = Layout(tmp_path)
+    lay = Legacy(tmp_path)
     write(lay.old_home / ".hermes" / "config.yaml", "x: 1\n")
     memory = write(lay.old_home / ".hermes" / "memories" / "user.md", "likes tea\n")
     plan = plan_migration(lay.cfg, open_store(str(lay.store_path)), str(lay.legacy))
@@ -693,7 +670,7 @@ def test_a_skipped_rename_says_what_a_later_run_does_and_it_does(tmp_path):
 
 
 def test_a_skipped_rename_after_a_committed_checkpoint_says_to_rename_by_hand_and_a_later_run_leaves_it(tmp_path):
-    lay = Layout(tmp_path)
+    lay = Legacy(tmp_path)
     write(lay.old_home / ".hermes" / "config.yaml", "x: 1\n")
     write(lay.legacy / "gemini" / "settings.json", "{}")
     (lay.local / "agent-state" / "gemini-home").mkdir(parents=True)

@@ -10,42 +10,21 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, run_journal
-
-
-class Site:
-    """A container with a legacy root (``data/state``), an old HOME and a fresh store."""
-
-    def __init__(self, base: Path):
-        self.base = base
-        self.legacy = base / "data" / "state"
-        self.old_home = base / "data" / "home"
-        self.local = base / "local"
-        for d in (self.legacy, self.old_home, self.local, base / "h"):
-            d.mkdir(parents=True, exist_ok=True)
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(base / "store"), "HOME": str(base / "h"),
-                    "XDG_CONFIG_HOME": str(base / "h" / ".config")}
-
-    def migrate(self, *args: str) -> subprocess.CompletedProcess:
-        return run_journal("migrate", "--legacy-root", str(self.legacy), "--old-home", str(self.old_home), *args,
-                           env=self.env)
-
-    def journal(self, *args: str) -> subprocess.CompletedProcess:
-        return run_journal(*args, env=self.env)
+from conftest import FIXTURES
+from test_migrate import Legacy
 
 
 @pytest.fixture
-def site(tmp_path) -> Site:
-    return Site(tmp_path)
+def site(tmp_path) -> Legacy:
+    return Legacy(tmp_path)
 
 
 def test_a_stale_wal_next_to_a_newer_db_is_refused_not_replayed(site):
-    live = site.base / "live" / "state.db"
+    live = site.root / "live" / "state.db"
     live.parent.mkdir()
     con = sqlite3.connect(live, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
@@ -61,7 +40,7 @@ def test_a_stale_wal_next_to_a_newer_db_is_refused_not_replayed(site):
     shutil.copyfile(live, legacy)                            # the second sync, without --delete
     synced = os.stat(legacy).st_mtime_ns                     # the -wal left from the first sync is older
     os.utime(str(legacy) + "-wal", ns=(synced - 10**9, synced - 10**9))
-    proc = site.migrate()
+    proc = site.migrate_cli()
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "its -wal is older than the database" in proc.stdout and str(legacy) in proc.stdout
     assert not (site.local / "hermes" / "state.db").exists()  # nothing older installed
@@ -80,7 +59,7 @@ def test_an_empty_database_file_is_no_candidate_and_no_local_authority(site):
     local = site.local / "opencode-share" / "opencode.db"
     local.parent.mkdir(parents=True)
     local.write_bytes(b"")                                   # the harness created it and died
-    proc = site.migrate()
+    proc = site.migrate_cli()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "empty" in proc.stdout
     assert sqlite3.connect(local).execute("SELECT count(*) FROM m").fetchone()[0] == 500
@@ -94,7 +73,7 @@ def test_a_name_that_is_not_utf8_is_a_problem_and_json_still_works(site):
     (claude / "ok.jsonl").write_text('{"a": 1}\n')
     with open(os.fsencode(claude) + b"/s-\xff.jsonl", "wb") as fh:
         fh.write(b'{"only": "copy"}\n')
-    proc = site.migrate("--json")
+    proc = site.migrate_cli("--json")
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert not report["ok"]
@@ -109,7 +88,7 @@ def test_an_old_home_directory_that_is_the_live_tree_is_never_renamed(site):
     (site.legacy / "opencode" / "storage").mkdir(parents=True)
     (site.legacy / "opencode" / "storage" / "a.json").write_text('{"legacy": 1}')
     site.env["OPENCODE_LIVE"] = str(share)                    # opencode's own default under that HOME
-    proc = site.migrate()
+    proc = site.migrate_cli()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "it is (or holds) the live tree" in proc.stdout
     assert (share / "storage" / "live.json").read_text() == '{"live": 1}'
@@ -124,7 +103,7 @@ def test_a_closed_transcript_with_a_torn_last_line_is_imported_up_to_its_last_ne
     torn = data[:data.rfind(b"\n", 0, len(data) - 1) + 1] + b'{"type":"event_msg","payload":{"cut'
     (site.legacy / "codex" / rel).parent.mkdir(parents=True)
     (site.legacy / "codex" / rel).write_bytes(torn)
-    proc = site.migrate()
+    proc = site.migrate_cli()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     live = site.local / "codex-home" / rel
     assert live.read_bytes() == torn[:torn.rfind(b"\n") + 1]
@@ -132,9 +111,9 @@ def test_a_closed_transcript_with_a_torn_last_line_is_imported_up_to_its_last_ne
     assert (site.legacy / "codex" / rel).read_bytes() == torn  # the legacy copy keeps the tail
     with open(live, "ab") as fh:                               # the harness appends
         fh.write(b'{"type":"event_msg","payload":{"n":1}}\n')
-    assert site.journal("checkpoint").returncode == 0
-    out = site.base / "out"
-    assert site.journal("restore", "--to", str(out)).returncode == 0
+    assert site.run("checkpoint").returncode == 0
+    out = site.root / "out"
+    assert site.run("restore", "--to", str(out)).returncode == 0
     for raw in (out / "codex" / rel).read_bytes().splitlines():
         json.loads(raw)
 
@@ -150,13 +129,13 @@ def test_a_legacy_file_swapped_after_the_plan_fails_its_step_and_no_checkpoint_i
     (claude / "a.jsonl").write_text('{"a": 1}\n')
     target = claude / "zzz.txt"
     target.write_text("legacy notes\n")
-    secret = site.base / "secret"
+    secret = site.root / "secret"
     secret.write_text("not for the store\n")
     real = mig._HANDLERS[mig.COPY]
 
     def swap_then_copy(run, step):
         if step.source == str(target) and target.is_file() and not target.is_symlink():
-            target.rename(site.base / "zzz.saved")
+            target.rename(site.root / "zzz.saved")
             if swap == "symlink":
                 target.symlink_to(secret)
             else:
@@ -170,11 +149,11 @@ def test_a_legacy_file_swapped_after_the_plan_fails_its_step_and_no_checkpoint_i
     assert not report.ok and report.seq is None, report.problems
     assert any(r.outcome == "failed" and r.step.source == str(target) for r in report.results)
     assert not (site.local / "agent-state" / "claude" / "zzz.txt").exists()
-    assert not (site.base / "store" / "manifests").exists() or not os.listdir(site.base / "store" / "manifests")
+    assert not (site.root / "store" / "manifests").exists() or not os.listdir(site.root / "store" / "manifests")
     monkeypatch.setitem(mig._HANDLERS, mig.COPY, real)
     target.unlink()
-    (site.base / "zzz.saved").rename(target)
-    proc = site.migrate()
+    (site.root / "zzz.saved").rename(target)
+    proc = site.migrate_cli()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (site.local / "agent-state" / "claude" / "zzz.txt").read_text() == "legacy notes\n"
 
@@ -189,12 +168,12 @@ def test_a_live_tree_whose_journal_tmp_is_a_symlink_gets_nothing_written_through
     os.symlink("projects/p/s.jsonl", claude / "latest")
     live = site.local / "agent-state" / "claude"
     live.mkdir(parents=True)
-    outside = site.base / "outside"
+    outside = site.root / "outside"
     outside.mkdir()
     os.symlink(outside, live / ".journal-tmp")
     before = (sorted(os.listdir(outside)), outside.stat().st_mtime_ns)
 
-    proc = site.migrate()
+    proc = site.migrate_cli()
 
     assert (sorted(os.listdir(outside)), outside.stat().st_mtime_ns) == before
     assert proc.returncode == 0, proc.stdout + proc.stderr

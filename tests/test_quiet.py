@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import clean_env
 from journal.local import quiet
 from journal.checkpoint.run import config_key
 from journal.local.state import load_state, save_state
@@ -46,8 +47,7 @@ def launch(live, *args: str) -> tuple[int, str, bool]:
     code = ("import sys; from journal.cli import launch; sys.argv = ['journal', *sys.argv[1:]]\n"
             "try:\n    rc = launch.main()\nexcept SystemExit as e:\n    rc = e.code\n"
             "print('CLICK' if 'click' in sys.modules else 'NOCLICK', file=sys.stderr); sys.exit(rc or 0)")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **live.env}
-    proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", code, *args], env=clean_env(live.env), capture_output=True, text=True,
                           timeout=60, cwd=live.home)
     return proc.returncode, proc.stdout, "NOCLICK" not in proc.stderr
 

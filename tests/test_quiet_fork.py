@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import clean_env
 from journal.local import quiet
 
 BIN = Path(__file__).resolve().parent.parent / "bin" / "journal"
@@ -32,8 +33,7 @@ def _big_tree(live, names: int) -> None:
 
 
 def _run(live, *args, ignore_sigchld: bool) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-           "PYTHONPATH": str(BIN.parent.parent), **live.env}
+    env = clean_env({"PYTHONPATH": str(BIN.parent.parent), **live.env})
     def pre():
         if ignore_sigchld:
             signal.signal(signal.SIGCHLD, signal.SIG_IGN)

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from conftest import Live
+from conftest import Live, clean_env
 from journal.errors import HistoryWithoutState
 from journal.gc.run import gc
 from journal.repository.history import ManifestCache
@@ -28,7 +28,7 @@ from journal.gc.retention import Policy
 from journal.verify import verify
 from tripwire import write_tripwire
 
-from test_cli import one_line_error
+from conftest import one_line_error
 
 TREES = {"codex": "codex-home", "claude": "agent-state/claude", "openclaw": "oc-home/.openclaw",
          "gemini": "agent-state/gemini-home/.gemini"}
@@ -917,7 +917,7 @@ def test_a_restore_killed_after_moving_a_bad_database_aside_leaves_checkpoints_r
     db.write_bytes(b"not a database, " * 400)     # the agent died mid-write: invalid now
 
     killed = subprocess.run([sys.executable, str(write_tripwire(tmp_path)), "restore"],
-                            env={"PATH": os.environ["PATH"], **a.env, "JOURNAL_TEST_KILL": "replace:after:/invalid/"},
+                            env=clean_env({**a.env, "JOURNAL_TEST_KILL": "replace:after:/invalid/"}),
                             capture_output=True, text=True, timeout=60)
 
     assert killed.returncode == -signal.SIGKILL, killed.stderr

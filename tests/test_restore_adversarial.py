@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from journal.restore import writer as tree_writer
-from conftest import run_journal
+from conftest import clean_env, run_journal
 
 
 def _db_rows(path: Path) -> int:
@@ -146,8 +146,8 @@ def test_an_invalid_db_on_another_filesystem_than_the_state_dir_is_moved_aside(m
               f"{sys.executable} -m journal restore; echo rc=$?; "
               f"{sys.executable} -c \"import sqlite3; print('rows', sqlite3.connect('{tree}/opencode.db')"
               f".execute('SELECT count(*) FROM t').fetchone()[0])\"")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **b.env}
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=clean_env(b.env), capture_output=True, text=True,
+                          timeout=60)
     assert "rc=0" in proc.stdout and "rows 1000" in proc.stdout, proc.stdout + proc.stderr
     moved = list((b.local / ".journal").glob("invalid/*/opencode/opencode.db"))
     assert len(moved) == 1 and moved[0].read_bytes() == bad

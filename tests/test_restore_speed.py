@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from test_crash import LEFT_TMP, TMP_PREFIX, describe as describe_tree
+from conftest import LEFT_TMP, clean_env, container_env, describe as describe_tree
 from tripwire import write_tripwire
 
+from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 from journal.restore import publish as batch
 from journal.repository import fetch
 from journal.restore import writer as tree_writer
@@ -42,10 +43,10 @@ MiB = 1 << 20
 # --- a live AM_LOCAL with an fx tree (files, dirs, a symlink) and a Hermes database -----
 
 def make_env(tmp_path: Path) -> dict[str, str]:
+    """A container's environment, whole (a child process gets only this)."""
     (tmp_path / "home").mkdir(exist_ok=True)
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
-            "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config"), "AM_LOCAL": str(tmp_path / "local"),
-            "JOURNAL_STORE": str(tmp_path / "store"), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+    return clean_env(container_env(tmp_path / "local", tmp_path / "store", tmp_path / "home",
+                                   PYTHONDONTWRITEBYTECODE="1"))
 
 
 def fill_local(local: Path, *, small: int = 60, big: tuple[int, ...] = (3, 5, 9), seed: int = 7) -> None:
@@ -102,9 +103,7 @@ def source(tmp_path_factory):
 
 def fresh_container(tmp_path: Path, source) -> dict[str, str]:
     """An empty AM_LOCAL and no local state, pointed at the source store."""
-    env = dict(source[0])
-    env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"),
-               AM_LOCAL=str(tmp_path / "local"))
+    env = {**source[0], **container_env(tmp_path / "local", source[0]["JOURNAL_STORE"], tmp_path / "home")}
     (tmp_path / "home").mkdir(parents=True, exist_ok=True)
     for tree in ("fx-home", "hermes"):  # presets are picked by which live paths exist
         (tmp_path / "local" / tree).mkdir(parents=True)

@@ -23,19 +23,16 @@ from pathlib import Path
 import pytest
 
 from journal.checkpoint.run import checkpoint
-from journal.config import load_config
-from journal.repository.history import ManifestCache
 from journal.format.model import KIND_SQLITE
 from journal.format.objects import HEADER
 from journal.repository.repository import pack_key
 from journal.format.pagemap import load_snapshot
 from journal.report import Collector
-from journal.repository.repository import Repository
 from journal.restore.run import restore
 from journal.store import open_store
 from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 
-from conftest import wait_for
+from conftest import Live, wait_for
 
 PAGE = 4096
 
@@ -43,16 +40,14 @@ PAGE = 4096
 # --------------------------------------------------------------------------- helpers
 
 
-class Box:
-    """One container: ``$AM_LOCAL`` under ``root/local``, a private HOME, a store dir."""
+class Databases(Live):
+    """A container whose HOME is ``root`` (``$AM_LOCAL``: ``root/local``) and whose live
+    trees hold opencode's and Hermes' databases; a tree's dir is made when first named
+    (presets are picked by which live paths exist)."""
 
     def __init__(self, root: Path, store: Path):
+        super().__init__(root, store, env={"XDG_DATA_HOME": str(root / ".data")})
         self.root = root
-        self.local = root / "local"
-        self.store_path = store
-        self.local.mkdir(parents=True, exist_ok=True)
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(store), "HOME": str(root),
-                    "XDG_CONFIG_HOME": str(root / ".config"), "XDG_DATA_HOME": str(root / ".data")}
 
     @property
     def opencode(self) -> Path:
@@ -67,43 +62,11 @@ class Box:
         return path
 
     @property
-    def state_dir(self) -> Path:
-        return self.local / ".journal"
-
-    @property
     def staging(self) -> Path:
         return self.state_dir / "sqlite-staging"
 
-    def cfg(self):
-        return load_config(env=self.env)
-
-    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        """``python -m journal ARGS`` with only this box's environment."""
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **self.env}
-        return subprocess.run([sys.executable, "-m", "journal", *args], env=env, capture_output=True,
-                              text=True, timeout=timeout)
-
-    def checkpoint_ok(self) -> dict:
-        r = self.run("checkpoint", "--json")
-        assert r.returncode == 0, f"checkpoint failed:\n{r.stdout}\n{r.stderr}"
-        return json.loads(r.stdout)
-
     def restore_to(self, dest: Path) -> subprocess.CompletedProcess:
-        r = self.run("restore", "--to", str(dest))
-        assert r.returncode == 0, f"restore failed:\n{r.stdout}\n{r.stderr}"
-        return r
-
-    def repo(self) -> Repository:
-        return Repository.open(open_store(str(self.store_path)))
-
-    def seqs(self) -> list[int]:
-        return self.repo().manifest_seqs()
-
-    def entries(self, tree: str, seq: int | None = None) -> dict:
-        repo = self.repo()
-        seq = seq if seq is not None else repo.manifest_seqs()[-1]
-        found, _ = ManifestCache(repo).tree(seq, tree)
-        return {e.path: e for e in found}
+        return self.run("restore", "--to", str(dest), expect=0)
 
 
 def connect(path: Path, *, wal: bool = True) -> sqlite3.Connection:
@@ -330,7 +293,7 @@ def garbage(n: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
-def json_restore(box: Box, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+def json_restore(box: Databases, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     r = box.run("restore", "--json", *extra)
     return r, json.loads(r.stdout)
 
@@ -343,7 +306,7 @@ def tree_actions(result: dict, tree: str) -> dict:
 
 
 def test_busy_wal_writer_every_committed_row_before_a_checkpoint_is_restored(tmp_path):
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     counter, stop = tmp_path / "count", tmp_path / "stop"
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(counter), str(stop)])
@@ -381,7 +344,7 @@ def test_busy_wal_writer_every_committed_row_before_a_checkpoint_is_restored(tmp
     # every earlier checkpoint is also a consistent snapshot holding its floor
     for before, seq in floors[:-1]:
         at = tmp_path / f"at-{seq}"
-        restore(box.cfg(), open_store(str(box.store_path)), at=str(seq), to=str(at))
+        restore(box.cfg, open_store(str(box.store_path)), at=str(seq), to=str(at))
         older = at / "opencode" / "opencode.db"
         check_restored_db(older)
         count, top = query(older, "SELECT count(*), max(json_extract(data, '$.seq')) FROM message")[0]
@@ -392,7 +355,7 @@ def test_busy_wal_writer_every_committed_row_before_a_checkpoint_is_restored(tmp
 
 
 def test_opencode_and_hermes_schemas_restore_intact_with_fts_and_modes(tmp_path):
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     rng = random.Random(7)
     oc_db = box.opencode / "opencode.db"
     (box.opencode / "auth.json").write_text('{"anthropic": {"type": "api", "key": "sk-test"}}')
@@ -478,7 +441,7 @@ def corrupt_pages(path: Path, start: int = PAGE * 2, end: int = PAGE * 4, seed: 
 
 
 def test_corrupt_live_db_fails_closed_and_the_rest_is_checkpointed(tmp_path):
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     ids = make_closed_db(db)
     (box.opencode / "auth.json").write_text('{"v": 1}')
@@ -515,7 +478,7 @@ def test_corrupt_live_db_fails_closed_and_the_rest_is_checkpointed(tmp_path):
 
 def test_quick_check_failure_in_a_wal_database_is_reported_with_sqlites_message(tmp_path):
     """A WAL database whose table pages are damaged but whose schema still loads."""
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     make_closed_db(db, rows=2000)
     box.checkpoint_ok()
@@ -529,7 +492,7 @@ def test_quick_check_failure_in_a_wal_database_is_reported_with_sqlites_message(
 
 @pytest.mark.parametrize("content", ["random", "header-then-garbage", "truncated-header"])
 def test_a_file_that_is_not_a_database_is_never_published(tmp_path, content):
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     (box.opencode / "auth.json").write_text("{}")
     db = box.opencode / "opencode.db"
     if content == "random":
@@ -555,9 +518,15 @@ def test_a_file_that_is_not_a_database_is_never_published(tmp_path, content):
     assert sorted(os.listdir(dest / "opencode")) == ["auth.json"]
 
 
+#: The CLI with SQLite's busy wait cut from 2 s to 0.2 s a try (the tries, the pauses
+#: between them and the failure are the same): a lock nobody lets go costs 0.6 s, not 6.
+SHORT_BUSY_WAIT = [sys.executable, "-c", "import sys\nfrom journal.sqlite import snapshot\n"
+                   "snapshot.BUSY_TIMEOUT = 0.2\nfrom journal.cli.launch import main\nsys.exit(main())"]
+
+
 def test_a_database_held_under_an_exclusive_lock_is_skipped_and_the_rest_committed(tmp_path):
     """A writer that never lets go: a bounded wait, then fail closed for this tick only."""
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     ids = make_closed_db(db, rows=50, wal=False)
     box.checkpoint_ok()
@@ -568,7 +537,7 @@ def test_a_database_held_under_an_exclusive_lock_is_skipped_and_the_rest_committ
         holder.execute("BEGIN EXCLUSIVE")  # rollback-journal mode: readers are locked out
         holder.execute("INSERT INTO message VALUES ('held', 's', 0, '{}')")
         (box.opencode / "auth.json").write_text("{}")
-        r = box.run("checkpoint")
+        r = box.run("checkpoint", cmd=SHORT_BUSY_WAIT)
         assert r.returncode != 0
         assert str(db) in r.stderr and ("busy" in r.stderr or "locked" in r.stderr), r.stderr
         assert "auth.json" in box.entries("opencode")
@@ -606,13 +575,13 @@ def foreign_wal(tmp_path: Path) -> tuple[bytes, bytes]:
 
 @pytest.mark.parametrize("local_db", ["none", "garbage"])
 def test_restore_removes_stale_wal_and_shm_so_the_db_opens_and_switches_to_wal(tmp_path, local_db):
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     ids = make_closed_db(db)
     box.checkpoint_ok()
 
     wal, shm = foreign_wal(tmp_path)
-    fresh = Box(tmp_path / "b", tmp_path / "store")   # a container whose local disk kept stale files
+    fresh = Databases(tmp_path / "b", tmp_path / "store")   # a container whose local disk kept stale files
     target = fresh.opencode / "opencode.db"
     Path(str(target) + "-wal").write_bytes(wal)
     Path(str(target) + "-shm").write_bytes(shm)
@@ -643,12 +612,12 @@ def test_restore_removes_stale_wal_and_shm_so_the_db_opens_and_switches_to_wal(t
 
 def test_restore_over_stale_companions_in_the_live_tree(tmp_path):
     """A fresh container whose opencode dir kept only a -wal/-shm (the db itself was lost)."""
-    a = Box(tmp_path / "a", tmp_path / "store")
+    a = Databases(tmp_path / "a", tmp_path / "store")
     ids = make_closed_db(a.opencode / "opencode.db")
     a.checkpoint_ok()
     wal, shm = foreign_wal(tmp_path)
 
-    b = Box(tmp_path / "b", tmp_path / "store")
+    b = Databases(tmp_path / "b", tmp_path / "store")
     db = b.opencode / "opencode.db"
     Path(str(db) + "-wal").write_bytes(wal)
     Path(str(db) + "-shm").write_bytes(shm)
@@ -668,11 +637,11 @@ def test_restore_over_stale_companions_in_the_live_tree(tmp_path):
 
 
 def test_hot_restart_keeps_a_valid_local_db_even_when_the_store_differs(tmp_path):
-    a = Box(tmp_path / "a", tmp_path / "store")
+    a = Databases(tmp_path / "a", tmp_path / "store")
     stored_ids = make_closed_db(a.opencode / "opencode.db")
     a.checkpoint_ok()
 
-    b = Box(tmp_path / "b", tmp_path / "store")
+    b = Databases(tmp_path / "b", tmp_path / "store")
     db = b.opencode / "opencode.db"
     con = connect(db)
     con.execute("CREATE TABLE message(id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, data JSON)")
@@ -692,7 +661,7 @@ def test_hot_restart_keeps_a_valid_local_db_even_when_the_store_differs(tmp_path
     dest = tmp_path / "restored"
     b.restore_to(dest)
     assert ids_of(dest / "opencode" / "opencode.db") == {f"local-{i}" for i in range(5)}
-    restore(a.cfg(), open_store(str(a.store_path)), at="1", to=str(tmp_path / "at1"))
+    restore(a.cfg, open_store(str(a.store_path)), at="1", to=str(tmp_path / "at1"))
     assert ids_of(tmp_path / "at1" / "opencode" / "opencode.db") == stored_ids
 
 
@@ -700,7 +669,7 @@ def test_a_restart_says_it_kept_the_local_db_only_when_it_differs_from_the_check
     """Every `journal supervise` start restores first: a database unchanged since its
     checkpoint is the checkpoint's copy (no note, no quick_check); one changed since is
     kept, and that is said."""
-    box = Box(tmp_path, tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     make_closed_db(db)
     box.checkpoint_ok()
@@ -724,11 +693,11 @@ def test_a_restart_says_it_kept_the_local_db_only_when_it_differs_from_the_check
 
 @pytest.mark.parametrize("kind", ["garbage", "truncated"])
 def test_hot_restart_moves_an_invalid_local_db_aside_with_its_companions(tmp_path, kind):
-    a = Box(tmp_path / "a", tmp_path / "store")
+    a = Databases(tmp_path / "a", tmp_path / "store")
     stored_ids = make_closed_db(a.opencode / "opencode.db", rows=1500)
     a.checkpoint_ok()
 
-    c = Box(tmp_path / "c", tmp_path / "store")
+    c = Databases(tmp_path / "c", tmp_path / "store")
     db = c.opencode / "opencode.db"
     if kind == "garbage":
         db.write_bytes(garbage(5 * PAGE, 31))
@@ -761,11 +730,11 @@ def test_moved_aside_shm_is_left_untouched(tmp_path):
     recovery then rewrites the -shm (the wal-index) in place, even on a read-only
     connection, before the file is moved aside.
     """
-    a = Box(tmp_path / "a", tmp_path / "store")
+    a = Databases(tmp_path / "a", tmp_path / "store")
     make_closed_db(a.opencode / "opencode.db", rows=100)
     a.checkpoint_ok()
 
-    c = Box(tmp_path / "c", tmp_path / "store")
+    c = Databases(tmp_path / "c", tmp_path / "store")
     db = c.opencode / "opencode.db"
     side = {"": garbage(5 * PAGE, 41), "-wal": garbage(9000, 42), "-shm": garbage(32768, 43)}
     for suffix, data in side.items():
@@ -783,7 +752,7 @@ def test_moved_aside_shm_is_left_untouched(tmp_path):
 
 
 def test_small_transactions_on_a_large_db_upload_a_small_fraction(tmp_path):
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     rng = random.Random(3)
     app = connect(db)  # the app keeps the database open throughout, as opencode does
@@ -803,11 +772,11 @@ def test_small_transactions_on_a_large_db_upload_a_small_fraction(tmp_path):
     assert 16 << 20 <= size <= 32 << 20, size
 
     store = open_store(str(box.store_path))
-    first = checkpoint(box.cfg(), store)
+    first = checkpoint(box.cfg, store)
     assert first.seq == 1 and first.bytes > size // 4
 
     puts, put_bytes = store.puts, store.put_bytes
-    idle = checkpoint(box.cfg(), store)
+    idle = checkpoint(box.cfg, store)
     assert (store.puts, store.put_bytes) == (puts, put_bytes), "an unchanged database must cause no store write"
     assert idle.seq is None and idle.objects == 0
 
@@ -816,7 +785,7 @@ def test_small_transactions_on_a_large_db_upload_a_small_fraction(tmp_path):
         app.execute("INSERT INTO message VALUES (?, ?, ?, ?)", row(n))
         app.execute("COMMIT")
     puts, put_bytes = store.puts, store.put_bytes
-    small = checkpoint(box.cfg(), store)
+    small = checkpoint(box.cfg, store)
     assert small.seq == 2
     assert small.objects == 3 and store.puts - puts == 3
     assert small.bytes < size * 0.05, (small.bytes, size)
@@ -825,28 +794,28 @@ def test_small_transactions_on_a_large_db_upload_a_small_fraction(tmp_path):
     assert len(refs) == 2, "a few changed pages should be described by a delta map over the full one"
 
     puts = store.puts
-    again = checkpoint(box.cfg(), store)
+    again = checkpoint(box.cfg, store)
     assert store.puts == puts and again.objects == 0
 
     # twenty more: the delta stays cumulative against the same full map, and small
     for n in range(20):
         app.execute("INSERT INTO message VALUES (?, ?, ?, ?)", row(n))
     puts = store.puts
-    third = checkpoint(box.cfg(), store)
+    third = checkpoint(box.cfg, store)
     assert third.objects == 3 and store.puts - puts == 3 and third.bytes < size * 0.05
     assert box.entries("opencode")["opencode.db"].refs[0] == refs[0]
     expected = rows_digest(db, "message", "id")
     app.close()
 
     dest = tmp_path / "restored"
-    restore(box.cfg(), open_store(str(box.store_path)), to=str(dest))
+    restore(box.cfg, open_store(str(box.store_path)), to=str(dest))
     check_restored_db(dest / "opencode" / "opencode.db")
     assert rows_digest(dest / "opencode" / "opencode.db", "message", "id") == expected
 
 
 def test_an_idle_db_left_by_a_crashed_writer_settles_to_zero_writes(tmp_path):
     """A writer killed with its WAL full of frames: journal may fold the WAL once, then stays idle."""
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     script = ("import os, signal, sqlite3, sys\n"
               "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
@@ -858,13 +827,13 @@ def test_an_idle_db_left_by_a_crashed_writer_settles_to_zero_writes(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     assert Path(str(db) + "-wal").stat().st_size > 0
     store = open_store(str(box.store_path))
-    checkpoint(box.cfg(), store)
+    checkpoint(box.cfg, store)
     puts = store.puts
-    checkpoint(box.cfg(), store)
-    checkpoint(box.cfg(), store)
+    checkpoint(box.cfg, store)
+    checkpoint(box.cfg, store)
     assert store.puts == puts, "a database nobody writes to must settle to zero store writes"
     dest = tmp_path / "restored"
-    restore(box.cfg(), store, to=str(dest))
+    restore(box.cfg, store, to=str(dest))
     assert query(dest / "opencode" / "opencode.db", "SELECT count(*) FROM t")[0][0] == 300
 
 
@@ -872,7 +841,7 @@ def test_an_idle_db_left_by_a_crashed_writer_settles_to_zero_writes(tmp_path):
 
 
 def test_ordinary_files_are_checkpointed_before_the_database_exists(tmp_path):
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     (box.hermes / "auth.json").write_text('{"provider": "nous"}')
     (box.hermes / "config.yaml").write_text("model: hermes-4\n")
     (box.opencode / "auth.json").write_text('{"anthropic": {}}')
@@ -896,7 +865,7 @@ def test_ordinary_files_are_checkpointed_before_the_database_exists(tmp_path):
     check_restored_db(dest / "hermes" / "state.db")
     assert {r[0] for r in query(dest / "hermes" / "state.db", "SELECT id FROM messages")} == ids
     assert (dest / "hermes" / "config.yaml").read_text() == "model: hermes-4\n"
-    restore(box.cfg(), open_store(str(box.store_path)), at="1", to=str(tmp_path / "at1"))
+    restore(box.cfg, open_store(str(box.store_path)), at="1", to=str(tmp_path / "at1"))
     assert sorted(os.listdir(tmp_path / "at1" / "hermes")) == ["auth.json", "config.yaml"]
 
 
@@ -904,7 +873,7 @@ def test_ordinary_files_are_checkpointed_before_the_database_exists(tmp_path):
 
 
 def test_staging_files_never_accumulate(tmp_path):
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     make_closed_db(db)
     hermes_db = box.hermes / "state.db"
@@ -938,13 +907,13 @@ def test_staging_files_never_accumulate(tmp_path):
 # --------------------------------------------------------------------------- 9. verify --full
 
 
-def verify_findings(box: Box) -> tuple[int, list[dict]]:
+def verify_findings(box: Databases) -> tuple[int, list[dict]]:
     r = box.run("verify", "--full", "--json")
     return r.returncode, json.loads(r.stdout)["findings"]
 
 
 def test_verify_full_finds_a_corrupt_page_blob_of_a_snapshot(tmp_path):
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     make_closed_db(box.opencode / "opencode.db", rows=300)
     (box.opencode / "auth.json").write_text("{}")
     box.checkpoint_ok()
@@ -967,7 +936,7 @@ def test_verify_full_finds_a_corrupt_page_blob_of_a_snapshot(tmp_path):
 
 def test_verify_full_runs_integrity_check_on_each_rebuilt_snapshot(tmp_path):
     """An index out of step with its table passes quick_check (so it is published) but not integrity_check."""
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     con = connect(db)
     con.execute("CREATE TABLE t(a, b)")
@@ -994,7 +963,7 @@ def test_verify_full_runs_integrity_check_on_each_rebuilt_snapshot(tmp_path):
 @pytest.mark.parametrize("page_size", [512, 65536])
 def test_every_snapshot_of_a_changing_database_restores_exactly(tmp_path, page_size):
     """Odd page sizes, growth, a delta, a shrinking VACUUM and a page-size change, each restorable."""
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     con = sqlite3.connect(db, isolation_level=None)
     con.execute(f"PRAGMA page_size={page_size}")
@@ -1012,7 +981,7 @@ def test_every_snapshot_of_a_changing_database_restores_exactly(tmp_path, page_s
     expected: dict[int, tuple[int, str]] = {}
 
     def tick() -> None:
-        seq = checkpoint(box.cfg(), open_store(str(box.store_path))).seq
+        seq = checkpoint(box.cfg, open_store(str(box.store_path))).seq
         assert seq is not None
         expected[seq] = rows_digest(db, "message", "id")
 
@@ -1034,7 +1003,7 @@ def test_every_snapshot_of_a_changing_database_restores_exactly(tmp_path, page_s
     store = open_store(str(box.store_path))
     for seq, digest in expected.items():
         dest = tmp_path / f"at-{seq}"
-        restore(box.cfg(), store, at=str(seq), to=str(dest))
+        restore(box.cfg, store, at=str(seq), to=str(dest))
         check_restored_db(dest / "opencode" / "opencode.db")
         assert rows_digest(dest / "opencode" / "opencode.db", "message", "id") == digest, f"checkpoint {seq}"
     code, findings = verify_findings(box)
@@ -1043,7 +1012,7 @@ def test_every_snapshot_of_a_changing_database_restores_exactly(tmp_path, page_s
 
 def test_a_hot_rollback_journal_left_by_a_crashed_writer_is_not_snapshotted_half_done(tmp_path):
     """Rollback-journal mode: a writer killed mid-transaction, its changes already spilled into the file."""
-    box = Box(tmp_path / "a", tmp_path / "store")
+    box = Databases(tmp_path / "a", tmp_path / "store")
     db = box.opencode / "opencode.db"
     ids = make_closed_db(db, rows=300, wal=False)
     script = ("import os, signal, sqlite3, sys\n"
@@ -1067,20 +1036,20 @@ def test_a_hot_rollback_journal_left_by_a_crashed_writer_is_not_snapshotted_half
 
 
 def test_a_database_restored_into_a_fresh_container_is_not_uploaded_again(tmp_path):
-    a = Box(tmp_path / "a", tmp_path / "store")
+    a = Databases(tmp_path / "a", tmp_path / "store")
     make_closed_db(a.opencode / "opencode.db", rows=500)
     con = connect(a.hermes / "state.db")
     fill_hermes(con, random.Random(2), messages=80)
     con.close()
     a.checkpoint_ok()
 
-    b = Box(tmp_path / "b", tmp_path / "store")
+    b = Databases(tmp_path / "b", tmp_path / "store")
     for home in ("opencode-share", "hermes"):  # the fresh container's (empty) harness homes
         (b.local / home).mkdir()
-    result = restore(b.cfg(), open_store(str(b.store_path)), Collector())
+    result = restore(b.cfg, open_store(str(b.store_path)), Collector())
     assert result.complete
     check_restored_db(b.opencode / "opencode.db")
     check_restored_db(b.hermes / "state.db")
     store = open_store(str(b.store_path))
-    idle = checkpoint(b.cfg(), store)
+    idle = checkpoint(b.cfg, store)
     assert store.puts == 0 and idle.seq is None, "restored databases must not be re-uploaded"

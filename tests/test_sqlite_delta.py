@@ -24,10 +24,10 @@ import msgspec
 import pytest
 import zstandard
 
+from conftest import OpencodeLive
 from faults import FaultyStore
 from journal.sqlite import capture as sqlite_capture
 from journal.checkpoint.run import checkpoint
-from journal.config import load_config
 from journal.errors import CorruptObject, StoreError
 from journal.gc.run import gc
 from journal.repository.history import ManifestCache
@@ -35,54 +35,26 @@ from journal.format.model import BlobRef
 from journal.format.objects import (FLAG_DELTA, FLAG_MEMBERS, HEADER, KIND_DBPAGE, KIND_MANIFEST, KIND_PAGE, MAGIC, decode_record,
                              embedded_members, encode_record, is_delta)
 from journal.repository.repository import pack_key
-from journal.format.pagemap import GROUP, SLOT, PageLoc, decode_map, encode_map, group_base, load_snapshot
+from journal.format.pagemap import GROUP, SLOT, PageLoc, decode_map, encode_map, group_base
 from journal.repository.repository import Repository
 from journal.restore.run import restore
 from journal.gc.retention import Policy
 from journal.sqlite.base_copy import BASE_DIR, base_path, prune_base_copies
 from journal.sqlite.rebuild import rebuild_db
-from journal.store import open_store
 from journal.verify import BAD_SNAPSHOT, verify
 
-TREE, DB = "opencode", "opencode.db"    # the opencode preset: $AM_LOCAL/opencode-share/opencode*.db
+TREE, DB = OpencodeLive.TREE, OpencodeLive.DB    # the opencode preset: $AM_LOCAL/opencode-share/opencode*.db
 
 
-class Box:
-    """A container: ``$AM_LOCAL``, a state dir, a local store, one opencode database."""
+def commit(box: OpencodeLive, store=None):
+    """An in-process checkpoint, which must commit a manifest."""
+    result = box.checkpoint(store)
+    assert result.seq is not None, result
+    return result
 
-    def __init__(self, root: Path, store: Path | None = None):
-        self.local = root / "local"
-        self.store_dir = store or root / "store"
-        (self.local / "opencode-share").mkdir(parents=True, exist_ok=True)
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(self.store_dir), "HOME": str(root),
-                    "XDG_CONFIG_HOME": str(root / ".config"), "XDG_DATA_HOME": str(root / ".data")}
-        self.db = self.local / "opencode-share" / DB
 
-    def cfg(self):
-        return load_config(env=self.env)
-
-    def store(self):
-        return open_store(str(self.store_dir))
-
-    def checkpoint(self, store=None):
-        result = checkpoint(self.cfg(), store or self.store())
-        assert result.seq is not None, result
-        return result
-
-    def repo(self) -> Repository:
-        return Repository.open(self.store())
-
-    def entry(self, seq: int | None = None):
-        repo = self.repo()
-        seq = seq or repo.manifest_seqs()[-1]
-        entries, _ = ManifestCache(repo).tree(seq, TREE)
-        return next(e for e in entries if e.path == DB)
-
-    def snapshot(self, seq: int | None = None):
-        return load_snapshot(self.entry(seq).refs, self.repo().read_blob)
-
-    def base_copy(self) -> Path:
-        return Path(base_path(str(self.local / ".journal"), self.entry().refs[0].id))
+def base_copy(box: OpencodeLive) -> Path:
+    return Path(base_path(str(box.state_dir), box.entry().refs[0].id))
 
 
 def fill(db: Path, rows: int, seed: int = 1) -> sqlite3.Connection:
@@ -118,10 +90,10 @@ def db_pages(path: Path) -> list[bytes]:
     return [data[i:i + size] for i in range(0, len(data), size)]
 
 
-def record(box: Box, loc) -> bytes:
+def record(box: OpencodeLive, loc) -> bytes:
     """The stored record holding a page (a PageLoc) or a blob (a BlobRef)."""
     ref = getattr(loc, "rec", loc)
-    with open(box.store_dir / pack_key(ref.pack), "rb") as fh:
+    with open(box.store_path / pack_key(ref.pack), "rb") as fh:
         fh.seek(ref.offset)
         return fh.read(ref.length)
 
@@ -140,7 +112,7 @@ def rows(path: Path) -> list[tuple]:
         con.close()
 
 
-def rebuilt(box: Box, tmp: Path, seq: int | None = None) -> Path:
+def rebuilt(box: OpencodeLive, tmp: Path, seq: int | None = None) -> Path:
     out = tmp / f"rebuilt-{seq}-{uuid.uuid4().hex[:6]}.db"
     rebuild_db(box.entry(seq), box.repo(), str(out))
     return out
@@ -161,17 +133,17 @@ def copy_of(db: Path, tmp: Path) -> Path:
 
 
 def test_a_delta_tick_stores_changed_pages_against_their_base_and_uploads_a_third(tmp_path):
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 3000)
-    box.checkpoint()
-    first = box.snapshot()
+    commit(box)
+    first = box.db_snapshot()
     small_commits(con, 6, seed=2)
-    store = box.store()
+    store = box.store
     puts, put_bytes = store.puts, store.put_bytes
-    tick = box.checkpoint(store)
+    tick = commit(box, store)
     assert (tick.objects, store.puts - puts) == (3, 3)
 
-    snap = box.snapshot()
+    snap = box.db_snapshot()
     changed = [p for p in range(len(snap.pages)) if p not in snap.base or snap.pages[p] != snap.base[p]]
     assert snap.base == first.base, "a small tick is a delta over the same full map"
     assert len(snap.deltas) >= 5 and snap.deltas <= set(changed)
@@ -211,19 +183,19 @@ def test_a_delta_tick_stores_changed_pages_against_their_base_and_uploads_a_thir
 
 
 def test_cumulative_delta_reuses_unchanged_deltas_and_only_whole_pages_past_the_base(tmp_path):
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 1500)
-    box.checkpoint()
+    commit(box)
     small_commits(con, 4, seed=3)
-    box.checkpoint()
-    second = box.snapshot()
+    commit(box)
+    second = box.db_snapshot()
     small_commits(con, 4, seed=4)
     con.execute("BEGIN")
     con.executemany("INSERT INTO message VALUES (?, ?, ?, ?)",
                     [(f"zz-{i:05d}", "grow", i, "x" * 900) for i in range(200)])  # new pages at the end
     con.execute("COMMIT")
-    box.checkpoint()
-    third = box.snapshot()
+    commit(box)
+    third = box.db_snapshot()
     assert third.base == second.base
     grown = [p for p in range(len(second.pages), len(third.pages))]
     assert grown and not set(grown) & third.base.keys()
@@ -248,17 +220,17 @@ def test_cumulative_delta_reuses_unchanged_deltas_and_only_whole_pages_past_the_
 
 
 def test_a_new_full_map_lists_whole_pages_only(tmp_path, monkeypatch):
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 1500)
-    box.checkpoint()
+    commit(box)
     small_commits(con, 5, seed=5)
-    box.checkpoint()
-    deltas = box.snapshot().deltas
+    commit(box)
+    deltas = box.db_snapshot().deltas
     assert deltas
     monkeypatch.setattr(sqlite_capture, "DELTA_MIN", 0)
     monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 10**9)   # any change now writes a full map
     small_commits(con, 1, seed=6)
-    box.checkpoint()
+    commit(box)
     entry = box.entry()
     assert len(entry.refs) == 1
     pm, pages = decode_map(box.repo().read_blob(entry.refs[0]), entry.refs[0].pack, "t")
@@ -268,8 +240,8 @@ def test_a_new_full_map_lists_whole_pages_only(tmp_path, monkeypatch):
     assert all(pages[p].pack == entry.refs[0].pack for p in deltas)
     monkeypatch.undo()
     small_commits(con, 3, seed=7)
-    box.checkpoint()
-    snap = box.snapshot()
+    commit(box)
+    snap = box.db_snapshot()
     assert snap.deltas and snap.base == pages
     assert rows(rebuilt(box, tmp_path)) == rows(box.db)
     con.close()
@@ -279,17 +251,17 @@ def test_a_new_full_map_lists_whole_pages_only(tmp_path, monkeypatch):
 
 
 def test_a_corrupt_base_page_is_reported_and_never_restored_silently(tmp_path):
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 1500)
-    box.checkpoint()
+    commit(box)
     small_commits(con, 5, seed=8)
-    box.checkpoint()
+    commit(box)
     con.close()
-    snap = box.snapshot()
+    snap = box.db_snapshot()
     p = min(snap.deltas)
     base = snap.base[p]
     assert snap.pages[p].pack != base.pack
-    pack = box.store_dir / pack_key(base.pack)
+    pack = box.store_path / pack_key(base.pack)
     data = bytearray(pack.read_bytes())
     data[base.rec.offset + HEADER.size + (base.rec.length - HEADER.size) // 2] ^= 0xFF
     pack.write_bytes(bytes(data))
@@ -303,22 +275,22 @@ def test_a_corrupt_base_page_is_reported_and_never_restored_silently(tmp_path):
 
     # restore falls back to checkpoint 1, which needs the same page: nothing is installed
     dest = tmp_path / "restored"
-    res = restore(box.cfg(), box.store(), to=str(dest))
+    res = restore(box.cfg, box.store, to=str(dest))
     assert not res.complete
     tree = next(t for t in res.trees if t.name == TREE)
     assert DB in tree.lost and not (dest / TREE / DB).exists()
 
 
 def test_a_corrupt_delta_record_is_caught_by_its_hash(tmp_path):
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 1500)
-    box.checkpoint()
+    commit(box)
     small_commits(con, 5, seed=9)
-    box.checkpoint()
+    commit(box)
     con.close()
-    snap = box.snapshot()
+    snap = box.db_snapshot()
     ref = snap.pages[max(snap.deltas)].rec
-    pack = box.store_dir / pack_key(ref.pack)
+    pack = box.store_path / pack_key(ref.pack)
     data = bytearray(pack.read_bytes())
     data[ref.offset + ref.length - 3] ^= 0x01
     pack.write_bytes(bytes(data))
@@ -327,7 +299,7 @@ def test_a_corrupt_delta_record_is_caught_by_its_hash(tmp_path):
     assert [f.manifest for f in verify(box.repo(), full=True).findings if f.kind == BAD_SNAPSHOT] == [2]
     # restore falls back to checkpoint 1's snapshot, which does not need that record
     dest = tmp_path / "restored"
-    res = restore(box.cfg(), box.store(), to=str(dest))
+    res = restore(box.cfg, box.store, to=str(dest))
     tree = next(t for t in res.trees if t.name == TREE)
     assert tree.fallbacks and DB in " ".join(tree.fallbacks), tree
     assert len(rows(dest / TREE / DB)) == 1500
@@ -339,17 +311,17 @@ def test_a_corrupt_delta_record_is_caught_by_its_hash(tmp_path):
 def test_gc_keeps_the_pack_of_base_pages_every_later_snapshot_replaced(tmp_path):
     """A tiny database whose every page changes: the newest snapshot reads no page of
     the first pack as such, but each of its deltas needs a base page from it."""
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = sqlite3.connect(box.db, isolation_level=None)
     con.execute("CREATE TABLE kv(k INTEGER PRIMARY KEY, v TEXT)")
     con.executemany("INSERT INTO kv VALUES (?, ?)", [(i, f"value {i} " * 20) for i in range(60)])
-    box.checkpoint()
+    commit(box)
     for tick in range(2):
         con.execute("UPDATE kv SET v = v || ?", (f" t{tick}",))
         con.execute(f"PRAGMA user_version = {tick + 1}")   # page 1's header changes too
-        box.checkpoint()
+        commit(box)
     con.close()
-    snap = box.snapshot()
+    snap = box.db_snapshot()
     full_pack = box.entry(1).refs[0].pack
     assert full_pack in box.repo().load_manifest(1)[0].packs
     assert all(ref.pack != full_pack for ref in snap.pages), "every page was replaced"
@@ -360,7 +332,7 @@ def test_gc_keeps_the_pack_of_base_pages_every_later_snapshot_replaced(tmp_path)
     for _ in range(2):          # mark, then sweep
         gc(repo, Policy(keep_last=1), 0.0)
     assert repo.manifest_seqs() == [3]
-    assert (box.store_dir / pack_key(full_pack)).exists()
+    assert (box.store_path / pack_key(full_pack)).exists()
     left = {k.rsplit("/", 1)[1] for k in repo.store.list("packs/")}
     # what checkpoint 3 needs: its own packs, its maps' packs (the cumulative map may be
     # checkpoint 2's), every final page's and every full-map page's; nothing else stays
@@ -381,52 +353,52 @@ def get_packs(store: FaultyStore) -> list[str]:
 
 
 def test_the_base_copy_spares_store_reads_and_a_fresh_container_rebuilds_it(tmp_path):
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 2000)
-    box.checkpoint()
-    copy = box.base_copy()
+    commit(box)
+    copy = base_copy(box)
     assert copy.exists() and copy.read_bytes() == copy_of(box.db, tmp_path).read_bytes()
     assert not os.listdir(box.local / ".journal" / "sqlite-staging")
 
     small_commits(con, 5, seed=10)
-    store = FaultyStore(box.store())
-    box.checkpoint(store)
+    store = FaultyStore(box.store)
+    commit(box, store)
     assert get_packs(store) == [], "base pages come from the local copy"
-    assert box.snapshot().deltas
+    assert box.db_snapshot().deltas
     expected = rows(box.db)
 
     # a fresh container (no base copy, no map cache): bases come from the store, once
     shutil.rmtree(box.local / ".journal" / BASE_DIR)
     shutil.rmtree(box.local / ".journal" / "maps")
     small_commits(con, 5, seed=11)
-    store = FaultyStore(box.store())
-    box.checkpoint(store)
+    store = FaultyStore(box.store)
+    commit(box, store)
     assert get_packs(store), "without a copy, base pages are read from the store"
-    snap = box.snapshot()
+    snap = box.db_snapshot()
     assert snap.deltas and copy.exists()
     small_commits(con, 5, seed=12)
-    store = FaultyStore(box.store())
-    box.checkpoint(store)
+    store = FaultyStore(box.store)
+    commit(box, store)
     reads = get_packs(store)
-    assert len(reads) < len(box.snapshot().deltas), "the copy now holds the bases used so far"
+    assert len(reads) < len(box.db_snapshot().deltas), "the copy now holds the bases used so far"
     assert rows(rebuilt(box, tmp_path)) == rows(box.db) != expected
     con.close()
 
 
 def test_a_damaged_base_copy_is_repaired_from_the_store_and_deltas_stay_right(tmp_path):
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 2000)
-    box.checkpoint()
-    copy = box.base_copy()
+    commit(box)
+    copy = base_copy(box)
     data = bytearray(copy.read_bytes())
     for i in range(0, len(data), 997):
         data[i] ^= 0x5A
     copy.write_bytes(bytes(data))
     small_commits(con, 6, seed=13)
-    store = FaultyStore(box.store())
-    box.checkpoint(store)
+    store = FaultyStore(box.store)
+    commit(box, store)
     assert get_packs(store)
-    snap = box.snapshot()
+    snap = box.db_snapshot()
     assert snap.deltas
     assert rows(rebuilt(box, tmp_path)) == rows(box.db)
     repaired = db_pages(copy)
@@ -438,25 +410,25 @@ def test_a_damaged_base_copy_is_repaired_from_the_store_and_deltas_stay_right(tm
 def test_a_base_page_the_store_cannot_serve_costs_only_its_own_delta(tmp_path):
     """No base copy, and one base page is corrupt in the store: that page goes in whole,
     the others as deltas, and the new snapshot does not need the damaged page."""
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 1500)
-    box.checkpoint()
+    commit(box)
     shutil.rmtree(box.local / ".journal" / BASE_DIR)
     small_commits(con, 4, seed=14)
     live = copy_of(box.db, tmp_path)
-    first = box.snapshot()
+    first = box.db_snapshot()
     pages = db_pages(live)
     changed = [p for p in range(len(first.pages)) if hashlib.sha256(pages[p]).hexdigest() != first.pages[p].id]
     victim = first.base[changed[0]].rec  # a whole group: every changed page it holds loses its base
     lost = {p for p in changed if first.base[p].rec == victim}
     assert set(changed) - lost, "some changed pages have their base in another group"
-    pack = box.store_dir / pack_key(victim.pack)
+    pack = box.store_path / pack_key(victim.pack)
     good = pack.read_bytes()
     data = bytearray(good)
     data[victim.offset + victim.length - 2] ^= 0xFF
     pack.write_bytes(bytes(data))
-    box.checkpoint()
-    snap = box.snapshot()
+    commit(box)
+    snap = box.db_snapshot()
     for p in lost:  # stored whole: their new copies need nothing from the damaged group
         assert p not in snap.deltas and not is_delta(record(box, snap.pages[p]))
         assert snap.pages[p].rec != victim
@@ -470,53 +442,53 @@ def test_a_base_page_the_store_cannot_serve_costs_only_its_own_delta(tmp_path):
 
 
 def test_a_store_outage_while_reading_base_pages_fails_the_checkpoint(tmp_path):
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 1500)
-    box.checkpoint()
+    commit(box)
     shutil.rmtree(box.local / ".journal" / BASE_DIR)
     small_commits(con, 4, seed=18)
-    down = FaultyStore(box.store(), fail_when=lambda m, k: m == "get" and k.startswith("packs/"))
+    down = FaultyStore(box.store, fail_when=lambda m, k: m == "get" and k.startswith("packs/"))
     with pytest.raises(StoreError):
-        checkpoint(box.cfg(), down)
+        checkpoint(box.cfg, down)
     assert box.repo().manifest_seqs() == [1]
-    box.checkpoint()
-    assert box.snapshot().deltas and rows(rebuilt(box, tmp_path)) == rows(box.db)
+    commit(box)
+    assert box.db_snapshot().deltas and rows(rebuilt(box, tmp_path)) == rows(box.db)
     con.close()
 
 
 def test_quick_verify_reports_a_missing_pack_of_snapshot_pages(tmp_path, monkeypatch):
     """A new full map reuses whole pages from older packs; a later delta's bases live
     there too. Quick verify reads the maps and names the missing pack."""
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 1500)
-    box.checkpoint()
+    commit(box)
     first_pack = box.entry().refs[0].pack
     small_commits(con, 4, seed=15)
-    box.checkpoint()
+    commit(box)
     monkeypatch.setattr(sqlite_capture, "DELTA_MIN", 0)
     monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 10**9)
     small_commits(con, 1, seed=16)
-    box.checkpoint()
+    commit(box)
     monkeypatch.undo()
     small_commits(con, 4, seed=17)
-    box.checkpoint()
+    commit(box)
     con.close()
-    snap = box.snapshot()
+    snap = box.db_snapshot()
     assert snap.deltas and {r.pack for r in box.entry().refs}.isdisjoint({first_pack})
     assert any(snap.base[p].pack == first_pack for p in range(len(snap.base)))
     assert verify(box.repo()).ok
-    os.unlink(box.store_dir / pack_key(first_pack))
+    os.unlink(box.store_path / pack_key(first_pack))
     findings = [f for f in verify(box.repo()).findings if f.manifest == 4]
     assert [(f.kind, f.key) for f in findings] == [("missing-object", pack_key(first_pack))]
     assert DB in findings[0].detail
 
 
 def test_base_copies_are_named_by_full_map_and_replaced_with_it(tmp_path, monkeypatch):
-    box = Box(tmp_path)
+    box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 300)
     other = box.local / "opencode-share" / "opencode-old.db"
     fill(other, 300, seed=2).close()
-    box.checkpoint()
+    commit(box)
     state = str(box.local / ".journal")
     folder = box.local / ".journal" / BASE_DIR
     entries = ManifestCache(box.repo()).tree(1, TREE)[0]
@@ -526,11 +498,11 @@ def test_base_copies_are_named_by_full_map_and_replaced_with_it(tmp_path, monkey
     monkeypatch.setattr(sqlite_capture, "DELTA_MIN", 0)
     monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 10**9)
     small_commits(con, 1, seed=3)
-    box.checkpoint()
+    commit(box)
     new_id = box.entry().refs[0].id
     assert new_id != ids[DB]
     assert sorted(os.listdir(folder)) == sorted([f"{new_id}.db", f"{ids['opencode-old.db']}.db"])
-    assert box.base_copy().read_bytes() == copy_of(box.db, tmp_path).read_bytes()
+    assert base_copy(box).read_bytes() == copy_of(box.db, tmp_path).read_bytes()
     # a database no longer checkpointed: its copy goes when the checkpoint prunes
     assert prune_base_copies(state, [new_id]) == 1
     assert os.listdir(folder) == [f"{new_id}.db"]

@@ -10,8 +10,9 @@ index page and page map deltas naming their base by position). Each holds one
 database checkpointed three times (v4: four); ``expect.json`` gives the SHA-256, page
 count and a row digest of each snapshot.
 
-A reader written here from the documented format (struct, zstandard, msgpack; no
-journal imports) rebuilds every snapshot; journal's own restore and verify must
+A reader written from the documented format (records decoded by
+``tests/helpers/format_reader.py``; struct, zstandard, msgpack; no journal imports)
+rebuilds every snapshot; journal's own restore and verify must
 agree with it.
 """
 
@@ -23,80 +24,50 @@ import os
 import shutil
 import sqlite3
 import struct
-import subprocess
 import sys
 
 import msgspec
 import pytest
-import zstandard
+
+from conftest import golden_cli
+from helpers.format_reader import (FLAG_BASE_AT, FLAG_DELTA, FLAG_MEMBERS, HEADER, KIND_DBPAGE, KIND_MANIFEST,
+                                   KIND_PAGE, KIND_PAGEMAP, StoreFiles, decode_record)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 VERSIONS = ("v1", "v2", "v3", "v4")
 GOLDEN = {v: os.path.join(HERE, "golden", f"sqlite-{v}") for v in VERSIONS}
 
-HEADER = struct.Struct(">4sBBHQQ32s")
 MAP_RECORD = struct.Struct(">IHQI32s")     # maps v1-v2: one record per page
 MAP_GROUP = struct.Struct(">HQIIB32s")     # maps v3: pack index, offset, length, pages, flags, record id
 MAP_SLOT = struct.Struct(">III32s")        # maps v3: pgno, record index, slot, page id
-KIND_MANIFEST, KIND_PAGE, KIND_PAGEMAP, KIND_DBPAGE = 4, 3, 5, 6
-FLAG_DELTA, FLAG_MEMBERS, FLAG_BASE_AT = 0x0001, 0x0002, 0x0004
-BASE_AT = struct.Struct(">32sQI")           # format 6: a delta's base by position: pack, offset, length
 SAME_PACK = 0xFFFF
 
 
 # --- an independent reader of the documented format ---------------------------------
 
-class Reader:
+class Reader(StoreFiles):
     def __init__(self, root: str):
-        self.root = root
+        super().__init__(root)
         self.flags_seen: dict[int, set[int]] = {}     # kind -> flags seen
 
-    def raw(self, key: str) -> bytes:
-        with open(os.path.join(self.root, *key.split("/")), "rb") as fh:
-            return fh.read()
-
     def record(self, data: bytes, expect_id: str | None = None, base: bytes | None = None) -> tuple[int, int, bytes]:
-        magic, version, kind, flags, raw_size, stored, digest = HEADER.unpack_from(data)
-        assert magic == b"JRNL" and version == 1 and len(data) == HEADER.size + stored
+        head, payload = decode_record(data, base)
+        kind, flags = head["kind"], head["flags"]
         allowed = {KIND_DBPAGE: (0, FLAG_DELTA, FLAG_DELTA | FLAG_MEMBERS),
                    KIND_PAGE: (0, FLAG_DELTA | FLAG_BASE_AT), KIND_PAGEMAP: (0, FLAG_DELTA | FLAG_BASE_AT)}
         assert flags in allowed.get(kind, (0,))
         self.flags_seen.setdefault(kind, set()).add(flags)
-        start = HEADER.size
-        if flags & FLAG_MEMBERS:  # u16 n, then n bytes of member page numbers, before the frame
-            (n,) = struct.unpack_from(">H", data, start)
-            start += 2 + n
-        if flags & FLAG_BASE_AT:  # u16 44, then the base's pack, offset and length
-            (n,) = struct.unpack_from(">H", data, start)
-            pack, offset, length = BASE_AT.unpack(data[start + 2:start + 2 + n])
-            base_kind, base_flags, base = self.record(self.stored([None, pack.hex(), offset, length, None]))
+        if flags & FLAG_BASE_AT:  # the base, by position: a whole record of the same kind
+            base_kind, base_flags, base = self.record(self.stored(head["base_ref"]))
             assert base_kind == kind and base_flags == 0, "a delta's base is a whole record of its kind"
-            start += 2 + n
-        if flags & FLAG_DELTA:
-            assert base is not None, "a page delta needs its base page"
-            dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(
-                base, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
-        else:
-            dctx = zstandard.ZstdDecompressor()
-        payload = dctx.decompress(data[start:], max_output_size=raw_size)
-        assert len(payload) == raw_size and hashlib.sha256(payload).digest() == digest
-        assert expect_id is None or digest.hex() == expect_id
+            head, payload = decode_record(data, base)
+        assert payload is not None, "a page delta needs its base page"
+        assert expect_id is None or head["sha256"] == expect_id
         return kind, flags, payload
-
-    def stored(self, ref: list, parent_pack: str = "") -> bytes:
-        _id, pack, offset, length, _size = ref
-        pack = pack or parent_pack
-        return self.raw(f"packs/{pack[:2]}/{pack}")[offset:offset + length]
 
     def blob(self, ref: list, parent_pack: str = "", base: bytes | None = None) -> tuple[int, int, bytes]:
         return self.record(self.stored(ref, parent_pack), ref[0], base)
-
-    @staticmethod
-    def members(data: bytes) -> list[int]:
-        """The member page numbers a group delta stores before its frame."""
-        (n,) = struct.unpack_from(">H", data, HEADER.size)
-        return [p for (p,) in struct.iter_unpack(">I", data[HEADER.size + 2:HEADER.size + 2 + n])]
 
     def manifest(self, seq: int) -> dict:
         kind, _, payload = self.record(self.raw(f"manifests/{seq:012d}"))
@@ -164,7 +135,8 @@ class Reader:
             flags = HEADER.unpack_from(data)[3]
             base = None
             if flags & FLAG_MEMBERS:  # format 5: the full map's pages of its members, back to back
-                base = b"".join(page_of(full["pages"][m])[1] for m in self.members(data) if m in full["pages"])
+                members = decode_record(data)[0]["members"]
+                base = b"".join(page_of(full["pages"][m])[1] for m in members if m in full["pages"])
             elif flags & FLAG_DELTA:  # format 2: the full map's page of the same number
                 base = page_of(full["pages"][pgno])[1]
             kind, flags, payload = self.record(data, rec[0], base)
@@ -210,19 +182,6 @@ def golden_snapshots(version: str, root: str | None = None) -> dict[int, tuple[b
         out[seq] = reader.snapshot(entry)
     out[0] = (b"", {"flags": reader.flags_seen})
     return out
-
-
-def journal_cmd() -> list[str]:
-    script = os.path.join(os.path.dirname(sys.executable), "journal")
-    return [script] if os.path.exists(script) else [sys.executable, "-m", "journal"]
-
-
-def run_journal(tmp_path, store: str, *args: str) -> subprocess.CompletedProcess:
-    (tmp_path / "home").mkdir(exist_ok=True)
-    (tmp_path / "local").mkdir(exist_ok=True)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
-           "AM_LOCAL": str(tmp_path / "local"), "JOURNAL_STORE": store, "LANG": "C.UTF-8"}
-    return subprocess.run(journal_cmd() + list(args), env=env, capture_output=True, text=True, timeout=60)
 
 
 # --- the tests -----------------------------------------------------------------------
@@ -282,7 +241,7 @@ def test_restore_at_each_golden_checkpoint_rebuilds_the_same_bytes(tmp_path, ver
     expect = load_expect(version)
     for seq, want in expect["checkpoints"].items():
         out = tmp_path / f"out-{seq}"
-        proc = run_journal(tmp_path, str(store), "restore", "--at", seq, "--to", str(out))
+        proc = golden_cli(tmp_path, store).run("restore", "--at", seq, "--to", str(out))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         path = out / expect["tree"] / expect["db"]
         assert hashlib.sha256(path.read_bytes()).hexdigest() == want["sha256"], seq
@@ -293,7 +252,7 @@ def test_restore_at_each_golden_checkpoint_rebuilds_the_same_bytes(tmp_path, ver
 def test_verify_full_on_golden_sqlite_store_is_clean(tmp_path, version):
     store = tmp_path / "store"
     shutil.copytree(os.path.join(GOLDEN[version], "store"), store)
-    proc = run_journal(tmp_path, str(store), "verify", "--full", "--json")
+    proc = golden_cli(tmp_path, store).run("verify", "--full", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(proc.stdout)
     assert result["ok"] is True and result["manifests"] == len(load_expect(version)["checkpoints"])

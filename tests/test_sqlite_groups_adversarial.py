@@ -45,74 +45,39 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_journal, wait_for
-from journal.checkpoint.run import checkpoint
-from journal.config import load_config
-from journal.repository.history import ManifestCache
+from conftest import OpencodeLive, wait_for
 from journal.format.objects import FLAG_DELTA, FLAG_MEMBERS, HEADER, embedded_members, parse_header_flags
 from journal.repository.repository import pack_key
-from journal.format.pagemap import decode_map, load_snapshot
-from journal.report import Collector
-from journal.repository.repository import Repository
-from journal.store import open_store
+from journal.format.pagemap import decode_map
 
-TREE, DB = "opencode", "opencode.db"
+TREE, DB = OpencodeLive.TREE, OpencodeLive.DB
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-class Box:
-    """One container: ``$AM_LOCAL`` with an opencode tree, a private HOME, a local store."""
+class Churned(OpencodeLive):
+    """A container (HOME ``root/name``) with an opencode database, on the store
+    ``root/store`` unless given, and the oracle: ``expected[seq]``, the database as it was
+    at each checkpoint. ``run`` expects exit 0 unless told."""
 
     def __init__(self, root: Path, store: Path | None = None, name: str = "a"):
+        super().__init__(root / name, store or root / "store", expect=0)
         self.root = root
-        self.home = root / name
-        self.local = self.home / "local"
-        self.store_dir = store or root / "store"
-        (self.local / "opencode-share").mkdir(parents=True, exist_ok=True)
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(self.store_dir), "HOME": str(self.home),
-                    "XDG_CONFIG_HOME": str(self.home / ".config"), "XDG_DATA_HOME": str(self.home / ".data")}
-        self.db = self.local / "opencode-share" / DB
         self.expected: dict[int, Path] = {}
         (root / "expected").mkdir(exist_ok=True)
-
-    # -- journal
-    def cli(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
-        proc = run_journal(*args, env=self.env, timeout=120)
-        if ok:
-            assert proc.returncode == 0, (args, proc.returncode, proc.stdout, proc.stderr)
-        return proc
 
     def gc_then_restore(self, seq: int, out: Path, what: str) -> None:
         """gc down to the newest checkpoint (mark, then sweep), then checkpoint ``seq``
         restores to its expected database and the store audits clean."""
         for _ in range(2):
-            self.cli("gc", "--keep-last", "1", "--grace", "0s")
+            self.run("gc", "--keep-last", "1", "--grace", "0s")
         _, got = self.restore_at(seq, out)
         assert_same_db(got, self.expected[seq], what)
-        assert "0 finding(s)" in self.cli("verify", "--full").stdout
-
-    def checkpoint(self) -> int | None:
-        """An in-process checkpoint (fast); the new seq, or None when nothing changed."""
-        cfg = load_config(env=self.env)
-        reporter = Collector()
-        result = checkpoint(cfg, open_store(cfg.store), reporter)
-        assert not reporter.warnings and not result.warnings, (result, reporter.warnings)
-        return result.seq
-
-    def repo(self) -> Repository:
-        return Repository.open(open_store(str(self.store_dir)))
-
-    def entry(self, seq: int):
-        entries, _ = ManifestCache(self.repo()).tree(seq, TREE)
-        return next(e for e in entries if e.path == DB)
-
-    def snapshot(self, seq: int):
-        return load_snapshot(self.entry(seq).refs, self.repo().read_blob)
+        assert "0 finding(s)" in self.run("verify", "--full").stdout
 
     def restore_at(self, seq: int, dest: Path, ok: bool = True) -> tuple[subprocess.CompletedProcess, Path]:
-        proc = self.cli("restore", "--at", str(seq), "--to", str(dest), ok=ok)
+        proc = self.run("restore", "--at", str(seq), "--to", str(dest), expect=0 if ok else None)
         return proc, dest / TREE / DB
 
     # -- the oracle
@@ -165,15 +130,15 @@ def corrupt(store_dir: Path, pack: str, offset: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def group_records(box: Box, seq: int):
+def group_records(box: Churned, seq: int):
     """Every record the snapshot at ``seq`` names, with its raw bytes: (ref, flags, members)."""
-    snap = box.snapshot(seq)
+    snap = box.db_snapshot(seq)
     seen = {}
     for loc in list(snap.pages) + list(snap.base.values()):
         rec = loc.rec
         if (rec.pack, rec.offset) in seen:
             continue
-        raw = (box.store_dir / pack_key(rec.pack)).read_bytes()[rec.offset:rec.offset + rec.length]
+        raw = (box.store_path / pack_key(rec.pack)).read_bytes()[rec.offset:rec.offset + rec.length]
         _k, flags, _r, _s, _i = parse_header_flags(raw, key="t")
         seen[(rec.pack, rec.offset)] = (rec, flags, embedded_members(raw, key="t"))
     return list(seen.values())
@@ -204,16 +169,19 @@ def insert(con: sqlite3.Connection, rng: random.Random, n: int, big: bool = Fals
 # --------------------------------------------------------------------------- 1. churn
 
 
+@pytest.mark.long(short=4, full=1)
 @pytest.mark.parametrize("seed,page_size,wal,auto_vacuum", [(11, 1024, True, None), (12, 512, False, "INCREMENTAL")])
-def test_every_checkpoint_of_a_churning_database_restores_byte_exact(tmp_path, seed, page_size, wal, auto_vacuum):
+def test_every_checkpoint_of_a_churning_database_restores_byte_exact(tmp_path, seed, page_size, wal, auto_vacuum,
+                                                                      long_size):
     """Random inserts, updates, deletes, VACUUM, incremental vacuum, page-size changes,
     growth then shrink: every checkpoint restored with the CLI equals the database as
-    it was then, byte for byte; and the snapshots did use every map shape."""
-    box = Box(tmp_path)
+    it was then, byte for byte; and the snapshots did use every map shape. (A plain run
+    restores every 4th checkpoint and the newest: ``long_size`` is the stride.)"""
+    box = Churned(tmp_path)
     rng = random.Random(seed)
     con = new_db(box.db, page_size=page_size, wal=wal, auto_vacuum=auto_vacuum)
     insert(con, rng, 1500)
-    box.save_expected(box.checkpoint(), con)
+    box.save_expected(box.tick(), con)
     for tick in range(26):
         op = ("insert", "update", "delete", "vacuum", "big", "shrink", "pagesize", "mixed")[tick % 8] \
             if tick < 16 else rng.choice(("insert", "update", "delete", "vacuum", "big", "shrink", "mixed"))
@@ -251,7 +219,7 @@ def test_every_checkpoint_of_a_churning_database_restores_byte_exact(tmp_path, s
         elif op == "mixed":
             insert(con, rng, 5)
             con.execute("DELETE FROM t WHERE id IN (SELECT id FROM t ORDER BY random() LIMIT 25)")
-        seq = box.checkpoint()
+        seq = box.tick()
         if seq is None:  # nothing changed: the newest checkpoint must still be the database
             newest = max(box.expected)
             assert dump(box.expected[newest]) == list(con.iterdump())
@@ -260,11 +228,12 @@ def test_every_checkpoint_of_a_churning_database_restores_byte_exact(tmp_path, s
     con.close()
     shapes = {len(box.entry(seq).refs) for seq in box.expected}
     assert shapes == {1, 2, 3}, f"full, cumulative and recent maps all exercised: {shapes}"
-    assert any(box.snapshot(seq).deltas for seq in box.expected), "group deltas exercised"
-    for seq, want in box.expected.items():
+    assert any(box.db_snapshot(seq).deltas for seq in box.expected), "group deltas exercised"
+    seqs = sorted(box.expected)
+    for seq in sorted({*seqs[::long_size], seqs[-1]}):
         _, got = box.restore_at(seq, tmp_path / f"out-{seq}")
-        assert_same_db(got, want, f"checkpoint {seq}")
-    proc = box.cli("verify", "--full")
+        assert_same_db(got, box.expected[seq], f"checkpoint {seq}")
+    proc = box.run("verify", "--full")
     assert "0 finding(s)" in proc.stdout
 
 
@@ -312,7 +281,7 @@ def expected_rows(n: int) -> list[tuple]:
 
 @pytest.mark.parametrize("mode", ["WAL", "DELETE"])
 def test_a_writer_committing_during_checkpoints_restores_to_a_committed_state(tmp_path, mode):
-    box = Box(tmp_path)
+    box = Churned(tmp_path)
     stop, log = tmp_path / "stop", tmp_path / "n"
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(box.db), mode, str(stop), str(log)])
     seqs: list[int] = []
@@ -324,7 +293,7 @@ def test_a_writer_committing_during_checkpoints_restores_to_a_committed_state(tm
     try:
         wait_for(commits, 60, "the writer's first commit")
         for _ in range(8):
-            proc = box.cli("checkpoint", "--json", ok=False)
+            proc = box.run("checkpoint", "--json", expect=None)
             if proc.returncode == 0:
                 seq = json.loads(proc.stdout)["seq"]
                 if seq is not None:
@@ -355,32 +324,32 @@ def test_a_writer_committing_during_checkpoints_restores_to_a_committed_state(tm
         assert n >= last_n, "checkpoints went back in time"
         last_n = n
         assert rows == expected_rows(n), f"checkpoint {seq} is not the committed state after commit {n}"
-    proc = box.cli("verify", "--full")
+    proc = box.run("verify", "--full")
     assert "0 finding(s)" in proc.stdout
 
 
 # --------------------------------------------------------------------------- 3. damaged page groups
 
 
-def _history_with_groups(tmp_path: Path, ticks: int = 5) -> Box:
+def _history_with_groups(tmp_path: Path, ticks: int = 5) -> Churned:
     """A database with a full map and delta ticks (group deltas, cumulative and recent maps)."""
-    box = Box(tmp_path)
+    box = Churned(tmp_path)
     rng = random.Random(3)
     con = new_db(box.db, page_size=1024)
     insert(con, rng, 3000)
-    box.save_expected(box.checkpoint(), con)
+    box.save_expected(box.tick(), con)
     for tick in range(ticks):
         con.execute("BEGIN")
         for _ in range(30):
             con.execute("UPDATE t SET v = ? WHERE id = ?", (rng.randbytes(rng.randrange(5, 300)), rng.randrange(1, 3000)))
         con.execute("COMMIT")
         insert(con, rng, 3)
-        box.save_expected(box.checkpoint(), con)
+        box.save_expected(box.tick(), con)
     con.close()
     return box
 
 
-def _assert_never_wrong(box: Box, proc: subprocess.CompletedProcess, got: Path, newest: int) -> str:
+def _assert_never_wrong(box: Churned, proc: subprocess.CompletedProcess, got: Path, newest: int) -> str:
     """A restore over damage: the newest copy (exit 0), an older checkpoint's exact copy
     with a warning (a fallback: exit 3), or reported lost (exit 1) with no database;
     never anything else."""
@@ -406,10 +375,10 @@ def test_a_damaged_group_delta_falls_back_and_verify_full_reports_it(tmp_path):
     deltas = [(rec, members) for rec, flags, members in group_records(box, newest) if flags & FLAG_DELTA]
     assert deltas and all(m for _, m in deltas), "the newest snapshot holds group deltas with members"
     rec, _ = deltas[0]
-    corrupt(box.store_dir, rec.pack, rec.offset + rec.length - 5)  # inside the zstd frame
+    corrupt(box.store_path, rec.pack, rec.offset + rec.length - 5)  # inside the zstd frame
     proc, got = box.restore_at(newest, tmp_path / "out", ok=False)
     assert _assert_never_wrong(box, proc, got, newest) in ("fallback", "lost")
-    proc = box.cli("verify", "--full", ok=False)
+    proc = box.run("verify", "--full", expect=None)
     assert proc.returncode == 1 and f"manifest {newest}: {TREE}/{DB}" in proc.stdout, proc.stdout
 
 
@@ -421,23 +390,23 @@ def test_a_damaged_member_list_is_never_decoded_against_other_pages(tmp_path):
     deltas = [(rec, members) for rec, flags, members in group_records(box, newest) if flags & FLAG_MEMBERS]
     rec, members = max(deltas, key=lambda d: len(d[1]))
     # last byte of the first member's u32 page number
-    corrupt(box.store_dir, rec.pack, rec.offset + HEADER.size + 2 + 3)
+    corrupt(box.store_path, rec.pack, rec.offset + HEADER.size + 2 + 3)
     proc, got = box.restore_at(newest, tmp_path / "out", ok=False)
     assert _assert_never_wrong(box, proc, got, newest) in ("fallback", "lost")
-    assert box.cli("verify", "--full", ok=False).returncode == 1
+    assert box.run("verify", "--full", expect=None).returncode == 1
 
 
 def test_a_damaged_whole_group_of_the_full_map_is_reported_lost_not_rebuilt_wrong(tmp_path):
     box = _history_with_groups(tmp_path)
     newest = max(box.expected)
-    snap = box.snapshot(newest)
+    snap = box.db_snapshot(newest)
     # a whole group of the full map that the final snapshot still uses for some pages
     used = {(loc.rec.pack, loc.rec.offset) for loc in snap.pages if not loc.delta}
     rec = next(loc.rec for loc in snap.base.values() if (loc.rec.pack, loc.rec.offset) in used)
-    corrupt(box.store_dir, rec.pack, rec.offset + HEADER.size + 10)
+    corrupt(box.store_path, rec.pack, rec.offset + HEADER.size + 10)
     proc, got = box.restore_at(newest, tmp_path / "out", ok=False)
     assert _assert_never_wrong(box, proc, got, newest) == "lost"
-    proc = box.cli("verify", "--full", ok=False)
+    proc = box.run("verify", "--full", expect=None)
     assert proc.returncode == 1
     assert proc.stdout.count("bad-snapshot") == len(box.expected), proc.stdout
 
@@ -446,11 +415,11 @@ def test_a_damaged_whole_group_of_the_full_map_is_reported_lost_not_rebuilt_wron
 
 
 def test_gc_keep_last_one_then_restore_continue_and_a_fresh_container(tmp_path):
-    box = Box(tmp_path)
+    box = Churned(tmp_path)
     rng = random.Random(9)
     con = new_db(box.db, page_size=1024)
     insert(con, rng, 2500)
-    box.save_expected(box.checkpoint(), con)
+    box.save_expected(box.tick(), con)
     for tick in range(14):
         insert(con, rng, rng.randrange(1, 30))
         con.execute("UPDATE t SET v = ? WHERE id = ?", (rng.randbytes(80), rng.randrange(1, 2500)))
@@ -460,33 +429,33 @@ def test_gc_keep_last_one_then_restore_continue_and_a_fresh_container(tmp_path):
             con.execute("DELETE FROM t WHERE id % 4 = 0")
             con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             con.execute("VACUUM")
-        box.save_expected(box.checkpoint(), con)
+        box.save_expected(box.tick(), con)
     kept = max(box.expected)
     assert len(box.entry(kept).refs) >= 2, "the kept snapshot is a delta over a full map"
     for _ in range(2):
-        box.cli("gc", "--keep-last", "1", "--grace", "0s")
+        box.run("gc", "--keep-last", "1", "--grace", "0s")
     assert box.repo().manifest_seqs() == [kept]
     _, got = box.restore_at(kept, tmp_path / "out-kept")
     assert_same_db(got, box.expected[kept], "the kept checkpoint after gc")
-    assert "0 finding(s)" in box.cli("verify", "--full").stdout
+    assert "0 finding(s)" in box.run("verify", "--full").stdout
     # the same container keeps checkpointing on the kept snapshot's maps
     for tick in range(4):
         insert(con, rng, 7)
         con.execute("UPDATE t SET v = ? WHERE id = ?", (rng.randbytes(90), rng.randrange(1, 2500)))
-        box.save_expected(box.checkpoint(), con)
+        box.save_expected(box.tick(), con)
     con.close()
     for _ in range(2):
-        box.cli("gc", "--keep-last", "1", "--grace", "0s")
+        box.run("gc", "--keep-last", "1", "--grace", "0s")
     newest = max(box.expected)
     _, got = box.restore_at(newest, tmp_path / "out-newest")
     assert_same_db(got, box.expected[newest], "checkpoint after gc")
     # a fresh container: no base copy, no map cache; restores, then writes deltas
-    other = Box(tmp_path, box.store_dir, name="b")
-    other.cli("restore")
+    other = Churned(tmp_path, box.store_path, name="b")
+    other.run("restore")
     assert_same_db(other.db, box.expected[newest], "fresh container restore")
     con = sqlite3.connect(other.db, isolation_level=None)
     insert(con, rng, 20)
-    seq = other.checkpoint()
+    seq = other.tick()
     other.save_expected(seq, con)
     con.close()
     assert len(other.entry(seq).refs) >= 2
@@ -497,31 +466,31 @@ def test_gc_keep_last_one_then_restore_continue_and_a_fresh_container(tmp_path):
 
 
 def test_a_database_replaced_or_truncated_between_checkpoints(tmp_path):
-    box = Box(tmp_path)
+    box = Churned(tmp_path)
     rng = random.Random(5)
     con = new_db(box.db, page_size=4096, wal=False)
     insert(con, rng, 800)
     con.close()
-    box.save_expected(box.checkpoint())
+    box.save_expected(box.tick())
     # replaced by a different, smaller database with the same page size (a delta map)
     other = tmp_path / "other.db"
     con = new_db(other, page_size=4096, wal=False)
     insert(con, random.Random(6), 100)
     con.close()
     os.replace(other, box.db)
-    box.save_expected(box.checkpoint())
+    box.save_expected(box.tick())
     # replaced by a database with another page size (a new full map)
     con = new_db(other, page_size=8192, wal=False)
     insert(con, random.Random(7), 400)
     con.close()
     os.replace(other, box.db)
-    box.save_expected(box.checkpoint())
+    box.save_expected(box.tick())
     # cut short mid-file: never published, or published only if SQLite finds it whole
     size = box.db.stat().st_size
     before = max(box.expected)
     with open(box.db, "r+b") as fh:
         fh.truncate(size // 2 + 1000)
-    proc = box.cli("checkpoint", ok=False)
+    proc = box.run("checkpoint", expect=None)
     if proc.returncode == 0:
         box.save_expected(max(box.repo().manifest_seqs()))
     else:
@@ -530,7 +499,7 @@ def test_a_database_replaced_or_truncated_between_checkpoints(tmp_path):
     # emptied: a 0-byte file is an empty database
     with open(box.db, "r+b") as fh:
         fh.truncate(0)
-    seq = box.checkpoint()
+    seq = box.tick()
     box.save_expected(seq)
     for seq, want in box.expected.items():
         _, got = box.restore_at(seq, tmp_path / f"out-{seq}")
@@ -544,17 +513,17 @@ def test_group_deltas_with_the_most_members_and_the_fewest(tmp_path):
     """512-byte pages: 512 pages to a whole group and 256 members to a group delta (the
     most a delta can name); 65536-byte pages: 4 and 2."""
     for page_size, delta_members in ((512, 256), (65536, 2)):
-        box = Box(tmp_path / str(page_size))
+        box = Churned(tmp_path / str(page_size))
         rng = random.Random(page_size)
         con = new_db(box.db, page_size=page_size, wal=True)
         insert(con, rng, 6000 if page_size == 512 else 8000)
-        box.save_expected(box.checkpoint(), con)
+        box.save_expected(box.tick(), con)
         # rewrite enough rows to dirty more than a delta group's worth of pages
         con.execute("UPDATE t SET v = randomblob(length(v)) WHERE id % 9 = 0")
-        box.save_expected(box.checkpoint(), con)
+        box.save_expected(box.tick(), con)
         insert(con, rng, 50)
         con.execute("UPDATE t SET v = randomblob(length(v)) WHERE id % 40 = 1")
-        box.save_expected(box.checkpoint(), con)
+        box.save_expected(box.tick(), con)
         con.close()
         full = box.entry(min(box.expected))
         sizes = [len(m) for seq in box.expected for _, f, m in group_records(box, seq) if f & FLAG_MEMBERS]
@@ -568,24 +537,24 @@ def test_group_deltas_with_the_most_members_and_the_fewest(tmp_path):
 
 
 def test_a_single_page_database_and_an_empty_file(tmp_path):
-    box = Box(tmp_path)
+    box = Churned(tmp_path)
     box.db.write_bytes(b"")  # 0 bytes: SQLite reads it as an empty database
-    box.save_expected(box.checkpoint())
+    box.save_expected(box.tick())
     con = sqlite3.connect(box.db, isolation_level=None)
     con.execute("PRAGMA user_version=7")  # still one page
-    box.save_expected(box.checkpoint(), con)
+    box.save_expected(box.tick(), con)
     con.execute("CREATE TABLE t(x)")
     con.execute("INSERT INTO t VALUES ('one')")
-    box.save_expected(box.checkpoint(), con)
+    box.save_expected(box.tick(), con)
     con.execute("DROP TABLE t")
     con.execute("VACUUM")  # back to one page: a delta map shorter than its full map
     assert box.db.stat().st_size == 4096
-    box.save_expected(box.checkpoint(), con)
+    box.save_expected(box.tick(), con)
     con.close()
     for seq, want in box.expected.items():
         _, got = box.restore_at(seq, tmp_path / f"out-{seq}")
         assert_same_db(got, want, f"checkpoint {seq}")
-    assert "0 finding(s)" in box.cli("verify", "--full").stdout
+    assert "0 finding(s)" in box.run("verify", "--full").stdout
 
 
 
@@ -593,7 +562,7 @@ def test_a_reused_group_delta_whose_member_is_past_the_new_end_restores_after_gc
     """A group delta [12, 200] written while the file had 203 pages is reused for page 12
     after an incremental vacuum cut the file to 78 pages: its dictionary still needs the
     full map's page 200, past the end; gc must keep it and restore must decode with it."""
-    box = Box(tmp_path)
+    box = Churned(tmp_path)
     con = sqlite3.connect(box.db, isolation_level=None)
     con.execute("PRAGMA auto_vacuum=INCREMENTAL")
     con.execute("PRAGMA journal_mode=WAL")
@@ -601,17 +570,17 @@ def test_a_reused_group_delta_whose_member_is_past_the_new_end_restores_after_gc
     con.execute("BEGIN")
     con.executemany("INSERT INTO t VALUES (?, ?)", [(i, bytes([i % 256]) * 1000) for i in range(1, 801)])
     con.execute("COMMIT")
-    box.save_expected(box.checkpoint(), con)
+    box.save_expected(box.tick(), con)
     con.execute("UPDATE t SET v = ? WHERE id IN (40, 790)", (b"z" * 1000,))
-    second = box.checkpoint()
+    second = box.tick()
     box.save_expected(second, con)
     con.execute("DELETE FROM t WHERE id > 300")
     con.executescript("PRAGMA incremental_vacuum")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    third = box.checkpoint()
+    third = box.tick()
     box.save_expected(third, con)
     con.close()
-    before, after = box.snapshot(second), box.snapshot(third)
+    before, after = box.db_snapshot(second), box.db_snapshot(third)
     count = len(after.pages)
     reused = [p for p in after.deltas if p < len(before.pages) and before.pages[p] == after.pages[p]]
     assert reused, "a group delta of the second snapshot is reused by the third"
@@ -629,11 +598,11 @@ def test_a_good_snapshot_is_not_lost_over_a_damaged_full_map_record_it_does_not_
     snapshot whose every page was stored again needs nothing from its full map: quick
     verify checks full-map pages only "when the snapshot has deltas". Restore must then
     rebuild it from its own, intact records."""
-    box = Box(tmp_path)
+    box = Churned(tmp_path)
     con = new_db(box.db, page_size=4096, wal=False)
     insert(con, random.Random(1), 300)
     con.close()
-    first = box.checkpoint()
+    first = box.tick()
     box.save_expected(first)
     # the database is replaced by another one of the same page size (every page differs,
     # fewer than 1024: a delta map over the first full map)
@@ -645,13 +614,13 @@ def test_a_good_snapshot_is_not_lost_over_a_damaged_full_map_record_it_does_not_
     os.replace(other, box.db)
     # meanwhile the first snapshot's page group rots in the store, and the local base
     # copy (a cache) is gone
-    old = {(loc.rec.pack, loc.rec.offset): loc.rec for loc in box.snapshot(first).base.values()}
+    old = {(loc.rec.pack, loc.rec.offset): loc.rec for loc in box.db_snapshot(first).base.values()}
     for rec in old.values():
-        corrupt(box.store_dir, rec.pack, rec.offset + HEADER.size + 10)
+        corrupt(box.store_path, rec.pack, rec.offset + HEADER.size + 10)
     shutil.rmtree(box.local / ".journal" / "sqlite-base")
-    second = box.checkpoint()
+    second = box.tick()
     box.save_expected(second)
-    snap = box.snapshot(second)
+    snap = box.db_snapshot(second)
     assert len(box.entry(second).refs) == 2, "a delta map over the damaged full map"
     assert not snap.deltas, "every changed page was stored whole (its base could not be read)"
     assert not [loc for loc in snap.pages if (loc.rec.pack, loc.rec.offset) in old], \
@@ -659,7 +628,7 @@ def test_a_good_snapshot_is_not_lost_over_a_damaged_full_map_record_it_does_not_
     proc, got = box.restore_at(second, tmp_path / "out", ok=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert_same_db(got, box.expected[second], "a snapshot whose own records are intact")
-    audit = json.loads(box.cli("verify", "--full", "--json", ok=False).stdout)
+    audit = json.loads(box.run("verify", "--full", "--json", expect=None).stdout)
     assert {(f["kind"], f["manifest"]) for f in audit["findings"]} >= {("bad-snapshot", first)}
     assert not audit["ok"], "the audit still reports the rotten record"
 
@@ -670,18 +639,18 @@ def test_a_damaged_previous_page_map_does_not_stop_every_later_checkpoint(tmp_pa
     stored map of that database has rotted. The next checkpoints must still commit the
     other trees (design §7: a database that cannot be snapshotted is reported, "the
     checkpoint finishes the other files and trees, commits them")."""
-    box = Box(tmp_path)
+    box = Churned(tmp_path)
     con = new_db(box.db, page_size=4096)
     insert(con, random.Random(1), 300)
     con.close()
     codex = box.local / "codex-home"
     codex.mkdir()
     (codex / "config.toml").write_text("model = 'a'\n")
-    box.cli("checkpoint")
+    box.run("checkpoint")
     mref = box.entry(1).refs[0]
-    corrupt(box.store_dir, mref.pack, mref.offset + mref.length - 3)
+    corrupt(box.store_path, mref.pack, mref.offset + mref.length - 3)
     shutil.rmtree(box.local / ".journal")
-    proc = box.cli("restore")
+    proc = box.run("restore")
     assert "restore complete" in proc.stdout and "keep-valid-db" in proc.stdout, proc.stdout
     (codex / "config.toml").write_text("model = 'b'\n")
     con = sqlite3.connect(box.db, isolation_level=None)
@@ -689,11 +658,11 @@ def test_a_damaged_previous_page_map_does_not_stop_every_later_checkpoint(tmp_pa
     box.save_expected(2, con)
     con.close()
     for _ in range(2):  # a later tick does no better
-        proc = box.cli("checkpoint", ok=False)
+        proc = box.run("checkpoint", expect=None)
     seqs = box.repo().manifest_seqs()
     assert seqs[-1] > 1, f"no checkpoint committed any more: {proc.stdout} {proc.stderr}"
     out = tmp_path / "out"
-    box.cli("restore", "--to", str(out), ok=False)
+    box.run("restore", "--to", str(out), expect=None)
     assert (out / "codex" / "config.toml").read_text() == "model = 'b'\n"
     got = out / TREE / DB
     if proc.returncode == 0:  # the database was published again, whole

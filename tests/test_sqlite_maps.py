@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import random
+import shutil
 import sqlite3
 import uuid
 from pathlib import Path
@@ -16,30 +17,27 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from conftest import Audit
+from conftest import Audit, Live, OpencodeLive, journal_script
 from journal.cli.app import EXIT_FALLBACK
-from journal.checkpoint.run import checkpoint
 from journal.config import load_config
 from journal.repository.history import ManifestCache
 from journal.format.model import TreeRoot
 from journal.format.objects import KIND_PAGEMAP, encode_record
 from journal.format.pagemap import RECENT_MIN, RECENT_SHARE, decode_map, encode_map, load_snapshot
 from journal.repository.repository import Repository
-from journal.restore.run import restore
 from journal.store import open_store
 from journal.verify import BAD_SNAPSHOT, verify
 
-TREE, DB = "opencode", "opencode.db"
+TREE, DB = OpencodeLive.TREE, OpencodeLive.DB
 
 
-class Box:
+class Growing(OpencodeLive):
+    """A container whose HOME is ``root``, with an opencode database of 6,000 rows that
+    grows by ``insert`` (rows from ``rng``, seeded: the same calls make the same pages)."""
+
     def __init__(self, root: Path):
+        super().__init__(root, root / "store")
         self.root = root
-        self.local = root / "local"
-        (self.local / "opencode-share").mkdir(parents=True)
-        self.env = {"AM_LOCAL": str(self.local), "JOURNAL_STORE": str(root / "store"), "HOME": str(root),
-                    "XDG_CONFIG_HOME": str(root / ".config"), "XDG_DATA_HOME": str(root / ".data")}
-        self.db = self.local / "opencode-share" / DB
         self.con = sqlite3.connect(self.db, isolation_level=None)
         self.con.execute("PRAGMA journal_mode=WAL")
         self.con.execute("CREATE TABLE m(id TEXT PRIMARY KEY, n INTEGER, body TEXT)")
@@ -53,18 +51,11 @@ class Box:
                                                                  f"row {self.rng.getrandbits(64):x} " * 6))
         self.con.execute("COMMIT")
 
-    def checkpoint(self) -> int:
-        cfg = load_config(env=self.env)
-        result = checkpoint(cfg, open_store(cfg.store))
-        assert result.seq is not None and not result.warnings, result
-        return result.seq
-
-    def repo(self) -> Repository:
-        return Repository.open(open_store(self.env["JOURNAL_STORE"]))
-
-    def entry(self, seq: int):
-        entries, _ = ManifestCache(self.repo()).tree(seq, TREE)
-        return next(e for e in entries if e.path == DB)
+    def tick(self) -> int:
+        """An in-process checkpoint, which must commit with no warning; its seq."""
+        seq = super().tick()
+        assert seq is not None
+        return seq
 
     def rows(self, path: Path | None = None) -> list[tuple]:
         con = sqlite3.connect(path or self.db)
@@ -75,8 +66,7 @@ class Box:
 
     def restored_rows(self, seq: int) -> list[tuple]:
         dest = self.root / f"out-{seq}-{len(list(self.root.glob(f'out-{seq}-*')))}"   # an export wants a new dir
-        cfg = load_config(env=self.env)
-        assert restore(cfg, open_store(cfg.store), at=str(seq), to=str(dest)).complete
+        assert self.restore(at=str(seq), to=str(dest)).complete
         path = dest / TREE / DB
         con = sqlite3.connect(path)
         try:
@@ -87,15 +77,15 @@ class Box:
 
 
 def test_a_ticks_map_stays_small_and_every_checkpoint_restores(tmp_path):
-    box = Box(tmp_path)
-    box.checkpoint()
+    box = Growing(tmp_path)
+    box.tick()
     expect: dict[int, list[tuple]] = {}
     seen_three = False
     smallest = 1.0
     for tick in range(40):
         box.insert(3)
         box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
-        seq = box.checkpoint()
+        seq = box.tick()
         expect[seq] = box.rows()
         refs = box.entry(seq).refs
         assert 1 <= len(refs) <= 3
@@ -122,46 +112,46 @@ def test_a_map_added_once_the_data_pack_is_full_stays_in_that_pack(tmp_path, mon
     import journal.checkpoint.run as checkpoint_module
     from journal.repository.pack import PackWriter
 
-    probe = Box(tmp_path / "probe")
-    (full_map,) = probe.entry(probe.checkpoint()).refs
+    probe = Growing(tmp_path / "probe")
+    (full_map,) = probe.entry(probe.tick()).refs
     boundary = full_map.offset              # the data pack's size once its last page is in
-    box = Box(tmp_path / "box")             # the same database (the same seed): the same pages
+    box = Growing(tmp_path / "box")             # the same database (the same seed): the same pages
     monkeypatch.setattr(checkpoint_module, "PackWriter", functools.partial(PackWriter, target=boundary))
-    seq = box.checkpoint()
+    seq = box.tick()
     monkeypatch.undo()
 
     (map_ref,) = box.entry(seq).refs
     assert (map_ref.offset, map_ref.length) == (boundary, full_map.length)   # appended to the full pack
     assert box.restored_rows(seq) == box.rows()
     box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = 1")
-    seq = box.checkpoint()
+    seq = box.tick()
     assert box.restored_rows(seq) == box.rows()
     assert verify(box.repo(), full=True).ok
 
 
 def test_pages_that_change_back_and_a_file_that_shrinks_restore_exactly(tmp_path):
-    box = Box(tmp_path)
-    box.checkpoint()
+    box = Growing(tmp_path)
+    box.tick()
     box.insert(40)  # a cumulative map with these pages
-    first = box.checkpoint()
+    first = box.tick()
     # change a row and change it back: its page may equal the full map's page again
     row = box.con.execute("SELECT id, body FROM m LIMIT 1").fetchone()
     box.con.execute("UPDATE m SET body = ? WHERE id = ?", ("x" * len(row[1]), row[0]))
-    box.checkpoint()
+    box.tick()
     box.con.execute("UPDATE m SET body = ? WHERE id = ?", (row[1], row[0]))
-    reverted = box.checkpoint()
+    reverted = box.tick()
     expect = {first: None, reverted: box.rows()}
     # shrink the file below pages the cumulative map lists
     box.con.execute("DELETE FROM m WHERE n > 100")
     box.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     box.con.execute("VACUUM")
-    shrunk = box.checkpoint()
+    shrunk = box.tick()
     expect[shrunk] = box.rows()
     refs = box.entry(shrunk).refs
     snap = load_snapshot(refs, box.repo().read_blob)
     assert len(refs) >= 2 and len(snap.pages) < len(snap.base), "a delta over a longer full map"
     box.insert(5)
-    grown = box.checkpoint()
+    grown = box.tick()
     expect[grown] = box.rows()
     for seq, rows in expect.items():
         if rows is not None:
@@ -173,24 +163,11 @@ def test_a_format_4_store_is_carried_on_by_the_format_5_writer(tmp_path):
     """A store whose newest snapshot is a version 2 delta map with one-page deltas
     (tests/golden/sqlite-v2): restore it, keep writing, checkpoint twice with the
     current writer; every checkpoint, old and new, restores exactly and verifies."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
     golden = Path(__file__).parent / "golden" / "sqlite-v2" / "store"
     store = tmp_path / "store"
     shutil.copytree(golden, store)
     local = tmp_path / "local"
-    local.mkdir()
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "AM_LOCAL": str(local),
-           "JOURNAL_STORE": str(store), "LANG": "C.UTF-8"}
-    exe = [os.path.join(os.path.dirname(sys.executable), "journal")]
-
-    def run(*args):
-        proc = subprocess.run(exe + list(args), env=env, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc
+    run = Live(tmp_path, store, local=local, expect=0, cmd=journal_script()).run
 
     run("restore")
     db = local / "hermes" / "state.db"
@@ -233,22 +210,22 @@ def test_a_format_4_store_is_carried_on_by_the_format_5_writer(tmp_path):
 
 
 def test_a_page_size_change_writes_a_new_full_map_and_both_checkpoints_restore(tmp_path):
-    box = Box(tmp_path)
+    box = Growing(tmp_path)
     box.con.execute("PRAGMA journal_mode=DELETE")  # the page size changes only outside WAL
-    first = box.checkpoint()
+    first = box.tick()
     rows_first = box.rows()
     box.con.execute("PRAGMA page_size=8192")
     box.con.execute("VACUUM")
     assert box.con.execute("PRAGMA page_size").fetchone()[0] == 8192
     box.insert(5)
-    second = box.checkpoint()
+    second = box.tick()
     refs = box.entry(second).refs
     snap = load_snapshot(refs, box.repo().read_blob)
     assert len(refs) == 1 and snap.page_size == 8192
     assert box.restored_rows(first) == rows_first
     assert box.restored_rows(second) == box.rows()
     box.insert(3)  # and a delta over the new full map
-    third = box.checkpoint()
+    third = box.tick()
     assert len(box.entry(third).refs) == 2 and box.restored_rows(third) == box.rows()
     assert verify(box.repo(), full=True).ok
 
@@ -267,13 +244,13 @@ def test_a_full_map_names_a_bounded_number_of_packs_and_every_checkpoint_restore
     monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 1 << 30)   # any change: a new full map
     monkeypatch.setattr(sqlite_capture, "MAP_PACKS", 6)
     monkeypatch.setattr(sqlite_capture, "MAP_PACKS_KEPT", 3)
-    box = Box(tmp_path)
-    box.checkpoint()
+    box = Growing(tmp_path)
+    box.tick()
     expect: dict[int, list[tuple]] = {}
     most, pruned = 0, False
     for tick in range(14):
         box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
-        seq = box.checkpoint()
+        seq = box.tick()
         expect[seq] = box.rows()
         refs = box.entry(seq).refs
         assert len(refs) == 1  # a full map at every tick
@@ -317,12 +294,12 @@ def test_a_growing_map_is_stored_as_a_delta_of_the_previous_one_and_gc_keeps_its
     base is a whole map, every checkpoint restores, and gc keeps the base's pack."""
     from journal.format.objects import FLAG_BASE_AT, FLAG_DELTA, encode_record
 
-    box = Box(tmp_path)
-    box.checkpoint()
+    box = Growing(tmp_path)
+    box.tick()
     expect, deltas = {}, []
     for tick in range(12):
         box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
-        seq = box.checkpoint()
+        seq = box.tick()
         expect[seq] = box.rows()
         refs = box.entry(seq).refs
         for ref, (flags, length, base) in zip(refs, _map_records(box, refs)):
@@ -352,11 +329,11 @@ def test_an_unknown_or_damaged_local_base_record_stores_the_map_whole(tmp_path):
     without that record, or with a damaged one, the new map is stored whole."""
     from journal.format.objects import FLAG_DELTA
 
-    box = Box(tmp_path)
-    box.checkpoint()
+    box = Growing(tmp_path)
+    box.tick()
     for tick in range(6):
         box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
-        box.checkpoint()
+        box.tick()
     maps_dir = Path(load_config(env=box.env).state_dir) / "maps"
     for i, damage in enumerate((None, b"{not json", b"")):
         for side in maps_dir.glob("*.base"):
@@ -366,7 +343,7 @@ def test_an_unknown_or_damaged_local_base_record_stores_the_map_whole(tmp_path):
                 side.write_bytes(damage)
         before = set(box.entry(box.repo().manifest_seqs()[-1]).refs)
         box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
-        seq = box.checkpoint()
+        seq = box.tick()
         new = [r for r in box.entry(seq).refs if r not in before]
         assert new and all(not flags & FLAG_DELTA for flags, _, _ in _map_records(box, new)), i
         assert box.restored_rows(seq) == box.rows()
@@ -381,11 +358,11 @@ def test_a_local_record_wrongly_saying_whole_never_yields_a_delta_of_a_delta(tmp
     from journal.format.pagemap import MapPlace
     from journal.sqlite.capture import _map_base
 
-    box = Box(tmp_path)
-    box.checkpoint()
+    box = Growing(tmp_path)
+    box.tick()
     for tick in range(20):
         box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
-        seq = box.checkpoint()
+        seq = box.tick()
         refs = box.entry(seq).refs
         if len(refs) == 3 and _map_records(box, refs)[2][0] & FLAG_DELTA:
             break
@@ -397,7 +374,7 @@ def test_a_local_record_wrongly_saying_whole_never_yields_a_delta_of_a_delta(tmp
     (maps_dir / f"{refs[2].id}.base").write_bytes(b"whole")   # a lie
     assert _map_base(refs, MapPlace.RECENT, BlobCache(cfg.state_dir, box.repo(), bases=True)) is None
     box.con.execute("UPDATE m SET n = n + 1 WHERE rowid = ?", (box.rng.randrange(1, 6000),))
-    seq = box.checkpoint()
+    seq = box.tick()
     for flags, _, base in _map_records(box, box.entry(seq).refs):   # each decodes, bases included
         assert base is None or _map_records(box, [base])[0][0] == 0
     assert box.restored_rows(seq) == box.rows()

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Live, copy_fixtures, run_journal
+from conftest import Live, run_journal
 from store_contract import RecordingStream, StoreContract
 
 from journal.checkpoint.run import checkpoint
@@ -175,30 +175,14 @@ def test_multipart_put_of_an_existing_key_raises_and_keeps_the_old_object(s3_buc
 # --- the whole loop through the CLI ------------------------------------------------------------
 
 
-class Container:
-    """One container on the S3 store: ``$AM_LOCAL`` with the real fixtures, ``HOME``, the CLI."""
-
-    def __init__(self, home: Path, bucket, fixtures: bool = True):
-        self.home = home
-        self.local = home / "local"
-        self.local.mkdir(parents=True)
-        if fixtures:
-            copy_fixtures(self.local)
-        self.env = {"JOURNAL_STORE": bucket.url, "AM_LOCAL": str(self.local), "HOME": str(home),
-                    "XDG_CONFIG_HOME": str(home / ".config"), **bucket.server.env}
-
-    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
-        proc = run_journal(*args, env=self.env, timeout=120)
-        if ok:
-            assert proc.returncode == 0, f"journal {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-        return proc
-
-    def snapshot(self) -> dict[str, tuple]:
-        return Live.snapshot(self.local)
+def on_s3(home: Path, bucket, fixtures: bool = True) -> Live:
+    """One container on the S3 store: ``$AM_LOCAL`` with the real fixtures, ``HOME``, the
+    CLI (``run`` expects exit 0 unless told)."""
+    return Live(home, bucket.url, env=dict(bucket.server.env), fixtures=fixtures, expect=0)
 
 
 def test_checkpoint_wipe_restore_verify_round_trip_on_s3(s3_bucket, tmp_path):
-    box = Container(tmp_path / "c", s3_bucket)
+    box = on_s3(tmp_path / "c", s3_bucket)
     box.run("checkpoint")
     with open(box.local / ROLLOUT, "ab") as fh:
         fh.write(b'{"type":"event_msg","payload":{"type":"agent_message","message":"appended"}}\n')
@@ -206,7 +190,7 @@ def test_checkpoint_wipe_restore_verify_round_trip_on_s3(s3_bucket, tmp_path):
         fh.write(b'{"type":"message","id":"x1","message":{"role":"user","content":"more"}}\n')
     second = box.run("checkpoint", "--json")
     assert json.loads(second.stdout)["seq"] == 2
-    want = box.snapshot()
+    want = Live.snapshot(box.local)
     assert any(k == ROLLOUT for k in want) and any(k == SESSION for k in want)
 
     for child in box.local.iterdir():           # the container is gone: trees and state
@@ -215,14 +199,14 @@ def test_checkpoint_wipe_restore_verify_round_trip_on_s3(s3_bucket, tmp_path):
     restored = box.run("restore")
 
     assert "restore complete" in restored.stdout
-    assert box.snapshot() == want
+    assert Live.snapshot(box.local) == want
     verified = box.run("verify", "--full")
     assert verified.stdout.strip().startswith("ok:") and "2 manifest(s)" in verified.stdout
     assert sorted(k.split("/")[0] for k in s3_bucket.objects()) == ["config"] + ["manifests"] * 2 + ["packs"] * 4
 
 
 def test_a_flipped_character_of_the_config_on_s3_is_named_by_checkpoint_and_verify(s3_bucket, tmp_path):
-    box = Container(tmp_path / "c", s3_bucket)
+    box = on_s3(tmp_path / "c", s3_bucket)
     box.run("checkpoint")
     key = f"{s3_bucket.prefix}/config"
     raw = s3_bucket.client.get_object(Bucket=s3_bucket.name, Key=key)["Body"].read()
@@ -232,8 +216,8 @@ def test_a_flipped_character_of_the_config_on_s3_is_named_by_checkpoint_and_veri
         fh.write(b'{"type":"event_msg","payload":{"type":"agent_message","message":"x"}}\n')
     before = s3_bucket.objects()
 
-    refused = box.run("checkpoint", ok=False)
-    verified = box.run("verify", "--json", ok=False)
+    refused = box.run("checkpoint", expect=None)
+    verified = box.run("verify", "--json", expect=None)
 
     assert refused.returncode == 1 and "config fails its checksum" in refused.stderr, refused.stderr
     assert "local state" not in refused.stderr
@@ -243,7 +227,7 @@ def test_a_flipped_character_of_the_config_on_s3_is_named_by_checkpoint_and_veri
 
 
 def test_idle_checkpoint_makes_no_write_request(s3_bucket, tmp_path):
-    box = Container(tmp_path / "c", s3_bucket)
+    box = on_s3(tmp_path / "c", s3_bucket)
     box.run("checkpoint")
     before = s3_bucket.objects()
     since = s3_bucket.mark()
@@ -256,7 +240,7 @@ def test_idle_checkpoint_makes_no_write_request(s3_bucket, tmp_path):
 
 
 def test_idle_checkpoint_in_process_counts_no_put(s3_bucket, tmp_path):
-    box = Container(tmp_path / "c", s3_bucket)
+    box = on_s3(tmp_path / "c", s3_bucket)
     cfg = load_config(env=box.env)
     assert checkpoint(cfg, CloudStore(s3_bucket.url)).seq == 1
     store = CloudStore(s3_bucket.url)
@@ -310,7 +294,7 @@ def _checkpoints_and_orphans(s3_bucket, tmp_path, orphans: int):
 
     from journal.repository.repository import pack_key
 
-    box = Container(tmp_path / "c", s3_bucket, fixtures=False)
+    box = on_s3(tmp_path / "c", s3_bucket, fixtures=False)
     tree = box.local / "codex-home"
     tree.mkdir()
     cfg = load_config(env=box.env)

@@ -8,7 +8,7 @@ store holds after a restore into an empty directory, what ``status.json`` says, 
 what ``/proc`` shows about children. Tests wait for events (a file, a status change,
 a manifest), never for a stretch of time; timeouts only bound a failing test.
 
-The harness (``Box``, /proc and store helpers) is ``tests/supervisebox.py``.
+The harness (``Supervised``, /proc and store helpers) is ``tests/supervisebox.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -168,8 +167,8 @@ def test_kill_9_loses_only_lines_written_after_the_last_committed_tick_began(box
     b.wait_ready(sup, checkpoints=3)
     wait_for(lambda: lines_written(b) >= 15, 60, "15 lines")
     must_have = lines_written(b)
-    seen = manifest_seqs(b.store)[-1]
-    wait_for(lambda: manifest_seqs(b.store)[-1] >= seen + 2, 60, "two more ticks")
+    seen = manifest_seqs(b.store_path)[-1]
+    wait_for(lambda: manifest_seqs(b.store_path)[-1] >= seen + 2, 60, "two more ticks")
     child = b.child_pid()
     os.kill(sup.pid, signal.SIGKILL)
     os.kill(child, signal.SIGKILL)
@@ -184,7 +183,7 @@ def test_kill_9_loses_only_lines_written_after_the_last_committed_tick_began(box
     assert b.status_report()["running"] is False
 
     # The same container recovers: a manual checkpoint finishes (or republishes) and the store is clean.
-    b.journal("checkpoint", check=True)
+    b.run("checkpoint", expect=0)
     assert_store_clean(b)
     assert restored_session(restore_to(box, "restorer2")) == complete_lines(b.session.read_bytes())
 
@@ -202,7 +201,7 @@ def test_timer_manual_checkpoints_and_a_held_lock_never_overlap(box):
 
     def other_shell():
         while not done.is_set():
-            manual.append(b.journal("checkpoint"))
+            manual.append(b.run("checkpoint"))
 
     def busy_manuals() -> int:
         return sum(p.returncode != 0 for p in list(manual))
@@ -220,10 +219,10 @@ def test_timer_manual_checkpoints_and_a_held_lock_never_overlap(box):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             skipped_before, busy_before = b.status().get("skipped_ticks", 0), busy_manuals()
-            seqs_before = manifest_seqs(b.store)
+            seqs_before = manifest_seqs(b.store_path)
             wait_for(lambda: b.status().get("skipped_ticks", 0) >= skipped_before + 2
                      and busy_manuals() >= busy_before + 1, 60, "ticks and a manual checkpoint to find the lock held")
-            assert manifest_seqs(b.store) == seqs_before, "a checkpoint committed while the test held the lock"
+            assert manifest_seqs(b.store_path) == seqs_before, "a checkpoint committed while the test held the lock"
             assert sup.poll() is None
             held = last_success()
         finally:
@@ -256,9 +255,9 @@ def test_incomplete_restore_never_starts_cmd(box, where):
     a.session.parent.mkdir(parents=True)
     a.session.write_bytes(b'{"n": 1}\n{"n": 2}\n')
     (a.codex / "config.toml").write_text("model = 'x'\n")
-    a.journal("checkpoint", check=True)
-    shutil.rmtree(a.store / "packs")
-    (a.store / "packs").mkdir()
+    a.run("checkpoint", expect=0)
+    shutil.rmtree(a.store_path / "packs")
+    (a.store_path / "packs").mkdir()
 
     b = a if where == "same-container" else box("b")
     shutil.rmtree(b.codex, ignore_errors=True)
@@ -283,11 +282,11 @@ def test_a_fallback_restore_starts_cmd_and_says_so_in_json_status_and_the_next_m
     a = box("a")
     a.session.parent.mkdir(parents=True)
     a.session.write_bytes(b'{"n": 1}\n')
-    a.journal("checkpoint", check=True)
+    a.run("checkpoint", expect=0)
     a.session.write_bytes(b'{"n": 1}\n{"n": 2}\n')
-    a.journal("checkpoint", check=True)
-    root = Repository.open(open_store(str(a.store))).load_manifest(2)[0].trees["codex"].root
-    with open(a.store / pack_key(root.pack), "r+b") as fh:
+    a.run("checkpoint", expect=0)
+    root = Repository.open(open_store(str(a.store_path))).load_manifest(2)[0].trees["codex"].root
+    with open(a.store_path / pack_key(root.pack), "r+b") as fh:
         fh.seek(root.offset + root.length - 2)
         byte = fh.read(1)
         fh.seek(-1, os.SEEK_CUR)
@@ -307,18 +306,18 @@ def test_a_fallback_restore_starts_cmd_and_says_so_in_json_status_and_the_next_m
         assert record["complete"] and record["fallback"] and record["seq"] == 2
         assert record["trees"]["codex"] == 1 and "checkpoint 2 is unusable" in record["notes"][0]
     assert "fell back" in (b.root / "supervise.err").read_text()
-    assert "complete from a FALLBACK" in b.journal("status", check=True).stdout
-    assert manifest_seqs(b.store) == [1, 2, 3]
-    assert "codex" in Repository.open(open_store(str(b.store))).load_manifest(3)[0].restored
+    assert "complete from a FALLBACK" in b.run("status", expect=0).stdout
+    assert manifest_seqs(b.store_path) == [1, 2, 3]
+    assert "codex" in Repository.open(open_store(str(b.store_path))).load_manifest(3)[0].restored
 
 
 def test_supervise_json_prints_the_summary_and_why_cmd_never_started(box):
     b = box()
     b.session.parent.mkdir(parents=True)
     b.session.write_bytes(b'{"n": 1}\n')
-    b.journal("checkpoint", check=True)
-    shutil.rmtree(b.store / "packs")
-    (b.store / "packs").mkdir()
+    b.run("checkpoint", expect=0)
+    shutil.rmtree(b.store_path / "packs")
+    (b.store_path / "packs").mkdir()
     shutil.rmtree(b.codex)
 
     rc = finish(b.supervise(["true"], "--json"))
@@ -340,7 +339,7 @@ def test_cmd_exit_status_is_kept_after_the_final_checkpoint(box):
     assert rc == 3, b.output()
     live = b.session.read_bytes()
     assert len(parse_lines(live)) == 40
-    assert manifest_seqs(b.store) == [1]
+    assert manifest_seqs(b.store_path) == [1]
     assert restored_session(restore_to(box)) == live
     st = b.status()
     assert st["last"]["seq"] == 1 and st["stopped"] is not None and st["last_error"] is None
@@ -367,7 +366,7 @@ def test_fresh_container_gets_the_stored_trees_before_cmd_starts(box):
     a = box("a")
     a.session.parent.mkdir(parents=True)
     a.session.write_bytes(b'{"n": 1}\n{"n": 2}\n')
-    a.journal("checkpoint", check=True)
+    a.run("checkpoint", expect=0)
 
     b = box("b")
     seen = b.root / "seen"
@@ -465,11 +464,11 @@ def test_status_while_running_and_after_stop(box):
     st = rep["status"]
     assert st["pid"] == sup.pid and st["child_pid"] == b.child_pid() and st["interval"] == INTERVAL
     assert st["last"]["seq"] is not None and st["last"]["seq"] >= 1
-    assert st["last"]["seq"] in manifest_seqs(b.store)
+    assert st["last"]["seq"] in manifest_seqs(b.store_path)
     assert st["last"]["bytes_uploaded"] > 0 and st["last"]["objects_uploaded"] > 0
     assert rep["lag_seconds"] is not None and 0 <= rep["lag_seconds"] < 30
     assert st["stopped"] is None and st["last_error"] is None
-    text = b.journal("status", check=True).stdout
+    text = b.run("status", expect=0).stdout
     assert f"supervisor: running, pid {sup.pid}" in text
     assert re.search(r"^last checkpoint: \d+ at ", text, re.M) and "last error: none" in text
 
@@ -478,7 +477,7 @@ def test_status_while_running_and_after_stop(box):
     rep = b.status_report()
     assert rep["running"] is False and rep["pid"] is None
     assert rep["status"]["stopped"] is not None
-    assert "supervisor: not running" in b.journal("status", check=True).stdout
+    assert "supervisor: not running" in b.run("status", expect=0).stdout
 
 
 def read_metrics(path) -> dict[str, float]:
@@ -617,9 +616,9 @@ def test_failing_checkpoint_is_recorded_and_does_not_touch_cmd(box):
     st = rep["status"]
     assert st["last_error"] and "opencode.db" in st["last_error"], st
     assert st["last_error_time"] is not None and st["failed_ticks"] >= 3
-    assert "last error: " in (text := b.journal("status", check=True).stdout) and "opencode.db" in text
+    assert "last error: " in (text := b.run("status", expect=0).stdout) and "opencode.db" in text
     # The healthy tree is still committed on every tick despite the failure.
-    assert len(manifest_seqs(b.store)) >= 2
+    assert len(manifest_seqs(b.store_path)) >= 2
 
     sup.send_signal(signal.SIGTERM)
     assert finish(sup) == 9, b.output()
@@ -659,7 +658,7 @@ def test_second_sigterm_does_not_cut_the_final_checkpoint(box, when):
     assert hashlib.sha256((dest / "codex" / "big.bin").read_bytes()).digest() == \
         hashlib.sha256(big.read_bytes()).digest()
     st = b.status()
-    assert st["last_error"] is None and st["last"]["seq"] == manifest_seqs(b.store)[-1]
+    assert st["last_error"] is None and st["last"]["seq"] == manifest_seqs(b.store_path)[-1]
 
 
 def test_unreadable_directory_is_recorded_in_status_and_every_line_is_kept(box):
@@ -670,7 +669,7 @@ def test_unreadable_directory_is_recorded_in_status_and_every_line_is_kept(box):
     secret = b.codex / "secret"
     secret.mkdir(parents=True)
     (secret / "note.md").write_text("private\n")
-    b.journal("checkpoint", check=True)
+    b.run("checkpoint", expect=0)
     hide = f"import os, subprocess, sys; os.chmod({str(secret)!r}, 0); sys.exit(subprocess.call(sys.argv[1:]))"
     cmd = [sys.executable, "-c", hide, *b.writer_cmd("count:40:3", period=0.01)]
     try:
@@ -682,7 +681,7 @@ def test_unreadable_directory_is_recorded_in_status_and_every_line_is_kept(box):
     st = b.status()
     assert st["last_error"] is None and st["failed_ticks"] == 0, st
     assert any(f"cannot read {secret} (Permission denied)" in w for w in st["warnings"]), (st, b.output())
-    assert manifest_seqs(b.store) == [1, 2]
+    assert manifest_seqs(b.store_path) == [1, 2]
     assert len(parse_lines(b.session.read_bytes())) == 40
     restored = restore_to(box)
     assert restored_session(restored) == b.session.read_bytes()

@@ -282,7 +282,7 @@ def test_local_disk_full_is_a_failed_tick_not_a_dead_supervisor(box):
     b.wait_ready(sup, checkpoints=1, status_file=status_file)
     (b.run_dir / "fill").touch()
     wait_for(lambda: (b.run_dir / "filled").exists(), 60, "the disk to fill")
-    before = manifest_seqs(b.store)
+    before = manifest_seqs(b.store_path)
     # A few ticks fail on the full disk (status.json cannot be replaced then: count the warnings).
     wait_for(lambda: sup.poll() is not None or b.output().count("checkpoint failed") >= 2, 60,
              "two ticks to fail on the full disk")
@@ -294,7 +294,7 @@ def test_local_disk_full_is_a_failed_tick_not_a_dead_supervisor(box):
 
     (b.run_dir / "unfill").touch()
     wait_for(lambda: (b.run_dir / "unfilled").exists(), 60, "the disk to be freed")
-    wait_for(lambda: len(manifest_seqs(b.store)) > len(before), 60, "a checkpoint after the disk was freed")
+    wait_for(lambda: len(manifest_seqs(b.store_path)) > len(before), 60, "a checkpoint after the disk was freed")
     # status.json itself cannot be replaced while the disk is full; it is after the commit
     # above, once that tick's records are written: wait for it.
     st = wait_for(lambda: (got := b.status(status_file)).get("failed_ticks", 0) >= 1 and got, 60,
@@ -322,13 +322,13 @@ def test_sigterm_during_a_long_tick_checkpoint_reaches_cmd_at_once(box, shm):
     wait_for(lambda: b.status().get("child_pid") and (b.run_dir / "child-ready").exists(), 60, "CMD to start")
     lock = b.state_dir / "lock"
     wait_for(lambda: sup.pid in flock_holders(lock), 60, "the first tick checkpoint to start", step=0.005)
-    assert not manifest_seqs(b.store), "the tick finished already; nothing to test"
+    assert not manifest_seqs(b.store_path), "the tick finished already; nothing to test"
     sup.send_signal(signal.SIGTERM)
     got = wait_for(lambda: (b.run_dir / "got-signal").exists() and (b.run_dir / "got-signal").read_text(),
                    60, "CMD to get SIGTERM")
     assert finish(sup, 120) == 0, b.output()
     # The running tick committed manifest 1 (the final checkpoint, 2); CMD got the signal before that commit.
-    committed = os.stat(b.store / "manifests" / f"{1:012d}").st_mtime
+    committed = os.stat(b.store_path / "manifests" / f"{1:012d}").st_mtime
     assert float(got.split()[1]) < committed, ("CMD got SIGTERM only after the running tick checkpoint "
                                                "committed: the signal waited for it")
 
@@ -368,7 +368,7 @@ def test_cmds_process_group_does_not_outlive_supervise(box):
     sup = b.supervise(b.writer_cmd("spawner", period=0.02), "--grace", "0.5")
     wait_for(lambda: (b.run_dir / "grandchild-pid").exists() and (b.run_dir / "child-ready").exists(), 60,
              "the grandchild writer to start")
-    wait_for(lambda: manifest_seqs(b.store), 60, "a first checkpoint")
+    wait_for(lambda: manifest_seqs(b.store_path), 60, "a first checkpoint")
     grandchild = int((b.run_dir / "grandchild-pid").read_text())
     cmd_pid = b.status()["child_pid"]
     assert proc_stat(grandchild)[3] == cmd_pid, "the helper is not in CMD's process group"
@@ -389,7 +389,7 @@ def test_sigterm_during_startup_restore_is_recorded_as_a_stop(box, shm):
     with open(a.codex / "big.bin", "wb") as fh:
         for _ in range(120):
             fh.write(os.urandom(1 << 20))
-    a.journal("checkpoint", check=True)
+    a.run("checkpoint", expect=0)
 
     b = box("b", shm)
     marker = b.root / "cmd-ran"
@@ -433,20 +433,20 @@ def test_read_only_store_is_recorded_and_recovers(box):
     read-write again: CMD keeps running, status records the error, checkpoints resume,
     and the store verifies clean."""
     b = box()
-    b.store.mkdir()
+    b.store_path.mkdir()
     cmd = b.writer_cmd("term-exit", period=0.02)
-    script = f'mount --bind {b.store} {b.store} && exec "$@"'
+    script = f'mount --bind {b.store_path} {b.store_path} && exec "$@"'
     sup = b.supervise(cmd, prefix=["unshare", "-m", "sh", "-c", script, "sh"])
     b.wait_ready(sup, checkpoints=2)
     ns = ["nsenter", "-t", str(sup.pid), "-m"]
-    subprocess.run(ns + ["mount", "-o", "remount,ro,bind", str(b.store)], check=True)
+    subprocess.run(ns + ["mount", "-o", "remount,ro,bind", str(b.store_path)], check=True)
     wait_for(lambda: b.status().get("failed_ticks", 0) >= 2, 60, "two failed ticks")
-    seqs = manifest_seqs(b.store)
+    seqs = manifest_seqs(b.store_path)
     st = b.status_report()
     assert st["running"] is True and alive(b.child_pid())
     assert "read-only" in (st["status"]["last_error"] or "").lower(), st
-    subprocess.run(ns + ["mount", "-o", "remount,rw,bind", str(b.store)], check=True)
-    wait_for(lambda: len(manifest_seqs(b.store)) > len(seqs), 60, "a checkpoint after the store came back")
+    subprocess.run(ns + ["mount", "-o", "remount,rw,bind", str(b.store_path)], check=True)
+    wait_for(lambda: len(manifest_seqs(b.store_path)) > len(seqs), 60, "a checkpoint after the store came back")
     sup.send_signal(signal.SIGTERM)
     assert finish(sup) == 0, b.output()
     assert restored_session(restore_to(box)) == b.session.read_bytes()
@@ -460,7 +460,7 @@ def test_store_temp_dir_unusable_then_back_leaves_no_manifest_naming_missing_pac
     b = box()
     sup = b.supervise(b.writer_cmd("term-exit", period=0.02))
     b.wait_ready(sup, checkpoints=2)
-    tmp = b.store / ".tmp"
+    tmp = b.store_path / ".tmp"
     aside = b.root / "tmp-aside"
     if tmp.exists():
         tmp.rename(aside)
@@ -471,12 +471,12 @@ def test_store_temp_dir_unusable_then_back_leaves_no_manifest_naming_missing_pac
     err = b.status()["last_error"]
     tmp.unlink()
     aside.rename(tmp)
-    seqs = manifest_seqs(b.store)
-    wait_for(lambda: len(manifest_seqs(b.store)) > len(seqs) + 1, 60, "checkpoints after the store came back")
+    seqs = manifest_seqs(b.store_path)
+    wait_for(lambda: len(manifest_seqs(b.store_path)) > len(seqs) + 1, 60, "checkpoints after the store came back")
     sup.send_signal(signal.SIGTERM)
     assert finish(sup) == 0, b.output()
     assert restored_session(restore_to(box)) == b.session.read_bytes()
-    proc = b.journal("verify", "--full")
+    proc = b.run("verify", "--full")
     assert proc.returncode == 0, (f"after the outage (recorded error: {err!r}) the store holds a manifest "
                                   f"naming packs that were never written:\n{proc.stdout}{proc.stderr}")
 
@@ -536,7 +536,7 @@ def test_tiny_interval_with_a_slow_checkpoint_neither_overlaps_nor_piles_up(box,
     sup = b.supervise(cmd, interval=0.05)
     b.wait_ready(sup)
     lock = b.state_dir / "lock"
-    before = len(manifest_seqs(b.store))
+    before = len(manifest_seqs(b.store_path))
     with open(b.codex / "big.bin", "wb") as fh:
         for _ in range(60):
             fh.write(os.urandom(1 << 20))
@@ -544,7 +544,7 @@ def test_tiny_interval_with_a_slow_checkpoint_neither_overlaps_nor_piles_up(box,
 
     def ticks_after_the_big_one() -> bool:   # the slow tick, then two more, watching the lock throughout
         holders_seen.append(flock_holders(lock))
-        return len(manifest_seqs(b.store)) >= before + 3
+        return len(manifest_seqs(b.store_path)) >= before + 3
 
     wait_for(ticks_after_the_big_one, 120, "the slow checkpoint and two ticks after it", step=0.005)
     assert all(len(h) <= 1 for h in holders_seen)
@@ -559,11 +559,11 @@ def test_tiny_interval_with_a_slow_checkpoint_neither_overlaps_nor_piles_up(box,
     os.kill(b.child_pid(), signal.SIGSTOP)
     try:
         wait_for(lambda: (b.status().get("last") or {}).get("idle"), 60, "an idle tick")
-        settled = manifest_seqs(b.store)
+        settled = manifest_seqs(b.store_path)
         for _ in range(3):
             seen = last_success()
             wait_for(lambda: last_success() > seen, 60, "another idle tick")
-        assert manifest_seqs(b.store) == settled, "idle ticks committed manifests"
+        assert manifest_seqs(b.store_path) == settled, "idle ticks committed manifests"
         assert b.status()["last"]["idle"] is True
     finally:
         os.kill(b.child_pid(), signal.SIGCONT)
@@ -617,12 +617,12 @@ def test_corrupt_pack_at_start_never_starts_cmd_and_names_the_file(box):
     a.session.parent.mkdir(parents=True)
     a.session.write_bytes(b"".join(b'{"n": %d, "pad": "%s"}\n' % (i, os.urandom(60).hex().encode())
                                    for i in range(200)))
-    a.journal("checkpoint", check=True)
+    a.run("checkpoint", expect=0)
     # Flip one byte inside the compressed payload of the transcript's blob.
-    repo = Repository.open(open_store(str(a.store)))
+    repo = Repository.open(open_store(str(a.store_path)))
     entries, _ = ManifestCache(repo).tree(repo.manifest_seqs()[-1], "codex")
     ref = next(e for e in entries if e.path == SESSION).refs[0]
-    pack = a.store / pack_key(ref.pack)
+    pack = a.store_path / pack_key(ref.pack)
     data = bytearray(pack.read_bytes())
     data[ref.offset + HEADER.size + (ref.length - HEADER.size) // 2] ^= 0xFF
     pack.write_bytes(bytes(data))
@@ -687,9 +687,11 @@ def test_a_stopped_cmd_gets_the_stop_signal(box):
     assert restored_session(restore_to(box)) == complete_lines((b.run_dir / "final-transcript").read_bytes())
 
 
-def test_status_probes_never_make_a_supervisor_refuse_to_start(box):
+@pytest.mark.long(short=8, full=30)
+def test_status_probes_never_make_a_supervisor_refuse_to_start(box, long_size):
     """`journal status` (a health check in a loop) probes supervise.lock; a supervisor
-    starting at that instant must not take the probe for another supervisor."""
+    starting at that instant must not take the probe for another supervisor (30
+    starts; 8 in a plain run)."""
     b = box()
     b.codex.mkdir()
     assert finish(b.supervise(["true"], tag="first")) == 0   # the lock file exists from now on
@@ -699,7 +701,7 @@ def test_status_probes_never_make_a_supervisor_refuse_to_start(box):
               for _ in range(2)]
     try:
         refused = []
-        for i in range(30):
+        for i in range(long_size):
             rc = finish(b.supervise(["true"], tag=f"run{i}"))
             if rc != 0:
                 refused.append((i, rc, b.output(f"run{i}")))
@@ -723,7 +725,7 @@ def test_a_closed_stderr_and_a_failing_tick_never_kill_supervise(box):
         b.wait_ready(sup)
     finally:
         os.close(read)                             # the log reader dies
-    tmp = b.store / ".tmp"
+    tmp = b.store_path / ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.write_text("not a directory")              # every tick fails from now on
     wait_for(lambda: b.status().get("failed_ticks", 0) >= 2, 60, "failed ticks to be recorded")

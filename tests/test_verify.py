@@ -17,7 +17,7 @@ from journal.inputs.log import InputLog
 from journal.verify import (CORRUPT_CONFIG, CORRUPT_INPUT, CORRUPT_OBJECT, DUPLICATE_CLIENT_ID, MISSING_OBJECT,
                             ODD_INPUT_KEY, SHORT_PACK, TORN_MANIFEST, UNREFERENCED_PACK, UNSAFE_PATH, verify)
 from conftest import run_journal
-from test_cli import one_line_error
+from conftest import one_line_error
 from test_restore import publish_crafted_manifest
 
 ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
