@@ -227,7 +227,7 @@ def test_a_bare_number_is_seconds_wherever_a_duration_is_taken(box, args):
     box.write("a.txt", "a\n")
     box.checkpoint()
 
-    proc = box.cli("gc", "--keep-last", "1", *args, "--dry-run")
+    proc = box.run("gc", "--keep-last", "1", *args, "--dry-run", expect=None)
 
     assert proc.returncode == 0, proc.stderr
     assert parse_duration("0", "--grace") == 0 and parse_duration("2.5", "--interval") == 2.5

@@ -631,7 +631,7 @@ def test_a_dry_run_refuses_a_store_the_real_run_could_not_create(lay, vanished):
         shutil.rmtree(lay.store_path)
         store = lay.store_path
     else:
-        store = lay.tmp / "unmounted" / "journal"
+        store = lay.root / "unmounted" / "journal"
     before = lay.areas()
 
     env = {**lay.env, "JOURNAL_STORE": str(store)}
