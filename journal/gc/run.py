@@ -64,7 +64,8 @@ from ..repository.repository import MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Rep
 from .retention import ManifestInfo, Policy, choose_kept
 from .spill import Spill
 from ..store.base import Store
-from ..format.tombstone import TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, Item, LazyTombstone, Tombstone, decode_item
+from ..format.tombstone import (TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, Item, LazyTombstone, Tombstone, read_item,
+                                read_tombstone)
 
 #: The sweep deletes at most this many keys per request (S3's DeleteObjects limit), each
 #: batch right after a lease check, and a batch of packs right after listing manifests again.
@@ -302,9 +303,12 @@ class _Gc:
         """Each readable tombstone of ``keys``, one at a time (its items still encoded)."""
         for key in keys:
             try:
-                stone = msgspec.json.decode(self.repo.store.get(key), type=LazyTombstone)
-            except (ObjectNotFound, msgspec.DecodeError, msgspec.ValidationError) as err:
+                stone = read_tombstone(self.repo.store.get(key), key)
+            except ObjectNotFound as err:
                 self.reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err}")
+                continue
+            except CorruptObject as err:
+                self.reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err.detail}")
                 continue
             yield key, stone
             stone = None  # not held while the next one loads
@@ -346,9 +350,9 @@ class _Gc:
         """The items of ``stone``, decoded one at a time; ``None`` for one that does not decode."""
         for raw in stone.items:
             try:
-                item = decode_item(raw)
-            except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
-                self.reporter.warn(f"gc: tombstone {key}: ignoring an unreadable item: {err}")
+                item = read_item(raw, key)
+            except CorruptObject as err:
+                self.reporter.warn(f"gc: tombstone {key}: ignoring an {err.detail}")
                 yield None
                 continue
             if _key_problem(item):
