@@ -1,9 +1,11 @@
 # Two commands do everything: `make demo` and `make test`. Each installs what it needs.
+# `make torture` runs the long reliability suite (docs/reliability.md); `make test-long`
+# runs the tests marked `long` (the long forms of the reliability tests).
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: demo test test-long bench clean
+.PHONY: demo test test-long torture bench clean
 
 $(BIN)/.installed: pyproject.toml bin/journal
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +27,19 @@ test: $(BIN)/.installed
 
 test-long:
 	$(MAKE) test PYTEST_ARGS=--long
+
+# The full reliability run whose results docs/reliability.md records: TORTURE_SEED fixes
+# the seed (default: the time), TORTURE_DIR where it works and writes its JSON (default: a
+# new temp directory). Every part prints one summary line; the run exits 1 on any
+# violation, naming the command that replays it.
+torture: $(BIN)/.installed
+	@seed=$${TORTURE_SEED:-$$(date +%s)}; dir=$${TORTURE_DIR:-$$(mktemp -d -t journal-torture-XXXXXX)}; \
+	echo "torture: seed $$seed, in $$dir"; \
+	$(BIN)/python tools/torture.py --seed $$seed --workdir $$dir --store local --trials 500 --sweeps 1 \
+		--fuzz 100000 --damage --json $$dir/local.json && \
+	$(BIN)/python tools/torture.py --seed $$seed --workdir $$dir --store hfsim --trials 200 --sweeps 1 \
+		--json $$dir/hfsim.json && \
+	$(BIN)/python -m pytest -q -p no:cacheprovider --long tests/test_model_based.py
 
 bench: $(BIN)/.installed
 	$(BIN)/python tools/bench.py

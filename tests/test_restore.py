@@ -19,7 +19,7 @@ from journal.errors import HistoryWithoutState
 from journal.gc.run import gc
 from journal.repository.history import ManifestCache
 from journal.local.state import load_state
-from journal.restore.entry import KEEP_EXTENDS, KEEP_NEWER, REPLACE, WRITE
+from journal.restore.entry import KEEP_EXTENDS, KEEP_NEWER, REPLACE, SAME, WRITE
 from journal.format.model import KIND_FILE, KIND_SYMLINK, Entry, TreeRoot
 from journal.format.objects import KIND_CHUNK, encode_record
 from journal.repository.repository import pack_key
@@ -178,6 +178,29 @@ def test_restore_writes_back_a_missing_file(source):
 
     assert rollout.read_bytes() == want
     assert actions(result, "codex").get(WRITE) == 1
+
+
+@pytest.mark.parametrize("change", ["mode", "mtime"])
+def test_a_file_restore_leaves_as_it_is_with_other_metadata_is_checkpointed_as_it_is(source, change):
+    """A local file with the checkpointed bytes is left as it is, also when its mode or
+    mtime differ (a chmod, a rewrite of the same bytes); the next checkpoint must then
+    publish that mode and mtime, not the entry's (found by tests/test_model_based.py:
+    the local state said the file was the entry, so the chmod never reached the store)."""
+    config = source.local / "codex-home" / "config.toml"
+    checkpointed = source.entries("codex")["config.toml"]
+    if change == "mode":
+        config.chmod(0o600)
+    else:
+        set_mtime(config, checkpointed.mtime_ns + 60 * SECOND)
+
+    result = source.restore()
+    assert actions(result, "codex").get(SAME, 0) >= 1 and config.read_text() == 'model = "gpt-5.3-codex"\n'
+    assert source.checkpoint(allow_deletions=True).seq == 2
+
+    entry = source.entries("codex")["config.toml"]
+    st = config.stat()
+    assert (entry.mode, entry.mtime_ns) == (st.st_mode & 0o7777, st.st_mtime_ns)
+    assert (entry.mode, entry.mtime_ns) != (checkpointed.mode, checkpointed.mtime_ns)
 
 
 def test_first_deployment_over_a_populated_tree_keeps_newer_files_and_checkpoints_them(source, make_live, tmp_path):

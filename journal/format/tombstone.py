@@ -13,7 +13,7 @@ from typing import Literal
 
 import msgspec
 
-from ..errors import ObjectNotFound
+from ..errors import CorruptObject, ObjectNotFound
 from .model import Count, Nanos, Text
 
 TOMBSTONE_PREFIX = "tombstones/"
@@ -58,7 +58,26 @@ class LazyTombstone(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _ENCODER = msgspec.json.Encoder()
-decode_item = msgspec.json.Decoder(TombstoneItem).decode
+_decode_item = msgspec.json.Decoder(TombstoneItem).decode
+_decode_lazy = msgspec.json.Decoder(LazyTombstone).decode
+
+
+def read_tombstone(raw: bytes, key: str) -> LazyTombstone:
+    """A tombstone read from the store, its items still encoded; ``CorruptObject(key)``
+    when the bytes are not one (torn, foreign, a field out of range)."""
+    try:
+        return _decode_lazy(raw)
+    except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
+        raise CorruptObject(key, f"tombstone does not decode: {err}") from None
+
+
+def read_item(raw: bytes, key: str) -> TombstoneItem:
+    """One item of the tombstone ``key``, decoded; ``CorruptObject(key)`` when it is not
+    one. (Whether its key has the shape its kind needs is gc's to judge.)"""
+    try:
+        return _decode_item(raw)
+    except msgspec.DecodeError as err:
+        raise CorruptObject(key, f"unreadable item: {err}") from None
 
 
 class Chunk:
@@ -100,11 +119,11 @@ def _named(store):
     """``(tombstone, item)`` for every readable item of every readable tombstone."""
     for key in store.list(TOMBSTONE_PREFIX):
         try:
-            stone = msgspec.json.decode(store.get(key), type=LazyTombstone)
-        except (ObjectNotFound, msgspec.DecodeError):
+            stone = read_tombstone(store.get(key), key)
+        except (ObjectNotFound, CorruptObject):
             continue
         for raw in stone.items:
             try:
-                yield stone, decode_item(raw)
-            except msgspec.DecodeError:
+                yield stone, read_item(raw, key)
+            except CorruptObject:
                 continue

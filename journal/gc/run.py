@@ -55,7 +55,7 @@ import msgspec
 from ..errors import CorruptObject, GcPlanStale, ObjectNotFound
 from ..format.inputs import parse_key as parse_input_key
 from ..format.tombstone import (TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, ItemKind, LazyTombstone, Tombstone,
-                                TombstoneItem, decode_item)
+                                TombstoneItem, read_item, read_tombstone)
 from ..report import SILENT, Reporter
 from ..repository.repository import (MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, manifest_key, pack_key,
                                      pack_of, utc_now)
@@ -309,9 +309,12 @@ class _Gc:
         """Each readable tombstone of ``keys``, one at a time (its items still encoded)."""
         for key in keys:
             try:
-                stone = msgspec.json.decode(self.repo.store.get(key), type=LazyTombstone)
-            except (ObjectNotFound, msgspec.DecodeError, msgspec.ValidationError) as err:
+                stone = read_tombstone(self.repo.store.get(key), key)
+            except ObjectNotFound as err:
                 self.reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err}")
+                continue
+            except CorruptObject as err:
+                self.reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err.detail}")
                 continue
             yield key, stone
             stone = None  # not held while the next one loads
@@ -351,9 +354,9 @@ class _Gc:
         """The items of ``stone``, decoded one at a time; ``None`` for one that does not decode."""
         for raw in stone.items:
             try:
-                item = decode_item(raw)
-            except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
-                self.reporter.warn(f"gc: tombstone {key}: ignoring an unreadable item: {err}")
+                item = read_item(raw, key)
+            except CorruptObject as err:
+                self.reporter.warn(f"gc: tombstone {key}: ignoring an {err.detail}")
                 yield None
                 continue
             if _key_problem(item):

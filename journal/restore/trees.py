@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 import msgspec
 
@@ -376,7 +377,11 @@ def _older_copies(cache: ManifestCache, seqs: list[int], newest: int, name: str,
 
 
 def _sig_after(dest: str, entry: Entry, action: str):
-    """The cache signature: the file as written or verified now; None forces a re-read."""
+    """The cache signature: the file as written or verified now; None forces a re-read.
+
+    A file left as it is (``SAME``: the checkpointed bytes) whose mode or mtime are not
+    the entry's is re-read too: the cache would otherwise say the entry describes it, and
+    the next checkpoint would publish the entry's mode and mtime over the file's own."""
     if action not in WRITES and action != SAME:
         return None  # kept local content: the next checkpoint must capture it
     try:
@@ -387,4 +392,8 @@ def _sig_after(dest: str, entry: Entry, action: str):
         from ..sqlite.snapshot import live_signature
 
         return live_signature(os.path.join(dest, entry.path))
-    return dir_signature(st) if entry.kind == KIND_DIR else signature(st)
+    if entry.kind == KIND_DIR:
+        return dir_signature(st)
+    if action == SAME and (stat.S_IMODE(st.st_mode) != entry.mode or st.st_mtime_ns != entry.mtime_ns):
+        return None
+    return signature(st)

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -22,18 +21,17 @@ import msgspec
 
 from journal.checkpoint.run import CheckpointResult, checkpoint
 from journal.config import Config, load_config
-from journal.format.index import build_index
-from journal.format.model import KIND_FILE, BlobRef, Entry, Manifest, Page, TreeRoot, encode
-from journal.format.objects import HEADER, KIND_CHUNK, KIND_PAGE, encode_record
+from journal.format.model import BlobRef, Entry, Manifest, Page, TreeRoot
+from journal.format.objects import HEADER
 from journal.format.pagemap import load_snapshot
 from journal.gc.retention import Policy
 from journal.gc.run import TOMBSTONE_PREFIX, GcResult, Tombstone, gc
 from journal.repository.history import ManifestCache
-from journal.repository.pack import PackWriter
-from journal.repository.repository import Repository, encode_manifest, pack_key, utc_now
+from journal.repository.repository import Repository, pack_key
 from journal.report import Collector
 from journal.restore.run import RestoreResult, restore
 from journal.store import Store, open_store
+from tools.reliability.damage import Crafter
 
 from .cli import JOURNAL, clean_env, journal_script, run_journal
 
@@ -242,47 +240,24 @@ class Live:
 
     # --- a hostile writer: real records with the project's own encoders, hostile field values
 
+    def crafter(self) -> Crafter:
+        """``tools/reliability/damage.py``'s hostile writer, on this container's store."""
+        return Crafter(self.store, self.home / "spool")
+
     def put_records(self, records: list[tuple[str, bytes, int]]) -> list[BlobRef]:
-        """Store ``(id, record, payload size)`` records (``objects.encode_record``'s
-        output) in a pack of their own; their references, in order."""
-        writer = PackWriter(self.store, str(self.home / "spool"))
-        refs = [writer.add_record(blob_id, record, size) for blob_id, record, size in records]
-        writer.finish()
-        return [writer.resolve(ref) for ref in refs]
+        return self.crafter().put_records(records)
 
     def chunk_entry(self, path: str, payload: bytes = b"hello\n", **fields) -> Entry:
-        """A file entry naming one real chunk, stored now; ``fields`` override the entry's."""
-        (ref,) = self.put_records([encode_record(KIND_CHUNK, payload) + (len(payload),)])
-        return Entry(path=path, **{"kind": KIND_FILE, "mode": 0o644, "mtime_ns": 1, "size": len(payload),
-                                   "refs": (ref,), **fields})
+        return self.crafter().chunk_entry(path, payload, **fields)
 
     def put_pages(self, *pages: Page) -> list[BlobRef]:
-        """Store index pages as they are, however they break the rules."""
-        writer = PackWriter(self.store, str(self.home / "spool"))
-        refs = [writer.add(KIND_PAGE, encode(page)) for page in pages]
-        writer.finish()
-        return [writer.resolve(ref) for ref in refs]
+        return self.crafter().put_pages(*pages)
 
     def put_tree(self, entries: list[Entry]) -> BlobRef:
-        """Store entries (sorted by path) as an index built by the project's own builder."""
-        writer = PackWriter(self.store, str(self.home / "spool"))
-        root, _ = build_index(entries, {}, lambda payload, _key: writer.add(KIND_PAGE, payload))
-        writer.finish()
-        return writer.resolve(root)
+        return self.crafter().put_tree(entries)
 
     def publish(self, trees: dict[str, TreeRoot | None], **fields) -> int:
-        """Publish the next manifest as a hostile writer could: the newest one's trees
-        with ``trees`` in place of theirs (None drops a tree), ``fields`` overriding any
-        other field. Returns its sequence."""
-        repo = self.repo()
-        seq = repo.manifest_seqs()[-1] + 1
-        parent, parent_id = repo.load_manifest(seq - 1)
-        merged = {**parent.trees, **trees}
-        manifest = Manifest(seq=seq, parent=seq - 1, parent_id=parent_id, created=utc_now(),
-                            created_ns=time.time_ns(), host="elsewhere", pid=1, writer="f" * 32,
-                            trees={name: tree for name, tree in merged.items() if tree is not None})
-        repo.put_manifest(encode_manifest(msgspec.structs.replace(manifest, **fields))[1], seq)
-        return seq
+        return self.crafter().publish(trees, **fields)
 
     # --- live trees
 
