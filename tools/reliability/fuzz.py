@@ -47,7 +47,7 @@ from journal.format.objects import (FLAG_DELTA, HEADER, KIND_CHUNK, KIND_CLAIM, 
                                     decode_record, embedded_base, embedded_members, encode_record,
                                     parse_header_flags)
 from journal.format.pagemap import PageLoc, PageMap, RECORD, decode_map, encode_map, load_snapshot
-from journal.format.tombstone import Chunk, Item, Tombstone, read_item, read_tombstone
+from journal.format.tombstone import Chunk, Tombstone, TombstoneItem, read_item, read_tombstone
 from journal.gc.lease import LeaseRecord, _decode as decode_lease
 from journal.repository.repository import Repository, seal_config
 from journal.store.memory import MemoryStore
@@ -121,8 +121,9 @@ def _records() -> list[bytes]:
 
 def _tombstones() -> list[bytes]:
     chunk = Chunk()
-    for item in (Item(f"packs/{PACK[:2]}/{PACK}", "pack", 10), Item("manifests/000000000001", "manifest", 5),
-                 Item(f"packs/{_id(3)[:2]}/{_id(3)}", "orphan", 7)):
+    for item in (TombstoneItem(f"packs/{PACK[:2]}/{PACK}", "pack", 10),
+                 TombstoneItem("manifests/000000000001", "manifest", 5),
+                 TombstoneItem(f"packs/{_id(3)[:2]}/{_id(3)}", "orphan", 7)):
         chunk.add(item)
     return [chunk.record(Tombstone(created="2026-01-01T00:00:00Z", created_ns=1, host="h", mark_seq=4, items=[]))]
 
