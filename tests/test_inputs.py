@@ -21,7 +21,7 @@ from journal.format.inputs import (INPUT_PREFIX, claim_key, delivery_key, input_
                                    session_dir)
 from journal.store.base import check_key
 
-from conftest import Live, clean_env, container_env, run_journal
+from conftest import Live, clean_env, container_env, run_journal, wait_for
 from tripwire import write_tripwire
 
 pytest_plugins = ["tests.s3server"]
@@ -228,6 +228,48 @@ def test_a_retry_after_a_kill_inside_an_append_stores_the_input_exactly_once(tmp
     assert retried[0]["id"] == retried[1]["id"] == listed[2]["id"]
     assert retried[0]["duplicate"] is (at == 4) and retried[1]["duplicate"] is True
     assert stores.run("verify", "--full").returncode == 0
+
+
+def test_a_retry_while_the_first_attempt_is_still_running_waits_for_it_and_stores_nothing(tmp_path):
+    """The first append stops (SIGSTOP) after its claim, before its input is renamed into
+    place: a retry from another process finds the claim and no input yet. It must wait
+    for the living first attempt and answer with its input, not store the prompt twice."""
+    stores = Stores(str(tmp_path / "store"), tmp_path)
+    env = {**os.environ, **stores.container("a")}
+    stores.run("input", "append", "--harness", "codex", "--session", "S", "-", stdin=b"before")  # makes the store
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_bytes(b"the prompt")
+    argv = [sys.executable, str(write_tripwire(tmp_path)), "input", "append", "--harness", "codex", "--session",
+            "S", "--client-id", "c-9", "--file", str(prompt), "--json"]
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**env, "JOURNAL_TEST_KILL": "fsync:3", "JOURNAL_TEST_SIGNAL": "SIGSTOP"})
+    retry = None
+    try:
+        wait_for(lambda: _stopped(first.pid), 60, "the first append stopped after its claim")
+        retry = subprocess.Popen([sys.executable, "-m", "journal", *argv[2:-1]], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=clean_env(stores.container("b")))
+        says = retry.stderr.readline().decode()
+        assert "was claimed by pid" in says and "waiting up to" in says, says
+        os.kill(first.pid, signal.SIGCONT)
+        out_first, _ = first.communicate(timeout=60)
+        out_retry, err_retry = retry.communicate(timeout=60)
+    finally:
+        for proc in (first, retry):
+            if proc is not None and proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.kill()
+                proc.wait()
+
+    assert first.returncode == 0 and retry.returncode == 0, err_retry
+    a = json.loads(out_first)
+    assert a["duplicate"] is False and out_retry.decode().split() == [a["id"], "2"]
+    assert "was stored already" in err_retry.decode()
+    assert [i["client_id"] for i in stores.inputs()] == [None, "c-9"], "stored exactly once"
+
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0] == "T"
 
 
 @pytest.mark.parametrize("mode", ["one session", "four sessions"])

@@ -20,8 +20,11 @@ one carrying its client id, storing nothing. Finding none, the attempt that wrot
 claim stopped before its input (killed, or failed), and this one stores it in its place.
 
 Within one process, appends of one client id in one session take turns (a lock each),
-so a server never takes its own claim for a dead attempt's; everything else races
-through the store's put-if-absent, within a process as between processes.
+so a server never takes its own claim for a dead attempt's. A retry in another process
+that finds the claim but not yet its input waits while the claiming attempt may still
+run (its process alive on this host; a claim younger than ``CLAIM_WAIT`` from another
+host), up to ``CLAIM_WAIT``. Everything else races through the store's put-if-absent,
+within a process as between processes.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from ..store import open_store
 RELIST = 8
 #: Sequence numbers one append tries at most.
 MAX_TRIES = 1000
+#: Seconds a retry waits for the input of a claim whose attempt may still be running.
+CLAIM_WAIT = 10.0
 
 
 class Appended(msgspec.Struct, kw_only=True):
@@ -162,13 +167,48 @@ class InputLog:
             pass
         try:
             taken = decode_claim(self.store.get(key), key)
-            after = taken.after if taken.client_id == client_id else 0
         except ObjectNotFound:   # gc expired it meanwhile, with its input
-            after = 0
+            return self._first_with(sdir, client_id, 0)
         except CorruptObject as err:
             self.reporter.warn(f"append input: {err}; looking through the whole session for client id {client_id!r}")
-            after = 0
-        return self._first_with(sdir, client_id, after)
+            return self._first_with(sdir, client_id, 0)
+        if taken.client_id != client_id:
+            return self._first_with(sdir, client_id, 0)
+        return self._stored_by(sdir, client_id, taken)
+
+    def _stored_by(self, sdir: str, client_id: str, taken: Claim) -> Appended | None:
+        """The input the attempt that wrote ``taken`` stored. While that attempt may still
+        be running (``_may_run``), it is waited for, up to ``CLAIM_WAIT`` seconds: a retry
+        that arrives while the first attempt is still uploading answers with its input
+        instead of storing the prompt a second time. None: that attempt stored nothing."""
+        found = self._first_with(sdir, client_id, taken.after)
+        if found is not None or not self._may_run(taken):
+            return found
+        self.reporter.warn(f"append input: client id {client_id!r} was claimed by pid {taken.pid} on {taken.host}, "
+                           f"whose input is not stored yet; waiting up to {CLAIM_WAIT:g} s for it")
+        deadline, pause = time.monotonic() + CLAIM_WAIT, 0.02
+        while found is None and time.monotonic() < deadline and self._may_run(taken):
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+            found = self._first_with(sdir, client_id, taken.after)
+        return found or self._first_with(sdir, client_id, taken.after)
+
+    def _may_run(self, taken: Claim) -> bool:
+        """Whether the attempt that wrote ``taken`` may still be storing its input: on
+        this host, while its process lives (another process of this one's failed, as the
+        per-client lock serialises them); from another host, while the claim is younger
+        than ``CLAIM_WAIT`` by this host's clock."""
+        if taken.host != self.host:
+            return self.clock() - taken.created_ns < CLAIM_WAIT * 1e9
+        if taken.pid == os.getpid():
+            return False
+        try:
+            os.kill(taken.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:   # alive, another user's
+            return True
+        return True
 
     def _first_with(self, sdir: str, client_id: str, after: int) -> Appended | None:
         """The first input above ``after`` that carries ``client_id``, or None."""
