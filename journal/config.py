@@ -2,7 +2,11 @@
 
 The file is found through ``--config``, then ``$JOURNAL_CONFIG``, then
 ``$XDG_CONFIG_HOME/journal/config.toml`` (default ``~/.config/journal/config.toml``).
-``$JOURNAL_STORE``, ``$AM_LOCAL`` and ``$JOURNAL_STATE_DIR`` override the file.
+``$JOURNAL_STORE``, ``$AM_LOCAL``, ``$JOURNAL_STATE_DIR`` and ``$JOURNAL_KEY_FILE``
+override the file. An encrypted store's key comes from a key file
+(``$JOURNAL_KEY_FILE``, else the file's ``key_file``) or a passphrase
+(``$JOURNAL_PASSPHRASE``): the configuration names where (``KeySource``), never the
+key itself, which ``journal/crypto/keys.py`` reads when a store needs it.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     trees: list[TreeFile] = []
     input_limit: int | str | None = None    # bytes, or "512KiB", "4MiB"; $JOURNAL_INPUT_LIMIT overrides
     input_socket: str | None = None         # $JOURNAL_INPUT_SOCKET overrides
+    key_file: str | None = None             # an encrypted store's key file; $JOURNAL_KEY_FILE overrides
 
 
 class TreeConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,6 +63,25 @@ class TreeConfig(msgspec.Struct, frozen=True, kw_only=True):
     exclude: tuple[str, ...] = ()
     sqlite: tuple[str, ...] = ()
     preset: str | None = None
+
+
+class KeySource(msgspec.Struct, frozen=True, kw_only=True):
+    """Where an encrypted store's key comes from (design §21): a key file, or the
+    environment variable holding a passphrase. Never the key itself."""
+
+    file: str | None = None     # a key file's absolute path
+    env: str | None = None      # the environment variable holding a passphrase
+    origin: str = ""            # how the key file was named: "JOURNAL_KEY_FILE", "--key-file", "key_file in ..."
+
+    def describe(self) -> str:
+        """The source as messages name it."""
+        if self.file is not None:
+            return f"key file {self.file} ({self.origin})"
+        return f"the passphrase in ${self.env}"
+
+
+PASSPHRASE_ENV = "JOURNAL_PASSPHRASE"
+NEW_PASSPHRASE_ENV = "JOURNAL_NEW_PASSPHRASE"
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,6 +98,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     input_limit: int = DEFAULT_INPUT_LIMIT  # the largest prompt ``journal input append`` stores, in bytes
     input_socket: str = ""                  # where ``journal supervise`` serves the input socket
     default_store: bool = False            # no store was configured: ``store`` is the default path
+    key: KeySource | None = None            # where an encrypted store's key comes from (None: no key set)
 
     def active_trees(self) -> tuple[TreeConfig, ...]:
         """The configured trees plus dormant presets whose live path exists now."""
@@ -123,7 +148,29 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     socket = abs_path(env.get("JOURNAL_INPUT_SOCKET") or cfg.input_socket) or os.path.join(state_dir, INPUT_SOCKET)
     return Config(store=store, local=local, state_dir=state_dir, interval=interval,
                   trees=tuple(trees), dormant=tuple(dormant), source=source, inputs=inputs,
-                  input_limit=limit, input_socket=socket, default_store=default_store)
+                  input_limit=limit, input_socket=socket, default_store=default_store,
+                  key=key_source(env, cfg.key_file, source))
+
+
+def key_source(env: Mapping[str, str], file_value: str | None = None, source: str | None = None,
+               file_env: str = "JOURNAL_KEY_FILE", passphrase_env: str = PASSPHRASE_ENV) -> KeySource | None:
+    """Where the key comes from: ``$JOURNAL_KEY_FILE``, ``$JOURNAL_PASSPHRASE`` (not both),
+    else the config file's ``key_file``; None when no key is set. A variable set but
+    empty is refused (a secret that did not reach the container), never read as unset."""
+    for name in (file_env, passphrase_env):
+        if env.get(name) == "":
+            raise ConfigError(f"read config: {name} is set but empty; set it to the store's "
+                              f"{'key file' if name == file_env else 'passphrase'}, or unset it")
+    if env.get(file_env) and env.get(passphrase_env):
+        raise ConfigError(f"read config: both {file_env} and {passphrase_env} are set; set only the one "
+                          "that opens the store")
+    if env.get(file_env):
+        return KeySource(file=abs_path(env[file_env]), origin=file_env)
+    if env.get(passphrase_env):
+        return KeySource(env=passphrase_env)
+    if file_value:
+        return KeySource(file=abs_path(file_value), origin=f"key_file in {source}")
+    return None
 
 
 _SIZE = re.compile(r"(\d+)\s*(KiB|MiB|K|M|k|m)?")

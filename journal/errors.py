@@ -272,6 +272,60 @@ class DamagedConfig(StoreError):
                          "copy it back from a backup of the store (nothing was changed)")
 
 
+class NoKey(ConfigError):
+    """An encrypted store, and no key source is configured (design §21)."""
+
+    def __init__(self, location: str):
+        self.location = location
+        super().__init__(f"open store: {location} is encrypted and no key is set; set JOURNAL_KEY_FILE to its key "
+                         "file (or `key_file` in the config file), or JOURNAL_PASSPHRASE to its passphrase")
+
+
+class WrongKey(JournalError):
+    """The configured key unlocks none of an encrypted store's key objects."""
+
+    def __init__(self, source: str, location: str, keys: int):
+        self.source = source
+        self.location = location
+        super().__init__(f"open store: {source} opens none of the {keys} key(s) of {location}; use the key file "
+                         "or passphrase the store was created or `journal key add`ed with (nothing was changed)")
+
+
+class KeyUnusable(ConfigError):
+    """A key source that cannot give a key: a key file missing, unreadable or too short, an
+    empty passphrase, or a new key given twice."""
+
+    def __init__(self, source: str, problem: str, fix: str):
+        self.source = source
+        super().__init__(f"read key: {source} {problem}; {fix}")
+
+
+class KeyRefused(ConfigError):
+    """``journal key remove`` (or ``rotate``) asked for what would lock the store or
+    named no key of it: nothing was changed."""
+
+    def __init__(self, op: str, detail: str):
+        super().__init__(f"{op}: {detail}; nothing was changed")
+
+
+class CryptoUnavailable(JournalError):
+    """An encrypted store, and the ``cryptography`` package is not installed."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what} needs the `cryptography` package, which is not installed: "
+                         "pip install 'journal[crypto]'")
+
+
+class NotEncrypted(ConfigError):
+    """A key is configured, but the store is not encrypted: its objects are in the clear."""
+
+    def __init__(self, location: str, source: str):
+        self.location = location
+        super().__init__(f"open store: {location} is not encrypted, yet {source} is set; its objects are stored "
+                         "in the clear: unset the key to use it as it is, or start an encrypted store elsewhere "
+                         "with `journal init --encrypt` (and `journal restore --to DIR` to move the data)")
+
+
 class ForeignStore(JournalError):
     """The local state follows one store; the store configured now is another one."""
 

@@ -66,18 +66,23 @@ def state_dir(env: Mapping[str, str], file_value: str | None, local: str | None)
 
 #: Variables a shell changes from one command to the next; journal reads none of them.
 SHELL_NOISE = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
+#: Variables holding a secret (an encrypted store's passphrase, design §21): the
+#: configuration depends only on whether each is set, so only that goes into the
+#: digest the quiet snapshot keeps, never a hash of the secret.
+SECRET_VARS = frozenset({"JOURNAL_PASSPHRASE", "JOURNAL_NEW_PASSPHRASE"})
 
 
 def inputs_key(explicit: str | None, env: Mapping[str, str], store: str | None, local: str | None) -> str:
     """A digest of everything the effective configuration is resolved from, except the
     existence of preset directories: the flags, the whole environment, the working
-    directory and the config file's identity. Equal keys resolve to equal configs."""
+    directory and the config file's identity (of a secret variable, only whether it is
+    set). Equal keys resolve to equal configs."""
     source, _ = config_source(explicit, env)
     try:
         st = os.stat(source)
         source_sig = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
     except OSError:
         source_sig = None
-    named = sorted(item for item in env.items() if item[0] not in SHELL_NOISE)
+    named = sorted((k, bool(v) if k in SECRET_VARS else v) for k, v in env.items() if k not in SHELL_NOISE)
     material = repr((explicit, store, local, os.getcwd(), source, source_sig, named))
     return blake2b(material.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()

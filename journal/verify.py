@@ -180,7 +180,7 @@ class _InputSession:
     def add(self, key: str, letter: str, seq: int | None, size: int) -> None:
         named = self.markers.pop(seq, None) if letter == INPUT_LETTER else None
         self.result.inputs += letter == INPUT_LETTER
-        if size < HEADER.size:
+        if size < HEADER.size + self.repo.codec.overhead:
             self._corrupt(key, f"{size} bytes, shorter than a record header")
             return
         if letter == DELIVERY_LETTER:
@@ -190,9 +190,9 @@ class _InputSession:
         try:
             data = self.repo.store.get(key)
             if letter == DELIVERY_LETTER:
-                self.markers[seq] = decode_delivery(data, key).input
+                self.markers[seq] = decode_delivery(data, key, self.repo.codec).input
             elif letter == CLAIM_LETTER:
-                decode_claim(data, key)
+                decode_claim(data, key, self.repo.codec)
             else:
                 self._input(key, seq, data, named)
         except ObjectNotFound:
@@ -201,7 +201,7 @@ class _InputSession:
             self._corrupt(key, err.detail)
 
     def _input(self, key: str, seq: int, data: bytes, named: str | None) -> None:
-        head, _text, rid = decode_input(data, key)
+        head, _text, rid = decode_input(data, key, self.repo.codec)
         if named is not None and named != rid:
             self._corrupt(delivery_key(self.sdir, seq), f"names input record {named[:12]}, the input at "
                                                         f"#{seq} is {rid[:12]}")
@@ -247,7 +247,7 @@ def _check_unreferenced(repo: Repository, packs: dict[str, int], reached: set[st
     of them (and it is a finding of its own)."""
     if any(f.kind == TORN_MANIFEST for f in result.findings):
         return
-    loose = sorted(packs.keys() - reached - tombstoned_packs(repo.store))
+    loose = sorted(packs.keys() - reached - tombstoned_packs(repo.store, repo.codec))
     if not loose:
         return
     if result.manifests:
@@ -346,7 +346,8 @@ def _check_blobs(repo, blobs, result, reporter) -> None:
                 payload = read_segment(repo, ref, anchor)
             elif anchor is not None:  # a file's delta chunk and its base
                 payload = decode_record(repo.read_record(ref), key=blob_location(ref), expect_id=ref.id,
-                                        expect_kind=kind, expect_size=ref.size, base=chunk_reader(repo)(anchor))
+                                        expect_kind=kind, expect_size=ref.size, base=chunk_reader(repo)(anchor),
+                                        codec=repo.codec)
             else:
                 payload = repo.read_blob(ref, kind)
         except ObjectNotFound as err:

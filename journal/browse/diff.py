@@ -14,7 +14,6 @@ its bytes), never by reading the older copy; a transcript that does not is marke
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from collections.abc import Iterator
 
@@ -220,7 +219,7 @@ def appended_lines(repo: Repository, old: Entry | None, new: Entry) -> int | Non
     while shared < min(len(old_refs), len(new.refs)) and old_refs[shared].id == new.refs[shared].id:
         shared += 1
     pieces = deque(old_refs[shared:])
-    digest, need = hashlib.sha256(), pieces[0].size if pieces else 0
+    digest, need = repo.codec.hasher(), pieces[0].size if pieces else 0
     count = 0
     for payload in read_blobs(new, repo, start=shared):
         view, off = memoryview(payload), 0
@@ -231,6 +230,6 @@ def appended_lines(repo: Repository, old: Entry | None, new: Entry) -> int | Non
             if not need:
                 if digest.hexdigest() != pieces.popleft().id:
                     return None
-                digest, need = hashlib.sha256(), pieces[0].size if pieces else 0
+                digest, need = repo.codec.hasher(), pieces[0].size if pieces else 0
         count += payload.count(b"\n", off)
     return None if pieces else count

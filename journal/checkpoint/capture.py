@@ -21,13 +21,13 @@
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat as stat_mod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import Unstorable
+from ..format.codec import PLAIN, Codec
 from .file_delta import MAX_FILE, FileDeltas
 from ..local.state import FileState
 from ..signatures import dir_signature, grew_in_place, signature
@@ -57,12 +57,14 @@ AddBlob = Callable[..., BlobRef]   # PackWriter.add(kind, payload, *, base=None)
 
 
 def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, add: AddBlob,
-                 deltas: FileDeltas | None = None, warn: Callable[[str], None] | None = None) -> FileState | None:
+                 deltas: FileDeltas | None = None, warn: Callable[[str], None] | None = None,
+                 codec: Codec = PLAIN) -> FileState | None:
     """Return the path's new cache record, or None if it vanished meanwhile. ``deltas``
     stores the changed chunks of rewritten files (``checkpoint/file_delta.py``); without it every
     changed chunk is stored whole. ``warn`` receives the warning of a transcript whose
-    checkpointed bytes are gone (shrunk or rewritten). Raises ``Unstorable`` for a
-    symlink whose target the path rule refuses (not valid UTF-8)."""
+    checkpointed bytes are gone (shrunk or rewritten). ``codec`` is the store's (its ids
+    are the ones stored entries name). Raises ``Unstorable`` for a symlink whose target
+    the path rule refuses (not valid UTF-8)."""
     st = item.stat
     mode = stat_mod.S_IMODE(st.st_mode)
     if item.kind == KIND_DIR:
@@ -95,9 +97,9 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
         if not stat_mod.S_ISREG(st.st_mode):
             return None
         if is_jsonl:
-            entry, roll = _capture_jsonl(fd, full, item.path, st, prev, add, warn)
+            entry, roll = _capture_jsonl(fd, full, item.path, st, prev, add, warn, codec)
         else:
-            entry, roll = _capture_whole(fd, item.path, st, prev, add, deltas), 0
+            entry, roll = _capture_whole(fd, item.path, st, prev, add, deltas, codec), 0
     except Changed:
         # Rewritten while it was read: its last checkpoint stays, and the next pass reads it again.
         return None if prev is None else FileState(None, prev.entry)
@@ -112,7 +114,7 @@ class Changed(Exception):
 
 
 def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob,
-                   deltas: FileDeltas | None) -> Entry:
+                   deltas: FileDeltas | None, codec: Codec) -> Entry:
     """Fixed-size chunks; an unchanged one is reused, a changed one of a rewritten small
     file is stored as a delta of the previous version's chunk (``checkpoint/file_delta.py``)."""
     old = prev.entry if prev is not None and prev.entry.kind == KIND_FILE else None
@@ -126,7 +128,7 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
         data = os.pread(fd, min(CHUNK, st.st_size - offset), offset)
         if not data:
             break  # the file shrank while we read: the next pass re-reads it
-        cid = hashlib.sha256(data).hexdigest()
+        cid = codec.id(data)
         i = len(refs)
         ref, base = known.get(cid) or (None, None)
         if ref is None and rewrite:
@@ -141,7 +143,7 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
 
 
 def _capture_jsonl(fd: int, full: str, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob,
-                   warn: Callable[[str], None] | None) -> tuple[Entry, int]:
+                   warn: Callable[[str], None] | None, codec: Codec) -> tuple[Entry, int]:
     """The transcript's entry and the next rolling re-check offset (see ``check_prefix``)."""
     pe = prev.entry if prev and prev.entry.kind == KIND_JSONL else None
     old: list[BlobRef] = []
@@ -153,7 +155,7 @@ def _capture_jsonl(fd: int, full: str, path: str, st: os.stat_result, prev: File
         # Only a file that grew on the same inode may skip bytes: anything else (a new
         # inode, nothing cached, a changed mtime or mode without growth) re-hashes all.
         grew = prev.sig is not None and grew_in_place(prev.sig, st)
-        roll = check_prefix(fd, pe, prev.roll if grew else None)
+        roll = check_prefix(fd, pe, prev.roll if grew else None, codec)
         if roll is None:
             roll, gone = 0, _rewritten(pe, st)
         else:
@@ -162,11 +164,11 @@ def _capture_jsonl(fd: int, full: str, path: str, st: os.stat_result, prev: File
     mode = stat_mod.S_IMODE(st.st_mode)
     if pe is not None and end == start and old == list(pe.refs) and mode == pe.mode:
         return pe, roll  # only a torn tail changed: nothing to publish, keep the entry as it was
-    refs = append_segments(fd, old, (data for _, data in split_segments(fd, start, end)), add, end)
+    refs = append_segments(fd, old, (data for _, data in split_segments(fd, start, end)), add, end, codec)
     if refs is None:  # the older bytes changed under us: re-base from offset 0
         if pe is not None and gone is None:
             gone = _rewritten(pe, st)
-        refs = append_segments(fd, [], (data for _, data in split_segments(fd, 0, end)), add, end)
+        refs = append_segments(fd, [], (data for _, data in split_segments(fd, 0, end)), add, end, codec)
         roll = 0
     if refs is None:
         raise Changed(path)
@@ -182,7 +184,7 @@ def _rewritten(pe: Entry, st: os.stat_result) -> str:
 
 
 def append_segments(fd: int, old: list[BlobRef], fresh: Iterable[bytes], add: AddBlob,
-                    end: int | None = None) -> list[BlobRef] | None:
+                    end: int | None = None, codec: Codec = PLAIN) -> list[BlobRef] | None:
     """The refs of ``old`` segments followed by ``fresh`` ones, after leveled compaction.
 
     Each append adds one small segment; the last ``MERGE_FANOUT`` segments become one
@@ -191,8 +193,8 @@ def append_segments(fd: int, old: list[BlobRef], fresh: Iterable[bytes], add: Ad
     counter, so a transcript built from n appends has O(log n) segments and each byte
     is rewritten O(log n) times, whatever the mix of append sizes (design §6). Merges
     are planned before anything is stored, so only the segments the entry ends with
-    are uploaded. Merged old bytes are read back from the live file and must hash to the
-    segments they replace; None means they no longer do.
+    are uploaded. Merged old bytes are read back from the live file and must hash (as
+    ``codec`` makes ids) to the segments they replace; None means they no longer do.
 
     ``end`` (the offset the fresh segments will reach) bounds memory: a merge takes a
     trailing run of at most ``MERGE_CAP`` bytes, so a piece that starts more than that
@@ -213,7 +215,7 @@ def append_segments(fd: int, old: list[BlobRef], fresh: Iterable[bytes], add: Ad
             size, ref, _ = pieces[settled]
             anchor = None if settled == 0 or size >= ANCHOR_MIN else last_anchor
             if ref is None:
-                stored = _store_piece(fd, pieces, offsets, settled, anchor, add)
+                stored = _store_piece(fd, pieces, offsets, settled, anchor, add, codec)
                 if stored is None:
                     return None
                 pieces[settled] = [size, stored, None]
@@ -225,7 +227,7 @@ def append_segments(fd: int, old: list[BlobRef], fresh: Iterable[bytes], add: Ad
         total = sum(p[0] for p in run)
         if total > MERGE_CAP or run[0][0] > MERGE_RATIO * (total - run[0][0]):
             break
-        parts = [_piece_bytes(fd, offset, piece) for offset, piece in zip(offsets[-MERGE_FANOUT:], run)]
+        parts = [_piece_bytes(fd, offset, piece, codec) for offset, piece in zip(offsets[-MERGE_FANOUT:], run)]
         if any(part is None for part in parts):
             return None
         start = offsets[-MERGE_FANOUT]
@@ -237,7 +239,7 @@ def append_segments(fd: int, old: list[BlobRef], fresh: Iterable[bytes], add: Ad
     for i, anchor in enumerate(anchors([p[0] for p in pieces])):
         ref = pieces[i][1]
         if ref is None:
-            ref = _store_piece(fd, pieces, offsets, i, anchor, add)
+            ref = _store_piece(fd, pieces, offsets, i, anchor, add, codec)
             if ref is None:
                 return None
         out.append(ref)
@@ -245,14 +247,14 @@ def append_segments(fd: int, old: list[BlobRef], fresh: Iterable[bytes], add: Ad
 
 
 def _store_piece(fd: int, pieces: list, offsets: list[int], i: int, anchor: int | None,
-                 add: AddBlob) -> BlobRef | None:
+                 add: AddBlob, codec: Codec) -> BlobRef | None:
     """Store piece ``i``, a delta against its anchor's tail unless it is an anchor
     itself; None when the anchor's bytes changed under us."""
     data = pieces[i][2]
     base = None
     if anchor is not None:
         _, aref, adata = pieces[anchor]
-        base = adata[-DICT_TAIL:] if adata is not None else TAILS.tail(fd, offsets[anchor], aref)
+        base = adata[-DICT_TAIL:] if adata is not None else TAILS.tail(fd, offsets[anchor], aref, codec)
         if base is None:
             return None
     stored = add(KIND_SEGMENT, data, base=base)
@@ -261,15 +263,15 @@ def _store_piece(fd: int, pieces: list, offsets: list[int], i: int, anchor: int 
     return stored
 
 
-def _piece_bytes(fd: int, offset: int, piece: list) -> bytes | None:
+def _piece_bytes(fd: int, offset: int, piece: list, codec: Codec) -> bytes | None:
     size, ref, data = piece
     if data is not None:
         return data
     data = os.pread(fd, size, offset)
-    return data if hashlib.sha256(data).hexdigest() == ref.id else None
+    return data if codec.id(data) == ref.id else None
 
 
-def check_prefix(fd: int, entry: Entry, roll: int | None) -> int | None:
+def check_prefix(fd: int, entry: Entry, roll: int | None, codec: Codec = PLAIN) -> int | None:
     """Whether the file still starts with the entry's checkpointed bytes: None when
     not, else the offset where the next rolling re-check starts.
 
@@ -303,15 +305,15 @@ def check_prefix(fd: int, entry: Entry, roll: int | None) -> int | None:
             i = (i + 1) % earlier
         roll = offsets[i] if earlier else 0
     for i in picks:
-        if hash_range(fd, offsets[i], refs[i].size) != refs[i].id:
+        if hash_range(fd, offsets[i], refs[i].size, codec) != refs[i].id:
             return None
     return roll
 
 
-def hash_range(fd: int, offset: int, size: int) -> str:
-    """SHA-256 of ``size`` bytes of ``fd`` from ``offset``, read ``READ_BLOCK`` at a time
-    (a short file hashes what it has)."""
-    digest = hashlib.sha256()
+def hash_range(fd: int, offset: int, size: int, codec: Codec = PLAIN) -> str:
+    """The id (as ``codec`` makes ids: SHA-256 in a plain store) of ``size`` bytes of
+    ``fd`` from ``offset``, read ``READ_BLOCK`` at a time (a short file hashes what it has)."""
+    digest = codec.hasher()
     end = offset + size
     while offset < end:
         block = os.pread(fd, min(READ_BLOCK, end - offset), offset)
@@ -379,14 +381,15 @@ class AnchorTails:
         self.keep = keep
         self._tails: OrderedDict[str, bytes] = OrderedDict()
 
-    def tail(self, fd: int, offset: int, ref: BlobRef) -> bytes | None:
+    def tail(self, fd: int, offset: int, ref: BlobRef, codec: Codec = PLAIN) -> bytes | None:
         """The last ``DICT_TAIL`` bytes of the anchor ``ref`` at ``offset`` of the live
-        file ``fd``; None when those bytes no longer hash to the anchor's id."""
+        file ``fd``; None when those bytes no longer hash to the anchor's id (as ``codec``
+        makes ids)."""
         got = self._tails.get(ref.id)
         if got is not None:
             self._tails.move_to_end(ref.id)
             return got
-        digest, tail = hashlib.sha256(), b""
+        digest, tail = codec.hasher(), b""
         end = offset + ref.size
         while offset < end:  # a block at a time: an anchor may be large
             block = os.pread(fd, min(READ_BLOCK, end - offset), offset)

@@ -42,10 +42,11 @@ class FileDeltas:
         """Store one changed chunk of a rewritten file; ``base`` is the whole chunk at
         the same index of its previous version (None: there is none). Returns the new
         ref and its base (None when stored whole)."""
-        rid, whole = encode_record(KIND_CHUNK, data)
+        codec = self.writer.codec
+        rid, whole = encode_record(KIND_CHUNK, data, codec=codec)
         base_payload = None if base is None else self.cache.cached(base.id)
         if base_payload is not None:
-            _, delta = encode_record(KIND_CHUNK, data, base=base_payload)
+            _, delta = encode_record(KIND_CHUNK, data, base=base_payload, codec=codec)
             if delta_pays(delta, whole, named=0):
                 return self.writer.add_record(rid, delta, len(data)), base
         self.cache.remember(rid, data)

@@ -59,14 +59,14 @@ class IndexWriter:
 
     def _add(self, payload: bytes, base_ref: BlobRef | None) -> BlobRef:
         marks = _marks(payload)
-        pid, whole = encode_record(KIND_PAGE, payload, marks=marks)
+        pid, whole = encode_record(KIND_PAGE, payload, marks=marks, codec=self.pack.codec)
         if base_ref is not None and is_id(base_ref.pack):  # a committed pack: it can be named by position
             try:
                 base = self.pages.read(base_ref)
             except (CorruptObject, ObjectNotFound):
                 base = None
             if base is not None:
-                _, delta = encode_record(KIND_PAGE, payload, base=base, marks=marks,
+                _, delta = encode_record(KIND_PAGE, payload, base=base, marks=marks, codec=self.pack.codec,
                                          base_at=(base_ref.pack, base_ref.offset, base_ref.length))
                 if delta_pays(delta, whole):
                     ref = self.pack.add_record(pid, delta, len(payload))

@@ -103,7 +103,7 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
     proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True)
     if proven is not None:  # unchanged since the last clean checkpoint
         return msgspec.convert(proven.result, CheckpointResult)
-    repo = open_repository(store, cfg.state_dir, create=True)
+    repo = open_repository(store, cfg.state_dir, create=True, key=cfg.key)
     state = _load_or_refuse(cfg, repo)
     try:
         _recheck_kept(cfg, repo, result, reporter)
@@ -176,7 +176,7 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
     (it was committed before the pack went), it stands, and this checkpoint commits
     the next seq with every file uploaded again."""
     published = state.pending
-    manifest = decode(decode_record(published, key=manifest_key(state.pending_seq)), Manifest)
+    manifest = decode(repo.decode_manifest_record(published, manifest_key(state.pending_seq)), Manifest)
     stored = repo.store.head(manifest_key(state.pending_seq)) is not None
     if not stored:
         require_committed(repo, manifest.parent or 0, cfg.state_dir)  # never on top of a lost history
@@ -264,7 +264,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
     staging = os.path.join(cfg.state_dir, STAGING_DIR)
     clear_spool(spool)
     clear_staging(staging)
-    data = PackWriter(repo.store, spool)
+    data = PackWriter(repo.store, spool, codec=repo.codec)
     chunks = BlobCache(cfg.state_dir, repo, CHUNKS_DIR, KIND_CHUNK)
     ctx = ScanContext(data=data, maps=BlobCache(cfg.state_dir, repo, bases=True), staging_dir=staging,
                       reporter=reporter, allow_deletions=allow_deletions, same=same or {},
@@ -358,7 +358,7 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         if resolved != fs.entry.refs:
             fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
     # One index pack, never rolled: inner pages name same-pack children relatively.
-    index = PackWriter(repo.store, os.path.join(cfg.state_dir, SPOOL_DIR), target=None)
+    index = PackWriter(repo.store, os.path.join(cfg.state_dir, SPOOL_DIR), target=None, codec=repo.codec)
     pages = BlobCache(cfg.state_dir, repo, PAGES_DIR, KIND_PAGE)
     writer = IndexWriter(index, pages)
     built = {}
@@ -366,7 +366,7 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         files = trees[name].files
         entries = sorted((fs.entry for fs in files.values()), key=lambda e: e.path)
         cache, keys = trees[name], {}
-        root, used = build_index(entries, cache.pages, writer.adder(cache), keys)
+        root, used = build_index(entries, cache.pages, writer.adder(cache), keys, repo.codec)
         built[name] = (root, used, keys)
     index.finish()
     for name, (root, used, keys) in built.items():
@@ -383,7 +383,7 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         added_bytes=data.uploaded_bytes + index.uploaded_bytes,
         added_objects=data.uploaded_objects + index.uploaded_objects + 1,
         restored=restored or msgspec.UNSET)
-    mid, record = encode_manifest(manifest)
+    mid, record = encode_manifest(manifest, repo.codec)
     for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
         trees[name].restored = None
     state.trees, state.seq, state.manifest_id = trees, seq, mid

@@ -257,7 +257,7 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
     if item.kind != "sqlite":
         try:
             return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add, ctx.deltas,
-                                ctx.warn)
+                                ctx.warn, ctx.data.codec)
         except Unstorable as err:  # like a name the walk refuses: left out, loudly, every time
             ctx.warn(str(err))
             return None

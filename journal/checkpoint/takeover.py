@@ -39,7 +39,7 @@ class TakeoverResult(msgspec.Struct, kw_only=True):
 def takeover(cfg, store: Store) -> TakeoverResult:
     """Adopt the store's newest valid manifest as this writer's parent; see the module docstring."""
     with StateLock(cfg.state_dir, wait=True):
-        repo = Repository.open(store)
+        repo = Repository.open(store, key=cfg.key)
         seqs = repo.manifest_seqs()
         result = _left_behind(read_state(cfg.state_dir), repo, seqs[-1] if seqs else 0)
         old = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)

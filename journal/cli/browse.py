@@ -21,7 +21,7 @@ def _view(config_path, store_url, op: str):
     from ..repository.lineage import open_existing
 
     cfg, store = open_context(config_path, store_url)
-    return View(open_existing(store, cfg.state_dir), op, CliReporter())
+    return View(open_existing(store, cfg.state_dir, key=cfg.key), op, CliReporter())
 
 
 def _fallback_exit(notes: list[str], op: str, seq: int | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -15,26 +16,52 @@ from .output import IDLE_LINE
 
 @main.command()
 @common
-def init(config_path, store_url, as_json):
+@click.option("--encrypt", is_flag=True,
+              help="Create an encrypted store: its key comes from --key-file, $JOURNAL_KEY_FILE or "
+                   "$JOURNAL_PASSPHRASE (a new store is encrypted whenever a key is set).")
+@click.option("--key-file", metavar="PATH",
+              help="The key file (with --encrypt, 32 random bytes, mode 0600, are written there when it is "
+                   "absent); later commands name it in $JOURNAL_KEY_FILE or `key_file`.")
+def init(config_path, store_url, as_json, encrypt, key_file):
     """Create the store if it is absent or empty (idempotent).
 
     Example:
 
         JOURNAL_STORE=/data/journal journal init
+
+        journal init --encrypt --key-file ~/.config/journal/store.key
     """
+    from ..config import KeySource
+    from ..errors import NoStore
     from ..repository.lineage import adopt_new_store
     from ..local.quiet import discard
     from ..repository.repository import Repository
 
     cfg, store = open_context(config_path, store_url)
-    repo = Repository.open(store, create=True)
+    key = KeySource(file=os.path.abspath(os.path.expanduser(key_file)), origin="--key-file") if key_file else cfg.key
+    made = False
+    try:
+        repo = Repository.open(store, key=key, encrypt=encrypt)
+    except NoStore:
+        if encrypt and key is not None and key.file is not None:
+            from ..crypto.keys import create_key_file
+
+            made = create_key_file(key.file)
+        repo = Repository.open(store, create=True, key=key, encrypt=encrypt)
     left = adopt_new_store(cfg.state_dir, repo)
     discard(cfg.state_dir)  # the next checkpoint walks the trees: the store may be a new one
+    if made:
+        from .keys import keep_copy_note
+
+        click.echo(keep_copy_note(key), err=True)
     if as_json:
         emit_json({"store": cfg.store, "store_id": repo.store_id, "created": repo.info.created,
+                   "encrypted": repo.codec.encrypted, "key": key.describe() if repo.codec.encrypted else None,
+                   "key_file_created": made,
                    "left_store": left.store_id if left else None, "left_seq": left.seq if left else None})
         return
-    click.echo(f"store {cfg.store} ready (id {repo.store_id})")
+    click.echo(f"store {cfg.store} ready (id {repo.store_id}"
+               + (f", encrypted; opened with {key.describe()})" if repo.codec.encrypted else ")"))
     if left is not None:
         click.echo(f"this machine now follows store {repo.store_id}, no longer store {left.store_id} (it knew "
                    f"checkpoint {left.seq} there): the next `journal checkpoint` publishes every file as checkpoint 1")
@@ -88,7 +115,7 @@ def log(config_path, store_url, as_json, limit):
     from ..repository.lineage import open_existing
 
     cfg, store = open_context(config_path, store_url)
-    entries = list_history(open_existing(store, cfg.state_dir), limit)
+    entries = list_history(open_existing(store, cfg.state_dir, key=cfg.key), limit)
     if as_json:
         emit_json(entries)
         return
@@ -179,8 +206,8 @@ def verify(config_path, store_url, as_json, full):
     from ..verify import WARNING, verify as run_verify
 
     cfg, store = open_context(config_path, store_url)
-    result = run_verify(open_existing(store, cfg.state_dir, audit=True), CliReporter("verifying", quiet=as_json),
-                        full=full)
+    result = run_verify(open_existing(store, cfg.state_dir, audit=True, key=cfg.key),
+                        CliReporter("verifying", quiet=as_json), full=full)
     if as_json:
         emit_json({"ok": result.ok, **{f: getattr(result, f) for f in result.__struct_fields__}})
     else:
@@ -428,7 +455,7 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
                           "--keep-within DURATION, --keep-hourly N, --keep-daily N, --keep-inputs-within DURATION")
     cfg, store = open_context(config_path, store_url)
     seconds = parse_duration(grace, "--grace")
-    plan, result = run_gc(open_existing(store, cfg.state_dir), policy, seconds, dry_run=dry_run,
+    plan, result = run_gc(open_existing(store, cfg.state_dir, key=cfg.key), policy, seconds, dry_run=dry_run,
                           reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
     grace = grace.strip() + ("s" if grace.strip()[-1:].isdigit() else "")
     if as_json:

@@ -117,7 +117,7 @@ def _run(work: str, reporter: Reporter, child_lines: int) -> DemoResult:
     say(f"restored {sum(sum(t.actions.values()) for t in restored.trees)} paths from checkpoint {restored.seq}: "
         f"{result.lines_restored} lines in the rollout, every one valid JSON; torn line "
         f"{'RESTORED (bad)' if result.torn_restored else 'kept out'}")
-    found = verify(Repository.open(open_store(cfg.store)), full=True)
+    found = verify(Repository.open(open_store(cfg.store), key=cfg.key), full=True)
     result.verify_findings = len(found.errors)
     say(f"verify --full: {found.manifests} manifests, {found.blobs} blobs re-hashed, "
         f"{len(found.errors)} findings")

@@ -7,7 +7,7 @@ on the import line below.
 
 from __future__ import annotations
 
-from . import browse, commands, inputs, migrate  # noqa: F401  (each registers its commands on ``main``)
+from . import browse, commands, inputs, keys, migrate  # noqa: F401  (each registers its commands on ``main``)
 from .app import main
 
 __all__ = ["main"]

@@ -20,6 +20,7 @@ import msgspec
 
 from ..errors import CorruptObject
 
+from .codec import PLAIN, Codec
 from .model import (KIND_DIR, MAX_ITEMS, BlobRef, Entry, Page, PageRef, TreeRoot, encode, entry_problem, is_pending,
                     ref_problem)
 from .objects import KIND_PAGE, blob_id
@@ -51,17 +52,18 @@ def _chunk(items: list, names: list[str], level: int, fanout: int) -> list[list]
 
 
 def _emit(page: Page, first: str, known: dict[str, BlobRef], used: dict[str, BlobRef], add_page: AddPage,
-          keys: dict[str, tuple[int, str]] | None) -> BlobRef:
+          keys: dict[str, tuple[int, str]] | None, codec: Codec) -> BlobRef:
     payload = encode(page)
-    pid = blob_id(payload)
-    ref = known.get(pid) or used.get(pid) or _stored_as_same_pack(page, known) or add_page(payload, (page.level, first))
+    pid = blob_id(payload, codec)
+    ref = known.get(pid) or used.get(pid) or _stored_as_same_pack(page, known, codec) \
+        or add_page(payload, (page.level, first))
     used[ref.id] = ref
     if keys is not None:
         keys[ref.id] = (page.level, first)
     return ref
 
 
-def _stored_as_same_pack(page: Page, known: dict[str, BlobRef]) -> BlobRef | None:
+def _stored_as_same_pack(page: Page, known: dict[str, BlobRef], codec: Codec) -> BlobRef | None:
     """The stored copy of an inner page whose children sit in the pack it was written
     to: there it names them with an empty ``pack`` (same pack), so the page as built
     now, naming that pack, has another id. Without this, every inner page written by
@@ -72,15 +74,16 @@ def _stored_as_same_pack(page: Page, known: dict[str, BlobRef]) -> BlobRef | Non
     for pack in packs:
         local = tuple(PageRef(c.first, msgspec.structs.replace(c.ref, pack=""), c.files, c.bytes)
                       if c.ref.pack == pack else c for c in page.children)
-        ref = known.get(blob_id(encode(Page(level=page.level, children=local))))
+        ref = known.get(blob_id(encode(Page(level=page.level, children=local)), codec))
         if ref is not None and ref.pack == pack:
             return ref
     return None
 
 
 def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPage,
-                keys: dict[str, tuple[int, str]] | None = None) -> tuple[BlobRef | None, dict[str, BlobRef]]:
-    """Build the page tree of ``entries`` (sorted by path).
+                keys: dict[str, tuple[int, str]] | None = None,
+                codec: Codec = PLAIN) -> tuple[BlobRef | None, dict[str, BlobRef]]:
+    """Build the page tree of ``entries`` (sorted by path); page ids are ``codec``'s.
 
     ``known`` maps page ids already in the store to their refs; only pages not in it
     go through ``add_page(payload, (level, first path)) -> BlobRef``. Returns the root
@@ -93,14 +96,14 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
         return None, used
     level_items: list[PageRef] = []
     for group in _chunk(entries, [e.path for e in entries], 0, LEAF_FANOUT):
-        ref = _emit(Page(level=0, entries=tuple(group)), group[0].path, known, used, add_page, keys)
+        ref = _emit(Page(level=0, entries=tuple(group)), group[0].path, known, used, add_page, keys, codec)
         level_items.append(PageRef(group[0].path, ref, len(group), sum(e.size for e in group)))
     level = 1
     while len(level_items) > 1:
         next_items = []
         for group in _chunk(level_items, [c.first for c in level_items], level, INNER_FANOUT):
             children = tuple(_same_pack(c) for c in group)
-            ref = _emit(Page(level=level, children=children), group[0].first, known, used, add_page, keys)
+            ref = _emit(Page(level=level, children=children), group[0].first, known, used, add_page, keys, codec)
             next_items.append(PageRef(group[0].first, ref, sum(c.files for c in group), sum(c.bytes for c in group)))
         level_items = next_items
         level += 1

@@ -18,6 +18,12 @@ another's name, so no key is a strict prefix of another (hf-mount's phantom-dire
 rule); a listing of one directory returns claims, then markers, then inputs, each in
 ascending sequence order.
 
+In an encrypted store (design §21) no name reaches a key, not even as a label: a
+session directory is ``<h>.<s>``, the first 16 hex digits of the keyed digest of the
+harness and the first 20 of that of ``harness NUL session``, and a claim is
+``c<keyed digest of the client id>`` (``codec.name_digest``: HMAC-SHA-256 under a key
+derived from the master key); the three records are sealed like every record.
+
 An input's id, as commands and the socket show it, is ``<session dir>/<seq>``.
 """
 
@@ -30,6 +36,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from ..errors import ConfigError, CorruptObject
+from .codec import PLAIN, RECORD, Codec
 from .model import Count, Id, Nanos, Text
 from .objects import KIND_CLAIM, KIND_DELIVERY, KIND_INPUT, blob_id, decode_record, encode_record
 
@@ -40,10 +47,12 @@ MAX_SEQ = 10 ** SEQ_WIDTH - 1
 MAX_INPUT_LIMIT = 16 << 20
 HARNESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 DIGEST_HEX = 20
+HARNESS_HEX = 16      # an encrypted store's session directory: the harness's keyed digest, cut to this
 LABEL_CHARS = 32
 INPUT_LETTER, DELIVERY_LETTER, CLAIM_LETTER = "i", "d", "c"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_SESSION_DIR = re.compile(r"(?P<harness>[A-Za-z0-9][A-Za-z0-9_-]{0,63})\.[A-Za-z0-9_-]{1,32}-[0-9a-f]{20}")
+_SESSION_DIR = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.[A-Za-z0-9_-]{1,32}-[0-9a-f]{20}"
+                          r"|[0-9a-f]{16}\.[0-9a-f]{20}")  # plain | encrypted
 _NAME = re.compile(r"(?:(?P<letter>[di])(?P<seq>\d{12})|c[0-9a-f]{64})")
 _ID = re.compile(r"(?P<dir>[^/]+)/(?P<seq>[0-9]{1,12})")
 
@@ -129,22 +138,30 @@ def _encodes(value: str) -> bool:
     return True
 
 
-def session_dir(harness: str, session: str) -> str:
+def session_dir(harness: str, session: str, codec: Codec = PLAIN) -> str:
     """The directory name of a session (see the module docstring); the names are checked."""
     check_names(harness, session)
+    if codec.encrypted:
+        digest = codec.name_digest("session", f"{harness}\0{session}")[:DIGEST_HEX]
+        return f"{_harness_part(harness, codec)}.{digest}"
     digest = hashlib.sha256(f"{harness}\0{session}".encode()).hexdigest()[:DIGEST_HEX]
     return f"{harness}.{_UNSAFE.sub('_', session)[:LABEL_CHARS]}-{digest}"
 
 
-def session_prefix(harness: str | None = None, session: str | None = None) -> str:
+def _harness_part(harness: str, codec: Codec) -> str:
+    """What a session directory starts with: the harness, or its keyed digest."""
+    return codec.name_digest("harness", harness)[:HARNESS_HEX] if codec.encrypted else harness
+
+
+def session_prefix(harness: str | None = None, session: str | None = None, codec: Codec = PLAIN) -> str:
     """The listing prefix of every input, one harness's, or one session's."""
     if session is not None:
         if harness is None:
             raise ConfigError("list inputs: --session needs --harness (a session belongs to a harness)")
-        return f"{INPUT_PREFIX}{session_dir(harness, session)}/"
+        return f"{INPUT_PREFIX}{session_dir(harness, session, codec)}/"
     if harness is not None:
         check_names(harness, "-")
-        return f"{INPUT_PREFIX}{harness}."
+        return f"{INPUT_PREFIX}{_harness_part(harness, codec)}."
     return INPUT_PREFIX
 
 
@@ -156,11 +173,13 @@ def delivery_key(sdir: str, seq: int) -> str:
     return f"{INPUT_PREFIX}{sdir}/{DELIVERY_LETTER}{seq:0{SEQ_WIDTH}d}"
 
 
-def claim_key(sdir: str, client_id: str) -> str:
-    return f"{INPUT_PREFIX}{sdir}/{_claim_name(client_id)}"
+def claim_key(sdir: str, client_id: str, codec: Codec = PLAIN) -> str:
+    return f"{INPUT_PREFIX}{sdir}/{_claim_name(client_id, codec)}"
 
 
-def _claim_name(client_id: str) -> str:
+def _claim_name(client_id: str, codec: Codec) -> str:
+    if codec.encrypted:
+        return CLAIM_LETTER + codec.name_digest("client", client_id)
     return CLAIM_LETTER + hashlib.sha256(client_id.encode()).hexdigest()
 
 
@@ -172,8 +191,9 @@ def parse_id(text: str) -> tuple[str, int]:
     """``(session dir, seq)`` of an input id; ``ConfigError`` for anything else."""
     match = _ID.fullmatch(text) if isinstance(text, str) else None
     if match is None or not _SESSION_DIR.fullmatch(match["dir"]) or not 1 <= int(match["seq"]) <= MAX_SEQ:
-        raise ConfigError(f"input: {text!r} is not an input id (<harness>.<label>-<20 hex>/<seq>, as "
-                          "`journal input append` and `journal input list` print it)")
+        raise ConfigError(f"input: {text!r} is not an input id (<harness>.<label>-<20 hex>/<seq>, or "
+                          "<16 hex>.<20 hex>/<seq> in an encrypted store, as `journal input append` and "
+                          "`journal input list` print it)")
     return match["dir"], int(match["seq"])
 
 
@@ -191,16 +211,26 @@ def parse_key(key: str) -> tuple[str, str, int | None] | None:
     return (sdir, match["letter"], seq) if seq >= 1 else None
 
 
-def encode_input(head: InputHead, text: bytes) -> tuple[str, bytes]:
-    """``(record id, record bytes)`` of one input."""
-    return encode_record(KIND_INPUT, _encoder.encode(head) + b"\n" + text)
+def _encode(kind: int, payload: bytes, codec: Codec) -> tuple[str, bytes]:
+    """``(record id, stored bytes)``: the record, sealed in an encrypted store."""
+    rid, record = encode_record(kind, payload, codec=codec)
+    return rid, codec.seal(record, RECORD)
 
 
-def decode_input(data: bytes, key: str) -> tuple[InputHead, bytes, str]:
-    """Verify one input record read at ``key`` and return ``(head, text, record id)``:
-    ``CorruptObject`` unless it decodes and its harness and session are those its key
-    names."""
-    payload = decode_record(data, key=key, expect_kind=KIND_INPUT)
+def _decode(data: bytes, key: str, kind: int, codec: Codec) -> bytes:
+    return decode_record(codec.open(data, RECORD, key), key=key, expect_kind=kind, codec=codec)
+
+
+def encode_input(head: InputHead, text: bytes, codec: Codec = PLAIN) -> tuple[str, bytes]:
+    """``(record id, stored bytes)`` of one input."""
+    return _encode(KIND_INPUT, _encoder.encode(head) + b"\n" + text, codec)
+
+
+def decode_input(data: bytes, key: str, codec: Codec = PLAIN) -> tuple[InputHead, bytes, str]:
+    """Verify one input's stored bytes read at ``key`` and return ``(head, text, record
+    id)``: ``CorruptObject`` unless it decodes and its harness and session are those its
+    key names."""
+    payload = _decode(data, key, KIND_INPUT, codec)
     line, newline, text = payload.partition(b"\n")
     try:
         if not newline:
@@ -211,38 +241,38 @@ def decode_input(data: bytes, key: str) -> tuple[InputHead, bytes, str]:
     if len(text) != head.size:
         raise CorruptObject(key, f"input says {head.size:,} bytes of text, holds {len(text):,}")
     parsed = parse_key(key)
-    if parsed is None or parsed[1] != INPUT_LETTER or parsed[0] != session_dir(head.harness, head.session):
+    if parsed is None or parsed[1] != INPUT_LETTER or parsed[0] != session_dir(head.harness, head.session, codec):
         raise CorruptObject(key, f"input of session {head.harness}/{head.session} stored under another key")
-    return head, bytes(text), blob_id(payload)
+    return head, bytes(text), blob_id(payload, codec)
 
 
-def encode_delivery(marker: Delivery) -> bytes:
-    return encode_record(KIND_DELIVERY, _encoder.encode(marker))[1]
+def encode_delivery(marker: Delivery, codec: Codec = PLAIN) -> bytes:
+    return _encode(KIND_DELIVERY, _encoder.encode(marker), codec)[1]
 
 
-def decode_delivery(data: bytes, key: str) -> Delivery:
+def decode_delivery(data: bytes, key: str, codec: Codec = PLAIN) -> Delivery:
     """Verify one delivery marker read at ``key``; ``CorruptObject`` unless its sequence is its key's."""
-    marker = _decode_json(data, key, KIND_DELIVERY, _decode_delivery, "delivery marker")
+    marker = _decode_json(data, key, KIND_DELIVERY, _decode_delivery, "delivery marker", codec)
     parsed = parse_key(key)
     if parsed is None or parsed[2] != marker.seq:
         raise CorruptObject(key, f"delivery marker of #{marker.seq} stored under another key")
     return marker
 
 
-def encode_claim(claim: Claim) -> bytes:
-    return encode_record(KIND_CLAIM, _encoder.encode(claim))[1]
+def encode_claim(claim: Claim, codec: Codec = PLAIN) -> bytes:
+    return _encode(KIND_CLAIM, _encoder.encode(claim), codec)[1]
 
 
-def decode_claim(data: bytes, key: str) -> Claim:
+def decode_claim(data: bytes, key: str, codec: Codec = PLAIN) -> Claim:
     """Verify one client-id claim read at ``key``; ``CorruptObject`` unless its client id is its key's."""
-    claim = _decode_json(data, key, KIND_CLAIM, _decode_claim, "client-id claim")
-    if key.rsplit("/", 1)[-1] != _claim_name(claim.client_id):
+    claim = _decode_json(data, key, KIND_CLAIM, _decode_claim, "client-id claim", codec)
+    if key.rsplit("/", 1)[-1] != _claim_name(claim.client_id, codec):
         raise CorruptObject(key, "client-id claim of another client id")
     return claim
 
 
-def _decode_json(data: bytes, key: str, kind: int, decoder, what: str):
-    payload = decode_record(data, key=key, expect_kind=kind)
+def _decode_json(data: bytes, key: str, kind: int, decoder, what: str, codec: Codec):
+    payload = _decode(data, key, kind, codec)
     try:
         return decoder(payload)
     except msgspec.DecodeError as err:

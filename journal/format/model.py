@@ -22,12 +22,15 @@ from .objects import HEADER, ID, MAX_OFFSET, MAX_RAW, MAX_RECORD, is_id
 #: The store format this code writes (docs/design.md §18): which record kinds, flags
 #: and structure versions a writer may produce. It reads every format from 1 on. No
 #: stored field holds it: each structure keeps its own version (the record header,
-#: manifests, pages, tombstones and the config 1, page maps 3, the local state 2), and a
-#: new format adds only what an older reader refuses, never what it would misread.
-FORMAT = 8
+#: manifests, pages, tombstones and a plain store's config 1, page maps 3, the local
+#: state and an encrypted store's config 2), and a new format adds only what an older
+#: reader refuses, never what it would misread.
+FORMAT = 9
 MANIFEST_VERSION = 1
 PAGE_VERSION = 1
-STORE_VERSION = 1                   # the store config's version: a newer one is refused
+PLAIN_STORE_VERSION = 1             # the config's version of a plain store
+ENCRYPTED_STORE_VERSION = 2         # ... of an encrypted store (design §21), which earlier readers refuse
+STORE_VERSION = ENCRYPTED_STORE_VERSION  # the newest config version read: a newer one is refused
 STORE_FORMAT = "journal-store"      # the store config's ``format``: what kind of store, not a version
 
 KIND_FILE = "file"
@@ -136,13 +139,16 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     restored: dict[Text, str] | msgspec.UnsetType = msgspec.UNSET
 
 
-class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """The ``config`` object at the root of every store."""
+class StoreInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The ``config`` object at the root of every store. ``encryption`` names an
+    encrypted store's cipher (``aes-256-gcm``, version 2); a plain store's config has
+    no such member (version 1)."""
 
-    format: str = STORE_FORMAT
-    version: int = STORE_VERSION
+    format: str
+    version: int
     store_id: str
     created: str
+    encryption: str | None = None
 
 
 _encoder = msgspec.json.Encoder(order="deterministic")

@@ -44,7 +44,6 @@ chunk as whole. A reader refuses every flag it does not know (``KIND_FLAGS``).
 
 from __future__ import annotations
 
-import hashlib
 import re
 import struct
 import threading
@@ -52,6 +51,7 @@ import threading
 import zstandard
 
 from ..errors import CorruptObject, RecordTooLarge
+from .codec import PLAIN, Codec
 
 MAGIC = b"JRNL"
 RECORD_VERSION = 1     # the header's version: every record, whatever the store format (model.FORMAT)
@@ -114,9 +114,9 @@ DELTA_LEVEL_SMALL_BASE, DELTA_LEVEL = 19, 9
 SMALL_BASE = 16 << 10
 
 
-def blob_id(payload: bytes) -> str:
-    """The id of a payload: its SHA-256, hex."""
-    return hashlib.sha256(payload).hexdigest()
+def blob_id(payload: bytes, codec: Codec = PLAIN) -> str:
+    """The id of a payload: its SHA-256, hex (keyed in an encrypted store: ``format/codec.py``)."""
+    return codec.id(payload)
 
 
 _local = threading.local()   # one (de)compressor per thread: creating one costs more than a 4 KiB page
@@ -142,8 +142,10 @@ def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
 
 def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
                   base_ref: bytes | None = None, base_at: tuple[str, int, int] | None = None,
-                  members: bytes | None = None, level: int | None = None, marks: int = 0) -> tuple[str, bytes]:
-    """Return ``(blob id, record bytes)`` for ``payload``.
+                  members: bytes | None = None, level: int | None = None, marks: int = 0,
+                  codec: Codec = PLAIN) -> tuple[str, bytes]:
+    """Return ``(blob id, record bytes)`` for ``payload``; the id is ``codec``'s (the
+    record is not sealed here: ``PackWriter`` and the writers of single records seal it).
 
     With ``base`` the frame is compressed against ``base`` as a raw-content dictionary
     and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``. An index
@@ -158,7 +160,7 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
         raise ValueError(f"flags {marks:#06x} do not mark a {KIND_NAMES.get(kind, kind)} record")
     if len(payload) > RAW_LIMITS[kind]:
         raise RecordTooLarge(KIND_NAMES[kind], len(payload), RAW_LIMITS[kind])
-    digest = hashlib.sha256(payload).digest()
+    digest = codec.digest(payload)
     flags = 0
     if base is None:
         if members is not None:
@@ -237,8 +239,9 @@ def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, st
 
 
 def decode_record(data: bytes, *, key: str, expect_id: str | None = None, expect_kind: int | None = None,
-                  expect_size: int | None = None, base: bytes | None = None) -> bytes:
-    """Verify one record and return its payload.
+                  expect_size: int | None = None, base: bytes | None = None, codec: Codec = PLAIN) -> bytes:
+    """Verify one record (opened, in an encrypted store) and return its payload; its id
+    is checked as ``codec`` computes ids.
 
     A delta record (``FLAG_DELTA``) is decoded against ``base``, the verified bytes of
     its base page; without one it is refused. ``base`` is ignored for other records.
@@ -273,7 +276,7 @@ def decode_record(data: bytes, *, key: str, expect_id: str | None = None, expect
         payload = dctx.decompress(data[start:], max_output_size=raw_size)
     except zstandard.ZstdError as err:
         raise CorruptObject(key, f"zstd frame: {err}") from err
-    if len(payload) != raw_size or hashlib.sha256(payload).hexdigest() != digest:
+    if len(payload) != raw_size or codec.id(payload) != digest:
         raise CorruptObject(key, "payload hash mismatch")
     return payload
 

@@ -3,7 +3,8 @@
 ``tombstones/<ns>-<id>`` is an immutable JSON object (design §16): when it was made,
 by which host, the ``mark_seq`` its orphan rule is judged against, and its items,
 each ``[key, kind, bytes]``. gc writes one every ``TOMBSTONE_ITEMS`` items and reads
-them one at a time, each item left encoded until it is used.
+them one at a time, each item left encoded until it is used. In an encrypted store
+the JSON is sealed (``format/codec.py``, role ``TOMBSTONE``): it names a host.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Literal
 import msgspec
 
 from ..errors import CorruptObject, ObjectNotFound
+from .codec import PLAIN, TOMBSTONE, Codec
 from .model import Count, Nanos, Text
 
 TOMBSTONE_PREFIX = "tombstones/"
@@ -62,11 +64,12 @@ _decode_item = msgspec.json.Decoder(TombstoneItem).decode
 _decode_lazy = msgspec.json.Decoder(LazyTombstone).decode
 
 
-def read_tombstone(raw: bytes, key: str) -> LazyTombstone:
-    """A tombstone read from the store, its items still encoded; ``CorruptObject(key)``
-    when the bytes are not one (torn, foreign, a field out of range)."""
+def read_tombstone(raw: bytes, key: str, codec: Codec = PLAIN) -> LazyTombstone:
+    """A tombstone read from the store (opened by ``codec`` in an encrypted store), its
+    items still encoded; ``CorruptObject(key)`` when the bytes are not one (torn,
+    foreign, a field out of range, failing their tag)."""
     try:
-        return _decode_lazy(raw)
+        return _decode_lazy(codec.open(raw, TOMBSTONE, key))
     except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
         raise CorruptObject(key, f"tombstone does not decode: {err}") from None
 
@@ -103,23 +106,24 @@ class Chunk:
         return data
 
 
-def tombstoned_packs(store) -> set[str]:
+def tombstoned_packs(store, codec: Codec = PLAIN) -> set[str]:
     """The ids of the packs every readable tombstone names: garbage gc already knows
     about (an unreadable tombstone or item is skipped here; gc reports it)."""
-    return {item.key.rsplit("/", 1)[-1] for _, item in _named(store) if item.kind in (ItemKind.PACK, ItemKind.ORPHAN)}
+    return {item.key.rsplit("/", 1)[-1] for _, item in _named(store, codec)
+            if item.kind in (ItemKind.PACK, ItemKind.ORPHAN)}
 
 
-def tombstoned_manifests(store) -> dict[str, str]:
+def tombstoned_manifests(store, codec: Codec = PLAIN) -> dict[str, str]:
     """The manifest keys readable tombstones name (an expired checkpoint, deleted by a
     later gc after its grace period), each with its tombstone's time."""
-    return {item.key: stone.created for stone, item in _named(store) if item.kind == ItemKind.MANIFEST}
+    return {item.key: stone.created for stone, item in _named(store, codec) if item.kind == ItemKind.MANIFEST}
 
 
-def _named(store):
+def _named(store, codec: Codec):
     """``(tombstone, item)`` for every readable item of every readable tombstone."""
     for key in store.list(TOMBSTONE_PREFIX):
         try:
-            stone = read_tombstone(store.get(key), key)
+            stone = read_tombstone(store.get(key), key, codec)
         except (ObjectNotFound, CorruptObject):
             continue
         for raw in stone.items:

@@ -24,6 +24,7 @@ import msgspec
 from ..errors import CorruptObject, ObjectNotFound
 from ..format.inputs import (CLAIM_LETTER, DELIVERY_LETTER, INPUT_LETTER, INPUT_PREFIX, claim_key, decode_delivery,
                              decode_input, delivery_key, input_key, parse_key)
+from ..format.codec import PLAIN, Codec
 from ..report import Reporter
 from ..store.base import Store
 from .fate import Fate
@@ -41,10 +42,10 @@ class InputPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def expired_inputs(store: Store, policy: InputPolicy, now_ns: int, reporter: Reporter,
-                   keep: Callable[[], None] = lambda: None) -> Iterator[tuple[str, int]]:
+                   keep: Callable[[], None] = lambda: None, codec: Codec = PLAIN) -> Iterator[tuple[str, int]]:
     """``(key, size)`` of every key under ``inputs/`` the policy lets go now, session by
     session: each expired input's claim, the input, its marker; then the session's
-    orphan markers. Nothing when the policy keeps every input."""
+    orphan markers. Nothing when the policy keeps every input. ``codec`` is the store's."""
     if policy.is_empty():
         return
     cutoff = now_ns - int(policy.keep_within * 1e9)
@@ -58,7 +59,7 @@ def expired_inputs(store: Store, policy: InputPolicy, now_ns: int, reporter: Rep
         if session is None or session.sdir != sdir:
             if session is not None:
                 yield from session.finish()
-            session = _Session(store, sdir, policy, cutoff, reporter)
+            session = _Session(store, sdir, policy, cutoff, reporter, codec)
         session.add(letter, seq, key, size)
     if session is not None:
         yield from session.finish()
@@ -67,8 +68,9 @@ def expired_inputs(store: Store, policy: InputPolicy, now_ns: int, reporter: Rep
 class _Session:
     """One session directory as its listing streams: claims, then markers, then inputs."""
 
-    def __init__(self, store: Store, sdir: str, policy: InputPolicy, cutoff: int, reporter: Reporter):
+    def __init__(self, store: Store, sdir: str, policy: InputPolicy, cutoff: int, reporter: Reporter, codec: Codec):
         self.store, self.sdir, self.policy, self.cutoff, self.reporter = store, sdir, policy, cutoff, reporter
+        self.codec = codec
         self.claims: dict[str, int] = {}
         self.markers: dict[int, int] = {}
         self.held: tuple[int, int] | None = None   # the last input seen: the newest, until another comes
@@ -99,11 +101,11 @@ class _Session:
         try:
             if marker_size is not None:
                 key = delivery_key(self.sdir, seq)
-                marker = decode_delivery(self.store.get(key), key)
+                marker = decode_delivery(self.store.get(key), key, self.codec)
                 submitted_ns, client_id = marker.submitted_ns, marker.client_id
             else:
                 key = input_key(self.sdir, seq)
-                head, _text, _rid = decode_input(self.store.get(key), key)
+                head, _text, _rid = decode_input(self.store.get(key), key, self.codec)
                 submitted_ns, client_id = head.submitted_ns, head.client_id
         except ObjectNotFound:
             return  # gone since the listing
@@ -112,7 +114,7 @@ class _Session:
             return
         if submitted_ns >= self.cutoff:
             return
-        claim = claim_key(self.sdir, client_id) if client_id is not None else None
+        claim = claim_key(self.sdir, client_id, self.codec) if client_id is not None else None
         if claim in self.claims:
             self.out.append((claim, self.claims[claim]))
         self.out.append((input_key(self.sdir, seq), size))

@@ -17,6 +17,8 @@ in between wins and this one stops (``LeaseLost``). A renewal that cannot keep t
 those times is not attempted: the gc stops, and the next run continues the work
 (``docs/design.md`` §16). The holder releases the lease by deleting it after
 checking it is still its own, with more than a quarter left; else it lets it expire.
+In an encrypted store the record is sealed (it names a host); one that does not open
+is unreadable, as a torn one is.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..errors import GcBusy, JournalError, KeyExists, ObjectNotFound
+from ..errors import CorruptObject, GcBusy, JournalError, KeyExists, ObjectNotFound
+from ..format.codec import LEASE, PLAIN, Codec
 from ..format.model import Count, Text
 from ..repository.repository import LEASE_KEY, LEASE_SECONDS
 from ..store.base import Store
@@ -59,11 +62,11 @@ class LeaseLost(GcBusy):
                                     "did stands: run gc again to continue")
 
 
-def _decode(raw: bytes) -> LeaseRecord | None:
+def _decode(raw: bytes, codec: Codec = PLAIN) -> LeaseRecord | None:
     """The lease record, or None when the bytes are not one (a torn or foreign write)."""
     try:
-        return msgspec.json.decode(raw, type=LeaseRecord)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+        return msgspec.json.decode(codec.open(raw, LEASE, LEASE_KEY), type=LeaseRecord)
+    except (msgspec.DecodeError, msgspec.ValidationError, CorruptObject):
         return None
 
 
@@ -76,10 +79,13 @@ class Lease:
 
     ``clock`` is the wall clock in nanoseconds since the epoch (``time.time_ns``; tests
     drive a fake one): every expiry is judged by it, and every record written stamped.
+    ``codec`` is the store's: it seals the record in an encrypted store.
     """
 
-    def __init__(self, store: Store, seconds: float = LEASE_SECONDS, clock: Callable[[], int] = time.time_ns):
+    def __init__(self, store: Store, seconds: float = LEASE_SECONDS, clock: Callable[[], int] = time.time_ns,
+                 codec: Codec = PLAIN):
         self.store = store
+        self.codec = codec
         self.seconds = seconds
         self.clock = clock
         self.record: LeaseRecord | None = None
@@ -91,12 +97,12 @@ class Lease:
                            acquired_ns=now, expires_ns=now + self._ns(1.0))
         for _ in range(3):
             try:
-                self.store.put_if_absent(LEASE_KEY, msgspec.json.encode(mine))
+                self.store.put_if_absent(LEASE_KEY, self.codec.seal(msgspec.json.encode(mine), LEASE))
             except KeyExists:
                 raw = self._raw()
                 if raw is None:
                     continue  # gone since the put: released, or its holder is renewing it; put again
-                other = _decode(raw)
+                other = _decode(raw, self.codec)
                 if other is not None and other.expires_ns > self.clock():
                     raise GcBusy(other.holder, _iso(other.expires_ns)) from None
                 # Expired (or unreadable): take it over, but delete only the very record
@@ -125,7 +131,7 @@ class Lease:
 
     def _read(self) -> LeaseRecord | None:
         raw = self._raw()
-        return None if raw is None else _decode(raw)
+        return None if raw is None else _decode(raw, self.codec)
 
     def _mine(self) -> LeaseRecord:
         """The lease record, if it is still ours and unexpired; else ``LeaseLost``."""
@@ -163,7 +169,7 @@ class Lease:
         now = self.clock()
         renewed = msgspec.structs.replace(current, expires_ns=now + self._ns(1.0))
         try:
-            self.store.put_if_absent(LEASE_KEY, msgspec.json.encode(renewed))
+            self.store.put_if_absent(LEASE_KEY, self.codec.seal(msgspec.json.encode(renewed), LEASE))
         except KeyExists:
             raise LeaseLost("another gc took the lease while this one renewed it", self._read()) from None
         self.record = renewed

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable, Iterator
 import msgspec
 
 from ..errors import CorruptObject, GcPlanStale, ObjectNotFound
+from ..format.codec import TOMBSTONE
 from ..format.inputs import parse_key as parse_input_key
 from ..format.tombstone import (TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, ItemKind, LazyTombstone, Tombstone,
                                 TombstoneItem, read_item, read_tombstone)
@@ -135,7 +136,7 @@ def gc(repo: Repository, policy: Policy, grace_seconds: float, *, dry_run: bool 
     if dry_run:
         with _Gc(repo, policy, grace_seconds, reporter, now_ns, inputs=inputs) as run:
             return run.run(GcResult()), None
-    with Lease(repo.store, lease_seconds, lease_clock) as lease, \
+    with Lease(repo.store, lease_seconds, lease_clock, repo.codec) as lease, \
             _Gc(repo, policy, grace_seconds, reporter, now_ns, lease, inputs=inputs) as run:
         repo.store.sweep_temp()
         result = GcResult()
@@ -309,7 +310,7 @@ class _Gc:
         """Each readable tombstone of ``keys``, one at a time (its items still encoded)."""
         for key in keys:
             try:
-                stone = read_tombstone(self.repo.store.get(key), key)
+                stone = read_tombstone(self.repo.store.get(key), key, self.repo.codec)
             except ObjectNotFound as err:
                 self.reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err}")
                 continue
@@ -462,7 +463,8 @@ class _Gc:
         """Tombstone the keys under ``inputs/`` the input policy lets go (``gc/inputs.py``)
         that no tombstone names yet; the sweep deletes what it still lets go then."""
         expired = self.spill.batch(Table.INPUTS_EXPIRED)
-        for key, size in expired_inputs(self.repo.store, self.inputs, self.now_ns, self.reporter, self._keep):
+        for key, size in expired_inputs(self.repo.store, self.inputs, self.now_ns, self.reporter, self._keep,
+                                        self.repo.codec):
             expired(key)
             if not self.spill.has(Table.INPUTS_MARKED, key):
                 add(TombstoneItem(key=key, kind=ItemKind.INPUT, bytes=size))
@@ -474,7 +476,7 @@ class _Gc:
         record = chunk.record(Tombstone(created=utc_now(), created_ns=now, host=os.uname().nodename,
                                         mark_seq=mark_seq, items=[]))
         key = f"{TOMBSTONE_PREFIX}{now:020d}-{uuid.uuid4().hex[:8]}"
-        self.repo.store.put_if_absent(key, record)
+        self.repo.store.put_if_absent(key, self.repo.codec.seal(record, TOMBSTONE))
         result.tombstone_key = result.tombstone_key or key
         result.tombstones_written += 1
         result.tombstoned += count

@@ -102,7 +102,8 @@ def open_log(cfg, store=None, *, create: bool = False, reporter: Reporter = SILE
     """The input journal of ``cfg``'s store. ``create`` (an append) creates an absent store
     as a checkpoint would (never where this machine's store vanished); reading needs one."""
     store = store or open_store(cfg.store)
-    repo = open_repository(store, cfg.state_dir, create=True) if create else Repository.open(store)
+    repo = (open_repository(store, cfg.state_dir, create=True, key=cfg.key) if create
+            else Repository.open(store, key=cfg.key))
     return InputLog(repo, limit=cfg.input_limit, reporter=reporter)
 
 
@@ -113,6 +114,7 @@ class InputLog:
                  clock: Callable[[], int] = time.time_ns):
         self.repo = repo
         self.store = repo.store
+        self.codec = repo.codec
         self.limit = limit
         self.reporter = reporter
         self.clock = clock
@@ -132,7 +134,7 @@ class InputLog:
         text = bytes(text)
         if len(text) > self.limit:
             raise InputTooLarge(len(text), self.limit)
-        sdir = session_dir(harness, session)
+        sdir = session_dir(harness, session, self.codec)
         if client_id is None:
             return self._store(sdir, harness, session, pane, client_id, text)
         with self._client_lock(sdir, client_id):
@@ -156,17 +158,17 @@ class InputLog:
     def _claim(self, sdir: str, client_id: str) -> Appended | None:
         """Take ``client_id`` in the session (None: go on and store the input), or find
         the input an earlier attempt stored for it."""
-        key = claim_key(sdir, client_id)
+        key = claim_key(sdir, client_id, self.codec)
         now = self.clock()
         claim = Claim(client_id=client_id, after=self._known(sdir), created=utc(now), created_ns=now,
                       host=self.host, pid=os.getpid())
         try:
-            self.store.put_if_absent(key, encode_claim(claim))
+            self.store.put_if_absent(key, encode_claim(claim, self.codec))
             return None
         except KeyExists:
             pass
         try:
-            taken = decode_claim(self.store.get(key), key)
+            taken = decode_claim(self.store.get(key), key, self.codec)
         except ObjectNotFound:   # gc expired it meanwhile, with its input
             return self._first_with(sdir, client_id, 0)
         except CorruptObject as err:
@@ -215,7 +217,7 @@ class InputLog:
         for seq in self._seqs(sdir, after):
             key = input_key(sdir, seq)
             try:
-                head, _text, rid = decode_input(self.store.get(key), key)
+                head, _text, rid = decode_input(self.store.get(key), key, self.codec)
             except ObjectNotFound:
                 continue
             except CorruptObject as err:
@@ -232,7 +234,7 @@ class InputLog:
         now = self.clock()
         head = InputHead(harness=harness, session=session, pane=pane, client_id=client_id, submitted=utc(now),
                          submitted_ns=now, size=len(text), host=self.host)
-        rid, record = encode_input(head, text)
+        rid, record = encode_input(head, text, self.codec)
         key = self.store.put_first_absent(self._slots(sdir), record)
         if key is None:
             raise InputBusy(sdir, MAX_TRIES)
@@ -288,7 +290,7 @@ class InputLog:
         sequence: each read and verified, except those ``undelivered`` leaves out, which
         the listing alone decides. A damaged input is skipped with a warning."""
         current, delivered = None, set()
-        for key in self.store.list(session_prefix(harness, session)):
+        for key in self.store.list(session_prefix(harness, session, self.codec)):
             parsed = parse_key(key)
             if parsed is None:
                 continue
@@ -300,7 +302,7 @@ class InputLog:
             if letter != INPUT_LETTER or (undelivered and seq in delivered):
                 continue
             try:
-                head, _text, rid = decode_input(self.store.get(key), key)
+                head, _text, rid = decode_input(self.store.get(key), key, self.codec)
             except ObjectNotFound:   # gc expired it since the listing
                 continue
             except CorruptObject as err:
@@ -321,14 +323,14 @@ class InputLog:
     def _read(self, text_id: str, sdir: str, seq: int) -> tuple[InputHead, bytes, str]:
         key = input_key(sdir, seq)
         try:
-            return decode_input(self.store.get(key), key)
+            return decode_input(self.store.get(key), key, self.codec)
         except ObjectNotFound:
             raise InputNotFound(text_id, key) from None
 
     def _marker(self, sdir: str, seq: int, rid: str) -> Delivery | None:
         key = delivery_key(sdir, seq)
         try:
-            marker = decode_delivery(self.store.get(key), key)
+            marker = decode_delivery(self.store.get(key), key, self.codec)
         except ObjectNotFound:
             return None
         if marker.input != rid:
@@ -346,7 +348,7 @@ class InputLog:
         marker = Delivery(input=rid, seq=seq, client_id=head.client_id, submitted_ns=head.submitted_ns,
                           delivered=utc(now), delivered_ns=now, host=self.host)
         try:
-            self.store.put_if_absent(delivery_key(sdir, seq), encode_delivery(marker))
+            self.store.put_if_absent(delivery_key(sdir, seq), encode_delivery(marker, self.codec))
         except KeyExists:
             existing = self._marker(sdir, seq, rid)
             if existing is None:   # gc expired it since the put: the input goes with it

@@ -315,7 +315,7 @@ def _checkpoint(run: _Run, step: Step):
         seq, detail = err.seq, str(err)
         run.report.problems.append(detail)
     if seq is None:
-        seqs = Repository.open(run.store).manifest_seqs()
+        seqs = Repository.open(run.store, key=run.cfg.key).manifest_seqs()
         seq = seqs[-1] if seqs else None
         detail = detail or f"nothing changed since checkpoint {seq}; it holds the live trees"
     run.report.seq = seq
@@ -328,7 +328,7 @@ def _verify(run: _Run, step: Step):
     seq = run.report.seq
     if seq is None:
         return SKIPPED, "no checkpoint to verify"
-    repo = Repository.open(run.store)
+    repo = Repository.open(run.store, key=run.cfg.key)
     result = verify(repo, run.reporter, full=True)
     mine = [f for f in result.errors if f.manifest == seq]
     for f in result.errors:

@@ -315,7 +315,7 @@ def plan_migration(cfg: Config, store: Store, legacy_root: str, *, old_home: str
     if not os.path.isdir(legacy_root):
         raise ConfigError(f"migrate: legacy root {legacy_root} is not a directory; pass --legacy-root PATH")
     old_home = os.path.abspath(old_home or os.path.join(os.path.dirname(legacy_root), "home"))
-    repo, stored = _stored_trees(store, reporter)
+    repo, stored = _stored_trees(store, cfg.key, reporter)
     with tempfile.TemporaryDirectory(prefix="journal-migrate-plan-") as tmp:
         p = _Planner(cfg, legacy_root, old_home, stored, tmp)
         _check_overlap(p)
@@ -348,11 +348,11 @@ def plan_migration(cfg: Config, store: Store, legacy_root: str, *, old_home: str
                          problems=tuple(p.problems), warnings=tuple(p.warnings))
 
 
-def _stored_trees(store: Store, reporter: Reporter) -> tuple[Repository | None, set[str]]:
+def _stored_trees(store: Store, key, reporter: Reporter) -> tuple[Repository | None, set[str]]:
     """Every tree the store has: a manifest carries every tree ever seen (§9), so the newest
-    readable manifest names them all."""
+    readable manifest names them all (``key`` unlocks an encrypted store)."""
     try:
-        repo = Repository.open(store)
+        repo = Repository.open(store, key=key)
     except NoStore:
         return None, set()
     for seq, manifest, err in repo.iter_manifests_desc():

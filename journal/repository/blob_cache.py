@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import msgspec
@@ -65,13 +64,14 @@ class BlobCache:
             raise LocalWriteError("keep a local copy", err, path) from err
 
     def cached(self, blob_id: str) -> bytes | None:
-        """The local copy of ``blob_id`` if there is one and it still hashes to its id."""
+        """The local copy of ``blob_id`` if there is one and it still hashes to its id (as
+        the store makes ids)."""
         try:
             with open(os.path.join(self.dir, blob_id), "rb") as fh:
                 payload = fh.read()
         except FileNotFoundError:
             return None
-        return payload if hashlib.sha256(payload).hexdigest() == blob_id else None
+        return payload if self.repo.codec.id(payload) == blob_id else None
 
     def base_of(self, blob_id: str) -> tuple[bool, BlobRef | None]:
         """``(known, base)``: whether how ``blob_id`` is stored is known here, and the

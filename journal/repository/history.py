@@ -35,7 +35,7 @@ def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInf
     if limit == 0:
         return out
     sizes = repo.manifest_sizes()
-    expired = tombstoned_manifests(repo.store)
+    expired = tombstoned_manifests(repo.store, repo.codec)
     for seq, manifest, mid in repo.iter_manifests_desc(sorted(sizes)):
         if manifest is None:
             out.append(ManifestInfo(seq=seq, error=str(mid), expired=expired.get(manifest_key(seq))))

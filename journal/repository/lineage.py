@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+from ..config import KeySource
 from ..errors import ForeignStore, HistoryLost, ManifestConflict, NoStore, StoreVanished
 from ..local.state import LocalState, StateLock, read_state, save_state
 from ..paths import STATE_FILE
@@ -25,24 +26,26 @@ from .repository import MANIFEST_PREFIX, Repository, manifest_key
 from ..store.base import Store
 
 
-def open_repository(store: Store, state_dir: str, *, create: bool) -> Repository:
-    """Open the store; create it when absent only if this machine never checkpointed
-    to a store. A store that vanished (an unmounted volume) is not silently replaced by
-    a new, empty one on local disk: ``journal init`` creates it on purpose."""
+def open_repository(store: Store, state_dir: str, *, create: bool, key: KeySource | None = None) -> Repository:
+    """Open the store (unlocked with ``key`` when it is encrypted); create it when absent
+    only if this machine never checkpointed to a store (encrypted when a ``key`` is
+    set). A store that vanished (an unmounted volume) is not silently replaced by a new,
+    empty one on local disk: ``journal init`` creates it on purpose."""
     try:
-        return Repository.open(store)
+        return Repository.open(store, key=key)
     except NoStore:
         if not create:
             raise
         refuse_vanished(store, state_dir)
-        return Repository.open(store, create=True)
+        return Repository.open(store, create=True, key=key)
 
 
-def open_existing(store: Store, state_dir: str, *, audit: bool = False) -> Repository:
-    """Open the store for reading (``log``, ``verify``, ``gc``): a store that vanished
-    after this machine checkpointed to it is ``StoreVanished``, as for a checkpoint."""
+def open_existing(store: Store, state_dir: str, *, audit: bool = False, key: KeySource | None = None) -> Repository:
+    """Open the store for reading (``log``, ``verify``, ``gc``, unlocked with ``key`` when
+    it is encrypted): a store that vanished after this machine checkpointed to it is
+    ``StoreVanished``, as for a checkpoint."""
     try:
-        return Repository.open(store, audit=audit)
+        return Repository.open(store, audit=audit, key=key)
     except NoStore:
         refuse_vanished(store, state_dir)
         raise

@@ -2,8 +2,10 @@
 
 On hf-mount every object is one upload, so a checkpoint writes its new blobs into a
 few packs instead of one object per blob. A pack is the plain concatenation of
-records (see ``format/objects.py``) and its key is the SHA-256 of its bytes. Packs are
-spooled to local disk first, so memory stays bounded whatever the file sizes.
+records (see ``format/objects.py``), each sealed on its own in an encrypted store
+(``format/codec.py``: so one blob is still read with one ranged read), and its key is
+the SHA-256 of its bytes as stored. Packs are spooled to local disk first, so memory
+stays bounded whatever the file sizes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import msgspec
 
 from ..errors import JournalError, KeyExists, LocalWriteError
 from ..localfs import clear_dir
+from ..format.codec import PLAIN, RECORD, Codec
 from ..format.model import PENDING_PACK, BlobRef, is_pending
 from ..format.objects import encode_record
 from ..store.base import Store
@@ -36,8 +39,9 @@ class PackWriter:
     ``resolve`` swaps placeholders for real pack ids afterwards.
     """
 
-    def __init__(self, store: Store, spool_dir: str, target: int | None = PACK_TARGET):
+    def __init__(self, store: Store, spool_dir: str, target: int | None = PACK_TARGET, codec: Codec = PLAIN):
         self.store = store
+        self.codec = codec                  # the store's: ids are its, and each record is sealed by it
         self.spool_dir = spool_dir
         self.target = target
         self.packs: list[str] = []          # ids of packs uploaded, in order
@@ -63,11 +67,13 @@ class PackWriter:
         blob in the open pack (a page map that names that pack's pages as "same pack").
         ``base``: store a database page as a delta against these bytes (``encode_record``).
         """
-        blob_id, record = encode_record(kind, payload, base=base)
+        blob_id, record = encode_record(kind, payload, base=base, codec=self.codec)
         return self.add_record(blob_id, record, len(payload), roll)
 
     def add_record(self, blob_id: str, record: bytes, size: int, roll: bool = True) -> BlobRef:
-        """Append one record already made by ``encode_record``; see ``add``."""
+        """Append one record already made by ``encode_record`` (with this writer's codec),
+        sealed in an encrypted store; see ``add``."""
+        record = self.codec.seal(record, RECORD)
         if roll and self._fh is not None and self.target is not None and self._size >= self.target:
             self._close_and_upload()
         with self._spooling():

@@ -6,6 +6,11 @@ Layout (see docs/design.md)::
     packs/<hh>/<sha256>          concatenated records
     manifests/<seq, 12 digits>   one manifest record each
     leases/gc                    the lease of the one gc running (``gc/lease.py``)
+    keys/<32 hex>                an encrypted store's key objects (``journal/crypto/keys.py``)
+
+Every record read or written goes through the store's codec (``repo.codec``,
+``format/codec.py``): the identity and SHA-256 ids in a plain store; sealed objects and
+keyed ids in an encrypted one, unlocked once when the store is opened.
 """
 
 from __future__ import annotations
@@ -19,8 +24,12 @@ from collections.abc import Iterator
 
 import msgspec
 
-from ..errors import CorruptObject, DamagedConfig, KeyExists, NoStore, NotAStore, ObjectNotFound, StoreError
-from ..format.model import STORE_FORMAT, STORE_VERSION, BlobRef, Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem
+from ..config import KeySource
+from ..errors import (ConfigError, CorruptObject, DamagedConfig, KeyExists, NoStore, NotAStore, NotEncrypted,
+                      ObjectNotFound, StoreError)
+from ..format.codec import KEYS_PREFIX, PLAIN, RECORD, Codec
+from ..format.model import (ENCRYPTED_STORE_VERSION, PLAIN_STORE_VERSION, STORE_FORMAT, STORE_VERSION, BlobRef,
+                            Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem)
 from ..format.objects import (KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, is_id,
                       parse_header)
 from ..format.inputs import INPUT_PREFIX
@@ -66,6 +75,10 @@ _STORE_ID = re.compile(r"[0-9a-f]{32}")
 _CREATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 
 
+#: The one cipher an encrypted store's config may name (``journal/crypto/keyring.py``).
+CIPHER = "aes-256-gcm"
+
+
 class _UnsealedConfig(msgspec.Struct, forbid_unknown_fields=True):
     """A config without a checksum (read only: stores created by formats 1-6 keep theirs,
     as no object is rewritten): exactly these members, so a changed byte in a member's
@@ -105,7 +118,18 @@ def read_config(raw: bytes) -> StoreInfo:
         raise ValueError(f"names format {info.format!r}")
     if not _STORE_ID.fullmatch(info.store_id) or not _CREATED.fullmatch(info.created):
         raise ValueError(f"holds a malformed store id or time ({info.store_id!r}, {info.created!r})")
+    if info.version <= STORE_VERSION and (info.version >= ENCRYPTED_STORE_VERSION) != (info.encryption is not None):
+        raise ValueError(f"says version {info.version} with encryption {info.encryption!r}: an encrypted store is "
+                         f"version {ENCRYPTED_STORE_VERSION}, a plain one version {PLAIN_STORE_VERSION}")
+    if info.encryption not in (None, CIPHER):
+        raise ValueError(f"names cipher {info.encryption!r}; this journal knows only {CIPHER}")
     return info
+
+
+def _fresh(store: Store) -> bool:
+    """Empty, or holding only key objects: an encrypted store's creation that stopped
+    before its config, whose keys name a store id no config ever will."""
+    return store.is_empty() or all(key.startswith(KEYS_PREFIX) for key in store.list())
 
 
 def _holds_data(store: Store) -> bool:
@@ -124,38 +148,59 @@ def _not_a_store(store: Store, problem: str) -> StoreError:
 class Repository:
     """A journal store opened for reading and writing."""
 
-    def __init__(self, store: Store, info: StoreInfo | None, config_problem: str | None = None):
+    def __init__(self, store: Store, info: StoreInfo | None, config_problem: str | None = None,
+                 codec: Codec = PLAIN, key_id: str | None = None):
         self.store = store
         self.info = info                      # None only when opened for an audit of a damaged config
         self.config_problem = config_problem  # what is wrong with the config (an audit only)
+        self.codec = codec                    # PLAIN, or the keyring of an encrypted store
+        self.key_id = key_id                  # the key object that unlocked an encrypted store
 
     @classmethod
-    def open(cls, store: Store, *, create: bool = False, audit: bool = False) -> "Repository":
-        """Open the store; with ``create``, initialise an absent or empty one.
+    def open(cls, store: Store, *, create: bool = False, audit: bool = False, key: KeySource | None = None,
+             encrypt: bool = False) -> "Repository":
+        """Open the store; with ``create``, initialise an absent or empty one, encrypted
+        when a ``key`` is set (design §21). An encrypted store is unlocked with ``key``.
 
         Raises ``NotAStore`` for a non-empty location without a journal config,
         ``DamagedConfig`` for a store whose config is missing or fails its checks while
         it holds data, and ``NoStore`` for an absent or empty one when ``create`` is
         false. With ``audit`` (verify), a damaged config is recorded in
-        ``config_problem`` instead, so the rest of the store can still be audited.
+        ``config_problem`` instead, so the rest of the store can still be audited. An
+        encrypted store without ``key`` is ``NoKey``, with the wrong one ``WrongKey``; a
+        plain store with a ``key`` is ``NotEncrypted`` (its objects are in the clear), and
+        with ``encrypt`` (``journal init --encrypt``) a ``ConfigError``.
         """
+        if encrypt and key is None:
+            raise ConfigError("init --encrypt: no key is set; give --key-file PATH (created if absent), or set "
+                              "JOURNAL_KEY_FILE or JOURNAL_PASSPHRASE")
         try:
-            info = cls._read_info(store, create)
+            info = cls._read_info(store, create, key)
         except DamagedConfig as err:
             if not audit:
                 raise
             return cls(store, None, config_problem=err.problem)
-        return cls(store, info)
+        if info.encryption is None:
+            if encrypt:
+                raise ConfigError(f"init --encrypt: {store.location} is already a store, and not an encrypted one; "
+                                  "start an encrypted store at another location")
+            if key is not None:
+                raise NotEncrypted(store.location, key.describe())
+            return cls(store, info)
+        from ..crypto.keys import unlock  # (imports `cryptography`: only for an encrypted store)
+
+        codec, key_id = unlock(store, info.store_id, key)
+        return cls(store, info, codec=codec, key_id=key_id)
 
     @classmethod
-    def _read_info(cls, store: Store, create: bool) -> StoreInfo:
+    def _read_info(cls, store: Store, create: bool, key: KeySource | None) -> StoreInfo:
         try:
             raw = store.get(CONFIG_KEY)
         except ObjectNotFound:
-            if store.is_empty():
+            if _fresh(store):
                 if not create:
                     raise NoStore(store.location, store.missing_parent()) from None
-                return cls._init(store)
+                return cls._init(store, key)
             try:  # another process may have created the store between the two looks
                 raw = store.get(CONFIG_KEY)
             except ObjectNotFound:
@@ -172,13 +217,26 @@ class Repository:
         return info
 
     @classmethod
-    def _init(cls, store: Store) -> StoreInfo:
+    def _init(cls, store: Store, key: KeySource | None) -> StoreInfo:
+        """A new store's config; an encrypted store's first key object is put before it
+        (a store is never without a key), bound to this new store id."""
         store.check_creatable()
-        info = StoreInfo(store_id=uuid.uuid4().hex, created=utc_now())
+        info = StoreInfo(format=STORE_FORMAT, version=PLAIN_STORE_VERSION, store_id=uuid.uuid4().hex,
+                         created=utc_now())
+        kid = None
+        if key is not None:
+            from ..crypto.keys import create_keys
+
+            info = msgspec.structs.replace(info, version=ENCRYPTED_STORE_VERSION, encryption=CIPHER)
+            kid = create_keys(store, info.store_id, key, info.created)[1]
         try:
             store.put_if_absent(CONFIG_KEY, seal_config(info))
         except KeyExists:
-            return cls._read_info(store, False)  # another process initialised it first
+            if kid is not None:
+                from ..crypto.keys import discard_keys
+
+                discard_keys(store, info.store_id, kid)
+            return cls._read_info(store, False, None)  # another process initialised it first
         return info
 
     @property
@@ -196,8 +254,9 @@ class Repository:
         return self.read_records([ref])[0]
 
     def read_records(self, refs: list[BlobRef]) -> list:
-        """Back-to-back records of one pack, as stored, with one ranged read (lengths
-        checked, not yet verified); each a view of the one buffer, not a copy."""
+        """Back-to-back records of one pack, with one ranged read (lengths checked, not
+        yet verified); in a plain store each a view of the one buffer, not a copy; in an
+        encrypted one each opened (``CorruptObject`` when it fails its tag)."""
         start, end = refs[0].offset, refs[-1].offset + refs[-1].length
         if not is_id(refs[0].pack):  # decoders refuse such a name; a pack name is the only key read here
             raise CorruptObject(f"blob {refs[0].id[:12]}", f"names pack {refs[0].pack!r}, which is not a pack name")
@@ -208,6 +267,9 @@ class Repository:
                 raise ObjectNotFound(key)
             raise CorruptObject(blob_location(refs[0]), f"pack too short: got {len(data)} of {end - start} bytes")
         view = memoryview(data)
+        if self.codec.encrypted:
+            return [self.codec.open(view[r.offset - start:r.offset - start + r.length], RECORD, blob_location(r))
+                    for r in refs]
         return [view[r.offset - start:r.offset - start + r.length] for r in refs]
 
     def read_page(self, ref: BlobRef, kept: "RecordCache | None" = None) -> tuple[bytes, BlobRef | None]:
@@ -229,7 +291,8 @@ class Repository:
         data = self.read_record(ref)
         named = embedded_base(data, key=where)
         if named is None:
-            payload = decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size)
+            payload = decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size,
+                                    codec=self.codec)
             if kept is not None:
                 kept.put(ref, kind, payload)
             return payload, None
@@ -246,7 +309,7 @@ class Repository:
                 raise CorruptObject(where, f"base reference {problem}")
         base, base_ref = self._read_base(base_ref, own_kind, kept)
         return decode_record(data, key=where, expect_id=ref.id, expect_kind=kind, expect_size=ref.size,
-                             base=base), base_ref
+                             base=base, codec=self.codec), base_ref
 
     def read_whole(self, ref: BlobRef, kind: int | None = None) -> bytes:
         """One blob that must be stored whole (a delta's base), verified; a delta is
@@ -264,7 +327,7 @@ class Repository:
         data = self.read_record(ref)
         _kind, _raw, _stored, digest = parse_header(data, key=where)
         payload = decode_record(data, key=where, expect_id=ref.id or None, expect_kind=kind,
-                                expect_size=ref.size or None)
+                                expect_size=ref.size or None, codec=self.codec)
         whole = BlobRef(digest, ref.pack, ref.offset, ref.length, len(payload))
         if kept is not None:
             kept.put(whole, kind, payload)
@@ -283,7 +346,7 @@ class Repository:
             if len(refs) == 1:
                 raise
             return [self.read_blob(ref) for ref in refs]  # short: let each blob say what is wrong
-        return [decode_record(data, key=blob_location(r), expect_id=r.id, expect_size=r.size)
+        return [decode_record(data, key=blob_location(r), expect_id=r.id, expect_size=r.size, codec=self.codec)
                 for r, data in zip(refs, records)]
 
     def manifest_seqs(self) -> list[int]:
@@ -298,7 +361,7 @@ class Repository:
     def load_manifest(self, seq: int) -> tuple[Manifest, str]:
         """Read and verify manifest ``seq``; returns it with its id (payload hash)."""
         key = manifest_key(seq)
-        payload = decode_record(self.store.get(key), key=key, expect_kind=KIND_MANIFEST)
+        payload = self.decode_manifest_record(self.store.get(key), key)
         try:
             manifest = decode(payload, Manifest)
         except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
@@ -308,7 +371,12 @@ class Repository:
         problem = manifest_problem(manifest)
         if problem:
             raise CorruptObject(key, f"manifest {problem}")
-        return manifest, blob_id(payload)
+        return manifest, blob_id(payload, self.codec)
+
+    def decode_manifest_record(self, stored: bytes, key: str) -> bytes:
+        """A manifest's payload from its stored bytes (opened, then verified)."""
+        return decode_record(self.codec.open(stored, RECORD, key), key=key, expect_kind=KIND_MANIFEST,
+                             codec=self.codec)
 
     def iter_manifests_desc(self, seqs: list[int] | None = None) -> Iterator[tuple[int, Manifest | None, str | Exception]]:
         """Yield ``(seq, manifest, id)`` newest first; a bad one yields ``(seq, None, error)``."""
@@ -363,9 +431,10 @@ def _manifest_seq(key: str) -> int | None:
     return int(name) if name.isdigit() and len(name) == SEQ_WIDTH else None
 
 
-def encode_manifest(manifest: Manifest) -> tuple[str, bytes]:
-    """Return ``(manifest id, record bytes)``."""
-    return encode_record(KIND_MANIFEST, encode(manifest))
+def encode_manifest(manifest: Manifest, codec: Codec = PLAIN) -> tuple[str, bytes]:
+    """Return ``(manifest id, stored bytes)``: the record, sealed in an encrypted store."""
+    mid, record = encode_record(KIND_MANIFEST, encode(manifest), codec=codec)
+    return mid, codec.seal(record, RECORD)
 
 
 def utc_now() -> str:

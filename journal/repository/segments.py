@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
+from ..format.codec import PLAIN, Codec
 from .fetch import RawReader, fetch_in_order
 from ..format.model import KIND_JSONL, BlobRef, Entry
 from ..format.objects import KIND_CHUNK, KIND_SEGMENT, decode_record
@@ -14,9 +15,11 @@ from .repository import Repository, blob_location
 
 
 def decode_blobs(entry: Entry, records: Iterable[bytes], read_base: Callable[[BlobRef], bytes] | None = None,
-                 start: int = 0, read_anchor: Callable[[BlobRef], bytes] | None = None) -> Iterator[bytes]:
-    """Verify an entry's records (as stored, in ref order, from ``refs[start]`` on) and
-    yield their payloads. A file's delta chunk is decoded against its base,
+                 start: int = 0, read_anchor: Callable[[BlobRef], bytes] | None = None,
+                 codec: Codec = PLAIN) -> Iterator[bytes]:
+    """Verify an entry's records (as read, opened in an encrypted store: ``codec`` is the
+    store's; in ref order, from ``refs[start]`` on) and yield their payloads. A file's
+    delta chunk is decoded against its base,
     ``read_base(ref)``; a transcript read from a later segment than the first needs the
     anchor before it, ``read_anchor(ref)``, when the segment there is a delta."""
     base_of = anchors([r.size for r in entry.refs]) if entry.kind == KIND_JSONL else None
@@ -31,7 +34,7 @@ def decode_blobs(entry: Entry, records: Iterable[bytes], read_base: Callable[[Bl
         if bases and bases[i] is not None and read_base is not None:
             base = read_base(bases[i])
         payload = decode_record(data, key=blob_location(ref), expect_id=ref.id, expect_kind=kind,
-                                expect_size=ref.size, base=base)
+                                expect_size=ref.size, base=base, codec=codec)
         if base_of is not None and anchor is None:
             tail = payload[-DICT_TAIL:]
         yield payload
@@ -41,7 +44,7 @@ def read_blobs(entry: Entry, repo: Repository, start: int = 0) -> Iterator[bytes
     """Every blob of ``entry`` (from ``refs[start]`` on: a transcript's anchor before it is
     read too, when needed), fetched ahead (``repository/fetch.py``), verified, in order."""
     return decode_blobs(entry, fetch_in_order(entry.refs[start:], RawReader(repo)), chunk_reader(repo), start,
-                        lambda ref: repo.read_blob(ref, KIND_SEGMENT))
+                        lambda ref: repo.read_blob(ref, KIND_SEGMENT), repo.codec)
 
 
 def chunk_reader(repo: Repository) -> Callable[[BlobRef], bytes]:
@@ -53,4 +56,4 @@ def read_segment(repo: Repository, ref: BlobRef, anchor: BlobRef | None) -> byte
     """One segment on its own: a delta is decoded against its anchor, read and verified too."""
     base = None if anchor is None else repo.read_blob(anchor, KIND_SEGMENT)[-DICT_TAIL:]
     return decode_record(repo.read_record(ref), key=blob_location(ref), expect_id=ref.id, expect_kind=KIND_SEGMENT,
-                         expect_size=ref.size, base=base)
+                         expect_size=ref.size, base=base, codec=repo.codec)

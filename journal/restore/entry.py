@@ -18,7 +18,6 @@ aborts before any byte reaches the live path.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat as stat_mod
 from collections.abc import Iterable
@@ -26,6 +25,7 @@ from collections.abc import Iterable
 from ..atomic import fsync_dir, start_writeback
 from .publish import Staged
 from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
+from ..format.codec import PLAIN, Codec
 from ..format.segments import anchor_refs
 from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_segment
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
@@ -136,7 +136,8 @@ def decide(root: str, entry: Entry, check_dir: str | None, parents: dict[str, st
     state's ``known`` view of it (a ``FileState``) is this very entry and its live
     signature is unchanged since: then it is the checkpoint's copy (``SAME``). ``parents``
     caches ``parent_kind`` for the tree; ``reader`` (a Repository) reads the one segment
-    a shorter local transcript ends in. Raises ``UnsafePath`` when a local parent of the
+    a shorter local transcript ends in, and its codec makes the ids local bytes are
+    compared by. Raises ``UnsafePath`` when a local parent of the
     entry is a symlink: nothing is read, moved or written through one. A path too long
     to look at or create is ``CANNOT_CREATE`` when nothing is there. Raises ``OSError``
     when the local path exists, or may, but cannot be looked at (permissions, an I/O
@@ -175,9 +176,10 @@ def decide(root: str, entry: Entry, check_dir: str | None, parents: dict[str, st
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
             return SAME
     elif stat_mod.S_ISREG(st.st_mode):
-        if st.st_size == entry.size and (st.st_mtime_ns == entry.mtime_ns or _same_bytes(full, entry)):
+        codec = PLAIN if reader is None else reader.codec
+        if st.st_size == entry.size and (st.st_mtime_ns == entry.mtime_ns or _same_bytes(full, entry, codec)):
             return SAME
-        if entry.kind == KIND_JSONL and st.st_size > entry.size and _same_bytes(full, entry):
+        if entry.kind == KIND_JSONL and st.st_size > entry.size and _same_bytes(full, entry, codec):
             return KEEP_EXTENDS
         if entry.kind == KIND_JSONL and st.st_size < entry.size and reader is not None \
                 and _is_prefix(full, entry, reader):
@@ -215,7 +217,7 @@ def _absent(root: str, path: str) -> bool:
             os.close(fd)
 
 
-def _same_bytes(full: str, entry: Entry) -> bool:
+def _same_bytes(full: str, entry: Entry, codec: Codec) -> bool:
     """True when the local file starts with exactly the entry's bytes (compared by blob
     ids). A file that cannot be read raises ``OSError`` (``decide`` keeps it)."""
     fd = _open_local(full)
@@ -224,7 +226,7 @@ def _same_bytes(full: str, entry: Entry) -> bool:
     try:
         offset = 0
         for ref in entry.refs:
-            if hashlib.sha256(os.pread(fd, ref.size, offset)).hexdigest() != ref.id:
+            if codec.id(os.pread(fd, ref.size, offset)) != ref.id:
                 return False
             offset += ref.size
         return True
@@ -265,7 +267,7 @@ def _is_prefix(full: str, entry: Entry, reader) -> bool:
                 except (CorruptObject, ObjectNotFound):
                     return False
                 return os.pread(fd, size - offset, offset) == payload[:size - offset]
-            if hashlib.sha256(os.pread(fd, ref.size, offset)).hexdigest() != ref.id:
+            if reader.codec.id(os.pread(fd, ref.size, offset)) != ref.id:
                 return False
             offset += ref.size
         return offset >= size
@@ -291,7 +293,8 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
     name, fd = tmp.new_file()
     size = unsynced = 0
     try:
-        blobs = read_blobs(entry, reader) if records is None else decode_blobs(entry, records, chunk_reader(reader))
+        blobs = read_blobs(entry, reader) if records is None else decode_blobs(entry, records, chunk_reader(reader),
+                                                                                codec=reader.codec)
         with naming(full):  # a full disk: the error names the file being restored
             for payload in blobs:
                 size += _write_all(fd, payload)

@@ -74,7 +74,7 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         _check_to(to)
         old = check_export_dir(to, replace)  # refused before anything is touched
     with StateLock(cfg.state_dir, wait=True, create=not dry_run):
-        repo = open_repository(store, cfg.state_dir, create=not dry_run)
+        repo = open_repository(store, cfg.state_dir, create=not dry_run, key=cfg.key)
         all_seqs = repo.manifest_seqs()  # the one listing a restore makes
         if to is None:  # an export touches neither the live trees nor the local state
             require_history("restore", cfg.state_dir, repo, all_seqs)

@@ -17,10 +17,10 @@ outage) fails the checkpoint, like any other store call.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from ..errors import CorruptObject, ObjectNotFound
+from ..format.codec import PLAIN, Codec
 from ..repository.fetch import fetch_in_order
 from ..format.pagemap import PageLoc
 from ..paths import BASE_DIR
@@ -50,11 +50,12 @@ def prune_base_copies(state_dir: str, full_map_ids) -> int:
 class BaseCopy:
     """Verified base pages of one snapshot, from the local copy or else the store."""
 
-    def __init__(self, state_dir: str, full_map_id: str | None, page_size: int, repo=None):
+    def __init__(self, state_dir: str, full_map_id: str | None, page_size: int, repo=None, codec: Codec = PLAIN):
         self.state_dir = state_dir
         self.path = base_path(state_dir, full_map_id) if full_map_id else None
         self.page_size = page_size
         self.repo = repo                           # a Repository, or None: no store reads
+        self.codec = codec                         # the store's: page ids are its
         self.fetched: dict[int, bytes] = {}        # pages read from the store this time
 
     def read(self, want: list[tuple[int, PageLoc]]) -> dict[int, bytes]:
@@ -66,7 +67,7 @@ class BaseCopy:
         try:
             for pgno, ref in want:
                 data = os.pread(fd, self.page_size, pgno * self.page_size) if fd is not None else b""
-                if len(data) == self.page_size and hashlib.sha256(data).hexdigest() == ref.id:
+                if len(data) == self.page_size and self.codec.id(data) == ref.id:
                     out[pgno] = data
                 else:
                     missing.append((pgno, ref))
@@ -137,7 +138,7 @@ class BaseCopy:
         for rec, payload in payloads:
             for pgno, loc in uses[(rec.pack, rec.offset)]:
                 page = payload[loc.slot * size:(loc.slot + 1) * size]
-                if hashlib.sha256(page).hexdigest() == loc.id:
+                if self.codec.id(page) == loc.id:
                     found.append((pgno, page))
         return found
 

@@ -20,7 +20,6 @@ Restore: rebuild the file from its verified records into a temp file
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat as stat_mod
 import struct
@@ -29,6 +28,7 @@ from collections import Counter
 from ..local.state import FileState
 from ..format.model import KIND_SQLITE, BlobRef, Entry
 from ..errors import CorruptObject, ObjectNotFound, RecordTooLarge, SnapshotFailed
+from ..format.codec import Codec
 from ..format.objects import (DBPAGE_BYTES, DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays,
                       encode_record, is_id)
 from ..repository.pack import PackWriter
@@ -66,7 +66,7 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
             snap = load_snapshot(prev.entry.refs, maps.read)
         state_dir = os.path.dirname(os.path.abspath(staging_dir))
         bases = BaseCopy(state_dir, prev.entry.refs[MapPlace.FULL].id if snap is not None else None, page_size,
-                         getattr(maps, "repo", None))
+                         getattr(maps, "repo", None), writer.codec)
         with open(staging, "rb") as fh:
             cut = _Cut(fh.fileno(), page_size, snap, writer, bases)
             try:
@@ -103,7 +103,7 @@ class _Cut:
 
     def __init__(self, fd: int, page_size: int, snap: Snapshot | None, writer: PackWriter, bases: BaseCopy):
         self.fd, self.page_size, self.writer, self.bases = fd, page_size, writer, bases
-        self.ids = _page_ids(fd, page_size)
+        self.ids = _page_ids(fd, page_size, writer.codec)
         self.base = snap.base if snap is not None and snap.page_size == page_size else None
         self.whole: dict[str, PageLoc] = {}                 # page id -> a slot of a whole record
         self.delta: dict[tuple[str, int], PageLoc] = {}     # (page id, pgno) -> a slot of a group delta
@@ -172,17 +172,17 @@ class _Cut:
         whole map that the previous entry's map in the same place was or was a delta of,
         when that pays; else whole, and a base for later maps."""
         payload = encode_map(place == MapPlace.FULL, self.page_size, count, pages, self.writer.locate)
-        mid = blob_id(payload)
+        mid = blob_id(payload, self.writer.codec)
         refs = prev.entry.refs if prev is not None and prev.entry.kind == KIND_SQLITE else ()
         for ref in refs:
             if ref.id == mid:
                 return ref
-        _, whole = encode_record(KIND_PAGEMAP, payload)
+        _, whole = encode_record(KIND_PAGEMAP, payload, codec=self.writer.codec)
         base = _map_base(refs, place, maps)
         # The map names pages of the open pack as "same pack": it must land in that pack.
         if base is not None:
             base_ref, base_payload = base
-            _, delta = encode_record(KIND_PAGEMAP, payload, base=base_payload,
+            _, delta = encode_record(KIND_PAGEMAP, payload, base=base_payload, codec=self.writer.codec,
                                      base_at=(base_ref.pack, base_ref.offset, base_ref.length))
             if delta_pays(delta, whole):
                 maps.remember(mid, payload, base_ref)
@@ -264,7 +264,8 @@ class _Cut:
             base = b"".join(group.bases)
             members = struct.pack(f">{len(group.pgnos)}I", *group.pgnos)
             level = DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_GROUP_BASE else DELTA_LEVEL
-            rid, record = encode_record(KIND_DBPAGE, payload, base=base, members=members, level=level)
+            rid, record = encode_record(KIND_DBPAGE, payload, base=base, members=members, level=level,
+                                        codec=self.writer.codec)
             rec = self.writer.add_record(rid, record, len(payload))
         else:
             rec = self.writer.add(KIND_DBPAGE, payload)
@@ -285,11 +286,12 @@ class _Cut:
         return self.whole.get(pid) or (self.delta.get((pid, pgno)) if deltas else None)
 
 
-def _page_ids(fd: int, page_size: int) -> list[str]:
+def _page_ids(fd: int, page_size: int, codec: Codec) -> list[str]:
     ids = []
+    page_id = codec.id
     with os.fdopen(os.dup(fd), "rb") as fh:
         while page := fh.read(page_size):
-            ids.append(hashlib.sha256(page).hexdigest())
+            ids.append(page_id(page))
     return ids
 
 

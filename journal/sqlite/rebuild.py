@@ -176,7 +176,8 @@ def _apply_delta(fd: int, snap: Snapshot, reader, overlay_file: Callable[[], Bin
                 base = group_base(members, snap.base, base_page)
                 if not base:
                     raise CorruptObject(key, "a group delta none of whose members has a base page")
-            payload = decode_record(data, key=key, expect_id=rec.id, expect_kind=KIND_DBPAGE, base=base)
+            payload = decode_record(data, key=key, expect_id=rec.id, expect_kind=KIND_DBPAGE, base=base,
+                                    codec=reader.codec)
             for slot, pgno in slot_uses:
                 page = payload[slot * size:(slot + 1) * size]
                 if len(page) != size:

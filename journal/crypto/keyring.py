@@ -1,0 +1,106 @@
+"""An encrypted store's codec: what its master key is used for (design §21).
+
+Three 32-byte keys are derived from the master key with HKDF-SHA-256 (RFC 5869; no
+salt, so the salt is 32 zero bytes; ``info`` below), each for one purpose only:
+
+* the data key: AES-256-GCM seals every object that carries user data (``seal``):
+  ``nonce (12 random bytes) | ciphertext | tag (16 bytes)``, the object's role
+  (``format/codec.py``: a record, a tombstone, a lease) as associated data;
+* the id key: a payload's id is HMAC-SHA-256(id key, payload), in place of SHA-256;
+* the name key: the input journal's keys carry HMAC-SHA-256(name key, domain NUL
+  name) in place of a user's session, harness and client-id names.
+
+Nonces are random (``os.urandom``), one per sealed object, never derived from content:
+a record rewritten with other bytes (a delta instead of a whole record) never reuses
+one. The chance that two of n sealed objects draw the same nonce is below n^2 / 2^97;
+NIST SP 800-38D bounds a key to 2^32 random-nonce messages (a chance below 2^-32),
+which a store reaches after 4 billion records: decades of busy checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+
+from ..errors import CorruptObject, CryptoUnavailable
+from ..format.codec import Codec
+
+CIPHER = "aes-256-gcm"
+KEY_BYTES = 32
+NONCE_BYTES = 12
+TAG_BYTES = 16
+DATA_INFO = b"journal data key"
+ID_INFO = b"journal id key"
+NAME_INFO = b"journal name key"
+
+
+def require(what: str):
+    """The ``cryptography`` package's modules, or ``CryptoUnavailable`` saying ``what`` needs it."""
+    try:
+        from cryptography import exceptions
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.ciphers import aead
+        from cryptography.hazmat.primitives.kdf import hkdf, scrypt
+    except ImportError:
+        raise CryptoUnavailable(what) from None
+    return exceptions, hashes, aead, hkdf, scrypt
+
+
+def hkdf_sha256(secret: bytes, info: bytes, salt: bytes | None = None) -> bytes:
+    """HKDF-SHA-256 of ``secret`` (RFC 5869), 32 bytes."""
+    _exc, hashes, _aead, hkdf, _scrypt = require("deriving a key")
+    return hkdf.HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=salt, info=info).derive(secret)
+
+
+def aes_gcm(key: bytes):
+    """An AES-256-GCM cipher (``encrypt``/``decrypt`` with a nonce and associated data)."""
+    return require("encryption")[2].AESGCM(key)
+
+
+class Keyring(Codec):
+    """The codec of an encrypted store, unlocked with its master key."""
+
+    encrypted = True
+    overhead = NONCE_BYTES + TAG_BYTES
+
+    def __init__(self, master: bytes):
+        if len(master) != KEY_BYTES:
+            raise ValueError("a master key is 32 bytes")
+        self._master = master  # wrapped again by ``keys.add_key``; never written anywhere in the clear
+        self._invalid_tag = require("encryption")[0].InvalidTag
+        self._aead = aes_gcm(hkdf_sha256(master, DATA_INFO))
+        self._ids = hmac.new(hkdf_sha256(master, ID_INFO), digestmod=hashlib.sha256)
+        self._name_key = hkdf_sha256(master, NAME_INFO)
+
+    def __repr__(self) -> str:
+        return "Keyring(<locked away>)"
+
+    def digest(self, data) -> bytes:
+        h = self._ids.copy()
+        h.update(data)
+        return h.digest()
+
+    def id(self, data) -> str:
+        h = self._ids.copy()
+        h.update(data)
+        return h.hexdigest()
+
+    def hasher(self):
+        return self._ids.copy()
+
+    def seal(self, data: bytes, role: bytes) -> bytes:
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + self._aead.encrypt(nonce, data, role)
+
+    def open(self, data, role: bytes, where: str) -> bytes:
+        if len(data) < self.overhead:
+            raise CorruptObject(where, f"a sealed object of {len(data)} bytes is shorter than its nonce and tag")
+        try:
+            return self._aead.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], role)
+        except self._invalid_tag:
+            raise CorruptObject(where, "fails its authentication tag (changed after it was written, or sealed "
+                                       "with another store's key)") from None
+
+    def name_digest(self, domain: str, text: str) -> str:
+        return hmac.new(self._name_key, f"{domain}\0{text}".encode(), hashlib.sha256).hexdigest()

@@ -1,0 +1,295 @@
+"""An encrypted store's keys: where a user's key comes from, and the key objects that
+wrap the store's one master key under it (design §21, restic's model).
+
+The master key is 32 random bytes, drawn when the store is created and never stored
+in the clear. Each key object wraps it under one user key::
+
+    keys/<32 hex, random>   {"version":1,"store_id":"<32 hex>","kdf":"hkdf-sha256"|"scrypt",
+                             "scrypt":null|{"n":N,"r":R,"p":P},"salt":"<64 hex>",
+                             "created":"<UTC time>","master":"<120 hex>"}
+
+``master`` is ``nonce (12) | AES-256-GCM(wrapping key, nonce, master key, aad) | tag
+(16)``, with ``aad`` = ``journal master key <store id>``, so a key object copied from
+another store (or left by an init that stopped before its config) never unlocks this
+one. The wrapping key is HKDF-SHA-256(the key file's bytes, salt, ``journal key
+file``) for a key file, and scrypt(the passphrase's UTF-8 bytes, salt, N, R, P) for a
+passphrase. Several key objects wrap the same master key, so a key is added, removed
+or rotated without rewriting any data.
+
+A key file is at least 32 bytes, used whole as they are (``journal init --encrypt``
+creates one of 32 random bytes, mode 0600, when the path is free); a passphrase is
+any non-empty text. A process unlocks a store once and keeps the keyring in memory
+for its life (``journal supervise`` across every tick); nothing of a key is written
+anywhere but the wrapped master key in the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Literal, NamedTuple
+
+import msgspec
+
+from ..atomic import write_file_atomic
+from ..config import KeySource
+from ..errors import KeyRefused, KeyUnusable, NoKey, ObjectNotFound, WrongKey
+from ..format.codec import KEYS_PREFIX
+from ..format.model import Text, decode, encode
+from .keyring import KEY_BYTES, NONCE_BYTES, Keyring, aes_gcm, hkdf_sha256, require
+
+HKDF = "hkdf-sha256"
+SCRYPT = "scrypt"
+#: A key file journal creates holds this many random bytes; a key file holds at least as many.
+KEY_FILE_BYTES = KEY_BYTES
+KEY_FILE_MAX = 64 << 10
+KEY_FILE_INFO = b"journal key file"
+#: The scrypt cost a new passphrase key gets (32 MiB, ~0.1 s); a reader accepts up to
+#: ``SCRYPT_MEMORY`` bytes, so a crafted key object cannot make it allocate more.
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
+SCRYPT_MEMORY = 1 << 30
+_KEY_ID = r"[0-9a-f]{32}"
+
+
+class ScryptCost(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    n: Annotated[int, msgspec.Meta(ge=2, le=1 << 24)]
+    r: Annotated[int, msgspec.Meta(ge=1, le=64)]
+    p: Annotated[int, msgspec.Meta(ge=1, le=64)]
+
+
+class KeyObject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One key object: the master key wrapped under one user key (the module docstring)."""
+
+    version: Literal[1]
+    store_id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]
+    kdf: Literal["hkdf-sha256", "scrypt"]
+    scrypt: ScryptCost | None
+    salt: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+    created: Text
+    master: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{120}$")]
+
+
+class Secret(NamedTuple):
+    """A user's key as read from its source: the material, and which KDF it goes through."""
+
+    kdf: str
+    material: bytes
+    source: str       # as messages name it
+
+
+class KeyInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One key object as ``journal key list`` shows it."""
+
+    id: str
+    kind: str                 # "key file", "passphrase", or "damaged" (an object that does not decode)
+    created: str | None
+    current: bool             # the key this command opened the store with
+
+
+def read_secret(source: KeySource) -> Secret:
+    """The key a source gives; ``KeyUnusable`` naming the source when it gives none."""
+    if source.file is None:
+        value = os.environ.get(source.env or "")
+        if not value:
+            raise KeyUnusable(source.describe(), "is not set or is empty", f"set {source.env} to the passphrase")
+        return Secret(SCRYPT, value.encode("utf-8", "surrogateescape"), source.describe())
+    data = _read_key_file(source)
+    if len(data) < KEY_FILE_BYTES:
+        raise KeyUnusable(source.describe(), f"holds {len(data)} bytes, fewer than the {KEY_FILE_BYTES} of a key file",
+                          "point it at the store's key file (`journal init --encrypt --key-file PATH` makes one)")
+    return Secret(HKDF, data, source.describe())
+
+
+def _read_key_file(source: KeySource) -> bytes:
+    try:
+        with open(source.file, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise KeyUnusable(source.describe(), "is not a regular file", "point it at the store's key file")
+            data = fh.read(KEY_FILE_MAX + 1)
+    except FileNotFoundError:
+        raise KeyUnusable(source.describe(), "does not exist",
+                          "point it at the store's key file (`journal init --encrypt --key-file PATH` creates "
+                          "one; a key file that was lost cannot be made again)") from None
+    except IsADirectoryError:
+        raise KeyUnusable(source.describe(), "is a directory", "point it at the store's key file") from None
+    except OSError as err:
+        raise KeyUnusable(source.describe(), f"cannot be read ({err.strerror})",
+                          f"check its permissions for uid {os.getuid()}") from None
+    if len(data) > KEY_FILE_MAX:
+        raise KeyUnusable(source.describe(), f"holds more than {KEY_FILE_MAX:,} bytes: it is not a key file",
+                          "point it at the store's key file")
+    return data
+
+
+def create_key_file(path: str) -> bool:
+    """Create a key file of ``KEY_FILE_BYTES`` random bytes at ``path`` (mode 0600,
+    published whole, never over an existing file) unless something is there; True when
+    it was created. An ``OSError`` (a missing directory) is raised naming the path."""
+    if os.path.lexists(path):
+        return False
+    try:
+        write_file_atomic(path, os.urandom(KEY_FILE_BYTES), os.path.dirname(path) or ".", noclobber=True, mode=0o600)
+    except FileExistsError:
+        return False
+    return True
+
+
+def _wrapping_key(kdf: str, cost: ScryptCost | None, salt: bytes, secret: Secret) -> bytes:
+    if kdf == HKDF:
+        return hkdf_sha256(secret.material, KEY_FILE_INFO, salt)
+    scrypt = require("a passphrase key")[4]
+    return scrypt.Scrypt(salt=salt, length=KEY_BYTES, n=cost.n, r=cost.r, p=cost.p).derive(secret.material)
+
+
+def _aad(store_id: str) -> bytes:
+    return f"journal master key {store_id}".encode()
+
+
+def wrap(master: bytes, secret: Secret, store_id: str, created: str) -> KeyObject:
+    """A new key object wrapping ``master`` under ``secret``, with a fresh salt and nonce."""
+    salt = os.urandom(32)
+    cost = ScryptCost(n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P) if secret.kdf == SCRYPT else None
+    nonce = os.urandom(NONCE_BYTES)
+    sealed = nonce + aes_gcm(_wrapping_key(secret.kdf, cost, salt, secret)).encrypt(nonce, master, _aad(store_id))
+    return KeyObject(version=1, store_id=store_id, kdf=secret.kdf, scrypt=cost, salt=salt.hex(), created=created,
+                     master=sealed.hex())
+
+
+def unwrap(obj: KeyObject, secret: Secret, store_id: str) -> bytes | None:
+    """The master key ``obj`` wraps, when ``secret`` is its user key; else None."""
+    if obj.kdf != secret.kdf or obj.store_id != store_id:
+        return None
+    cost = obj.scrypt
+    if obj.kdf == SCRYPT and (cost is None or cost.n & (cost.n - 1) or 128 * cost.n * cost.r * cost.p > SCRYPT_MEMORY):
+        return None  # a cost no writer uses: refused before any memory is spent on it
+    sealed, invalid = bytes.fromhex(obj.master), require("a key")[0].InvalidTag
+    try:
+        return aes_gcm(_wrapping_key(obj.kdf, cost, bytes.fromhex(obj.salt), secret)).decrypt(
+            sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], _aad(store_id))
+    except invalid:
+        return None
+
+
+def key_objects(store, store_id: str) -> Iterator[tuple[str, KeyObject | None]]:
+    """``(id, key object)`` of every key of the store, in listing order; None for one that
+    does not decode. Objects of another store id (an init that stopped before its
+    config) and names of another shape are left out: they cannot unlock this store."""
+    for key in store.list(KEYS_PREFIX):
+        kid = key[len(KEYS_PREFIX):]
+        if len(kid) != 32 or not all(c in "0123456789abcdef" for c in kid):
+            continue
+        try:
+            obj = decode(store.get(key), KeyObject)
+        except ObjectNotFound:
+            continue  # removed since the listing
+        except msgspec.DecodeError:
+            yield kid, None
+            continue
+        if obj.store_id == store_id:
+            yield kid, obj
+
+
+#: Stores this process has unlocked: (store id, kdf, SHA-256 of the key) -> (keyring, key id).
+_UNLOCKED: dict[tuple[str, str, bytes], tuple[Keyring, str]] = {}
+
+
+def _memo(store_id: str, secret: Secret) -> tuple[str, str, bytes]:
+    return store_id, secret.kdf, hashlib.sha256(secret.material).digest()
+
+
+def unlock(store, store_id: str, source: KeySource | None) -> tuple[Keyring, str]:
+    """The keyring of an encrypted store and the id of the key object that opened it:
+    ``NoKey`` without a source, ``WrongKey`` when the source's key unwraps none of the
+    store's keys. Once per process: a store unlocked before is not read again."""
+    if source is None:
+        raise NoKey(store.location)
+    require(f"open store: {store.location} is encrypted, and opening it")
+    secret = read_secret(source)
+    got = _UNLOCKED.get(_memo(store_id, secret))
+    if got is not None:
+        return got
+    count = 0
+    for kid, obj in key_objects(store, store_id):
+        count += 1
+        master = None if obj is None else unwrap(obj, secret, store_id)
+        if master is not None:
+            got = _UNLOCKED[_memo(store_id, secret)] = (Keyring(master), kid)
+            return got
+    raise WrongKey(secret.source, store.location, count)
+
+
+def create_keys(store, store_id: str, source: KeySource, created: str) -> tuple[Keyring, str]:
+    """A new store's master key, and its first key object, put before the store's config
+    (``Repository._init``): ``(keyring, key id)``."""
+    require("creating an encrypted store")
+    secret = read_secret(source)
+    master = os.urandom(KEY_BYTES)
+    kid = _put(store, wrap(master, secret, store_id, created))
+    got = _UNLOCKED[_memo(store_id, secret)] = (Keyring(master), kid)
+    return got
+
+
+def discard_keys(store, store_id: str, kid: str) -> None:
+    """Remove the key object of a store whose config another process put first."""
+    store.delete(KEYS_PREFIX + kid)
+    for memo in [m for m in _UNLOCKED if m[0] == store_id]:
+        del _UNLOCKED[memo]
+
+
+def _put(store, obj: KeyObject) -> str:
+    kid = uuid.uuid4().hex
+    store.put_if_absent(KEYS_PREFIX + kid, encode(obj))
+    return kid
+
+
+def list_keys(store, store_id: str, current: str | None) -> list[KeyInfo]:
+    """Every key of the store, oldest first."""
+    out = [KeyInfo(id=kid, kind="damaged" if obj is None else ("key file" if obj.kdf == HKDF else "passphrase"),
+                   created=None if obj is None else obj.created, current=kid == current)
+           for kid, obj in key_objects(store, store_id)]
+    return sorted(out, key=lambda k: (k.created or "", k.id))
+
+
+def add_key(store, store_id: str, keyring: Keyring, source: KeySource, created: str) -> str:
+    """Wrap the master key under a new user key; the new key object's id. It is read
+    back and must unlock the store before this returns."""
+    secret = read_secret(source)
+    kid = _put(store, wrap(keyring._master, secret, store_id, created))
+    back = decode(store.get(KEYS_PREFIX + kid), KeyObject)
+    if unwrap(back, secret, store_id) != keyring._master:
+        raise KeyRefused("key add", f"key object {kid} did not read back as written; remove it with "
+                                    f"`journal key remove {kid}`")
+    return kid
+
+
+def remove_key(store, store_id: str, current: str, which: str) -> str:
+    """Delete the one key object whose id starts with ``which``; never the key this
+    command opened the store with, nor the last one. Returns its id."""
+    op, location = "key remove", store.location
+    ids = [kid for kid, _obj in key_objects(store, store_id)]
+    matches = [kid for kid in ids if which and kid.startswith(which)]
+    if len(matches) != 1:
+        raise KeyRefused(op, f"{which!r} names {len(matches) or 'no'} key(s) of {location}; "
+                             "`journal key list` shows their ids")
+    kid = matches[0]
+    if kid == current:
+        raise KeyRefused(op, f"key {kid} is the one this command opened {location} with; open the store with "
+                             "another of its keys to remove it, or replace it with `journal key rotate`")
+    if len(ids) < 2:
+        raise KeyRefused(op, f"key {kid} is the last key of {location}: without it nothing could open the store")
+    store.delete(KEYS_PREFIX + kid)
+    return kid
+
+
+def rotate_key(store, store_id: str, keyring: Keyring, current: str, source: KeySource, created: str) -> str:
+    """Replace the key this command opened the store with by a new one: the new key is
+    added (and read back) before the old one is deleted, so a rotate that stops in
+    between leaves both. Returns the new key's id."""
+    kid = add_key(store, store_id, keyring, source, created)
+    store.delete(KEYS_PREFIX + current)
+    for memo in [m for m, (_k, used) in _UNLOCKED.items() if used == current]:
+        del _UNLOCKED[memo]
+    return kid
