@@ -66,7 +66,7 @@ class TreeConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class KeySource(msgspec.Struct, frozen=True, kw_only=True):
-    """Where an encrypted store's key comes from (design §21): a key file, or the
+    """Where an encrypted store's key comes from (design §22): a key file, or the
     environment variable holding a passphrase. Never the key itself."""
 
     file: str | None = None     # a key file's absolute path

@@ -273,7 +273,7 @@ class DamagedConfig(StoreError):
 
 
 class NoKey(ConfigError):
-    """An encrypted store, and no key source is configured (design §21)."""
+    """An encrypted store, and no key source is configured (design §22)."""
 
     def __init__(self, location: str):
         self.location = location

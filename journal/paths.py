@@ -66,7 +66,7 @@ def state_dir(env: Mapping[str, str], file_value: str | None, local: str | None)
 
 #: Variables a shell changes from one command to the next; journal reads none of them.
 SHELL_NOISE = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
-#: Variables holding a secret (an encrypted store's passphrase, design §21): the
+#: Variables holding a secret (an encrypted store's passphrase, design §22): the
 #: configuration depends only on whether each is set, so only that goes into the
 #: digest the quiet snapshot keeps, never a hash of the secret.
 SECRET_VARS = frozenset({"JOURNAL_PASSPHRASE", "JOURNAL_NEW_PASSPHRASE"})

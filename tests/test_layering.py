@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",),
     ("store", "format"),
     ("local", "config"),
+    ("crypto",),
     ("repository",),
     ("sqlite",),
     ("checkpoint", "restore", "gc", "browse", "inputs"),

@@ -1,4 +1,4 @@
-"""``journal key``: the keys of an encrypted store (design §21)."""
+"""``journal key``: the keys of an encrypted store (design §22)."""
 
 from __future__ import annotations
 

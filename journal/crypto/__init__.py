@@ -1,4 +1,4 @@
-"""Encryption at rest (design §21): the keyed codec of an encrypted store and its keys.
+"""Encryption at rest (design §22): the keyed codec of an encrypted store and its keys.
 
 ``keyring`` owns the master key's use: the keys derived from it (HKDF-SHA-256), keyed
 ids (HMAC-SHA-256), keyed name digests, and sealing and opening objects (AES-256-GCM,

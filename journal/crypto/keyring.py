@@ -1,4 +1,4 @@
-"""An encrypted store's codec: what its master key is used for (design §21).
+"""An encrypted store's codec: what its master key is used for (design §22).
 
 Three 32-byte keys are derived from the master key with HKDF-SHA-256 (RFC 5869; no
 salt, so the salt is 32 zero bytes; ``info`` below), each for one purpose only:

@@ -1,5 +1,5 @@
 """An encrypted store's keys: where a user's key comes from, and the key objects that
-wrap the store's one master key under it (design §21, restic's model).
+wrap the store's one master key under it (design §22, restic's model).
 
 The master key is 32 random bytes, drawn when the store is created and never stored
 in the clear. Each key object wraps it under one user key::

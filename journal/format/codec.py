@@ -1,4 +1,4 @@
-"""How a store names payloads and stores objects: plain, or keyed (design §21).
+"""How a store names payloads and stores objects: plain, or keyed (design §22).
 
 A store's *codec* does three things, and every reader and writer asks it rather than
 hashing or writing bytes itself:

@@ -18,7 +18,7 @@ another's name, so no key is a strict prefix of another (hf-mount's phantom-dire
 rule); a listing of one directory returns claims, then markers, then inputs, each in
 ascending sequence order.
 
-In an encrypted store (design §21) no name reaches a key, not even as a label: a
+In an encrypted store (design §22) no name reaches a key, not even as a label: a
 session directory is ``<h>.<s>``, the first 16 hex digits of the keyed digest of the
 harness and the first 20 of that of ``harness NUL session``, and a claim is
 ``c<keyed digest of the client id>`` (``codec.name_digest``: HMAC-SHA-256 under a key

@@ -29,7 +29,7 @@ FORMAT = 9
 MANIFEST_VERSION = 1
 PAGE_VERSION = 1
 PLAIN_STORE_VERSION = 1             # the config's version of a plain store
-ENCRYPTED_STORE_VERSION = 2         # ... of an encrypted store (design §21), which earlier readers refuse
+ENCRYPTED_STORE_VERSION = 2         # ... of an encrypted store (design §22), which earlier readers refuse
 STORE_VERSION = ENCRYPTED_STORE_VERSION  # the newest config version read: a newer one is refused
 STORE_FORMAT = "journal-store"      # the store config's ``format``: what kind of store, not a version
 

@@ -160,7 +160,7 @@ class Repository:
     def open(cls, store: Store, *, create: bool = False, audit: bool = False, key: KeySource | None = None,
              encrypt: bool = False) -> "Repository":
         """Open the store; with ``create``, initialise an absent or empty one, encrypted
-        when a ``key`` is set (design §21). An encrypted store is unlocked with ``key``.
+        when a ``key`` is set (design §22). An encrypted store is unlocked with ``key``.
 
         Raises ``NotAStore`` for a non-empty location without a journal config,
         ``DamagedConfig`` for a store whose config is missing or fails its checks while
