@@ -284,10 +284,11 @@ class NoKey(ConfigError):
 class WrongKey(JournalError):
     """The configured key unlocks none of an encrypted store's key objects."""
 
-    def __init__(self, source: str, location: str, keys: int):
+    def __init__(self, source: str, location: str, keys: int, damaged: int = 0):
         self.source = source
         self.location = location
-        super().__init__(f"open store: {source} opens none of the {keys} key(s) of {location}; use the key file "
+        of = f" ({damaged} of them damaged: `journal verify` names them)" if damaged else ""
+        super().__init__(f"open store: {source} opens none of the {keys} key(s) of {location}{of}; use the key file "
                          "or passphrase the store was created or `journal key add`ed with (nothing was changed)")
 
 

@@ -14,7 +14,8 @@ longer than a segment goes on over several, design §6), and every snapshot is
 rebuilt (each group delta decoded against its verified base pages) and integrity-checked.
 
 Both also audit the input journal (``_check_inputs``: quick from its listing, full by
-reading every input, marker and claim), and check the store's ``config`` (``corrupt-config``: missing, malformed, or not
+reading every input, marker and claim) and, in an encrypted store, every key object
+(``corrupt-key``, design §22), and check the store's ``config`` (``corrupt-config``: missing, malformed, or not
 matching its checksum) and look for packs that no manifest names or reaches and no gc
 tombstone names (``unreferenced-pack``; not while a manifest is unreadable, since it may
 name any pack). On a store with checkpoints such a pack is a warning, not a failure: a checkpoint that crashed, lost a commit race or is running now
@@ -56,6 +57,7 @@ UNSAFE_PATH = "unsafe-path"
 BAD_SNAPSHOT = "bad-snapshot"
 SHORT_PACK = "short-pack"
 CORRUPT_CONFIG = "corrupt-config"
+CORRUPT_KEY = "corrupt-key"
 UNREFERENCED_PACK = "unreferenced-pack"
 CORRUPT_INPUT = "corrupt-input"
 ODD_INPUT_KEY = "odd-input-key"
@@ -144,7 +146,18 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
         _check_blobs(repo, blobs, result, reporter)
         _check_snapshots(repo, snapshots, result)
     _check_inputs(repo, result, full)
+    _check_keys(repo, result)
     return result
+
+
+def _check_keys(repo: Repository, result: VerifyResult) -> None:
+    """An encrypted store's key objects (``corrupt-key``): each intact and its own."""
+    if not repo.codec.encrypted:
+        return
+    from .crypto.keys import key_problems
+
+    for key, problem in key_problems(repo.store, repo.store_id, repo.codec):
+        result.findings.append(Finding(kind=CORRUPT_KEY, manifest=None, key=key, detail=problem))
 
 
 def _check_inputs(repo: Repository, result: VerifyResult, full: bool) -> None:

@@ -43,7 +43,7 @@ from ..local.state import (STATE_FILE, FileState, LocalState, StateLock, TreeCac
                          forget_state, load_state, new_state, save_state)
 from .file_delta import FileDeltas
 from ..format.model import KIND_DIR, KIND_FILE, KIND_SQLITE, Manifest, TreeRoot, decode
-from ..format.objects import KIND_CHUNK, KIND_PAGE, decode_record
+from ..format.objects import KIND_CHUNK, KIND_PAGE
 from ..repository.pack import PackWriter, clear_spool
 from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
 from .recheck import recheck_dir, recheck_kept, rechecks_pending

@@ -1,6 +1,6 @@
 """An encrypted store's codec: what its master key is used for (design §22).
 
-Three 32-byte keys are derived from the master key with HKDF-SHA-256 (RFC 5869; no
+Five 32-byte keys are derived from the master key with HKDF-SHA-256 (RFC 5869; no
 salt, so the salt is 32 zero bytes; ``info`` below), each for one purpose only:
 
 * the data key: AES-256-GCM seals every object that carries user data (``seal``):
@@ -8,7 +8,12 @@ salt, so the salt is 32 zero bytes; ``info`` below), each for one purpose only:
   (``format/codec.py``: a record, a tombstone, a lease) as associated data;
 * the id key: a payload's id is HMAC-SHA-256(id key, payload), in place of SHA-256;
 * the name key: the input journal's keys carry HMAC-SHA-256(name key, domain NUL
-  name) in place of a user's session, harness and client-id names.
+  name) in place of a user's session, harness and client-id names;
+* the boundary key: the BLAKE2b key (32 bytes) that places index page boundaries
+  (``format/index.py``), so page lengths do not depend on path names alone;
+* the check key: each key object carries HMAC-SHA-256(check key, the object's JSON
+  with ``check`` empty), so ``verify``, holding the master key, finds a changed byte
+  in any key object, also one it cannot unwrap (``keys.py``).
 
 Nonces are random (``os.urandom``), one per sealed object, never derived from content:
 a record rewritten with other bytes (a delta instead of a whole record) never reuses
@@ -33,6 +38,8 @@ TAG_BYTES = 16
 DATA_INFO = b"journal data key"
 ID_INFO = b"journal id key"
 NAME_INFO = b"journal name key"
+CHECK_INFO = b"journal key check"
+BOUNDARY_INFO = b"journal boundary key"
 
 
 def require(what: str):
@@ -67,11 +74,13 @@ class Keyring(Codec):
     def __init__(self, master: bytes):
         if len(master) != KEY_BYTES:
             raise ValueError("a master key is 32 bytes")
-        self._master = master  # wrapped again by ``keys.add_key``; never written anywhere in the clear
+        self.master = master  # wrapped again by ``keys.add_key``; never written anywhere in the clear
         self._invalid_tag = require("encryption")[0].InvalidTag
         self._aead = aes_gcm(hkdf_sha256(master, DATA_INFO))
         self._ids = hmac.new(hkdf_sha256(master, ID_INFO), digestmod=hashlib.sha256)
         self._name_key = hkdf_sha256(master, NAME_INFO)
+        self._check_key = hkdf_sha256(master, CHECK_INFO)
+        self.boundary_key = hkdf_sha256(master, BOUNDARY_INFO)
 
     def __repr__(self) -> str:
         return "Keyring(<locked away>)"
@@ -101,6 +110,10 @@ class Keyring(Codec):
         except self._invalid_tag:
             raise CorruptObject(where, "fails its authentication tag (changed after it was written, or sealed "
                                        "with another store's key)") from None
+
+    def key_check(self, body: bytes) -> str:
+        """The ``check`` of a key object whose JSON (with ``check`` empty) is ``body``."""
+        return hmac.new(self._check_key, body, hashlib.sha256).hexdigest()
 
     def name_digest(self, domain: str, text: str) -> str:
         return hmac.new(self._name_key, f"{domain}\0{text}".encode(), hashlib.sha256).hexdigest()

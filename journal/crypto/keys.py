@@ -6,15 +6,18 @@ in the clear. Each key object wraps it under one user key::
 
     keys/<32 hex, random>   {"version":1,"store_id":"<32 hex>","kdf":"hkdf-sha256"|"scrypt",
                              "scrypt":null|{"n":N,"r":R,"p":P},"salt":"<64 hex>",
-                             "created":"<UTC time>","master":"<120 hex>"}
+                             "created":"<UTC time>","master":"<120 hex>","check":"<64 hex>"}
 
 ``master`` is ``nonce (12) | AES-256-GCM(wrapping key, nonce, master key, aad) | tag
 (16)``, with ``aad`` = ``journal master key <store id>``, so a key object copied from
 another store (or left by an init that stopped before its config) never unlocks this
 one. The wrapping key is HKDF-SHA-256(the key file's bytes, salt, ``journal key
 file``) for a key file, and scrypt(the passphrase's UTF-8 bytes, salt, N, R, P) for a
-passphrase. Several key objects wrap the same master key, so a key is added, removed
-or rotated without rewriting any data.
+passphrase. ``check`` is HMAC-SHA-256 under the master key's check key
+(``keyring.py``) of the object's JSON with ``check`` set to ``""``: ``verify`` finds a
+changed byte in every key object, also in one it has no user key for. Several key
+objects wrap the same master key, so a key is added, removed or rotated without
+rewriting any data.
 
 A key file is at least 32 bytes, used whole as they are (``journal init --encrypt``
 creates one of 32 random bytes, mode 0600, when the path is free); a passphrase is
@@ -26,6 +29,7 @@ anywhere but the wrapped master key in the store.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import stat
 import uuid
@@ -70,6 +74,7 @@ class KeyObject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     salt: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
     created: Text
     master: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{120}$")]
+    check: Annotated[str, msgspec.Meta(pattern=r"^([0-9a-f]{64})?$")]
 
 
 class Secret(NamedTuple):
@@ -148,14 +153,22 @@ def _aad(store_id: str) -> bytes:
     return f"journal master key {store_id}".encode()
 
 
-def wrap(master: bytes, secret: Secret, store_id: str, created: str) -> KeyObject:
-    """A new key object wrapping ``master`` under ``secret``, with a fresh salt and nonce."""
+def wrap(keyring: Keyring, secret: Secret, store_id: str, created: str) -> KeyObject:
+    """A new key object wrapping ``keyring``'s master key under ``secret``, with a fresh
+    salt and nonce, and its check."""
     salt = os.urandom(32)
     cost = ScryptCost(n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P) if secret.kdf == SCRYPT else None
     nonce = os.urandom(NONCE_BYTES)
-    sealed = nonce + aes_gcm(_wrapping_key(secret.kdf, cost, salt, secret)).encrypt(nonce, master, _aad(store_id))
-    return KeyObject(version=1, store_id=store_id, kdf=secret.kdf, scrypt=cost, salt=salt.hex(), created=created,
-                     master=sealed.hex())
+    sealed = nonce + aes_gcm(_wrapping_key(secret.kdf, cost, salt, secret)).encrypt(
+        nonce, keyring.master, _aad(store_id))
+    obj = KeyObject(version=1, store_id=store_id, kdf=secret.kdf, scrypt=cost, salt=salt.hex(), created=created,
+                    master=sealed.hex(), check="")
+    return msgspec.structs.replace(obj, check=key_check(keyring, obj))
+
+
+def key_check(keyring: Keyring, obj: KeyObject) -> str:
+    """What ``obj``'s ``check`` must be (the module docstring)."""
+    return keyring.key_check(encode(msgspec.structs.replace(obj, check="")))
 
 
 def unwrap(obj: KeyObject, secret: Secret, store_id: str) -> bytes | None:
@@ -211,14 +224,15 @@ def unlock(store, store_id: str, source: KeySource | None) -> tuple[Keyring, str
     got = _UNLOCKED.get(_memo(store_id, secret))
     if got is not None:
         return got
-    count = 0
+    count = damaged = 0
     for kid, obj in key_objects(store, store_id):
         count += 1
+        damaged += obj is None
         master = None if obj is None else unwrap(obj, secret, store_id)
         if master is not None:
             got = _UNLOCKED[_memo(store_id, secret)] = (Keyring(master), kid)
             return got
-    raise WrongKey(secret.source, store.location, count)
+    raise WrongKey(secret.source, store.location, count, damaged)
 
 
 def create_keys(store, store_id: str, source: KeySource, created: str) -> tuple[Keyring, str]:
@@ -226,9 +240,9 @@ def create_keys(store, store_id: str, source: KeySource, created: str) -> tuple[
     (``Repository._init``): ``(keyring, key id)``."""
     require("creating an encrypted store")
     secret = read_secret(source)
-    master = os.urandom(KEY_BYTES)
-    kid = _put(store, wrap(master, secret, store_id, created))
-    got = _UNLOCKED[_memo(store_id, secret)] = (Keyring(master), kid)
+    keyring = Keyring(os.urandom(KEY_BYTES))
+    kid = _put(store, wrap(keyring, secret, store_id, created))
+    got = _UNLOCKED[_memo(store_id, secret)] = (keyring, kid)
     return got
 
 
@@ -257,9 +271,9 @@ def add_key(store, store_id: str, keyring: Keyring, source: KeySource, created: 
     """Wrap the master key under a new user key; the new key object's id. It is read
     back and must unlock the store before this returns."""
     secret = read_secret(source)
-    kid = _put(store, wrap(keyring._master, secret, store_id, created))
+    kid = _put(store, wrap(keyring, secret, store_id, created))
     back = decode(store.get(KEYS_PREFIX + kid), KeyObject)
-    if unwrap(back, secret, store_id) != keyring._master:
+    if unwrap(back, secret, store_id) != keyring.master:
         raise KeyRefused("key add", f"key object {kid} did not read back as written; remove it with "
                                     f"`journal key remove {kid}`")
     return kid
@@ -275,11 +289,12 @@ def remove_key(store, store_id: str, current: str, which: str) -> str:
         raise KeyRefused(op, f"{which!r} names {len(matches) or 'no'} key(s) of {location}; "
                              "`journal key list` shows their ids")
     kid = matches[0]
+    if len(ids) < 2:
+        raise KeyRefused(op, f"key {kid} is the last key of {location}: without it nothing could open the store "
+                             "(`journal key rotate` replaces it)")
     if kid == current:
         raise KeyRefused(op, f"key {kid} is the one this command opened {location} with; open the store with "
                              "another of its keys to remove it, or replace it with `journal key rotate`")
-    if len(ids) < 2:
-        raise KeyRefused(op, f"key {kid} is the last key of {location}: without it nothing could open the store")
     store.delete(KEYS_PREFIX + kid)
     return kid
 
@@ -293,3 +308,25 @@ def rotate_key(store, store_id: str, keyring: Keyring, current: str, source: Key
     for memo in [m for m, (_k, used) in _UNLOCKED.items() if used == current]:
         del _UNLOCKED[memo]
     return kid
+
+
+def key_problems(store, store_id: str, keyring: Keyring) -> Iterator[tuple[str, str]]:
+    """``(key, problem)`` for every object under ``keys/`` that is not an intact key
+    object of this store: a name of another shape, bytes that do not decode, another
+    store's id, or a ``check`` that does not match (a changed byte). For ``verify``."""
+    for key in store.list(KEYS_PREFIX):
+        kid = key[len(KEYS_PREFIX):]
+        if len(kid) != 32 or not all(c in "0123456789abcdef" for c in kid):
+            yield key, "is not named as a key object (keys/<32 hex>)"
+            continue
+        try:
+            obj = decode(store.get(key), KeyObject)
+        except ObjectNotFound:
+            continue  # removed since the listing
+        except msgspec.DecodeError as err:
+            yield key, f"does not decode as a key object: {err}"
+            continue
+        if obj.store_id != store_id:
+            yield key, f"belongs to store {obj.store_id}, not to this one (an init that stopped before its config)"
+        elif not hmac.compare_digest(obj.check, key_check(keyring, obj)):
+            yield key, "fails its check: a byte changed after it was written"

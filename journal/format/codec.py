@@ -39,6 +39,8 @@ class Codec:
     encrypted = False
     #: Bytes ``seal`` adds to an object.
     overhead = 0
+    #: The BLAKE2b key of index page boundaries (``format/index.py``): none in a plain store.
+    boundary_key = b""
 
     def digest(self, data) -> bytes:
         """A payload's id, as 32 bytes."""

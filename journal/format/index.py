@@ -32,16 +32,18 @@ INNER_FANOUT = 32       # average children per inner page
 AddPage = Callable[[bytes, tuple[int, str]], BlobRef]
 
 
-def _boundary(name: str, level: int, fanout: int) -> bool:
-    digest = hashlib.blake2b(f"{level}:{name}".encode("utf-8", "surrogateescape"), digest_size=4).digest()
+def _boundary(name: str, level: int, fanout: int, key: bytes = b"") -> bool:
+    """Whether a page ends after ``name``: a BLAKE2b of it, keyed in an encrypted store
+    (``Codec.boundary_key``), so page lengths say nothing about path names there."""
+    digest = hashlib.blake2b(f"{level}:{name}".encode("utf-8", "surrogateescape"), digest_size=4, key=key).digest()
     return int.from_bytes(digest, "big") % fanout == 0
 
 
-def _chunk(items: list, names: list[str], level: int, fanout: int) -> list[list]:
+def _chunk(items: list, names: list[str], level: int, fanout: int, key: bytes) -> list[list]:
     groups, current = [], []
     for item, name in zip(items, names):
         current.append(item)
-        if _boundary(name, level, fanout) or len(current) >= MAX_ITEMS:
+        if _boundary(name, level, fanout, key) or len(current) >= MAX_ITEMS:
             groups.append(current)
             current = []
     if current:
@@ -95,13 +97,14 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
     if not entries:
         return None, used
     level_items: list[PageRef] = []
-    for group in _chunk(entries, [e.path for e in entries], 0, LEAF_FANOUT):
+    for group in _chunk(entries, [e.path for e in entries], 0, LEAF_FANOUT, codec.boundary_key):
         ref = _emit(Page(level=0, entries=tuple(group)), group[0].path, known, used, add_page, keys, codec)
         level_items.append(PageRef(group[0].path, ref, len(group), sum(e.size for e in group)))
     level = 1
     while len(level_items) > 1:
         next_items = []
-        for group in _chunk(level_items, [c.first for c in level_items], level, INNER_FANOUT):
+        for group in _chunk(level_items, [c.first for c in level_items], level, INNER_FANOUT,
+                            codec.boundary_key):
             children = tuple(_same_pack(c) for c in group)
             ref = _emit(Page(level=level, children=children), group[0].first, known, used, add_page, keys, codec)
             next_items.append(PageRef(group[0].first, ref, sum(c.files for c in group), sum(c.bytes for c in group)))
