@@ -6,8 +6,8 @@ Run it after adding or changing a command, a group of commands or an option:
     .venv/bin/python tools/gen_cli_docs.py           # rewrite both
     .venv/bin/python tools/gen_cli_docs.py --check   # exit 1 when either is out of date
 
-Nothing here names a command: every command and group that ``journal.cli.app.main``
-registers is found by walking it, so a new command needs only a rerun.
+Nothing here names a command: every command and group registered on ``main`` (through
+``journal.cli.entry``, which imports every command module) is found by walking it, so a new command needs only a rerun.
 ``tests/test_docs.py`` fails while either file is out of date.
 """
 
@@ -46,7 +46,7 @@ _JOURNAL_COMPLETE=fish_source journal > ~/.config/fish/completions/journal.fish 
 
 
 def main_group() -> click.Group:
-    from journal.cli.app import main
+    from journal.cli.entry import main
 
     return main
 

@@ -1,11 +1,13 @@
 """An encrypted store's codec: what its master key is used for (design §22).
 
-Five 32-byte keys are derived from the master key with HKDF-SHA-256 (RFC 5869; no
+Six 32-byte keys are derived from the master key with HKDF-SHA-256 (RFC 5869; no
 salt, so the salt is 32 zero bytes; ``info`` below), each for one purpose only:
 
 * the data key: AES-256-GCM seals every object that carries user data (``seal``):
-  ``nonce (12 random bytes) | ciphertext | tag (16 bytes)``, the object's role
+  ``nonce (12 bytes) | ciphertext | tag (16 bytes)``, the object's role
   (``format/codec.py``: a record, a tombstone, a lease) as associated data;
+* the nonce key: an object's nonce is the first 12 bytes of HMAC-SHA-256(nonce key,
+  len(role) as u32 big-endian | role | plaintext) (a synthetic IV, as in SIV);
 * the id key: a payload's id is HMAC-SHA-256(id key, payload), in place of SHA-256;
 * the name key: the input journal's keys carry HMAC-SHA-256(name key, domain NUL
   name) in place of a user's session, harness and client-id names;
@@ -15,18 +17,23 @@ salt, so the salt is 32 zero bytes; ``info`` below), each for one purpose only:
   with ``check`` empty), so ``verify``, holding the master key, finds a changed byte
   in any key object, also one it cannot unwrap (``keys.py``).
 
-Nonces are random (``os.urandom``), one per sealed object, never derived from content:
-a record rewritten with other bytes (a delta instead of a whole record) never reuses
-one. The chance that two of n sealed objects draw the same nonce is below n^2 / 2^97;
-NIST SP 800-38D bounds a key to 2^32 random-nonce messages (a chance below 2^-32),
-which a store reaches after 4 billion records: decades of busy checkpoints.
+Nonces are derived, never drawn: a nonce repeats only for the same role and the same
+plaintext (which then gives the same ciphertext, harmlessly: GCM fails only when one
+nonce seals two different messages, or one message under two associated data, and both
+are in the derivation). Two different (role, plaintext) pairs get the same nonce with
+the chance of a collision of a 96-bit PRF: below n^2 / 2^97 for n sealed objects, as
+for random nonces, which NIST SP 800-38D bounds to 2^32 messages per key (a chance
+below 2^-32): 4 billion records, decades of busy checkpoints. Derived nonces keep what
+the plain store has: equal records seal to equal bytes, so a pack spooled again (a
+retried checkpoint, the same chunks under a new name) is the same pack under the same
+name, uploaded once. What it reveals: that two sealed objects are equal, which a
+pack's name (the SHA-256 of its stored bytes) says anyway.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 
 from ..errors import CorruptObject, CryptoUnavailable
 from ..format.codec import Codec
@@ -40,6 +47,7 @@ ID_INFO = b"journal id key"
 NAME_INFO = b"journal name key"
 CHECK_INFO = b"journal key check"
 BOUNDARY_INFO = b"journal boundary key"
+NONCE_INFO = b"journal nonce key"
 
 
 def require(what: str):
@@ -81,6 +89,7 @@ class Keyring(Codec):
         self._name_key = hkdf_sha256(master, NAME_INFO)
         self._check_key = hkdf_sha256(master, CHECK_INFO)
         self.boundary_key = hkdf_sha256(master, BOUNDARY_INFO)
+        self._nonces = hmac.new(hkdf_sha256(master, NONCE_INFO), digestmod=hashlib.sha256)
 
     def __repr__(self) -> str:
         return "Keyring(<locked away>)"
@@ -99,7 +108,10 @@ class Keyring(Codec):
         return self._ids.copy()
 
     def seal(self, data: bytes, role: bytes) -> bytes:
-        nonce = os.urandom(NONCE_BYTES)
+        h = self._nonces.copy()
+        h.update(len(role).to_bytes(4, "big") + role)
+        h.update(data)
+        nonce = h.digest()[:NONCE_BYTES]
         return nonce + self._aead.encrypt(nonce, data, role)
 
     def open(self, data, role: bytes, where: str) -> bytes:

@@ -139,16 +139,16 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     restored: dict[Text, str] | msgspec.UnsetType = msgspec.UNSET
 
 
-class StoreInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):
     """The ``config`` object at the root of every store. ``encryption`` names an
     encrypted store's cipher (``aes-256-gcm``, version 2); a plain store's config has
-    no such member (version 1)."""
+    no such member (version 1), byte for byte as before encryption existed."""
 
-    format: str
-    version: int
+    format: str = STORE_FORMAT
+    version: int = PLAIN_STORE_VERSION
     store_id: str
     created: str
-    encryption: str | None = None
+    encryption: str | msgspec.UnsetType = msgspec.UNSET
 
 
 _encoder = msgspec.json.Encoder(order="deterministic")

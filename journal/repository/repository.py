@@ -118,10 +118,10 @@ def read_config(raw: bytes) -> StoreInfo:
         raise ValueError(f"names format {info.format!r}")
     if not _STORE_ID.fullmatch(info.store_id) or not _CREATED.fullmatch(info.created):
         raise ValueError(f"holds a malformed store id or time ({info.store_id!r}, {info.created!r})")
-    if info.version <= STORE_VERSION and (info.version >= ENCRYPTED_STORE_VERSION) != (info.encryption is not None):
+    if info.version <= STORE_VERSION and (info.version >= ENCRYPTED_STORE_VERSION) != (info.encryption is not msgspec.UNSET):
         raise ValueError(f"says version {info.version} with encryption {info.encryption!r}: an encrypted store is "
                          f"version {ENCRYPTED_STORE_VERSION}, a plain one version {PLAIN_STORE_VERSION}")
-    if info.encryption not in (None, CIPHER):
+    if info.encryption not in (msgspec.UNSET, CIPHER):
         raise ValueError(f"names cipher {info.encryption!r}; this journal knows only {CIPHER}")
     return info
 
@@ -180,7 +180,7 @@ class Repository:
             if not audit:
                 raise
             return cls(store, None, config_problem=err.problem)
-        if info.encryption is None:
+        if info.encryption is msgspec.UNSET:
             if encrypt:
                 raise ConfigError(f"init --encrypt: {store.location} is already a store, and not an encrypted one; "
                                   "start an encrypted store at another location")
@@ -221,8 +221,7 @@ class Repository:
         """A new store's config; an encrypted store's first key object is put before it
         (a store is never without a key), bound to this new store id."""
         store.check_creatable()
-        info = StoreInfo(format=STORE_FORMAT, version=PLAIN_STORE_VERSION, store_id=uuid.uuid4().hex,
-                         created=utc_now())
+        info = StoreInfo(store_id=uuid.uuid4().hex, created=utc_now())
         kid = None
         if key is not None:
             from ..crypto.keys import create_keys

@@ -205,7 +205,7 @@ class Live:
 
     def repo(self, store: Store | None = None) -> Repository:
         """The repository, on a store opened afresh (or ``store``)."""
-        return Repository.open(store or open_store(self.store_url))
+        return Repository.open(store or open_store(self.store_url), key=self.cfg.key)
 
     def seqs(self) -> list[int]:
         return self.repo().manifest_seqs()
