@@ -7,5 +7,6 @@ a random 96-bit nonce per object). ``keys`` owns the user's keys: where one come
 the master key, unlocking a store once per process, and adding, listing, removing and
 rotating keys. Every primitive comes from the ``cryptography`` package (the optional
 extra ``journal[crypto]``), imported only when a store is encrypted.
-May import: ``journal.format``, ``journal.store`` and the base modules.
+May import: ``journal.config`` (where a key comes from), ``journal.format``, ``journal.store``
+and the base modules.
 """

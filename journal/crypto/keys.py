@@ -40,7 +40,7 @@ import msgspec
 
 from ..atomic import write_file_atomic
 from ..config import KeySource
-from ..errors import KeyRefused, KeyUnusable, NoKey, ObjectNotFound, WrongKey
+from ..errors import CorruptObject, KeyRefused, KeyUnusable, NoKey, ObjectNotFound, WrongKey
 from ..format.codec import KEYS_PREFIX
 from ..format.model import Text, decode, encode
 from .keyring import KEY_BYTES, NONCE_BYTES, Keyring, aes_gcm, hkdf_sha256, require
@@ -52,9 +52,10 @@ KEY_FILE_BYTES = KEY_BYTES
 KEY_FILE_MAX = 64 << 10
 KEY_FILE_INFO = b"journal key file"
 #: The scrypt cost a new passphrase key gets (32 MiB, ~0.1 s); a reader accepts up to
-#: ``SCRYPT_MEMORY`` bytes, so a crafted key object cannot make it allocate more.
+#: ``SCRYPT_MEMORY`` bytes (128 * n * r * p), so a crafted key object cannot make it
+#: allocate more.
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
-SCRYPT_MEMORY = 1 << 30
+SCRYPT_MEMORY = 128 << 20
 _KEY_ID = r"[0-9a-f]{32}"
 
 
@@ -186,6 +187,14 @@ def unwrap(obj: KeyObject, secret: Secret, store_id: str) -> bytes | None:
         return None
 
 
+def read_key_object(raw: bytes, key: str) -> KeyObject:
+    """A key object from the bytes at ``key``; ``CorruptObject(key)`` when they are not one."""
+    try:
+        return decode(raw, KeyObject)
+    except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
+        raise CorruptObject(key, f"does not decode as a key object: {err}") from None
+
+
 def key_objects(store, store_id: str) -> Iterator[tuple[str, KeyObject | None]]:
     """``(id, key object)`` of every key of the store, in listing order; None for one that
     does not decode. Objects of another store id (an init that stopped before its
@@ -195,10 +204,10 @@ def key_objects(store, store_id: str) -> Iterator[tuple[str, KeyObject | None]]:
         if len(kid) != 32 or not all(c in "0123456789abcdef" for c in kid):
             continue
         try:
-            obj = decode(store.get(key), KeyObject)
+            obj = read_key_object(store.get(key), key)
         except ObjectNotFound:
             continue  # removed since the listing
-        except msgspec.DecodeError:
+        except CorruptObject:
             yield kid, None
             continue
         if obj.store_id == store_id:
@@ -272,7 +281,7 @@ def add_key(store, store_id: str, keyring: Keyring, source: KeySource, created: 
     back and must unlock the store before this returns."""
     secret = read_secret(source)
     kid = _put(store, wrap(keyring, secret, store_id, created))
-    back = decode(store.get(KEYS_PREFIX + kid), KeyObject)
+    back = read_key_object(store.get(KEYS_PREFIX + kid), KEYS_PREFIX + kid)
     if unwrap(back, secret, store_id) != keyring.master:
         raise KeyRefused("key add", f"key object {kid} did not read back as written; remove it with "
                                     f"`journal key remove {kid}`")
@@ -320,11 +329,11 @@ def key_problems(store, store_id: str, keyring: Keyring) -> Iterator[tuple[str, 
             yield key, "is not named as a key object (keys/<32 hex>)"
             continue
         try:
-            obj = decode(store.get(key), KeyObject)
+            obj = read_key_object(store.get(key), key)
         except ObjectNotFound:
             continue  # removed since the listing
-        except msgspec.DecodeError as err:
-            yield key, f"does not decode as a key object: {err}"
+        except CorruptObject as err:
+            yield key, err.detail
             continue
         if obj.store_id != store_id:
             yield key, f"belongs to store {obj.store_id}, not to this one (an init that stopped before its config)"

@@ -35,7 +35,10 @@ from pathlib import Path
 
 import msgspec
 
+from journal.crypto.keyring import Keyring
+from journal.crypto.keys import HKDF, SCRYPT, ScryptCost, Secret, read_key_object, unwrap, wrap
 from journal.errors import JournalError
+from journal.format.codec import RECORD as SEALED_RECORD
 from journal.format import objects
 from journal.format.index import decode_page, iter_pages
 from journal.format.inputs import (Claim, Delivery, InputHead, claim_key, decode_claim, decode_delivery, decode_input,
@@ -158,6 +161,34 @@ def _configs() -> list[bytes]:
     return [seal_config(info), encode(info)]
 
 
+#: An encrypted store's keyring (a fixed master key) and its user keys, for the sealed rows.
+KEYRING = Keyring(bytes(range(32)))
+STORE_ID = "1" * 32
+SECRETS = {HKDF: Secret(HKDF, b"k" * 32, "key file fuzz"), SCRYPT: Secret(SCRYPT, b"passphrase", "passphrase")}
+
+
+def _key_objects() -> list[bytes]:
+    by_file = wrap(KEYRING, SECRETS[HKDF], STORE_ID, "2026-01-01T00:00:00.000Z")
+    # a passphrase key at a small cost (mutations reach the reader's cost bound)
+    by_phrase = msgspec.structs.replace(by_file, kdf=SCRYPT, scrypt=ScryptCost(n=16, r=8, p=1))
+    return [encode(by_file), encode(by_phrase)]
+
+
+def _key_object(raw: bytes) -> object:
+    obj = read_key_object(raw, KEY)
+    return unwrap(obj, SECRETS[obj.kdf], STORE_ID)
+
+
+def _sealed_records() -> list[bytes]:
+    return [KEYRING.seal(encode_record(kind, payload, codec=KEYRING)[1], SEALED_RECORD)
+            for kind, payload in ((KIND_CHUNK, b"hello world\n" * 20), (KIND_SEGMENT, b'{"a":1}\n'),
+                                  (KIND_MANIFEST, _manifests()[0]))]
+
+
+def _sealed_record(raw: bytes) -> object:
+    return decode_record(KEYRING.open(raw, SEALED_RECORD, KEY), key=KEY, base=BASE, codec=KEYRING)
+
+
 # --- the decoders, as journal calls them on store bytes ------------------------------
 
 def _load_manifest(record: bytes) -> object:
@@ -222,6 +253,8 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
     Decoder("input", lambda b: decode_input(b, INPUT_KEY), _inputs, "record"),
     Decoder("delivery", lambda b: decode_delivery(b, DELIVERY_KEY), _deliveries, "record"),
     Decoder("claim", lambda b: decode_claim(b, CLAIM_KEY), _claims, "record"),
+    Decoder("key-object", _key_object, _key_objects, "json"),
+    Decoder("sealed-record", _sealed_record, _sealed_records, "record"),
 )}
 
 
