@@ -286,3 +286,18 @@ def test_the_idle_tick_of_an_encrypted_store_imports_no_cryptography(tmp_path):
     live.run("checkpoint", expect=0)
     idle = live.run("checkpoint", cmd=[sys.executable, "-c", BLOCKED], expect=0)
     assert idle.stdout.startswith("idle: nothing changed"), idle.stdout
+
+
+def test_an_init_that_stopped_before_its_config_leaves_a_location_a_new_init_takes(tmp_path):
+    live = Live(tmp_path / "a", tmp_path / "store", fixtures=True, env={"JOURNAL_KEY_FILE": str(tmp_path / "k")})
+    live.run("init", "--encrypt", "--key-file", str(tmp_path / "k"), expect=0)
+    (tmp_path / "store" / "config").unlink()  # as if killed between the key object and the config
+    live.run("init", "--encrypt", expect=0)
+    live.run("checkpoint", expect=0)
+    found = json.loads(live.run("verify", "--json", expect=1).stdout)["findings"]
+    assert [(f["kind"], "init that stopped" in f["detail"]) for f in found] == [("corrupt-key", True)]
+    assert len(json.loads(live.run("key", "list", "--json", expect=0).stdout)) == 1
+    regular = tmp_path / "file-store"
+    regular.write_text("not a store")
+    line = one_line_error(live.run("init", "--encrypt", "--store", str(regular), expect=1))
+    assert f"{regular} is not empty and is not a journal store" in line and regular.read_text() == "not a store"

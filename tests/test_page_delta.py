@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from journal.errors import CorruptObject
+from journal.format.codec import PLAIN
 from journal.format.model import BlobRef, Page, decode, encode
 from journal.format.objects import FLAG_BASE_AT, FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header_flags
 from journal.repository.repository import pack_key
@@ -240,6 +241,8 @@ def test_a_delta_page_is_never_made_the_base_of_another(bare_live):
         pages.read(ref)
 
     class Pack:
+        codec = PLAIN
+
         def add_record(self, pid, record, size):
             self.record = record
             return BlobRef(pid, "", 0, len(record), size)

@@ -129,7 +129,10 @@ def read_config(raw: bytes) -> StoreInfo:
 def _fresh(store: Store) -> bool:
     """Empty, or holding only key objects: an encrypted store's creation that stopped
     before its config, whose keys name a store id no config ever will."""
-    return store.is_empty() or all(key.startswith(KEYS_PREFIX) for key in store.list())
+    if store.is_empty():
+        return True
+    keys = list(store.list())  # nothing listed of a location that is not empty: not a store (a file)
+    return bool(keys) and all(key.startswith(KEYS_PREFIX) for key in keys)
 
 
 def _holds_data(store: Store) -> bool:
