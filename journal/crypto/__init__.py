@@ -2,8 +2,8 @@
 
 ``keyring`` owns the master key's use: the keys derived from it (HKDF-SHA-256), keyed
 ids (HMAC-SHA-256), keyed name digests, and sealing and opening objects (AES-256-GCM,
-a random 96-bit nonce per object). ``keys`` owns the user's keys: where one comes from
-(a key file, a passphrase through scrypt), the key objects under ``keys/`` that wrap
+a 96-bit nonce derived from the object, as in SIV). ``keys`` owns the user's keys:
+where one comes from (a key file, a passphrase through scrypt), the key objects under ``keys/`` that wrap
 the master key, unlocking a store once per process, and adding, listing, removing and
 rotating keys. Every primitive comes from the ``cryptography`` package (the optional
 extra ``journal[crypto]``), imported only when a store is encrypted.
