@@ -28,12 +28,13 @@ def clean_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
                 unprivileged: bool = False, memory: int | None = None, cmd: list[str] | None = None,
-                cwd=None, stdin: str | bytes | None = None) -> subprocess.CompletedProcess:
+                cwd=None, stdin: str | bytes | None = None, text: bool = True) -> subprocess.CompletedProcess:
     """Run ``python -m journal ARGS`` (or ``cmd ARGS``) in a clean environment plus
     ``env`` (in ``cwd``), ``stdin`` (bytes as they are, text as UTF-8) on its standard
     input if given; with ``unprivileged``, bound by file modes as an ordinary user is
     (``drop_dac_override``); ``memory`` caps its address space (``RLIMIT_AS``, bytes).
-    Its output is text; the result also carries the child's ``pid``."""
+    Its output is text, or bytes as written unless ``text``; the result also carries
+    the child's ``pid``."""
     def prepare() -> None:
         if unprivileged:
             drop_dac_override()
@@ -50,7 +51,9 @@ def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 
             proc.kill()
             proc.communicate()
             raise
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, _text(out), _text(err))
+    if text:
+        out, err = _text(out), _text(err)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     done.pid = proc.pid
     return done
 
