@@ -45,6 +45,17 @@ def pytest_addoption(parser):
                      help="run the tests marked long at full size, and those without a short form (make test-long)")
 
 
+def pytest_configure(config):
+    """Every test's ``tmp_path`` on tmpfs (``/dev/shm``) when there is one, unless
+    ``--basetemp`` or ``$PYTEST_DEBUG_TEMPROOT`` says where: journal fsyncs every object
+    and manifest it publishes, and on a shared disk the suite waited on those more than
+    it computed. A test that needs another filesystem mounts it (``small_tmpfs``). The
+    xdist workers take their base temp dir from this process's."""
+    if config.option.basetemp is None and "PYTEST_DEBUG_TEMPROOT" not in os.environ \
+            and os.access("/dev/shm", os.W_OK | os.X_OK):
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = "/dev/shm"
+
+
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--long"):
         return

@@ -10,7 +10,7 @@ from journal import __version__
 from journal.format.model import FORMAT
 from journal.cli.entry import main
 
-from conftest import JOURNAL, clean_env, one_line_error, sigint_as_at_a_terminal
+from conftest import JOURNAL, clean_env, journal_script, one_line_error, sigint_as_at_a_terminal
 
 COMMANDS = sorted(main.commands)
 
@@ -258,21 +258,64 @@ def test_the_console_script_leaves_fast_with_every_line_and_the_right_status(liv
     assert bad.returncode == 1 and bad.stderr.startswith("journal: error:")
 
 
-def test_the_console_script_fails_when_stdout_is_closed(live):
-    """Output that cannot be written is a failure, as the interpreter's own exit makes it."""
+def _reader_gone() -> int:
+    """The write end of a pipe whose one reader (``head -c 0``) has already exited, as
+    ``| head`` has once it read what it wanted: every write to it fails with EPIPE."""
     import os
     import subprocess
-    import sys
 
-    script = os.path.join(os.path.dirname(sys.executable), "journal")
-    if not os.path.exists(script):
-        pytest.skip("the journal console script is not installed next to this Python")
-    assert _console_script(live, "checkpoint").returncode == 0
     read, write = os.pipe()
-    os.close(read)   # nobody will read: every write to the pipe fails
-    proc = subprocess.run([script, "log"], env=clean_env(live.env), stdout=write, stderr=subprocess.PIPE, timeout=60)
-    os.close(write)
-    assert proc.returncode != 0
+    subprocess.run(["head", "-c", "0"], stdin=read, check=True)
+    os.close(read)
+    return write
+
+
+#: Commands that print, each into a pipe whose reader went away; ``checkpoint`` (idle) is
+#: answered by the launcher's fast path, the others by the click app.
+PRINTING = [("trees",), ("log", "--json"), ("ls", "codex"), ("status",), ("find", "*.jsonl"), ("input", "list"),
+            ("--help",), ("log", "--help"), ("checkpoint",)]
+
+
+def test_a_command_whose_reader_went_away_ends_quietly_with_exit_141(live):
+    """`journal log | head -1`: a closed stdout pipe ends any command as SIGPIPE ends a
+    Unix tool, exit 141 and nothing on stderr (no traceback, no error line, no
+    "Exception ignored" from the interpreter's final flush), from ``python -m journal``
+    and from the console script alike."""
+    import os
+    import subprocess
+
+    live.checkpoint()
+    live.write("codex-home/later.txt", "later\n")
+    live.checkpoint()
+    live.run("input", "append", "--harness", "codex", "--session", "S1", "-", expect=0, stdin="hello")
+    runs = []
+    for cmd, args in [*((JOURNAL, args) for args in PRINTING), (journal_script(), ("log",)),
+                      (journal_script(), ("checkpoint",))]:
+        write = _reader_gone()
+        runs.append((args, live.popen(*args, cmd=cmd, stdout=write)))
+        os.close(write)
+    for args, proc in runs:
+        _, err = proc.communicate(timeout=120)
+        assert (proc.returncode, err) == (141, ""), (proc.args, args)
+
+
+def test_a_reader_that_stops_early_ends_the_writer_quietly(live):
+    """A real pipeline: `journal input show ID | head -c 10` on an input far larger than
+    the pipe holds; head gets its 10 bytes, journal exits 141 with nothing on stderr."""
+    import subprocess
+
+    text = b"0123456789" * 50_000
+    added = live.run("input", "append", "--harness", "codex", "--session", "S1", "--json", "-", expect=0,
+                     stdin=text.decode())
+    writer = live.popen("input", "show", json.loads(added.stdout)["id"], text=False)
+    head = subprocess.Popen(["head", "-c", "10"], stdin=writer.stdout, stdout=subprocess.PIPE)
+    writer.stdout.close()   # head is the only reader
+    out, _ = head.communicate(timeout=60)
+    err = writer.stderr.read()
+    writer.wait(timeout=60)
+
+    assert out == text[:10]
+    assert (writer.returncode, err) == (141, b"")
 
 
 #: Imported as ``click`` ahead of the real one: it says it has been reached, then waits

@@ -1,13 +1,16 @@
 """``docs/deploy.md`` does what it says: every block marked ``<!-- test: NAME -->`` runs.
 
-A ``Site`` stands in for the deployment: ``/data`` (the bucket mount, shared by every
-container of a test), and per container ``/home/node``, ``/run/journal`` and ``/opt``,
-all under the test's temp dir (the only paths the guide's text is moved by). The
-server is a stand-in ``node`` that appends transcript lines until SIGTERM; ``journal``
-is this checkout. The Dockerfile's ``ENV``, ``ENTRYPOINT`` and ``CMD`` and the start
-script run as written (the interval shortened); its ``RUN`` lines build an image and
-are checked, not run. Each refusal is produced for real, its message compared with the
-guide's heading, and the fix under it run.
+A ``Site`` (the harness's ``Live``) stands in for the deployment: ``/data`` (the
+bucket mount, shared by every container of a test), and per container
+``/home/node``, ``/run/journal`` and ``/opt``, all under the test's temp dir (the only
+paths the guide's text is moved by). The server is a stand-in ``node`` that appends
+transcript lines until SIGTERM; ``journal`` is this checkout. The Dockerfile's
+``ENV``, ``ENTRYPOINT`` and ``CMD`` and the start script run as written (the interval
+shortened); its ``RUN`` lines build an image and are checked, not run. Each refusal is
+produced for real by the command line, its message compared with the guide's heading,
+and the fix under it run (under ``--long`` only, a fix word for word another's).
+What only sets a scene (the checkpoints before a refusal, the checkpoint and verify
+after its fix) runs in this process, through the library the command line calls. The S3 variant runs against S3 under ``--long`` only.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import copy_fixtures, wait_for
+from conftest import Live, clean_env, journal_script, wait_for
+from journal.repository.repository import Repository
+from journal.store import open_store
+from journal.verify import verify
 
 pytest_plugins = ["tests.s3server"]
 
@@ -33,7 +38,7 @@ TESTED = re.compile(r"<!-- test: ([\w-]+)(?: ([\w-]+))? -->\n```(\w*)\n(.*?)\n``
 FENCE = re.compile(r"^```\w*\n", re.M)
 HEADING = re.compile(r"^### `(.+)`", re.M)
 MOVED = re.compile(r"(?<![\w./-])/(data|home/node|run/journal|opt)(?=/|\b)")
-INTERVAL = "0.3"
+INTERVAL = "0.1"
 
 NODE = """#!/bin/sh
 # A stand-in for agent-manager's server: appends transcript lines until SIGTERM.
@@ -64,23 +69,23 @@ def doc_blocks() -> dict[str, tuple[str, str, str | None]]:
 BLOCKS = doc_blocks()
 
 
-class Site:
-    """One container of the deployment (``name``); ``/data`` is shared under ``base``."""
+class Site(Live):
+    """One container of the deployment (``name``); ``/data`` is shared under ``base``.
+    ``fixtures``: its ``$AM_LOCAL`` starts with the real transcripts."""
 
-    def __init__(self, base: Path, name: str = "space"):
+    def __init__(self, base: Path, name: str = "space", *, fixtures: bool = False):
         self.base, self.root = base, base / name
         self.bin = self.root / "bin"
         self.run_dir = self.root / "run" / "journal"
-        for d in (base / "data", self.root / "home" / "node", self.bin, self.run_dir):
+        for d in (base / "data", self.bin, self.run_dir):
             d.mkdir(parents=True, exist_ok=True)
-        (self.bin / "journal").write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m journal \"$@\"\n")
+        (self.bin / "journal").write_text(f"#!/bin/sh\nexec {shlex.join(journal_script())} \"$@\"\n")
         (self.bin / "node").write_text(NODE)
         for tool in ("journal", "node"):
             (self.bin / tool).chmod(0o755)
-        self.env = {"PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8",
-                    "HOME": self.move("/home/node"), "AM_LOCAL": self.move("/home/node/local"),
-                    "JOURNAL_STORE": self.move("/data/journal"), "AGENT_STATE_CHECKPOINT_SECONDS": INTERVAL,
-                    "SERVER_READY": str(self.run_dir / "server-ready")}
+        super().__init__(Path(self.move("/home/node")), self.move("/data/journal"), fixtures=fixtures, env={
+            "PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "AGENT_STATE_CHECKPOINT_SECONDS": INTERVAL, "SERVER_READY": str(self.run_dir / "server-ready")})
 
     def move(self, text: str) -> str:
         """The guide's text with its deployment paths under this site."""
@@ -89,25 +94,16 @@ class Site:
             return str(top)
         return MOVED.sub(where, text)
 
-    @property
-    def local(self) -> Path:
-        return Path(self.env["AM_LOCAL"])
+    def tick(self) -> None:
+        """A checkpoint, in this process, of the store the environment names now."""
+        result = self.checkpoint(open_store(self.cfg.store))
+        assert result.seq is not None and not result.warnings, result
 
-    @property
-    def store(self) -> Path:
-        return Path(self.env["JOURNAL_STORE"])
-
-    def populate(self) -> None:
-        copy_fixtures(self.local)
-
-    def journal(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["journal", *args], env={**self.env, **(env or {})}, capture_output=True, text=True,
-                              timeout=120, cwd=self.root)
-
-    def ok(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        proc = self.journal(*args, env=env)
-        assert proc.returncode == 0, f"journal {' '.join(args)}: {proc.stdout}{proc.stderr}"
-        return proc
+    def healthy(self) -> None:
+        """A checkpoint succeeds and a full verify of the store finds nothing."""
+        store = open_store(self.cfg.store)
+        self.checkpoint(store)
+        assert verify(Repository.open(store), full=True).ok
 
     def sh(self, name: str, env: dict | None = None, replace: dict | None = None) -> subprocess.CompletedProcess:
         """Run the guide's block ``name`` with ``bash -e``, each command echoed."""
@@ -115,7 +111,7 @@ class Site:
         for old, new in (replace or {}).items():
             assert old in text, f"the {name} block no longer says {old!r}"
             text = text.replace(old, new)
-        proc = subprocess.run(["bash", "-e", "-x", "-c", text], env={**self.env, **(env or {})},
+        proc = subprocess.run(["bash", "-e", "-x", "-c", text], env=clean_env({**self.env, **(env or {})}),
                               capture_output=True, text=True, timeout=300, cwd=self.root)
         assert proc.returncode == 0, f"the {name} block failed:\n{proc.stdout}\n{proc.stderr}"
         return proc
@@ -152,8 +148,8 @@ def dockerfile() -> tuple[list[str], dict[str, str], list[str], list[str]]:
     return lines, env, argv, copies
 
 
-def test_the_dockerfile_and_start_script_migrate_then_run_the_server_under_supervise(tmp_path):
-    site = Site(tmp_path)
+def test_the_dockerfile_and_start_script_migrate_then_run_the_server_under_supervise(root):
+    site = Site(root)
     site.legacy()
     lines, env, argv, copies = dockerfile()
     assert any(re.search(r"pip install /opt/journal-src$", ln) for ln in lines if ln.startswith("RUN"))
@@ -166,13 +162,13 @@ def test_the_dockerfile_and_start_script_migrate_then_run_the_server_under_super
     start.chmod(0o755)
     metrics = site.run_dir / "metrics.prom"
 
-    container = subprocess.Popen([site.move(a) for a in argv], env=site.env, cwd=site.root, start_new_session=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    container = site.popen(*[site.move(a) for a in argv[1:]], cmd=[site.move(argv[0])], cwd=site.root,
+                           start_new_session=True)
     try:
         wait_for(lambda: container.poll() is None and (site.run_dir / "server-ready").exists(), 60, "the server")
         wait_for(lambda: "journal_checkpoints_total 2" in (metrics.read_text() if metrics.exists() else ""),
                  60, "two checkpoints in the metrics file")
-        status = json.loads(site.ok("status", "--json").stdout)
+        status = json.loads(site.run("status", "--json", expect=0).stdout)
         container.send_signal(signal.SIGTERM)
         out, err = container.communicate(timeout=60)
     finally:
@@ -183,26 +179,25 @@ def test_the_dockerfile_and_start_script_migrate_then_run_the_server_under_super
     assert container.returncode == 0, out + err
     assert re.search(r"^migration complete: imported (codex, claude|claude, codex); checkpoint 1 verified$", out, re.M)
     assert status["running"] is True and status["last_checkpoint"]["seq"] >= 2
-    export = tmp_path / "export"
-    site.ok("restore", "--to", str(export))
+    export = root / "export"
+    site.restore(to=export)
     rollout = export / "codex" / "sessions" / "2026" / "03" / "01" / "rollout-server.jsonl"
     lines_written = (site.local / "codex-home" / "sessions" / "2026" / "03" / "01" / "rollout-server.jsonl").read_text()
     assert rollout.read_text() == lines_written  # the final checkpoint holds every line the server wrote
     assert (export / "codex" / "sessions" / "2026" / "02" / "01" / "rollout-legacy.jsonl").is_file()
 
 
-def test_the_look_commands(tmp_path):
-    site = Site(tmp_path)
-    site.populate()
-    site.ok("checkpoint")
+def test_the_look_commands(root):
+    site = Site(root, fixtures=True)
+    site.tick()
 
     proc = site.sh("look")
 
     assert "last checkpoint: 1 at " in proc.stdout and "codex" in proc.stdout
 
 
-def test_the_migration_commands(tmp_path):
-    site = Site(tmp_path)
+def test_the_migration_commands(root):
+    site = Site(root)
     site.legacy()
 
     proc = site.sh("migrate")
@@ -213,72 +208,71 @@ def test_the_migration_commands(tmp_path):
 
 
 # --------------------------------------------------------------------------- refusals
+# Each scene, on a site with the real transcripts: the checkpoints before (in this
+# process), then the command the operator ran (the real command line); its result and
+# the container that ran it.
 
 
-def _vanished(site: Site, tmp_path: Path):
-    site.populate()
-    site.ok("checkpoint")
-    site.store.rename(site.store.with_name("unmounted"))
-    (site.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
-    return site.journal("checkpoint"), site
+def _edit(site: Site, model: str) -> None:
+    (site.local / "codex-home" / "config.toml").write_text(f'model = "{model}"\n')
 
 
-def _no_local_state(site: Site, tmp_path: Path):
-    site.populate()
-    site.ok("checkpoint")
-    fresh = Site(tmp_path, "new-container")
-    (fresh.local / "codex-home").mkdir(parents=True)
-    (fresh.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
-    return fresh.journal("checkpoint"), fresh
+def _vanished(site: Site):
+    site.tick()
+    site.store_path.rename(site.store_path.with_name("unmounted"))
+    _edit(site, "o3")
+    return site.run("checkpoint"), site
 
 
-def _conflict(site: Site, tmp_path: Path):
-    site.populate()
-    site.ok("checkpoint")
-    other = Site(tmp_path, "old-replica")
-    other.ok("restore")
-    (site.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
-    site.ok("checkpoint")
+def _no_local_state(site: Site):
+    site.tick()
+    fresh = Site(site.base, "new-container")
+    (fresh.local / "codex-home").mkdir()
+    _edit(fresh, "o3")
+    return fresh.run("checkpoint"), fresh
+
+
+def _conflict(site: Site):
+    site.tick()
+    other = Site(site.base, "old-replica")
+    other.restore()
+    _edit(site, "o3")
+    site.tick()
     (other.local / "codex-home" / "notes.txt").write_text("written by the old replica\n")
-    return other.journal("checkpoint"), other
+    return other.run("checkpoint"), other
 
 
-def _no_trees(site: Site, tmp_path: Path):
-    site.populate()
-    site.ok("checkpoint")
-    forgot = Site(tmp_path, "forgot-am-local")
+def _no_trees(site: Site):
+    site.tick()
+    forgot = Site(site.base, "forgot-am-local")
     del forgot.env["AM_LOCAL"]
-    return forgot.journal("restore"), forgot
+    return forgot.run("restore"), forgot
 
 
-def _foreign(site: Site, tmp_path: Path):
-    site.populate()
-    site.ok("checkpoint")
+def _foreign(site: Site):
+    site.tick()
     other_store = site.move("/data/other")
-    other = Site(tmp_path, "other")
+    other = Site(site.base, "other", fixtures=True)
     other.env["JOURNAL_STORE"] = other_store
-    other.populate()
-    other.ok("checkpoint")
+    other.tick()
     site.env["JOURNAL_STORE"] = other_store
-    (site.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
-    return site.journal("checkpoint"), site
+    _edit(site, "o3")
+    return site.run("checkpoint"), site
 
 
-def _history_lost(site: Site, tmp_path: Path):
-    site.populate()
-    site.ok("checkpoint")
-    (site.local / "codex-home" / "config.toml").write_text('model = "o3"\n')
-    site.ok("checkpoint")
-    (site.store / "manifests" / "000000000002").unlink()
-    (site.local / "codex-home" / "config.toml").write_text('model = "o4"\n')
-    return site.journal("checkpoint"), site
+def _history_lost(site: Site):
+    site.tick()
+    _edit(site, "o3")
+    site.tick()
+    (site.store_path / "manifests" / "000000000002").unlink()
+    _edit(site, "o4")
+    return site.run("checkpoint"), site
 
 
-def _deletions(site: Site, tmp_path: Path):
-    site.populate()
-    site.ok("checkpoint")
+def _deletions(site: Site):
+    site.tick()
     next((site.local / "codex-home" / "sessions").rglob("*.jsonl")).unlink()
-    return site.journal("checkpoint"), site
+    return site.run("checkpoint"), site
 
 
 KNOWN = {"dockerfile": None, "start-script": None, "look": None, "migrate": None, "s3": None, "gc": None, "cron": None,
@@ -288,10 +282,15 @@ KNOWN = {"dockerfile": None, "start-script": None, "look": None, "migrate": None
 REFUSALS = sorted(name for name in KNOWN if name.startswith("refusal "))
 
 
+#: A refusal whose fix is word for word another's: a plain run checks its message and
+#: that its block is that other one's, whose run it trusts; ``--long`` runs it too.
+SAME_FIX = {"refusal conflict": "refusal no-local-state", "refusal history-lost": "refusal foreign"}
+
+
+@pytest.mark.long(short="distinct fixes", full="every fix")
 @pytest.mark.parametrize("name", REFUSALS, ids=[n.split()[1] for n in REFUSALS])
-def test_each_refusal_says_what_the_guide_says_and_its_fix_works(tmp_path, name):
-    site = Site(tmp_path)
-    trigger, where = KNOWN[name](site, tmp_path)
+def test_each_refusal_says_what_the_guide_says_and_its_fix_works(root, name, long_size):
+    trigger, where = KNOWN[name](Site(root, fixtures=True))
 
     said = trigger.stderr
     position = 0
@@ -300,39 +299,48 @@ def test_each_refusal_says_what_the_guide_says_and_its_fix_works(tmp_path, name)
         assert found >= 0, f"the guide's heading says {piece!r}; journal said {said!r}"
         position = found + len(piece)
     assert said.count("\n") == 1, said   # one line
+    if name in SAME_FIX and long_size != "every fix":
+        assert BLOCKS[name][1] == BLOCKS[SAME_FIX[name]][1]
+        return
     fixed = where.sh(name)
     assert "Traceback" not in fixed.stderr
     for var, value in re.findall(r"^export (\w+)=(\S+)$", where.move(BLOCKS[name][1]), re.M):
         where.env[var] = value   # as the operator's shell has it now
-    assert where.ok("checkpoint").returncode == 0 and where.ok("verify").returncode == 0
+    where.healthy()
 
 
 # --------------------------------------------------------------------------- S3, gc
 
+#: What the S3 block says that a test must put its own endpoint's values in for.
+S3_PLACEHOLDERS = ("s3://my-bucket/spaces/agent-1", "your-key-id", "your-secret")
 
-def test_the_s3_variant_runs_against_s3(tmp_path, s3_bucket):
-    site = Site(tmp_path)
-    site.populate()
+
+def test_the_s3_block_names_its_bucket_and_credentials_as_placeholders():
+    """A plain run's part of the S3 variant: the block says what the --long test fills in."""
+    assert all(text in BLOCKS["s3"][1] for text in S3_PLACEHOLDERS)
+
+
+@pytest.mark.long
+def test_the_s3_variant_runs_against_s3(root, s3_bucket):
+    site = Site(root, fixtures=True)
     creds = {k: v for k, v in s3_bucket.server.env.items() if not k.startswith("AWS_")}
 
-    proc = site.sh("s3", env=creds, replace={
-        "s3://my-bucket/spaces/agent-1": s3_bucket.url, "your-key-id": "test", "your-secret": "test"})
+    proc = site.sh("s3", env=creds, replace=dict(zip(S3_PLACEHOLDERS, (s3_bucket.url, "test", "test"))))
 
     assert "checkpoint 1: " in proc.stdout and "ok: " in proc.stdout
     assert any(key.startswith("manifests/") for key in s3_bucket.objects())
 
 
-def test_the_gc_schedule(tmp_path):
-    site = Site(tmp_path)
-    site.populate()
+def test_the_gc_schedule(root):
+    site = Site(root, fixtures=True)
     for n in range(3):
-        (site.local / "codex-home" / "config.toml").write_text(f'model = "m{n}"\n')
-        site.ok("checkpoint")
+        _edit(site, f"m{n}")
+        site.tick()
 
     proc = site.sh("gc")
     fields = BLOCKS["cron"][1].split(None, 5)
     assert len(fields) == 6 and all(re.fullmatch(r"[\d*/,-]+", f) for f in fields[:5])
-    cron = subprocess.run(["bash", "-e", "-c", site.move(fields[5])], env=site.env, capture_output=True, text=True,
-                          timeout=120, cwd=site.root)
+    cron = subprocess.run(["bash", "-e", "-c", site.move(fields[5])], env=clean_env(site.env), capture_output=True,
+                          text=True, timeout=120, cwd=site.root)
 
     assert "keep 3 checkpoint(s)" in proc.stdout and cron.returncode == 0, cron.stderr

@@ -56,8 +56,7 @@ class Stores:
         return container_env(local, self.url, self.tmp / name, **self.extra_env)
 
     def run(self, *args: str, env: dict | None = None, stdin: bytes | None = None, expect: int = 0):
-        proc = subprocess.run([sys.executable, "-m", "journal", *args], input=stdin, capture_output=True,
-                              env=clean_env(env or self.container("a")), timeout=120)
+        proc = run_journal(*args, env=env or self.container("a"), stdin=stdin, text=False, timeout=120)
         assert proc.returncode == expect, f"journal {' '.join(args)} -> {proc.returncode}\n{proc.stderr.decode()}"
         return proc
 

@@ -46,13 +46,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import Live
+
 hypothesis = pytest.importorskip("hypothesis")
 
 from hypothesis import HealthCheck, settings, strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule  # noqa: E402
 
 from journal.checkpoint.run import checkpoint  # noqa: E402
-from journal.config import load_config  # noqa: E402
 from journal.gc.retention import Policy  # noqa: E402
 from journal.gc.run import gc  # noqa: E402
 from journal.report import Collector  # noqa: E402
@@ -76,21 +77,18 @@ def complete(data: bytes) -> bytes:
     return data[:data.rfind(b"\n") + 1]
 
 
-class Container:
-    """A live tree ``root/local/t`` with its state, on the shared store."""
+class Container(Live):
+    """A live tree ``root/local/t`` with its state (config ``root/journal.toml``), on the
+    shared store."""
 
     def __init__(self, root: Path, store: Path):
+        (root / "journal.toml").parent.mkdir(parents=True, exist_ok=True)
+        (root / "journal.toml").write_text(CONFIG)
+        super().__init__(root / "home", store, local=root / "local", env={"JOURNAL_CONFIG": str(root / "journal.toml")})
         self.root = root
-        self.tree = root / "local" / "t"
-        (root / "home").mkdir(parents=True)
+        self.tree = self.local / "t"
         (self.tree / "sub").mkdir(parents=True)
         (self.tree / "sub").chmod(0o755)
-        (root / "journal.toml").write_text(CONFIG)
-        self.env = {"AM_LOCAL": str(root / "local"), "JOURNAL_STORE": str(store), "HOME": str(root / "home"),
-                    "JOURNAL_CONFIG": str(root / "journal.toml")}
-
-    def cfg(self):
-        return load_config(env=self.env)
 
 
 def describe(tree: Path, with_torn: bool) -> dict[str, tuple]:
@@ -312,7 +310,7 @@ class JournalModel(RuleBasedStateMachine):
     @rule()
     def checkpoint(self):
         expected = self.expected_manifest()
-        result = checkpoint(self.c.cfg(), open_store(str(self.store)), self.reporter())
+        result = checkpoint(self.c.cfg, open_store(str(self.store)), self.reporter())
         if result.seq is None:
             newest = self.manifests.get(self.present[-1]) if self.present else None
             assert expected == newest, "a checkpoint found nothing to publish, but the tree changed"
@@ -336,7 +334,7 @@ class JournalModel(RuleBasedStateMachine):
     def export(self, data):
         seq = data.draw(st.sampled_from(self.present))
         to = self.tmp / f"export-{seq}-{self.tick()}"
-        result = restore(self.c.cfg(), open_store(str(self.store)), self.reporter(), at=str(seq), to=str(to))
+        result = restore(self.c.cfg, open_store(str(self.store)), self.reporter(), at=str(seq), to=str(to))
         assert result.complete and not result.fallback and result.seq == seq
         assert describe(to / "t", with_torn=False) == self.manifests[seq]
 
@@ -345,7 +343,7 @@ class JournalModel(RuleBasedStateMachine):
     def restore_live(self, data):
         """A hot restore (``--at`` a kept checkpoint, or the newest)."""
         seq = data.draw(st.sampled_from(self.present))
-        result = restore(self.c.cfg(), open_store(str(self.store)), self.reporter(), at=str(seq))
+        result = restore(self.c.cfg, open_store(str(self.store)), self.reporter(), at=str(seq))
         assert result.complete and not result.fallback
         self.apply_restore(self.manifests[seq])
         self.cache = dict(self.manifests[seq])
@@ -357,7 +355,7 @@ class JournalModel(RuleBasedStateMachine):
         """The container is replaced: a new one restores the newest checkpoint and goes on."""
         old = self.c
         self.c = self.make_container()
-        result = restore(self.c.cfg(), open_store(str(self.store)), self.reporter())
+        result = restore(self.c.cfg, open_store(str(self.store)), self.reporter())
         assert result.complete and not result.fallback
         manifest = self.manifests[self.present[-1]]
         assert describe(self.c.tree, with_torn=False) == manifest

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from journal.restore import writer as tree_writer
-from conftest import clean_env, run_journal
+from conftest import clean_env, run_journal, wait_for
 
 
 def _db_rows(path: Path) -> int:
@@ -80,6 +80,7 @@ def test_a_db_a_writer_keeps_committing_to_is_never_moved_aside(make_live):
                                "        c.execute('INSERT INTO t VALUES (?, ?)', (i, os.urandom(60).hex())); i += 1\n"
                                "    c.execute('COMMIT')\n", str(db)])
     try:
+        wait_for(lambda: writer.poll() is None and _db_rows(db) > 30000, 60, "the writer's first commit")
         for _ in range(8):
             r = a.restore()
             assert r.complete

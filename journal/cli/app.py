@@ -5,6 +5,7 @@ The commands live in their own modules and register on ``main``; ``entry`` gathe
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 
@@ -15,7 +16,7 @@ from .. import __version__
 from ..config import load_config
 from ..errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
 from ..format.model import FORMAT
-from .output import INTERRUPTED, interrupted, wants_json
+from .output import INTERRUPTED, OutputClosed, interrupted, output_closed, wants_json
 from ..report import Reporter
 from ..store import open_store
 
@@ -65,7 +66,8 @@ def handle_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with past_click():
+                return fn(*args, **kwargs)
         except ConfigError as err:
             fail(err, EXIT_USAGE, kwargs.get("as_json"))
         except JournalError as err:
@@ -73,6 +75,20 @@ def handle_errors(fn):
         except OSError as err:  # a local path the library did not expect to fail
             fail(describe_os_error(err), EXIT_ERROR, kwargs.get("as_json"), kind="OSError")
     return wrapper
+
+
+@contextlib.contextmanager
+def past_click():
+    """A write to a stdout (or stderr) whose reader went away (``journal log | head -1``)
+    ends the command quietly at the launcher (``launch.main``), with exit 141: raise it
+    as ``OutputClosed``, which neither ``handle_errors`` nor click (which would exit 1)
+    takes for an error. Any other ``BrokenPipeError`` stays an error."""
+    try:
+        yield
+    except BrokenPipeError:
+        if not output_closed():
+            raise
+        raise OutputClosed from None
 
 
 def fail(err, code: int, as_json: bool | None, kind: str | None = None):
@@ -150,6 +166,14 @@ class OneLineGroup(click.Group):
         except click.Abort:
             interrupted(as_json)
             sys.exit(INTERRUPTED)
+
+    def make_context(self, *args, **kwargs):   # `journal --help`, `--version` print here
+        with past_click():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):   # every command, its --help included
+        with past_click():
+            return super().invoke(ctx)
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -5,7 +5,6 @@ checkpoint than the one asked for, past damage, as a fallback restore does."""
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import stat
 import sys
 
@@ -117,13 +116,7 @@ def cat(config_path, store_url, as_json, at, where):
 
     target = parse_where(where, "cat")
     view = _view(config_path, store_url, "cat")
-    out = sys.stdout.buffer
-    try:
-        result = run_cat(view, target, out, at=at)
-    except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, as cat does when SIGPIPE kills it.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(128 + 13)
+    result = run_cat(view, target, sys.stdout.buffer, at=at)
     _fallback_exit(result.fallbacks + result.skipped, "cat", result.seq)
 
 

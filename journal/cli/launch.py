@@ -15,26 +15,38 @@ import os
 import sys
 import time
 
-from .output import IDLE_LINE, INTERRUPTED, interrupted, wants_json
+from .output import IDLE_LINE, INTERRUPTED, OutputClosed, interrupted, output_closed, reader_gone, wants_json
 
 
 def main(fast_exit: bool = False) -> int | None:
-    """Answer an idle ``journal checkpoint`` here, else run the full command line.
-    ``fast_exit`` (the console script): once the command is over, leave with
-    ``os._exit`` (``_leave``); after an idle answer there is nothing to tear down, and
-    freeing the decoded snapshot takes longer than the rest of the exit. A Ctrl-C
+    """Answer an idle ``journal checkpoint`` here, else run the full command line; the
+    exit status. ``fast_exit`` (the console script): once the command is over, leave
+    with ``os._exit`` (``_leave``); after an idle answer there is nothing to tear down,
+    and freeing the decoded snapshot takes longer than the rest of the exit. A Ctrl-C
     before the command line handles it (while click and the library are imported) is
-    one line and exit 130, as it is later."""
+    one line and exit 130, as it is later. When the reader of stdout goes away
+    (``journal log | head -1``), at any write or at the final flush, the command ends
+    here, quietly, with exit 141 (``output.reader_gone``)."""
     try:
-        return _main(fast_exit)
+        try:
+            code = _main()
+        except SystemExit as done:
+            code = done.code
+        if sys.stdout is not None:   # None: started with stdout closed
+            sys.stdout.flush()   # here, not in the interpreter's exit, so a closed pipe is caught below
     except KeyboardInterrupt:
         interrupted(wants_json(sys.argv[1:]))
-        if fast_exit:
-            _leave(INTERRUPTED)
-        return INTERRUPTED
+        code = INTERRUPTED
+    except (BrokenPipeError, OutputClosed):
+        if not output_closed():
+            raise
+        code = reader_gone()
+    if fast_exit:
+        _leave(code)
+    return code
 
 
-def _main(fast_exit: bool) -> int | None:
+def _main() -> int | None:
     started = time.monotonic()
     opts = _checkpoint_options(sys.argv[1:])
     if opts is not None:
@@ -45,35 +57,23 @@ def _main(fast_exit: bool) -> int | None:
                 print(proven.result_json.replace('"seconds": 0.0', f'"seconds": {seconds!r}', 1))
             else:
                 print(IDLE_LINE.format(len(proven.result["trees"])))
-            if fast_exit:
-                _leave(0)
             return 0
     from .entry import main as cli_main
 
-    if not fast_exit:
-        return cli_main()
-    try:
-        code = cli_main()
-    except SystemExit as done:
-        code = done.code
-    _leave(code)
+    return cli_main()
 
 
 def _leave(code) -> None:
     """Exit with ``code`` (as ``sys.exit`` reads it) once the command is over. With no
     other thread alive nothing is left to wait for: every file the command wrote is
     closed (and fsynced where it publishes), so skip the interpreter's teardown (~15 ms
-    of freeing a restore's objects), after flushing stdout and stderr."""
+    of freeing a restore's objects), after flushing stderr (``main`` flushed stdout)."""
     threading = sys.modules.get("threading")   # not imported: no other thread (the idle path)
     if threading is not None and threading.active_count() > 1:
         sys.exit(code)
     status = 0 if code is None else code if isinstance(code, int) else 1
     if not isinstance(code, (int, type(None))):
         print(code, file=sys.stderr)   # sys.exit("message") prints the message
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):   # a closed pipe: fail as the interpreter's exit would
-        status = status or 120
     try:
         sys.stderr.flush()
     except (OSError, ValueError):

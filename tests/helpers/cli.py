@@ -27,30 +27,40 @@ def clean_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def run_journal(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
-                unprivileged: bool = False, memory: int | None = None,
-                cmd: list[str] | None = None, cwd=None) -> subprocess.CompletedProcess:
+                unprivileged: bool = False, memory: int | None = None, cmd: list[str] | None = None,
+                cwd=None, stdin: str | bytes | None = None, text: bool = True) -> subprocess.CompletedProcess:
     """Run ``python -m journal ARGS`` (or ``cmd ARGS``) in a clean environment plus
-    ``env`` (in ``cwd``); with ``unprivileged``, bound by file modes as an ordinary user is
+    ``env`` (in ``cwd``), ``stdin`` (bytes as they are, text as UTF-8) on its standard
+    input if given; with ``unprivileged``, bound by file modes as an ordinary user is
     (``drop_dac_override``); ``memory`` caps its address space (``RLIMIT_AS``, bytes).
-    The result also carries the child's ``pid``."""
+    Its output is text, or bytes as written unless ``text``; the result also carries
+    the child's ``pid``."""
     def prepare() -> None:
         if unprivileged:
             drop_dac_override()
         if memory:
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
+    data = stdin.encode() if isinstance(stdin, str) else stdin
     with subprocess.Popen([*(cmd or JOURNAL), *args], env=clean_env(env), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, cwd=cwd,
+                          stderr=subprocess.PIPE, stdin=None if data is None else subprocess.PIPE, cwd=cwd,
                           preexec_fn=prepare if unprivileged or memory else None) as proc:
         try:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
             raise
+    if text:
+        out, err = _text(out), _text(err)
     done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     done.pid = proc.pid
     return done
+
+
+def _text(data: bytes) -> str:
+    """Output as ``subprocess`` reads it in text mode: UTF-8, universal newlines."""
+    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
 
 
 #: Runs argv and prints its exit status and peak RSS (KiB). A process's peak RSS counts

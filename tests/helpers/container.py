@@ -151,13 +151,13 @@ class Live:
     # --- the CLI
 
     def run(self, *args: str, env: dict[str, str] | None = None, expect=_DEFAULT, timeout: float = 120,
-            unprivileged: bool = False, memory: int | None = None,
-            cmd: list[str] | None = None) -> subprocess.CompletedProcess:
-        """``journal ARGS`` (or ``cmd ARGS``) in this container (plus ``env``); asserts
-        the exit status ``expect`` (the container's default unless given; None asserts
-        nothing)."""
+            unprivileged: bool = False, memory: int | None = None, cmd: list[str] | None = None,
+            stdin: str | bytes | None = None) -> subprocess.CompletedProcess:
+        """``journal ARGS`` (or ``cmd ARGS``) in this container (plus ``env``, with
+        ``stdin`` on its standard input if given); asserts the exit status ``expect``
+        (the container's default unless given; None asserts nothing)."""
         proc = run_journal(*args, env={**self.env, **(env or {})}, timeout=timeout, unprivileged=unprivileged,
-                           memory=memory, cmd=cmd or self.cmd)
+                           memory=memory, cmd=cmd or self.cmd, stdin=stdin)
         expect = self.expect if expect is _DEFAULT else expect
         if expect is not None:
             assert proc.returncode == expect, \
