@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "tools" / "bench.py"
 FIGURE = ("bytes", "objects", "wall_s", "cpu_s", "maxrss_kib")
 # the six of issue 4; the idle tick, the 20,000-file tick and the restore as supervise runs them; issue 6's three;
-# issue 23's socket append
-TARGETS = 13
+# issue 23's socket append; issue 28's three (encrypted vs plain store)
+TARGETS = 16
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_ratios_and_the_figure_of_every_target_without_a_verdict(result):
         assert t["detail"] and "n/a" not in t["detail"], t
     names = " ".join(t["name"] for t in targets)
     for word in ("active-tick bytes", "objects per active tick", "idle tick", "restore", "peak RSS", "-file idle tick",
-                 "gc over", "appends restores from", "metadata objects", "socket append p99"):
+                 "gc over", "appends restores from", "metadata objects", "socket append p99", "encrypted store"):
         assert word in names, word
 
 
@@ -197,3 +197,37 @@ def test_input_journal_figures(result):
         assert [per[k]["objects"] for k in ("append", "append_client_id", "delivered")] == [1, 2, 1], where
         assert 0 < per["append"]["bytes"] < per["append_client_id"]["bytes"], where
     assert inputs["s3"]["append_client_id"]["requests"]["PUT"] == 2
+
+
+def test_crypto_part_figures(result):
+    """Issue 28: the main workload into a plain and an encrypted store side by side; the
+    same objects per tick, each tick's sealed records adding a few bytes, every figure
+    and ratio there."""
+    args = result["meta"]["args"]
+    runs = result["crypto"]["runs"]
+    assert len(runs) == args["runs"]
+    for r, run in enumerate(runs):
+        for name in ("plain", "encrypted"):
+            has_figure(run[name]["initial"], f"crypto run {r} {name} initial")
+            assert len(run[name]["ticks"]) == args["ticks"]
+            for t, fig in enumerate(run[name]["ticks"]):
+                has_figure(fig, f"crypto run {r} {name} tick {t}")
+                assert 1 <= fig["objects"] <= 4 and fig["bytes"] > 0
+            assert run[name]["idle"]["objects"] == 0 and run[name]["idle"]["bytes"] == 0
+            has_figure(run[name]["restore"], f"crypto run {r} {name} restore")
+            assert run[name]["restore"]["files"] == run["plain"]["restore"]["files"] > 0
+            assert run[name]["restore"]["restored_bytes"] == run["plain"]["restore"]["restored_bytes"]
+            assert run[name]["restore_in_process_s"] > 0 and run[name]["idle_in_process_s"] > 0
+        for plain, enc in zip(run["plain"]["ticks"], run["encrypted"]["ticks"]):
+            assert enc["objects"] == plain["objects"]
+            assert enc["bytes"] > plain["bytes"]
+    summary = result["summary"]["crypto"]
+    for name in ("plain", "encrypted"):
+        for part in ("initial", "tick", "idle", "restore"):
+            for key in FIGURE:
+                assert key in summary[name][part], (name, part, key)
+    assert summary["tick_extra_bytes"] > 0
+    for key in ("bytes", "objects", "wall", "cpu"):
+        assert result["ratios"][f"crypto_tick_{key}_encrypted_over_plain"] > 0, key
+    for key in ("initial_bytes", "initial_wall", "idle_wall", "restore_wall", "restore_in_process"):
+        assert result["ratios"][f"crypto_{key}_encrypted_over_plain"] > 0, key

@@ -168,15 +168,33 @@ def journal_breakdown(store: str, paths: list[str]) -> dict[str, int]:
 
 
 class JournalSys:
+    """journal with a local-directory store; encrypted (design §22) when ``key_file`` is
+    given: ``init`` then makes the store with ``init --encrypt`` and a new key file there,
+    and every command finds the key through ``$JOURNAL_KEY_FILE``. ``state_dir`` puts
+    the local state outside the trees (``$JOURNAL_STATE_DIR``), so two stores may
+    checkpoint the same trees."""
+
     name = "journal"
 
-    def __init__(self, tools: Tools, local: str, store: str, home: str):
+    def __init__(self, tools: Tools, local: str, store: str, home: str, key_file: str | None = None,
+                 name: str | None = None, state_dir: str | None = None):
         self.tools = tools
-        self.local, self.store, self.home = local, store, home
+        self.local, self.store, self.home, self.key_file = local, store, home, key_file
+        self.name = name or self.name
         os.makedirs(home, exist_ok=True)
         self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
                     "XDG_CONFIG_HOME": os.path.join(home, ".config"), "XDG_DATA_HOME": os.path.join(home, ".data"),
                     "AM_LOCAL": local, "JOURNAL_STORE": store}
+        if key_file:
+            self.env["JOURNAL_KEY_FILE"] = key_file
+        if state_dir:
+            self.env["JOURNAL_STATE_DIR"] = state_dir
+
+    def init(self) -> None:
+        """Make the store (outside any measurement): ``journal init``, with ``--encrypt``
+        and a new key file when the store is encrypted."""
+        extra = ["--encrypt", "--key-file", self.key_file] if self.key_file else []
+        run_child(self.tools.journal + ["init"] + extra, env=self.env)
 
     def tick(self) -> dict:
         before = snapshot(self.store)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .base import Part
 from .big import BigPart
+from .crypto import CryptoPart
 from .gc import GcPart
 from .inputs import InputsPart
 from .main import MainPart
@@ -16,4 +17,4 @@ from .sqlite import SqlitePart
 from .tree import TreePart
 
 PARTS: dict[str, Part] = {p.name: p for p in (MainPart(), TreePart(), SqlitePart(), BigPart(), GcPart(),
-                                              InputsPart())}
+                                              InputsPart(), CryptoPart())}

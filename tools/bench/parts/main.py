@@ -21,18 +21,7 @@ class MainPart(Part):
     name = "main"
 
     def run(self, args, tools, work: str) -> dict:
-        tpl = os.path.join(work, "tpl-main")
-        local_tpl = os.path.join(tpl, "local")
-        t0 = time.perf_counter()
-        info = generate_main(local_tpl, args.seed, args.scale)
-        files, size = tree_stats(local_tpl)
-        log(f"main: generated {files} files, {size / MIB:.1f} MiB in {time.perf_counter() - t0:.1f}s")
-        workload = {"files": files, "bytes": size, "trees": {}, "open_transcripts": info["open"],
-                    "open_rollout_bytes": os.path.getsize(os.path.join(local_tpl, info["open"]["codex"])),
-                    "databases": {db: os.path.getsize(os.path.join(local_tpl, db)) for db in MAIN_DBS},
-                    "ticks": args.ticks}
-        for tree in MAIN_TREES:
-            workload["trees"][tree] = dict(zip(("files", "bytes"), tree_stats(os.path.join(local_tpl, tree))))
+        tpl, local_tpl, info, workload = main_template(args, work, self.name)
         runs = []
         for r in range(args.runs):
             runs.append(self._run(args, tools, work, local_tpl, info, r))
@@ -42,33 +31,14 @@ class MainPart(Part):
     def _run(self, args, tools, work: str, local_tpl: str, info: dict, r: int) -> dict:
         """Run ``r``: a fresh copy of the trees, every system's initial checkpoint, the
         active ticks, an idle tick, and a full restore by each system."""
-        rd = os.path.join(work, f"main-run{r}")
-        rmtree(rd)
-        os.makedirs(rd)
-        local = os.path.join(rd, "local")
-        copy_tree(local_tpl, local)
-        live = LiveWorkload(local, info, args.seed)
+        rd, local, live = fresh_run(args, work, local_tpl, info, self.name, r)
         systems = [JournalSys(tools, local, os.path.join(rd, "store"), os.path.join(rd, "home")),
                    LegacySys(tools, work, local, os.path.join(rd, "legacy-dest"), os.path.join(rd, "legacy-state"),
                              MAIN_TREES, MAIN_DBS)]
         if tools.restic:
             systems.append(ResticSys(tools, os.path.join(rd, "restic-repo"), os.path.join(rd, "restic-cache"),
                                      [os.path.join(local, t) for t in MAIN_TREES]))
-        run: dict = {s.name: {"initial": None, "ticks": [], "idle": None, "restore": None} for s in systems}
-        run["appended_bytes"] = []
-        for s in rotate(systems, r):
-            run[s.name]["initial"] = s.tick()
-        for t in range(args.ticks):
-            settle()
-            before = live.appended
-            live.tick(t)
-            run["appended_bytes"].append(live.appended - before)
-            settle()
-            for s in rotate(systems, r + t + 1):
-                run[s.name]["ticks"].append(s.tick())
-        settle()
-        for s in rotate(systems, r + args.ticks + 1):
-            run[s.name]["idle"] = s.tick()
+        run = drive(systems, live, args, r)
         run["journal"]["idle_in_process_s"] = systems[0].in_process_idle()
         live.close()
         self._restores(systems, run, rd, r)
@@ -134,6 +104,58 @@ class MainPart(Part):
             f"{k} {fmt_bytes(v)}" for k, v in main["journal"]["tick_bytes_by_kind"].items()))
         out.append("")
         return out
+
+
+def main_template(args, work: str, part: str) -> tuple[str, str, dict, dict]:
+    """The main workload's template trees, generated once per part: ``(template dir,
+    its live trees, the workload's info, its figures)``; the part removes the template."""
+    tpl = os.path.join(work, f"tpl-{part}")
+    local_tpl = os.path.join(tpl, "local")
+    t0 = time.perf_counter()
+    info = generate_main(local_tpl, args.seed, args.scale)
+    files, size = tree_stats(local_tpl)
+    log(f"{part}: generated {files} files, {size / MIB:.1f} MiB in {time.perf_counter() - t0:.1f}s")
+    workload = {"files": files, "bytes": size, "trees": {}, "open_transcripts": info["open"],
+                "open_rollout_bytes": os.path.getsize(os.path.join(local_tpl, info["open"]["codex"])),
+                "databases": {db: os.path.getsize(os.path.join(local_tpl, db)) for db in MAIN_DBS},
+                "ticks": args.ticks}
+    for tree in MAIN_TREES:
+        workload["trees"][tree] = dict(zip(("files", "bytes"), tree_stats(os.path.join(local_tpl, tree))))
+    return tpl, local_tpl, info, workload
+
+
+def fresh_run(args, work: str, local_tpl: str, info: dict, part: str, r: int) -> tuple[str, str, LiveWorkload]:
+    """Run ``r``'s directory, a fresh copy of the template's live trees in it, and the
+    agents that change them: ``(run dir, live trees, workload)``."""
+    rd = os.path.join(work, f"{part}-run{r}")
+    rmtree(rd)
+    os.makedirs(rd)
+    local = os.path.join(rd, "local")
+    copy_tree(local_tpl, local)
+    return rd, local, LiveWorkload(local, info, args.seed)
+
+
+def drive(systems: list, live: LiveWorkload, args, r: int) -> dict:
+    """Every system's initial checkpoint, then ``args.ticks`` active ticks of ``live``
+    each followed by every system's tick, then an idle tick; the systems interleaved,
+    in an order that rotates every tick (and every run ``r``). Their figures by name,
+    and the bytes the agents appended each tick."""
+    run: dict = {s.name: {"initial": None, "ticks": [], "idle": None, "restore": None} for s in systems}
+    run["appended_bytes"] = []
+    for s in rotate(systems, r):
+        run[s.name]["initial"] = s.tick()
+    for t in range(args.ticks):
+        settle()
+        before = live.appended
+        live.tick(t)
+        run["appended_bytes"].append(live.appended - before)
+        settle()
+        for s in rotate(systems, r + t + 1):
+            run[s.name]["ticks"].append(s.tick())
+    settle()
+    for s in rotate(systems, r + args.ticks + 1):
+        run[s.name]["idle"] = s.tick()
+    return run
 
 
 def log_run(run: dict, r: int, runs: int) -> None:
@@ -215,12 +237,13 @@ def restore_targets(main: dict, ratios: dict, res: dict, verdicts) -> None:
                      inproc <= lw, f"journal {inproc:.2f} s vs {copier} {lw:.2f} s = {inproc / lw:.2f}x")
 
 
-def figures_table(main: dict, res: dict) -> list[str]:
-    out = ["| main workload | system | bytes | objects | wall | CPU | peak RSS |",
+def figures_table(main: dict, res: dict, systems: tuple[str, ...] = SYSTEMS, title: str = "main workload") -> list[str]:
+    """Each system's initial checkpoint, mean active tick, idle tick and full restore."""
+    out = [f"| {title} | system | bytes | objects | wall | CPU | peak RSS |",
            "|---|---|---:|---:|---:|---:|---:|"]
     for what, key in (("initial checkpoint", "initial"), ("active tick (mean)", "tick"), ("idle tick", "idle"),
                       ("full restore", "restore")):
-        for name in SYSTEMS:
+        for name in systems:
             f = main.get(name) and main[name][key]
             if not f:
                 continue
