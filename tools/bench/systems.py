@@ -146,9 +146,12 @@ class Tools:
                 "legacy_copy": self.legacy_copy, "legacy_sqlite": self.legacy_sqlite}
 
 
-def journal_breakdown(store: str, paths: list[str]) -> dict[str, int]:
-    """Bytes of the new store objects by record kind (data pack, index pack, manifest)."""
+def journal_breakdown(store: str, paths: list[str]) -> tuple[dict[str, int], int]:
+    """Bytes of the new store objects by record kind (data pack, index pack, manifest),
+    and how many records they hold. Only a plain store's records are read: an encrypted
+    store's are sealed (design §22), and its packs and manifests count as ``sealed``."""
     kinds: dict[str, int] = {}
+    records = 0
     for rel in paths:
         full = os.path.join(store, rel)
         if not rel.startswith(("packs/", "manifests/")):
@@ -160,11 +163,13 @@ def journal_breakdown(store: str, paths: list[str]) -> dict[str, int]:
                 fh.seek(pos)
                 magic, _v, kind, _f, _raw, stored, _d = RECORD_HEADER.unpack(fh.read(RECORD_HEADER.size))
                 if magic != b"JRNL":
+                    kinds["sealed"] = kinds.get("sealed", 0) + size - pos
                     break
                 name = RECORD_KINDS.get(kind, "other")
                 kinds[name] = kinds.get(name, 0) + RECORD_HEADER.size + stored
+                records += 1
                 pos += RECORD_HEADER.size + stored
-    return kinds
+    return kinds, records
 
 
 class JournalSys:
@@ -201,10 +206,11 @@ class JournalSys:
         child = run_child(self.tools.journal + ["checkpoint", "--json"], env=self.env)
         objects, nbytes, paths = uploaded(before, snapshot(self.store))
         rep = json.loads(child.out)
+        kinds, records = journal_breakdown(self.store, paths)
         return figure(child, objects, nbytes, reported={"objects": rep.get("objects_uploaded"),
                                                         "bytes": rep.get("bytes_uploaded"),
                                                         "seq": rep.get("seq"), "seconds": rep.get("seconds")},
-                      by_kind=journal_breakdown(self.store, paths))
+                      by_kind=kinds, records=records)
 
     def restore(self, dest: str) -> dict:
         child = run_child(self.tools.journal + ["restore", "--to", dest, "--json"], env=self.env)
