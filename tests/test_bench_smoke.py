@@ -230,5 +230,5 @@ def test_crypto_part_figures(result):
     assert summary["tick_seal_bytes"] == summary["tick_records"] * 28 > 0
     for key in ("bytes", "objects", "wall", "cpu"):
         assert result["ratios"][f"crypto_tick_{key}_encrypted_over_plain"] > 0, key
-    for key in ("initial_bytes", "initial_wall", "idle_wall", "restore_wall", "restore_in_process"):
+    for key in ("initial_bytes", "initial_wall", "idle_wall", "restore_wall", "restore_cpu", "restore_in_process"):
         assert result["ratios"][f"crypto_{key}_encrypted_over_plain"] > 0, key
