@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from heldfile import HeldFile
-from journal.checkpoint.capture import CHUNK, ROLL_BYTES, SEGMENT_TARGET, capture_item
+from journal.checkpoint.capture import AHEAD_FILE, CHUNK, ROLL_BYTES, SEGMENT_TARGET, capture_item
 import journal.checkpoint.run as checkpoint_module
 from journal.checkpoint.run import checkpoint
 from journal.errors import HistoryWithoutState, ManifestConflict, NotAStore, StoreError
@@ -230,6 +230,32 @@ def test_one_byte_change_in_a_large_file_reuploads_one_chunk(live, tmp_path):
     assert result.objects == 3 and live.store.puts - puts == 3
     assert live.store.put_bytes - put_bytes < 2 * CHUNK
     assert (restored(live, "codex", tmp_path) / "blob.bin").read_bytes() == big.read_bytes()
+
+
+def test_a_large_file_read_ahead_hashes_each_chunk_once_and_restores_byte_for_byte(live, tmp_path, monkeypatch):
+    """Past ``AHEAD_FILE`` a file's chunks are read, hashed and compressed by threads
+    ahead of the pack writer; the SHA-256 computed there is both the chunk's id and its
+    record's, so each chunk is hashed once (it was hashed twice)."""
+    big = live.local / "codex-home" / "weights.bin"
+    chunks = [os.urandom(CHUNK) for _ in range(AHEAD_FILE // CHUNK + 2)]
+    data = b"".join(chunks) + b"tail"
+    big.write_bytes(data)
+    sha256 = hashlib.sha256
+    whole_chunks = []
+
+    def counting(payload=b"", **kwargs):
+        if len(payload) == CHUNK:
+            whole_chunks.append(1)
+        return sha256(payload, **kwargs)
+
+    monkeypatch.setattr(hashlib, "sha256", counting)
+    live.checkpoint()
+    monkeypatch.undo()
+
+    entry = live.entries("codex")["weights.bin"]
+    assert [ref.id for ref in entry.refs] == [sha256(c).hexdigest() for c in chunks] + [sha256(b"tail").hexdigest()]
+    assert len(whole_chunks) == len(chunks)
+    assert (restored(live, "codex", tmp_path) / "weights.bin").read_bytes() == data
 
 
 # --- transcripts changed other than by appending (design §6) ------------------------------

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -265,7 +266,7 @@ class Probe:
         self.box = box
         self.t0 = time.monotonic()
         self.packs0 = self.packs()
-        self.parts0 = set(tmp_files(box.store_path))
+        self.uploading0 = self.uploading()   # left by the attempt killed before
         self.parts_seen: set[str] = set()
         self.state0 = os.stat(box.state_dir / "state.msgpack").st_ino
 
@@ -278,9 +279,21 @@ class Probe:
     def spool_bytes(self) -> int:
         return sum(file_sizes(self.box.state_dir / "spool"))
 
+    def uploading(self) -> set[str]:
+        """Spool packs whose upload is under way: a local store links each into place,
+        after making it private and durable (``LocalStore.put_file_if_absent``)."""
+        out = set()
+        for path in (self.box.state_dir / "spool").glob("*.pack"):
+            try:
+                if stat.S_IMODE(path.stat().st_mode) == 0o600:
+                    out.add(path.name)
+            except FileNotFoundError:
+                continue
+        return out
+
     def uploads_started(self) -> int:
-        """How many pack uploads (temp files in the store's .tmp/) this attempt has begun so far."""
-        self.parts_seen |= {n for n in tmp_files(self.box.store_path) if n.endswith(".part")} - self.parts0
+        """How many pack uploads this attempt has begun so far."""
+        self.parts_seen |= self.uploading() - self.uploading0
         return len(self.parts_seen)
 
     def new_packs(self) -> int:
@@ -334,7 +347,7 @@ def test_checkpoint_sigkilled_at_any_moment_leaves_the_previous_manifest_authori
         assert_keys_are_whole_objects(box.store_path)
         assert all(name.endswith(".part") for name in tmp_files(box.store_path)), "only temp files in .tmp"
         if "being uploaded" in moment:
-            assert set(tmp_files(box.store_path)) - probe.parts0, "the kill landed mid-upload: a partial temp file"
+            assert probe.uploading() - probe.uploading0, "the kill landed mid-upload: a spool pack not yet removed"
         box.run("verify")
         seqs = good_seqs(box)
         if moment.startswith("the state was just saved"):

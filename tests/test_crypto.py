@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Live, clean_env, one_line_error, run_journal
+from journal.checkpoint.capture import AHEAD_FILE, CHUNK
 from journal.store import open_store
 
 pytest_plugins = ["tests.s3server"]
@@ -90,6 +91,23 @@ def test_full_cycle_on_an_encrypted_local_store_leaves_no_plaintext_in_it(tmp_pa
     assert_reveals_nothing(live.store_url)
     config = json.loads((tmp_path / "store" / "config").read_bytes())
     assert (config["version"], config["encryption"]) == (2, "aes-256-gcm")
+
+
+def test_a_large_file_read_and_verified_ahead_round_trips_on_an_encrypted_store(tmp_path):
+    """A file past ``AHEAD_FILE`` is hashed and sealed by capture's threads and verified
+    by restore's fetch threads: both with the store's keyed ids, so it restores whole
+    and its bytes are nowhere in the store."""
+    live = encrypted_live(tmp_path)
+    data = os.urandom(AHEAD_FILE + 2 * CHUNK + 99) + f"tail {MARKER}".encode()
+    big = live.local / "codex-home" / "weights.bin"
+    big.write_bytes(data)
+    live.run("checkpoint", expect=0)
+    big.unlink()
+
+    live.run("restore", expect=0)
+
+    assert big.read_bytes() == data
+    assert_reveals_nothing(live.store_url)
 
 
 def test_full_cycle_on_the_hf_mount_rules_store(tmp_path):

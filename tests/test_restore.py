@@ -21,7 +21,8 @@ from journal.repository.history import ManifestCache
 from journal.local.state import load_state
 from journal.restore.entry import KEEP_EXTENDS, KEEP_NEWER, REPLACE, SAME, WRITE
 from journal.format.model import KIND_FILE, KIND_SYMLINK, Entry, TreeRoot
-from journal.format.objects import KIND_CHUNK, encode_record
+from journal.format.objects import CHUNK_BYTES, KIND_CHUNK, encode_record
+from journal.repository.segments import AHEAD_BYTES
 from journal.repository.repository import pack_key
 from journal.repository.repository import encode_manifest, manifest_key
 from journal.gc.retention import Policy
@@ -483,6 +484,24 @@ def test_corrupt_blob_falls_back_to_an_older_good_copy(source):
     codex = tree_result(result, "codex")
     assert codex.lost == [] and len(codex.fallbacks) == 1 and "config.toml" in codex.fallbacks[0]
     assert any("config.toml" in w and "damaged" in w for w in source.warnings)
+
+
+def test_a_large_files_chunks_verified_in_the_fetch_threads_still_refuse_a_damaged_one(source):
+    """A file of at least ``AHEAD_BYTES`` is read and verified ahead, in the fetch
+    threads: a damaged chunk there still loses the file (no older copy), never writes
+    it, and the restore says so."""
+    big = source.local / "codex-home" / "weights.bin"
+    big.write_bytes(os.urandom(AHEAD_BYTES + 3 * CHUNK_BYTES + 123))
+    assert source.checkpoint().seq == 2
+    refs = source.entries("codex")["weights.bin"].refs
+    source.corrupt_blob(refs[len(refs) // 2])
+    big.unlink()
+
+    proc = source.run("restore")
+
+    assert proc.returncode == 1, proc.stderr
+    assert "LOST weights.bin" in proc.stdout and "INCOMPLETE" in proc.stderr
+    assert not big.exists()
 
 
 def test_blob_with_no_good_copy_is_lost_and_restore_exits_non_zero(source):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 from store_contract import StoreContract, store_dirs
 
 from journal.atomic import FsOps
-from journal.errors import ConfigError, StoreError
+from journal.errors import ConfigError, KeyExists, StoreError
 from journal.store import open_store
 from journal.store.local import TMP_DIR, LocalStore
 
@@ -100,6 +101,44 @@ def test_put_first_absent_writes_the_bytes_once_and_renames_them_per_taken_key(t
     assert store.put_first_absent(iter(["s/i0"]), b"none") is None
     assert os.listdir(tmp_path / TMP_DIR) == [], "the unpublished temp file is removed"
     assert files_under(tmp_path) == ["s/i0", "s/i1", "s/i2", "s/i3"]
+
+
+def test_put_file_links_the_closed_file_into_place_private_and_never_replaces(tmp_path):
+    """A spool pack on the store's filesystem is published by a hard link (its bytes are
+    not copied), made private like every stored file, and never replaces a key."""
+    store = LocalStore(str(tmp_path / "store"))
+    spool = tmp_path / "spool.pack"
+    spool.write_bytes(b"pack bytes")
+    spool.chmod(0o644)
+
+    store.put_file_if_absent("packs/ab/abcd", str(spool))
+
+    stored = tmp_path / "store" / "packs" / "ab" / "abcd"
+    assert os.path.samefile(stored, spool)
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert (store.puts, store.put_bytes) == (1, len(b"pack bytes"))
+    other = tmp_path / "other.pack"
+    other.write_bytes(b"other bytes")
+    with pytest.raises(KeyExists):
+        store.put_file_if_absent("packs/ab/abcd", str(other))
+    assert store.get("packs/ab/abcd") == b"pack bytes"
+    assert not (tmp_path / "store" / TMP_DIR).exists() or os.listdir(tmp_path / "store" / TMP_DIR) == []
+
+
+def test_put_file_through_recorded_calls_copies_and_publishes_as_put_does(tmp_path):
+    """A store whose filesystem calls go through another ``FsOps`` (hfsim's rules, a
+    recorder) copies the file: write, fsync, close, rename, fsync the directory."""
+    fs = RecordingFsOps()
+    store = LocalStore(str(tmp_path / "store"), fs=fs)
+    spool = tmp_path / "spool.pack"
+    spool.write_bytes(b"pack bytes")
+
+    store.put_file_if_absent("a/b", str(spool))
+
+    assert not os.path.samefile(tmp_path / "store" / "a" / "b", spool)
+    names = [call[0] for call in fs.calls if call[0] not in ("makedirs", "mkdir")]
+    assert names[names.index("open"):] == ["open", "write", "fsync", "close", "rename_noclobber", "fsync_dir"]
+    assert store.get("a/b") == b"pack bytes"
 
 
 def test_new_directories_have_their_parent_fsynced(tmp_path):

@@ -21,23 +21,29 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat as stat_mod
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import Unstorable
 from ..format.codec import PLAIN, Codec
+from ..heap import keep_freed
 from .file_delta import MAX_FILE, FileDeltas
 from ..local.state import FileState
 from ..signatures import dir_signature, grew_in_place, signature
 from ..format.model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
-from ..format.objects import CHUNK_BYTES, KIND_CHUNK, KIND_SEGMENT, SEGMENT_BYTES
+from ..format.objects import CHUNK_BYTES, KIND_CHUNK, KIND_SEGMENT, SEGMENT_BYTES, encode_record
 from ..format.segments import ANCHOR_MIN, DICT_TAIL, anchors
 from ..local.treepath import shown, target_problem
 from ..local.walk import Item
 
 CHUNK = CHUNK_BYTES        # ordinary files: fixed-size chunks
+#: A file larger than this is read, hashed and compressed ahead by threads (``_chunks_ahead``).
+AHEAD_FILE = 8 * CHUNK
+AHEAD_THREADS = 2
+AHEAD_CHUNKS = 4
 READ_BLOCK = 1 << 20
 SEGMENT_TARGET = 4 << 20   # JSONL: a segment closes at the first line end past this size,
 # ... or, inside a longer line, at this size (the line goes on). It is cut after the read
@@ -53,7 +59,7 @@ MERGE_CAP = 8 << 20        # ... into one segment of at most this size
 #: capture (``check_prefix``, design §6).
 ROLL_BYTES = 4 << 20
 
-AddBlob = Callable[..., BlobRef]   # PackWriter.add(kind, payload, *, base=None)
+AddBlob = Callable[..., BlobRef]   # PackWriter.add(kind, payload, *, base=None, encoded=None)
 
 
 def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, add: AddBlob,
@@ -124,22 +130,68 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
     rewrite = deltas is not None and old is not None and st.st_size <= MAX_FILE
     refs, bases = [], []
     offset = 0
-    while offset < st.st_size:
-        data = os.pread(fd, min(CHUNK, st.st_size - offset), offset)
-        if not data:
-            break  # the file shrank while we read: the next pass re-reads it
-        cid = codec.id(data)
-        i = len(refs)
-        ref, base = known.get(cid) or (None, None)
-        if ref is None and rewrite:
-            ref, base = deltas.chunk(data, (old_bases[i] or old_refs[i]) if i < len(old_refs) else None)
-        elif ref is None:
-            ref = add(KIND_CHUNK, data)
-        refs.append(ref)
-        bases.append(base)
-        offset += len(data)
+    chunks = _chunks_ahead(fd, st.st_size, known, codec) if st.st_size > AHEAD_FILE and not rewrite else None
+    try:
+        while offset < st.st_size:
+            if chunks is None:
+                data = os.pread(fd, min(CHUNK, st.st_size - offset), offset)
+                cid, encoded = codec.id(data), None
+            else:
+                data, cid, encoded = next(chunks, (b"", "", None))
+            if not data:
+                break  # the file shrank while we read: the next pass re-reads it
+            i = len(refs)
+            ref, base = known.get(cid) or (None, None)
+            if ref is None and rewrite:
+                ref, base = deltas.chunk(data, (old_bases[i] or old_refs[i]) if i < len(old_refs) else None)
+            elif ref is None:
+                ref = add(KIND_CHUNK, data, encoded=encoded)
+            refs.append(ref)
+            bases.append(base)
+            offset += len(data)
+            if chunks is not None and len(data) < CHUNK:
+                break  # a short read: the file shrank while we read (the chunks ahead are past it)
+    finally:
+        if chunks is not None:
+            chunks.close()  # waits for its threads, before the caller closes ``fd``
     return Entry(path=path, kind=KIND_FILE, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns,
                  size=offset, refs=tuple(refs), bases=tuple(bases) if any(bases) else ())
+
+
+def _chunks_ahead(fd: int, size: int, known: dict,
+                  codec: Codec) -> Iterator[tuple[bytes, str, tuple[str, bytes] | None]]:
+    """``(bytes, id, encoded record or None)`` of each chunk of a large file, in order:
+    read, hashed and, unless ``known`` holds its id, compressed into a record by
+    ``AHEAD_THREADS`` threads, up to ``AHEAD_CHUNKS`` chunks ahead of the caller
+    (``hashlib``, ``zstandard`` and ``pread`` release the GIL, so the caller writes the
+    pack meanwhile). Memory stays bounded: at most ``AHEAD_CHUNKS`` chunks and records
+    are held. Closing it waits for the threads; none outlives the file's capture."""
+    from concurrent.futures import ThreadPoolExecutor  # imported here: most checkpoints never need it
+
+    keep_freed()
+
+    def prepare(offset: int):
+        data = os.pread(fd, min(CHUNK, size - offset), offset)
+        digest = codec.digest(data)
+        cid = digest.hex()
+        if not data or cid in known:
+            return data, cid, None
+        return data, cid, encode_record(KIND_CHUNK, data, digest=digest, codec=codec)
+
+    pool = ThreadPoolExecutor(max_workers=AHEAD_THREADS, thread_name_prefix="journal-chunk")
+    pending: deque = deque()
+    try:
+        offsets = iter(range(0, size, CHUNK))
+        for offset in itertools.islice(offsets, AHEAD_CHUNKS):
+            pending.append(pool.submit(prepare, offset))
+        while pending:
+            got = pending.popleft().result()
+            offset = next(offsets, None)
+            if offset is not None:
+                pending.append(pool.submit(prepare, offset))
+            yield got
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _capture_jsonl(fd: int, full: str, path: str, st: os.stat_result, prev: FileState | None, add: AddBlob,

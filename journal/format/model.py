@@ -2,7 +2,11 @@
 
 All are ``msgspec.Struct(frozen=True)`` and are encoded as JSON with a fixed field
 order, so equal values always encode to equal bytes (and so to equal blob ids).
-New fields get defaults; a field's type never changes.
+New fields get defaults; a field's type never changes. The structures a tree holds by
+the thousand (references, entries, pages) are not tracked by the cyclic garbage
+collector (``gc=False``): they hold only strings, numbers and tuples of one another, so
+they can form no cycle, and a 20,000-entry tree no longer makes every collection
+traverse it.
 
 Decoding checks every field's range (a size is never negative, an offset never past
 ``MAX_OFFSET``, a kind is one of five, a page holds at most ``MAX_ITEMS`` items);
@@ -51,7 +55,7 @@ PackName = Annotated[str, msgspec.Meta(max_length=64)]            # an id, or ""
 Text = Annotated[str, msgspec.Meta(max_length=256, pattern=r"^[^\x00-\x1f\x7f]*$")]
 
 
-class BlobRef(msgspec.Struct, frozen=True, array_like=True):
+class BlobRef(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """Where one blob lives: ``[id, pack, offset, length, size]``.
 
     ``id`` is the SHA-256 of the uncompressed payload, ``pack`` the pack's hash,
@@ -76,7 +80,7 @@ def is_pending(pack: str) -> bool:
     return pack.startswith(PENDING_PACK)
 
 
-class Entry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Entry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One path of a tree and the blobs that rebuild it, in order."""
 
     path: str
@@ -91,7 +95,7 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     bases: tuple[BlobRef | None, ...] = ()
 
 
-class PageRef(msgspec.Struct, frozen=True, array_like=True):
+class PageRef(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A child page of an index page: its first path, its blob, and subtree totals."""
 
     first: str
@@ -100,7 +104,7 @@ class PageRef(msgspec.Struct, frozen=True, array_like=True):
     bytes: Count
 
 
-class Page(msgspec.Struct, frozen=True, kw_only=True):
+class Page(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An index page. Level 0 holds entries sorted by path; higher levels hold children."""
 
     version: Literal[1] = PAGE_VERSION

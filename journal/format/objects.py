@@ -143,7 +143,7 @@ def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
 def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
                   base_ref: bytes | None = None, base_at: tuple[str, int, int] | None = None,
                   members: bytes | None = None, level: int | None = None, marks: int = 0,
-                  codec: Codec = PLAIN) -> tuple[str, bytes]:
+                  codec: Codec = PLAIN, digest: bytes | None = None) -> tuple[str, bytes]:
     """Return ``(blob id, record bytes)`` for ``payload``; the id is ``codec``'s (the
     record is not sealed here: ``PackWriter`` and the writers of single records seal it).
 
@@ -154,13 +154,14 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
     write it to check it is still read); a dbpage
     group delta stores ``members`` (``FLAG_MEMBERS``). ``level`` overrides the delta's
     compression level. ``marks``: flags that only tell readers what the payload holds
-    (``FLAG_ENTRY_BASES``).
+    (``FLAG_ENTRY_BASES``). ``digest``: the payload's id (``codec.digest``) when the caller has just
+    computed it (to tell a chunk it already stored from a new one), so it is not hashed twice.
     """
     if marks & ~FLAG_ENTRY_BASES or (marks and kind != KIND_PAGE):
         raise ValueError(f"flags {marks:#06x} do not mark a {KIND_NAMES.get(kind, kind)} record")
     if len(payload) > RAW_LIMITS[kind]:
         raise RecordTooLarge(KIND_NAMES[kind], len(payload), RAW_LIMITS[kind])
-    digest = codec.digest(payload)
+    digest = codec.digest(payload) if digest is None else digest
     flags = 0
     if base is None:
         if members is not None:

@@ -30,12 +30,13 @@ STATE_VERSION = 2
 READ_STATE_VERSIONS = (1, 2)
 
 
-class FileState(msgspec.Struct, array_like=True):
+class FileState(msgspec.Struct, array_like=True, gc=False):
     """A path's stat signature when last read (``None``: re-read it) and its entry.
 
     ``roll``: for a transcript, the checkpointed offset where the next growing capture's
     rolling re-check starts (``capture.check_prefix``, design §6). A reader that does not
-    know the trailing field ignores it; a state without it reads as 0."""
+    know the trailing field ignores it; a state without it reads as 0. Not tracked by the
+    garbage collector (one per path; its fields can form no cycle: ``format/model.py``)."""
 
     sig: tuple[int, int, int, int] | None
     entry: Entry

@@ -108,15 +108,17 @@ def run_cost(run: list[BlobRef]) -> int:
 
 
 def fetch_in_order(refs: Iterable[BlobRef], reader: BlobReader, window: int = WINDOW,
-                   budget: Budget | None = None) -> Iterator[bytes]:
-    """Yield each ref's verified payload in order; the first failing read raises here."""
+                   budget: Budget | None = None, ahead: bool | None = None) -> Iterator[bytes]:
+    """Yield each ref's payload (as ``reader.read_run`` gives it) in order; the first
+    failing read raises here. ``ahead``: read in the pool's threads (None: when
+    ``reader.read_ahead`` says so)."""
     budget = budget or _budget
     it = runs(refs)
     first = next(it, None)
     if first is None:
         return
     second = next(it, None)
-    if second is None or not reader.read_ahead:
+    if second is None or not (reader.read_ahead if ahead is None else ahead):
         # One read, or a store that answers from the page cache: no handoff to
         # another thread is worth it.
         yield from _read_inline([first] if second is None else itertools.chain((first, second), it), reader, budget)

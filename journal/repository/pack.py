@@ -59,15 +59,18 @@ class PackWriter:
         self._size = 0
         self._slot = ""
 
-    def add(self, kind: int, payload: bytes, roll: bool = True, *, base: bytes | None = None) -> BlobRef:
+    def add(self, kind: int, payload: bytes, roll: bool = True, *, base: bytes | None = None,
+            encoded: tuple[str, bytes] | None = None) -> BlobRef:
         """Append one blob; returns its (pending) reference.
 
         A pack that has reached the target size (``None``: no limit) is closed and
         uploaded first, so no pack grows much past the target; ``roll=False`` keeps the
         blob in the open pack (a page map that names that pack's pages as "same pack").
         ``base``: store a database page as a delta against these bytes (``encode_record``).
+        ``encoded``: ``encode_record(kind, payload)`` as the caller already made it (in
+        another thread: ``checkpoint/capture.py`` encodes a large file's chunks ahead).
         """
-        blob_id, record = encode_record(kind, payload, base=base, codec=self.codec)
+        blob_id, record = encoded or encode_record(kind, payload, base=base, codec=self.codec)
         return self.add_record(blob_id, record, len(payload), roll)
 
     def add_record(self, blob_id: str, record: bytes, size: int, roll: bool = True) -> BlobRef:
@@ -167,8 +170,7 @@ class PackWriter:
 
     def _upload(self, path: str, pack: str, size: int) -> None:
         try:
-            with open(path, "rb") as src:
-                self.store.put_if_absent(pack_key(pack), src)
+            self.store.put_file_if_absent(pack_key(pack), path)
             with self._stats:
                 self.uploaded_bytes += size
                 self.uploaded_objects += 1

@@ -49,6 +49,14 @@ class Store(abc.ABC):
         read sequentially in bounded pieces.
         """
 
+    def put_file_if_absent(self, key: str, path: str) -> None:
+        """Publish the closed local file ``path`` under ``key``, as ``put_if_absent`` of
+        its bytes (``KeyExists`` when present). The caller never writes ``path`` again and
+        removes it afterwards. This default reads the file; the local backend links it
+        into the store instead of copying it when it can (``LocalStore.put_file_if_absent``)."""
+        with open(path, "rb") as src:
+            self.put_if_absent(key, src)
+
     def put_first_absent(self, keys: Iterable[str], data: bytes) -> str | None:
         """Publish ``data`` under the first key of ``keys`` that is absent, trying them in
         turn, and return it; None when every key was taken. ``keys`` may be a generator
