@@ -30,6 +30,8 @@ from journal.format.pagemap import load_snapshot
 from journal.report import Collector
 from journal.restore.run import restore
 from journal.store import open_store
+from journal.errors import SnapshotFailed
+from journal.sqlite.snapshot import quick_check, snapshot_db
 from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 
 from conftest import Live, wait_for
@@ -474,6 +476,39 @@ def test_corrupt_live_db_fails_closed_and_the_rest_is_checkpointed(tmp_path):
     assert r.returncode != 0 and str(db) in r.stderr
     assert box.seqs()[-1] == first + 1
     assert box.entries("opencode")["opencode.db"] == box.entries("opencode", first)["opencode.db"]
+
+
+def test_a_snapshots_pages_are_read_from_the_copy_as_checked_and_published(tmp_path):
+    """``while_checking`` (the checkpoint's page hashing) runs during quick_check over
+    the finished copy: already in rollback-journal mode (header bytes 18-19 are 1), the
+    bytes the checkpoint publishes."""
+    db = tmp_path / "live.db"
+    make_closed_db(db)
+    seen = []
+
+    def read(staging: str) -> str:
+        data = Path(staging).read_bytes()
+        seen.append(data[18:20])
+        return hashlib.sha256(data).hexdigest()
+
+    staging, got = snapshot_db(str(db), str(tmp_path / "staging"), while_checking=read)
+
+    assert seen == [b"\x01\x01"]
+    assert got == hashlib.sha256(Path(staging).read_bytes()).hexdigest()
+    assert quick_check(staging) is None
+
+
+def test_a_snapshot_failing_quick_check_discards_what_was_read_meanwhile(tmp_path):
+    db = tmp_path / "live.db"
+    make_closed_db(db)
+    corrupt_pages(db)
+    staging_dir = tmp_path / "staging"
+    calls = []
+
+    with pytest.raises(SnapshotFailed, match="quick_check of the copy failed"):
+        snapshot_db(str(db), str(staging_dir), while_checking=calls.append)
+
+    assert len(calls) == 1 and os.listdir(staging_dir) == []
 
 
 def test_quick_check_failure_in_a_wal_database_is_reported_with_sqlites_message(tmp_path):

@@ -79,7 +79,7 @@ def _recover_copy(path: str, private: str, with_wal: bool) -> str:
         _copy_regular(path + "-wal", copy + "-wal")
         if _regular(path + "-shm") is not None:
             _copy_regular(path + "-shm", copy + "-shm")
-    verified = snapshot_db(copy, os.path.join(private, "verified"))
+    verified, _ = snapshot_db(copy, os.path.join(private, "verified"))
     con = sqlite3.connect(verified)
     try:
         tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]

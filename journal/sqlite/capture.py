@@ -47,6 +47,7 @@ PAGE_GROUP_BYTES = DBPAGE_BYTES
 #: pages) is at most as large, so level 19 stays cheap (~20 ms for 32 pages).
 DELTA_GROUP_BYTES = 128 << 10
 SMALL_GROUP_BASE = 128 << 10
+READ_BLOCK = 1 << 20
 
 
 def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir: str,
@@ -58,17 +59,13 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
     """
     sig = live_signature(full_path)
     mode = stat_mod.S_IMODE(os.stat(full_path).st_mode)
-    staging = snapshot_db(full_path, staging_dir)
+    staging, (page_size, ids), snap = _snapshot_and_load(full_path, staging_dir, prev, maps, writer.codec)
     try:
-        page_size = page_size_of(staging)
-        snap = None
-        if prev is not None and prev.entry.kind == KIND_SQLITE:
-            snap = load_snapshot(prev.entry.refs, maps.read)
         state_dir = os.path.dirname(os.path.abspath(staging_dir))
         bases = BaseCopy(state_dir, prev.entry.refs[MapPlace.FULL].id if snap is not None else None, page_size,
                          getattr(maps, "repo", None), writer.codec)
         with open(staging, "rb") as fh:
-            cut = _Cut(fh.fileno(), page_size, snap, writer, bases)
+            cut = _Cut(fh.fileno(), page_size, ids, snap, writer, bases)
             try:
                 refs = cut.describe(prev, maps)
             except RecordTooLarge as err:  # a page map past what readers accept
@@ -86,6 +83,34 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
                                 size=size, refs=refs))
 
 
+def _snapshot_and_load(full_path: str, staging_dir: str, prev: FileState | None, maps,
+                       codec: Codec) -> tuple[str, tuple[int, list[str]], Snapshot | None]:
+    """``snapshot_db`` of the live database (its pages hashed while it is checked), and
+    meanwhile, in this thread, the previous snapshot's page maps loaded and decoded:
+    SQLite's backup and check release the GIL, so the decoding costs no wall time."""
+    from concurrent.futures import ThreadPoolExecutor  # imported here: only a database's checkpoint needs it
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-backup") as pool:
+        snapped = pool.submit(snapshot_db, full_path, staging_dir, lambda staging: _hash_pages(staging, codec))
+        try:
+            snap = load_snapshot(prev.entry.refs, maps.read) if prev is not None and prev.entry.kind == KIND_SQLITE \
+                else None
+        except BaseException:
+            _discard(snapped)
+            raise
+        staging, hashed = snapped.result()
+    return staging, hashed, snap
+
+
+def _discard(snapped) -> None:
+    """Wait for a snapshot no longer wanted and remove its staging copy."""
+    try:
+        staging, _ = snapped.result()
+    except Exception:
+        return  # it failed as well: snapshot_db removed its copy
+    remove_staging(staging)
+
+
 class _Group:
     """Pages waiting to become one record: whole, or a delta against their base pages."""
 
@@ -101,9 +126,10 @@ class _Group:
 class _Cut:
     """One staging copy cut into pages against the previous snapshot."""
 
-    def __init__(self, fd: int, page_size: int, snap: Snapshot | None, writer: PackWriter, bases: BaseCopy):
+    def __init__(self, fd: int, page_size: int, ids: list[str], snap: Snapshot | None, writer: PackWriter,
+                 bases: BaseCopy):
         self.fd, self.page_size, self.writer, self.bases = fd, page_size, writer, bases
-        self.ids = _page_ids(fd, page_size, writer.codec)
+        self.ids = ids
         self.base = snap.base if snap is not None and snap.page_size == page_size else None
         self.whole: dict[str, PageLoc] = {}                 # page id -> a slot of a whole record
         self.delta: dict[tuple[str, int], PageLoc] = {}     # (page id, pgno) -> a slot of a group delta
@@ -286,13 +312,20 @@ class _Cut:
         return self.whole.get(pid) or (self.delta.get((pid, pgno)) if deltas else None)
 
 
-def _page_ids(fd: int, page_size: int, codec: Codec) -> list[str]:
-    ids = []
+def _hash_pages(staging: str, codec: Codec) -> tuple[int, list[str]]:
+    """The page size of the copy ``staging`` and each page's id (``codec``'s), in page order (run by
+    ``snapshot_db`` while it checks the copy). The copy is read a ``READ_BLOCK`` of
+    whole pages at a time and each page hashed through a view of it: one read per
+    page cost a third of the hashing time."""
+    page_size = page_size_of(staging)
+    block = max(1, READ_BLOCK // page_size) * page_size
     page_id = codec.id
-    with os.fdopen(os.dup(fd), "rb") as fh:
-        while page := fh.read(page_size):
-            ids.append(page_id(page))
-    return ids
+    ids: list[str] = []
+    with open(staging, "rb") as fh:
+        while data := fh.read(block):
+            view = memoryview(data)
+            ids.extend(page_id(view[at:at + page_size]) for at in range(0, len(data), page_size))
+    return page_size, ids
 
 
 def _map_base(refs: tuple[BlobRef, ...], place: MapPlace, maps) -> tuple[BlobRef, bytes] | None:

@@ -4,9 +4,17 @@ A copied db + WAL + SHM trio is not a snapshot (each file can be observed at a
 different transaction boundary). Instead a separate connection opens a read
 transaction on the live database (bounded wait), copies it with one-step
 ``backup(pages=-1)`` into a staging file on local disk, and the copy must pass
-``PRAGMA quick_check``. The copy is then switched to rollback-journal mode, so a
+``PRAGMA quick_check``. The copy is switched to rollback-journal mode first, so a
 restored database needs no WAL. Writers are blocked no longer than SQLite's own
 read transaction blocks them (in WAL mode: not at all).
+
+The staging copy is written with ``synchronous=OFF`` and no journal: it is private,
+read back at once and never published itself (a crash leaves only a file that
+``clear_staging`` removes), so the backup need not wait for 256 MiB to reach the disk;
+what is uploaded is made durable by the store. A caller that reads the whole copy
+anyway (the checkpoint hashes every page) passes ``while_checking``, which runs in a
+second thread during ``quick_check``: both are read-only over the same finished copy,
+and SQLite's check releases the GIL.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ import shutil
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import quote
 
 from ..errors import SnapshotFailed, os_error_hint
@@ -25,18 +35,22 @@ from ..signatures import Stamp, live_signature  # noqa: F401  (live_signature: r
 
 BUSY_TIMEOUT = 2.0
 RETRIES = 3
+T = TypeVar("T")
 
 
 def _uri(path: str, mode: str) -> str:
     return f"file:{quote(os.path.abspath(path))}?mode={mode}"
 
 
-def snapshot_db(path: str, staging_dir: str) -> str:
-    """Back up ``path`` into a new staging file and validate it; returns the staging path.
+def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] | None = None) -> tuple[str, T | None]:
+    """Back up ``path`` into a new staging file and validate it; returns the staging
+    path and what ``while_checking(staging)`` returned (None without it).
 
-    Raises ``SnapshotFailed`` when the database cannot be opened, is not a database,
-    stays busy after a bounded retry, or the copy fails quick_check. The staging file
-    is removed on failure.
+    ``while_checking`` reads the finished copy (in rollback-journal mode, as it will be
+    published) in a second thread while ``quick_check`` runs; what it returned is only
+    used once the check has passed. Raises ``SnapshotFailed`` when the database cannot
+    be opened, is not a database, stays busy after a bounded retry, or the copy fails
+    quick_check. The staging file is removed on failure.
     """
     os.makedirs(staging_dir, exist_ok=True)
     staging = os.path.join(staging_dir, f"{uuid.uuid4().hex}.db")
@@ -44,11 +58,11 @@ def snapshot_db(path: str, staging_dir: str) -> str:
     for attempt in range(RETRIES):
         try:
             _backup_once(path, staging)
-            problem = quick_check(staging)
+            _to_rollback_journal(staging)
+            problem, got = _check_while(staging, while_checking)
             if problem:
                 raise SnapshotFailed(path, f"quick_check of the copy failed: {problem}")
-            _to_rollback_journal(staging)
-            return staging
+            return staging, got
         except sqlite3.OperationalError as err:
             remove_staging(staging)
             last = str(err)
@@ -77,12 +91,31 @@ def _backup_once(path: str, staging: str) -> None:
         src.execute("SELECT count(*) FROM sqlite_master").fetchone()
         dst = sqlite3.connect(staging, isolation_level=None)
         try:
+            _private(dst)
             src.backup(dst, pages=-1)
         finally:
             dst.close()
         src.execute("COMMIT")
     finally:
         src.close()
+
+
+def _private(con: sqlite3.Connection) -> None:
+    """A staging copy is written without fsyncs or a rollback journal (module docstring)."""
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute("PRAGMA journal_mode=OFF")
+
+
+def _check_while(staging: str, work: Callable[[str], T] | None) -> tuple[str | None, T | None]:
+    """``quick_check(staging)``, with ``work(staging)`` run meanwhile in a second thread."""
+    if work is None:
+        return quick_check(staging), None
+    from concurrent.futures import ThreadPoolExecutor  # imported here: only a checkpoint's snapshot needs it
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-snapshot") as pool:
+        got = pool.submit(work, staging)
+        problem = quick_check(staging)
+        return problem, got.result()
 
 
 #: Copies of a live database ``check_live_db`` takes before it decides the database
@@ -185,6 +218,7 @@ def _check(path: str, pragma: str, mode: str = "ro") -> str | None:
 def _to_rollback_journal(path: str) -> None:
     con = sqlite3.connect(path, isolation_level=None)
     try:
+        con.execute("PRAGMA synchronous=OFF")
         mode = con.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
     finally:
         con.close()
