@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc as collector
 import hashlib
 import json
 import os
@@ -210,6 +211,38 @@ def test_non_jsonl_files_are_stored_byte_for_byte(live, tmp_path):
     assert {name: (out / name).read_bytes() for name in files} == files
     kinds = {p: e.kind for p, e in live.entries("codex").items() if p in files}
     assert kinds == {**{n: KIND_FILE for n in files}, "damaged.jsonl": KIND_JSONL}
+
+
+def test_a_checkpoint_and_a_restore_of_a_large_tree_run_no_cycle_collection(live, tmp_path):
+    """Their objects are freed by reference counting: the cycle collector is paused for
+    each (it ran ~150 times in a 20,000-file tick; here ~20 times) and enabled again
+    after, also after a failure (its first allocation after may run one collection)."""
+    many = live.local / "codex-home" / "many"
+    for d in range(20):
+        (many / f"d{d}").mkdir(parents=True)
+        for f in range(100):
+            (many / f"d{d}" / f"f{f}.json").write_text(f'{{"n": {f}}}')
+    started = []
+
+    def count(phase, info):
+        if phase == "start":
+            started.append(info["generation"])
+
+    collector.callbacks.append(count)
+    try:
+        live.checkpoint()
+        (many / "d3" / "f7.json").write_text('{"n": "changed"}')
+        live.checkpoint()
+        restored(live, "codex", tmp_path)
+    finally:
+        collector.callbacks.remove(count)
+
+    assert len(started) <= 3, f"none inside the three operations, at most one after each: {started}"
+    assert collector.isenabled()
+    (many / "d4" / "f8.json").write_text('{"n": "changed too"}')
+    with pytest.raises(StoreError):
+        live.checkpoint(store=FaultyStore(live.store, fail_when=lambda method, key: method == "put_if_absent"))
+    assert collector.isenabled()
 
 
 def test_one_byte_change_in_a_large_file_reuploads_one_chunk(live, tmp_path):

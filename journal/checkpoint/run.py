@@ -36,6 +36,7 @@ from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, Config
                       JournalError, KeyExists, ManifestConflict, describe_error)
 from ..repository.history import ManifestCache
 from ..format.index import build_index
+from ..heap import cycles_paused
 from ..local import activity, quiet
 from ..local import tree_tmp
 from ..repository.lineage import describe_writer, open_repository, refuse_foreign, require_committed
@@ -78,7 +79,7 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
     if not cfg.active_trees():
         raise ConfigError(f"checkpoint: no trees configured; {no_trees_hint(cfg)}")
     started = time.monotonic()
-    with StateLock(cfg.state_dir, wait=wait):
+    with StateLock(cfg.state_dir, wait=wait), cycles_paused():
         result = CheckpointResult()
         try:
             proven = _locked(cfg, store, reporter, allow_deletions, result)

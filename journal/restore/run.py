@@ -22,6 +22,7 @@ from ..repository.history import ManifestCache, select_seqs
 from ..repository.lineage import open_repository, require_history
 from ..local.state import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
                          new_state, save_state)
+from ..heap import cycles_paused
 from ..report import SILENT, Reporter
 from ..repository import fetch
 from ..local import activity, tree_tmp
@@ -54,7 +55,8 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
     into the live trees, or the error it ends with, is recorded for ``journal status``."""
     live = to is None and not dry_run
     try:
-        result = _restore(cfg, store, reporter, at, to, dry_run, replace)
+        with cycles_paused():
+            result = _restore(cfg, store, reporter, at, to, dry_run, replace)
     except (JournalError, OSError) as err:
         if live:
             activity.failed(cfg.state_dir, "restore", describe_error(err))
