@@ -232,3 +232,25 @@ def test_crypto_part_figures(result):
         assert result["ratios"][f"crypto_tick_{key}_encrypted_over_plain"] > 0, key
     for key in ("initial_bytes", "initial_wall", "idle_wall", "restore_wall", "restore_cpu", "restore_in_process"):
         assert result["ratios"][f"crypto_{key}_encrypted_over_plain"] > 0, key
+
+
+def test_link_part_figures(result):
+    """Issue 27: over the throttled mount, each system's initial checkpoint, active
+    ticks and restore (their walls are the time to durable), and journal's ratios to
+    both; a machine without FUSE says why the part was skipped."""
+    link = result["link"]
+    if link.get("skipped"):
+        assert link["skipped"].startswith("needs "), link["skipped"]
+        return
+    assert link["rate_bytes_s"] == 20e6 and link["latency_s"] == 0.030
+    for run in link["runs"]:
+        for name in ("journal", "legacy") + (("restic",) if "restic" in run else ()):
+            has_figure(run[name]["initial"], f"link {name} initial")
+            assert len(run[name]["ticks"]) == 2, name
+            for n, tick in enumerate(run[name]["ticks"]):
+                has_figure(tick, f"link {name} tick {n}")
+            assert run[name]["restore"]["wall_s"] > 0, name
+        assert max(t["objects"] for t in run["journal"]["ticks"]) <= 4
+    for other in ("legacy", "restic"):
+        for what in ("tick", "restore"):
+            assert f"link_{what}_wall_journal_over_{other}" in result["ratios"]

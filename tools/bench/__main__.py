@@ -85,6 +85,11 @@ def parse_args(argv=None):
                    help="checkpoints in the store of the gc part's second restore (default 10000)")
     p.add_argument("--gc-dir", metavar="DIR",
                    help="where the gc part builds its stores (default: /dev/shm when it has room, else the work dir)")
+    p.add_argument("--link-rate", type=float, default=20.0,
+                   help="the link part's bandwidth in MB/s, shared by every transfer (default 20)")
+    p.add_argument("--link-latency", type=float, default=30.0,
+                   help="the link part's time added per request, in ms (default 30)")
+    p.add_argument("--link-runs", type=int, default=1, help="runs of the link part (default 1)")
     p.add_argument("--parts", default=",".join(PARTS), help="parts to run (default: all)")
     p.add_argument("--smoke", action="store_true",
                    help="a tiny version (small scale, 1 run, small files) that produces every figure and judges no "

@@ -12,9 +12,11 @@ from .big import BigPart
 from .crypto import CryptoPart
 from .gc import GcPart
 from .inputs import InputsPart
+from .link import LinkPart
 from .main import MainPart
 from .sqlite import SqlitePart
 from .tree import TreePart
 
 PARTS: dict[str, Part] = {p.name: p for p in (MainPart(), TreePart(), SqlitePart(), BigPart(), GcPart(),
-                                              InputsPart(), CryptoPart())}
+                                              InputsPart(), CryptoPart(),
+                                              LinkPart())}

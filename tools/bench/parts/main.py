@@ -32,12 +32,7 @@ class MainPart(Part):
         """Run ``r``: a fresh copy of the trees, every system's initial checkpoint, the
         active ticks, an idle tick, and a full restore by each system."""
         rd, local, live = fresh_run(args, work, local_tpl, info, self.name, r)
-        systems = [JournalSys(tools, local, os.path.join(rd, "store"), os.path.join(rd, "home")),
-                   LegacySys(tools, work, local, os.path.join(rd, "legacy-dest"), os.path.join(rd, "legacy-state"),
-                             MAIN_TREES, MAIN_DBS)]
-        if tools.restic:
-            systems.append(ResticSys(tools, os.path.join(rd, "restic-repo"), os.path.join(rd, "restic-cache"),
-                                     [os.path.join(local, t) for t in MAIN_TREES]))
+        systems = main_systems(tools, work, local, rd, rd)
         run = drive(systems, live, args, r)
         run["journal"]["idle_in_process_s"] = systems[0].in_process_idle()
         live.close()
@@ -156,6 +151,18 @@ def drive(systems: list, live: LiveWorkload, args, r: int) -> dict:
     for s in rotate(systems, r + args.ticks + 1):
         run[s.name]["idle"] = s.tick()
     return run
+
+
+def main_systems(tools, work: str, local: str, rd: str, remote: str) -> list:
+    """The systems of the main workload: their stores (journal's store, the legacy
+    destination, restic's repository) under ``remote``, their local state under ``rd``."""
+    systems = [JournalSys(tools, local, os.path.join(remote, "store"), os.path.join(rd, "home")),
+               LegacySys(tools, work, local, os.path.join(remote, "legacy-dest"), os.path.join(rd, "legacy-state"),
+                         MAIN_TREES, MAIN_DBS)]
+    if tools.restic:
+        systems.append(ResticSys(tools, os.path.join(remote, "restic-repo"), os.path.join(rd, "restic-cache"),
+                                 [os.path.join(local, t) for t in MAIN_TREES]))
+    return systems
 
 
 def log_run(run: dict, r: int, runs: int) -> None:

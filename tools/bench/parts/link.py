@@ -1,0 +1,164 @@
+"""The link part: time to durable over a bucket-like link (issue 27).
+
+Local-disk walls hide what a user of a bucket feels. Here every system's store (journal's
+store, the legacy design's destination, restic's repository) is on a FUSE mount of a
+local directory throttled as a link to a bucket is (``linkfs.py``: 20 MB/s shared,
+30 ms per request, ``--link-rate`` and ``--link-latency``), with hf-mount's streaming
+writes (a file is uploaded when it is closed). On the main workload, interleaved:
+each system's initial checkpoint, ``--ticks`` active ticks and a full restore. Each
+command returns once what it wrote is uploaded, so its wall is the time from the start
+of the tick until its data is durable in the bucket (and for a restore, until the
+tree is back). The bench's own bookkeeping (listing what each tick uploaded) pays no
+link time: the mount serves the bench's process for free.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+from ..measure import KIB, log, rmtree, rotate, settle
+from ..report import fmt_bytes, fmt_s, med_fig, ratio, tick_fig
+from .base import Part
+from .main import fresh_run, main_systems, main_template
+
+LINKFS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "linkfs.py")
+SYSTEMS = ("journal", "legacy", "restic")
+
+
+def fuse_missing() -> str | None:
+    """Why the throttled mount cannot run here; None when it can."""
+    if not os.path.exists("/dev/fuse") or shutil.which("fusermount") is None:
+        return "needs /dev/fuse and fusermount"
+    if ctypes.util.find_library("fuse") is None:
+        return "needs libfuse 2"
+    try:
+        import mfusepy  # noqa: F401
+    except ImportError:
+        return "needs mfusepy"
+    return None
+
+
+class Mount:
+    """``linkfs.py`` serving ``backing`` at ``path`` until ``close``."""
+
+    def __init__(self, backing: str, path: str, rate: float, latency: float):
+        os.makedirs(backing, exist_ok=True)
+        os.makedirs(path, exist_ok=True)
+        self.path = path
+        self.proc = subprocess.Popen([sys.executable, LINKFS, backing, path, str(rate), str(latency), str(os.getpid())],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 15
+        while not os.path.ismount(path):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"linkfs did not mount {path}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        subprocess.run(["fusermount", "-u", "-z", self.path], capture_output=True)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+class LinkPart(Part):
+    name = "link"
+
+    def run(self, args, tools, work: str) -> dict:
+        missing = fuse_missing()
+        if missing:
+            log(f"link: skipped ({missing})")
+            return {"skipped": missing}
+        tpl, local_tpl, info, _ = main_template(args, work, self.name)
+        out: dict = {"rate_bytes_s": args.link_rate * 1e6, "latency_s": args.link_latency / 1000, "runs": []}
+        for r in range(args.link_runs):
+            out["runs"].append(self._run(args, tools, work, local_tpl, info, r, out))
+        rmtree(tpl)
+        return out
+
+    def _run(self, args, tools, work: str, local_tpl: str, info: dict, r: int, out: dict) -> dict:
+        rd, local, live = fresh_run(args, work, local_tpl, info, self.name, r)
+        mount = Mount(os.path.join(rd, "bucket"), os.path.join(rd, "mnt"), out["rate_bytes_s"], out["latency_s"])
+        try:
+            run = self._ticks(args, main_systems(tools, work, local, rd, mount.path), live, rd, r)
+        finally:
+            mount.close()
+        log_run(run, r, args.link_runs)
+        rmtree(rd)
+        return run
+
+    @staticmethod
+    def _ticks(args, systems: list, live, rd: str, r: int) -> dict:
+        run: dict = {s.name: {"initial": None, "ticks": [], "restore": None} for s in systems}
+        for s in rotate(systems, r):
+            run[s.name]["initial"] = s.tick()
+        for t in range(args.ticks):
+            settle()
+            live.tick(t)
+            settle()
+            for s in rotate(systems, r + t + 1):
+                run[s.name]["ticks"].append(s.tick())
+        live.close()
+        for s in rotate(systems, r):
+            dest = os.path.join(rd, f"restore-{s.name}")
+            run[s.name]["restore"] = s.restore(dest)
+            rmtree(dest)
+        return run
+
+    def summarize(self, figures: dict, spread: dict) -> dict:
+        if figures.get("skipped"):
+            return {"skipped": figures["skipped"]}
+        runs = figures["runs"]
+        sm: dict = {"rate_bytes_s": figures["rate_bytes_s"], "latency_s": figures["latency_s"]}
+        for name in SYSTEMS:
+            if all(name in r for r in runs):
+                sm[name] = {"initial": med_fig([r[name]["initial"] for r in runs]),
+                            "tick": med_fig([tick_fig(r[name]["ticks"]) for r in runs]),
+                            "restore": med_fig([r[name]["restore"] for r in runs])}
+        for other in ("legacy", "restic"):
+            for what in ("tick", "restore"):
+                spread[f"link_{what}_wall_journal_over_{other}"] = [
+                    ratio(_wall(r, "journal", what), _wall(r, other, what)) for r in runs]
+        return sm
+
+    def tables(self, sm: dict, res: dict) -> list[str]:
+        if sm.get("skipped"):
+            return [f"link part skipped: {sm['skipped']}", ""]
+        out = [f"| over a {sm['rate_bytes_s'] / 1e6:.0f} MB/s link, {sm['latency_s'] * 1000:.0f} ms per request "
+               "| system | bytes | objects | time to durable | CPU |", "|---|---|---:|---:|---:|---:|"]
+        for what, key in (("initial checkpoint", "initial"), ("active tick (mean)", "tick"),
+                          ("full restore", "restore")):
+            for name in SYSTEMS:
+                f = sm.get(name) and sm[name][key]
+                if not f:
+                    continue
+                label = "rsync -a" if name == "legacy" and key == "restore" else name
+                amount = ("", "") if key == "restore" else (fmt_bytes(f["bytes"]), f"{f['objects']:.0f}")
+                out.append(f"| {what} | {label} | {amount[0]} | {amount[1]} | {fmt_s(f['wall_s'])} | "
+                           f"{fmt_s(f['cpu_s'])} |")
+        out.append("")
+        return out
+
+
+def _wall(run: dict, name: str, what: str) -> float | None:
+    if name not in run:
+        return None
+    if what == "tick":
+        return statistics.mean(f["wall_s"] for f in run[name]["ticks"])
+    return run[name][what]["wall_s"]
+
+
+def log_run(run: dict, r: int, runs: int) -> None:
+    parts = []
+    for name in SYSTEMS:
+        if name in run:
+            tick = statistics.mean(f["wall_s"] for f in run[name]["ticks"])
+            parts.append(f"{name} tick {tick:.2f}s ({statistics.mean(f['bytes'] for f in run[name]['ticks']) / KIB:.0f}"
+                         f" KiB), restore {run[name]['restore']['wall_s']:.2f}s")
+    log(f"link run {r + 1}/{runs}, time to durable: " + "; ".join(parts))
