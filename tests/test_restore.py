@@ -23,6 +23,9 @@ from journal.restore.entry import KEEP_EXTENDS, KEEP_NEWER, REPLACE, SAME, WRITE
 from journal.format.model import KIND_FILE, KIND_SYMLINK, Entry, TreeRoot
 from journal.format.objects import CHUNK_BYTES, KIND_CHUNK, encode_record
 from journal.repository.segments import AHEAD_BYTES
+import journal.restore.trees as trees_module
+from journal.restore.writer import LINK_WORKERS, WORKERS
+from faults import FaultyStore
 from journal.repository.repository import pack_key
 from journal.repository.repository import encode_manifest, manifest_key
 from journal.gc.retention import Policy
@@ -502,6 +505,24 @@ def test_a_large_files_chunks_verified_in_the_fetch_threads_still_refuse_a_damag
     assert proc.returncode == 1, proc.stderr
     assert "LOST weights.bin" in proc.stdout and "INCOMPLETE" in proc.stderr
     assert not big.exists()
+
+
+def test_a_restore_from_a_store_behind_a_link_stages_with_more_threads(source, tmp_path, monkeypatch):
+    """Staging threads from a store whose reads wait on a link (``read_ahead``: a bucket,
+    a FUSE mount) mostly wait, so there are ``LINK_WORKERS`` of them; from a local disk,
+    ``WORKERS`` (more would only contend for the GIL)."""
+    asked = []
+    make_pool = trees_module.make_pool
+    monkeypatch.setattr(trees_module, "make_pool", lambda workers: asked.append(workers) or make_pool(workers))
+    assert not source.store.read_ahead
+
+    source.restore(to=str(tmp_path / "local-disk"))
+    source.restore(store=FaultyStore(source.store), to=str(tmp_path / "behind-a-link"))
+
+    assert asked == [WORKERS, LINK_WORKERS] and LINK_WORKERS > WORKERS
+    local, linked = (source.snapshot(tmp_path / where) for where in ("local-disk", "behind-a-link"))
+    assert {path: local[path] for path in local if path != ".journal-export"} == \
+        {path: linked[path] for path in linked if path != ".journal-export"}
 
 
 def test_blob_with_no_good_copy_is_lost_and_restore_exits_non_zero(source):

@@ -26,7 +26,7 @@ from .entry import (CANNOT_CREATE, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, K
                           REPLACE, SAME, WRITE, WRITES, decide, move_aside, refused_paths)
 from ..format.model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .publish import Staged
-from .writer import Outcome, Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
+from .writer import LINK_WORKERS, WORKERS, Outcome, Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
 from ..local.treepath import shown
 
 
@@ -64,8 +64,9 @@ def write_trees(trees: list[TreeRun], dry_run: bool, aside: str, reporter) -> No
         for run in trees:
             run.plan(aside, dry_run=True)
         return
-    pool = make_pool()
-    pipeline = Pipeline(pool)
+    workers = LINK_WORKERS if any(run.repo.read_ahead for run in trees) else WORKERS
+    pool = make_pool(workers)
+    pipeline = Pipeline(pool, in_flight=4 * workers)
     try:
         writes = [(run, entry) for run in trees for entry in run.plan(aside, dry_run=False)]
         progress = _Progress(reporter, sum(len(run.entries) for run in trees), len(writes))
