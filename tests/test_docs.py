@@ -116,6 +116,10 @@ def ninth() -> str:
     return bench_section("### Ninth run", "\n### Eighth run")
 
 
+def link() -> str:
+    return bench_section("### Time to durable over a link", "\n### ")
+
+
 def gc_peak() -> str:
     """The largest peak RSS of the gc runs over 1,000,000 objects."""
     rows = re.findall(r"\| 1,000,000 objects: gc[^|]*\|(?:[^|]*\|){6} (\d+) MiB \|", current())
@@ -159,6 +163,11 @@ FIGURES = [
     ("restore from a shell", r"and (\S+ ms) as `journal restore` from a shell", current,
      r"\| full restore \| journal \| \| \| (\S+ ms) \|"),
     ("gc memory", r"Its peak memory is (\S+ MiB) for a million objects", gc_peak, None),
+    ("tick over a link", r"an active tick is durable in (\S+ ms), (\S+x) the legacy design's time and (\S+x) restic's",
+     link, r"\| active tick \(mean\) \| journal \| \S+ KiB \| 3 \| (\S+ ms) \|.*"
+     r"An active tick is durable in (\S+x) the legacy design's time and (\S+x) restic's"),
+    ("restore over a link", r"a full restore takes (\S+ s), (\S+x) `rsync -a`'s and (\S+x) restic's", link,
+     r"\| full restore \| journal \| \| \| (\S+ s) \|.*a full restore takes (\S+x) `rsync -a`'s and (\S+x) restic's"),
 ]
 
 
