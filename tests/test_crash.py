@@ -309,19 +309,28 @@ class Probe:
 #: (moment, predicate on a Probe): each attempt is killed at the first poll that sees it.
 KILL_MOMENTS = [
     ("50 ms after start (still importing)", lambda p: p.elapsed() >= 0.05),
-    ("400 ms after start", lambda p: p.elapsed() >= 0.4),
+    ("the first bytes are in the spool", lambda p: p.spool_bytes() > 0),
     ("the data pack is being spooled", lambda p: p.spool_bytes() >= 8 * MiB),
-    ("the first data pack is being uploaded", lambda p: p.uploads_started() >= 1),
+    # A local store uploads a pack by a hard link (fsync, link, fsync of the directory):
+    # too quick to poll for, so these two kill the checkpoint just before its nth link.
+    ("the first data pack is being uploaded", "link:1"),
     ("the first data pack was just published", lambda p: p.new_packs() >= 1),
-    ("the second data pack is being uploaded", lambda p: p.uploads_started() >= 2),
+    ("the second data pack is being uploaded", "link:2"),
     ("the state was just saved with the manifest pending", Probe.state_replaced),
 ]
 
 
 def kill_when(box: CodexLive, predicate) -> tuple[bool, Probe]:
-    """Start a checkpoint and SIGKILL it when ``predicate(probe)`` holds; (died killed?, probe)."""
+    """Start a checkpoint and SIGKILL it when ``predicate(probe)`` holds, or, for a
+    ``"fn:N"`` string, just before its nth call of ``os.fn`` (``tests/tripwire.py``);
+    (died killed?, probe)."""
     probe = Probe(box)
-    proc = box.popen("checkpoint")
+    if isinstance(predicate, str):
+        proc = box.popen("checkpoint", cmd=[sys.executable, str(write_tripwire(box.root))],
+                         env={"JOURNAL_TEST_KILL": predicate})
+        predicate = lambda _probe: False   # it kills itself
+    else:
+        proc = box.popen("checkpoint")
     try:
         while proc.poll() is None and not predicate(probe):
             time.sleep(0.002)

@@ -10,7 +10,8 @@ import pytest
 from faults import FaultyStore
 
 from journal.checkpoint.run import checkpoint
-from journal.errors import DamagedConfig, StoreError
+from journal.errors import CorruptObject, DamagedConfig, StoreError
+from journal.format.objects import HEADER, decode_record
 from journal.repository.repository import pack_key
 from journal.repository.repository import Repository, blob_location, manifest_key
 from journal.format.inputs import Delivery, claim_key, delivery_key, encode_delivery, input_key, parse_id
@@ -65,6 +66,39 @@ def test_full_verify_catches_a_flipped_byte_that_quick_verify_does_not_read(stor
     findings = json.loads(full.stdout)["findings"]
     assert [f["kind"] for f in findings] == [CORRUPT_OBJECT]
     assert findings[0]["key"] == blob_location(ref)
+
+
+def test_full_verify_reports_a_changed_byte_that_leaves_the_record_decoding_to_its_payload(stored):
+    """Some bits of a zstd frame's header (the window size) can change and the frame still
+    decodes to the same bytes, so the record's own hash holds: the pack's name does not."""
+    ref = stored.entries("codex")[ROLLOUT].refs[0]
+    path = stored.pack_file(ref.pack)
+    data = path.read_bytes()
+    record = data[ref.offset:ref.offset + ref.length]
+    at, bit = _harmless_flip(record, ref)
+    path.write_bytes(data[:ref.offset + at] + bytes([record[at] ^ bit]) + data[ref.offset + at + 1:])
+
+    full = stored.run("verify", "--full", "--json")
+
+    assert full.returncode == 1
+    findings = json.loads(full.stdout)["findings"]
+    assert [(f["kind"], f["key"]) for f in findings] == [(CORRUPT_OBJECT, pack_key(ref.pack))]
+    assert "do not hash to its name" in findings[0]["detail"]
+    assert json.loads(full.stdout)["packs_hashed"] >= 1
+
+
+def _harmless_flip(record: bytes, ref) -> tuple[int, int]:
+    """The first (byte, bit) of ``record`` whose flip still decodes to its payload."""
+    payload = decode_record(record, key="k", expect_id=ref.id, expect_size=ref.size)
+    for at in range(HEADER.size, len(record)):
+        for bit in (1 << b for b in range(8)):
+            flipped = record[:at] + bytes([record[at] ^ bit]) + record[at + 1:]
+            try:
+                if decode_record(flipped, key="k", expect_id=ref.id, expect_size=ref.size) == payload:
+                    return at, bit
+            except CorruptObject:
+                continue
+    raise AssertionError("no harmless flip in this record")
 
 
 def test_quick_verify_reports_a_deleted_pack_as_missing(stored):
