@@ -191,6 +191,10 @@ def test_kill_9_in_the_middle_of_a_checkpoint_then_restore_is_complete(mount, tm
     while sum(1 for _ in packs.rglob("*")) == before and victim.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     if order == "mount-first":
+        # Stopped first, so that it writes nothing between the daemon's death and its own
+        # (a file it made then, at the lazily unmounted path, would land in the empty
+        # directory under the mount, and the next mount would refuse it as not empty).
+        victim.send_signal(signal.SIGSTOP)
         mount.crash()
         victim.send_signal(signal.SIGKILL)
     else:
