@@ -393,6 +393,74 @@ def test_a_busy_tick_lists_only_the_directories_that_changed(bare_live, monkeypa
     assert sum(1 for p in entries if p.endswith(".jsonl")) == 100
 
 
+def _console_check(live) -> bool:
+    """The console path's check (``launch._quiet_checkpoint``), in this process: idle or not."""
+    cfg = live.cfg
+    return quiet.idle_result(cfg.state_dir, str(live.state_file), inputs=cfg.inputs, fork=True) is not None
+
+
+def _dir_fd_lstats(monkeypatch) -> list[str]:
+    """Count the check's ``lstat`` calls (it ``lstat``s each name relative to its directory)."""
+    calls: list[str] = []
+    real = os.lstat
+
+    def counting(path, *args, **kwargs):
+        if kwargs.get("dir_fd") is not None:
+            calls.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", counting)
+    return calls
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["one-process", "split"])
+def test_a_busy_console_tick_checks_each_name_once(bare_live, monkeypatch, forked):
+    live = bare_live
+    root = _projects(live, dirs=20, files=5)
+    live.checkpoint()
+    live.checkpoint()
+    names = sum(len(row.names) for row in quiet.load(live.cfg.state_dir).dirs)
+    with open(root / "-home-p07" / "s3.jsonl", "ab") as fh:
+        fh.write(b'{"more": 1}\n')
+    if forked:
+        split_always(monkeypatch)
+    lstats = _dir_fd_lstats(monkeypatch)
+
+    assert not _console_check(live)
+    checked = len(lstats)
+    result = live.checkpoint()  # the full command, as the console path goes on to run it
+
+    assert 0 < checked < names if forked else checked == names  # split: the child checks the other part
+    assert len(lstats) == checked  # the checkpoint took the verdicts: no name checked again
+    assert result.seq is not None and sum(t.changed for t in result.trees) == 1
+    monkeypatch.undo()
+    assert _full_walk_finds_nothing(live)
+
+
+def test_verdicts_of_a_snapshot_replaced_since_are_not_taken(bare_live, monkeypatch):
+    live = bare_live
+    root = _projects(live, dirs=4, files=3)
+    live.checkpoint()
+    live.checkpoint()
+    with open(root / "-home-p01" / "s0.jsonl", "ab") as fh:
+        fh.write(b'{"more": 1}\n')
+    assert not _console_check(live)  # -home-p02 checked unchanged, and the verdict kept
+    snapshot = Path(quiet.quiet_path(live.cfg.state_dir))
+    copy = snapshot.with_name("copy")
+    copy.write_bytes(snapshot.read_bytes())
+    os.replace(copy, snapshot)  # as another process saves a snapshot: a new file
+    with open(root / "-home-p02" / "s2.jsonl", "ab") as fh:
+        fh.write(b'{"more": 2}\n')
+    lstats = _dir_fd_lstats(monkeypatch)
+
+    result = live.checkpoint()
+
+    assert lstats  # the new file's rows were checked here
+    assert result.seq is not None and sum(t.changed for t in result.trees) == 2
+    monkeypatch.undo()
+    assert _full_walk_finds_nothing(live)
+
+
 def test_random_changes_with_directories_taken_from_the_snapshot_miss_nothing(bare_live):
     """Every busy tick that takes unchanged directories from the snapshot records what a
     full walk finds: a full walk right after it has nothing to add."""

@@ -194,7 +194,9 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
     (the console entry point). ``fork``: the caller is single-threaded, and a large
     check may be split with a forked child (``_check_parts``)."""
     if fork:
-        snap = _read(quiet_path(state_dir))
+        path = quiet_path(state_dir)
+        read = file_stamp(path)
+        snap = _read(path)
         quiet = snap.quiet if snap is not None else None
     else:
         quiet = load(state_dir)
@@ -208,7 +210,34 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
         return None
     if any(os.path.isdir(p) for p in quiet.absent):
         return None
-    return quiet if (_check_parts(snap) if fork else unchanged(quiet.dirs)) else None
+    if not fork:
+        return quiet if unchanged(quiet.dirs) else None
+    checks = _check_parts(snap)
+    if checks is not None and all(checks):
+        return quiet
+    if checks is not None:
+        _hand_over(path, read, snap, checks)
+    return None
+
+
+def _hand_over(path: str, read: tuple | None, snap: _File, checks: list[bool]) -> None:
+    """Keep what a busy tick's check found (the decoded rows, each row's verdict) for
+    ``same_rows`` of the full checkpoint this process runs next: the rows need not be
+    checked twice. The verdicts stand only for this snapshot file (``_memo``'s stamp:
+    a snapshot saved since is another ``Quiet``), with the state file it was written
+    after (``same_rows`` compares its stamp), and are used once."""
+    try:
+        snap.quiet.dirs = [Row(*row) for i in range(PARTS) for row in snap.part(i)]
+    except (EOFError, ValueError, TypeError):
+        return
+    if read is None or len(snap.quiet.dirs) != len(checks):
+        return
+    _memo[path] = (read, snap.quiet)
+    _checked[path] = (snap.quiet, checks)
+
+
+#: A busy tick's verdicts from the console path's check, by snapshot path (``_hand_over``).
+_checked: dict[str, tuple[Quiet, list[bool]]] = {}
 
 
 def same_rows(state_dir: str, state_file: str, *, config_key: str,
@@ -219,14 +248,20 @@ def same_rows(state_dir: str, state_file: str, *, config_key: str,
     full walk of that tree to take as it was (``walk.walk_tree``). It is empty when the
     snapshot is missing, not valid, or holds a row it cannot read (then it is dropped).
     ``fork``: a large check may be split with a forked child when this process runs a
-    single thread (``_row_checks``)."""
+    single thread (``_row_checks``). When this process's console path checked every row
+    of this very snapshot file this tick (``_hand_over``), its verdicts are taken and no
+    row is checked again."""
+    handed = _checked.pop(quiet_path(state_dir), None)
     quiet = load(state_dir)
     if quiet is None or quiet.config_key != config_key or file_stamp(state_file) != tuple(quiet.state_sig):
         return None, {}
     if any(os.path.isdir(p) for p in quiet.absent):
         return None, {}
     try:
-        checks = _row_checks(quiet.dirs, fork)
+        if handed is not None and handed[0] is quiet:
+            checks = handed[1]  # this process's console path checked every row this tick
+        else:
+            checks = _row_checks(quiet.dirs, fork)
         same = {(row.tree, row.abs_dir): row for row, ok in zip(quiet.dirs, checks) if ok}
     except (TypeError, ValueError):  # a field of a row is not what a row holds
         discard(state_dir)
@@ -279,29 +314,39 @@ def _one_thread() -> bool:
 PARTS = 2
 #: Below this many names, a fork costs more than the half of the check it saves.
 SPLIT_MIN_NAMES = 4000
-_SIGKILL = 9  # signal.SIGKILL, without importing signal (which imports enum)
 
 
-def _check_parts(snap: _File) -> bool:
-    """``unchanged`` over every part. When the check is large and a second CPU is
-    there, a forked child decodes and checks the second part while this process does
-    the first: the ``lstat`` calls are the cost, and in one process they hold the GIL."""
+def _check_parts(snap: _File) -> list[bool] | None:
+    """``unchanged`` of every row, part 0's rows then part 1's; None when a part does not
+    decode. When the check is large and a second CPU is there, a forked child decodes
+    and checks the second part while this process does the first: the ``lstat`` calls
+    are the cost, and in one process they hold the GIL. The child writes a byte per row
+    and then ``_DONE``; a row it did not answer counts as changed. Every row is checked,
+    not only up to the first difference: on a busy tick the verdicts go on to the full
+    checkpoint (``_hand_over``), which takes the unchanged directories as they were."""
     try:
         if snap.names < SPLIT_MIN_NAMES or len(os.sched_getaffinity(0)) < 2:
-            return all(unchanged(snap.part(i)) for i in range(PARTS))
-        mine, theirs = _with_child(lambda: unchanged(snap.part(0)),
-                                   lambda: bytes([unchanged(snap.part(1))]), stop_early=True)
+            return [unchanged((row,)) for i in range(PARTS) for row in snap.part(i)]
+        mine, theirs = _with_child(lambda: [unchanged((row,)) for row in snap.part(0)],
+                                   lambda: bytes(unchanged((row,)) for row in snap.part(1)) + _DONE)
+        if theirs.endswith(_DONE) and all(mine) and all(theirs[:-1]):
+            return mine + [True] * (len(theirs) - 1)  # idle: part 1 need not be decoded here
+        rows = len(snap.part(1))
     except (OSError, EOFError, ValueError, TypeError):
-        return False
-    return mine and theirs == b"\x01"
+        return None
+    answered = [bool(b) for b in theirs[:-1]] if theirs.endswith(_DONE) else []
+    return mine + (answered + [False] * rows)[:rows] if len(answered) <= rows else None
 
 
-def _with_child(mine, theirs, stop_early: bool = False):
+#: What a forked child writes after its verdicts: its answer is whole.
+_DONE = b"\x02"
+
+
+def _with_child(mine, theirs):
     """``(mine(), bytes)``: ``theirs()`` runs in a forked child and its bytes come back
     through a pipe (empty or short when the child failed or was stopped). The answer
     never depends on the child's exit status, which a caller that ignores SIGCHLD (some
-    cron and supervisor setups pass that on) would have the kernel reap and lose.
-    ``stop_early``: a false ``mine()`` kills the child, whose answer then no longer matters."""
+    cron and supervisor setups pass that on) would have the kernel reap and lose."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its answer goes through the pipe; nothing else of it runs
@@ -315,9 +360,6 @@ def _with_child(mine, theirs, stop_early: bool = False):
     os.close(write_fd)
     try:
         result = mine()
-        if stop_early and not result:
-            os.kill(pid, _SIGKILL)
-            return result, b""
         chunks = []
         while chunk := os.read(read_fd, 1 << 16):
             chunks.append(chunk)
