@@ -461,6 +461,31 @@ def test_verdicts_of_a_snapshot_replaced_since_are_not_taken(bare_live, monkeypa
     assert _full_walk_finds_nothing(live)
 
 
+def test_a_directory_whose_row_the_cache_does_not_hold_is_walked(bare_live):
+    from journal.checkpoint.scan import _same_dirs
+    from journal.local.state import read_state
+
+    live = bare_live
+    _projects(live, dirs=3, files=2)
+    live.checkpoint()
+    live.checkpoint()
+    proven, same = quiet.same_rows(live.cfg.state_dir, str(live.state_file), config_key=config_key(live.cfg))
+    tree = next(t for t in live.cfg.active_trees() if t.name == "claude")
+    cache = read_state(live.cfg.state_dir).trees["claude"]
+    assert proven is not None and "projects/-home-p01" in _same_dirs(tree, cache, same)
+
+    file, subdir = cache.files["projects/-home-p01/s1.jsonl"], cache.files["projects/-home-p01"]
+    file.sig = (file.sig[0] + 1, *file.sig[1:])  # a file's signature differs from the row's
+    subdir.sig = (subdir.sig[0], subdir.sig[1] + 1, *subdir.sig[2:])  # and a directory's value
+    taken = _same_dirs(tree, cache, same)
+
+    assert "projects/-home-p01" not in taken  # its row holds s1.jsonl with another signature
+    assert "projects" not in taken  # its row holds -home-p01 with another value
+    assert "projects/-home-p00" in taken
+    del cache.files["projects/-home-p00/s0.jsonl"]
+    assert "projects/-home-p00" not in _same_dirs(tree, cache, same)
+
+
 def test_random_changes_with_directories_taken_from_the_snapshot_miss_nothing(bare_live):
     """Every busy tick that takes unchanged directories from the snapshot records what a
     full walk finds: a full walk right after it has nothing to add."""
