@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -12,7 +14,7 @@ from journal.cli.entry import main
 
 from conftest import JOURNAL, clean_env, journal_script, one_line_error, sigint_as_at_a_terminal
 
-COMMANDS = sorted(main.commands)
+COMMANDS = main.list_commands(None)  # those registered on first use too (``entry.LAZY``)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -29,6 +31,33 @@ def test_top_level_help_lists_every_command(run_journal):
 
     assert proc.returncode == 0
     assert all(f"  {command} " in proc.stdout for command in COMMANDS)
+
+
+def test_commands_registered_on_first_use_are_named_with_their_modules():
+    from journal.cli import browse, inputs, keys, migrate  # noqa: F401  (each registers its commands)
+    from journal.cli.entry import LAZY
+
+    lazy = {name: f"journal.cli.{module}" for name, module in LAZY.items()}
+    by_module = {name: command.callback.__module__ for name, command in main.commands.items()}
+    assert {name: module for name, module in by_module.items() if module != "journal.cli.commands"} == lazy
+
+
+def test_a_busy_checkpoint_imports_no_other_command_module_and_no_sqlite_when_no_database_changed(live):
+    live.checkpoint()
+    transcript = next(p for p in sorted(live.local.rglob("*.jsonl")) if p.is_file())
+    with open(transcript, "ab") as fh:
+        fh.write(b'{"more": 1}\n')
+    code = ("import sys; from journal.cli.entry import main\n"
+            "try:\n    main(['checkpoint', '--json'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('journal.', 'sqlite3'))), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(live.env), capture_output=True, text=True,
+                          timeout=60, cwd=live.home)
+
+    assert json.loads(proc.stdout)["seq"] == 2
+    loaded = proc.stderr.strip().splitlines()[-1]
+    assert "'journal.cli.commands'" in loaded
+    assert not any(f"'{m}'" in loaded for m in ("journal.cli.browse", "journal.cli.inputs", "journal.cli.keys",
+                                                "journal.cli.migrate", "journal.sqlite.snapshot", "sqlite3")), loaded
 
 
 def test_version_prints_the_package_version_and_the_store_format_it_writes(run_journal):

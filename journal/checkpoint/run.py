@@ -37,6 +37,7 @@ from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, Config
 from ..repository.history import ManifestCache
 from ..format.index import build_index
 from ..heap import cycles_paused
+from ..localfs import clear_dir
 from ..local import activity, quiet
 from ..local import tree_tmp
 from ..repository.lineage import describe_writer, open_repository, refuse_foreign, require_committed
@@ -54,7 +55,6 @@ from ..signatures import file_stamp, signature_mtime
 from ..repository.repository import Repository, encode_manifest, manifest_key, pack_key, utc_now
 from .scan import ScanContext, TreeResult, scan_tree
 from ..sqlite.base_copy import prune_base_copies
-from ..sqlite.snapshot import clear_staging
 from ..store.base import Store
 
 class CheckpointResult(msgspec.Struct, kw_only=True):
@@ -264,7 +264,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
     spool = os.path.join(cfg.state_dir, SPOOL_DIR)
     staging = os.path.join(cfg.state_dir, STAGING_DIR)
     clear_spool(spool)
-    clear_staging(staging)
+    clear_dir(staging)  # sqlite.snapshot.clear_staging, without importing sqlite3
     data = PackWriter(repo.store, spool, codec=repo.codec)
     chunks = BlobCache(cfg.state_dir, repo, CHUNKS_DIR, KIND_CHUNK)
     ctx = ScanContext(data=data, maps=BlobCache(cfg.state_dir, repo, bases=True), staging_dir=staging,
@@ -317,7 +317,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
         ctx.data.abort()
         raise
     finally:
-        clear_staging(staging)
+        clear_dir(staging)
     result.warnings += ctx.warnings + ctx.errors
     if ctx.errors:
         raise CheckpointErrors(ctx.errors, result.seq)

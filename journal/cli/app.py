@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import sys
 
 import click
@@ -145,7 +146,21 @@ def durable_url(url: str) -> str:
 
 class OneLineGroup(click.Group):
     """Usage errors (a bad flag value, a missing argument) are one line too, and with
-    ``--json`` a JSON error object, even when click could not parse the command line."""
+    ``--json`` a JSON error object, even when click could not parse the command line.
+
+    ``lazy`` names commands whose module (of ``journal.cli``) registers them only when
+    one of them runs, or when ``journal --help`` lists them all (``entry``): a
+    ``journal checkpoint`` does not import what only ``journal ls`` needs."""
+
+    lazy: dict[str, str] = {}
+
+    def list_commands(self, ctx):
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in self.lazy:
+            importlib.import_module(f"{__package__}.{self.lazy[name]}")  # registers its commands on ``main``
+        return super().get_command(ctx, name)
 
     def main(self, args=None, *rest, **kwargs):
         kwargs["standalone_mode"] = False
