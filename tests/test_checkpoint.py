@@ -1016,3 +1016,33 @@ def test_a_dropped_pending_manifest_keeps_a_tree_whose_live_directory_is_gone(ba
     assert (out / "codex" / "keep.txt").read_text() == "codex data " * 100   # as in the parent, seq 1
     assert (out / "fx" / "notes.txt").read_text() == "B" * 1000
     assert bare_live.repo().manifest_seqs() == [1, 2]
+
+
+def test_a_one_file_tick_in_a_large_tree_encodes_only_the_leaf_page_of_that_file(bare_live, monkeypatch, tmp_path):
+    """The tree's other leaf pages are taken back from its last index (``build_index``'s
+    ``previous``), and the index read back holds every path as it is now."""
+    from journal.format import index
+
+    live = bare_live
+    root = live.local / "agent-state" / "claude" / "projects"
+    for d in range(20):
+        (root / f"p{d:02d}").mkdir(parents=True)
+        for f in range(100):
+            (root / f"p{d:02d}" / f"s{f:03d}.jsonl").write_bytes(b'{"d": %d, "f": %d}\n' % (d, f))
+    live.checkpoint()
+    leaves = []
+    real = index.encode
+    monkeypatch.setattr(index, "encode", lambda page: (page.level == 0 and leaves.append(0)) or real(page))
+    for tick, (d, f) in enumerate(((7, 42), (7, 43), (19, 99), (0, 0)), 2):
+        leaves.clear()
+        with open(root / f"p{d:02d}" / f"s{f:03d}.jsonl", "ab") as fh:
+            fh.write(b'{"more": %d}\n' % tick)
+
+        assert live.checkpoint().seq == tick
+        assert leaves == [0], tick  # one leaf of 30-odd encoded
+    monkeypatch.undo()
+    assert sum(1 for p in live.entries("claude") if p.endswith(".jsonl")) == 2000
+    assert live.restore(to=str(tmp_path / "back")).complete
+    back = tmp_path / "back" / "claude" / "projects"
+    assert all((back / f"p{d:02d}" / f"s{f:03d}.jsonl").read_bytes() == (root / f"p{d:02d}" / f"s{f:03d}.jsonl").read_bytes()
+               for d in range(20) for f in range(100))

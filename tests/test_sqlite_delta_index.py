@@ -10,6 +10,9 @@ change in a 20,000-file tree). The builder now finds the stored copy.
 from __future__ import annotations
 
 import hashlib
+import random
+
+import pytest
 
 import msgspec
 
@@ -66,3 +69,76 @@ def test_a_one_file_change_writes_only_the_pages_on_its_path():
     packs.added = 0
     again, _ = packs.build(entries(20000, changed), known, "p9")
     assert packs.added == 0 and again == root, "an unchanged tree writes nothing"
+
+
+# --- Leaf pages taken back from the last index without encoding them (build_index's ``previous``) ---
+
+def build_counting(entries_now: list[Entry], known: dict[str, BlobRef], previous, monkeypatch) -> tuple:
+    """``(root, used, keys, leaves encoded)`` of one build into a memory 'pack'."""
+    from journal.format import index
+
+    encoded = []
+    real = index.encode
+    monkeypatch.setattr(index, "encode", lambda page: encoded.append(page.level) or real(page))
+
+    def add(payload: bytes, _key) -> BlobRef:
+        pid = hashlib.sha256(payload).hexdigest()
+        return BlobRef(pid, "a" * 64, 0, len(payload), len(payload))
+
+    keys: dict = {}
+    root, used = build_index(entries_now, known, add, keys, previous=previous)
+    monkeypatch.setattr(index, "encode", real)
+    return root, used, keys, encoded.count(0)
+
+
+def previous_of(entries_then: list[Entry], used: dict, keys: dict, entries_now: list[Entry]):
+    from journal.format.index import Previous
+
+    held = {e.path: e for e in entries_then}
+    now = {e.path for e in entries_now}
+    return Previous({first: used[pid] for pid, (level, first) in keys.items() if level == 0},
+                    lambda e: held.get(e.path) is e, sorted(p for p in held if p not in now))
+
+
+def test_a_one_file_change_encodes_one_leaf_page(monkeypatch):
+    then = entries(20000)
+    root, known, keys, leaves = build_counting(then, {}, None, monkeypatch)
+    assert leaves > 200
+    now = list(then)
+    now[12500] = entries(20000, frozenset({12500}))[12500]
+
+    root_now, used, _keys, leaves = build_counting(now, known, previous_of(then, known, keys, now), monkeypatch)
+
+    assert leaves == 1
+    assert (root_now, used) == build_counting(now, known, None, monkeypatch)[:2]
+
+
+@pytest.mark.parametrize("fanout,max_items", [(64, 1024), (4, 1024), (2, 3)])
+def test_leaves_taken_back_give_the_very_index_a_full_build_gives(monkeypatch, fanout, max_items):
+    """Random adds, removals and changes, on trees from 1 to 300 paths, with small page
+    sizes and a small ``MAX_ITEMS`` (cuts by count, and trees where every path is a
+    boundary): a build that takes leaves back equals the full build, page for page."""
+    from journal.format import index
+
+    monkeypatch.setattr(index, "LEAF_FANOUT", fanout)
+    monkeypatch.setattr(index, "MAX_ITEMS", max_items)
+    rng = random.Random(f"{fanout}:{max_items}")
+    taken = 0
+    for _ in range(150):
+        n = rng.choice([1, 2, 3, 5, 8, 40, 300])
+        then = [Entry(path=f"d/{i:04d}", kind="jsonl", mode=0o644, mtime_ns=1) for i in sorted(rng.sample(range(400), n))]
+        root, known, keys, full = build_counting(then, {}, None, monkeypatch)
+        now = list(then)
+        for _ in range(rng.choice([0, 1, 2, 5])):
+            op, i = rng.choice(["add", "drop", "change"]), rng.randrange(400)
+            path = f"d/{i:04d}"
+            now = [e for e in now if e.path != path] if op != "add" or all(e.path != path for e in now) else now
+            if op != "drop":
+                now = sorted([*now, Entry(path=path, kind="jsonl", mode=0o644, mtime_ns=2)], key=lambda e: e.path)
+        if not now:
+            continue
+        want = build_counting(now, known, None, monkeypatch)
+        got = build_counting(now, known, previous_of(then, known, keys, now), monkeypatch)
+        assert got[:3] == want[:3], (then, now)
+        taken += want[3] - got[3]
+    assert taken > 0

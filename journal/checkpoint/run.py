@@ -35,7 +35,7 @@ from ..config import Config, no_trees_hint
 from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, HistoryWithoutState,
                       JournalError, KeyExists, ManifestConflict, describe_error)
 from ..repository.history import ManifestCache
-from ..format.index import build_index
+from ..format.index import Previous, build_index
 from ..heap import cycles_paused
 from ..localfs import clear_dir
 from ..local import activity, quiet
@@ -367,7 +367,8 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         files = trees[name].files
         entries = sorted((fs.entry for fs in files.values()), key=lambda e: e.path)
         cache, keys = trees[name], {}
-        root, used = build_index(entries, cache.pages, writer.adder(cache), keys, repo.codec)
+        root, used = build_index(entries, cache.pages, writer.adder(cache), keys, repo.codec,
+                                 _previous_index(state.trees.get(name), files))
         built[name] = (root, used, keys)
     index.finish()
     for name, (root, used, keys) in built.items():
@@ -405,6 +406,24 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
     pages.prune(keep_pages(trees))
     return _Committed(seq=seq, manifest_id=mid, blobs=data.blobs + index.blobs, objects=manifest.added_objects,
                       bytes=manifest.added_bytes + len(record))
+
+
+def _previous_index(old: TreeCache | None, files: dict[str, FileState]) -> Previous | None:
+    """The tree's last index as ``build_index`` takes its unchanged leaves back: its
+    leaf pages by first path (``page_keys``, which ``settle`` recorded when that index
+    was built from ``old.files``), the entries it holds (a ``FileState`` the scan reused
+    keeps its very ``Entry``; entries are frozen), and the paths gone since."""
+    if old is None or not old.page_keys:
+        return None
+    leaves = {first: old.pages[pid] for pid, (level, first) in old.page_keys.items()
+              if level == 0 and pid in old.pages}
+    held = old.files
+
+    def kept(entry) -> bool:
+        fs = held.get(entry.path)
+        return fs is not None and fs.entry is entry
+
+    return Previous(leaves, kept, sorted(p for p in held if p not in files))
 
 
 def _tree_root(cache: TreeCache) -> TreeRoot:

@@ -12,6 +12,7 @@ an empty ``pack`` field, meaning "the pack this page was read from".
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
@@ -39,7 +40,10 @@ def _boundary(name: str, level: int, fanout: int, key: bytes = b"") -> bool:
     return int.from_bytes(digest, "big") % fanout == 0
 
 
-def _chunk(items: list, names: list[str], level: int, fanout: int, key: bytes) -> list[list]:
+def _chunk(items: list, names: list[str], level: int, fanout: int, key: bytes) -> tuple[list[list], bool]:
+    """``(groups, by_boundary)``: the items cut after each boundary name and at
+    ``MAX_ITEMS``; when that would give one group per item (every name a boundary),
+    cut by count instead (``by_boundary`` False)."""
     groups, current = [], []
     for item, name in zip(items, names):
         current.append(item)
@@ -49,8 +53,8 @@ def _chunk(items: list, names: list[str], level: int, fanout: int, key: bytes) -
     if current:
         groups.append(current)
     if len(groups) == len(items) and len(items) > 1:
-        groups = [items[i:i + fanout] for i in range(0, len(items), fanout)]
-    return groups
+        return [items[i:i + fanout] for i in range(0, len(items), fanout)], False
+    return groups, True
 
 
 def _emit(page: Page, first: str, known: dict[str, BlobRef], used: dict[str, BlobRef], add_page: AddPage,
@@ -82,9 +86,23 @@ def _stored_as_same_pack(page: Page, known: dict[str, BlobRef], codec: Codec) ->
     return None
 
 
+class Previous(NamedTuple):
+    """The tree's last index, for ``build_index`` to take back its leaf pages whose
+    entries did not change without encoding or hashing them again (design §8).
+
+    ``leaves``: the first path of each leaf page of that index, to the page's ref;
+    ``kept(entry)``: whether ``entry`` is the very entry that index holds at its path;
+    ``gone``: the paths that index holds and the new entries do not, sorted. It MUST
+    describe an index built with the same codec as the new one."""
+
+    leaves: dict[str, BlobRef]
+    kept: Callable[[Entry], bool]
+    gone: list[str]
+
+
 def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPage,
                 keys: dict[str, tuple[int, str]] | None = None,
-                codec: Codec = PLAIN) -> tuple[BlobRef | None, dict[str, BlobRef]]:
+                codec: Codec = PLAIN, previous: Previous | None = None) -> tuple[BlobRef | None, dict[str, BlobRef]]:
     """Build the page tree of ``entries`` (sorted by path); page ids are ``codec``'s.
 
     ``known`` maps page ids already in the store to their refs; only pages not in it
@@ -92,25 +110,71 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
     ref (``None`` for an empty tree) and every page the tree uses, by id; ``keys``, if
     given, receives each used page's ``(level, first path)``: a page that replaces it
     in a later tree has the same key as long as the boundary before it stays.
+    ``previous``: the last index of the same tree, whose unchanged leaf pages are
+    taken back as they are (``_same_leaf``).
     """
     used: dict[str, BlobRef] = {}
     if not entries:
         return None, used
     level_items: list[PageRef] = []
-    for group in _chunk(entries, [e.path for e in entries], 0, LEAF_FANOUT, codec.boundary_key):
-        ref = _emit(Page(level=0, entries=tuple(group)), group[0].path, known, used, add_page, keys, codec)
-        level_items.append(PageRef(group[0].path, ref, len(group), sum(e.size for e in group)))
+    groups, by_boundary = _chunk(entries, [e.path for e in entries], 0, LEAF_FANOUT, codec.boundary_key)
+    if previous is not None and not (by_boundary and _cut_by_boundary(groups, previous)):
+        previous = None
+    for n, group in enumerate(groups):
+        first = group[0].path
+        ref = None if previous is None else _same_leaf(group, n == len(groups) - 1, previous, codec)
+        if ref is None:
+            ref = _emit(Page(level=0, entries=tuple(group)), first, known, used, add_page, keys, codec)
+        else:
+            used[ref.id] = ref
+            if keys is not None:
+                keys[ref.id] = (0, first)
+        level_items.append(PageRef(first, ref, len(group), sum(e.size for e in group)))
     level = 1
     while len(level_items) > 1:
         next_items = []
         for group in _chunk(level_items, [c.first for c in level_items], level, INNER_FANOUT,
-                            codec.boundary_key):
+                            codec.boundary_key)[0]:
             children = tuple(_same_pack(c) for c in group)
             ref = _emit(Page(level=level, children=children), group[0].first, known, used, add_page, keys, codec)
             next_items.append(PageRef(group[0].first, ref, sum(c.files for c in group), sum(c.bytes for c in group)))
         level_items = next_items
         level += 1
     return level_items[0].ref, used
+
+
+def _cut_by_boundary(groups: list[list[Entry]], previous: Previous) -> bool:
+    """Whether the last index's leaves were cut by boundaries, not by count (``_chunk``
+    cuts by count when every path but the last is a boundary): some path it held, and
+    not as its last, is no boundary. The first path of a group of two or more that the
+    new build cut by boundaries is none; when the second is held too, the last index
+    held a path after it."""
+    kept = previous.kept
+    return any(len(group) >= 2 and kept(group[0]) and kept(group[1]) for group in groups)
+
+
+def _same_leaf(group: list[Entry], last: bool, previous: Previous, codec: Codec) -> BlobRef | None:
+    """The last index's leaf page that holds exactly ``group``, else None; both builds
+    cut their leaves by boundaries (``_chunk``, ``_cut_by_boundary``).
+
+    Page ends depend only on the paths, so the last index's leaf that started at
+    ``group``'s first path ran through the same paths and ended where ``group`` ends,
+    when: every entry of ``group`` is the one that index held (so no path in it is
+    new), no path that index held between its first and last is gone, and ``group``
+    ended at a boundary or at ``MAX_ITEMS``, or the last index held no path after it
+    either (the tree's last group may end only because the entries do, where the old
+    leaf may have gone on)."""
+    first, last_path = group[0].path, group[-1].path
+    ref = previous.leaves.get(first)
+    if ref is None:
+        return None
+    gone = previous.gone
+    i = bisect.bisect_right(gone, first)
+    if i < len(gone) and (gone[i] < last_path or last and len(group) < MAX_ITEMS
+                          and not _boundary(last_path, 0, LEAF_FANOUT, codec.boundary_key)):
+        return None
+    kept = previous.kept
+    return ref if all(kept(e) for e in group) else None
 
 
 def _same_pack(child: PageRef) -> PageRef:
