@@ -96,8 +96,8 @@ def previous_of(entries_then: list[Entry], used: dict, keys: dict, entries_now: 
 
     held = {e.path: e for e in entries_then}
     now = {e.path for e in entries_now}
-    return Previous({first: used[pid] for pid, (level, first) in keys.items() if level == 0},
-                    lambda e: held.get(e.path) is e, sorted(p for p in held if p not in now))
+    differ = [e.path for e in entries_now if held.get(e.path) is not e] + [p for p in held if p not in now]
+    return Previous({first: used[pid] for pid, (level, first) in keys.items() if level == 0}, sorted(differ))
 
 
 def test_a_one_file_change_encodes_one_leaf_page(monkeypatch):

@@ -411,19 +411,17 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
 def _previous_index(old: TreeCache | None, files: dict[str, FileState]) -> Previous | None:
     """The tree's last index as ``build_index`` takes its unchanged leaves back: its
     leaf pages by first path (``page_keys``, which ``settle`` recorded when that index
-    was built from ``old.files``), the entries it holds (a ``FileState`` the scan reused
-    keeps its very ``Entry``; entries are frozen), and the paths gone since."""
+    was built from ``old.files``), and the paths whose entry is not the one it holds (a
+    ``FileState`` the scan reused keeps its very ``Entry``; entries are frozen) or that
+    are gone since."""
     if old is None or not old.page_keys:
         return None
     leaves = {first: old.pages[pid] for pid, (level, first) in old.page_keys.items()
               if level == 0 and pid in old.pages}
     held = old.files
-
-    def kept(entry) -> bool:
-        fs = held.get(entry.path)
-        return fs is not None and fs.entry is entry
-
-    return Previous(leaves, kept, sorted(p for p in held if p not in files))
+    differ = [p for p, fs in files.items() if (was := held.get(p)) is None or was.entry is not fs.entry]
+    differ += [p for p in held if p not in files]
+    return Previous(leaves, sorted(differ))
 
 
 def _tree_root(cache: TreeCache) -> TreeRoot:

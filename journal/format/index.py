@@ -91,13 +91,12 @@ class Previous(NamedTuple):
     entries did not change without encoding or hashing them again (design §8).
 
     ``leaves``: the first path of each leaf page of that index, to the page's ref;
-    ``kept(entry)``: whether ``entry`` is the very entry that index holds at its path;
-    ``gone``: the paths that index holds and the new entries do not, sorted. It MUST
-    describe an index built with the same codec as the new one."""
+    ``differ``: sorted, every path whose entry is not the very entry that index holds
+    (new, changed) and every path it holds that the new entries do not (gone). It
+    MUST describe an index built with the same codec as the new one."""
 
     leaves: dict[str, BlobRef]
-    kept: Callable[[Entry], bool]
-    gone: list[str]
+    differ: list[str]
 
 
 def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPage,
@@ -147,10 +146,11 @@ def _cut_by_boundary(groups: list[list[Entry]], previous: Previous) -> bool:
     """Whether the last index's leaves were cut by boundaries, not by count (``_chunk``
     cuts by count when every path but the last is a boundary): some path it held, and
     not as its last, is no boundary. The first path of a group of two or more that the
-    new build cut by boundaries is none; when the second is held too, the last index
-    held a path after it."""
-    kept = previous.kept
-    return any(len(group) >= 2 and kept(group[0]) and kept(group[1]) for group in groups)
+    new build cut by boundaries is none; when it and the second are held as they were,
+    the last index held a path after it."""
+    differ = set(previous.differ)
+    return any(len(group) >= 2 and group[0].path not in differ and group[1].path not in differ
+               for group in groups)
 
 
 def _same_leaf(group: list[Entry], last: bool, previous: Previous, codec: Codec) -> BlobRef | None:
@@ -159,22 +159,20 @@ def _same_leaf(group: list[Entry], last: bool, previous: Previous, codec: Codec)
 
     Page ends depend only on the paths, so the last index's leaf that started at
     ``group``'s first path ran through the same paths and ended where ``group`` ends,
-    when: every entry of ``group`` is the one that index held (so no path in it is
-    new), no path that index held between its first and last is gone, and ``group``
-    ended at a boundary or at ``MAX_ITEMS``, or the last index held no path after it
+    when: no path from its first to its last differs (none is new, changed or gone),
+    and ``group`` ended at a boundary or at ``MAX_ITEMS``, or no path after it differs
     either (the tree's last group may end only because the entries do, where the old
     leaf may have gone on)."""
     first, last_path = group[0].path, group[-1].path
     ref = previous.leaves.get(first)
     if ref is None:
         return None
-    gone = previous.gone
-    i = bisect.bisect_right(gone, first)
-    if i < len(gone) and (gone[i] < last_path or last and len(group) < MAX_ITEMS
-                          and not _boundary(last_path, 0, LEAF_FANOUT, codec.boundary_key)):
+    differ = previous.differ
+    i = bisect.bisect_left(differ, first)
+    if i < len(differ) and (differ[i] <= last_path or last and len(group) < MAX_ITEMS
+                            and not _boundary(last_path, 0, LEAF_FANOUT, codec.boundary_key)):
         return None
-    kept = previous.kept
-    return ref if all(kept(e) for e in group) else None
+    return ref
 
 
 def _same_pack(child: PageRef) -> PageRef:
