@@ -32,7 +32,6 @@ from ..format.model import (ENCRYPTED_STORE_VERSION, PLAIN_STORE_VERSION, STORE_
                             Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem)
 from ..format.objects import (KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, is_id,
                       parse_header)
-from ..format.inputs import INPUT_PREFIX
 from ..store.base import Store
 
 CONFIG_KEY = "config"
@@ -136,6 +135,8 @@ def _fresh(store: Store) -> bool:
 
 
 def _holds_data(store: Store) -> bool:
+    from ..format.inputs import INPUT_PREFIX  # here: the input journal's records are not every command's
+
     return any(next(iter(store.list(prefix)), None) is not None
                for prefix in (MANIFEST_PREFIX, PACK_PREFIX, INPUT_PREFIX))
 
