@@ -92,7 +92,7 @@ def parse_args(argv=None):
     p.add_argument("--link-runs", type=int, default=1, help="runs of the link part (default 1)")
     p.add_argument("--parts", default=",".join(PARTS), help="parts to run (default: all)")
     p.add_argument("--smoke", action="store_true",
-                   help="a tiny version (small scale, 1 run, small files) that produces every figure and judges no "
+                   help="a tiny version (small scale, 1 run, small files, a fast link) that produces every figure and judges no "
                         "target: its figures are too small to mean anything")
     p.add_argument("--json", metavar="FILE", help="write every figure to FILE")
     p.add_argument("--markdown", metavar="FILE", help="write the result tables to FILE")
@@ -106,6 +106,7 @@ def parse_args(argv=None):
         args.scale, args.runs, args.ticks = 0.02, 1, 2
         args.big_file_mib, args.tree_files, args.db_mib, args.db_txns = 8, 300, 2, 20
         args.gc_objects, args.gc_appends, args.gc_checkpoints = 3000, 100, 200
+        args.link_rate, args.link_latency = 200.0, 3.0   # a fast link: the figures, not the waits
     if args.smoke:
         args.big_runs = 1
     args.db_runs = args.db_runs or args.runs
