@@ -17,12 +17,13 @@ $(BIN)/.installed: pyproject.toml bin/journal
 demo: $(BIN)/.installed
 	$(BIN)/journal demo
 
-# pytest exits 5 when it collects no tests; that is a failure here. Two workers (pytest-xdist),
+# pytest exits 5 when it collects no tests; that is a failure here. Three workers (pytest-xdist;
+# many tests wait on child processes, so a third beats two on 2 cores: 172 s against 181-188),
 # each taking whole test files. `test` runs the tests marked long at their short size (or
 # skips them); `test-long` at full size.
 test: $(BIN)/.installed
 	bash tools/test-deps.sh
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile $(PYTEST_ARGS); rc=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests collected: failing"; exit 1; fi; exit $$rc
 
 test-long:
