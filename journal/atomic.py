@@ -8,6 +8,7 @@ directory is fsynced. It is never reopened or appended to.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import uuid
@@ -247,3 +248,20 @@ def discard_temp(tmp: str, fs: FsOps | None = None) -> None:
         (fs or OS_FS).unlink(tmp)
     except FileNotFoundError:
         pass
+
+
+def replace_file(path: str, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace a small local file whole that needs no durability (a status record, a
+    metrics file): ``data`` in a new temp file beside it (``O_EXCL|O_NOFOLLOW``), renamed
+    over it, no fsync. A reader sees the old file or the new one; on any error the temp
+    file is removed and the error raised."""
+    tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -18,11 +18,13 @@ not fsynced, and failing to write one never fails the operation that reports it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
 import msgspec
 
+from ..atomic import replace_file
 from ..paths import ACTIVITY_DIR, ACTIVITY_OK
 
 CHECKPOINT, RUN, ERROR, RESTORE = "checkpoint.json", "run.json", "error.json", "restore.json"
@@ -152,14 +154,6 @@ def _read(where: str, name: str, kind):
 def _write(state_dir: str, name: str, record) -> None:
     """Replace one record whole (a temp file renamed over it); best effort."""
     where = os.path.join(state_dir, ACTIVITY_DIR)
-    tmp = os.path.join(where, f".{name}.{os.getpid()}")
-    try:
+    with contextlib.suppress(OSError):
         os.makedirs(where, exist_ok=True)
-        with open(tmp, "wb") as fh:
-            fh.write(msgspec.json.encode(record))
-        os.replace(tmp, os.path.join(where, name))
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        replace_file(os.path.join(where, name), msgspec.json.encode(record))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from ..atomic import replace_file
 from ..errors import ConfigError
 
 #: (name, type, help, the value from ``Status``; None leaves the metric out)
@@ -64,18 +65,7 @@ def render(status) -> bytes:
 
 def write_metrics(path: str, status) -> None:
     """Replace ``path`` with the metrics of ``status``: a temp file beside it, renamed over it."""
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(render(status))
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_file(path, render(status))
 
 
 def _number(value) -> str:
