@@ -61,6 +61,7 @@ from ..report import SILENT, Reporter
 from ..repository.repository import (MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, manifest_key, pack_key,
                                      pack_of, utc_now)
 from ..store.base import Store
+from .delete import Deleter, named_pack
 from .fate import Fate
 from .inputs import InputPolicy, expired_inputs, input_fate
 from .lease import LEASE_SECONDS, Lease
@@ -71,9 +72,6 @@ from .spill import Spill, Table
 #: The sweep deletes at most this many keys per request (S3's DeleteObjects limit), each
 #: batch right after a lease check, and a batch of packs right after listing manifests again.
 DELETE_BATCH = 1000
-#: When a bulk delete fails and is redone key by key, the manifests are listed again
-#: every this many single requests (and the lease is checked before each).
-FALLBACK_RELIST = 32
 #: Items a plan names (per list); the counts and bytes cover all of them.
 SAMPLE_ITEMS = 100
 
@@ -193,11 +191,6 @@ def _key_problem(item: TombstoneItem) -> bool:
     return pack_of(item.key) is None
 
 
-def _named_pack(item: TombstoneItem) -> str:
-    """The pack id of a pack or orphan item ``_Gc._items`` passed (its key is a pack key)."""
-    return item.key.rsplit("/", 1)[-1]
-
-
 def _manifests(store: Store) -> Iterator[tuple[int, int]]:
     """``(seq, size)`` of every manifest present now (one listing, streamed)."""
     for key, size in store.list_sizes(MANIFEST_PREFIX):
@@ -262,9 +255,8 @@ class _Gc:
         except BaseException:
             self.spill.close()
             raise
-        # Manifests committed after gc listed them are walked by the sweep (``_protect``).
-        self.accounted = set(self.manifests.seqs)
-        self.fresh: Reach | None = None
+        # Manifests committed after gc listed them are walked by the sweep (``Deleter.protect``).
+        self.deleter = Deleter(repo, lease, set(self.manifests.seqs), DELETE_BATCH) if lease is not None else None
 
     def __enter__(self) -> "_Gc":
         return self
@@ -340,7 +332,7 @@ class _Gc:
                 if item.kind == ItemKind.INPUT:
                     inputs.append(item.key)
                 elif item.kind != ItemKind.MANIFEST:
-                    packs.append(_named_pack(item))
+                    packs.append(named_pack(item))
                 else:
                     marked_manifests.add(item.key)
                     seq = _seq_of(item.key)
@@ -491,7 +483,7 @@ class _Gc:
         for item in manifests:
             delete.add(item, item.bytes)
         if self.lease is not None:
-            self._delete_items(manifests, result)
+            self.deleter.items(manifests, result)
         waiting = 0
         stones: list[str] = []  # finished tombstones, deleted a batch at a time after their packs
         done = 0
@@ -506,10 +498,10 @@ class _Gc:
                     stones.append(key)
             if self.lease is not None:
                 if len(stones) >= DELETE_BATCH:
-                    self._delete_tombstones(stones, result)
+                    self.deleter.tombstones(stones, result)
                 self.reporter.progress(done, len(ripe))
         if stones:
-            self._delete_tombstones(stones, result)
+            self.deleter.tombstones(stones, result)
         return waiting
 
     def _sweep_one(self, key: str, stone: LazyTombstone, delete: _Tally, result: GcResult) -> tuple[int, bool, bool]:
@@ -530,17 +522,17 @@ class _Gc:
             if item.kind == ItemKind.INPUT:
                 inputs.append(item)
                 if len(inputs) >= DELETE_BATCH:
-                    self._delete_items(inputs, result)
+                    self.deleter.items(inputs, result)
                     inputs = []
                 continue
             batch.append(item)
             if len(batch) >= DELETE_BATCH:
-                revived |= self._delete_packs(batch, result)
+                revived |= self.deleter.packs(batch, result)
                 batch = []
         if batch:
-            revived |= self._delete_packs(batch, result)
+            revived |= self.deleter.packs(batch, result)
         if inputs:
-            self._delete_items(inputs, result)
+            self.deleter.items(inputs, result)
         return waiting, resolved, revived
 
     def _fate(self, item: TombstoneItem | None, mark_seq: int) -> Fate:
@@ -555,81 +547,9 @@ class _Gc:
             if seq in manifests.present and seq not in self.tombstones.deleting and seq not in manifests.kept:
                 return Fate.KEEP
             return Fate.DONE
-        pack = _named_pack(item)
+        pack = named_pack(item)
         if pack in self.reach.packs or self.spill.has(Table.GONE, pack):
             return Fate.DONE
         if item.kind == ItemKind.ORPHAN and self.manifests.newest <= mark_seq:
             return Fate.WAIT  # the store has not moved past its mark yet
         return Fate.DELETE
-
-    def _delete_packs(self, batch: list[TombstoneItem], result: GcResult) -> bool:
-        """Delete the packs of ``batch`` that no manifest committed since gc started
-        reaches, listing the manifests again (and walking new ones) just before; True
-        when a manifest needs one of them (its tombstone then stays)."""
-        fresh = self._protect()
-        doomed = [item for item in batch if _named_pack(item) not in fresh.packs]
-        result.protected += len(batch) - len(doomed)
-        kept = self._delete_items(doomed, result)
-        return len(doomed) < len(batch) or kept > 0
-
-    def _delete_items(self, items: list[TombstoneItem], result: GcResult) -> int:
-        """Delete the packs (or manifests, or input keys) ``items`` name; returns how many a
-        manifest committed meanwhile turned out to need (only found when a bulk request of
-        packs is redone key by key)."""
-        packs = any(item.kind != ItemKind.INPUT for item in items)
-        kept = set(self._delete_keys([item.key for item in items], packs=packs))
-        gone = [item for item in items if item.key not in kept]
-        result.deleted += len(gone)
-        result.bytes_freed += sum(item.bytes for item in gone)
-        result.protected += len(kept)
-        return len(kept)
-
-    def _delete_tombstones(self, keys: list[str], result: GcResult) -> None:
-        """Delete the resolved tombstones ``keys`` (every pack they name is gone); then empty it."""
-        self._delete_keys(keys)
-        result.tombstones_removed += len(keys)
-        keys.clear()
-
-    def _delete_keys(self, keys: list[str], packs: bool = False) -> list[str]:
-        """``DELETE_BATCH`` keys per request, each request right after a lease check.
-        A failed bulk request is redone key by key by the store, each single request
-        after a lease check too and, for packs, after the manifests are listed again
-        every ``FALLBACK_RELIST`` keys: a pack a new manifest needs is kept (returned)."""
-        kept: list[str] = []
-        for start in range(0, len(keys), DELETE_BATCH):
-            self.lease.check()
-            kept += self.repo.store.delete_many(keys[start:start + DELETE_BATCH],
-                                                guard=self._single_guard(packs)) or []
-        return kept
-
-    def _single_guard(self, packs: bool) -> Callable[[str], bool]:
-        done = 0
-
-        def guard(key: str) -> bool:
-            nonlocal done
-            self.lease.check()
-            if not packs:
-                return True
-            if done % FALLBACK_RELIST == 0:
-                self._protect()
-            done += 1
-            return key.rsplit("/", 1)[-1] not in self.fresh.packs
-
-        return guard
-
-    def _protect(self) -> Reach:
-        """Walk the manifests committed since gc first listed them (each once); returns
-        what they reach."""
-        if self.fresh is None:
-            self.fresh = Reach(self.repo)
-        for seq in self.repo.manifest_seqs():
-            self._keep()
-            if seq in self.accounted:
-                continue
-            self.accounted.add(seq)
-            try:
-                manifest = self.repo.load_manifest(seq)[0]
-            except (ObjectNotFound, CorruptObject):
-                continue  # gone, or unreadable (restore skips it too): it needs nothing
-            self.fresh.walk(manifest)
-        return self.fresh
