@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 # The state directory's layout (docs/design.md §10): every name journal makes in it,
 # defined here once. ``tests/test_paths.py`` checks that the code makes no other and
 # that the design lists each one.
-STATE_FILE = "state.msgpack"        # the local state (local/state.py), replaced atomically
+STATE_FILE = "state.msgpack"        # the local state file (local/state.py), replaced atomically
+STATE_BASE_DIR = "state-base"       # the local state's bases, <token>, each written once (local/state.py)
 LOCK_FILE = "lock"                  # flock: one checkpoint or restore at a time
 SUPERVISE_LOCK = "supervise.lock"   # flock a supervisor holds for its lifetime (supervise/run.py)
 STATUS_FILE = "status.json"         # the supervisor's status (supervise/status.py)
@@ -38,8 +39,8 @@ INVALID_DIR = "invalid"             # invalid local databases moved aside by res
 INPUT_SOCKET = "input.sock"         # the input socket a supervisor serves, by default (supervise/inputs.py)
 ACTIVITY_DIR = "activity"           # what the last checkpoint, run, restore and error were (local/activity.py)
 ACTIVITY_OK = "ok"                  # in it: an empty file whose mtime is the last successful checkpoint run
-STATE_NAMES = (STATE_FILE, LOCK_FILE, SUPERVISE_LOCK, STATUS_FILE, QUIET_FILE, TMP_DIR, SPOOL_DIR, STAGING_DIR,
-               BASE_DIR, MAPS_DIR, PAGES_DIR, CHUNKS_DIR, RECHECK_DIR, TREE_TMP_DIR, INVALID_DIR, INPUT_SOCKET,
+STATE_NAMES = (STATE_FILE, STATE_BASE_DIR, LOCK_FILE, SUPERVISE_LOCK, STATUS_FILE, QUIET_FILE, TMP_DIR, SPOOL_DIR,
+               STAGING_DIR, BASE_DIR, MAPS_DIR, PAGES_DIR, CHUNKS_DIR, RECHECK_DIR, TREE_TMP_DIR, INVALID_DIR, INPUT_SOCKET,
                ACTIVITY_DIR)
 
 

@@ -1,11 +1,21 @@
 """This machine's local state: a cache of what this writer last published or restored.
 
-It lives in the state directory on local disk, outside the trees, as
-``<state_dir>/state.msgpack`` (``LocalState``, msgpack, replaced atomically), beside
+It lives in the state directory on local disk, outside the trees, beside
 ``<state_dir>/lock``, the ``flock`` that lets one checkpoint or restore run at a time
 (``StateLock``). Every name in the state directory is in ``journal/paths.py``.
 
-The cache is trusted only for the store it names (``store_id``).
+In memory it is one ``LocalState``. On disk it is two parts (design §10):
+
+* ``state-base/<token>``: a *base* (``StateBase``), every tree's path and page tables
+  as they were at some save; written once under a new random name and never changed;
+* ``state.msgpack``: the *state file* (``StateFile``), replaced atomically at every
+  save: the scalars (sequence, pending manifest, markers), the name of its base, and
+  per tree what differs from the base (entries set or changed, keys gone).
+
+A save writes only the state file while the difference is small (a one-change tick
+writes a few KiB, not the 7 MiB of a 20,000-file tree); past ``COMPACT_PART`` of the
+paths it writes a new base first, then the state file naming it, then removes the
+other bases. The cache is trusted only for the store it names (``store_id``).
 """
 
 from __future__ import annotations
@@ -20,14 +30,24 @@ import msgspec
 from ..atomic import write_file_atomic
 from ..errors import LockBusy, StateDirUnusable
 from ..format.model import BlobRef, Entry
-from ..paths import LOCK_FILE, STATE_FILE, TMP_DIR
+from ..paths import LOCK_FILE, STATE_BASE_DIR, STATE_FILE, TMP_DIR
 from ..signatures import Stamp, file_stamp, stamp
 
 #: Version 2: entries may name chunk bases (``Entry.bases``). Code that knows only
 #: version 1 would drop them silently and publish delta chunks as whole ones, so it
-#: must refuse a version 2 state (its ``load_state`` does); this code reads both.
-STATE_VERSION = 2
-READ_STATE_VERSIONS = (1, 2)
+#: must refuse a version 2 state (its ``load_state`` does). Version 3: the state file
+#: holds each tree as changes to a base file (``StateFile.base``); code that knows only
+#: version 2 would take the changes for the whole tree, so it must refuse version 3
+#: (its ``load_state`` does). This code reads all three: a version 1 or 2 file is a
+#: state file with no base, its trees whole.
+STATE_VERSION = 3
+READ_STATE_VERSIONS = (1, 2, 3)
+
+#: A save writes a new base once the changes since the current one reach this part of
+#: the paths (and at least ``COMPACT_MIN`` of them): the state file stays below about a
+#: sixteenth of the base, and a base is written once per that many changed paths.
+COMPACT_PART = 16
+COMPACT_MIN = 512
 
 
 class FileState(msgspec.Struct, array_like=True, gc=False):
@@ -36,7 +56,9 @@ class FileState(msgspec.Struct, array_like=True, gc=False):
     ``roll``: for a transcript, the checkpointed offset where the next growing capture's
     rolling re-check starts (``capture.check_prefix``, design §6). A reader that does not
     know the trailing field ignores it; a state without it reads as 0. Not tracked by the
-    garbage collector (one per path; its fields can form no cycle: ``format/model.py``)."""
+    garbage collector (one per path; its fields can form no cycle: ``format/model.py``).
+    Never changed in place once a state holds it: a save finds the paths that differ
+    from the base by identity first (``_changes``), so a new value is a new object."""
 
     sig: tuple[int, int, int, int] | None
     entry: Entry
@@ -54,6 +76,31 @@ class TreeCache(msgspec.Struct, kw_only=True):
     restored: str | None = None         # why this is not the newest checkpoint's version (said by the next manifest)
 
 
+#: The fields of a ``TreeCache`` that a state file holds as changes to its base: its tables.
+_TABLES = tuple(f.name for f in msgspec.structs.fields(TreeCache) if f.default_factory is dict)
+_SCALARS = tuple(f for f in TreeCache.__struct_fields__ if f not in _TABLES)
+
+
+class TreeDelta(TreeCache, kw_only=True):
+    """A tree in the state file: its scalars, and its tables as changes to the base's
+    (entries set or changed; keys gone). With no base, or a tree the base lacks, the
+    tables are whole: a version 1 or 2 state file reads as this."""
+
+    files_gone: list[str] = []
+    pages_gone: list[str] = []
+    page_keys_gone: list[str] = []
+    bases_gone: list[str] = []
+
+
+class StateBase(msgspec.Struct, kw_only=True):
+    """A base file, ``state-base/<token>``: every tree's tables at one save. The token is
+    also its name, so a state file names exactly the base it was written against."""
+
+    version: int = STATE_VERSION
+    token: str
+    trees: dict[str, TreeCache] = {}
+
+
 class LocalState(msgspec.Struct, kw_only=True):
     """Everything this writer knows about the store and the live trees."""
 
@@ -68,6 +115,14 @@ class LocalState(msgspec.Struct, kw_only=True):
     pending: bytes | None = None        # ... its record bytes, republished on the next run
 
 
+class StateFile(LocalState, kw_only=True):
+    """``state.msgpack`` as stored: a ``LocalState`` whose trees are changes to the base
+    named ``base`` in ``state-base/`` (None: no base, every tree whole)."""
+
+    trees: dict[str, TreeDelta] = {}
+    base: str | None = None
+
+
 def cache_from_entries(root: BlobRef | None, pages: dict[str, BlobRef], entries, **flags) -> TreeCache:
     """A tree cache built from stored entries, every path marked for a re-read."""
     return TreeCache(root=root, pages=pages, files={e.path: FileState(None, e) for e in entries}, **flags)
@@ -78,8 +133,9 @@ def new_state(store_id: str) -> LocalState:
 
 
 # A long-running process (``journal supervise``) checkpoints every few seconds; the
-# decoded state is kept between runs while the file on disk is the one it saved.
-_memo: dict[str, tuple[Stamp, LocalState]] = {}
+# decoded state is kept between runs while the state file on disk is the one it saved
+# or read, with the base that file names (None: it names none).
+_memo: dict[str, tuple[Stamp, LocalState, StateBase | None]] = {}
 
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
@@ -91,20 +147,61 @@ def load_state(state_dir: str, store_id: str) -> LocalState | None:
 
 
 def read_state(state_dir: str) -> LocalState | None:
-    """The state file as it is, whatever store it names (None when missing or unreadable):
-    what this machine knows, for the lineage guards (``repository/lineage.py``)."""
+    """The state as it is, whatever store it names (None when missing or unreadable, its
+    base included): what this machine knows, for the lineage guards
+    (``repository/lineage.py``). A base that a save replaced between the reads of the
+    state file and of its base is read again through the new state file."""
     path = os.path.join(state_dir, STATE_FILE)
-    memo = _memo.get(path)
-    if memo is not None and memo[0] == file_stamp(path):
-        return memo[1]
+    for _ in range(3):
+        memo = _memo.get(path)
+        if memo is not None and memo[0] == file_stamp(path):
+            return memo[1]
+        try:
+            with open(path, "rb") as fh:
+                read = stamp(os.fstat(fh.fileno()))
+                top = msgspec.msgpack.decode(fh.read(), type=StateFile)
+        except (OSError, msgspec.DecodeError):
+            return None
+        if top.version not in READ_STATE_VERSIONS:
+            return top  # a newer state: its store and writer are still told (``load_state`` refuses it)
+        base = _read_base(state_dir, top.base) if top.base is not None else None
+        if top.base is not None and base is None:
+            if file_stamp(path) != read:
+                continue  # replaced meanwhile, with its base: read the new one
+            return None
+        state = _merged(top, base)
+        _memo[path] = (read, state, base)
+        return state
+    return None
+
+
+def _read_base(state_dir: str, name: str) -> StateBase | None:
+    if os.sep in name or name in ("", ".", ".."):
+        return None
     try:
-        with open(path, "rb") as fh:
-            read = stamp(os.fstat(fh.fileno()))
-            state = msgspec.msgpack.decode(fh.read(), type=LocalState)
+        with open(os.path.join(state_dir, STATE_BASE_DIR, name), "rb") as fh:
+            base = msgspec.msgpack.decode(fh.read(), type=StateBase)
     except (OSError, msgspec.DecodeError):
         return None
-    _memo[path] = (read, state)
-    return state
+    return base if base.token == name and base.version in READ_STATE_VERSIONS else None
+
+
+def _merged(top: StateFile, base: StateBase | None) -> LocalState:
+    """The state a state file and its base hold together. Every table is a new dict (the
+    base's are never changed: the next save compares with them)."""
+    def merge(table: str, changes: dict, held: dict | None, delta: TreeDelta) -> dict:
+        if held is None:
+            return {table: changes}
+        merged = dict(held)
+        for key in getattr(delta, f"{table}_gone"):
+            merged.pop(key, None)
+        merged.update(changes)
+        return {table: merged}
+
+    trees = _per_table(top.trees, base, TreeCache, merge)
+    return LocalState(version=top.version, store_id=top.store_id, writer=top.writer, seq=top.seq,
+                      manifest_id=top.manifest_id, restore_complete=top.restore_complete, trees=trees,
+                      pending_seq=top.pending_seq, pending=top.pending)
 
 
 def clear_restore_marker(state_dir: str, store_id: str) -> None:
@@ -127,14 +224,89 @@ def forget_state(state_dir: str) -> None:
 
 
 def save_state(state_dir: str, state: LocalState) -> None:
-    """Replace the state file atomically (temp, fsync, rename, fsync dir)."""
+    """Save ``state``: the state file replaced atomically (temp, fsync, rename, fsync dir),
+    holding what differs from the base the state file on disk names. When that base is
+    not the one this process read or wrote with the file on disk, or the difference
+    reaches ``COMPACT_PART`` of the paths, a new base is written first (the same way,
+    under a new name), and the other bases are removed only after the state file that
+    names the new one is in place (design §10)."""
     os.makedirs(state_dir, exist_ok=True)
     path = os.path.join(state_dir, STATE_FILE)
-    state.version = STATE_VERSION   # a version 1 state read here is written back as version 2
-    write_file_atomic(path, msgspec.msgpack.encode(state), os.path.join(state_dir, TMP_DIR))
+    tmp_dir = os.path.join(state_dir, TMP_DIR)
+    state.version = STATE_VERSION   # a version 1 or 2 state read here is written back as version 3
+    memo = _memo.get(path)
+    base = memo[2] if memo is not None and memo[0] == file_stamp(path) else None
+    trees, changed = _deltas(state.trees, base)
+    paths = sum(len(cache.files) for cache in state.trees.values())
+    fresh = None
+    if changed >= max(COMPACT_MIN, paths // COMPACT_PART):
+        fresh = StateBase(token=uuid.uuid4().hex, trees={
+            name: TreeCache(**{table: dict(getattr(cache, table)) for table in _TABLES})  # copies: kept as they are
+            for name, cache in state.trees.items()})
+        # ``state-base/`` made here is durable with the state file: its publish fsyncs this directory.
+        os.makedirs(os.path.join(state_dir, STATE_BASE_DIR), exist_ok=True)
+        write_file_atomic(os.path.join(state_dir, STATE_BASE_DIR, fresh.token), msgspec.msgpack.encode(fresh),
+                          tmp_dir)
+        base = fresh
+        trees, _ = _deltas(state.trees, base)
+    top = StateFile(**{f: getattr(state, f) for f in state.__struct_fields__ if f != "trees"},
+                    trees=trees, base=base.token if base is not None else None)
+    write_file_atomic(path, msgspec.msgpack.encode(top), tmp_dir)
+    if fresh is not None:
+        _remove_bases(state_dir, keep=fresh.token)
     saved = file_stamp(path)
     if saved is not None:
-        _memo[path] = (saved, state)
+        _memo[path] = (saved, state, base)
+
+
+def _deltas(trees: dict[str, TreeCache], base: StateBase | None) -> tuple[dict[str, TreeDelta], int]:
+    """Each tree as changes to ``base``, and how many entries and keys they name."""
+    def delta(table: str, now: dict, held: dict | None, _cache: TreeCache) -> dict:
+        if held is None:
+            return {table: now}
+        set_, gone = _changes(held, now)
+        return {table: set_, f"{table}_gone": gone}
+
+    out = _per_table(trees, base, TreeDelta, delta)
+    return out, sum(len(getattr(d, f)) + len(getattr(d, f"{f}_gone")) for d in out.values() for f in _TABLES)
+
+
+def _per_table(trees: dict, base: StateBase | None, make, per_table) -> dict:
+    """``{name: make(**fields)}`` for each tree of ``trees``: its scalars, and for each
+    table what ``per_table(table, its value, the base's (None: the base lacks the tree),
+    the tree)`` returns."""
+    out = {}
+    for name, tree in trees.items():
+        held = base.trees.get(name) if base is not None else None
+        fields = {f: getattr(tree, f) for f in _SCALARS}
+        for table in _TABLES:
+            fields.update(per_table(table, getattr(tree, table), None if held is None else getattr(held, table), tree))
+        out[name] = make(**fields)
+    return out
+
+
+_ABSENT = object()
+
+
+def _changes(old: dict, now: dict) -> tuple[dict, list]:
+    """``(set, gone)``: the keys of ``now`` whose value is not ``old``'s (the same object
+    first, an equal one then), and the keys of ``old`` that ``now`` lacks."""
+    get = old.get
+    set_ = {key: value for key, value in now.items() if (was := get(key, _ABSENT)) is not value and was != value}
+    gone = [key for key in old if key not in now] if len(now) - len(set_) < len(old) else []
+    return set_, gone
+
+
+def _remove_bases(state_dir: str, keep: str) -> None:
+    """Remove every base but ``keep``: those earlier saves named, and any a save killed
+    before its state file named it left behind."""
+    folder = os.path.join(state_dir, STATE_BASE_DIR)
+    for name in os.listdir(folder):
+        if name != keep:
+            try:
+                os.unlink(os.path.join(folder, name))
+            except FileNotFoundError:
+                pass
 
 
 class StateLock:

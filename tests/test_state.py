@@ -1,0 +1,243 @@
+"""The local state on disk (``journal/local/state.py``, design §10): a base written
+rarely, a small state file of changes written at every save, and the crash-ordering
+rules between them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import msgspec
+import pytest
+
+from conftest import clean_env
+from helpers.container import Live
+from journal.checkpoint import run as checkpoint_run
+from journal.format.model import BlobRef, Entry
+from journal.local import state as state_mod
+from journal.local.state import (FileState, LocalState, StateFile, TreeCache, forget_state, load_state, read_state,
+                                 save_state)
+from journal.paths import STATE_BASE_DIR, STATE_FILE
+from tripwire import TRIPWIRE
+
+TREE = "agent-state/claude"
+
+
+def fill(live: Live, n: int) -> None:
+    for i in range(n):
+        live.write(f"{TREE}/projects/d{i % 20}/f{i:04}.json", f'{{"n": {i}}}\n' * 3)
+
+
+def bases(state_dir) -> list[str]:
+    folder = os.path.join(state_dir, STATE_BASE_DIR)
+    return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+def test_a_one_change_commit_writes_two_small_state_files_and_no_base(bare_live, monkeypatch):
+    """A 600-path tree, one file appended to: the commit's two saves (pending, then
+    committed) each write a state file holding that one path's entry (and the pages
+    the new index changed), with two fsyncs each, not the whole state (which the base,
+    written by the first checkpoint, holds)."""
+    live = bare_live
+    fill(live, 600)
+    live.checkpoint()
+    state_dir = str(live.state_dir)
+    (base,) = bases(state_dir)
+    base_size = os.path.getsize(os.path.join(state_dir, STATE_BASE_DIR, base))
+    live.append(f"{TREE}/projects/d3/f0003.json", '{"n": "more"}\n')
+
+    written, fsyncs, saving = [], [], []
+    real_write, real_fsync, real_save = state_mod.write_file_atomic, os.fsync, checkpoint_run.save_state
+
+    def write(path, data, *args, **kwargs):
+        written.append((os.path.basename(path), bytes(data)))
+        return real_write(path, data, *args, **kwargs)
+
+    def fsync(fd):
+        if saving:
+            fsyncs.append(fd)
+        return real_fsync(fd)
+
+    def save(*args):
+        saving.append(True)
+        try:
+            return real_save(*args)
+        finally:
+            saving.pop()
+
+    monkeypatch.setattr(state_mod, "write_file_atomic", write)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(checkpoint_run, "save_state", save)
+    result = live.checkpoint()
+
+    assert result.seq == 2 and sum(t.changed for t in result.trees) == 1
+    assert [name for name, _ in written] == [STATE_FILE, STATE_FILE], "no base written"
+    assert len(fsyncs) == 4, "each save: the temp file and the directory"
+    for _, data in written:
+        top = msgspec.msgpack.decode(data, type=StateFile)
+        assert top.base == base
+        assert [path for t in top.trees.values() for path in t.files] == [f"projects/d3/f0003.json"]
+        assert len(data) * 20 < base_size, (len(data), base_size)
+    pending, committed = (msgspec.msgpack.decode(data, type=StateFile) for _, data in written)
+    assert pending.pending_seq == 2 and committed.pending is None
+    assert bases(state_dir) == [base]
+
+
+def ref(n: int) -> BlobRef:
+    return BlobRef(f"{n:064x}", f"{n + 1:064x}", 0, 100, n)
+
+
+def file_state(path: str, n: int) -> FileState:
+    return FileState((n, n, n, 0o100644), Entry(path=path, kind="file", mode=0o644, size=n, refs=(ref(n),)))
+
+
+def tree(paths: range, pages: int = 3) -> TreeCache:
+    return TreeCache(root=ref(1), files={f"p{i:04}": file_state(f"p{i:04}", i) for i in paths},
+                     pages={f"{k:064x}": ref(k) for k in range(pages)},
+                     page_keys={f"{k:064x}": (0, f"p{k:04}") for k in range(pages)})
+
+
+def reread(state_dir: str) -> LocalState:
+    forget_state(state_dir)
+    state = read_state(state_dir)
+    assert state is not None
+    return state
+
+
+def test_a_state_reads_back_as_saved_through_changes_gone_paths_trees_and_new_bases(tmp_path):
+    state_dir = str(tmp_path / "state")
+    state = LocalState(store_id="s" * 64, writer="w" * 32, seq=3, trees={"a": tree(range(1000)),
+                                                                       "b": tree(range(5))})
+    save_state(state_dir, state)
+    (first,) = bases(state_dir)
+    assert reread(state_dir) == state
+
+    # changed, added and gone paths and pages, a tree added and one dropped: one state file
+    cache = state.trees["a"]
+    files = dict(cache.files)
+    files["p0007"] = file_state("p0007", 70007)
+    files["new"] = file_state("new", 5)
+    del files["p0008"]
+    state.trees = {"a": TreeCache(root=ref(9), files=files, pages={**cache.pages, "f" * 64: ref(3)},
+                                  page_keys={}, dirty=True), "c": tree(range(2))}
+    state.pending, state.pending_seq = b"manifest", 4
+    save_state(state_dir, state)
+    top = msgspec.msgpack.decode((tmp_path / "state" / STATE_FILE).read_bytes(), type=StateFile)
+    assert top.base == first and bases(state_dir) == [first]
+    assert sorted(top.trees["a"].files) == ["new", "p0007"] and top.trees["a"].files_gone == ["p0008"]
+    assert len(top.trees["a"].page_keys_gone) == 3 and "b" not in top.trees
+    assert reread(state_dir) == state
+
+    # a change of more than a sixteenth of the paths: a new base, and the old one removed
+    state = reread(state_dir)
+    state.trees["a"].files = {p: file_state(p, 9) for p in state.trees["a"].files}
+    save_state(state_dir, state)
+    (second,) = bases(state_dir)
+    assert second != first
+    assert reread(state_dir) == state
+
+
+def test_a_save_after_another_process_replaced_the_state_writes_a_new_base(tmp_path):
+    """A process holding a decoded state (a supervisor) while another replaced the state
+    file and its base must not write changes against the base it knows, which is gone."""
+    state_dir = str(tmp_path / "state")
+    state = LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": tree(range(800))})
+    save_state(state_dir, state)
+    known = state_mod._memo[os.path.join(state_dir, STATE_FILE)]
+    other = reread(state_dir)   # the other process: a new base, the first removed
+    forget_state(state_dir)
+    save_state(state_dir, other)
+    assert len(bases(state_dir)) == 1 and bases(state_dir) != [known[2].token]
+
+    state_mod._memo[os.path.join(state_dir, STATE_FILE)] = known   # the first process again
+    state.seq = 5
+    save_state(state_dir, state)
+    assert reread(state_dir) == state
+
+
+def test_a_version_2_state_file_is_read_whole_and_saved_with_a_base(tmp_path):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    old = LocalState(version=2, store_id="s" * 64, writer="w" * 32, seq=2, trees={"a": tree(range(700))})
+    (state_dir / STATE_FILE).write_bytes(msgspec.msgpack.encode(old))
+    state = load_state(str(state_dir), "s" * 64)
+    assert state == old
+    save_state(str(state_dir), state)
+    assert msgspec.msgpack.decode((state_dir / STATE_FILE).read_bytes())["version"] == 3
+    assert len(bases(str(state_dir))) == 1
+    assert reread(str(state_dir)) == msgspec.structs.replace(old, version=3)
+
+
+def test_a_state_file_whose_base_is_missing_or_another_reads_as_no_state(tmp_path):
+    state_dir = str(tmp_path / "state")
+    save_state(state_dir, LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": tree(range(600))}))
+    (name,) = bases(state_dir)
+    folder = os.path.join(state_dir, STATE_BASE_DIR)
+    os.rename(os.path.join(folder, name), os.path.join(folder, "0" * 32))
+    forget_state(state_dir)
+    assert read_state(state_dir) is None
+    os.rename(os.path.join(folder, "0" * 32), os.path.join(folder, name))
+    assert reread(state_dir).trees["a"].files["p0001"] == file_state("p0001", 1)
+
+
+# --- real SIGKILLs at every call of a checkpoint that writes a new base ---------------
+
+#: The tripwire, with a new base written once 8 paths changed (not 512): a small tree
+#: exercises every step of a checkpoint that writes one.
+SMALL_BASES = TRIPWIRE.replace("from journal.cli.entry import main",
+                               "import journal.local.state as _state\n_state.COMPACT_MIN = 8\n"
+                               "from journal.cli.entry import main")
+
+
+def kill_box(tmp_path, name: str, script) -> Live:
+    """A 40-path tree checkpointed (with a base), then 10 of its paths changed: the next
+    checkpoint writes a new base and removes the first."""
+    live = Live(tmp_path / name / "home", tmp_path / name / "store")
+    fill(live, 40)
+    run_killed(live, script, "fsync:0", expect=0)
+    assert len(bases(live.state_dir)) == 1
+    for i in range(0, 40, 4):
+        live.append(f"{TREE}/projects/d{i % 20}/f{i:04}.json", "changed\n")
+    return live
+
+
+def run_killed(live: Live, script, kill: str, expect: int | None = None) -> subprocess.CompletedProcess:
+    """``journal checkpoint`` through ``script``, killed as ``kill`` says (``fn:0``: not killed)."""
+    done = subprocess.run([sys.executable, str(script), "checkpoint"], capture_output=True, text=True, timeout=120,
+                          env=clean_env({**live.env, "JOURNAL_TEST_KILL": kill}))
+    assert expect is None or done.returncode == expect, done.stderr
+    return done
+
+
+@pytest.mark.long(short=3, full=1)
+@pytest.mark.parametrize("fn", ["fsync", "replace", "unlink"])
+def test_a_checkpoint_killed_at_any_call_while_it_writes_a_new_base_leaves_a_readable_state(tmp_path, fn,
+                                                                                             long_size):
+    """Killed at each (``--long``; else every third) fsync, rename or unlink of a
+    checkpoint that writes a new base: the next checkpoint reads the state (or its
+    pending manifest) and commits, and the one after it finds the state matching the
+    live tree (idle), with the base the state file names in place."""
+    script = tmp_path / "tripwire.py"
+    script.write_text(SMALL_BASES)
+    template = kill_box(tmp_path, "template", script)
+    first = bases(template.state_dir)
+    counted = run_killed(template, script, f"{fn}:0", expect=0)
+    assert len(bases(template.state_dir)) == 1 and bases(template.state_dir) != first
+    total = int(counted.stderr.rsplit("calls=", 1)[1].split()[0])
+    assert total >= 3
+    for n in range(1, total + 1, long_size):
+        live = kill_box(tmp_path, f"kill-{fn}-{n}", script)
+        killed = run_killed(live, script, f"{fn}:{n}")
+        assert killed.returncode == -signal.SIGKILL, f"not killed at {fn} #{n}: {killed.stderr}"
+        run_killed(live, script, "fsync:0", expect=0)
+        assert "idle" in run_killed(live, script, "fsync:0", expect=0).stdout, f"killed at {fn} #{n}"
+        state = load_state(str(live.state_dir), live.repo().store_id)
+        forget_state(str(live.state_dir))
+        live_paths = {str(p.relative_to(live.local / TREE)) for p in (live.local / TREE).rglob("*")}
+        assert set(state.trees["claude"].files) == live_paths
+        top = msgspec.msgpack.decode(live.state_file.read_bytes(), type=StateFile)
+        assert top.base in bases(live.state_dir) and len(bases(live.state_dir)) <= 2
+        shutil.rmtree(tmp_path / f"kill-{fn}-{n}")
