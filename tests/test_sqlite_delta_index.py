@@ -113,6 +113,23 @@ def test_a_one_file_change_encodes_one_leaf_page(monkeypatch):
     assert (root_now, used) == build_counting(now, known, None, monkeypatch)[:2]
 
 
+def test_a_one_file_change_hashes_the_paths_of_one_leaf_not_of_every_path(monkeypatch):
+    """Leaf boundaries are a hash of each path; the runs the last index held as one leaf,
+    none of whose paths differ, are cut where that leaf was without hashing their paths:
+    of 20,000 paths, those of the changed leaf and one per leaf and inner page."""
+    from journal.format import index
+
+    then = entries(20000)
+    root, known, keys, leaves = build_counting(then, {}, None, monkeypatch)
+    now = list(then)
+    now[12500] = entries(20000, frozenset({12500}))[12500]
+    hashed = []
+    real = index._boundary
+    monkeypatch.setattr(index, "_boundary", lambda name, *args: hashed.append(name) or real(name, *args))
+    build_counting(now, known, previous_of(then, known, keys, now), monkeypatch)
+    assert len(hashed) < 2 * leaves + 4 * 64, (len(hashed), leaves)
+
+
 @pytest.mark.parametrize("fanout,max_items", [(64, 1024), (4, 1024), (2, 3)])
 def test_leaves_taken_back_give_the_very_index_a_full_build_gives(monkeypatch, fanout, max_items):
     """Random adds, removals and changes, on trees from 1 to 300 paths, with small page

@@ -116,7 +116,7 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
     if not entries:
         return None, used
     level_items: list[PageRef] = []
-    groups, by_boundary = _chunk(entries, [e.path for e in entries], 0, LEAF_FANOUT, codec.boundary_key)
+    groups, by_boundary = _leaves(entries, [e.path for e in entries], previous, codec.boundary_key)
     if previous is not None and not (by_boundary and _cut_by_boundary(groups, previous)):
         previous = None
     for n, group in enumerate(groups):
@@ -140,6 +140,46 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
         level_items = next_items
         level += 1
     return level_items[0].ref, used
+
+
+def _leaves(entries: list[Entry], names: list[str], previous: Previous | None, key: bytes) -> tuple[list[list], bool]:
+    """``_chunk`` of the entries into leaves, level 0, without hashing the paths of a run
+    the last index held as one leaf: a run from a leaf's first path up to the next
+    leaf's, two paths or more, none of them differing (``previous.differ``: new, changed
+    or gone), at the start of a group. That leaf was cut after its last path at a
+    boundary or at ``MAX_ITEMS`` and at none before, and boundaries depend only on the
+    paths, so the full cut ends the group there too. It holds only if the last index
+    was cut by boundaries, not by count (where every path is a boundary): checked once,
+    on the first run taken, by hashing its first path, which then must be none."""
+    if previous is None or len(previous.leaves) < 2:
+        return _chunk(entries, names, 0, LEAF_FANOUT, key)
+    firsts = sorted(previous.leaves)
+    following = dict(zip(firsts, firsts[1:]))
+    differ = previous.differ
+    groups, current, i, proven = [], [], 0, False
+    while i < len(entries):
+        name = names[i]
+        after = following.get(name) if not current else None
+        if after is not None:
+            end = bisect.bisect_left(names, after, i + 1)
+            d = bisect.bisect_left(differ, name)
+            if end < len(names) and names[end] == after and 2 <= end - i <= MAX_ITEMS \
+                    and (d == len(differ) or differ[d] >= after) \
+                    and (proven or not _boundary(name, 0, LEAF_FANOUT, key)):
+                proven = True
+                groups.append(entries[i:end])
+                i = end
+                continue
+        current.append(entries[i])
+        if _boundary(name, 0, LEAF_FANOUT, key) or len(current) >= MAX_ITEMS:
+            groups.append(current)
+            current = []
+        i += 1
+    if current:
+        groups.append(current)
+    if len(groups) == len(entries) and len(entries) > 1:
+        return [entries[i:i + LEAF_FANOUT] for i in range(0, len(entries), LEAF_FANOUT)], False
+    return groups, True
 
 
 def _cut_by_boundary(groups: list[list[Entry]], previous: Previous) -> bool:
