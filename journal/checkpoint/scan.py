@@ -25,9 +25,8 @@ from ..repository.pack import PackWriter
 from ..report import Reporter
 from ..local.quiet import DB, DIR, OTHER, Row
 from ..signatures import dir_signature, live_signature, signature
-from ..local.walk import QUIET, QUIET_DIR, UNREADABLE, Item, Matcher, walk_tree
+from ..local.walk import QUIET_ROW, UNREADABLE, Item, Matcher, walk_tree
 
-QUIET_KINDS = (QUIET, QUIET_DIR)
 
 #: ``_capture``'s answer for a path that exists but cannot be read this time.
 _KEEP = object()
@@ -96,11 +95,14 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
     listing: list | None = [] if ctx.quiet_rows is not None else None
     unreadable: list[str] = []  # paths that exist but could not be read: they keep their last checkpoint
+    held = cache.files
     for item in walk_tree(tree.path, matcher, skipped, listing, _same_dirs(tree, cache, ctx.same)):
-        if item.kind in QUIET_KINDS:  # in a directory the quiet snapshot found unchanged
-            walked_files += item.kind == QUIET
-            files[item.path] = cache.files[item.path]
-            reused += 1
+        if item.kind == QUIET_ROW:  # a directory the quiet snapshot found unchanged: its paths as they were
+            paths, quiet_files = item.quiet
+            for path in paths:
+                files[path] = held[path]
+            walked_files += quiet_files
+            reused += len(paths)
             continue
         try:
             if item.kind == UNREADABLE:
@@ -208,7 +210,7 @@ def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict[tuple[str, str], R
 
 
 def _cache_holds(rel_dir: str, row: Row, files: dict[str, FileState]) -> bool:
-    """Whether ``files`` holds every name the row includes (``same_items``) with exactly
+    """Whether ``files`` holds every name the row includes (``same_paths``) with exactly
     the row's signature: a file's or link's in ``sigs``, a directory's or database's
     in ``others``. Compared in place, without an item per name (a row per directory
     of a 20,000-file tree, every busy tick)."""
