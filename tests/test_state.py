@@ -183,6 +183,31 @@ def test_a_state_file_whose_base_is_missing_or_another_reads_as_no_state(tmp_pat
     assert reread(state_dir).trees["a"].files["p0001"] == file_state("p0001", 1)
 
 
+def test_a_reader_whose_base_a_save_removed_meanwhile_reads_the_new_state(tmp_path, monkeypatch):
+    """A reader without the lock (the lineage guards of `journal log`) reads the state
+    file, then a checkpoint writes a new base and state file and removes the old base,
+    then the reader opens the base it was named: it reads the new state instead."""
+    state_dir = str(tmp_path / "state")
+    first = LocalState(store_id="s" * 64, writer="w" * 32, seq=1, trees={"a": tree(range(600))})
+    save_state(state_dir, first)
+    (old,) = bases(state_dir)
+    newer = LocalState(store_id="s" * 64, writer="w" * 32, seq=2, trees={"a": tree(range(1, 601))})
+    real = state_mod._read_base
+    asked = []
+
+    def read_base(directory, name):
+        if not asked:   # the checkpoint runs between the reads of the state file and its base
+            save_state(state_dir, newer)
+            forget_state(state_dir)
+        asked.append(name)
+        return real(directory, name)
+
+    forget_state(state_dir)
+    monkeypatch.setattr(state_mod, "_read_base", read_base)
+    assert read_state(state_dir) == newer
+    assert asked[0] == old and bases(state_dir) == asked[1:] != [old]
+
+
 # --- real SIGKILLs at every call of a checkpoint that writes a new base ---------------
 
 #: The tripwire, with a new base written once 8 paths changed (not 512): a small tree
