@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ from journal.repository.history import ManifestCache
 from journal.local.state import load_state
 from journal.format.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK, Manifest, decode
 from journal.format.objects import decode_record
-from journal.repository.pack import PackWriter
+import journal.repository.pack as pack_module
+from journal.repository.pack import HASH_THREAD_MIN, PackWriter
 from journal.report import Collector
 from journal.repository.repository import Repository
 from journal.gc.retention import Policy
@@ -289,6 +291,39 @@ def test_a_large_file_read_ahead_hashes_each_chunk_once_and_restores_byte_for_by
     assert [ref.id for ref in entry.refs] == [sha256(c).hexdigest() for c in chunks] + [sha256(b"tail").hexdigest()]
     assert len(whole_chunks) == len(chunks)
     assert (restored(live, "codex", tmp_path) / "weights.bin").read_bytes() == data
+
+
+def test_a_large_files_pack_names_are_hashed_once_beside_the_writer(live, monkeypatch):
+    """A pack's name is the SHA-256 of its bytes: each byte is hashed once, as it is
+    spooled (never read back), and a large record's share in the hash thread, so the
+    checkpoint's own thread only writes (it hashed every pack byte in series)."""
+    big = live.local / "codex-home" / "weights.bin"
+    big.write_bytes(os.urandom(AHEAD_FILE + 2 * CHUNK))
+    sha256, hashers = hashlib.sha256, []
+
+    class Counting:
+        def __init__(self):
+            self.digest, self.updates = sha256(), []
+            hashers.append(self)
+
+        def update(self, data):
+            self.updates.append((threading.current_thread() is threading.main_thread(), len(data)))
+            self.digest.update(data)
+
+        def hexdigest(self):
+            return self.digest.hexdigest()
+
+    monkeypatch.setattr(pack_module, "hashlib", types.SimpleNamespace(sha256=Counting))
+    live.checkpoint()
+    monkeypatch.undo()
+
+    named = {h.hexdigest(): h for h in hashers}
+    stored = {p.name: p.stat().st_size for p in (live.store_path / "packs").glob("*/*")}
+    new = [name for name in stored if name in named]
+    assert new and sum(n for h in hashers for _, n in h.updates) == sum(stored[name] for name in new)
+    large = [(in_main, n) for h in hashers for in_main, n in h.updates if n >= HASH_THREAD_MIN]
+    assert len(large) >= (AHEAD_FILE + 2 * CHUNK) // CHUNK
+    assert not any(in_main for in_main, _ in large)
 
 
 # --- transcripts changed other than by appending (design §6) ------------------------------

@@ -4,6 +4,7 @@ reader refuses a header that claims more before decompressing a byte."""
 from __future__ import annotations
 
 import hashlib
+import os
 
 import msgspec
 import pytest
@@ -13,8 +14,9 @@ from conftest import Audit
 from journal.cli.app import EXIT_FALLBACK
 from journal.errors import CorruptObject, RecordTooLarge
 from journal.format.model import Page, TreeRoot
-from journal.format.objects import (RECORD_VERSION, HEADER, KIND_CHUNK, KIND_NAMES, MAGIC, RAW_LIMITS, decode_record,
-                             encode_record)
+from journal.format import objects
+from journal.format.objects import (RECORD_VERSION, HEADER, KIND_CHUNK, KIND_NAMES, KIND_SEGMENT, MAGIC, PROBE_SLICE,
+                                    PROBE_SLICES, RAW_LIMITS, decode_record, encode_record)
 from journal.verify import CORRUPT_OBJECT, CORRUPT_PAGE
 
 
@@ -82,3 +84,60 @@ def test_the_writer_never_makes_a_record_a_reader_refuses(kind):
     header = HEADER.pack(MAGIC, RECORD_VERSION, kind, 0, limit + 1, 0, bytes(32))
     with pytest.raises(CorruptObject, match=f"claims {limit + 1:,} bytes, over the {limit:,}"):
         decode_record(header, key="k")
+
+
+class CountingCompressor:
+    """The thread's compressor, counting the bytes given to it."""
+
+    def __init__(self, cctx):
+        self.cctx, self.fed = cctx, []
+
+    def compress(self, data):
+        self.fed.append(len(data))
+        return self.cctx.compress(data)
+
+
+@pytest.fixture
+def compressor(monkeypatch):
+    counting = CountingCompressor(zstandard.ZstdCompressor(level=objects.COMPRESSION_LEVEL))
+    monkeypatch.setattr(objects, "_compressor", lambda: counting)
+    return counting
+
+
+@pytest.mark.parametrize("size", [1 << 20, (1 << 20) - 5, 200_000])
+def test_an_incompressible_chunk_is_stored_as_zstd_would_without_compressing_it(compressor, size):
+    """A chunk whose probe does not compress is framed as raw blocks: the very bytes
+    zstd writes for it, at the cost of the probe (1/16 of it) instead of a pass of the
+    compressor over all of it."""
+    payload = os.urandom(size)
+
+    blob_id, record = encode_record(KIND_CHUNK, payload)
+
+    assert record[HEADER.size:] == zstandard.ZstdCompressor(level=objects.COMPRESSION_LEVEL).compress(payload)
+    assert compressor.fed == [PROBE_SLICES * PROBE_SLICE]
+    assert decode_record(record, key="k", expect_id=blob_id) == payload
+
+
+def test_a_chunk_the_probe_finds_compressible_is_compressed_whole(compressor):
+    """Random bytes with text in one of the probe's slices: the whole chunk goes to the
+    compressor, and the record is as small as before the probe."""
+    payload = bytearray(os.urandom(1 << 20))
+    text = b"".join(b"line %d of a log\n" % i for i in range(8000))[:1 << 17]
+    payload[5 << 17:6 << 17] = text
+    payload = bytes(payload)
+
+    blob_id, record = encode_record(KIND_CHUNK, payload)
+
+    assert compressor.fed == [PROBE_SLICES * PROBE_SLICE, 1 << 20]
+    assert record[HEADER.size:] == zstandard.ZstdCompressor(level=objects.COMPRESSION_LEVEL).compress(payload)
+    assert len(record) < len(payload) - 100_000
+    assert decode_record(record, key="k", expect_id=blob_id) == payload
+
+
+def test_only_chunks_are_probed(compressor):
+    """A segment (text, compressible) is compressed as it was, with no probe."""
+    payload = os.urandom(1 << 20)
+
+    encode_record(KIND_SEGMENT, payload)
+
+    assert compressor.fed == [1 << 20]

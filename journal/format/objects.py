@@ -108,6 +108,21 @@ MAX_RECORD = HEADER.size + _BASE_LEN.size + 0xFFFF + MAX_RAW + (MAX_RAW >> 8) + 
 #: The furthest offset a reference may name: far past any pack (packs close at 64 MiB).
 MAX_OFFSET = 1 << 48
 COMPRESSION_LEVEL = 3
+#: A chunk at least this long is probed before it is compressed: when ``PROBE_SLICES``
+#: slices of ``PROBE_SLICE`` bytes, spread over it, do not compress, its frame is written
+#: as raw blocks (``_raw_frame``) without running the compressor over it. These are the
+#: bytes zstd writes for a payload none of whose blocks compress (a frame with a 4-byte
+#: content size: payloads over 65,791 bytes). A probe that misses a compressible part
+#: stores it raw: larger, never wrong (the frame decodes like any other).
+PROBE_MIN = 128 << 10
+PROBE_SLICES, PROBE_SLICE = 16, 4 << 10
+#: zstd keeps a block only when it saves this share of its bytes (``ZSTD_minGain``):
+#: a probe that saves less says the chunk's blocks would be stored raw.
+PROBE_GAIN = 1 / 64
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: The frame header of a single-segment frame with a 4-byte content size, no checksum.
+RAW_DESCRIPTOR = 0xA0
+RAW_BLOCK = 128 << 10   # zstd's largest block
 # Deltas are few and small, so they get stronger levels: 19 against a page-sized base;
 # 9 against a 64 KiB segment anchor (there 19 takes 10x as long for ~4% less).
 DELTA_LEVEL_SMALL_BASE, DELTA_LEVEL = 19, 9
@@ -127,6 +142,33 @@ def _compressor() -> zstandard.ZstdCompressor:
     if cctx is None:
         cctx = _local.cctx = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL)
     return cctx
+
+
+def _chunk_frame(payload: bytes) -> list:
+    """A chunk's zstd frame, in pieces for one join with the record's header: raw
+    blocks when a probe finds it does not compress (an incompressible file costs that
+    one copy instead of the compressor's pass), else level ``COMPRESSION_LEVEL``."""
+    if len(payload) < PROBE_MIN:
+        return [_compressor().compress(payload)]
+    view = memoryview(payload)
+    step = len(payload) // PROBE_SLICES
+    sample = b"".join(view[i * step:i * step + PROBE_SLICE] for i in range(PROBE_SLICES))
+    if len(_compressor().compress(sample)) < len(sample) * (1 - PROBE_GAIN):
+        return [_compressor().compress(payload)]
+    return _raw_frame(view)
+
+
+def _raw_frame(payload: memoryview) -> list:
+    """The pieces of one zstd frame of ``payload`` as raw blocks (RFC 8878: a single
+    segment, its content size in 4 bytes; blocks of ``RAW_BLOCK``, each behind its
+    3-byte header)."""
+    size = len(payload)
+    parts = [ZSTD_MAGIC, bytes((RAW_DESCRIPTOR,)), size.to_bytes(4, "little")]
+    for start in range(0, size, RAW_BLOCK):
+        block = payload[start:start + RAW_BLOCK]
+        last = start + RAW_BLOCK >= size
+        parts += ((len(block) << 3 | last).to_bytes(3, "little"), block)
+    return parts
 
 
 def _decompressor() -> zstandard.ZstdDecompressor:
@@ -166,7 +208,7 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
     if base is None:
         if members is not None:
             raise ValueError("only a delta names its members")
-        frame = _compressor().compress(payload)
+        pieces = _chunk_frame(payload) if kind == KIND_CHUNK else [_compressor().compress(payload)]
     else:
         if kind not in KIND_FLAGS:
             raise ValueError(f"a {KIND_NAMES.get(kind, kind)} record cannot be a delta")
@@ -186,8 +228,9 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
             flags |= FLAG_BASE_AT
         if prefix is not None:
             frame = _BASE_LEN.pack(len(prefix)) + prefix + frame
-    header = HEADER.pack(MAGIC, RECORD_VERSION, kind, flags | marks, len(payload), len(frame), digest)
-    return digest.hex(), header + frame
+        pieces = [frame]
+    header = HEADER.pack(MAGIC, RECORD_VERSION, kind, flags | marks, len(payload), sum(map(len, pieces)), digest)
+    return digest.hex(), b"".join([header, *pieces])
 
 
 #: A delta is kept only when its frame is at most this share of the whole record's.

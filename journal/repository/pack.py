@@ -15,6 +15,7 @@ import hashlib
 import os
 import threading
 import uuid
+from collections import deque
 
 import msgspec
 
@@ -30,6 +31,11 @@ from .repository import pack_key
 PACK_TARGET = 64 << 20
 #: Packs of one checkpoint uploading at once (each is spooled on local disk meanwhile).
 UPLOADS_IN_FLIGHT = 3
+#: A record at least this long is hashed into its pack's name by a thread while the
+#: caller writes the next ones (SHA-256 releases the GIL): a large file's pack hash
+#: no longer runs in series with its writes. At most ``HASH_AHEAD`` records wait for it.
+HASH_THREAD_MIN = 256 << 10
+HASH_AHEAD = 4
 
 
 class PackWriter:
@@ -52,6 +58,8 @@ class PackWriter:
         self._uploads: list = []          # concurrent.futures.Future, one per upload in flight
         self._existing: list[tuple[str, str]] = []   # (pack, spool path) found already stored
         self._pool = None                 # a ThreadPoolExecutor once something is uploaded
+        self._hasher = None               # a one-thread ThreadPoolExecutor once a large record is added
+        self._hashing: deque = deque()    # its pending updates of ``_hash``, in record order
         self._stats = threading.Lock()
         self._fh = None
         self._path = ""
@@ -84,10 +92,31 @@ class PackWriter:
                 self._open()
             offset = self._size
             self._fh.write(record)
-        self._hash.update(record)
+        self._hash_record(record)
         self._size += len(record)
         self.blobs += 1
         return BlobRef(blob_id, self._slot, offset, len(record), size)
+
+    def _hash_record(self, record: bytes) -> None:
+        """Add ``record`` to the open pack's hash, in order: a large one in the hash
+        thread, a small one here once the thread has caught up."""
+        pending = self._hashing
+        while pending and (pending[0].done() or len(pending) >= HASH_AHEAD):
+            pending.popleft().result()
+        if len(record) < HASH_THREAD_MIN and not pending:
+            self._hash.update(record)
+            return
+        if self._hasher is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-pack-hash")
+        pending.append(self._hasher.submit(self._hash.update, record))
+
+    def _pack_name(self) -> str:
+        """The open pack's name, once the hash thread has hashed all of it."""
+        while self._hashing:
+            self._hashing.popleft().result()
+        return self._hash.hexdigest()
 
     def finish(self) -> None:
         """Close and upload the current pack, if any, and wait for every upload.
@@ -97,9 +126,15 @@ class PackWriter:
         if self._fh is not None:
             self._close_and_upload()
         self._wait(0)
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        self._stop_threads(cancel=False)
+
+    def _stop_threads(self, cancel: bool) -> None:
+        for name in ("_pool", "_hasher"):
+            pool = getattr(self, name)
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=cancel)
+                setattr(self, name, None)
+        self._hashing.clear()
 
     def resolve(self, ref: BlobRef) -> BlobRef:
         """Return ``ref`` with its placeholder replaced by the uploaded pack id."""
@@ -122,9 +157,7 @@ class PackWriter:
             _unlink(self._path)
         for fut in self._uploads:
             fut.cancel()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self._stop_threads(cancel=True)
         self._uploads = []
         for _, path in self._existing:
             _unlink(path)
@@ -153,7 +186,7 @@ class PackWriter:
         with self._spooling():
             self._fh.close()
         self._fh = None
-        pack = self._hash.hexdigest()
+        pack = self._pack_name()
         self._ids[self._slot] = pack
         self.packs.append(pack)
         if self._pool is None:
