@@ -213,6 +213,13 @@ def rotate(items: list, k: int) -> list:
     return items[k:] + items[:k]
 
 
+def flush_disk() -> None:
+    """Write every dirty page out (``sync``), outside any timing, so that the command
+    timed next does not pay for the writeback of an earlier step's bytes (the big
+    file just written, or the copy an ``rsync`` left unwritten)."""
+    os.sync()
+
+
 def settle() -> None:
     """Let file timestamps move on (find -newer compares mtimes at the kernel's clock granularity)."""
     time.sleep(0.02)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..measure import KIB, MIB, log, rmtree
+from ..measure import KIB, MIB, flush_disk, log, rmtree
 from ..report import fmt_s, med_fig
 from ..systems import JournalSys, LegacySys
 from ..workload import write_big_file
@@ -45,14 +45,20 @@ class BigPart(Part):
         legacy = LegacySys(tools, work, local, os.path.join(rd, "legacy-dest"), os.path.join(rd, "legacy-state"),
                            ["fx-home"], [])
         run = {"journal": {}, "legacy": {}}
+        # Each timed command starts with no dirty page of an earlier step: the file was
+        # just written, rsync leaves its copy unwritten, and neither is the next one's work.
+        flush_disk()
         run["journal"]["checkpoint"] = journal.tick()
         rmtree(os.path.join(rd, "spool"))
+        flush_disk()
         run["journal"]["restore"] = journal.restore(os.path.join(rd, "restore"))
         ok = os.path.getsize(os.path.join(rd, "restore/fx/artifacts/model-weights.bin")) == size
         run["journal"]["restore"]["size_ok"] = ok
         rmtree(os.path.join(rd, "restore"))
         rmtree(os.path.join(rd, "store"))
+        flush_disk()
         run["legacy"]["checkpoint"] = legacy.tick()
+        flush_disk()
         run["legacy"]["restore"] = legacy.restore(os.path.join(rd, "restore-rsync"))
         for sub in ("legacy-dest", "restore-rsync"):
             rmtree(os.path.join(rd, sub))
