@@ -159,8 +159,8 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
 
 
 def _chunks_ahead(fd: int, size: int, known: dict,
-                  codec: Codec) -> Iterator[tuple[bytes, str, tuple[str, bytes] | None]]:
-    """``(bytes, id, encoded record or None)`` of each chunk of a large file, in order:
+                  codec: Codec) -> Iterator[tuple[bytes, str, tuple[str, list] | None]]:
+    """``(bytes, id, encoded record, in pieces, or None)`` of each chunk of a large file, in order:
     read, hashed and, unless ``known`` holds its id, compressed into a record by
     ``AHEAD_THREADS`` threads, up to ``AHEAD_CHUNKS`` chunks ahead of the caller
     (``hashlib``, ``zstandard`` and ``pread`` release the GIL, so the caller writes the
@@ -176,7 +176,7 @@ def _chunks_ahead(fd: int, size: int, known: dict,
         cid = digest.hex()
         if not data or cid in known:
             return data, cid, None
-        return data, cid, encode_record(KIND_CHUNK, data, digest=digest, codec=codec)
+        return data, cid, encode_record(KIND_CHUNK, data, digest=digest, codec=codec, joined=False)
 
     pool = ThreadPoolExecutor(max_workers=AHEAD_THREADS, thread_name_prefix="journal-chunk")
     pending: deque = deque()

@@ -185,9 +185,11 @@ def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
 def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
                   base_ref: bytes | None = None, base_at: tuple[str, int, int] | None = None,
                   members: bytes | None = None, level: int | None = None, marks: int = 0,
-                  codec: Codec = PLAIN, digest: bytes | None = None) -> tuple[str, bytes]:
+                  codec: Codec = PLAIN, digest: bytes | None = None, joined: bool = True) -> tuple[str, bytes | list]:
     """Return ``(blob id, record bytes)`` for ``payload``; the id is ``codec``'s (the
     record is not sealed here: ``PackWriter`` and the writers of single records seal it).
+    ``joined=False``: the record as a list of its pieces (``PackWriter.add_record``
+    writes them with one ``writev``: a raw frame's payload is never copied in memory).
 
     With ``base`` the frame is compressed against ``base`` as a raw-content dictionary
     and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``. An index
@@ -230,7 +232,8 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
             frame = _BASE_LEN.pack(len(prefix)) + prefix + frame
         pieces = [frame]
     header = HEADER.pack(MAGIC, RECORD_VERSION, kind, flags | marks, len(payload), sum(map(len, pieces)), digest)
-    return digest.hex(), b"".join([header, *pieces])
+    record = [header, *pieces]
+    return digest.hex(), b"".join(record) if joined else record
 
 
 #: A delta is kept only when its frame is at most this share of the whole record's.

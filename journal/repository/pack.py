@@ -81,36 +81,45 @@ class PackWriter:
         blob_id, record = encoded or encode_record(kind, payload, base=base, codec=self.codec)
         return self.add_record(blob_id, record, len(payload), roll)
 
-    def add_record(self, blob_id: str, record: bytes, size: int, roll: bool = True) -> BlobRef:
+    def add_record(self, blob_id: str, record: bytes | list, size: int, roll: bool = True) -> BlobRef:
         """Append one record already made by ``encode_record`` (with this writer's codec),
-        sealed in an encrypted store; see ``add``."""
-        record = self.codec.seal(record, RECORD)
+        sealed in an encrypted store; see ``add``. ``record`` may be its list of pieces
+        (``encode_record(joined=False)``): written with one ``writev`` and hashed piece by
+        piece, never joined (joined, to be sealed, in an encrypted store)."""
+        if isinstance(record, list) and self.codec.encrypted:
+            record = b"".join(record)
+        pieces = record if isinstance(record, list) else [self.codec.seal(record, RECORD)]
         if roll and self._fh is not None and self.target is not None and self._size >= self.target:
             self._close_and_upload()
         with self._spooling():
             if self._fh is None:
                 self._open()
             offset = self._size
-            self._fh.write(record)
-        self._hash_record(record)
-        self._size += len(record)
+            if len(pieces) == 1:
+                self._fh.write(pieces[0])
+            else:
+                self._fh.flush()
+                _write_all(self._fh.fileno(), pieces)
+        length = sum(map(len, pieces))
+        self._hash_record(pieces, length)
+        self._size += length
         self.blobs += 1
-        return BlobRef(blob_id, self._slot, offset, len(record), size)
+        return BlobRef(blob_id, self._slot, offset, length, size)
 
-    def _hash_record(self, record: bytes) -> None:
-        """Add ``record`` to the open pack's hash, in order: a large one in the hash
-        thread, a small one here once the thread has caught up."""
+    def _hash_record(self, pieces: list, length: int) -> None:
+        """Add a record's ``pieces`` (``length`` bytes) to the open pack's hash, in order:
+        a large one in the hash thread, a small one here once the thread has caught up."""
         pending = self._hashing
         while pending and (pending[0].done() or len(pending) >= HASH_AHEAD):
             pending.popleft().result()
-        if len(record) < HASH_THREAD_MIN and not pending:
-            self._hash.update(record)
+        if length < HASH_THREAD_MIN and not pending:
+            _update(self._hash, pieces)
             return
         if self._hasher is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-pack-hash")
-        pending.append(self._hasher.submit(self._hash.update, record))
+        pending.append(self._hasher.submit(_update, self._hash, pieces))
 
     def _pack_name(self) -> str:
         """The open pack's name, once the hash thread has hashed all of it."""
@@ -234,6 +243,22 @@ class PackWriter:
             os.replace(path, kept)
             os.utime(kept)  # the commit time: when the recheck window starts
         self._existing = []
+
+
+def _update(digest, pieces: list) -> None:
+    for piece in pieces:
+        digest.update(piece)
+
+
+def _write_all(fd: int, pieces: list) -> None:
+    """Write ``pieces`` back to back at ``fd``'s offset, with as few ``writev`` as it takes."""
+    views = [memoryview(piece) for piece in pieces]
+    while views:
+        done = os.writev(fd, views)
+        while views and done >= len(views[0]):
+            done -= len(views.pop(0))
+        if done:
+            views[0] = views[0][done:]
 
 
 def _unlink(path: str) -> None:
