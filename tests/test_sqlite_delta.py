@@ -12,6 +12,7 @@ never hold deltas, and that the local base copy spares the store reads it should
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -29,6 +30,7 @@ from faults import FaultyStore
 from journal.sqlite import capture as sqlite_capture
 from journal.checkpoint.run import checkpoint
 from journal.errors import CorruptObject, StoreError
+from journal.format.codec import Codec
 from journal.gc.run import gc
 from journal.repository.history import ManifestCache
 from journal.format.model import BlobRef
@@ -39,7 +41,8 @@ from journal.format.pagemap import GROUP, SLOT, PageLoc, decode_map, encode_map,
 from journal.repository.repository import Repository
 from journal.restore.run import restore
 from journal.gc.retention import Policy
-from journal.sqlite.base_copy import BASE_DIR, base_path, prune_base_copies
+from journal.sqlite import base_copy as base_copy_mod
+from journal.sqlite.base_copy import BASE_DIR, SAME_SUFFIX, base_path, prune_base_copies
 from journal.sqlite.rebuild import rebuild_db
 from journal.verify import BAD_SNAPSHOT, verify
 
@@ -55,6 +58,11 @@ def commit(box: OpencodeLive, store=None):
 
 def base_copy(box: OpencodeLive) -> Path:
     return Path(base_path(str(box.state_dir), box.entry().refs[0].id))
+
+
+def copies(full_map_ids) -> list[str]:
+    """The names a base copy folder holds for these full maps: each copy and its record."""
+    return sorted(f"{i}.db{suffix}" for i in full_map_ids for suffix in ("", SAME_SUFFIX))
 
 
 def fill(db: Path, rows: int, seed: int = 1) -> sqlite3.Connection:
@@ -385,6 +393,81 @@ def test_the_base_copy_spares_store_reads_and_a_fresh_container_rebuilds_it(tmp_
     con.close()
 
 
+def count_page_hashes(monkeypatch, page_size: int = 4096) -> list[int]:
+    """Count the page-sized payloads the codec hashes from now on (one item each)."""
+    hashed: list[int] = []
+    plain_id = Codec.id
+
+    def counting(self, data):
+        if len(data) == page_size:
+            hashed.append(1)
+        return plain_id(self, data)
+
+    monkeypatch.setattr(Codec, "id", counting)
+    return hashed
+
+
+def test_a_delta_tick_hashes_only_the_pages_that_differ_from_the_base_copy(tmp_path, monkeypatch):
+    box = OpencodeLive(tmp_path, tmp_path / "store")
+    con = fill(box.db, 2000)
+    commit(box)
+    pages = len(db_pages(copy_of(box.db, tmp_path)))
+    small_commits(con, 5, seed=20)
+    hashed = count_page_hashes(monkeypatch)
+    commit(box)
+    changed = len(box.db_snapshot().deltas)
+    assert 0 < changed <= len(hashed) <= 2 * changed < pages // 4, (len(hashed), changed, pages)
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
+    con.close()
+
+
+@pytest.mark.parametrize("spoil", ["replaced copy", "another boot", "no record"])
+def test_a_base_copy_not_known_to_be_the_full_maps_makes_every_page_hashed(tmp_path, monkeypatch, spoil):
+    box = OpencodeLive(tmp_path, tmp_path / "store")
+    con = fill(box.db, 2000)
+    commit(box)
+    copy = base_copy(box)
+    pages = len(db_pages(copy))
+    if spoil == "replaced copy":  # the same bytes in another file: the record names the old one
+        shutil.copyfile(copy, tmp_path / "other.db")
+        os.replace(tmp_path / "other.db", copy)
+    elif spoil == "another boot":  # the copy was written without fsync before a restart
+        boot = tmp_path / "boot_id"
+        boot.write_text("another boot\n")
+        monkeypatch.setattr(base_copy_mod, "BOOT_ID", str(boot))
+    else:
+        os.unlink(str(copy) + SAME_SUFFIX)
+    small_commits(con, 5, seed=21)
+    hashed = count_page_hashes(monkeypatch)
+    commit(box)
+    assert len(hashed) >= pages
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
+    con.close()
+
+
+def test_a_copy_kept_by_a_fresh_container_is_trusted_except_where_it_differs(tmp_path, monkeypatch):
+    box = OpencodeLive(tmp_path, tmp_path / "store")
+    con = fill(box.db, 2000)
+    commit(box)
+    full_pages = len(db_pages(base_copy(box)))
+    shutil.rmtree(box.local / ".journal" / BASE_DIR)
+    # a new table grows the file past the full map: those pages differ from it
+    con.execute("CREATE TABLE extra(x TEXT)")
+    con.executemany("INSERT INTO extra VALUES (?)", [("x" * 500,) for _ in range(80)])
+    small_commits(con, 5, seed=22)
+    commit(box)
+    copy = base_copy(box)
+    differs = json.loads(Path(str(copy) + SAME_SUFFIX).read_bytes())["differs"]
+    pages = len(db_pages(copy))
+    assert differs == list(range(full_pages, pages))
+    small_commits(con, 5, seed=23)
+    hashed = count_page_hashes(monkeypatch)
+    commit(box)
+    assert len(differs) <= len(hashed) < pages // 2
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
+    con.close()
+
+
 def test_a_damaged_base_copy_is_repaired_from_the_store_and_deltas_stay_right(tmp_path):
     box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 2000)
@@ -493,7 +576,7 @@ def test_base_copies_are_named_by_full_map_and_replaced_with_it(tmp_path, monkey
     folder = box.local / ".journal" / BASE_DIR
     entries = ManifestCache(box.repo()).tree(1, TREE)[0]
     ids = {e.path: e.refs[0].id for e in entries}
-    assert sorted(os.listdir(folder)) == sorted(f"{i}.db" for i in ids.values())
+    assert sorted(os.listdir(folder)) == copies(ids.values())
     # a new full map replaces its database's copy; the other database's copy stays
     monkeypatch.setattr(sqlite_capture, "DELTA_MIN", 0)
     monkeypatch.setattr(sqlite_capture, "DELTA_SHARE", 10**9)
@@ -501,11 +584,11 @@ def test_base_copies_are_named_by_full_map_and_replaced_with_it(tmp_path, monkey
     commit(box)
     new_id = box.entry().refs[0].id
     assert new_id != ids[DB]
-    assert sorted(os.listdir(folder)) == sorted([f"{new_id}.db", f"{ids['opencode-old.db']}.db"])
+    assert sorted(os.listdir(folder)) == copies([new_id, ids['opencode-old.db']])
     assert base_copy(box).read_bytes() == copy_of(box.db, tmp_path).read_bytes()
     # a database no longer checkpointed: its copy goes when the checkpoint prunes
     assert prune_base_copies(state, [new_id]) == 1
-    assert os.listdir(folder) == [f"{new_id}.db"]
+    assert sorted(os.listdir(folder)) == copies([new_id])
     assert prune_base_copies(state, [new_id]) == 0
     con.close()
 

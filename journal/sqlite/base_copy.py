@@ -13,12 +13,24 @@ later snapshot, a short file) is read from the store instead and written back, s
 the copy converges to the full map. A base page the store cannot serve (missing or
 corrupt) is left out: that page then goes into a whole group. A store that fails (an
 outage) fails the checkpoint, like any other store call.
+
+Beside a copy, ``<full map id>.same`` says which of its pages are known to hold the
+full map's bytes (``same_pages``): every page but the ones it lists, while the copy is
+the same file (inode) and the machine has not restarted since (its boot id: a copy is
+written without fsync, so after a power loss its pages may be anything). A checkpoint
+takes a page of the live copy whose bytes equal such a page as the full map's page,
+without hashing it (``sqlite/capture.py``); any other page is hashed. Without the
+record, or with one that does not match, every page is hashed.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from bisect import bisect_left
+from typing import NamedTuple
 
+from ..atomic import replace_file
 from ..errors import CorruptObject, ObjectNotFound
 from ..format.codec import PLAIN, Codec
 from ..repository.fetch import fetch_in_order
@@ -31,10 +43,70 @@ def base_path(state_dir: str, full_map_id: str) -> str:
     return os.path.join(state_dir, BASE_DIR, f"{full_map_id}.db")
 
 
+#: The record beside a base copy naming the pages that may differ from the full map.
+SAME_SUFFIX = ".same"
+#: This boot's id (Linux): a record from another boot is not trusted.
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+class SamePages(NamedTuple):
+    """A base copy whose pages hold the full map's bytes, except ``differs`` (sorted pgnos)."""
+
+    path: str
+    differs: list[int]
+
+    def known(self, first: int, count: int) -> bool:
+        """Whether pages ``first`` to ``first + count - 1`` are all known to be the full map's."""
+        at = bisect_left(self.differs, first)
+        return at == len(self.differs) or self.differs[at] >= first + count
+
+
+def _boot_id() -> str | None:
+    try:
+        with open(BOOT_ID, "rb") as fh:
+            return fh.read(100).decode("ascii", "replace").strip() or None
+    except OSError:
+        return None
+
+
+def same_pages(state_dir: str, full_map_id: str) -> SamePages | None:
+    """The base copy of ``full_map_id`` and the pages of it that may differ from the full
+    map, when its record matches the copy and this boot; else None (hash every page)."""
+    path = base_path(state_dir, full_map_id)
+    try:
+        with open(path + SAME_SUFFIX, "rb") as fh:
+            rec = json.loads(fh.read(1 << 24))
+        ino = os.stat(path).st_ino
+    except (OSError, ValueError):
+        return None
+    boot = _boot_id()
+    if not isinstance(rec, dict) or boot is None or rec.get("boot") != boot or rec.get("ino") != ino:
+        return None
+    differs = rec.get("differs")
+    if not isinstance(differs, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in differs):
+        return None
+    return SamePages(path, sorted(differs))
+
+
+def _mark_same(path: str, differs) -> None:
+    """Record that the copy at ``path`` holds the full map's pages except ``differs``."""
+    boot = _boot_id()
+    if boot is None:
+        return
+    rec = {"boot": boot, "ino": os.stat(path).st_ino, "differs": sorted(differs)}
+    replace_file(path + SAME_SUFFIX, json.dumps(rec, separators=(",", ":")).encode(), mode=0o600)
+
+
+def _drop(path: str) -> None:
+    """Remove a base copy and its record."""
+    _unlink(path + SAME_SUFFIX)
+    _unlink(path)
+
+
 def prune_base_copies(state_dir: str, full_map_ids) -> int:
     """Remove every base copy whose full map is not in ``full_map_ids`` (the maps the
     current entries name); returns how many were removed."""
-    keep = {f"{i}.db" for i in full_map_ids}
+    keep = {f"{i}.db{suffix}" for i in full_map_ids for suffix in ("", SAME_SUFFIX)}
     folder = os.path.join(state_dir, BASE_DIR)
     try:
         names = os.listdir(folder)
@@ -43,7 +115,8 @@ def prune_base_copies(state_dir: str, full_map_ids) -> int:
     removed = 0
     for name in names:
         if name not in keep:
-            removed += _unlink(os.path.join(folder, name))
+            gone = _unlink(os.path.join(folder, name))
+            removed += gone if name.endswith(".db") else 0
     return removed
 
 
@@ -84,20 +157,24 @@ class BaseCopy:
                 os.close(fd)
         return out
 
-    def adopt(self, staging: str, full_map_id: str) -> None:
+    def adopt(self, staging: str, full_map_id: str, differs=()) -> None:
         """Keep ``staging`` (the copy just cut into pages) as a base copy.
 
         When ``full_map_id`` is a new full map, ``staging`` is exactly its content and
         replaces the previous copy. Otherwise it is kept only if there is no copy yet:
-        it differs from the full map only in changed pages (reads repair those), and the
-        base pages just fetched from the store are written into it first.
+        it differs from the full map only in the pages ``differs`` (reads repair those),
+        and the base pages just fetched from the store are written into it first. The
+        copy's record (``same_pages``) is written after it, naming the pages that may
+        still differ.
         """
         target = base_path(self.state_dir, full_map_id)
         if target != self.path:
             os.makedirs(os.path.dirname(target), exist_ok=True)
+            _unlink(target + SAME_SUFFIX)
             os.replace(staging, target)
+            _mark_same(target, ())
             if self.path is not None:
-                _unlink(self.path)
+                _drop(self.path)
             return
         if os.path.exists(target):
             return
@@ -105,7 +182,9 @@ class BaseCopy:
             for pgno, data in self.fetched.items():
                 os.pwrite(fh.fileno(), data, pgno * self.page_size)
         os.makedirs(os.path.dirname(target), exist_ok=True)
+        _unlink(target + SAME_SUFFIX)
         os.replace(staging, target)
+        _mark_same(target, set(differs) - self.fetched.keys())
 
     def _open(self) -> int | None:
         if self.path is None:

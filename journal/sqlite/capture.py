@@ -34,7 +34,7 @@ from ..format.objects import (DBPAGE_BYTES, DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE,
 from ..repository.pack import PackWriter
 from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, MapPlace,
                               PageLoc, Snapshot, decode_map, encode_map, load_snapshot)
-from .base_copy import BaseCopy
+from .base_copy import BaseCopy, SamePages, same_pages
 from .snapshot import live_signature, page_size_of, remove_staging, snapshot_db
 
 #: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
@@ -59,12 +59,15 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
     """
     sig = live_signature(full_path)
     mode = stat_mod.S_IMODE(os.stat(full_path).st_mode)
-    staging, (page_size, ids), snap = _snapshot_and_load(full_path, staging_dir, prev, maps, writer.codec)
+    state_dir = os.path.dirname(os.path.abspath(staging_dir))
+    full_id = prev.entry.refs[MapPlace.FULL].id if prev is not None and prev.entry.kind == KIND_SQLITE else None
+    same = same_pages(state_dir, full_id) if full_id is not None else None
+    staging, (page_size, ids), snap = _snapshot_and_load(full_path, staging_dir, prev, maps, writer.codec, same)
     try:
-        state_dir = os.path.dirname(os.path.abspath(staging_dir))
-        bases = BaseCopy(state_dir, prev.entry.refs[MapPlace.FULL].id if snap is not None else None, page_size,
+        bases = BaseCopy(state_dir, full_id if snap is not None else None, page_size,
                          getattr(maps, "repo", None), writer.codec)
         with open(staging, "rb") as fh:
+            _full_map_ids(ids, fh.fileno(), page_size, snap, writer.codec)
             cut = _Cut(fh.fileno(), page_size, ids, snap, writer, bases)
             try:
                 refs = cut.describe(prev, maps)
@@ -73,7 +76,7 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
                                                 "a page map may hold: the database is too large to snapshot") from None
         size = os.path.getsize(staging)
         try:
-            bases.adopt(staging, refs[MapPlace.FULL].id)
+            bases.adopt(staging, refs[MapPlace.FULL].id, cut.changed)
         except OSError:
             pass  # only a cache: the next checkpoint reads its base pages from the store
     finally:
@@ -83,15 +86,16 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
                                 size=size, refs=refs))
 
 
-def _snapshot_and_load(full_path: str, staging_dir: str, prev: FileState | None, maps,
-                       codec: Codec) -> tuple[str, tuple[int, list[str]], Snapshot | None]:
-    """``snapshot_db`` of the live database (its pages hashed while it is checked), and
-    meanwhile, in this thread, the previous snapshot's page maps loaded and decoded:
-    SQLite's backup and check release the GIL, so the decoding costs no wall time."""
+def _snapshot_and_load(full_path: str, staging_dir: str, prev: FileState | None, maps, codec: Codec,
+                       same: SamePages | None) -> tuple[str, tuple[int, list[str | None]], Snapshot | None]:
+    """``snapshot_db`` of the live database (its pages compared with the base copy and
+    the others hashed while it is checked: ``_page_ids``), and meanwhile, in this
+    thread, the previous snapshot's page maps loaded and decoded: SQLite's backup and
+    check release the GIL, so the decoding costs no wall time."""
     from concurrent.futures import ThreadPoolExecutor  # imported here: only a database's checkpoint needs it
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-backup") as pool:
-        snapped = pool.submit(snapshot_db, full_path, staging_dir, lambda staging: _hash_pages(staging, codec))
+        snapped = pool.submit(snapshot_db, full_path, staging_dir, lambda staging: _page_ids(staging, codec, same))
         try:
             snap = load_snapshot(prev.entry.refs, maps.read) if prev is not None and prev.entry.kind == KIND_SQLITE \
                 else None
@@ -312,20 +316,70 @@ class _Cut:
         return self.whole.get(pid) or (self.delta.get((pid, pgno)) if deltas else None)
 
 
-def _hash_pages(staging: str, codec: Codec) -> tuple[int, list[str]]:
-    """The page size of the copy ``staging`` and each page's id (``codec``'s), in page order (run by
-    ``snapshot_db`` while it checks the copy). The copy is read a ``READ_BLOCK`` of
-    whole pages at a time and each page hashed through a view of it: one read per
-    page cost a third of the hashing time."""
+def _page_ids(staging: str, codec: Codec, same: SamePages | None) -> tuple[int, list[str | None]]:
+    """The page size of the copy ``staging`` and each page's id (``codec``'s), in page
+    order, None for a page whose bytes equal the base copy's page that ``same`` knows
+    to be the full map's (``_full_map_ids`` names it); run by ``snapshot_db`` while it
+    checks the copy. The copy is read a ``READ_BLOCK`` of whole pages at a time, the
+    base copy beside it: a block equal to the base copy's costs one comparison, and
+    in another block each page is compared through a view; one read per page cost a
+    third of the hashing time."""
     page_size = page_size_of(staging)
     block = max(1, READ_BLOCK // page_size) * page_size
     page_id = codec.id
-    ids: list[str] = []
-    with open(staging, "rb") as fh:
-        while data := fh.read(block):
-            view = memoryview(data)
-            ids.extend(page_id(view[at:at + page_size]) for at in range(0, len(data), page_size))
+    ids: list[str | None] = []
+    base = _open_same(same, page_size)
+    try:
+        with open(staging, "rb") as fh:
+            at = 0
+            while data := fh.read(block):
+                first, count = at // page_size, len(data) // page_size
+                other = os.pread(base, len(data), at) if base is not None else b""
+                at += len(data)
+                if other == data and same.known(first, count):
+                    ids.extend([None] * count)
+                    continue
+                view, base_view = memoryview(data), memoryview(other)
+                for n in range(count):
+                    off = n * page_size
+                    if off + page_size <= len(other) and data.startswith(base_view[off:off + page_size], off) \
+                            and same.known(first + n, 1):
+                        ids.append(None)
+                    else:
+                        ids.append(page_id(view[off:off + page_size]))
+    finally:
+        if base is not None:
+            os.close(base)
     return page_size, ids
+
+
+def _open_same(same: SamePages | None, page_size: int) -> int | None:
+    """A descriptor of the base copy ``same`` when it has ``page_size`` pages, else None."""
+    if same is None:
+        return None
+    try:
+        fd = os.open(same.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if os.pread(fd, 100, 0)[16:18] == _header_page_size(page_size):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _header_page_size(page_size: int) -> bytes:
+    """A page size as the database header stores it."""
+    return (1 if page_size == 65536 else page_size).to_bytes(2, "big")
+
+
+def _full_map_ids(ids: list[str | None], fd: int, page_size: int, snap: Snapshot | None, codec: Codec) -> None:
+    """Fill in the ids ``_page_ids`` left out: the full map's page of the same number
+    (the bytes are equal); a page the full map lacks is hashed from the copy ``fd``."""
+    base = snap.base if snap is not None and snap.page_size == page_size else {}
+    for pgno, pid in enumerate(ids):
+        if pid is None:
+            loc = base.get(pgno)
+            ids[pgno] = loc.id if loc is not None else codec.id(os.pread(fd, page_size, pgno * page_size))
 
 
 def _map_base(refs: tuple[BlobRef, ...], place: MapPlace, maps) -> tuple[BlobRef, bytes] | None:
