@@ -66,7 +66,6 @@ def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] 
     for attempt in range(RETRIES):
         try:
             _backup_once(path, staging)
-            _to_rollback_journal(staging)
             problem, got = _check_while(staging, while_checking)
             if problem:
                 raise SnapshotFailed(path, f"quick_check of the copy failed: {problem}")
@@ -133,11 +132,20 @@ def _backup_once(path: str, staging: str) -> None:
         try:
             _private(dst)
             src.backup(dst, pages=-1)
+            _to_rollback_journal(dst)
         finally:
             dst.close()
         src.execute("COMMIT")
     finally:
         src.close()
+
+
+def _to_rollback_journal(dst: sqlite3.Connection) -> None:
+    """Switch the finished copy to rollback-journal mode (on the connection that wrote it:
+    one connection less than a new one, which would read the schema again)."""
+    mode = dst.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+    if str(mode).lower() != "delete":
+        raise sqlite3.DatabaseError(f"could not switch the copy to rollback-journal mode (got {mode})")
 
 
 def _private(con: sqlite3.Connection) -> None:
@@ -253,17 +261,6 @@ def _check(path: str, pragma: str, mode: str = "ro") -> str | None:
         return None
     text = "; ".join(" ".join(str(r).split()) for r in rows)
     return text if len(text) <= CHECK_TEXT else text[:CHECK_TEXT] + f"... (run PRAGMA {pragma} for the rest)"
-
-
-def _to_rollback_journal(path: str) -> None:
-    con = sqlite3.connect(path, isolation_level=None)
-    try:
-        con.execute("PRAGMA synchronous=OFF")
-        mode = con.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
-    finally:
-        con.close()
-    if str(mode).lower() != "delete":
-        raise sqlite3.DatabaseError(f"could not switch the copy to rollback-journal mode (got {mode})")
 
 
 def page_size_of(path: str) -> int:
