@@ -42,7 +42,7 @@ from journal.repository.repository import Repository
 from journal.restore.run import restore
 from journal.gc.retention import Policy
 from journal.sqlite import base_copy as base_copy_mod
-from journal.sqlite.base_copy import BASE_DIR, SAME_SUFFIX, SPARE_SUFFIX, base_path, prune_base_copies, spare_path
+from journal.sqlite.base_copy import BASE_DIR, SAME_SUFFIX, base_path, prune_base_copies
 from journal.sqlite.rebuild import rebuild_db
 from journal.verify import BAD_SNAPSHOT, verify
 
@@ -60,11 +60,9 @@ def base_copy(box: OpencodeLive) -> Path:
     return Path(base_path(str(box.state_dir), box.entry().refs[0].id))
 
 
-def copies(full_map_ids, spares=()) -> list[str]:
-    """The names a base copy folder holds for these full maps: each copy and its record,
-    and the spares of ``spares``."""
-    return sorted([f"{i}.db{suffix}" for i in full_map_ids for suffix in ("", SAME_SUFFIX)] +
-                  [f"{i}.db{SPARE_SUFFIX}" for i in spares])
+def copies(full_map_ids) -> list[str]:
+    """The names a base copy folder holds for these full maps: each copy and its record."""
+    return sorted(f"{i}.db{suffix}" for i in full_map_ids for suffix in ("", SAME_SUFFIX))
 
 
 def fill(db: Path, rows: int, seed: int = 1) -> sqlite3.Connection:
@@ -470,52 +468,6 @@ def test_a_copy_kept_by_a_fresh_container_is_trusted_except_where_it_differs(tmp
     con.close()
 
 
-def test_a_delta_tick_writes_its_backup_over_the_spare_and_keeps_it(tmp_path):
-    box = OpencodeLive(tmp_path, tmp_path / "store")
-    con = fill(box.db, 2000)
-    commit(box)
-    spare = Path(spare_path(str(box.state_dir), box.entry().refs[0].id))
-    assert not spare.exists()
-    small_commits(con, 5, seed=30)
-    commit(box)
-    inode = spare.stat().st_ino
-    assert spare.read_bytes() == copy_of(box.db, tmp_path).read_bytes()
-    small_commits(con, 5, seed=31)
-    commit(box)
-    # the same file, written over: byte for byte what a backup into a new file makes
-    assert spare.stat().st_ino == inode
-    assert spare.read_bytes() == copy_of(box.db, tmp_path).read_bytes()
-    assert not os.listdir(box.local / ".journal" / "sqlite-staging")
-    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
-    con.close()
-
-
-@pytest.mark.parametrize("spoil", ["symlink", "hard link", "not a database", "empty"])
-def test_a_spare_that_is_not_a_private_database_is_never_written_over(tmp_path, spoil):
-    box = OpencodeLive(tmp_path, tmp_path / "store")
-    con = fill(box.db, 2000)
-    commit(box)
-    small_commits(con, 5, seed=32)
-    commit(box)
-    spare = Path(spare_path(str(box.state_dir), box.entry().refs[0].id))
-    victim = tmp_path / "victim.db"
-    shutil.copyfile(spare, victim)
-    before = victim.read_bytes()
-    spare.unlink()
-    if spoil == "symlink":
-        spare.symlink_to(victim)
-    elif spoil == "hard link":
-        os.link(victim, spare)
-    else:
-        spare.write_bytes(b"" if spoil == "empty" else b"no database here" * 512)
-    small_commits(con, 5, seed=33)
-    commit(box)
-    assert victim.read_bytes() == before
-    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
-    assert spare.is_file() and not spare.is_symlink() and spare.stat().st_nlink == 1
-    con.close()
-
-
 def test_a_damaged_base_copy_is_repaired_from_the_store_and_deltas_stay_right(tmp_path):
     box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 2000)
@@ -632,12 +584,11 @@ def test_base_copies_are_named_by_full_map_and_replaced_with_it(tmp_path, monkey
     commit(box)
     new_id = box.entry().refs[0].id
     assert new_id != ids[DB]
-    # the old copy is the new one's spare
-    assert sorted(os.listdir(folder)) == copies([new_id, ids['opencode-old.db']], spares=[new_id])
+    assert sorted(os.listdir(folder)) == copies([new_id, ids['opencode-old.db']])
     assert base_copy(box).read_bytes() == copy_of(box.db, tmp_path).read_bytes()
     # a database no longer checkpointed: its copy goes when the checkpoint prunes
     assert prune_base_copies(state, [new_id]) == 1
-    assert sorted(os.listdir(folder)) == copies([new_id], spares=[new_id])
+    assert sorted(os.listdir(folder)) == copies([new_id])
     assert prune_base_copies(state, [new_id]) == 0
     con.close()
 

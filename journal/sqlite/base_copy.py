@@ -45,15 +45,6 @@ def base_path(state_dir: str, full_map_id: str) -> str:
 
 #: The record beside a base copy naming the pages that may differ from the full map.
 SAME_SUFFIX = ".same"
-#: The spare beside a base copy: an earlier copy the next snapshot is written over.
-SPARE_SUFFIX = ".spare"
-
-
-def spare_path(state_dir: str, full_map_id: str) -> str:
-    """Where the spare of the snapshot whose full map is ``full_map_id`` is kept: a copy
-    no longer needed, which the next backup of that database writes over
-    (``snapshot_db``) instead of filling a new file and removing this one."""
-    return base_path(state_dir, full_map_id) + SPARE_SUFFIX
 #: This boot's id (Linux): a record from another boot is not trusted.
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
@@ -107,15 +98,15 @@ def _mark_same(path: str, differs) -> None:
 
 
 def _drop(path: str) -> None:
-    """Remove a base copy, its record and its spare."""
-    for suffix in (SAME_SUFFIX, SPARE_SUFFIX, ""):
-        _unlink(path + suffix)
+    """Remove a base copy and its record."""
+    _unlink(path + SAME_SUFFIX)
+    _unlink(path)
 
 
 def prune_base_copies(state_dir: str, full_map_ids) -> int:
     """Remove every base copy whose full map is not in ``full_map_ids`` (the maps the
     current entries name); returns how many were removed."""
-    keep = {f"{i}.db{suffix}" for i in full_map_ids for suffix in ("", SAME_SUFFIX, SPARE_SUFFIX)}
+    keep = {f"{i}.db{suffix}" for i in full_map_ids for suffix in ("", SAME_SUFFIX)}
     folder = os.path.join(state_dir, BASE_DIR)
     try:
         names = os.listdir(folder)
@@ -167,33 +158,30 @@ class BaseCopy:
         return out
 
     def adopt(self, staging: str, full_map_id: str, differs=()) -> None:
-        """Keep ``staging`` (the copy just cut into pages) as a base copy, or as the spare.
+        """Keep ``staging`` (the copy just cut into pages) as a base copy.
 
         When ``full_map_id`` is a new full map, ``staging`` is exactly its content and
-        replaces the previous copy, which becomes the new copy's spare. Otherwise it is
-        kept as the copy only if there is no copy yet: it differs from the full map only
-        in the pages ``differs`` (reads repair those), and the base pages just fetched
-        from the store are written into it first; else it becomes the spare. The copy's
-        record (``same_pages``) is written after it, naming the pages that may still
-        differ.
+        replaces the previous copy. Otherwise it is kept only if there is no copy yet:
+        it differs from the full map only in the pages ``differs`` (reads repair those),
+        and the base pages just fetched from the store are written into it first. The
+        copy's record (``same_pages``) is written after it, naming the pages that may
+        still differ.
         """
         target = base_path(self.state_dir, full_map_id)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
         if target != self.path:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
             _unlink(target + SAME_SUFFIX)
             os.replace(staging, target)
             _mark_same(target, ())
             if self.path is not None:
-                _unlink(self.path + SAME_SUFFIX)
-                _unlink(self.path + SPARE_SUFFIX)
-                _replace(self.path, target + SPARE_SUFFIX)
+                _drop(self.path)
             return
         if os.path.exists(target):
-            os.replace(staging, target + SPARE_SUFFIX)
             return
         with open(staging, "r+b") as fh:
             for pgno, data in self.fetched.items():
                 os.pwrite(fh.fileno(), data, pgno * self.page_size)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
         _unlink(target + SAME_SUFFIX)
         os.replace(staging, target)
         _mark_same(target, set(differs) - self.fetched.keys())
@@ -232,13 +220,6 @@ class BaseCopy:
                 if self.codec.id(page) == loc.id:
                     found.append((pgno, page))
         return found
-
-
-def _replace(src: str, dst: str) -> None:
-    try:
-        os.replace(src, dst)
-    except FileNotFoundError:
-        pass
 
 
 def _unlink(path: str) -> int:

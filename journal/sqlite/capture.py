@@ -34,7 +34,7 @@ from ..format.objects import (DBPAGE_BYTES, DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE,
 from ..repository.pack import PackWriter
 from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, MapPlace,
                               PageLoc, Snapshot, decode_map, encode_map, load_snapshot)
-from .base_copy import BaseCopy, SamePages, same_pages, spare_path
+from .base_copy import BaseCopy, SamePages, same_pages
 from .snapshot import live_signature, page_size_of, remove_staging, snapshot_db
 
 #: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
@@ -62,9 +62,7 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
     state_dir = os.path.dirname(os.path.abspath(staging_dir))
     full_id = prev.entry.refs[MapPlace.FULL].id if prev is not None and prev.entry.kind == KIND_SQLITE else None
     same = same_pages(state_dir, full_id) if full_id is not None else None
-    spare = spare_path(state_dir, full_id) if full_id is not None else None
-    staging, (page_size, ids), snap = _snapshot_and_load(full_path, staging_dir, prev, maps, writer.codec, same,
-                                                         spare)
+    staging, (page_size, ids), snap = _snapshot_and_load(full_path, staging_dir, prev, maps, writer.codec, same)
     try:
         bases = BaseCopy(state_dir, full_id if snap is not None else None, page_size,
                          getattr(maps, "repo", None), writer.codec)
@@ -89,8 +87,7 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
 
 
 def _snapshot_and_load(full_path: str, staging_dir: str, prev: FileState | None, maps, codec: Codec,
-                       same: SamePages | None,
-                       spare: str | None) -> tuple[str, tuple[int, list[str | None]], Snapshot | None]:
+                       same: SamePages | None) -> tuple[str, tuple[int, list[str | None]], Snapshot | None]:
     """``snapshot_db`` of the live database (its pages compared with the base copy and
     the others hashed while it is checked: ``_page_ids``), and meanwhile, in this
     thread, the previous snapshot's page maps loaded and decoded: SQLite's backup and
@@ -98,8 +95,7 @@ def _snapshot_and_load(full_path: str, staging_dir: str, prev: FileState | None,
     from concurrent.futures import ThreadPoolExecutor  # imported here: only a database's checkpoint needs it
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-backup") as pool:
-        snapped = pool.submit(snapshot_db, full_path, staging_dir, lambda staging: _page_ids(staging, codec, same),
-                              spare)
+        snapped = pool.submit(snapshot_db, full_path, staging_dir, lambda staging: _page_ids(staging, codec, same))
         try:
             snap = load_snapshot(prev.entry.refs, maps.read) if prev is not None and prev.entry.kind == KIND_SQLITE \
                 else None

@@ -23,7 +23,6 @@ import errno
 import os
 import shutil
 import sqlite3
-import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -43,15 +42,9 @@ def _uri(path: str, mode: str) -> str:
     return f"file:{quote(os.path.abspath(path))}?mode={mode}"
 
 
-def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] | None = None,
-                spare: str | None = None) -> tuple[str, T | None]:
+def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] | None = None) -> tuple[str, T | None]:
     """Back up ``path`` into a new staging file and validate it; returns the staging
     path and what ``while_checking(staging)`` returned (None without it).
-
-    ``spare`` names an earlier copy no longer needed (``base_copy.spare_path``): it is
-    moved into the staging directory and the backup writes over it, which costs less
-    than filling a new file (and removing the old one); a spare that is not a lone
-    regular file, or that SQLite refuses, is removed and a new file used.
 
     ``while_checking`` reads the finished copy (in rollback-journal mode, as it will be
     published) in a second thread while ``quick_check`` runs; what it returned is only
@@ -61,7 +54,6 @@ def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] 
     """
     os.makedirs(staging_dir, exist_ok=True)
     staging = os.path.join(staging_dir, f"{uuid.uuid4().hex}.db")
-    reused = spare is not None and _take_spare(spare, staging)
     last = ""
     for attempt in range(RETRIES):
         try:
@@ -82,43 +74,11 @@ def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] 
             time.sleep(0.1 * (attempt + 1))
         except sqlite3.DatabaseError as err:
             remove_staging(staging)
-            if reused:  # the spare was no database after all: a new file
-                reused = False
-                continue
             raise SnapshotFailed(path, f"SQLite says: {err}") from err
         except BaseException:
             remove_staging(staging)
             raise
     raise SnapshotFailed(path, f"still busy after {RETRIES} attempts (SQLite says: {last}); skipped this tick")
-
-
-#: Header fields a backup into an existing database counts on from that database's
-#: values (the file change counter, the schema cookie, version-valid-for): zeroed in a
-#: spare, so the copy is byte for byte what a backup into a new file makes.
-SPARE_COUNTERS = (24, 40, 92)
-
-
-def _take_spare(spare: str, staging: str) -> bool:
-    """Move the spare copy to ``staging`` and zero its ``SPARE_COUNTERS``; whether a lone
-    regular file is there now, ready to be written over."""
-    try:
-        os.replace(spare, staging)
-        fd = os.open(staging, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        remove_staging(staging)
-        return False
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size >= 100:
-            for at in SPARE_COUNTERS:
-                os.pwrite(fd, bytes(4), at)
-            return True
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    remove_staging(staging)
-    return False
 
 
 def _backup_once(path: str, staging: str) -> None:
