@@ -12,9 +12,9 @@ The staging copy is written with ``synchronous=OFF`` and no journal: it is priva
 read back at once and never published itself (a crash leaves only a file that
 ``clear_staging`` removes), so the backup need not wait for 256 MiB to reach the disk;
 what is uploaded is made durable by the store. A caller that reads the whole copy
-anyway (the checkpoint hashes every page) passes ``while_checking``, which runs in a
-second thread during ``quick_check``: both are read-only over the same finished copy,
-and SQLite's check releases the GIL.
+anyway (the checkpoint compares or hashes every page) passes ``while_checking``, which
+runs in a second thread during ``quick_check``: both are read-only over the same
+finished copy, and SQLite's check releases the GIL.
 """
 
 from __future__ import annotations
