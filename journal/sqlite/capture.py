@@ -335,12 +335,16 @@ def _page_ids(staging: str, codec: Codec, same: SamePages | None) -> tuple[int, 
             at = 0
             while data := fh.read(block):
                 first, count = at // page_size, len(data) // page_size
-                other = os.pread(base, len(data), at) if base is not None else b""
+                view = memoryview(data)
+                if base is None:
+                    ids.extend(page_id(view[off:off + page_size]) for off in range(0, len(data), page_size))
+                    continue
+                other = os.pread(base, len(data), at)
                 at += len(data)
                 if other == data and same.known(first, count):
                     ids.extend([None] * count)
                     continue
-                view, base_view = memoryview(data), memoryview(other)
+                base_view = memoryview(other)
                 for n in range(count):
                     off = n * page_size
                     if off + page_size <= len(other) and data.startswith(base_view[off:off + page_size], off) \
