@@ -421,7 +421,7 @@ def test_a_delta_tick_hashes_only_the_pages_that_differ_from_the_base_copy(tmp_p
     con.close()
 
 
-@pytest.mark.parametrize("spoil", ["replaced copy", "another boot", "no record"])
+@pytest.mark.parametrize("spoil", ["replaced copy", "rewritten in place", "another boot", "no record"])
 def test_a_base_copy_not_known_to_be_the_full_maps_makes_every_page_hashed(tmp_path, monkeypatch, spoil):
     box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 2000)
@@ -431,6 +431,10 @@ def test_a_base_copy_not_known_to_be_the_full_maps_makes_every_page_hashed(tmp_p
     if spoil == "replaced copy":  # the same bytes in another file: the record names the old one
         shutil.copyfile(copy, tmp_path / "other.db")
         os.replace(tmp_path / "other.db", copy)
+    elif spoil == "rewritten in place":  # the same inode, written by something else
+        data = copy.read_bytes()
+        with open(copy, "r+b") as fh:
+            fh.write(data)
     elif spoil == "another boot":  # the copy was written without fsync before a restart
         boot = tmp_path / "boot_id"
         boot.write_text("another boot\n")
@@ -441,6 +445,40 @@ def test_a_base_copy_not_known_to_be_the_full_maps_makes_every_page_hashed(tmp_p
     hashed = count_page_hashes(monkeypatch)
     commit(box)
     assert len(hashed) >= pages
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
+    con.close()
+
+
+def test_base_pages_repaired_from_the_store_keep_the_copy_trusted(tmp_path, monkeypatch):
+    box = OpencodeLive(tmp_path, tmp_path / "store")
+    con = fill(box.db, 2000)
+    commit(box)
+    copy = base_copy(box)
+    record = Path(str(copy) + SAME_SUFFIX)
+    # rot the record cannot see: every page of the copy damaged, its stamp kept
+    data = bytearray(copy.read_bytes())
+    for at in range(100, len(data), 4096):
+        data[at] ^= 0x5A
+    with open(copy, "r+b") as fh:
+        fh.write(data)
+    rec = json.loads(record.read_bytes())
+    st = copy.stat()
+    rec["file"] = [st.st_ino, st.st_size, st.st_mtime_ns]
+    record.write_text(json.dumps(rec))
+    assert base_copy_mod.same_pages(str(box.state_dir), box.entry().refs[0].id) is not None
+    small_commits(con, 5, seed=24)
+    store = FaultyStore(box.store)
+    commit(box, store)
+    assert get_packs(store), "the damaged bases came from the store"
+    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
+    # the repairs re-stamped the record (the copy is still trusted); the pages still
+    # damaged differ from the live ones, so they are hashed, and the snapshot stays right
+    same = base_copy_mod.same_pages(str(box.state_dir), box.entry().refs[0].id)
+    assert same is not None and same.differs == []
+    small_commits(con, 5, seed=25)
+    hashed = count_page_hashes(monkeypatch)
+    commit(box)
+    assert hashed
     assert rows(rebuilt(box, tmp_path)) == rows(box.db)
     con.close()
 

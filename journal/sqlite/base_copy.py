@@ -72,15 +72,21 @@ def _boot_id() -> str | None:
 def same_pages(state_dir: str, full_map_id: str) -> SamePages | None:
     """The base copy of ``full_map_id`` and the pages of it that may differ from the full
     map, when its record matches the copy and this boot; else None (hash every page)."""
-    path = base_path(state_dir, full_map_id)
+    return _same_at(base_path(state_dir, full_map_id))
+
+
+def _same_at(path: str) -> SamePages | None:
+    """``same_pages`` of the copy at ``path``: its record, if it names this very file
+    (inode, size, mtime: a copy replaced or written in place by anything but ``BaseCopy``
+    is not trusted) and this boot."""
     try:
         with open(path + SAME_SUFFIX, "rb") as fh:
             rec = json.loads(fh.read(1 << 24))
-        ino = os.stat(path).st_ino
+        stamp = _stamp(path)
     except (OSError, ValueError):
         return None
     boot = _boot_id()
-    if not isinstance(rec, dict) or boot is None or rec.get("boot") != boot or rec.get("ino") != ino:
+    if not isinstance(rec, dict) or boot is None or rec.get("boot") != boot or rec.get("file") != stamp:
         return None
     differs = rec.get("differs")
     if not isinstance(differs, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in differs):
@@ -88,12 +94,17 @@ def same_pages(state_dir: str, full_map_id: str) -> SamePages | None:
     return SamePages(path, sorted(differs))
 
 
+def _stamp(path: str) -> list[int]:
+    st = os.stat(path)
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
 def _mark_same(path: str, differs) -> None:
     """Record that the copy at ``path`` holds the full map's pages except ``differs``."""
     boot = _boot_id()
     if boot is None:
         return
-    rec = {"boot": boot, "ino": os.stat(path).st_ino, "differs": sorted(differs)}
+    rec = {"boot": boot, "file": _stamp(path), "differs": sorted(differs)}
     replace_file(path + SAME_SUFFIX, json.dumps(rec, separators=(",", ":")).encode(), mode=0o600)
 
 
@@ -136,6 +147,7 @@ class BaseCopy:
         neither in the copy nor readable from the store is left out."""
         out: dict[int, bytes] = {}
         missing = []
+        repaired: list[int] = []
         fd = self._open()
         try:
             for pgno, ref in want:
@@ -144,17 +156,26 @@ class BaseCopy:
                     out[pgno] = data
                 else:
                     missing.append((pgno, ref))
-            for pgno, data in self._from_store(missing):
+            fetched = self._from_store(missing)
+            # The copy's record, checked before this writes to the copy, is written again after.
+            trusted = _same_at(self.path) if fetched and fd is not None else None
+            for pgno, data in fetched:
                 out[pgno] = data
                 self.fetched[pgno] = data
                 if fd is not None:
                     try:
                         os.pwrite(fd, data, pgno * self.page_size)
+                        repaired.append(pgno)
                     except OSError:
                         pass  # only a cache
         finally:
             if fd is not None:
                 os.close(fd)
+        if trusted is not None and repaired:
+            try:
+                _mark_same(self.path, set(trusted.differs) - set(repaired))
+            except OSError:
+                pass  # the old record no longer matches the copy: its pages are hashed
         return out
 
     def adopt(self, staging: str, full_map_id: str, differs=()) -> None:
