@@ -14,10 +14,11 @@ the copy converges to the full map. A base page the store cannot serve (missing 
 corrupt) is left out: that page then goes into a whole group. A store that fails (an
 outage) fails the checkpoint, like any other store call.
 
-Beside a copy, ``<full map id>.same`` says which of its pages are known to hold the
+Beside a copy, ``<full map id>.db.same`` says which of its pages are known to hold the
 full map's bytes (``same_pages``): every page but the ones it lists, while the copy is
-the same file (inode) and the machine has not restarted since (its boot id: a copy is
-written without fsync, so after a power loss its pages may be anything). A checkpoint
+the same file, untouched since (inode, size, mtime; pages written back here re-stamp
+it), and the machine has not restarted since (its boot id: a copy is written without
+fsync, so after a power loss its pages may be anything). A checkpoint
 takes a page of the live copy whose bytes equal such a page as the full map's page,
 without hashing it (``sqlite/capture.py``); any other page is hashed. Without the
 record, or with one that does not match, every page is hashed.

@@ -3,8 +3,9 @@ entry back into a database file (restore).
 
 Checkpoint: snapshot (``sqlite/snapshot.py``), give every page of the validated copy
 its id (a page equal to the base copy's, where the base copy is known to hold the full
-map's page, has that page's id; every other page is hashed), and describe it with page maps (``format/pagemap.py``): a new full map, or the
-previous full map plus a cumulative delta map and, while it stays small, a recent one.
+map's page, has that page's id; every other page is hashed), and describe it with page
+maps (``format/pagemap.py``): a new full map, or the previous full map plus a
+cumulative delta map and, while it stays small, a recent one.
 Only pages whose id the previous snapshot lacks are uploaded, in *page groups*: one
 dbpage record of up to ``PAGE_GROUP_BYTES`` of pages back to back. In a delta map the new
 pages go into *group deltas* of up to ``DELTA_GROUP_BYTES``, each compressed against
