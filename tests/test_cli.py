@@ -353,33 +353,170 @@ HOLD_IMPORT = "import os, signal\nos.write(int(os.environ['READY_FD']), b'x')\ns
 INTERRUPTED_JSON = '{\n  "error": "interrupted",\n  "kind": "Interrupted",\n  "exit": 130\n}\n'
 
 
-@pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
-@pytest.mark.parametrize("entry", ["python -m journal", "bin/journal"])
-def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_130(live, tmp_path, entry, json_flag):
+def _ctrl_c_at_held_import(argv: list[str], live, hold) -> tuple[int, str, str]:
+    """Run ``argv`` with the modules in ``hold`` ahead of the real ones (``HOLD_IMPORT``),
+    and Ctrl-C it once it reached one: (exit status, stdout, stderr)."""
     import os
     import signal
-    import subprocess
-    import sys
 
-    hold = tmp_path / "hold"
-    hold.mkdir()
-    (hold / "click.py").write_text(HOLD_IMPORT)
     ready, ready_w = os.pipe()
-    start = JOURNAL if entry.startswith("python") else \
-        [sys.executable, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bin", "journal")]
     env = clean_env({**live.env, "PYTHONPATH": str(hold), "READY_FD": str(ready_w)})
-    proc = subprocess.Popen([*start, "log", *json_flag], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, pass_fds=(ready_w,), preexec_fn=sigint_as_at_a_terminal)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            pass_fds=(ready_w,), preexec_fn=sigint_as_at_a_terminal, cwd=live.home)
     os.close(ready_w)
     try:
-        assert os.read(ready, 1) == b"x", "the command never reached the import of click"
+        assert os.read(ready, 1) == b"x", f"{argv} never reached the held import"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
         os.close(ready)
         if proc.poll() is None:
             proc.kill()
+    return proc.returncode, out, err
 
-    assert (proc.returncode, err, out) == (130, "journal: interrupted\n", INTERRUPTED_JSON if json_flag else "")
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
+@pytest.mark.parametrize("entry", ["python -m journal", "bin/journal"])
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_130(live, tmp_path, entry, json_flag):
+    import os
+
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "click.py").write_text(HOLD_IMPORT)
+    start = JOURNAL if entry.startswith("python") else \
+        [sys.executable, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bin", "journal")]
+    returncode, out, err = _ctrl_c_at_held_import([*start, "log", *json_flag], live, hold)
+
+    assert (returncode, err, out) == (130, "journal: interrupted\n", INTERRUPTED_JSON if json_flag else "")
     if json_flag:
         assert json.loads(out) == {"error": "interrupted", "kind": "Interrupted", "exit": 130}
+
+
+# --------------------------------------------------------------------------- a busy checkpoint without click
+
+#: The console entry point (``launch.main``), reporting in a file (argv[1]) whether click
+#: was imported; the command line is the rest of argv.
+LAUNCH_REPORTING_CLICK = (
+    "import sys; from journal.cli import launch; report = sys.argv.pop(1); sys.argv[0] = 'journal'\n"
+    "code = launch.main()\n"
+    "open(report, 'w').write('click' if 'click' in sys.modules else 'no click')\n"
+    "sys.exit(code)")
+
+
+def _launched(live, tmp_path, *args: str, env: dict[str, str] | None = None):
+    """``journal ARGS`` through the launcher: (exit status, stdout, stderr, whether click was imported)."""
+    report = tmp_path / "imported"
+    proc = subprocess.run([sys.executable, "-c", LAUNCH_REPORTING_CLICK, str(report), *args],
+                          env=clean_env({**live.env, **(env or {})}), capture_output=True, text=True, timeout=120,
+                          cwd=live.home)
+    return proc.returncode, proc.stdout, proc.stderr, report.read_text() == "click"
+
+
+def _without_times(text: str) -> str:
+    """Output with its durations and byte counts (which differ from run to run) blanked."""
+    import re
+
+    return re.sub(r"\d[\d,]*(\.\d+)?( bytes?\b|ms\b|s\b)", lambda m: "N bytes" if "byte" in m[2] else "Ns", text)
+
+
+def _busy(live, n: int) -> None:
+    live.append("codex-home/sessions/2026/02/23/busy.jsonl", f'{{"turn": {n:04d}}}\n')
+
+
+def test_a_busy_plain_checkpoint_runs_without_click_and_prints_as_the_click_command(live, tmp_path):
+    """A tick that finds work: the launcher runs the checkpoint without importing click,
+    and prints what the click command prints (``--wait`` sends the same tick to click)."""
+    live.checkpoint()
+    _busy(live, 1)
+    fast = _launched(live, tmp_path, "checkpoint")
+    _busy(live, 2)
+    slow = _launched(live, tmp_path, "checkpoint", "--wait")
+
+    assert (fast[0], fast[3], slow[0], slow[3]) == (0, False, 0, True)
+    assert fast[1].startswith("checkpoint 2: 1 file and 0 directories changed") and slow[1].startswith("checkpoint 3:")
+    assert _without_times(fast[1].replace("checkpoint 2", "checkpoint 3")) == _without_times(slow[1])
+    assert fast[2] == slow[2] == ""
+
+    _busy(live, 3)
+    fast = _launched(live, tmp_path, "checkpoint", "--json", "--allow-deletions")
+    _busy(live, 4)
+    slow = _launched(live, tmp_path, "checkpoint", "--json", "--allow-deletions", "--wait")
+    assert (fast[0], fast[3], slow[0], slow[3]) == (0, False, 0, True)
+    fast_doc, slow_doc = json.loads(fast[1]), json.loads(slow[1])
+    assert (fast_doc["seq"], slow_doc["seq"]) == (4, 5)
+    assert fast_doc.keys() == slow_doc.keys()
+    for key in ("files_changed", "directories_changed", "files_deleted", "objects_uploaded", "trees"):
+        assert fast_doc.get(key) == slow_doc.get(key), key
+
+
+def test_a_config_error_of_a_busy_checkpoint_is_the_click_commands_error_without_click(live, tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text("interval = [\n")
+    for flags in ((), ("--json",)):
+        fast = _launched(live, tmp_path, "checkpoint", "--config", str(config), *flags)
+        slow = _launched(live, tmp_path, "checkpoint", "--config", str(config), *flags, "--wait")
+        assert (fast[3], slow[3]) == (False, True)
+        assert fast[:3] == slow[:3] and fast[0] == 2 and fast[2].startswith("journal: error: ")
+        if flags:
+            assert json.loads(fast[1])["kind"] == "ConfigError"
+
+
+def test_a_config_click_would_refuse_goes_to_click(live, tmp_path):
+    """``--config`` naming a directory: click's usage error (exit 2), as before."""
+    rc, out, err, clicked = _launched(live, tmp_path, "checkpoint", "--config", str(tmp_path))
+    assert (rc, clicked) == (2, True) and "is a directory" in err
+    rc, _, err, clicked = _launched(live, tmp_path, "checkpoint", env={"JOURNAL_DEBUG": "maybe"})
+    assert (rc, clicked) == (2, True) and "not a valid boolean" in err
+
+
+def test_a_store_error_of_a_busy_checkpoint_with_debug_and_json_is_the_click_commands(live, tmp_path):
+    """What the store said in full: the ``--debug`` line and the JSON ``detail``, from
+    the launcher as from click (an S3 store without credentials: no network is asked)."""
+    from s3server import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    env = {"JOURNAL_STORE": "s3://bucket/journal", "NO_PROXY": "127.0.0.1,localhost",
+           "AWS_METADATA_ENDPOINT": closed, "AWS_ENDPOINT_URL": closed}
+    for flags, extra in zip((("--debug", "--json"), ("--debug",), ("--json",)), ({}, {}, {"JOURNAL_DEBUG": "1"})):
+        fast = _launched(live, tmp_path, "checkpoint", *flags, env={**env, **extra})
+        slow = _launched(live, tmp_path, "checkpoint", *flags, "--wait", env={**env, **extra})
+        assert (fast[3], slow[3]) == (False, True)
+        assert fast[0] == slow[0] and _without_times(fast[1] + fast[2]) == _without_times(slow[1] + slow[2]), flags
+        assert fast[0] == 1 and fast[2].startswith("journal: error: store s3://bucket/journal: no S3 credentials")
+        assert ("\njournal: debug: " in fast[2]) == ("--debug" in flags or "JOURNAL_DEBUG" in extra)
+        if "--json" in flags:
+            doc = json.loads(fast[1])
+            assert (doc["kind"], doc["exit"]) == ("StoreError", 1) and "Debug source" in doc["detail"]
+
+
+def test_a_busy_checkpoint_whose_reader_went_away_ends_with_141_without_click(live):
+    import os
+
+    live.checkpoint()
+    for extra in ((), ("--wait",)):
+        _busy(live, len(extra))
+        write = _reader_gone()
+        proc = live.popen("checkpoint", *extra, cmd=journal_script(), stdout=write)
+        os.close(write)
+        _, err = proc.communicate(timeout=120)
+        assert (proc.returncode, err) == (141, ""), extra
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
+def test_ctrl_c_in_a_busy_checkpoint_without_click_is_what_click_prints(live, tmp_path, json_flag):
+    """Ctrl-C while the tick runs (held at its first import of ``ctypes``, by the state's
+    save): the blank line click writes, ``journal: interrupted``, exit 130, and with
+    ``--json`` the error object, from the launcher as from click."""
+    live.checkpoint()
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "ctypes.py").write_text(HOLD_IMPORT)
+    results = []
+    for extra in ((), ("--wait",)):
+        _busy(live, len(extra))
+        report = tmp_path / "imported"
+        argv = [sys.executable, "-c", LAUNCH_REPORTING_CLICK, str(report), "checkpoint", *json_flag, *extra]
+        results.append((*_ctrl_c_at_held_import(argv, live, hold), report.read_text() == "click"))
+
+    assert results == [(130, INTERRUPTED_JSON if json_flag else "", "\njournal: interrupted\n", clicked)
+                       for clicked in (False, True)]

@@ -43,10 +43,12 @@ def first_rollout(live) -> Path:
 
 
 def launch(live, *args: str) -> tuple[int, str, bool]:
-    """Run the console entry point in a child; (exit status, stdout, whether click was imported)."""
+    """Run the console entry point in a child; (exit status, stdout, whether the full command
+    ran: click, or the checkpoint's library, which a busy plain checkpoint runs without click)."""
     code = ("import sys; from journal.cli import launch; sys.argv = ['journal', *sys.argv[1:]]\n"
             "try:\n    rc = launch.main()\nexcept SystemExit as e:\n    rc = e.code\n"
-            "print('CLICK' if 'click' in sys.modules else 'NOCLICK', file=sys.stderr); sys.exit(rc or 0)")
+            "full = 'click' in sys.modules or 'journal.checkpoint.run' in sys.modules\n"
+            "print('CLICK' if full else 'NOCLICK', file=sys.stderr); sys.exit(rc or 0)")
     proc = subprocess.run([sys.executable, "-c", code, *args], env=clean_env(live.env), capture_output=True, text=True,
                           timeout=60, cwd=live.home)
     return proc.returncode, proc.stdout, "NOCLICK" not in proc.stderr

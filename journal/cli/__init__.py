@@ -1,10 +1,14 @@
 """The command line, in the order a command meets it:
 
 - ``launch``: the console entry point; answers an idle ``journal checkpoint`` from the
-  quiet snapshot before click is imported, else hands the command line to ``entry``;
+  quiet snapshot before click is imported, runs a busy plain one without click (``tick``
+  under ``base``), else hands the command line to ``entry``;
 - ``output``: the lines both of those print on their own (no imports);
 - ``entry``: the full command line, ``app.main`` with every command module imported;
 - ``app``: the click group and what every command shares (options, errors, JSON);
+- ``base``: what every command does past its parsing without click (the error renderer,
+  JSON, the reporter, opening the store), for ``app`` and ``launch`` alike; ``tick``: the
+  body of ``journal checkpoint``, for ``commands`` and ``launch`` alike;
 - command modules: ``commands`` (init, checkpoint, log, restore, verify, ...),
   ``migrate``, ``browse`` (ls, cat, diff, find), ``inputs`` (``journal input``); ``demo``
   is the demo's library side.

@@ -1,115 +1,37 @@
 """The ``journal`` click group and what every command shares: options, errors, rendering.
 
 The commands live in their own modules and register on ``main``; ``entry`` gathers them.
+What needs no click (the error renderer, JSON, the reporter, opening the store) is in
+``base``, which the launcher uses too; it is re-exported here for the command modules.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import sys
 
 import click
-import msgspec
 
 from .. import __version__
-from ..config import load_config
-from ..errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
 from ..format.model import FORMAT
-from .output import INTERRUPTED, OutputClosed, interrupted, output_closed, wants_json
-from ..report import Reporter
-from ..store import open_store
+from .base import (EXIT_ERROR, EXIT_FALLBACK, EXIT_FINDINGS, EXIT_USAGE, CliReporter, command_errors, durable_url,
+                   emit_json, fail, open_context, past_click)
+from .output import INTERRUPTED, interrupted, wants_json
 
-EXIT_FINDINGS = 1
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_FALLBACK = 3   # restore: complete, but some tree or file came from an older checkpoint than the newest
-
-
-class CliReporter(Reporter):
-    """Warnings to stderr; a progress bar on a TTY."""
-
-    def __init__(self, label: str = "", quiet: bool = False):
-        self.label = label
-        self.quiet = quiet
-        self.warnings: list[str] = []
-        self._bar = None
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
-        if not self.quiet:
-            click.echo(f"warning: {message}", err=True)
-
-    def note(self, message: str) -> None:
-        if not self.quiet:
-            click.echo(message, err=True)
-
-    def progress(self, done: int, total: int) -> None:
-        if self.quiet or not sys.stderr.isatty() or total < 50:
-            return
-        if self._bar is None:
-            self._bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
-            self._bar.__enter__()
-        self._bar.update(done - self._bar.pos)
-        if done >= total:
-            self._bar.__exit__(None, None, None)
-            self._bar = None
-
-
-def emit_json(value) -> None:
-    click.echo(msgspec.json.format(msgspec.json.encode(value), indent=2))
+__all__ = ["EXIT_ERROR", "EXIT_FALLBACK", "EXIT_FINDINGS", "EXIT_USAGE", "CliReporter", "common", "durable_url",
+           "emit_json", "fail", "handle_errors", "main", "open_context"]
 
 
 def handle_errors(fn):
     """Turn library errors into one clear line and a non-zero exit; with ``--json``,
-    also a JSON object on stdout, so a script always gets JSON."""
+    also a JSON object on stdout, so a script always gets JSON (``base.command_errors``)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        try:
-            with past_click():
-                return fn(*args, **kwargs)
-        except ConfigError as err:
-            fail(err, EXIT_USAGE, kwargs.get("as_json"))
-        except JournalError as err:
-            fail(err, EXIT_ERROR, kwargs.get("as_json"))
-        except OSError as err:  # a local path the library did not expect to fail
-            fail(describe_os_error(err), EXIT_ERROR, kwargs.get("as_json"), kind="OSError")
+        ctx = click.get_current_context(silent=True)
+        with command_errors(kwargs.get("as_json"), debug=bool(ctx is not None and ctx.meta.get(DEBUG))):
+            return fn(*args, **kwargs)
     return wrapper
-
-
-@contextlib.contextmanager
-def past_click():
-    """A write to a stdout (or stderr) whose reader went away (``journal log | head -1``)
-    ends the command quietly at the launcher (``launch.main``), with exit 141: raise it
-    as ``OutputClosed``, which neither ``handle_errors`` nor click (which would exit 1)
-    takes for an error. Any other ``BrokenPipeError`` stays an error."""
-    try:
-        yield
-    except BrokenPipeError:
-        if not output_closed():
-            raise
-        raise OutputClosed from None
-
-
-def fail(err, code: int, as_json: bool | None, kind: str | None = None):
-    """Print one error line (and the JSON error object) and exit with ``code``. What a
-    backend said in full (an error's ``backend_said``) follows with ``--debug``, and is
-    the JSON object's ``detail``."""
-    message = str(err)
-    detail = getattr(err, "backend_said", None) if isinstance(err, Exception) else None
-    click.echo(f"journal: error: {message}", err=True)
-    ctx = click.get_current_context(silent=True)
-    if detail and ctx is not None and ctx.meta.get(DEBUG):
-        click.echo(f"journal: debug: {detail}", err=True)
-    if as_json:
-        doc = {"error": message, "kind": kind or type(err).__name__, "exit": code}
-        if isinstance(err, CheckpointErrors):
-            doc.update(seq=err.seq, errors=err.errors)
-        if detail:
-            doc["detail"] = detail
-        emit_json(doc)
-    sys.exit(code)
 
 
 DEBUG = "journal.debug"
@@ -129,19 +51,6 @@ def common(fn):
     fn = click.option("--config", "config_path", metavar="FILE", type=click.Path(dir_okay=False),
                       help="Config file (else $JOURNAL_CONFIG, else ~/.config/journal/config.toml).")(fn)
     return handle_errors(fn)
-
-
-def open_context(config_path, store_url):
-    cfg = load_config(config_path, store=store_url)
-    return cfg, open_store(durable_url(cfg.store), make_parents=cfg.default_store)
-
-
-def durable_url(url: str) -> str:
-    """Refuse ``memory://`` on the command line: each command would get a new, empty store."""
-    if url.lower().startswith("memory://"):
-        raise ConfigError("open store: memory:// keeps nothing between commands (it is for tests); "
-                          "set JOURNAL_STORE to a path or a cloud URL")
-    return url
 
 
 class OneLineGroup(click.Group):

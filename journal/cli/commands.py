@@ -8,7 +8,6 @@ import sys
 import click
 
 from .app import EXIT_FALLBACK, CliReporter, common, durable_url, emit_json, handle_errors, main, open_context
-from .output import IDLE_LINE
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
 # a timer every few seconds) loads only what it uses.
@@ -81,24 +80,9 @@ def checkpoint(config_path, store_url, as_json, allow_deletions, wait):
 
         AM_LOCAL=/home/node/local JOURNAL_STORE=/data/journal journal checkpoint
     """
-    from ..checkpoint.run import checkpoint as run_checkpoint
+    from .tick import checkpoint_command
 
-    cfg, store = open_context(config_path, store_url)
-    result = run_checkpoint(cfg, store, CliReporter(quiet=as_json), allow_deletions=allow_deletions, wait=wait)
-    if as_json:
-        emit_json(result)
-        return
-    from ..local.activity import checkpoint_record
-    from .render import checkpoint_line, held_line
-
-    rec = checkpoint_record(result)
-    if result.seq is None and not result.objects:
-        click.echo(IDLE_LINE.format(len(result.trees)) if not rec.deletions_held else
-                   f"nothing written: {len(result.trees)} tree(s) unchanged but for vanished files held back")
-    else:
-        click.echo(checkpoint_line(rec))
-    if rec.deletions_held:
-        click.echo(held_line(rec.deletions_held))
+    checkpoint_command(config_path, store_url, as_json, allow_deletions=allow_deletions, wait=wait)
 
 
 @main.command()

@@ -3,9 +3,12 @@
 ``journal checkpoint`` runs every few seconds from cron or a timer, and most runs find
 nothing to do. Such a run is answered here, from the quiet snapshot (``local/quiet.py``),
 before the command line and the library are imported (click and msgspec alone take
-longer to import than the check takes to run). Anything else (another command, an
-option this parser does not know, a configuration file that may move the state
-directory, a busy lock, any change at all) goes to the full command line
+longer to import than the check takes to run). A plain ``journal checkpoint`` that
+finds work (a change, a configuration file that may move the state directory, a busy
+lock) runs here too, without importing click: the checkpoint command's own body
+(``tick``) under its error renderer (``base``). Anything else (another command,
+``--wait``, an option this parser does not know, a ``--config`` click would refuse,
+a ``$JOURNAL_DEBUG`` that is no yes or no) goes to the full command line
 (``journal.cli.entry``) unchanged.
 """
 
@@ -58,6 +61,9 @@ def _main() -> int | None:
             else:
                 print(IDLE_LINE.format(len(proven.result["trees"])))
             return 0
+        debug = _plain_debug(opts)
+        if debug is not None:
+            return _busy_checkpoint(opts, debug)
     from .entry import main as cli_main
 
     return cli_main()
@@ -81,18 +87,67 @@ def _leave(code) -> None:
     os._exit(status)
 
 
+def _busy_checkpoint(opts: dict, debug: bool) -> None:
+    """Run the checkpoint command as click would: its body (``tick``) under the
+    renderer of every command's errors (``base.command_errors``). Ctrl-C ends it in
+    ``main`` after the blank line click writes first."""
+    from .base import command_errors, echo
+    from .tick import checkpoint_command
+
+    try:
+        with command_errors(opts["json"], debug):
+            checkpoint_command(opts["config"], opts["store"], opts["json"],
+                               allow_deletions=opts["allow_deletions"], wait=False)
+    except (EOFError, KeyboardInterrupt) as stop:   # click: a newline, then Abort (exit 130)
+        echo(err=True)
+        raise KeyboardInterrupt from stop
+
+
+#: How click reads a yes/no environment variable (``$JOURNAL_DEBUG``); anything else is
+#: its usage error.
+_YES = frozenset({"1", "true", "t", "yes", "y", "on"})
+_NO = frozenset({"", "0", "false", "f", "no", "n", "off"})
+
+
+def _plain_debug(opts: dict) -> bool | None:
+    """Whether ``--debug`` (or ``$JOURNAL_DEBUG``) is on, for a command line click would
+    take without a usage error; None (the full command line) when it might not: a
+    ``$JOURNAL_DEBUG`` click would refuse, a ``--config`` naming a directory or an
+    unreadable file (``click.Path(dir_okay=False)``)."""
+    config = opts["config"]
+    if config is not None:
+        import stat
+
+        try:
+            st = os.stat(config)
+        except OSError:
+            pass
+        else:
+            if stat.S_ISDIR(st.st_mode) or not os.access(config, os.R_OK):
+                return None
+    if opts["debug"]:
+        return True
+    value = os.environ.get("JOURNAL_DEBUG")
+    if value is None:
+        return False
+    value = value.strip().lower()
+    return True if value in _YES else False if value in _NO else None
+
+
 def _checkpoint_options(argv: list[str]) -> dict | None:
     """The options of a plain ``journal checkpoint`` command line, else None."""
     if not argv or argv[0] != "checkpoint":
         return None
-    opts = {"json": False, "store": None, "config": None}
+    opts = {"json": False, "store": None, "config": None, "allow_deletions": False, "debug": False}
     args = iter(argv[1:])
     for arg in args:
         name, eq, value = arg.partition("=")
         if arg == "--json":
             opts["json"] = True
         elif arg == "--allow-deletions":
-            pass  # an idle checkpoint deletes nothing
+            opts["allow_deletions"] = True   # an idle checkpoint deletes nothing
+        elif arg == "--debug":
+            opts["debug"] = True   # an idle checkpoint fails nothing
         elif name in ("--store", "--config"):
             value = value if eq else next(args, None)
             if not value or opts[name[2:]] is not None:

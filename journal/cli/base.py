@@ -1,0 +1,162 @@
+"""What every command does past its parsing, without click: print a line, print JSON,
+report warnings, open the configuration and the store, and turn an error into one line,
+its ``--debug`` detail, the ``--json`` error object and the exit status.
+
+The click app (``app``) and the launcher (``launch``, which runs a busy plain ``journal
+checkpoint`` without importing click) both use it: one renderer for both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from ..errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
+from ..report import Reporter
+from .output import OutputClosed, output_closed
+
+EXIT_FINDINGS = 1
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_FALLBACK = 3   # restore: complete, but some tree or file came from an older checkpoint than the newest
+
+#: What click strips from a line written to anything but a terminal (``click.echo``).
+_ANSI = r"\033\[[;?0-9]*[a-zA-Z]"
+
+
+def echo(message: str = "", err: bool = False) -> None:
+    """One line to stdout (or stderr), flushed, as ``click.echo`` writes it: escape
+    sequences stripped unless the stream is a terminal; nothing without a stream."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        return
+    message += "\n"
+    if "\033" in message and not _isatty(stream):
+        import re
+
+        message = re.sub(_ANSI, "", message)
+    stream.write(message)
+    stream.flush()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except Exception:   # a stream of any kind (click.echo's rule)
+        return False
+
+
+class CliReporter(Reporter):
+    """Warnings to stderr; a progress bar on a TTY."""
+
+    def __init__(self, label: str = "", quiet: bool = False):
+        self.label = label
+        self.quiet = quiet
+        self.warnings: list[str] = []
+        self._bar = None
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        if not self.quiet:
+            echo(f"warning: {message}", err=True)
+
+    def note(self, message: str) -> None:
+        if not self.quiet:
+            echo(message, err=True)
+
+    def progress(self, done: int, total: int) -> None:
+        if self.quiet or not sys.stderr.isatty() or total < 50:
+            return
+        if self._bar is None:
+            import click   # only for a bar on a terminal
+
+            self._bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+            self._bar.__enter__()
+        self._bar.update(done - self._bar.pos)
+        if done >= total:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+def emit_json(value) -> None:
+    """``value`` as indented JSON, as bytes to stdout's buffer (as ``click.echo`` writes bytes)."""
+    import msgspec
+
+    data = msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n"
+    stream = sys.stdout
+    if stream is None:
+        return
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:   # a text-only stream (a test's StringIO)
+        stream.write(data.decode())
+        stream.flush()
+        return
+    stream.flush()
+    buffer.write(data)
+    buffer.flush()
+
+
+@contextlib.contextmanager
+def past_click():
+    """A write to a stdout (or stderr) whose reader went away (``journal log | head -1``)
+    ends the command quietly at the launcher (``launch.main``), with exit 141: raise it
+    as ``OutputClosed``, which neither ``command_errors`` nor click (which would exit 1)
+    takes for an error. Any other ``BrokenPipeError`` stays an error."""
+    try:
+        yield
+    except BrokenPipeError:
+        if not output_closed():
+            raise
+        raise OutputClosed from None
+
+
+@contextlib.contextmanager
+def command_errors(as_json: bool | None, debug: bool = False):
+    """Turn library errors into one clear line and a non-zero exit; with ``as_json``,
+    also a JSON object on stdout, so a script always gets JSON (``fail``)."""
+    try:
+        with past_click():
+            yield
+    except ConfigError as err:
+        fail(err, EXIT_USAGE, as_json, debug=debug)
+    except JournalError as err:
+        fail(err, EXIT_ERROR, as_json, debug=debug)
+    except OSError as err:  # a local path the library did not expect to fail
+        fail(describe_os_error(err), EXIT_ERROR, as_json, kind="OSError", debug=debug)
+
+
+def fail(err, code: int, as_json: bool | None, kind: str | None = None, debug: bool = False):
+    """Print one error line (and the JSON error object) and exit with ``code``. What a
+    backend said in full (an error's ``backend_said``) follows with ``debug``
+    (``--debug``), and is the JSON object's ``detail``. A reader that went away ends
+    the command with exit 141 here too (``past_click``)."""
+    message = str(err)
+    detail = getattr(err, "backend_said", None) if isinstance(err, Exception) else None
+    with past_click():
+        echo(f"journal: error: {message}", err=True)
+        if detail and debug:
+            echo(f"journal: debug: {detail}", err=True)
+        if as_json:
+            doc = {"error": message, "kind": kind or type(err).__name__, "exit": code}
+            if isinstance(err, CheckpointErrors):
+                doc.update(seq=err.seq, errors=err.errors)
+            if detail:
+                doc["detail"] = detail
+            emit_json(doc)
+    sys.exit(code)
+
+
+def open_context(config_path, store_url):
+    from ..config import load_config
+    from ..store import open_store
+
+    cfg = load_config(config_path, store=store_url)
+    return cfg, open_store(durable_url(cfg.store), make_parents=cfg.default_store)
+
+
+def durable_url(url: str) -> str:
+    """Refuse ``memory://`` on the command line: each command would get a new, empty store."""
+    if url.lower().startswith("memory://"):
+        raise ConfigError("open store: memory:// keeps nothing between commands (it is for tests); "
+                          "set JOURNAL_STORE to a path or a cloud URL")
+    return url
