@@ -489,17 +489,25 @@ def test_a_store_error_of_a_busy_checkpoint_with_debug_and_json_is_the_click_com
             assert (doc["kind"], doc["exit"]) == ("StoreError", 1) and "Debug source" in doc["detail"]
 
 
-def test_a_busy_checkpoint_whose_reader_went_away_ends_with_141_without_click(live):
+def test_a_busy_checkpoint_whose_reader_went_away_ends_with_141_as_from_click(live, tmp_path):
+    """A closed stdout pipe ends a busy tick with exit 141 and nothing more on stderr;
+    its error (the JSON object the closed pipe refuses) ends the same from the launcher
+    as from click."""
     import os
 
     live.checkpoint()
-    for extra in ((), ("--wait",)):
-        _busy(live, len(extra))
-        write = _reader_gone()
-        proc = live.popen("checkpoint", *extra, cmd=journal_script(), stdout=write)
-        os.close(write)
-        _, err = proc.communicate(timeout=120)
-        assert (proc.returncode, err) == (141, ""), extra
+    ended = {}
+    for args in (("checkpoint",), ("checkpoint", "--json", "--store", str(tmp_path / "no" / "store"))):
+        for extra in ((), ("--wait",)):
+            _busy(live, len(extra) + 2 * len(args))
+            write = _reader_gone()
+            proc = live.popen(*args, *extra, cmd=journal_script(), stdout=write)
+            os.close(write)
+            _, err = proc.communicate(timeout=120)
+            ended[args, extra] = (proc.returncode, err)
+    assert ended[("checkpoint",), ()] == ended[("checkpoint",), ("--wait",)] == (141, "")
+    failed = [result for (args, _), result in ended.items() if len(args) > 1]
+    assert failed[0] == failed[1] and failed[0][0] == 141 and failed[0][1].startswith("journal: error: ")
 
 
 @pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])

@@ -128,21 +128,19 @@ def command_errors(as_json: bool | None, debug: bool = False):
 def fail(err, code: int, as_json: bool | None, kind: str | None = None, debug: bool = False):
     """Print one error line (and the JSON error object) and exit with ``code``. What a
     backend said in full (an error's ``backend_said``) follows with ``debug``
-    (``--debug``), and is the JSON object's ``detail``. A reader that went away ends
-    the command with exit 141 here too (``past_click``)."""
+    (``--debug``), and is the JSON object's ``detail``."""
     message = str(err)
     detail = getattr(err, "backend_said", None) if isinstance(err, Exception) else None
-    with past_click():
-        echo(f"journal: error: {message}", err=True)
-        if detail and debug:
-            echo(f"journal: debug: {detail}", err=True)
-        if as_json:
-            doc = {"error": message, "kind": kind or type(err).__name__, "exit": code}
-            if isinstance(err, CheckpointErrors):
-                doc.update(seq=err.seq, errors=err.errors)
-            if detail:
-                doc["detail"] = detail
-            emit_json(doc)
+    echo(f"journal: error: {message}", err=True)
+    if detail and debug:
+        echo(f"journal: debug: {detail}", err=True)
+    if as_json:
+        doc = {"error": message, "kind": kind or type(err).__name__, "exit": code}
+        if isinstance(err, CheckpointErrors):
+            doc.update(seq=err.seq, errors=err.errors)
+        if detail:
+            doc["detail"] = detail
+        emit_json(doc)
     sys.exit(code)
 
 
