@@ -4,6 +4,7 @@ rules between them."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -172,15 +173,116 @@ def test_a_version_2_state_file_is_read_whole_and_saved_with_a_base(tmp_path):
 
 
 def test_a_state_file_whose_base_is_missing_or_another_reads_as_no_state(tmp_path):
+    """No state for a checkpoint (``load_state``); for the lineage guards (``read_state``)
+    the state file's own scalars, without trees."""
     state_dir = str(tmp_path / "state")
-    save_state(state_dir, LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": tree(range(600))}))
+    save_state(state_dir, LocalState(store_id="s" * 64, writer="w" * 32, seq=7,
+                                     trees={"a": tree(range(600))}))
     (name,) = bases(state_dir)
     folder = os.path.join(state_dir, STATE_BASE_DIR)
     os.rename(os.path.join(folder, name), os.path.join(folder, "0" * 32))
     forget_state(state_dir)
-    assert read_state(state_dir) is None
+    assert load_state(state_dir, "s" * 64) is None
+    assert read_state(state_dir) == LocalState(store_id="s" * 64, writer="w" * 32, seq=7)
     os.rename(os.path.join(folder, "0" * 32), os.path.join(folder, name))
     assert reread(state_dir).trees["a"].files["p0001"] == file_state("p0001", 1)
+
+
+def test_a_lost_base_still_lets_the_lineage_guards_refuse_a_vanished_store(bare_live):
+    """The base gone (a partial copy of the state directory, a clean-up) and the store
+    unmounted: the checkpoint refuses the vanished store, as with a whole state, instead
+    of creating a new, empty store there and publishing checkpoint 1 into it."""
+    live = bare_live
+    fill(live, 600)
+    live.run("checkpoint", expect=0)
+    shutil.rmtree(live.state_dir / STATE_BASE_DIR)
+    live.store_path.rename(live.store_path.with_name("unmounted"))
+    live.append(f"{TREE}/projects/d3/f0003.json", '{"n": "more"}\n')
+
+    ran = live.run("checkpoint", expect=1)
+
+    assert "no journal store at" in ran.stderr and "checkpointed up to 1" in ran.stderr, ran.stderr
+    assert not live.store_path.exists()
+
+
+@pytest.mark.parametrize("swap", ["fifo", "symlink"])
+def test_a_base_swapped_for_a_fifo_or_a_symlink_is_unreadable_and_never_blocks(bare_live, swap):
+    """journal writes a base as a regular file and never a link: one that is a FIFO (an
+    open would wait for a writer forever) or a symlink (it could name /dev/zero) is an
+    unreadable local state, which the checkpoint refuses at once."""
+    live = bare_live
+    fill(live, 600)
+    live.run("checkpoint", expect=0)
+    (name,) = bases(live.state_dir)
+    path = live.state_dir / STATE_BASE_DIR / name
+    path.rename(live.home / "moved")
+    if swap == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(live.home / "moved")
+    live.append(f"{TREE}/projects/d3/f0003.json", '{"n": "more"}\n')
+
+    ran = live.run("checkpoint", expect=1, timeout=60)
+
+    assert "missing or unreadable" in ran.stderr, ran.stderr
+
+
+def test_a_save_that_fails_after_writing_a_base_removes_that_base(tmp_path, monkeypatch):
+    """A disk that fills up between the base and the state file: the save fails, the
+    state on disk is the one before it, and the new base does not stay behind (each
+    retry on a full disk would leave another copy of the whole state)."""
+    state_dir = str(tmp_path / "state")
+    before = LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": tree(range(800))})
+    save_state(state_dir, before)
+    (first,) = bases(state_dir)
+    real = state_mod.write_file_atomic
+
+    def full(path, data, *args, **kwargs):
+        if os.path.basename(path) == STATE_FILE:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, data, *args, **kwargs)
+
+    monkeypatch.setattr(state_mod, "write_file_atomic", full)
+    changed = reread(state_dir)
+    changed.trees["a"].files = {p: file_state(p, 9) for p in changed.trees["a"].files}
+    with pytest.raises(OSError, match="No space left"):
+        save_state(state_dir, changed)
+
+    assert bases(state_dir) == [first]
+    assert reread(state_dir) == before
+
+
+def test_a_save_whose_base_was_removed_behind_it_writes_a_new_one(tmp_path):
+    """A process that keeps its decoded state (``journal supervise``) while someone
+    removes ``state-base/``: its next save must not write changes against the base no
+    reader can find any more (every later run would find no state)."""
+    state_dir = str(tmp_path / "state")
+    state = LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": tree(range(800))})
+    save_state(state_dir, state)
+    shutil.rmtree(os.path.join(state_dir, STATE_BASE_DIR))
+    state.seq = 4
+    state.trees["a"].files["p0001"] = file_state("p0001", 11)
+    save_state(state_dir, state)
+
+    forget_state(state_dir)
+    assert load_state(state_dir, "s" * 64) == state
+
+
+def test_a_save_removes_only_what_can_be_a_base(tmp_path):
+    """Removing the other bases touches only names a base can have, and a name it cannot
+    remove (a directory) does not fail the save, whose state file is in place."""
+    state_dir = str(tmp_path / "state")
+    state = LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": tree(range(800))})
+    save_state(state_dir, state)
+    (first,) = bases(state_dir)
+    folder = tmp_path / "state" / STATE_BASE_DIR
+    (folder / "notes.txt").write_text("an operator's note\n")
+    (folder / ("d" * 32)).mkdir()
+    state.trees["a"].files = {p: file_state(p, 9) for p in state.trees["a"].files}
+    save_state(state_dir, state)
+
+    assert first not in bases(state_dir) and {"notes.txt", "d" * 32} <= set(bases(state_dir))
+    assert reread(state_dir) == state
 
 
 def test_a_reader_whose_base_a_save_removed_meanwhile_reads_the_new_state(tmp_path, monkeypatch):

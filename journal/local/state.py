@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
+import stat as stat_mod
 import time
 import uuid
 
@@ -30,6 +32,7 @@ import msgspec
 from ..atomic import write_file_atomic
 from ..errors import LockBusy, StateDirUnusable
 from ..format.model import BlobRef, Entry
+from ..localfs import open_regular
 from ..paths import LOCK_FILE, STATE_BASE_DIR, STATE_FILE, TMP_DIR
 from ..signatures import Stamp, file_stamp, stamp
 
@@ -48,6 +51,8 @@ READ_STATE_VERSIONS = (1, 2, 3)
 #: sixteenth of the base, and a base is written once per that many changed paths.
 COMPACT_PART = 16
 COMPACT_MIN = 512
+#: A base's name: its token, 32 hex digits (``uuid4().hex``).
+_TOKEN = re.compile("[0-9a-f]{32}")
 
 
 class FileState(msgspec.Struct, array_like=True, gc=False):
@@ -139,47 +144,71 @@ _memo: dict[str, tuple[Stamp, LocalState, StateBase | None]] = {}
 
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
-    """The cached state for ``store_id``, or None when missing, unreadable or for another store."""
-    state = read_state(state_dir)
-    if state is None or state.version not in READ_STATE_VERSIONS or state.store_id != store_id:
+    """The cached state for ``store_id``, or None when missing, unreadable (its base
+    included) or for another store."""
+    state, whole = _read(state_dir)
+    if not whole or state.version not in READ_STATE_VERSIONS or state.store_id != store_id:
         return None
     return state
 
 
 def read_state(state_dir: str) -> LocalState | None:
-    """The state as it is, whatever store it names (None when missing or unreadable, its
-    base included): what this machine knows, for the lineage guards
-    (``repository/lineage.py``). A base that a save replaced between the reads of the
-    state file and of its base is read again through the new state file."""
+    """What this machine knows, whatever store the state names, for the lineage guards
+    (``repository/lineage.py``): None only when the state file is missing or unreadable.
+    A state file whose base is unreadable, or of a newer version, still tells its
+    scalars (store, writer, sequence, pending manifest), with no trees; ``load_state``
+    refuses it. A base that a save replaced between the reads of the state file and of
+    its base is read again through the new state file."""
+    return _read(state_dir)[0]
+
+
+def _read(state_dir: str) -> tuple[LocalState | None, bool]:
+    """``(state, whole)``: the state as it is (``read_state``), and whether it is the
+    whole state of a version this code reads (False: only its scalars are told)."""
     path = os.path.join(state_dir, STATE_FILE)
+    top = None
     for _ in range(3):
         memo = _memo.get(path)
         if memo is not None and memo[0] == file_stamp(path):
-            return memo[1]
+            return memo[1], True
         try:
             with open(path, "rb") as fh:
                 read = stamp(os.fstat(fh.fileno()))
                 top = msgspec.msgpack.decode(fh.read(), type=StateFile)
         except (OSError, msgspec.DecodeError):
-            return None
+            return None, False
         if top.version not in READ_STATE_VERSIONS:
-            return top  # a newer state: its store and writer are still told (``load_state`` refuses it)
+            return _scalars(top), False  # a newer state: its store and writer are still told
         base = _read_base(state_dir, top.base) if top.base is not None else None
         if top.base is not None and base is None:
             if file_stamp(path) != read:
                 continue  # replaced meanwhile, with its base: read the new one
-            return None
+            break
         state = _merged(top, base)
         _memo[path] = (read, state, base)
-        return state
-    return None
+        return state, True
+    return _scalars(top), False
+
+
+def _scalars(top: StateFile) -> LocalState:
+    """What a state file tells without its trees: enough for the lineage guards, which
+    refuse a vanished or foreign store even when the base is lost (never taken for no
+    state: that would let a checkpoint start a new history over the one it follows)."""
+    return LocalState(version=top.version, store_id=top.store_id, writer=top.writer, seq=top.seq,
+                      manifest_id=top.manifest_id, restore_complete=top.restore_complete,
+                      pending_seq=top.pending_seq, pending=top.pending)
 
 
 def _read_base(state_dir: str, name: str) -> StateBase | None:
-    if os.sep in name or name in ("", ".", ".."):
+    """The base ``name``, when it is a regular file (never through a symlink, never
+    blocking on a FIFO put there) holding that token; else None."""
+    if not _TOKEN.fullmatch(name):
         return None
     try:
-        with open(os.path.join(state_dir, STATE_BASE_DIR, name), "rb") as fh:
+        fh = open_regular(os.path.join(state_dir, STATE_BASE_DIR, name))
+        if fh is None:
+            return None
+        with fh:
             base = msgspec.msgpack.decode(fh.read(), type=StateBase)
     except (OSError, msgspec.DecodeError):
         return None
@@ -198,10 +227,9 @@ def _merged(top: StateFile, base: StateBase | None) -> LocalState:
         merged.update(changes)
         return {table: merged}
 
-    trees = _per_table(top.trees, base, TreeCache, merge)
-    return LocalState(version=top.version, store_id=top.store_id, writer=top.writer, seq=top.seq,
-                      manifest_id=top.manifest_id, restore_complete=top.restore_complete, trees=trees,
-                      pending_seq=top.pending_seq, pending=top.pending)
+    state = _scalars(top)
+    state.trees = _per_table(top.trees, base, TreeCache, merge)
+    return state
 
 
 def clear_restore_marker(state_dir: str, store_id: str) -> None:
@@ -226,16 +254,19 @@ def forget_state(state_dir: str) -> None:
 def save_state(state_dir: str, state: LocalState) -> None:
     """Save ``state``: the state file replaced atomically (temp, fsync, rename, fsync dir),
     holding what differs from the base the state file on disk names. When that base is
-    not the one this process read or wrote with the file on disk, or the difference
-    reaches ``COMPACT_PART`` of the paths, a new base is written first (the same way,
-    under a new name), and the other bases are removed only after the state file that
-    names the new one is in place (design §10)."""
+    not the one this process read or wrote with the file on disk, or is no longer on
+    disk, or the difference reaches ``COMPACT_PART`` of the paths, a new base is written
+    first (the same way, under a new name), and the other bases are removed only after
+    the state file that names the new one is in place; a save that fails after writing
+    a new base removes it (design §10)."""
     os.makedirs(state_dir, exist_ok=True)
     path = os.path.join(state_dir, STATE_FILE)
     tmp_dir = os.path.join(state_dir, TMP_DIR)
     state.version = STATE_VERSION   # a version 1 or 2 state read here is written back as version 3
     memo = _memo.get(path)
     base = memo[2] if memo is not None and memo[0] == file_stamp(path) else None
+    if base is not None and not _base_in_place(state_dir, base.token):
+        base = None  # removed behind this process's back: the changes would name a base no reader finds
     trees, changed = _deltas(state.trees, base)
     paths = sum(len(cache.files) for cache in state.trees.values())
     fresh = None
@@ -251,12 +282,24 @@ def save_state(state_dir: str, state: LocalState) -> None:
         trees, _ = _deltas(state.trees, base)
     top = StateFile(**{f: getattr(state, f) for f in state.__struct_fields__ if f != "trees"},
                     trees=trees, base=base.token if base is not None else None)
-    write_file_atomic(path, msgspec.msgpack.encode(top), tmp_dir)
+    try:
+        write_file_atomic(path, msgspec.msgpack.encode(top), tmp_dir)
+    except BaseException:
+        if fresh is not None:  # no state file names it: a full disk must not fill up with bases
+            _remove_bases(state_dir, only=fresh.token)
+        raise
     if fresh is not None:
         _remove_bases(state_dir, keep=fresh.token)
     saved = file_stamp(path)
     if saved is not None:
         _memo[path] = (saved, state, base)
+
+
+def _base_in_place(state_dir: str, token: str) -> bool:
+    try:
+        return stat_mod.S_ISREG(os.lstat(os.path.join(state_dir, STATE_BASE_DIR, token)).st_mode)
+    except OSError:
+        return False
 
 
 def _deltas(trees: dict[str, TreeCache], base: StateBase | None) -> tuple[dict[str, TreeDelta], int]:
@@ -297,15 +340,22 @@ def _changes(old: dict, now: dict) -> tuple[dict, list]:
     return set_, gone
 
 
-def _remove_bases(state_dir: str, keep: str) -> None:
-    """Remove every base but ``keep``: those earlier saves named, and any a save killed
-    before its state file named it left behind."""
+def _remove_bases(state_dir: str, keep: str | None = None, only: str | None = None) -> None:
+    """Remove every base but ``keep`` (those earlier saves named, and any a save killed
+    before its state file named it left behind), or only the base ``only``. Only names
+    a base can have are touched, whatever else the directory holds (or a symlink in
+    its place points to), and best effort: the state file is in place already, and
+    the next save that writes a base removes what this one could not."""
     folder = os.path.join(state_dir, STATE_BASE_DIR)
-    for name in os.listdir(folder):
-        if name != keep:
+    try:
+        names = [only] if only is not None else os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name != keep and _TOKEN.fullmatch(name):
             try:
                 os.unlink(os.path.join(folder, name))
-            except FileNotFoundError:
+            except OSError:
                 pass
 
 
