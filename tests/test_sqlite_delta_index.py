@@ -159,3 +159,41 @@ def test_leaves_taken_back_give_the_very_index_a_full_build_gives(monkeypatch, f
         assert got[:3] == want[:3], (then, now)
         taken += want[3] - got[3]
     assert taken > 0
+
+
+@pytest.mark.parametrize("key", [b"", bytes(range(32))], ids=["plain", "keyed"])
+def test_the_leaves_cut_without_hashing_equals_the_full_cut_over_chains_of_builds(monkeypatch, key):
+    """``_leaves`` against ``_chunk`` on random trees, each build's leaves the next one's
+    last index (so a cut taken back is taken back again), with keyed boundaries as an
+    encrypted store has them, small page sizes and ``MAX_ITEMS`` (cuts by count), and
+    adds, removals and changes anywhere (the first and the last leaf too)."""
+    from journal.format import index
+    from journal.format.index import Previous, _chunk, _leaves
+
+    rng = random.Random(key)
+    taken = 0
+    for _ in range(300):
+        monkeypatch.setattr(index, "LEAF_FANOUT", rng.choice([2, 3, 8, 64]))
+        monkeypatch.setattr(index, "MAX_ITEMS", rng.choice([2, 3, 5, 1024]))
+        universe = rng.choice([10, 60, 400])
+        make = lambda i, v=1: Entry(path=f"d{i % 7}/{i:04d}", kind="jsonl", mode=0o644, mtime_ns=v)  # noqa: E731
+        now = sorted((make(i) for i in rng.sample(range(universe), rng.randint(1, universe))), key=lambda e: e.path)
+        previous = None
+        for _ in range(4):
+            names = [e.path for e in now]
+            want = _chunk(now, names, 0, index.LEAF_FANOUT, key)
+            got = _leaves(now, names, previous, key)
+            assert ([[e.path for e in g] for g in got[0]], got[1]) == ([[e.path for e in g] for g in want[0]], want[1])
+            taken += previous is not None and len(got[0]) > 1
+            then, leaves = now, {g[0].path: BlobRef(f"{n:064x}", "a" * 64, 0, 1, 1) for n, g in enumerate(got[0])}
+            for _ in range(rng.choice([0, 1, 3, 20])):
+                i = rng.randrange(universe)
+                now = [e for e in now if e.path != make(i).path]
+                if rng.random() < 0.6:
+                    now = sorted([*now, make(i, rng.randrange(1 << 30))], key=lambda e: e.path)
+            if not now:
+                break
+            held, paths = {e.path: e for e in then}, {e.path for e in now}
+            previous = Previous(leaves, sorted([e.path for e in now if held.get(e.path) is not e]
+                                               + [p for p in held if p not in paths]))
+    assert taken > 100
