@@ -1123,3 +1123,47 @@ def test_a_one_file_tick_in_a_large_tree_encodes_only_the_leaf_page_of_that_file
     back = tmp_path / "back" / "claude" / "projects"
     assert all((back / f"p{d:02d}" / f"s{f:03d}.jsonl").read_bytes() == (root / f"p{d:02d}" / f"s{f:03d}.jsonl").read_bytes()
                for d in range(20) for f in range(100))
+
+
+def test_a_failure_in_the_pack_hash_thread_fails_the_checkpoint_and_publishes_nothing(live, monkeypatch):
+    """A large record's share of its pack's name is hashed in a thread: if that thread
+    fails, no pack is named from a partial hash and no manifest is published; the
+    next checkpoint publishes the file whole."""
+    live.checkpoint()
+    big = live.local / "codex-home" / "weights.bin"
+    big.write_bytes(os.urandom(AHEAD_FILE + 2 * CHUNK))
+    real, failed = pack_module._update, []
+
+    def failing(digest, pieces):
+        if threading.current_thread() is not threading.main_thread():
+            failed.append(1)
+            raise MemoryError("hash thread")
+        return real(digest, pieces)
+
+    monkeypatch.setattr(pack_module, "_update", failing)
+    with pytest.raises(MemoryError):
+        live.checkpoint()
+    monkeypatch.undo()
+
+    assert failed and live.seqs() == [1]
+    assert not list((live.state_dir / "spool").glob("*"))
+    live.checkpoint()
+    assert live.stored_bytes("codex", "weights.bin") == big.read_bytes()
+
+
+def test_a_pack_whose_name_cannot_be_hashed_is_not_uploaded_and_leaves_no_spool_file(live, tmp_path, monkeypatch):
+    """The hash thread fails on the pack's last record, so the failure surfaces when the
+    pack is closed: nothing is uploaded, and the abort that follows removes the spool
+    file (it was closed already, and left behind, before the name was taken)."""
+    def failing(digest, pieces):
+        raise MemoryError("hash thread")
+
+    monkeypatch.setattr(pack_module, "_update", failing)
+    writer = PackWriter(live.store, str(tmp_path / "spool"))
+    writer.add_record("00" * 32, [b"head", os.urandom(pack_module.HASH_THREAD_MIN)], 1)
+    with pytest.raises(MemoryError):
+        writer.finish()
+    writer.abort()
+
+    assert writer.packs == [] and not list(live.store.list("packs/"))
+    assert list((tmp_path / "spool").iterdir()) == []

@@ -192,10 +192,10 @@ class PackWriter:
             raise LocalWriteError("write spool", err, self._path or self.spool_dir) from err
 
     def _close_and_upload(self) -> None:
+        pack = self._pack_name()  # first: a failed hash leaves the file open, for ``abort`` to remove
         with self._spooling():
             self._fh.close()
         self._fh = None
-        pack = self._pack_name()
         self._ids[self._slot] = pack
         self.packs.append(pack)
         if self._pool is None:
