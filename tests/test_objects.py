@@ -104,7 +104,7 @@ def compressor(monkeypatch):
     return counting
 
 
-@pytest.mark.parametrize("size", [1 << 20, (1 << 20) - 5, 200_000])
+@pytest.mark.parametrize("size", [1 << 20, (1 << 20) - 5, 200_000, 128 << 10, (256 << 10) + 1, 3 * (128 << 10) + 7])
 def test_an_incompressible_chunk_is_stored_as_zstd_would_without_compressing_it(compressor, size):
     """A chunk whose probe does not compress is framed as raw blocks: the very bytes
     zstd writes for it, at the cost of the probe (1/16 of it) instead of a pass of the
