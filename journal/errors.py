@@ -251,15 +251,16 @@ class CheckpointAfterIncompleteRestore(JournalError):
 class StoreVanished(StoreError):
     """The store this machine checkpointed to is absent or empty now."""
 
-    def __init__(self, location: str, store_id: str, seq: int, missing_parent: str | None = None):
+    def __init__(self, location: str, store_id: str | None, seq: int | None, missing_parent: str | None = None,
+                 unreadable_state: str | None = None):
         self.location = location
         hint = (f"its parent directory {missing_parent} does not exist: mount the volume there, or fix "
                 "JOURNAL_STORE if it names the wrong place" if missing_parent else
                 "is the volume mounted? Run `journal init` to start a new, empty store there on purpose")
-        super().__init__(
-            f"open store: no journal store at {location}, but this machine has checkpointed up to {seq} "
-            f"to store {store_id}; {hint}"
-        )
+        known = (f"this machine's local state {unreadable_state} exists but cannot be read, so it may have "
+                 "checkpointed to a store there" if unreadable_state is not None else
+                 f"this machine has checkpointed up to {seq} to store {store_id}")
+        super().__init__(f"open store: no journal store at {location}, but {known}; {hint}")
 
 
 class DamagedConfig(StoreError):

@@ -188,6 +188,45 @@ def test_a_state_file_whose_base_is_missing_or_another_reads_as_no_state(tmp_pat
     assert reread(state_dir).trees["a"].files["p0001"] == file_state("p0001", 1)
 
 
+def test_a_base_with_a_changed_byte_that_still_decodes_is_not_read(tmp_path):
+    """A base lives long: a byte changed on disk that still decodes (a path's name here)
+    must not be taken for entries. The state file names the base's SHA-256."""
+    state_dir = str(tmp_path / "state")
+    save_state(state_dir, LocalState(store_id="s" * 64, writer="w" * 32, seq=2, trees={"a": tree(range(600))}))
+    (name,) = bases(state_dir)
+    path = os.path.join(state_dir, STATE_BASE_DIR, name)
+    with open(path, "rb") as fh:
+        data = fh.read()
+    changed = data.replace(b"p0001", b"q0001", 1)
+    assert changed != data and msgspec.msgpack.decode(changed, type=state_mod.StateBase).trees["a"].files
+    with open(path, "wb") as fh:
+        fh.write(changed)
+    forget_state(state_dir)
+
+    assert load_state(state_dir, "s" * 64) is None
+    assert read_state(state_dir) == LocalState(store_id="s" * 64, writer="w" * 32, seq=2)
+
+
+def test_an_unreadable_state_file_still_lets_the_lineage_guards_refuse_a_vanished_store(bare_live):
+    """A damaged state file (it does not decode) is not a fresh machine: with the store
+    unmounted the checkpoint refuses, naming the state file, instead of creating a new,
+    empty store there; `journal init` starts one on purpose."""
+    live = bare_live
+    fill(live, 10)
+    live.run("checkpoint", expect=0)
+    (live.state_dir / STATE_FILE).write_bytes(b"\xc1 not msgpack")
+    live.store_path.rename(live.store_path.with_name("unmounted"))
+    live.append(f"{TREE}/projects/d3/f0003.json", '{"n": "more"}\n')
+
+    ran = live.run("checkpoint", expect=1)
+
+    assert "no journal store at" in ran.stderr and "cannot be read" in ran.stderr, ran.stderr
+    assert str(live.state_dir / STATE_FILE) in ran.stderr, ran.stderr
+    assert not live.store_path.exists()
+    live.run("init", expect=0)
+    live.run("checkpoint", expect=0)
+
+
 def test_a_lost_base_still_lets_the_lineage_guards_refuse_a_vanished_store(bare_live):
     """The base gone (a partial copy of the state directory, a clean-up) and the store
     unmounted: the checkpoint refuses the vanished store, as with a whole state, instead
@@ -297,12 +336,12 @@ def test_a_reader_whose_base_a_save_removed_meanwhile_reads_the_new_state(tmp_pa
     real = state_mod._read_base
     asked = []
 
-    def read_base(directory, name):
+    def read_base(directory, name, digest):
         if not asked:   # the checkpoint runs between the reads of the state file and its base
             save_state(state_dir, newer)
             forget_state(state_dir)
         asked.append(name)
-        return real(directory, name)
+        return real(directory, name, digest)
 
     forget_state(state_dir)
     monkeypatch.setattr(state_mod, "_read_base", read_base)

@@ -21,6 +21,7 @@ other bases. The cache is trusted only for the store it names (``store_id``).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import stat as stat_mod
@@ -126,6 +127,7 @@ class StateFile(LocalState, kw_only=True):
 
     trees: dict[str, TreeDelta] = {}
     base: str | None = None
+    base_sha256: str | None = None      # of the base file's bytes: a base that differs is not read
 
 
 def cache_from_entries(root: BlobRef | None, pages: dict[str, BlobRef], entries, **flags) -> TreeCache:
@@ -141,6 +143,9 @@ def new_state(store_id: str) -> LocalState:
 # decoded state is kept between runs while the state file on disk is the one it saved
 # or read, with the base that file names (None: it names none).
 _memo: dict[str, tuple[Stamp, LocalState, StateBase | None]] = {}
+#: The SHA-256 of each base this process read or wrote, by token (a state file names
+#: its base's digest, so the next save needs it).
+_digests: dict[str, str] = {}
 
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
@@ -179,7 +184,7 @@ def _read(state_dir: str) -> tuple[LocalState | None, bool]:
             return None, False
         if top.version not in READ_STATE_VERSIONS:
             return _scalars(top), False  # a newer state: its store and writer are still told
-        base = _read_base(state_dir, top.base) if top.base is not None else None
+        base = _read_base(state_dir, top.base, top.base_sha256) if top.base is not None else None
         if top.base is not None and base is None:
             if file_stamp(path) != read:
                 continue  # replaced meanwhile, with its base: read the new one
@@ -199,20 +204,28 @@ def _scalars(top: StateFile) -> LocalState:
                       pending_seq=top.pending_seq, pending=top.pending)
 
 
-def _read_base(state_dir: str, name: str) -> StateBase | None:
+def _read_base(state_dir: str, name: str, digest: str | None) -> StateBase | None:
     """The base ``name``, when it is a regular file (never through a symlink, never
-    blocking on a FIFO put there) holding that token; else None."""
-    if not _TOKEN.fullmatch(name):
+    blocking on a FIFO put there) whose bytes have the SHA-256 ``digest`` the state
+    file names (a long-lived cache: a flipped bit that still decodes must not be taken
+    for entries) and hold that token; else None."""
+    if not _TOKEN.fullmatch(name) or digest is None:
         return None
     try:
         fh = open_regular(os.path.join(state_dir, STATE_BASE_DIR, name))
         if fh is None:
             return None
         with fh:
-            base = msgspec.msgpack.decode(fh.read(), type=StateBase)
+            data = fh.read()
+        if hashlib.sha256(data).hexdigest() != digest:
+            return None
+        base = msgspec.msgpack.decode(data, type=StateBase)
     except (OSError, msgspec.DecodeError):
         return None
-    return base if base.token == name and base.version in READ_STATE_VERSIONS else None
+    if base.token != name or base.version not in READ_STATE_VERSIONS:
+        return None
+    _digests[name] = digest
+    return base
 
 
 def _merged(top: StateFile, base: StateBase | None) -> LocalState:
@@ -265,7 +278,7 @@ def save_state(state_dir: str, state: LocalState) -> None:
     state.version = STATE_VERSION   # a version 1 or 2 state read here is written back as version 3
     memo = _memo.get(path)
     base = memo[2] if memo is not None and memo[0] == file_stamp(path) else None
-    if base is not None and not _base_in_place(state_dir, base.token):
+    if base is not None and (not _base_in_place(state_dir, base.token) or base.token not in _digests):
         base = None  # removed behind this process's back: the changes would name a base no reader finds
     trees, changed = _deltas(state.trees, base)
     paths = sum(len(cache.files) for cache in state.trees.values())
@@ -276,12 +289,14 @@ def save_state(state_dir: str, state: LocalState) -> None:
             for name, cache in state.trees.items()})
         # ``state-base/`` made here is durable with the state file: its publish fsyncs this directory.
         os.makedirs(os.path.join(state_dir, STATE_BASE_DIR), exist_ok=True)
-        write_file_atomic(os.path.join(state_dir, STATE_BASE_DIR, fresh.token), msgspec.msgpack.encode(fresh),
-                          tmp_dir)
+        data = msgspec.msgpack.encode(fresh)
+        write_file_atomic(os.path.join(state_dir, STATE_BASE_DIR, fresh.token), data, tmp_dir)
+        _digests[fresh.token] = hashlib.sha256(data).hexdigest()
         base = fresh
         trees, _ = _deltas(state.trees, base)
     top = StateFile(**{f: getattr(state, f) for f in state.__struct_fields__ if f != "trees"},
-                    trees=trees, base=base.token if base is not None else None)
+                    trees=trees, base=base.token if base is not None else None,
+                    base_sha256=_digests[base.token] if base is not None else None)
     try:
         write_file_atomic(path, msgspec.msgpack.encode(top), tmp_dir)
     except BaseException:

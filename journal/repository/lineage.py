@@ -53,10 +53,14 @@ def open_existing(store: Store, state_dir: str, *, audit: bool = False, key: Key
 
 def refuse_vanished(store: Store, state_dir: str) -> None:
     """``StoreVanished`` when this machine has checkpointed to a store (its local state
-    knows a checkpoint) and ``store`` is absent or empty now."""
+    knows a checkpoint, or its state file is there but unreadable) and ``store`` is
+    absent or empty now."""
     known = read_state(state_dir)
     if known is not None and known.seq > 0:
         raise StoreVanished(store.location, known.store_id, known.seq, store.missing_parent()) from None
+    if known is None and os.path.lexists(_state_path(state_dir)):  # damaged: never taken for a fresh machine
+        raise StoreVanished(store.location, None, None, store.missing_parent(),
+                            unreadable_state=_state_path(state_dir)) from None
 
 
 def committed_seq(state: LocalState) -> int:
