@@ -80,7 +80,7 @@ def test_a_one_change_commit_writes_two_small_state_files_and_no_base(bare_live,
     for _, data in written:
         top = msgspec.msgpack.decode(data, type=StateFile)
         assert top.base == base
-        assert [path for t in top.trees.values() for path in t.files] == [f"projects/d3/f0003.json"]
+        assert [path for t in top.trees.values() for path in t.files] == ["projects/d3/f0003.json"]
         assert len(data) * 20 < base_size, (len(data), base_size)
     pending, committed = (msgspec.msgpack.decode(data, type=StateFile) for _, data in written)
     assert pending.pending_seq == 2 and committed.pending is None
