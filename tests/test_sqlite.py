@@ -31,7 +31,7 @@ from journal.report import Collector
 from journal.restore.run import restore
 from journal.store import open_store
 from journal.errors import SnapshotFailed
-from journal.sqlite.snapshot import quick_check, snapshot_copy, snapshot_db
+from journal.sqlite.snapshot import quick_check, snapshot_db
 from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 
 from conftest import Live, wait_for
@@ -514,37 +514,6 @@ def test_a_snapshot_opens_three_connections(tmp_path, monkeypatch):
     staging, _ = snapshot_db(str(db), str(tmp_path / "staging"), while_checking=len)
     assert len(opened) == 3
     assert quick_check(staging) is None and Path(staging).read_bytes()[18:20] == b"\x01\x01"
-
-
-@pytest.mark.parametrize("wal", [True, False])
-def test_a_small_databases_snapshot_is_taken_and_checked_in_memory(tmp_path, monkeypatch, wal):
-    """The live database is the only file a small database's snapshot opens: the copy
-    is an in-memory database and the check runs on its bytes; nothing is written to the
-    staging folder. The copy's header says rollback journal, as a staged copy's does,
-    and its rows are the database's."""
-    db = tmp_path / "live.db"
-    ids = make_closed_db(db, wal=wal)
-    staging_dir = tmp_path / "staging"
-    opened = []
-    connect = sqlite3.connect
-
-    def counting(*args, **kwargs):
-        opened.append(args[0])
-        return connect(*args, **kwargs)
-
-    monkeypatch.setattr(sqlite3, "connect", counting)
-    copy, got = snapshot_copy(str(db), str(staging_dir),
-                              while_checking=lambda c: (os.listdir(staging_dir), c.read(2, 18)))
-    monkeypatch.undo()
-    assert got == ([], b"\x01\x01")
-    assert [name for name in opened if name.startswith("file:/")] == [f"file:{db}?mode=rw"]
-    assert len(opened) == 3
-    assert copy.path is None and os.listdir(staging_dir) == []
-    path = Path(copy.file())
-    assert path.parent == staging_dir and quick_check(str(path)) is None
-    assert journal_mode(path) == "delete" and ids_of(path) == ids
-    copy.remove()
-    assert os.listdir(staging_dir) == []
 
 
 def test_a_snapshot_failing_quick_check_discards_what_was_read_meanwhile(tmp_path):

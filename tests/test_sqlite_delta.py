@@ -44,8 +44,6 @@ from journal.gc.retention import Policy
 from journal.sqlite import base_copy as base_copy_mod
 from journal.sqlite.base_copy import BASE_DIR, SAME_SUFFIX, base_path, prune_base_copies
 from journal.sqlite.rebuild import rebuild_db
-from journal.sqlite import snapshot as snapshot_mod
-from journal.sqlite.snapshot import SMALL_DB_BYTES, snapshot_copy
 from journal.verify import BAD_SNAPSHOT, verify
 
 TREE, DB = OpencodeLive.TREE, OpencodeLive.DB    # the opencode preset: $AM_LOCAL/opencode-share/opencode*.db
@@ -129,10 +127,13 @@ def rebuilt(box: OpencodeLive, tmp: Path, seq: int | None = None) -> Path:
 
 
 def copy_of(db: Path, tmp: Path) -> Path:
-    """A consistent copy of a live WAL database, as a snapshot holds it."""
+    """A consistent copy of a live WAL database (what a snapshot holds)."""
     out = tmp / f"copy-{uuid.uuid4().hex[:6]}.db"
-    copy, _ = snapshot_copy(str(db), str(tmp / "copies"))
-    os.replace(copy.file(), out)
+    src, dst = sqlite3.connect(db), sqlite3.connect(out)
+    src.backup(dst)
+    src.close()
+    dst.execute("PRAGMA journal_mode=DELETE")
+    dst.close()
     return out
 
 
@@ -416,45 +417,6 @@ def test_a_delta_tick_hashes_only_the_pages_that_differ_from_the_base_copy(tmp_p
     commit(box)
     changed = len(box.db_snapshot().deltas)
     assert 0 < changed <= len(hashed) <= 2 * changed < pages // 4, (len(hashed), changed, pages)
-    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
-    con.close()
-
-
-def bytes_written() -> int:
-    """Bytes this process has passed to write calls so far (``/proc/self/io`` ``wchar``:
-    every thread's, SQLite's ``pwrite`` of a copy included)."""
-    with open("/proc/self/io") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("wchar:"))
-
-
-def test_a_small_databases_delta_tick_writes_no_copy_of_it(tmp_path):
-    """A database under ``SMALL_DB_BYTES`` is backed up into memory, checked and cut
-    there: its delta tick writes its pack, maps and state, never a staging copy."""
-    box = OpencodeLive(tmp_path, tmp_path / "store")
-    con = fill(box.db, 3000)
-    commit(box)
-    size = box.entry().size
-    assert size <= SMALL_DB_BYTES
-    small_commits(con, 5, seed=21)
-    before = bytes_written()
-    commit(box)
-    written = bytes_written() - before
-    assert written < size // 4, (written, size)
-    assert os.listdir(box.local / ".journal" / "sqlite-staging") == []
-    assert rows(rebuilt(box, tmp_path)) == rows(box.db)
-    con.close()
-
-
-def test_a_database_over_the_small_size_is_copied_through_a_staging_file(tmp_path, monkeypatch):
-    box = OpencodeLive(tmp_path, tmp_path / "store")
-    con = fill(box.db, 3000)
-    commit(box)
-    monkeypatch.setattr(snapshot_mod, "SMALL_DB_BYTES", 0)
-    small_commits(con, 5, seed=22)
-    before = bytes_written()
-    commit(box)
-    assert bytes_written() - before >= box.entry().size
-    assert box.db_snapshot().deltas
     assert rows(rebuilt(box, tmp_path)) == rows(box.db)
     con.close()
 

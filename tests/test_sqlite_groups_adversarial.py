@@ -49,7 +49,6 @@ from conftest import OpencodeLive, wait_for
 from journal.format.objects import FLAG_DELTA, FLAG_MEMBERS, HEADER, embedded_members, parse_header_flags
 from journal.repository.repository import pack_key
 from journal.format.pagemap import decode_map
-from journal.sqlite.snapshot import backup_to_memory
 
 TREE, DB = OpencodeLive.TREE, OpencodeLive.DB
 
@@ -83,14 +82,17 @@ class Churned(OpencodeLive):
 
     # -- the oracle
     def save_expected(self, seq: int, con: sqlite3.Connection | None = None) -> Path:
-        """The database as SQLite sees it now, copied the way journal copies a small database."""
+        """The database as SQLite sees it now, copied the way journal stages it."""
         path = self.root / "expected" / f"{self.home.name}-{seq}.db"
         if path.exists():
             path.unlink()
         src = con or sqlite3.connect(self.db)
+        dst = sqlite3.connect(path, isolation_level=None)
         try:
-            path.write_bytes(backup_to_memory(src))
+            src.backup(dst)
+            assert dst.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
         finally:
+            dst.close()
             if con is None:
                 src.close()
         self.expected[seq] = path

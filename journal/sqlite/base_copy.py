@@ -179,13 +179,6 @@ class BaseCopy:
                 pass  # the old record no longer matches the copy: its pages are hashed
         return out
 
-    def keeps(self, full_map_id: str) -> bool:
-        """Whether ``adopt`` keeps the copy just cut into pages for ``full_map_id``: a
-        new full map's copy, or the first copy of this one (so that an in-memory copy
-        is written to a file only then)."""
-        target = base_path(self.state_dir, full_map_id)
-        return target != self.path or not os.path.exists(target)
-
     def adopt(self, staging: str, full_map_id: str, differs=()) -> None:
         """Keep ``staging`` (the copy just cut into pages) as a base copy.
 

@@ -26,7 +26,6 @@ import os
 import stat as stat_mod
 import struct
 from collections import Counter
-from collections.abc import Callable
 
 from ..local.state import FileState
 from ..format.model import KIND_SQLITE, BlobRef, Entry
@@ -38,7 +37,7 @@ from ..repository.pack import PackWriter
 from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, MapPlace,
                               PageLoc, Snapshot, decode_map, encode_map, load_snapshot)
 from .base_copy import BaseCopy, SamePages, same_pages
-from .snapshot import Copy, header_page_size, live_signature, snapshot_copy
+from .snapshot import live_signature, page_size_of, remove_staging, snapshot_db
 
 #: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
 BATCH = 256
@@ -65,40 +64,40 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
     state_dir = os.path.dirname(os.path.abspath(staging_dir))
     full_id = prev.entry.refs[MapPlace.FULL].id if prev is not None and prev.entry.kind == KIND_SQLITE else None
     same = same_pages(state_dir, full_id) if full_id is not None else None
-    copy, (page_size, ids), snap = _snapshot_and_load(full_path, staging_dir, prev, maps, writer.codec, same)
+    staging, (page_size, ids), snap = _snapshot_and_load(full_path, staging_dir, prev, maps, writer.codec, same)
     try:
         bases = BaseCopy(state_dir, full_id if snap is not None else None, page_size,
                          getattr(maps, "repo", None), writer.codec)
-        _full_map_ids(ids, copy.read, page_size, snap, writer.codec)
-        cut = _Cut(copy.read, page_size, ids, snap, writer, bases)
-        try:
-            refs = cut.describe(prev, maps)
-        except RecordTooLarge as err:  # a page map past what readers accept
-            raise SnapshotFailed(full_path, f"its page map would be {err.size:,} bytes, over the {err.limit:,} "
-                                            "a page map may hold: the database is too large to snapshot") from None
-        size = copy.size
-        if bases.keeps(refs[MapPlace.FULL].id):
+        with open(staging, "rb") as fh:
+            _full_map_ids(ids, fh.fileno(), page_size, snap, writer.codec)
+            cut = _Cut(fh.fileno(), page_size, ids, snap, writer, bases)
             try:
-                bases.adopt(copy.file(), refs[MapPlace.FULL].id, cut.changed)
-            except OSError:
-                pass  # only a cache: the next checkpoint reads its base pages from the store
+                refs = cut.describe(prev, maps)
+            except RecordTooLarge as err:  # a page map past what readers accept
+                raise SnapshotFailed(full_path, f"its page map would be {err.size:,} bytes, over the {err.limit:,} "
+                                                "a page map may hold: the database is too large to snapshot") from None
+        size = os.path.getsize(staging)
+        try:
+            bases.adopt(staging, refs[MapPlace.FULL].id, cut.changed)
+        except OSError:
+            pass  # only a cache: the next checkpoint reads its base pages from the store
     finally:
-        copy.remove()
+        remove_staging(staging)
     st = os.stat(full_path)
     return FileState(sig, Entry(path=rel, kind=KIND_SQLITE, mode=mode, mtime_ns=st.st_mtime_ns,
                                 size=size, refs=refs))
 
 
 def _snapshot_and_load(full_path: str, staging_dir: str, prev: FileState | None, maps, codec: Codec,
-                       same: SamePages | None) -> tuple[Copy, tuple[int, list[str | None]], Snapshot | None]:
-    """``snapshot_copy`` of the live database (its pages compared with the base copy and
+                       same: SamePages | None) -> tuple[str, tuple[int, list[str | None]], Snapshot | None]:
+    """``snapshot_db`` of the live database (its pages compared with the base copy and
     the others hashed while it is checked: ``_page_ids``), and meanwhile, in this
     thread, the previous snapshot's page maps loaded and decoded: SQLite's backup and
     check release the GIL, so the decoding costs no wall time."""
     from concurrent.futures import ThreadPoolExecutor  # imported here: only a database's checkpoint needs it
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-backup") as pool:
-        snapped = pool.submit(snapshot_copy, full_path, staging_dir, lambda copy: _page_ids(copy, codec, same))
+        snapped = pool.submit(snapshot_db, full_path, staging_dir, lambda staging: _page_ids(staging, codec, same))
         try:
             snap = load_snapshot(prev.entry.refs, maps.read) if prev is not None and prev.entry.kind == KIND_SQLITE \
                 else None
@@ -112,10 +111,10 @@ def _snapshot_and_load(full_path: str, staging_dir: str, prev: FileState | None,
 def _discard(snapped) -> None:
     """Wait for a snapshot no longer wanted and remove its staging copy."""
     try:
-        copy, _ = snapped.result()
+        staging, _ = snapped.result()
     except Exception:
-        return  # it failed as well: snapshot_copy removed its copy
-    copy.remove()
+        return  # it failed as well: snapshot_db removed its copy
+    remove_staging(staging)
 
 
 class _Group:
@@ -133,9 +132,9 @@ class _Group:
 class _Cut:
     """One staging copy cut into pages against the previous snapshot."""
 
-    def __init__(self, read: Callable[[int, int], bytes], page_size: int, ids: list[str], snap: Snapshot | None,
-                 writer: PackWriter, bases: BaseCopy):
-        self.read, self.page_size, self.writer, self.bases = read, page_size, writer, bases
+    def __init__(self, fd: int, page_size: int, ids: list[str], snap: Snapshot | None, writer: PackWriter,
+                 bases: BaseCopy):
+        self.fd, self.page_size, self.writer, self.bases = fd, page_size, writer, bases
         self.ids = ids
         self.base = snap.base if snap is not None and snap.page_size == page_size else None
         self.whole: dict[str, PageLoc] = {}                 # page id -> a slot of a whole record
@@ -260,7 +259,7 @@ class _Cut:
             if where is not None:
                 self._slots[pgno] = where
                 continue
-            page = self.read(self.page_size, pgno * self.page_size)
+            page = os.pread(self.fd, self.page_size, pgno * self.page_size)
             # A page whose base the full map has but which could not be read is stored whole.
             as_delta = deltas and (pgno not in self.base or pgno in base_pages)
             group = self._open_group(as_delta)
@@ -319,22 +318,21 @@ class _Cut:
         return self.whole.get(pid) or (self.delta.get((pid, pgno)) if deltas else None)
 
 
-def _page_ids(copy: Copy, codec: Codec, same: SamePages | None) -> tuple[int, list[str | None]]:
-    """The page size of the copy and each page's id (``codec``'s), in page
+def _page_ids(staging: str, codec: Codec, same: SamePages | None) -> tuple[int, list[str | None]]:
+    """The page size of the copy ``staging`` and each page's id (``codec``'s), in page
     order, None for a page whose bytes equal the base copy's page that ``same`` knows
-    to be the full map's (``_full_map_ids`` names it); run by ``snapshot_copy`` while it
+    to be the full map's (``_full_map_ids`` names it); run by ``snapshot_db`` while it
     checks the copy. The copy is read a ``READ_BLOCK`` of whole pages at a time, the
     base copy beside it: a block equal to the base copy's costs one comparison, and
     in another block each page is compared through a view; one read per page cost a
     third of the hashing time."""
-    with copy.open() as fh:
-        page_size = header_page_size(fh.read(100))
+    page_size = page_size_of(staging)
     block = max(1, READ_BLOCK // page_size) * page_size
     page_id = codec.id
     ids: list[str | None] = []
     base = _open_same(same, page_size)
     try:
-        with copy.open() as fh:
+        with open(staging, "rb") as fh:
             at = 0
             while data := fh.read(block):
                 first, count = at // page_size, len(data) // page_size
@@ -380,15 +378,14 @@ def _header_page_size(page_size: int) -> bytes:
     return (1 if page_size == 65536 else page_size).to_bytes(2, "big")
 
 
-def _full_map_ids(ids: list[str | None], read: Callable[[int, int], bytes], page_size: int, snap: Snapshot | None,
-                  codec: Codec) -> None:
+def _full_map_ids(ids: list[str | None], fd: int, page_size: int, snap: Snapshot | None, codec: Codec) -> None:
     """Fill in the ids ``_page_ids`` left out: the full map's page of the same number
-    (the bytes are equal); a page the full map lacks is hashed from the copy (``read``)."""
+    (the bytes are equal); a page the full map lacks is hashed from the copy ``fd``."""
     base = snap.base if snap is not None and snap.page_size == page_size else {}
     for pgno, pid in enumerate(ids):
         if pid is None:
             loc = base.get(pgno)
-            ids[pgno] = loc.id if loc is not None else codec.id(read(page_size, pgno * page_size))
+            ids[pgno] = loc.id if loc is not None else codec.id(os.pread(fd, page_size, pgno * page_size))
 
 
 def _map_base(refs: tuple[BlobRef, ...], place: MapPlace, maps) -> tuple[BlobRef, bytes] | None:

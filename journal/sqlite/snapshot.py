@@ -8,10 +8,6 @@ transaction on the live database (bounded wait), copies it with one-step
 restored database needs no WAL. Writers are blocked no longer than SQLite's own
 read transaction blocks them (in WAL mode: not at all).
 
-A database of at most ``SMALL_DB_BYTES`` (with its WAL) is backed up into a private
-in-memory database instead (SQLite's ``memdb`` VFS) and checked on its bytes
-(``snapshot_copy``, a ``Copy``); a file is written from it only when the caller keeps it.
-
 The staging copy is written with ``synchronous=OFF`` and no journal: it is private,
 read back at once and never published itself (a crash leaves only a file that
 ``clear_staging`` removes), so the backup need not wait for 256 MiB to reach the disk;
@@ -24,14 +20,13 @@ finished copy, and SQLite's check releases the GIL.
 from __future__ import annotations
 
 import errno
-import io
 import os
 import shutil
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 from urllib.parse import quote
 
 from ..errors import SnapshotFailed, os_error_hint
@@ -47,58 +42,6 @@ def _uri(path: str, mode: str) -> str:
     return f"file:{quote(os.path.abspath(path))}?mode={mode}"
 
 
-#: A database (with its WAL) of at most this many bytes is copied into memory (SQLite's
-#: ``memdb`` VFS) rather than into a staging file: its copy costs no page-by-page
-#: writes into the page cache, no read back and no unlink (the copy, the check and the
-#: page ids of a 20 MiB database: ~26 ms of CPU against ~46 ms through a file). It
-#: holds about twice the database's size in memory while it is copied and checked.
-SMALL_DB_BYTES = 32 << 20
-
-
-class Copy:
-    """A validated copy of a database: a staging file (``path``), or a small database's
-    bytes in memory (``data``), written to a staging file only when one is asked for."""
-
-    def __init__(self, staging_dir: str, path: str | None = None, data: bytes | None = None):
-        self.staging_dir, self.path, self.data = staging_dir, path, data
-        self._fd: int | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.data) if self.data is not None else os.path.getsize(self.path)
-
-    def read(self, size: int, offset: int) -> bytes:
-        """``size`` bytes of the copy at ``offset`` (fewer at its end)."""
-        if self.data is not None:
-            return self.data[offset:offset + size]
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        return os.pread(self._fd, size, offset)
-
-    def open(self) -> BinaryIO:
-        """The copy from its start, as a file (an in-memory copy's bytes are not copied)."""
-        return io.BytesIO(self.data) if self.data is not None else open(self.path, "rb")
-
-    def file(self) -> str:
-        """A staging file holding the copy; an in-memory copy is written to one now."""
-        if self.path is None:
-            os.makedirs(self.staging_dir, exist_ok=True)
-            path = os.path.join(self.staging_dir, f"{uuid.uuid4().hex}.db")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            self.path = path
-            with open(fd, "wb") as out:
-                out.write(self.data)
-        return self.path
-
-    def remove(self) -> None:
-        """Forget the copy and remove its staging file, if it has one (still there)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        if self.path is not None:
-            remove_staging(self.path)
-
-
 def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] | None = None) -> tuple[str, T | None]:
     """Back up ``path`` into a new staging file and validate it; returns the staging
     path and what ``while_checking(staging)`` returned (None without it).
@@ -109,36 +52,20 @@ def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] 
     be opened, is not a database, stays busy after a bounded retry, or the copy fails
     quick_check. The staging file is removed on failure.
     """
-    work = None if while_checking is None else (lambda copy: while_checking(copy.path))
-    copy, got = snapshot_copy(path, staging_dir, work, in_memory=False)
-    return copy.path, got
-
-
-def snapshot_copy(path: str, staging_dir: str, while_checking: Callable[[Copy], T] | None = None,
-                  in_memory: bool | None = None) -> tuple[Copy, T | None]:
-    """``snapshot_db`` as a ``Copy``: in memory when ``in_memory``, or (None) when the
-    database and its WAL hold at most ``SMALL_DB_BYTES``; else in a staging file.
-    ``while_checking`` is given the copy. The caller removes it (``Copy.remove``)."""
-    if in_memory is None:
-        in_memory = _size_with_wal(path) <= SMALL_DB_BYTES
     os.makedirs(staging_dir, exist_ok=True)
+    staging = os.path.join(staging_dir, f"{uuid.uuid4().hex}.db")
     last = ""
     for attempt in range(RETRIES):
-        copy = Copy(staging_dir, path=None if in_memory else os.path.join(staging_dir, f"{uuid.uuid4().hex}.db"))
         try:
-            if in_memory:
-                copy.data = _backup_to_memory(path)
-                problem, got = _check_while(copy, _check_bytes, while_checking)
-            else:
-                _backup_once(path, copy.path)
-                problem, got = _check_while(copy, lambda c: quick_check(c.path), while_checking)
+            _backup_once(path, staging)
+            problem, got = _check_while(staging, while_checking)
             if problem:
                 raise SnapshotFailed(path, f"quick_check of the copy failed: {problem}")
-            return copy, got
+            return staging, got
         except sqlite3.OperationalError as err:
-            copy.remove()
+            remove_staging(staging)
             last = str(err)
-            if "is full" in last and not in_memory:  # SQLITE_FULL: the staging copy's disk
+            if "is full" in last:  # SQLITE_FULL: the staging copy's disk
                 full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), staging_dir)
                 raise SnapshotFailed(path, f"SQLite says: {last} (copying it into {staging_dir}); "
                                            f"{os_error_hint(full)}") from err
@@ -146,86 +73,21 @@ def snapshot_copy(path: str, staging_dir: str, while_checking: Callable[[Copy], 
                 raise SnapshotFailed(path, f"SQLite says: {last}") from err
             time.sleep(0.1 * (attempt + 1))
         except sqlite3.DatabaseError as err:
-            copy.remove()
+            remove_staging(staging)
             raise SnapshotFailed(path, f"SQLite says: {err}") from err
         except BaseException:
-            copy.remove()
+            remove_staging(staging)
             raise
     raise SnapshotFailed(path, f"still busy after {RETRIES} attempts (SQLite says: {last}); skipped this tick")
 
 
-def _size_with_wal(path: str) -> int:
-    """The bytes of a database and its WAL (a missing WAL counts 0)."""
-    size = os.path.getsize(path)
-    try:
-        return size + os.path.getsize(path + "-wal")
-    except OSError:
-        return size
-
-
-def _read_transaction(path: str) -> sqlite3.Connection:
-    """A connection to the live database holding a read transaction, taken with a
-    bounded busy wait, so the one-step backup from it never loops on SQLITE_BUSY."""
+def _backup_once(path: str, staging: str) -> None:
     src = sqlite3.connect(_uri(path, "rw"), uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
     try:
+        # Take the read transaction ourselves, with a bounded busy wait, so the
+        # one-step backup below never loops on SQLITE_BUSY.
         src.execute("BEGIN")
         src.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except BaseException:
-        src.close()
-        raise
-    return src
-
-
-def _backup_to_memory(path: str) -> bytes:
-    """``backup_to_memory`` of the live database, in a read transaction."""
-    src = _read_transaction(path)
-    try:
-        data = backup_to_memory(src)
-        src.execute("COMMIT")
-    finally:
-        src.close()
-    return data
-
-
-def backup_to_memory(src: sqlite3.Connection) -> bytes:
-    """The database of ``src`` backed up in one step into a private in-memory database
-    (the ``memdb`` VFS; no rollback journal, so nothing touches the disk), as bytes,
-    with its header in rollback-journal mode (``_rollback_journal_header``)."""
-    dst = sqlite3.connect("file:copy?vfs=memdb", uri=True, isolation_level=None)
-    try:
-        dst.execute("PRAGMA journal_mode=OFF")
-        src.backup(dst, pages=-1)
-        raw = dst.serialize()
-    finally:
-        dst.close()
-    return _rollback_journal_header(raw)
-
-
-def _rollback_journal_header(raw: bytes) -> bytes:
-    """A backup copy with its header's file format numbers (bytes 18 and 19) set from
-    2 (WAL) to 1 (rollback journal), as ``journal_mode=DELETE`` sets them: a memdb
-    database cannot run that pragma (nor any query) while its header says WAL."""
-    if raw[18:20] != b"\x02\x02":
-        return raw
-    return b"".join((raw[:18], b"\x01\x01", memoryview(raw)[20:]))
-
-
-def _check_bytes(copy: Copy) -> str | None:
-    """``quick_check`` of an in-memory copy, on a private in-memory database of its bytes."""
-    try:
-        con = sqlite3.connect(":memory:")
-        try:
-            con.deserialize(copy.data)
-            return _rows_problem(con, "quick_check")
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as err:
-        return str(err)
-
-
-def _backup_once(path: str, staging: str) -> None:
-    src = _read_transaction(path)
-    try:
         dst = sqlite3.connect(staging, isolation_level=None)
         try:
             _private(dst)
@@ -252,16 +114,15 @@ def _private(con: sqlite3.Connection) -> None:
     con.execute("PRAGMA journal_mode=OFF")
 
 
-def _check_while(copy: Copy, check: Callable[[Copy], str | None],
-                 work: Callable[[Copy], T] | None) -> tuple[str | None, T | None]:
-    """``check(copy)``, with ``work(copy)`` run meanwhile in a second thread."""
+def _check_while(staging: str, work: Callable[[str], T] | None) -> tuple[str | None, T | None]:
+    """``quick_check(staging)``, with ``work(staging)`` run meanwhile in a second thread."""
     if work is None:
-        return check(copy), None
+        return quick_check(staging), None
     from concurrent.futures import ThreadPoolExecutor  # imported here: only a checkpoint's snapshot needs it
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-snapshot") as pool:
-        got = pool.submit(work, copy)
-        problem = check(copy)
+        got = pool.submit(work, staging)
+        problem = quick_check(staging)
         return problem, got.result()
 
 
@@ -351,16 +212,11 @@ def _check(path: str, pragma: str, mode: str = "ro") -> str | None:
         con = sqlite3.connect(_uri(path, mode), uri=True, timeout=BUSY_TIMEOUT)
         try:
             con.execute(f"PRAGMA mmap_size={CHECK_MMAP}")
-            return _rows_problem(con, pragma)
+            rows = [r[0] for r in con.execute(f"PRAGMA {pragma}({CHECK_ROWS})").fetchall()]
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
         return str(err)
-
-
-def _rows_problem(con: sqlite3.Connection, pragma: str) -> str | None:
-    """None when ``PRAGMA <pragma>`` on ``con`` says ok; else its complaint, on one line."""
-    rows = [r[0] for r in con.execute(f"PRAGMA {pragma}({CHECK_ROWS})").fetchall()]
     if rows == ["ok"]:
         return None
     text = "; ".join(" ".join(str(r).split()) for r in rows)
@@ -370,11 +226,7 @@ def _rows_problem(con: sqlite3.Connection, pragma: str) -> str | None:
 def page_size_of(path: str) -> int:
     """The page size from a database file's header."""
     with open(path, "rb") as fh:
-        return header_page_size(fh.read(100))
-
-
-def header_page_size(header: bytes) -> int:
-    """The page size a database header (its first 100 bytes) names."""
+        header = fh.read(100)
     size = int.from_bytes(header[16:18], "big")
     return 65536 if size == 1 else size
 
