@@ -31,7 +31,7 @@ from journal.report import Collector
 from journal.restore.run import restore
 from journal.store import open_store
 from journal.errors import SnapshotFailed
-from journal.sqlite.snapshot import quick_check, snapshot_db
+from journal.sqlite.snapshot import STREAM_CACHE_PAGES, quick_check, snapshot_db
 from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 
 from conftest import Live, wait_for
@@ -514,6 +514,34 @@ def test_a_snapshot_opens_three_connections(tmp_path, monkeypatch):
     staging, _ = snapshot_db(str(db), str(tmp_path / "staging"), while_checking=len)
     assert len(opened) == 3
     assert quick_check(staging) is None and Path(staging).read_bytes()[18:20] == b"\x01\x01"
+
+
+def test_a_snapshots_backup_and_check_cache_a_few_pages_not_two_mib(tmp_path, monkeypatch):
+    """The backup's two connections and quick_check's each read a page about once: each
+    asks SQLite for a cache of ``STREAM_CACHE_PAGES`` pages before it reads, instead of
+    filling its default 2 MiB (new memory in every tick's process)."""
+    db = tmp_path / "live.db"
+    make_closed_db(db, rows=3000)
+    statements: list[list[str]] = []
+    connect = sqlite3.connect
+
+    def tracing(*args, **kwargs):
+        con = connect(*args, **kwargs)
+        seen: list[str] = []
+        statements.append(seen)
+        con.set_trace_callback(seen.append)
+        return con
+
+    monkeypatch.setattr(sqlite3, "connect", tracing)
+    staging, _ = snapshot_db(str(db), str(tmp_path / "staging"))
+    monkeypatch.undo()
+    cache = f"PRAGMA cache_size={STREAM_CACHE_PAGES}"
+    assert STREAM_CACHE_PAGES * PAGE < 2 << 20
+    assert len(statements) == 3 and all(cache in seen for seen in statements), statements
+    src, dst, check = statements
+    assert src.index(cache) < src.index("COMMIT") and dst.index(cache) < dst.index("PRAGMA journal_mode=DELETE")
+    assert check.index(cache) == len(check) - 2 and check[-1].startswith("PRAGMA quick_check")
+    assert quick_check(staging) is None and ids_of(Path(staging)) == ids_of(db)
 
 
 def test_a_snapshot_failing_quick_check_discards_what_was_read_meanwhile(tmp_path):

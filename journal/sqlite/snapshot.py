@@ -81,6 +81,15 @@ def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] 
     raise SnapshotFailed(path, f"still busy after {RETRIES} attempts (SQLite says: {last}); skipped this tick")
 
 
+#: Pages a connection that reads each page about once keeps in its cache: the backup's
+#: two (each page of the live database is read once and written once) and
+#: ``quick_check``'s (a walk of each b-tree, indexes not looked up). SQLite's default
+#: cache (2 MiB a connection) only fills new memory there: to back up a 20 MiB database
+#: from a fresh process, 1,044 minor page faults and 30-33 ms of CPU against 58 and
+#: 27-28 ms with 16; its quick_check 14.5-18 ms against 12-15 ms.
+STREAM_CACHE_PAGES = 16
+
+
 def _backup_once(path: str, staging: str) -> None:
     src = sqlite3.connect(_uri(path, "rw"), uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
     try:
@@ -88,9 +97,11 @@ def _backup_once(path: str, staging: str) -> None:
         # one-step backup below never loops on SQLITE_BUSY.
         src.execute("BEGIN")
         src.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        src.execute(f"PRAGMA cache_size={STREAM_CACHE_PAGES}")
         dst = sqlite3.connect(staging, isolation_level=None)
         try:
             _private(dst)
+            dst.execute(f"PRAGMA cache_size={STREAM_CACHE_PAGES}")
             src.backup(dst, pages=-1)
             _to_rollback_journal(dst)
         finally:
@@ -212,6 +223,8 @@ def _check(path: str, pragma: str, mode: str = "ro") -> str | None:
         con = sqlite3.connect(_uri(path, mode), uri=True, timeout=BUSY_TIMEOUT)
         try:
             con.execute(f"PRAGMA mmap_size={CHECK_MMAP}")
+            if pragma == "quick_check":
+                con.execute(f"PRAGMA cache_size={STREAM_CACHE_PAGES}")
             rows = [r[0] for r in con.execute(f"PRAGMA {pragma}({CHECK_ROWS})").fetchall()]
         finally:
             con.close()
