@@ -150,8 +150,8 @@ FIGURES = [
     (".claude.json rewrite (ninth run)", r"makes a tick of (~\S+ KiB), manifest and index included, instead of "
      r"(~\S+ KiB)", ninth, r"a 560 KB `.claude.json` with one value changed: (~\S+ KiB) -> (~\S+ KiB)"),
     ("2 GiB checkpoint", r"a 2,048 MiB file takes (\S+ MiB) to checkpoint", current,
-     r"\| journal checkpoint \| \S+ s \| \S+ s \| (\S+ MiB) \|"),
-    ("2 GiB restore", r"and (\S+ MiB) to restore", current, r"\| journal restore \| \S+ s \| \S+ s \| (\S+ MiB) \|"),
+     r"\| journal checkpoint \| \S+ s \| \S+ s \| \S+ s \| (\S+ MiB) \|"),
+    ("2 GiB restore", r"and (\S+ MiB) to restore", current, r"\| journal restore \| \S+ s \| \S+ s \| \S+ s \| (\S+ MiB) \|"),
     ("restored state", r"the benchmark's (\S+ MiB) of state", current,
      r"\| initial checkpoint \| legacy \| (\S+ MiB) \|"),
     ("restore in supervise", r"takes (\S+ ms) inside `journal supervise`", current,
