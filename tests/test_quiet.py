@@ -239,6 +239,20 @@ def test_the_snapshot_holds_only_with_the_state_it_was_written_after(live):
     assert quiet_claims_idle(live)
 
 
+def test_an_idle_tick_over_an_unmounted_store_is_not_answered_idle(live):
+    """Nothing changed, but the store's volume went away: the console tick must not say
+    "idle" (exit 0) over it; the full command refuses the vanished store."""
+    live.checkpoint()
+    live.run("checkpoint", expect=0)   # idle: answered from the snapshot
+    live.store_path.rename(live.store_path.with_name("unmounted"))
+
+    ran = live.run("checkpoint", expect=1)
+
+    assert "no journal store at" in ran.stderr, ran.stderr
+    assert "idle" not in ran.stdout
+    assert not live.store_path.exists()
+
+
 def test_another_configuration_does_not_use_the_snapshot(live):
     live.checkpoint()
     cfg = live.cfg

@@ -52,7 +52,7 @@ from .recheck import recheck_dir, recheck_kept, rechecks_pending
 from .page_delta import IndexWriter, keep_pages
 from ..report import SILENT, Reporter
 from ..signatures import file_stamp, signature_mtime
-from ..repository.repository import Repository, encode_manifest, manifest_key, pack_key, utc_now
+from ..repository.repository import CONFIG_KEY, Repository, encode_manifest, manifest_key, pack_key, utc_now
 from .scan import ScanContext, TreeResult, scan_tree
 from ..sqlite.base_copy import prune_base_copies
 from ..store.base import Store
@@ -115,7 +115,7 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
         forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
         quiet.discard(cfg.state_dir)
         raise
-    _save_quiet(cfg, key, state_file, result, rows)
+    _save_quiet(cfg, key, state_file, result, rows, store)
     return None
 
 
@@ -125,9 +125,12 @@ def config_key(cfg: Config) -> str:
 
 
 def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult,
-                rows: list[quiet.Row] | None) -> None:
+                rows: list[quiet.Row] | None, store: Store) -> None:
     """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise (and
-    while packs wait for a recheck: every tick then takes the full path)."""
+    while packs wait for a recheck: every tick then takes the full path). A store that
+    is a directory here (a mounted volume) is part of what the snapshot proves: its
+    config file must still be there, so an idle tick never says "idle" over an
+    unmounted store."""
     state_sig = file_stamp(state_file)
     if rows is None or result.warnings or state_sig is None or rechecks_pending(cfg.state_dir):
         quiet.discard(cfg.state_dir)
@@ -142,7 +145,8 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
     snapshot = quiet.Quiet(
         inputs=cfg.inputs, config_key=key, state_sig=state_sig, result=msgspec.to_builtins(idle),
         result_json=msgspec.json.format(msgspec.json.encode(idle), indent=2).decode(),
-        absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked], dirs=rows)
+        absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked],
+        present=[path] if (path := store.local_file(CONFIG_KEY)) is not None else [], dirs=rows)
     try:
         quiet.save(cfg.state_dir, snapshot)
     except OSError:  # a full disk: the checkpoint is committed; without a snapshot the next tick walks

@@ -70,15 +70,16 @@ class Row(tuple):
 class Quiet:
     """One snapshot (a plain class: ``typing`` alone would double the entry point's imports)."""
 
-    FIELDS = ("inputs", "config_key", "state_sig", "result", "result_json", "absent")
+    FIELDS = ("inputs", "config_key", "state_sig", "result", "result_json", "absent", "present")
 
-    def __init__(self, inputs, config_key, state_sig, result, result_json, absent, dirs=None):
+    def __init__(self, inputs, config_key, state_sig, result, result_json, absent, present=(), dirs=None):
         self.inputs: str | None = inputs        # paths.inputs_key of the configuration, for cli/launch.py
         self.config_key: str = config_key       # digest of the effective configuration
         self.state_sig = tuple(state_sig)       # state.msgpack's stamp when written (marshal: a plain tuple)
         self.result: dict = result              # the idle checkpoint's result, as plain values
         self.result_json: str = result_json     # ... as ``--json`` prints it, with ``"seconds": 0.0``
         self.absent: list = absent              # dormant or missing tree paths: must still not be directories
+        self.present: list = list(present)      # a local store's config file: must still be a regular file
         self.dirs: list[Row] | None = dirs      # every directory the walk visited
 
     def fields(self) -> tuple:
@@ -206,9 +207,7 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
         return None
     if config_key is None and (inputs is None or quiet.inputs != inputs):
         return None
-    if file_stamp(state_file) != tuple(quiet.state_sig):
-        return None
-    if any(os.path.isdir(p) for p in quiet.absent):
+    if not _outside_holds(quiet, state_file):
         return None
     if not fork:
         return quiet if unchanged(quiet.dirs) else None
@@ -218,6 +217,16 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
     if checks is not None:
         _hand_over(path, read, snap, checks)
     return None
+
+
+def _outside_holds(quiet: Quiet, state_file: str) -> bool:
+    """What the snapshot proves besides its rows: the state file is the one it was
+    written after, no absent tree appeared, and a local store's config file is still
+    there (an unmounted volume is never answered "idle": the full checkpoint refuses
+    the vanished store)."""
+    return (file_stamp(state_file) == tuple(quiet.state_sig)
+            and not any(os.path.isdir(p) for p in quiet.absent)
+            and all(os.path.isfile(p) for p in quiet.present))
 
 
 def _hand_over(path: str, read: tuple | None, snap: _File, checks: list[bool]) -> None:
@@ -253,9 +262,7 @@ def same_rows(state_dir: str, state_file: str, *, config_key: str,
     row is checked again."""
     handed = _checked.pop(quiet_path(state_dir), None)
     quiet = load(state_dir)
-    if quiet is None or quiet.config_key != config_key or file_stamp(state_file) != tuple(quiet.state_sig):
-        return None, {}
-    if any(os.path.isdir(p) for p in quiet.absent):
+    if quiet is None or quiet.config_key != config_key or not _outside_holds(quiet, state_file):
         return None, {}
     try:
         if handed is not None and handed[0] is quiet:

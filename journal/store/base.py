@@ -137,6 +137,11 @@ class Store(abc.ABC):
         """Raise ``StoreError`` when a new store must not be created here (the default: it
         may); with ``dry_run``, only say so, creating nothing on the way."""
 
+    def local_file(self, key: str) -> str | None:
+        """The file that holds ``key`` when the store is a directory on this machine (a
+        path to stat); None for a store without one."""
+        return None
+
     def missing_parent(self) -> str | None:
         """The directory a store here would be created in, when it does not exist (a
         volume that is not mounted); None when it does, or for a store without one."""

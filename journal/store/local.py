@@ -334,6 +334,9 @@ class LocalStore(Store):
         raise StoreError(f"create store {self.root}: its parent directory {parent} does not exist (is the "
                          "volume mounted?); create it, or fix JOURNAL_STORE")
 
+    def local_file(self, key: str) -> str | None:
+        return self._path(key)
+
     def missing_parent(self) -> str | None:
         parent = os.path.dirname(self.root)
         return None if os.path.isdir(self.root) or os.path.isdir(parent) else parent
