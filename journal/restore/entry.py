@@ -22,7 +22,7 @@ import os
 import stat as stat_mod
 from collections.abc import Iterable
 
-from ..atomic import fsync_dir, start_writeback
+from ..atomic import drop_written, fsync_dir, start_writeback
 from .publish import Staged
 from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
 from ..format.codec import PLAIN, Codec
@@ -45,6 +45,10 @@ REFUSED = "refused"
 WRITES = (WRITE, REPLACE, COMPLETE)
 #: Writeback of a staged file is started at its end and after every this many bytes.
 WRITEBACK_BYTES = 8 << 20
+#: A staged file this large leaves the page cache as it is written: at each
+#: ``WRITEBACK_BYTES`` step, the bytes whose writeback the step before started are
+#: waited for and dropped (``atomic.drop_written``).
+DROP_CACHE_BYTES = 32 << 20
 
 
 def refused_paths(entries: list[Entry]) -> dict[str, str]:
@@ -291,7 +295,8 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
         name = tmp.new_symlink(entry.target, entry.mtime_ns)
         return Staged(full, tmp, name, None, 0, link=True)
     name, fd = tmp.new_file()
-    size = unsynced = 0
+    size = unsynced = dropped = written = 0
+    drop = entry.size >= DROP_CACHE_BYTES
     try:
         blobs = read_blobs(entry, reader) if records is None else decode_blobs(entry, records, chunk_reader(reader),
                                                                                 codec=reader.codec)
@@ -300,7 +305,11 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
                 size += _write_all(fd, payload)
                 unsynced += len(payload)
                 if unsynced >= WRITEBACK_BYTES:  # a large file: keep its dirty pages few
+                    if drop:  # ... and its clean ones: what the previous step started is on disk by now
+                        drop_written(fd, dropped, written)
+                        dropped = written
                     start_writeback(fd)
+                    written = size
                     unsynced = 0
             os.fchmod(fd, entry.mode & 0o7777)
             os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
