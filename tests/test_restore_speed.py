@@ -536,3 +536,72 @@ def test_the_filesystem_type_is_found_for_a_mount_point_with_a_space(tmp_path):
         assert LocalStore(str(point / "store")).read_ahead is False
     finally:
         subprocess.run(["umount", str(point)], capture_output=True)
+
+
+def resident_pages(path: Path) -> int:
+    """How many of the file's pages are in the page cache (``mincore`` over a mapping)."""
+    import ctypes
+    import mmap
+
+    size = path.stat().st_size
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+    vec = ctypes.create_string_buffer(pages)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        try:
+            assert libc.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    return sum(b & 1 for b in vec.raw[:pages])
+
+
+@pytest.fixture
+def disk_dir():
+    """A new directory under the system temp dir (a disk, where the suite's own temp
+    dirs are on tmpfs), removed at the end; the test is skipped where it is not
+    backed by a page cache that drops written pages when told to."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="journal-test-"))
+    try:
+        probe = path / "probe"
+        probe.write_bytes(os.urandom(MiB))
+        fd = os.open(probe, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        if resident_pages(probe):
+            pytest.skip(f"{path} keeps written pages cached whatever it is advised (tmpfs)")
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_large_restored_file_leaves_the_page_cache_as_it_is_written(tmp_path, disk_dir):
+    """A 48 MiB file restores holding at most about two writeback steps of page cache,
+    not all of its pages (each write then reuses pages just freed: ``atomic.drop_written``);
+    a small file stays cached."""
+    env = make_env(tmp_path)
+    fx = Path(env["AM_LOCAL"]) / "fx-home"
+    fx.mkdir(parents=True)
+    (fx / "weights.bin").write_bytes(random.Random(5).randbytes(48 * MiB))
+    (fx / "notes.txt").write_bytes(b"kept cached\n" * 1000)
+    checkpoint(load_config(env=env), open_store(env["JOURNAL_STORE"]))
+    out = disk_dir / "out"
+    restore(load_config(env=env), open_store(env["JOURNAL_STORE"]), to=str(out))
+    step_pages = 8 * MiB // os.sysconf("SC_PAGE_SIZE")
+    assert resident_pages(out / "fx" / "weights.bin") <= 2 * step_pages + step_pages // 2
+    assert resident_pages(out / "fx" / "notes.txt") > 0
+    assert (out / "fx" / "weights.bin").read_bytes() == (fx / "weights.bin").read_bytes()
