@@ -141,3 +141,35 @@ def test_only_chunks_are_probed(compressor):
     encode_record(KIND_SEGMENT, payload)
 
     assert compressor.fed == [1 << 20]
+
+
+def test_a_raw_block_chunk_comes_back_as_views_of_its_record_hashed_never_copied():
+    """``decode_record(pieces=True)``: a chunk stored as raw blocks is verified and handed
+    over as views of the record read (no byte copied); a damaged block is refused; a
+    compressed chunk is decompressed as before."""
+    payload = os.urandom(3 * objects.RAW_BLOCK + 1000)
+    blob, record = objects.encode_record(KIND_CHUNK, payload)
+    blocks = objects.decode_record(record, key="k", expect_id=blob, expect_size=len(payload), pieces=True)
+    assert isinstance(blocks, list) and len(blocks) == 4
+    assert all(isinstance(b, memoryview) and b.obj is record for b in blocks)
+    assert b"".join(blocks) == payload
+    damaged = bytearray(record)
+    damaged[-1] ^= 1
+    with pytest.raises(CorruptObject, match="hash mismatch"):
+        objects.decode_record(bytes(damaged), key="k", expect_id=blob, pieces=True)
+    text = b"the same line again\n" * 20000
+    blob, record = objects.encode_record(KIND_CHUNK, text)
+    assert objects.decode_record(record, key="k", expect_id=blob, pieces=True) == text
+
+
+def test_only_a_whole_frame_of_raw_blocks_is_taken_as_blocks():
+    """A frame whose size, block type or end does not match what ``_raw_frame`` writes
+    is left to zstd (which checks it)."""
+    body = b"".join(objects._raw_frame(memoryview(os.urandom(300_000))))
+    assert objects.raw_blocks(body, 300_000) is not None
+    assert objects.raw_blocks(body, 299_999) is None
+    assert objects.raw_blocks(body[:-1], 300_000) is None
+    assert objects.raw_blocks(body + b"x", 300_000) is None
+    compressed = bytearray(body)
+    compressed[9] |= 4  # the first block's type: compressed
+    assert objects.raw_blocks(bytes(compressed), 300_000) is None

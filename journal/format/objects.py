@@ -171,6 +171,27 @@ def _raw_frame(payload: memoryview) -> list:
     return parts
 
 
+def raw_blocks(frame, size: int) -> list | None:
+    """The blocks of ``frame``, as views of it, when it is exactly one zstd frame of
+    ``size`` bytes in raw blocks (as ``_raw_frame`` writes one); else None (it is to be
+    decompressed). What the blocks hold is for the caller to verify."""
+    view = memoryview(frame)
+    if len(view) < 9 or view[:4] != ZSTD_MAGIC or view[4] != RAW_DESCRIPTOR \
+            or int.from_bytes(view[5:9], "little") != size:
+        return None
+    blocks, at, total = [], 9, 0
+    while at + 3 <= len(view):
+        head = int.from_bytes(view[at:at + 3], "little")
+        n, at = head >> 3, at + 3
+        if head & 6 or at + n > len(view):  # a compressed or RLE block, or one cut short
+            return None
+        blocks.append(view[at:at + n])
+        at, total = at + n, total + n
+        if head & 1:
+            return blocks if at == len(view) and total == size else None
+    return None
+
+
 def _decompressor() -> zstandard.ZstdDecompressor:
     dctx = getattr(_local, "dctx", None)
     if dctx is None:
@@ -286,9 +307,11 @@ def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, st
 
 
 def decode_record(data: bytes, *, key: str, expect_id: str | None = None, expect_kind: int | None = None,
-                  expect_size: int | None = None, base: bytes | None = None, codec: Codec = PLAIN) -> bytes:
+                  expect_size: int | None = None, base: bytes | None = None, codec: Codec = PLAIN,
+                  pieces: bool = False) -> bytes | list:
     """Verify one record (opened, in an encrypted store) and return its payload; its id
-    is checked as ``codec`` computes ids.
+    is checked as ``codec`` computes ids. ``pieces``: a frame of raw blocks comes back
+    as the list of its blocks, views of ``data`` (hashed there, never copied).
 
     A delta record (``FLAG_DELTA``) is decoded against ``base``, the verified bytes of
     its base page; without one it is refused. ``base`` is ignored for other records.
@@ -314,6 +337,14 @@ def decode_record(data: bytes, *, key: str, expect_id: str | None = None, expect
     start = HEADER.size
     if _has_prefix(kind, flags):
         start += _BASE_LEN.size + _embedded_len(data, key)
+    blocks = raw_blocks(memoryview(data)[start:], raw_size) if pieces and not flags & FLAG_DELTA else None
+    if blocks is not None:
+        hasher = codec.hasher()
+        for block in blocks:
+            hasher.update(block)
+        if hasher.hexdigest() != digest:
+            raise CorruptObject(key, "payload hash mismatch")
+        return blocks
     try:
         # python-zstandard trusts a frame's own content size over max_output_size: a
         # damaged frame header must not make it allocate more than the record claims.

@@ -44,16 +44,18 @@ def decode_blobs(entry: Entry, records: Iterable[bytes], read_base: Callable[[Bl
         yield payload
 
 
-def read_blobs(entry: Entry, repo: Repository, start: int = 0) -> Iterator[bytes]:
+def read_blobs(entry: Entry, repo: Repository, start: int = 0, pieces: bool = False) -> Iterator[bytes | list]:
     """Every blob of ``entry`` (from ``refs[start]`` on: a transcript's anchor before it is
     read too, when needed), fetched ahead (``repository/fetch.py``), verified, in order.
+    ``pieces``: a whole chunk stored as raw blocks may come as the list of its blocks
+    (``decode_record``), for a writer that takes them as they are (``os.writev``).
 
     A file of at least ``AHEAD_BYTES`` stored as whole chunks is read *and verified* in
     the fetch threads, even from a store on a local disk: its SHA-256 and zstd work then
     runs on a second core while the caller writes what came before."""
     if entry.kind == KIND_FILE and not entry.bases and entry.size >= AHEAD_BYTES:
         keep_freed()
-        return fetch_in_order(entry.refs[start:], WholeChunks(repo), ahead=True)
+        return fetch_in_order(entry.refs[start:], WholeChunks(repo, pieces), ahead=True)
     return decode_blobs(entry, fetch_in_order(entry.refs[start:], RawReader(repo)), chunk_reader(repo), start,
                         lambda ref: repo.read_blob(ref, KIND_SEGMENT), repo.codec)
 
@@ -64,13 +66,15 @@ class WholeChunks:
 
     read_ahead = True
 
-    def __init__(self, repo: Repository):
+    def __init__(self, repo: Repository, pieces: bool = False):
         self.repo = repo
+        self.pieces = pieces
 
-    def read_run(self, refs: list[BlobRef]) -> list[bytes]:
+    def read_run(self, refs: list[BlobRef]) -> list:
         records = self.repo.read_records(refs)
         return [decode_record(data, key=blob_location(ref), expect_id=ref.id, expect_kind=KIND_CHUNK,
-                              expect_size=ref.size, codec=self.repo.codec) for ref, data in zip(refs, records)]
+                              expect_size=ref.size, codec=self.repo.codec, pieces=self.pieces)
+                for ref, data in zip(refs, records)]
 
 
 def chunk_reader(repo: Repository) -> Callable[[BlobRef], bytes]:

@@ -49,6 +49,8 @@ WRITEBACK_BYTES = 8 << 20
 #: ``WRITEBACK_BYTES`` step, the bytes whose writeback the step before started are
 #: waited for and dropped (``atomic.drop_written``).
 DROP_CACHE_BYTES = 32 << 20
+#: The most pieces one ``writev`` takes (Linux's ``IOV_MAX``).
+IOV_MAX = 1024
 
 
 def refused_paths(entries: list[Entry]) -> dict[str, str]:
@@ -298,12 +300,13 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
     size = unsynced = dropped = written = 0
     drop = entry.size >= DROP_CACHE_BYTES
     try:
-        blobs = read_blobs(entry, reader) if records is None else decode_blobs(entry, records, chunk_reader(reader),
+        blobs = read_blobs(entry, reader, pieces=True) if records is None else decode_blobs(entry, records, chunk_reader(reader),
                                                                                 codec=reader.codec)
         with naming(full):  # a full disk: the error names the file being restored
             for payload in blobs:
-                size += _write_all(fd, payload)
-                unsynced += len(payload)
+                n = _write_all(fd, payload)
+                size += n
+                unsynced += n
                 if unsynced >= WRITEBACK_BYTES:  # a large file: keep its dirty pages few
                     if drop:  # ... and its clean ones: what the previous step started is on disk by now
                         drop_written(fd, dropped, written)
@@ -347,11 +350,19 @@ def _stage_db(full: str, tmp: TreeTmp, entry: Entry, reader) -> Staged:
     return Staged(full, tmp, name, None, entry.size, install=install)
 
 
-def _write_all(fd: int, payload: bytes) -> int:
-    view = memoryview(payload)
-    while view:
-        view = view[os.write(fd, view):]
-    return len(payload)
+def _write_all(fd: int, payload: bytes | list) -> int:
+    """Write a payload, or the list of its pieces (``read_blobs(pieces=True)``), in full."""
+    if not isinstance(payload, list):
+        payload = [payload]
+    views = [memoryview(p) for p in payload]
+    total = sum(map(len, views))
+    while views:
+        done = os.writev(fd, views[:IOV_MAX])
+        while views and done >= len(views[0]):
+            done -= len(views.pop(0))
+        if done:
+            views[0] = views[0][done:]
+    return total
 
 
 def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
