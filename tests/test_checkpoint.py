@@ -7,11 +7,14 @@ import gc as collector
 import hashlib
 import json
 import os
+import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
 import types
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,7 +28,7 @@ from journal.gc.run import gc
 from journal.repository.history import ManifestCache
 from journal.local.state import load_state
 from journal.format.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK, Manifest, decode
-from journal.format.objects import decode_record
+from journal.format.objects import KIND_CHUNK, KIND_DBPAGE, KIND_SEGMENT, decode_record
 import journal.repository.pack as pack_module
 from journal.repository.pack import PackWriter
 from journal.report import Collector
@@ -33,7 +36,7 @@ from journal.repository.repository import Repository
 from journal.gc.retention import Policy
 from journal.local.walk import Matcher, walk_tree
 
-from conftest import Live, peak_rss
+from conftest import Live, OpencodeLive, peak_rss
 from faults import FaultyStore
 from conftest import one_line_error
 
@@ -323,6 +326,61 @@ def test_a_large_files_pack_names_are_hashed_once_beside_the_writer(live, monkey
     assert new and sum(n for h in hashers for _, n in h.updates) == sum(stored[name] for name in new)
     in_writer = sum(n for h in hashers for in_main, n in h.updates if in_main)
     assert in_writer < CHUNK   # the small records (the index pages): not one chunk of the 10 MiB
+
+
+def _initial_checkpoint_encodes(box: OpencodeLive, monkeypatch) -> tuple[Counter, str]:
+    """``box``'s initial checkpoint; the records of chunks, segments and page groups it
+    encoded, by (kind, "main" or "thread"), and the name of its largest pack."""
+    import journal.format.objects as objects
+    import journal.sqlite.capture as sqlite_capture
+
+    where: Counter = Counter()
+
+    def encode(kind, payload, **kwargs):
+        if kind in (KIND_CHUNK, KIND_SEGMENT, KIND_DBPAGE):
+            where[(kind, "main" if threading.current_thread() is threading.main_thread() else "thread")] += 1
+        return objects.encode_record(kind, payload, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pack_module, "encode_record", encode)
+        patch.setattr(sqlite_capture, "encode_record", encode)
+        assert box.tick() == 1
+    packs = sorted((p.stat().st_size, p.name) for p in (box.store_path / "packs").glob("*/*"))
+    return where, packs[-1][1]
+
+
+def _box_with_a_database(tmp_path: Path, name: str) -> OpencodeLive:
+    """A container with the fixtures' transcripts, three JSON files and a 1.5 MiB
+    database, made in the same order every time (the walk lists a directory in the
+    order its names were made: the same trees give the same packs)."""
+    box = OpencodeLive(tmp_path / name, tmp_path / f"store-{name}", fixtures=True)
+    con = sqlite3.connect(box.db)
+    con.execute("CREATE TABLE m(id INTEGER PRIMARY KEY, body TEXT)")
+    con.executemany("INSERT INTO m(body) VALUES (?)", ((f"row {i} " * 40,) for i in range(4000)))
+    con.commit()
+    con.close()
+    for i in range(3):
+        (box.db.parent / f"session-{i}.json").write_text(json.dumps({"i": i, "body": ["text"] * 2000}))
+    return box
+
+
+def test_an_initial_checkpoint_compresses_in_threads_into_the_packs_a_serial_one_writes(tmp_path, monkeypatch):
+    """The chunks and transcript segments of a checkpoint's files, and a database's
+    whole page groups, are compressed by threads while the scan reads on
+    (``PackWriter.add_ahead``, ``sqlite/capture.py``'s ``_Cut``), and the pack holds
+    the very bytes of a checkpoint that compresses each record in its turn."""
+    import journal.sqlite.capture as sqlite_capture
+
+    ahead, serial = (_box_with_a_database(tmp_path, name) for name in ("ahead", "serial"))
+    assert ahead.db.stat().st_size > 3 * sqlite_capture.PAGE_GROUP_BYTES
+    threaded, pack = _initial_checkpoint_encodes(ahead, monkeypatch)
+    assert {kind for kind, _ in threaded} == {KIND_CHUNK, KIND_SEGMENT, KIND_DBPAGE}
+    assert not [key for key in threaded if key[1] == "main"], threaded
+
+    monkeypatch.setattr(PackWriter, "add_ahead", lambda self, kind, payload, **kw: self.add(kind, payload, **kw))
+    monkeypatch.setattr(sqlite_capture, "ENCODE_AHEAD", 0)
+    _, serial_pack = _initial_checkpoint_encodes(serial, monkeypatch)
+    assert pack == serial_pack
 
 
 def test_a_large_files_incompressible_chunks_are_spooled_from_the_bytes_read(live, tmp_path, monkeypatch):

@@ -59,7 +59,9 @@ MERGE_CAP = 8 << 20        # ... into one segment of at most this size
 #: capture (``check_prefix``, design §6).
 ROLL_BYTES = 4 << 20
 
-AddBlob = Callable[..., BlobRef]   # PackWriter.add(kind, payload, *, base=None, encoded=None)
+#: ``PackWriter.add(kind, payload, *, base=None, encoded=None, digest=None)``, or its
+#: ``add_ahead``: a checkpoint's scan compresses the blobs of the next files meanwhile.
+AddBlob = Callable[..., BlobRef]
 
 
 def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, add: AddBlob,
@@ -135,9 +137,11 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
         while offset < st.st_size:
             if chunks is None:
                 data = os.pread(fd, min(CHUNK, st.st_size - offset), offset)
-                cid, encoded = codec.id(data), None
+                digest, encoded = codec.digest(data), None
+                cid = digest.hex()
             else:
                 data, cid, encoded = next(chunks, (b"", "", None))
+                digest = None
             if not data:
                 break  # the file shrank while we read: the next pass re-reads it
             i = len(refs)
@@ -145,7 +149,7 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
             if ref is None and rewrite:
                 ref, base = deltas.chunk(data, (old_bases[i] or old_refs[i]) if i < len(old_refs) else None)
             elif ref is None:
-                ref = add(KIND_CHUNK, data, encoded=encoded)
+                ref = add(KIND_CHUNK, data, encoded=encoded, digest=digest)
             refs.append(ref)
             bases.append(base)
             offset += len(data)

@@ -270,7 +270,7 @@ def _sig(root: str, item: Item):
 def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matcher, ctx: ScanContext):
     if item.kind != "sqlite":
         try:
-            return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add, ctx.deltas,
+            return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add_ahead, ctx.deltas,
                                 ctx.warn, ctx.data.codec)
         except Unstorable as err:  # like a name the walk refuses: left out, loudly, every time
             ctx.warn(str(err))

@@ -36,6 +36,13 @@ UPLOADS_IN_FLIGHT = 3
 #: no longer runs in series with its writes. At most ``HASH_AHEAD`` records wait for it.
 HASH_THREAD_MIN = 256 << 10
 HASH_AHEAD = 4
+#: ``add_ahead``: records encoded (hashed and compressed) by this many threads, at most
+#: ``ENCODE_AHEAD`` records and ``ENCODE_AHEAD_BYTES`` of payload ahead of the pack.
+ENCODE_THREADS = 2
+ENCODE_AHEAD = 8
+ENCODE_AHEAD_BYTES = 16 << 20
+#: A blob added ahead names this placeholder pack, and a number, until it is written.
+AHEAD_REF = f"{PENDING_PACK}ahead-"
 
 
 class PackWriter:
@@ -66,9 +73,50 @@ class PackWriter:
         self._hash = None
         self._size = 0
         self._slot = ""
+        self._encoder = None              # a ThreadPoolExecutor once a blob is added ahead
+        self._ahead: deque = deque()      # (future record, payload size, placeholder), in the order added
+        self._ahead_bytes = 0
+        self._placed: dict[str, BlobRef] = {}   # placeholder -> the record's place, once written
+
+    def add_ahead(self, kind: int, payload: bytes, *, base: bytes | None = None,
+                  encoded: tuple[str, bytes] | None = None, digest: bytes | None = None) -> BlobRef:
+        """``add``, but the record is encoded by a thread while the caller goes on: the
+        returned reference names a placeholder for its place (pack, offset, length),
+        which ``resolve`` replaces once ``finish`` has written it. Records are written in
+        the order they were added, ahead or not, so the packs are the bytes ``add``
+        alone writes. For blobs whose place nothing reads before the commit (file
+        chunks, transcript segments; a page map names its pages' offsets). The id is
+        hashed here (``digest``: as the caller already hashed it), the rest in the thread."""
+        if encoded is not None:
+            return self.add(kind, payload, base=base, encoded=encoded, digest=digest)
+        if self._encoder is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._encoder = ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="journal-encode")
+        placeholder = f"{AHEAD_REF}{len(self._placed) + len(self._ahead)}"
+        digest = self.codec.digest(payload) if digest is None else digest
+        self._ahead.append((self._encoder.submit(encode_record, kind, payload, base=base, codec=self.codec,
+                                                 digest=digest),
+                            len(payload), placeholder))
+        self._ahead_bytes += len(payload)
+        while len(self._ahead) > ENCODE_AHEAD or self._ahead_bytes > ENCODE_AHEAD_BYTES:
+            self._write_ahead()
+        return BlobRef(digest.hex(), placeholder, 0, 0, len(payload))
+
+    def _write_ahead(self) -> None:
+        """Write the oldest record added ahead, once encoded."""
+        encoding, size, placeholder = self._ahead.popleft()
+        self._ahead_bytes -= size
+        blob_id, record = encoding.result()
+        self._placed[placeholder] = self._add_record(blob_id, record, size, True)
+
+    def _catch_up(self) -> None:
+        """Write every record added ahead (before a record added now, or the pack's close)."""
+        while self._ahead:
+            self._write_ahead()
 
     def add(self, kind: int, payload: bytes, roll: bool = True, *, base: bytes | None = None,
-            encoded: tuple[str, bytes] | None = None) -> BlobRef:
+            encoded: tuple[str, bytes] | None = None, digest: bytes | None = None) -> BlobRef:
         """Append one blob; returns its (pending) reference.
 
         A pack that has reached the target size (``None``: no limit) is closed and
@@ -77,15 +125,21 @@ class PackWriter:
         ``base``: store a database page as a delta against these bytes (``encode_record``).
         ``encoded``: ``encode_record(kind, payload)`` as the caller already made it (in
         another thread: ``checkpoint/capture.py`` encodes a large file's chunks ahead).
+        ``digest``: the payload's id as the caller already hashed it (``codec.digest``).
         """
-        blob_id, record = encoded or encode_record(kind, payload, base=base, codec=self.codec)
+        blob_id, record = encoded or encode_record(kind, payload, base=base, codec=self.codec, digest=digest)
         return self.add_record(blob_id, record, len(payload), roll)
 
     def add_record(self, blob_id: str, record: bytes | list, size: int, roll: bool = True) -> BlobRef:
         """Append one record already made by ``encode_record`` (with this writer's codec),
         sealed in an encrypted store; see ``add``. ``record`` may be its list of pieces
         (``encode_record(joined=False)``): written with one ``writev`` and hashed piece by
-        piece, never joined (joined, to be sealed, in an encrypted store)."""
+        piece, never joined (joined, to be sealed, in an encrypted store). Blobs added
+        ahead are written first."""
+        self._catch_up()
+        return self._add_record(blob_id, record, size, roll)
+
+    def _add_record(self, blob_id: str, record: bytes | list, size: int, roll: bool) -> BlobRef:
         if isinstance(record, list) and self.codec.encrypted:
             record = b"".join(record)
         pieces = record if isinstance(record, list) else [self.codec.seal(record, RECORD)]
@@ -132,23 +186,30 @@ class PackWriter:
 
         Raises the first upload error; no pack is then known to be published.
         """
+        self._catch_up()
         if self._fh is not None:
             self._close_and_upload()
         self._wait(0)
         self._stop_threads(cancel=False)
 
     def _stop_threads(self, cancel: bool) -> None:
-        for name in ("_pool", "_hasher"):
+        for name in ("_pool", "_hasher", "_encoder"):
             pool = getattr(self, name)
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=cancel)
                 setattr(self, name, None)
         self._hashing.clear()
+        self._ahead.clear()
+        self._ahead_bytes = 0
 
     def resolve(self, ref: BlobRef) -> BlobRef:
-        """Return ``ref`` with its placeholder replaced by the uploaded pack id."""
+        """Return ``ref`` with its placeholder replaced by the uploaded pack id (and, for
+        a blob added ahead, its place in that pack)."""
         if not is_pending(ref.pack):
             return ref
+        placed = self._placed.get(ref.pack)
+        if placed is not None:
+            ref = placed
         return msgspec.structs.replace(ref, pack=self._ids[ref.pack])
 
     def locate(self, ref: BlobRef) -> str:

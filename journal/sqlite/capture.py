@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 import struct
-from collections import Counter
+from collections import Counter, deque
 
 from ..local.state import FileState
 from ..format.model import KIND_SQLITE, BlobRef, Entry
@@ -50,6 +50,11 @@ PAGE_GROUP_BYTES = DBPAGE_BYTES
 DELTA_GROUP_BYTES = 128 << 10
 SMALL_GROUP_BASE = 128 << 10
 READ_BLOCK = 1 << 20
+#: Whole page groups are compressed by this many threads (``zstandard`` and the hash
+#: release the GIL), at most ``ENCODE_AHEAD`` groups ahead of the pack, which takes
+#: their records in the order the groups were closed: the pack is the same bytes.
+ENCODE_THREADS = 2
+ENCODE_AHEAD = 4
 
 
 def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir: str,
@@ -127,6 +132,7 @@ class _Group:
         self.pages: list[bytes] = []
         self.bases: list[bytes] = []
         self.loc: tuple[BlobRef, bool] | None = None   # (record, is a delta) once stored
+        self.closed = False                            # handed to the pack (maybe still being encoded)
 
 
 class _Cut:
@@ -147,6 +153,8 @@ class _Cut:
         self._pending: dict[str, tuple[_Group, int]] = {}
         self._whole_group = _Group(delta=False)
         self._delta_group = _Group(delta=True)
+        self._encoding: deque = deque()   # (future record, group, payload size), in the order closed
+        self._pool = None                 # a ThreadPoolExecutor once a whole group is closed
         if snap is not None:
             for loc in snap.base.values():
                 self.whole.setdefault(loc.id, loc)
@@ -226,20 +234,25 @@ class _Cut:
         """Locations for ``pgnos``: reused when stored before, else added in page order in
         groups (in a delta map, a group delta against the full map's pages where it can).
         Called once."""
-        batch: list[int] = []
-        for pgno in pgnos:
-            loc = self._known(pgno, deltas)
-            if loc is not None:
-                self._slots[pgno] = loc
-                continue
-            batch.append(pgno)
-            if len(batch) >= BATCH:
+        try:
+            batch: list[int] = []
+            for pgno in pgnos:
+                loc = self._known(pgno, deltas)
+                if loc is not None:
+                    self._slots[pgno] = loc
+                    continue
+                batch.append(pgno)
+                if len(batch) >= BATCH:
+                    self._add(batch, deltas)
+                    batch = []
+            if batch:
                 self._add(batch, deltas)
-                batch = []
-        if batch:
-            self._add(batch, deltas)
-        for group in (self._whole_group, self._delta_group):
-            self._flush(group)
+            for group in (self._whole_group, self._delta_group):
+                self._flush(group)
+            self._drain(0)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
         out = {}
         for pgno, where in self._slots.items():
             if not isinstance(where, PageLoc):
@@ -288,19 +301,39 @@ class _Cut:
         return group
 
     def _flush(self, group: _Group) -> None:
-        """Store a group as one record (a group delta when it has base pages)."""
-        if not group.pgnos or group.loc is not None:
+        """Store a group as one record (a group delta when it has base pages): a whole
+        group is encoded by the pool and stored once the groups closed before it are."""
+        if not group.pgnos or group.closed:
             return
+        group.closed = True
         payload = b"".join(group.pages)
-        if group.bases:
-            base = b"".join(group.bases)
-            members = struct.pack(f">{len(group.pgnos)}I", *group.pgnos)
-            level = DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_GROUP_BASE else DELTA_LEVEL
-            rid, record = encode_record(KIND_DBPAGE, payload, base=base, members=members, level=level,
-                                        codec=self.writer.codec)
-            rec = self.writer.add_record(rid, record, len(payload))
-        else:
-            rec = self.writer.add(KIND_DBPAGE, payload)
+        group.pages = []
+        if not group.bases:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor  # imported here: only a database needs it
+
+                self._pool = ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="journal-dbpage")
+            self._encoding.append((self._pool.submit(encode_record, KIND_DBPAGE, payload, codec=self.writer.codec),
+                                   group, len(payload)))
+            self._drain(ENCODE_AHEAD)
+            return
+        self._drain(0)  # the groups closed before this one go first
+        base = b"".join(group.bases)
+        members = struct.pack(f">{len(group.pgnos)}I", *group.pgnos)
+        level = DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_GROUP_BASE else DELTA_LEVEL
+        rid, record = encode_record(KIND_DBPAGE, payload, base=base, members=members, level=level,
+                                    codec=self.writer.codec)
+        self._stored(group, self.writer.add_record(rid, record, len(payload)))
+
+    def _drain(self, ahead: int) -> None:
+        """Store encoded whole groups, in the order closed, until at most ``ahead`` wait."""
+        while len(self._encoding) > ahead:
+            encoding, group, size = self._encoding.popleft()
+            rid, record = encoding.result()
+            self._stored(group, self.writer.add_record(rid, record, size))
+
+    def _stored(self, group: _Group, rec: BlobRef) -> None:
+        """Where ``group``'s pages are, now that its record ``rec`` is in the pack."""
         is_delta = bool(group.bases)
         group.loc = (rec, is_delta)
         for slot, (pgno, pid) in enumerate(zip(group.pgnos, group.ids)):
