@@ -329,15 +329,16 @@ def test_a_large_files_pack_names_are_hashed_once_beside_the_writer(live, monkey
 
 
 def _initial_checkpoint_encodes(box: OpencodeLive, monkeypatch) -> tuple[Counter, str]:
-    """``box``'s initial checkpoint; the records of chunks, segments and page groups it
-    encoded, by (kind, "main" or "thread"), and the name of its largest pack."""
+    """``box``'s initial checkpoint; the records of chunks, segments and page groups of
+    at least ``ENCODE_AHEAD_MIN`` it encoded, by (kind, "main" or "thread"), and the
+    name of its largest pack."""
     import journal.format.objects as objects
     import journal.sqlite.capture as sqlite_capture
 
     where: Counter = Counter()
 
     def encode(kind, payload, **kwargs):
-        if kind in (KIND_CHUNK, KIND_SEGMENT, KIND_DBPAGE):
+        if kind in (KIND_CHUNK, KIND_SEGMENT, KIND_DBPAGE) and len(payload) >= pack_module.ENCODE_AHEAD_MIN:
             where[(kind, "main" if threading.current_thread() is threading.main_thread() else "thread")] += 1
         return objects.encode_record(kind, payload, **kwargs)
 
@@ -350,7 +351,7 @@ def _initial_checkpoint_encodes(box: OpencodeLive, monkeypatch) -> tuple[Counter
 
 
 def _box_with_a_database(tmp_path: Path, name: str) -> OpencodeLive:
-    """A container with the fixtures' transcripts, three JSON files and a 1.5 MiB
+    """A container with the fixtures' transcripts, three 160 KB JSON files and a 1.5 MiB
     database, made in the same order every time (the walk lists a directory in the
     order its names were made: the same trees give the same packs)."""
     box = OpencodeLive(tmp_path / name, tmp_path / f"store-{name}", fixtures=True)
@@ -360,7 +361,7 @@ def _box_with_a_database(tmp_path: Path, name: str) -> OpencodeLive:
     con.commit()
     con.close()
     for i in range(3):
-        (box.db.parent / f"session-{i}.json").write_text(json.dumps({"i": i, "body": ["text"] * 2000}))
+        (box.db.parent / f"session-{i}.json").write_text(json.dumps({"i": i, "body": ["text"] * 20000}))
     return box
 
 

@@ -41,6 +41,9 @@ HASH_AHEAD = 4
 ENCODE_THREADS = 2
 ENCODE_AHEAD = 8
 ENCODE_AHEAD_BYTES = 16 << 20
+#: ... of a payload of at least this size; a smaller one is encoded at once, in the
+#: caller's thread (a tick's few small appends would pay more for the threads).
+ENCODE_AHEAD_MIN = 64 << 10
 #: A blob added ahead names this placeholder pack, and a number, until it is written.
 AHEAD_REF = f"{PENDING_PACK}ahead-"
 
@@ -87,7 +90,7 @@ class PackWriter:
         alone writes. For blobs whose place nothing reads before the commit (file
         chunks, transcript segments; a page map names its pages' offsets). The id is
         hashed here (``digest``: as the caller already hashed it), the rest in the thread."""
-        if encoded is not None:
+        if encoded is not None or len(payload) < ENCODE_AHEAD_MIN:
             return self.add(kind, payload, base=base, encoded=encoded, digest=digest)
         if self._encoder is None:
             from concurrent.futures import ThreadPoolExecutor

@@ -50,7 +50,7 @@ PAGE_GROUP_BYTES = DBPAGE_BYTES
 DELTA_GROUP_BYTES = 128 << 10
 SMALL_GROUP_BASE = 128 << 10
 READ_BLOCK = 1 << 20
-#: Whole page groups are compressed by this many threads (``zstandard`` and the hash
+#: A full map's page groups are compressed by this many threads (``zstandard`` and the hash
 #: release the GIL), at most ``ENCODE_AHEAD`` groups ahead of the pack, which takes
 #: their records in the order the groups were closed: the pack is the same bytes.
 ENCODE_THREADS = 2
@@ -302,13 +302,14 @@ class _Cut:
 
     def _flush(self, group: _Group) -> None:
         """Store a group as one record (a group delta when it has base pages): a whole
-        group is encoded by the pool and stored once the groups closed before it are."""
+        group of a full map is encoded by the pool and stored once the groups closed
+        before it are (a tick's delta map has a few groups: threads would cost more)."""
         if not group.pgnos or group.closed:
             return
         group.closed = True
         payload = b"".join(group.pages)
         group.pages = []
-        if not group.bases:
+        if self.full and not group.bases:
             if self._pool is None:
                 from concurrent.futures import ThreadPoolExecutor  # imported here: only a database needs it
 
@@ -318,6 +319,9 @@ class _Cut:
             self._drain(ENCODE_AHEAD)
             return
         self._drain(0)  # the groups closed before this one go first
+        if not group.bases:
+            self._stored(group, self.writer.add(KIND_DBPAGE, payload))
+            return
         base = b"".join(group.bases)
         members = struct.pack(f">{len(group.pgnos)}I", *group.pgnos)
         level = DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_GROUP_BASE else DELTA_LEVEL
