@@ -5,8 +5,10 @@ repeated 10^6 times, a page cycle, a decompression bomb).
 
 ``verify --full`` must report every damage the store can show (100%); a restore never
 writes a byte no checkpoint held, ends clean only when nothing the newest checkpoint
-needs is damaged, and otherwise falls back (exit 3) or names what it lost (exit 1),
-writing nothing outside its container; gc's own bookkeeping (tombstones, the lease),
+needs is damaged or it restored exactly the newest trees (a flipped bit restore's
+checks cannot see, as a zstd frame-header bit that decodes the same, is verify's),
+and otherwise falls back (exit 3) or names what it lost (exit 1), writing nothing
+outside its container; gc's own bookkeeping (tombstones, the lease),
 damaged, costs no data. ``make test`` runs one object of each kind, one damage each,
 and every crafted checkpoint; the ``long`` form (``make torture``) damages every
 object every way.
