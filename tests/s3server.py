@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import uuid
 import weakref
 from dataclasses import dataclass, field
@@ -55,9 +56,16 @@ def _recording_server(log: list, connections: weakref.WeakSet, port: int):
     class RecordingMotoServer(ThreadedMotoServer):
         def _server_entry(self) -> None:
             app = DomainDispatcherApplication(create_backend_app)
+            conditional = threading.Lock()
 
             def recording_app(environ, start_response):
                 log.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")))
+                if environ.get("HTTP_IF_NONE_MATCH") or environ.get("HTTP_IF_MATCH"):
+                    # moto checks a condition, then writes: two concurrent put-if-absent
+                    # requests for one key can both succeed. S3 does both as one step;
+                    # one at a time, the test server keeps that guarantee.
+                    with conditional:
+                        return list(app(environ, start_response))
                 return app(environ, start_response)
 
             server = make_server(self._ip_address, self._port, recording_app, True,
