@@ -142,10 +142,8 @@ def new_state(store_id: str) -> LocalState:
 # A long-running process (``journal supervise``) checkpoints every few seconds; the
 # decoded state is kept between runs while the state file on disk is the one it saved
 # or read, with the base that file names (None: it names none).
-_memo: dict[str, tuple[Stamp, LocalState, StateBase | None]] = {}
-#: The SHA-256 of each base this process read or wrote, by token (a state file names
-#: its base's digest, so the next save needs it).
-_digests: dict[str, str] = {}
+# With the base goes its SHA-256 (the next save's state file names it).
+_memo: dict[str, tuple[Stamp, LocalState, StateBase | None, str | None]] = {}
 
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
@@ -190,7 +188,7 @@ def _read(state_dir: str) -> tuple[LocalState | None, bool]:
                 continue  # replaced meanwhile, with its base: read the new one
             break
         state = _merged(top, base)
-        _memo[path] = (read, state, base)
+        _memo[path] = (read, state, base, top.base_sha256 if base is not None else None)
         return state, True
     return _scalars(top), False
 
@@ -222,10 +220,7 @@ def _read_base(state_dir: str, name: str, digest: str | None) -> StateBase | Non
         base = msgspec.msgpack.decode(data, type=StateBase)
     except (OSError, msgspec.DecodeError):
         return None
-    if base.token != name or base.version not in READ_STATE_VERSIONS:
-        return None
-    _digests[name] = digest
-    return base
+    return base if base.token == name and base.version in READ_STATE_VERSIONS else None
 
 
 def _merged(top: StateFile, base: StateBase | None) -> LocalState:
@@ -277,8 +272,8 @@ def save_state(state_dir: str, state: LocalState) -> None:
     tmp_dir = os.path.join(state_dir, TMP_DIR)
     state.version = STATE_VERSION   # a version 1 or 2 state read here is written back as version 3
     memo = _memo.get(path)
-    base = memo[2] if memo is not None and memo[0] == file_stamp(path) else None
-    if base is not None and (not _base_in_place(state_dir, base.token) or base.token not in _digests):
+    base, digest = memo[2:] if memo is not None and memo[0] == file_stamp(path) else (None, None)
+    if base is not None and not _base_in_place(state_dir, base.token):
         base = None  # removed behind this process's back: the changes would name a base no reader finds
     trees, changed = _deltas(state.trees, base)
     paths = sum(len(cache.files) for cache in state.trees.values())
@@ -291,12 +286,11 @@ def save_state(state_dir: str, state: LocalState) -> None:
         os.makedirs(os.path.join(state_dir, STATE_BASE_DIR), exist_ok=True)
         data = msgspec.msgpack.encode(fresh)
         write_file_atomic(os.path.join(state_dir, STATE_BASE_DIR, fresh.token), data, tmp_dir)
-        _digests[fresh.token] = hashlib.sha256(data).hexdigest()
-        base = fresh
+        base, digest = fresh, hashlib.sha256(data).hexdigest()
         trees, _ = _deltas(state.trees, base)
     top = StateFile(**{f: getattr(state, f) for f in state.__struct_fields__ if f != "trees"},
                     trees=trees, base=base.token if base is not None else None,
-                    base_sha256=_digests[base.token] if base is not None else None)
+                    base_sha256=digest if base is not None else None)
     try:
         write_file_atomic(path, msgspec.msgpack.encode(top), tmp_dir)
     except BaseException:
@@ -307,7 +301,7 @@ def save_state(state_dir: str, state: LocalState) -> None:
         _remove_bases(state_dir, keep=fresh.token)
     saved = file_stamp(path)
     if saved is not None:
-        _memo[path] = (saved, state, base)
+        _memo[path] = (saved, state, base, digest if base is not None else None)
 
 
 def _base_in_place(state_dir: str, token: str) -> bool:

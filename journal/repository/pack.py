@@ -92,13 +92,10 @@ class PackWriter:
         hashed here (``digest``: as the caller already hashed it), the rest in the thread."""
         if encoded is not None or len(payload) < ENCODE_AHEAD_MIN:
             return self.add(kind, payload, base=base, encoded=encoded, digest=digest)
-        if self._encoder is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._encoder = ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="journal-encode")
+        encoder = self._threads("_encoder", ENCODE_THREADS, "encode")
         placeholder = f"{AHEAD_REF}{len(self._placed) + len(self._ahead)}"
         digest = self.codec.digest(payload) if digest is None else digest
-        self._ahead.append((self._encoder.submit(encode_record, kind, payload, base=base, codec=self.codec,
+        self._ahead.append((encoder.submit(encode_record, kind, payload, base=base, codec=self.codec,
                                                  digest=digest),
                             len(payload), placeholder))
         self._ahead_bytes += len(payload)
@@ -172,11 +169,7 @@ class PackWriter:
         if length < HASH_THREAD_MIN and not pending:
             _update(self._hash, pieces)
             return
-        if self._hasher is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-pack-hash")
-        pending.append(self._hasher.submit(_update, self._hash, pieces))
+        pending.append(self._threads("_hasher", 1, "pack-hash").submit(_update, self._hash, pieces))
 
     def _pack_name(self) -> str:
         """The open pack's name, once the hash thread has hashed all of it."""
@@ -194,6 +187,17 @@ class PackWriter:
             self._close_and_upload()
         self._wait(0)
         self._stop_threads(cancel=False)
+
+    def _threads(self, name: str, workers: int, role: str):
+        """The writer's thread pool ``name`` (``_pool``, ``_hasher``, ``_encoder``; each
+        stopped by ``_stop_threads``), made on first use."""
+        pool = getattr(self, name)
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor  # imported on first use: ~5 ms of every start
+
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"journal-{role}")
+            setattr(self, name, pool)
+        return pool
 
     def _stop_threads(self, cancel: bool) -> None:
         for name in ("_pool", "_hasher", "_encoder"):
@@ -262,12 +266,9 @@ class PackWriter:
         self._fh = None
         self._ids[self._slot] = pack
         self.packs.append(pack)
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor  # imported on first use: ~5 ms of every start
-
-            self._pool = ThreadPoolExecutor(max_workers=UPLOADS_IN_FLIGHT, thread_name_prefix="journal-upload")
+        pool = self._threads("_pool", UPLOADS_IN_FLIGHT, "upload")
         self._wait(UPLOADS_IN_FLIGHT - 1)
-        self._uploads.append(self._pool.submit(self._upload, self._path, pack, self._size))
+        self._uploads.append(pool.submit(self._upload, self._path, pack, self._size))
 
     def _wait(self, keep: int) -> None:
         """Wait until at most ``keep`` uploads are in flight; re-raise the first failure."""
