@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "tools" / "bench.py"
 FIGURE = ("bytes", "objects", "wall_s", "cpu_s", "maxrss_kib")
 # the six of issue 4; the idle tick, the 20,000-file tick and the restore as supervise runs them; issue 6's three;
-# issue 23's socket append; issue 28's three (encrypted vs plain store)
-TARGETS = 16
+# issue 23's socket append; issue 28's three (encrypted vs plain store); issue 27's active-tick CPU as supervise
+# runs it and the 20,000-file one-change tick both ways
+TARGETS = 19
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,12 @@ def test_every_main_figure_is_there(result):
             has_figure(run[name]["restore"], f"run {r} {name} restore")
             assert run[name]["restore"]["files"] > 0
         assert run["journal"]["restore_in_process_s"] > 0   # None: the in-process restore was incomplete
+        supervised = run["journal-supervise"]   # the same trees, checkpointed through the library in-process
+        assert len(supervised["ticks"]) == len(run["journal"]["ticks"])
+        for t, fig in enumerate(supervised["ticks"]):
+            has_figure(fig, f"run {r} journal-supervise tick {t}")
+            assert fig["objects"] >= 1 and fig["reported"]["objects"] == fig["objects"]
+        assert supervised["idle"]["objects"] == 0 and supervised["restore"] is None
         for fig in run["journal"]["ticks"]:
             assert fig["reported"]["objects"] == fig["objects"]
             assert set(fig["by_kind"]) >= {"segment", "page", "manifest"}
@@ -101,8 +108,9 @@ def test_journal_idle_tick_writes_nothing_and_active_ticks_few_objects(result):
         assert run["journal"]["idle"]["bytes"] == 0
         assert all(f["objects"] <= 4 for f in run["journal"]["ticks"])
     for run in result["tree"]["runs"]:
-        assert run["journal"]["idle"]["objects"] == 0
-        assert run["journal"]["change"]["objects"] <= 4
+        for name in ("journal", "journal-supervise"):
+            assert run[name]["idle"]["objects"] == 0
+            assert 1 <= run[name]["change"]["objects"] <= 4
 
 
 def test_tree_sqlite_and_big_file_figures(result):
@@ -128,7 +136,8 @@ def test_ratios_and_the_figure_of_every_target_without_a_verdict(result):
     for key in ("tick_bytes_journal_over_legacy", "tick_bytes_journal_over_restic", "tick_wall_journal_over_legacy",
                 "tick_cpu_journal_over_legacy", "idle_wall_journal_over_legacy", "restore_wall_journal_over_rsync",
                 "initial_bytes_journal_over_legacy", "tree_idle_wall_journal_over_legacy",
-                "tree_change_wall_journal_over_legacy", "sqlite_tick_bytes_journal_over_legacy"):
+                "tree_change_wall_journal_over_legacy", "sqlite_tick_bytes_journal_over_legacy",
+                "tick_cpu_supervise_over_legacy", "tree_change_wall_supervise_over_legacy"):
         assert key in ratios, key
     assert ratios["tick_bytes_journal_over_legacy"] > 0
     assert (ratios["tick_bytes_journal_over_restic"] is None) == (result["meta"]["tools"]["restic"] is None)
@@ -139,7 +148,8 @@ def test_ratios_and_the_figure_of_every_target_without_a_verdict(result):
         assert t["detail"] and "n/a" not in t["detail"], t
     names = " ".join(t["name"] for t in targets)
     for word in ("active-tick bytes", "objects per active tick", "idle tick", "restore", "peak RSS", "-file idle tick",
-                 "gc over", "appends restores from", "metadata objects", "socket append p99", "encrypted store"):
+                 "gc over", "appends restores from", "metadata objects", "socket append p99", "encrypted store",
+                 "as `journal supervise` runs it (in-process): CPU", "-file one-change tick, as `journal supervise`"):
         assert word in names, word
 
 

@@ -257,6 +257,46 @@ class JournalSys:
         return round(wall, 6) if result.complete else None
 
 
+class SupervisedJournal(JournalSys):
+    """journal as `journal supervise` runs its timer ticks: through the library, in this
+    process, with the configuration and store opened once and the local state kept
+    between ticks (no interpreter start, no imports, no state decode after the first).
+    Its own store and state directory (``state_dir``), so it checkpoints the same trees
+    as the command-line journal beside it. A tick's CPU is this process's (every thread
+    journal starts) plus that of any child it waited for."""
+
+    name = "journal-supervise"
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._opened = None
+
+    def _open(self):
+        if self._opened is None:
+            lib = self._library()
+            if lib is None:
+                raise RuntimeError("journal is not importable in the bench's interpreter")
+            self._opened = lib
+        return self._opened
+
+    def tick(self) -> dict:
+        import resource
+
+        journal, cfg, store = self._open()
+        before = snapshot(self.store)
+        r0 = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+        t0 = time.perf_counter()
+        result = journal.checkpoint.run.checkpoint(cfg, store)
+        wall = time.perf_counter() - t0
+        r1 = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+        cpu = sum(b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime for a, b in zip(r0, r1))
+        objects, nbytes, paths = uploaded(before, snapshot(self.store))
+        kinds, records = journal_breakdown(self.store, paths)
+        return {"bytes": nbytes, "objects": objects, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
+                "maxrss_kib": r1[0].ru_maxrss, "reported": {"objects": result.objects, "seq": result.seq},
+                "by_kind": kinds, "records": records}
+
+
 class LegacySys:
     name = "legacy"
 

@@ -10,11 +10,11 @@ import time
 
 from ..measure import KIB, MIB, copy_tree, log, rmtree, rotate, settle, tree_stats
 from ..report import fmt_bytes, fmt_s, med, med_fig, ratio, tick_fig
-from ..systems import JournalSys, LegacySys, ResticSys
+from ..systems import JournalSys, LegacySys, ResticSys, SupervisedJournal
 from ..workload import MAIN_DBS, MAIN_TREES, LiveWorkload, generate_main
 from .base import Part
 
-SYSTEMS = ("journal", "legacy", "restic")
+SYSTEMS = ("journal", "journal-supervise", "legacy", "restic")
 
 
 class MainPart(Part):
@@ -33,6 +33,9 @@ class MainPart(Part):
         active ticks, an idle tick, and a full restore by each system."""
         rd, local, live = fresh_run(args, work, local_tpl, info, self.name, r)
         systems = main_systems(tools, work, local, rd, rd)
+        systems.insert(1, SupervisedJournal(tools, local, os.path.join(rd, "store-supervise"),
+                                            os.path.join(rd, "home-supervise"),
+                                            state_dir=os.path.join(rd, "state-supervise")))
         run = drive(systems, live, args, r)
         run["journal"]["idle_in_process_s"] = systems[0].in_process_idle()
         live.close()
@@ -43,7 +46,7 @@ class MainPart(Part):
 
     @staticmethod
     def _restores(systems: list, run: dict, rd: str, r: int) -> None:
-        for s in rotate(systems, r):
+        for s in rotate([s for s in systems if not isinstance(s, SupervisedJournal)], r):
             dest = os.path.join(rd, f"restore-{s.name}")
             run[s.name]["restore"] = s.restore(dest)
             rmtree(dest)
@@ -81,6 +84,13 @@ class MainPart(Part):
         verdicts.add("active-tick bytes <= 1/300 of legacy and <= 1/20 of restic", ok_l and ok_r is not False, detail)
         omax = max(f["objects"] for r in res["main"]["runs"] for f in r["journal"]["ticks"])
         verdicts.add("<= 4 objects per active tick", omax <= 4, f"journal max {omax} objects per active tick")
+        if main.get("journal-supervise"):
+            sc = ratios["tick_cpu_supervise_over_legacy"]
+            verdicts.add("active tick as `journal supervise` runs it (in-process): CPU <= legacy",
+                         sc is not None and sc <= 1.0,
+                         f"journal {main['journal-supervise']['tick']['cpu_s'] * 1000:.0f} ms vs legacy "
+                         f"{main['legacy']['tick']['cpu_s'] * 1000:.0f} ms = {sc:.2f}x (the command line: "
+                         f"{ratios['tick_cpu_journal_over_legacy']:.2f}x)")
         idle_targets(main, ratios, res, verdicts)
         restore_targets(main, ratios, res, verdicts)
 
@@ -205,6 +215,8 @@ def per_run_ratios(runs: list[dict]) -> dict[str, list]:
     for k in ("bytes", "wall_s", "cpu_s"):
         for other in ("legacy", "restic"):
             out[f"tick_{k.split('_')[0]}_journal_over_{other}"] = each(tick("journal", k), tick(other, k))
+    for k in ("wall_s", "cpu_s"):
+        out[f"tick_{k.split('_')[0]}_supervise_over_legacy"] = each(tick("journal-supervise", k), tick("legacy", k))
     for k in ("bytes", "wall_s"):
         for other in ("legacy", "restic"):
             out[f"initial_{k.split('_')[0]}_journal_over_{other}"] = each(fig("journal", "initial", k),
@@ -259,9 +271,10 @@ def figures_table(main: dict, res: dict, systems: tuple[str, ...] = SYSTEMS, tit
                 label = "rsync -a" if res["meta"]["tools"]["legacy_copy"] == "rsync" else "python copytree"
             objs = f"{f['objects']:.1f} (max {f['objects_max']})" if key == "tick" else (
                 "" if f["objects"] is None else f"{f['objects']:.0f}")
+            rss = "in-process" if name == "journal-supervise" else f"{f['maxrss_kib'] / KIB:.0f} MiB"
             out.append(f"| {what} | {label} | {fmt_bytes(f['bytes']) if key != 'restore' else ''} | "
                        f"{objs if key != 'restore' else ''} | {fmt_s(f['wall_s'])} | {fmt_s(f['cpu_s'])} | "
-                       f"{f['maxrss_kib'] / KIB:.0f} MiB |")
+                       f"{rss} |")
     out.append("")
     return out
 

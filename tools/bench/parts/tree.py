@@ -9,9 +9,12 @@ import time
 
 from ..measure import KIB, MIB, log, rmtree, rotate, settle, tree_stats
 from ..report import fmt_bytes, fmt_s, med, med_fig, ratio
-from ..systems import JournalSys, LegacySys
+from ..systems import JournalSys, LegacySys, SupervisedJournal
 from ..workload import BASE_TIME, Lines, dump_line, generate_tree, stamp, text_for
 from .base import Part
+
+
+NAMES = ("journal", "journal-supervise", "legacy")
 
 
 class TreePart(Part):
@@ -28,13 +31,15 @@ class TreePart(Part):
         journal = JournalSys(tools, local, os.path.join(rd, "store"), os.path.join(rd, "home"))
         legacy = LegacySys(tools, work, local, os.path.join(rd, "legacy-dest"), os.path.join(rd, "legacy-state"),
                            ["agent-state/claude"], [])
-        systems = [journal, legacy]
+        supervise = SupervisedJournal(tools, local, os.path.join(rd, "store-supervise"),
+                                      os.path.join(rd, "home-supervise"), state_dir=os.path.join(rd, "state-supervise"))
+        systems = [journal, supervise, legacy]
         out: dict = {"files": files, "bytes": size, "initial": {}, "runs": []}
         for s in systems:
             out["initial"][s.name] = s.tick()
         lines = Lines(text_for(args.seed))
         for r in range(args.runs):
-            run: dict = {"journal": {}, "legacy": {}}
+            run: dict = {s.name: {} for s in systems}
             settle()
             for s in rotate(systems, r):
                 run[s.name]["idle"] = s.tick()
@@ -54,7 +59,9 @@ class TreePart(Part):
 
     def summarize(self, tree: dict, spread: dict) -> dict:
         st = {"files": tree["files"], "bytes": tree["bytes"]}
-        for name in ("journal", "legacy"):
+        for name in NAMES:
+            if name not in tree["initial"]:
+                continue  # a run of the bench before the supervised journal was measured
             st[name] = {"initial": tree["initial"][name],
                         "idle": med_fig([r[name]["idle"] for r in tree["runs"]]),
                         "change": med_fig([r[name]["change"] for r in tree["runs"]])}
@@ -63,6 +70,9 @@ class TreePart(Part):
             for k in ("wall_s", "cpu_s", "bytes"):
                 spread[f"tree_{part}_{k.split('_')[0]}_journal_over_legacy"] = [
                     ratio(r["journal"][part][k], r["legacy"][part][k]) for r in tree["runs"]]
+                if "journal-supervise" in st:
+                    spread[f"tree_{part}_{k.split('_')[0]}_supervise_over_legacy"] = [
+                        ratio(r["journal-supervise"][part][k], r["legacy"][part][k]) for r in tree["runs"]]
         return st
 
     def targets(self, tree: dict, ratios: dict, res: dict, verdicts) -> None:
@@ -70,6 +80,12 @@ class TreePart(Part):
         verdicts.add(f"a {tree['files']:,}-file idle tick: wall <= legacy", tw is not None and tw <= 1.0,
                      f"journal {tree['journal']['idle']['wall_s'] * 1000:.0f} ms vs legacy "
                      f"{tree['legacy']['idle']['wall_s'] * 1000:.0f} ms = {tw:.2f}x")
+        for name, label in (("journal", "the command line"), ("journal-supervise", "as `journal supervise` runs it")):
+            cw = ratios.get(f"tree_change_wall_{name.replace('journal-', '')}_over_legacy")
+            if cw is not None and name in tree:
+                verdicts.add(f"a {tree['files']:,}-file one-change tick, {label}: wall <= 1.5x legacy", cw <= 1.5,
+                             f"journal {tree[name]['change']['wall_s'] * 1000:.0f} ms vs legacy "
+                             f"{tree['legacy']['change']['wall_s'] * 1000:.0f} ms = {cw:.2f}x")
         inproc = tree["journal"].get("idle_in_process_s")
         if inproc is not None:
             verdicts.add(f"a {tree['files']:,}-file idle tick as `journal supervise` runs it: wall <= legacy",
@@ -79,7 +95,7 @@ class TreePart(Part):
     def tables(self, tree: dict, res: dict) -> list[str]:
         out = [f"| {tree['files']:,}-file tree | system | bytes | objects | wall | CPU |", "|---|---|---:|---:|---:|---:|"]
         for what, key in (("initial checkpoint", "initial"), ("idle tick", "idle"), ("one-change tick", "change")):
-            for name in ("journal", "legacy"):
+            for name in (n for n in NAMES if n in tree):
                 f = tree[name][key]
                 out.append(f"| {what} | {name} | {fmt_bytes(f['bytes'])} | {f['objects']:.0f} | {fmt_s(f['wall_s'])} | "
                            f"{fmt_s(f['cpu_s'])} |")
