@@ -25,6 +25,7 @@ is finished by the next run, which republishes the pending manifest bytes (step 
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import time
 
@@ -137,8 +138,7 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
         return
     # Directories whose files changed last come first: in a busy tree the check then
     # fails (and the full checkpoint starts) after a few directories, not thousands.
-    rows.sort(key=lambda row: max((signature_mtime(sig) for sig in row.sigs if sig is not None), default=0),
-              reverse=True)
+    rows.sort(key=_last_change, reverse=True)
     walked = {t.name for t in result.trees if not t.absent}
     idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, directories=t.directories, absent=t.absent)
                                    for t in result.trees])
@@ -151,6 +151,11 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
         quiet.save(cfg.state_dir, snapshot)
     except OSError:  # a full disk: the checkpoint is committed; without a snapshot the next tick walks
         quiet.discard(cfg.state_dir)
+
+
+def _last_change(row: quiet.Row) -> int:
+    """The newest modification time among a row's files and links (0: none)."""
+    return max(map(signature_mtime, filter(None, row.sigs)), default=0)
 
 
 def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
@@ -369,7 +374,7 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
     built = {}
     for name in changed:
         files = trees[name].files
-        entries = sorted((fs.entry for fs in files.values()), key=lambda e: e.path)
+        entries = sorted([fs.entry for fs in files.values()], key=_PATH)
         cache, keys = trees[name], {}
         root, used = build_index(entries, cache.pages, writer.adder(cache), keys, repo.codec,
                                  _previous_index(state.trees.get(name), files))
@@ -412,6 +417,9 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
                       bytes=manifest.added_bytes + len(record))
 
 
+_PATH = operator.attrgetter("path")
+
+
 def _previous_index(old: TreeCache | None, files: dict[str, FileState]) -> Previous | None:
     """The tree's last index as ``build_index`` takes its unchanged leaves back: its
     leaf pages by first path (``page_keys``, which ``settle`` recorded when that index
@@ -423,7 +431,8 @@ def _previous_index(old: TreeCache | None, files: dict[str, FileState]) -> Previ
     leaves = {first: old.pages[pid] for pid, (level, first) in old.page_keys.items()
               if level == 0 and pid in old.pages}
     held = old.files
-    differ = [p for p, fs in files.items() if (was := held.get(p)) is None or was.entry is not fs.entry]
+    get = held.get   # a path the scan reused holds the very same FileState: one identity check
+    differ = [p for p, fs in files.items() if (was := get(p)) is not fs and (was is None or was.entry is not fs.entry)]
     differ += [p for p in held if p not in files]
     return Previous(leaves, sorted(differ))
 

@@ -213,15 +213,19 @@ def _cache_holds(rel_dir: str, row: Row, files: dict[str, FileState]) -> bool:
     """Whether ``files`` holds every name the row includes (``same_paths``) with exactly
     the row's signature: a file's or link's in ``sigs``, a directory's or database's
     in ``others``. Compared in place, without an item per name (a row per directory
-    of a 20,000-file tree, every busy tick)."""
+    of a 20,000-file tree, every busy tick). Signatures are tuples on both sides (the
+    state's are decoded as tuples, a row's are written and read as tuples); a value of
+    another type is no match, and the directory is walked."""
     prefix = f"{rel_dir}/" if rel_dir else ""
     get = files.get
     names = row.names
-    wanted = [(names[i], sig) for i, sig in enumerate(row.sigs) if sig is not None]
-    wanted += [(names[i], value) for i, what, value in row.others if what != OTHER]
-    for name, sig in wanted:
-        prev = get(prefix + name)
-        if prev is None or prev.sig is None or tuple(prev.sig) != tuple(sig):
+    if len(row.sigs) != len(names):
+        return False
+    for name, sig in zip(names, row.sigs):
+        if sig is not None and ((prev := get(prefix + name)) is None or prev.sig != sig):
+            return False
+    for i, what, value in row.others:
+        if what != OTHER and ((prev := get(prefix + names[i])) is None or prev.sig != value):
             return False
     return True
 

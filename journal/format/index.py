@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import operator
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -25,6 +26,8 @@ from .codec import PLAIN, Codec
 from .model import (KIND_DIR, MAX_ITEMS, BlobRef, Entry, Page, PageRef, TreeRoot, encode, entry_problem, is_pending,
                     ref_problem)
 from .objects import KIND_PAGE, blob_id
+
+_SIZE = operator.attrgetter("size")
 
 LEAF_FANOUT = 64        # average entries per leaf page
 INNER_FANOUT = 32       # average children per inner page
@@ -128,7 +131,7 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
             used[ref.id] = ref
             if keys is not None:
                 keys[ref.id] = (0, first)
-        level_items.append(PageRef(first, ref, len(group), sum(e.size for e in group)))
+        level_items.append(PageRef(first, ref, len(group), sum(map(_SIZE, group))))
     level = 1
     while len(level_items) > 1:
         next_items = []
