@@ -173,7 +173,8 @@ def key_source(env: Mapping[str, str], file_value: str | None = None, source: st
     return None
 
 
-_SIZE = re.compile(r"(\d+)\s*(KiB|MiB|K|M|k|m)?")
+#: Patterns of values most commands never parse: compiled on first use (``re``'s cache), not at import.
+_SIZE = r"(\d+)\s*(KiB|MiB|K|M|k|m)?"
 
 
 def input_limit(value: int | str | None, where: str | None) -> int:
@@ -183,7 +184,7 @@ def input_limit(value: int | str | None, where: str | None) -> int:
         return DEFAULT_INPUT_LIMIT
     from .format.inputs import MAX_INPUT_LIMIT  # (the record format's bound; not imported when unset)
 
-    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    match = re.fullmatch(_SIZE, value.strip()) if isinstance(value, str) else None
     if isinstance(value, int) and not isinstance(value, bool):
         size = value
     elif match:
@@ -281,17 +282,17 @@ def _interval(env_value: str | None, file_value: float | None, source: str | Non
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_SECONDS = re.compile(r"\d+(?:\.\d+)?")
+_PART = r"(\d+(?:\.\d+)?)([smhdw])"        # compiled on first use, as _SIZE
+_SECONDS = r"\d+(?:\.\d+)?"
 
 
 def parse_duration(text: str, flag: str) -> float:
     """Seconds in a bare number (``"90"``, ``"0.5"``) or in ``"90s"``, ``"15m"``,
     ``"24h"``, ``"7d"``, ``"2w"``, ``"1d12h"``: every option that takes a duration reads it so."""
     text = text.strip().lower()
-    if _SECONDS.fullmatch(text):
+    if re.fullmatch(_SECONDS, text):
         return float(text)
-    parts = _PART.findall(text)
+    parts = re.findall(_PART, text)
     if not parts or "".join(n + u for n, u in parts) != text:
         raise ConfigError(f"read {flag}: {text!r} is not a duration; write seconds (90) or e.g. 30s, 15m, 24h, "
                           "7d, 1d12h")

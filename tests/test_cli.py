@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 
@@ -394,22 +396,27 @@ def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_130(live
 
 # --------------------------------------------------------------------------- a busy checkpoint without click
 
-#: The console entry point (``launch.main``), reporting in a file (argv[1]) whether click
-#: was imported; the command line is the rest of argv.
-LAUNCH_REPORTING_CLICK = (
+#: The console entry point (``launch.main``), writing the names of the modules it imported
+#: to a file (argv[1]), one a line; the command line is the rest of argv.
+LAUNCH_REPORTING_MODULES = (
     "import sys; from journal.cli import launch; report = sys.argv.pop(1); sys.argv[0] = 'journal'\n"
     "code = launch.main()\n"
-    "open(report, 'w').write('click' if 'click' in sys.modules else 'no click')\n"
+    "open(report, 'w').write('\\n'.join(sorted(sys.modules)))\n"
     "sys.exit(code)")
 
 
 def _launched(live, tmp_path, *args: str, env: dict[str, str] | None = None):
-    """``journal ARGS`` through the launcher: (exit status, stdout, stderr, whether click was imported)."""
-    report = tmp_path / "imported"
-    proc = subprocess.run([sys.executable, "-c", LAUNCH_REPORTING_CLICK, str(report), *args],
+    """``journal ARGS`` through the launcher: (exit status, stdout, stderr, whether click was
+    imported); ``_imported(tmp_path)`` is every module it imported."""
+    proc = subprocess.run([sys.executable, "-c", LAUNCH_REPORTING_MODULES, str(tmp_path / "imported"), *args],
                           env=clean_env({**live.env, **(env or {})}), capture_output=True, text=True, timeout=120,
                           cwd=live.home)
-    return proc.returncode, proc.stdout, proc.stderr, report.read_text() == "click"
+    return proc.returncode, proc.stdout, proc.stderr, "click" in _imported(tmp_path)
+
+
+def _imported(tmp_path) -> set[str]:
+    """The modules the last ``_launched`` command imported."""
+    return set((tmp_path / "imported").read_text().splitlines())
 
 
 def _without_times(text: str) -> str:
@@ -447,6 +454,36 @@ def test_a_busy_plain_checkpoint_runs_without_click_and_prints_as_the_click_comm
     assert fast_doc.keys() == slow_doc.keys()
     for key in ("files_changed", "directories_changed", "files_deleted", "objects_uploaded", "trees"):
         assert fast_doc.get(key) == slow_doc.get(key), key
+
+
+#: Modules only other paths need, each imported where it is used: ``journal log``'s tombstones,
+#: the history of a dropped pending manifest, base pages read back from the store, a live
+#: database's check copy (restore), ``verify``'s rebuild. Each costs every command's start CPU.
+NOT_BUSY_TICK = ("click", "dataclasses", "json", "shutil", "tempfile", "journal.repository.history",
+                 "journal.format.tombstone", "journal.repository.fetch")
+NOT_RESTORE = ("dataclasses", "json", "journal.format.tombstone")
+
+
+def test_a_busy_checkpoint_and_a_restore_import_no_module_only_other_paths_need(live, tmp_path):
+    """A busy tick that captures a changed database (its snapshot, its base copy) through
+    the launcher, and ``journal restore --to`` of it, import none of ``NOT_BUSY_TICK`` and
+    ``NOT_RESTORE``."""
+    (live.local / "hermes").mkdir()
+    with contextlib.closing(sqlite3.connect(live.local / "hermes" / "state.db", isolation_level=None)) as con:
+        con.execute("CREATE TABLE m (id INTEGER PRIMARY KEY, body TEXT)")
+        con.execute("INSERT INTO m (body) VALUES ('first')")
+        live.checkpoint()
+        con.execute("INSERT INTO m (body) VALUES ('second')")
+    _busy(live, 1)
+
+    rc, out, err, _ = _launched(live, tmp_path, "checkpoint", "--json")
+    tick = _imported(tmp_path)
+    rc2, out2, err2, _ = _launched(live, tmp_path, "restore", "--to", str(tmp_path / "out"), "--json")
+    restore = _imported(tmp_path)
+
+    assert (rc, err, json.loads(out)["seq"], rc2, err2, json.loads(out2)["complete"]) == (0, "", 2, 0, "", True)
+    assert {"journal.sqlite.capture", "journal.sqlite.base_copy"} <= tick and "journal.sqlite.rebuild" in restore
+    assert sorted(tick & set(NOT_BUSY_TICK)) == [] and sorted(restore & set(NOT_RESTORE)) == []
 
 
 def test_a_config_error_of_a_busy_checkpoint_is_the_click_commands_error_without_click(live, tmp_path):
@@ -522,9 +559,9 @@ def test_ctrl_c_in_a_busy_checkpoint_without_click_is_what_click_prints(live, tm
     results = []
     for extra in ((), ("--wait",)):
         _busy(live, len(extra))
-        report = tmp_path / "imported"
-        argv = [sys.executable, "-c", LAUNCH_REPORTING_CLICK, str(report), "checkpoint", *json_flag, *extra]
-        results.append((*_ctrl_c_at_held_import(argv, live, hold), report.read_text() == "click"))
+        argv = [sys.executable, "-c", LAUNCH_REPORTING_MODULES, str(tmp_path / "imported"), "checkpoint", *json_flag,
+                *extra]
+        results.append((*_ctrl_c_at_held_import(argv, live, hold), "click" in _imported(tmp_path)))
 
     assert results == [(130, INTERRUPTED_JSON if json_flag else "", "\njournal: interrupted\n", clicked)
                        for clicked in (False, True)]

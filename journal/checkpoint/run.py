@@ -35,7 +35,6 @@ from ..repository.blob_cache import BlobCache
 from ..config import Config, no_trees_hint
 from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, HistoryWithoutState,
                       JournalError, KeyExists, ManifestConflict, describe_error)
-from ..repository.history import ManifestCache
 from ..format.index import Previous, build_index
 from ..heap import cycles_paused
 from ..localfs import clear_dir
@@ -252,6 +251,8 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
     """After a pending manifest is dropped, a tree that is not active now takes its
     version in the parent manifest (the dropped one may name missing packs, and there
     is no live directory to read it again from); one the parent lacks is left out."""
+    from ..repository.history import ManifestCache  # imported here: only a dropped pending manifest needs it
+
     active = {t.name for t in cfg.active_trees()}
     parent = repo.load_manifest(state.seq)[0] if state.seq else None
     history = ManifestCache(repo)

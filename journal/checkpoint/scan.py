@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
-from dataclasses import dataclass, field
 
 import msgspec
 
@@ -54,24 +53,26 @@ class TreeResult(msgspec.Struct, kw_only=True):
     absent: bool = False
 
 
-@dataclass
-class ScanContext:
+class ScanContext(msgspec.Struct, kw_only=True):
+    """What every tree's scan in one checkpoint shares. A struct, as the results are (a
+    dataclass would import ``dataclasses`` at every busy tick, for this class alone)."""
+
     data: PackWriter
     maps: BlobCache
     staging_dir: str
     reporter: Reporter
     deltas: FileDeltas | None = None      # rewritten files' changed chunks (checkpoint/file_delta.py)
     allow_deletions: bool = False
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    captured: list[FileState] = field(default_factory=list)   # read this time (refs may be placeholders)
+    errors: list[str] = []
+    warnings: list[str] = []
+    captured: list[FileState] = []        # read this time (refs may be placeholders)
     # The quiet snapshot's rows (``local/quiet.py``); None once any path was not read cleanly.
-    quiet_rows: list[Row] | None = field(default_factory=list)
+    quiet_rows: list[Row] | None = []
     # The last snapshot's rows of the directories it found unchanged, by (tree, absolute path).
-    same: dict[tuple[str, str], Row] = field(default_factory=dict)
+    same: dict[tuple[str, str], Row] = {}
     # journal's temp directories in the trees that another process uses now (a
     # migrate's): left out of the walk by their exact paths (``tree_tmp.sweep``).
-    busy_tmp: set[str] = field(default_factory=set)
+    busy_tmp: set[str] = set()
 
     def warn(self, message: str) -> None:
         """A warning for the reporter that also lands in the checkpoint's result."""

@@ -9,7 +9,6 @@ import msgspec
 from ..errors import ConfigError, CorruptObject, ObjectNotFound
 from ..format.index import load_entries
 from ..format.model import BlobRef, Entry, Manifest
-from ..format.tombstone import tombstoned_manifests
 from .repository import Repository, manifest_key
 
 
@@ -34,6 +33,8 @@ def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInf
     out: list[ManifestInfo] = []
     if limit == 0:
         return out
+    from ..format.tombstone import tombstoned_manifests  # imported here: a restore reads history without them
+
     sizes = repo.manifest_sizes()
     expired = tombstoned_manifests(repo.store, repo.codec)
     for seq, manifest, mid in repo.iter_manifests_desc(sorted(sizes)):

@@ -26,15 +26,15 @@ record, or with one that does not match, every page is hashed.
 
 from __future__ import annotations
 
-import json
 import os
 from bisect import bisect_left
 from typing import NamedTuple
 
+import msgspec
+
 from ..atomic import replace_file
 from ..errors import CorruptObject, ObjectNotFound
 from ..format.codec import PLAIN, Codec
-from ..repository.fetch import fetch_in_order
 from ..format.pagemap import PageLoc
 from ..paths import BASE_DIR
 
@@ -82,7 +82,7 @@ def _same_at(path: str) -> SamePages | None:
     is not trusted) and this boot."""
     try:
         with open(path + SAME_SUFFIX, "rb") as fh:
-            rec = json.loads(fh.read(1 << 24))
+            rec = msgspec.json.decode(fh.read(1 << 24))
         stamp = _stamp(path)
     except (OSError, ValueError):
         return None
@@ -106,7 +106,7 @@ def _mark_same(path: str, differs) -> None:
     if boot is None:
         return
     rec = {"boot": boot, "file": _stamp(path), "differs": sorted(differs)}
-    replace_file(path + SAME_SUFFIX, json.dumps(rec, separators=(",", ":")).encode(), mode=0o600)
+    replace_file(path + SAME_SUFFIX, msgspec.json.encode(rec), mode=0o600)
 
 
 def _drop(path: str) -> None:
@@ -225,6 +225,8 @@ class BaseCopy:
         for pgno, loc in missing:
             uses.setdefault((loc.rec.pack, loc.rec.offset), []).append((pgno, loc))
         recs = [uses[k][0][1].rec for k in sorted(uses)]
+        from ..repository.fetch import fetch_in_order  # imported here: most checkpoints read no base page back
+
         try:
             payloads = list(zip(recs, fetch_in_order(recs, self.repo)))
         except (CorruptObject, ObjectNotFound):

@@ -21,7 +21,6 @@ Memory stays bounded by the fetch window and one record at a time.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -40,6 +39,8 @@ def rebuild_db(entry: Entry, reader, tmp_path: str, *, strict: bool = False) -> 
     """Write the snapshot to the new file ``tmp_path`` (refused if anything is there,
     even a symlink) from verified records (``reader``: a Repository) and quick_check it
     (``build_db``); the overlay goes to an anonymous file beside it."""
+    import tempfile  # imported here: a restore's build_db takes its overlay from the tree's temp directory
+
     fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         workdir = os.path.dirname(os.path.abspath(tmp_path))

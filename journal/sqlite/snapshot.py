@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import sqlite3
 import time
 import uuid
@@ -185,6 +184,8 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
 def _copy_private(src: str, dst: str) -> None:
     """Copy the regular file ``src`` (never through a symlink: ``ELOOP``) to the new
     file ``dst`` (refused if anything is there)."""
+    import shutil  # imported here: only the check of a live database (restore) copies files
+
     fin = open_regular(src)
     if fin is None:
         raise FileNotFoundError(errno.ENOENT, "no longer a regular file", src)
