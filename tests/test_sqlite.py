@@ -1134,3 +1134,53 @@ def test_a_database_restored_into_a_fresh_container_is_not_uploaded_again(tmp_pa
     store = open_store(str(b.store_path))
     idle = checkpoint(b.cfg, store)
     assert store.puts == 0 and idle.seq is None, "restored databases must not be re-uploaded"
+
+
+# --------------------------------------------------------------------------- a long-lived process
+
+
+def test_ticks_in_one_process_leave_no_thread_descriptor_or_staging_copy_behind(tmp_path):
+    """`journal supervise` checkpoints in one process for days: every thread a tick
+    starts (backup, check, page encoders, pack hasher and uploads) is joined and every
+    descriptor closed by the time the tick returns, and no staging copy or spooled
+    pack is left on disk, tick after tick, busy or idle. (The writers here close their
+    connections before each tick: while a connection of this process holds a lock on a
+    database, SQLite keeps the descriptors other connections closed on it open, as POSIX
+    locks are per process; an agent writes from its own process.)"""
+    import threading
+
+    box = Databases(tmp_path / "a", tmp_path / "store")
+    make_closed_db(box.opencode / "opencode.db", rows=300)
+    con = connect(box.hermes / "state.db")
+    fill_hermes(con, random.Random(4), messages=40)
+    con.close()
+    store = open_store(str(box.store_path))
+    rng = random.Random(9)
+    threads, fds = threading.active_count(), _open_files()
+    for tick in range(12):
+        con = connect(box.hermes / "state.db")
+        con.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?,?,?,?)",
+                    ("sess-1", "user", sentence(rng, 20), 1.8e9 + tick))
+        con.close()
+        con = connect(box.opencode / "opencode.db")
+        con.execute("INSERT INTO message VALUES (?,?,?,?)",  # now and then a record encoded ahead (64 KiB+)
+                    (uuid.uuid4().hex, "s", tick, os.urandom(rng.choice((100, 90_000))).hex()))
+        con.close()
+        busy = checkpoint(box.cfg, store)
+        idle = checkpoint(box.cfg, store)
+        assert busy.seq is not None and idle.seq is None, (tick, busy, idle)
+        assert threading.active_count() == threads, f"tick {tick}: {threading.enumerate()}"
+        assert _open_files() == fds, f"tick {tick}: descriptors left open"
+        assert not any((box.state_dir / "sqlite-staging").iterdir()), f"tick {tick}: a staging copy was left"
+        assert not any((box.state_dir / "spool").iterdir()), f"tick {tick}: a spooled pack was left"
+
+
+def _open_files() -> list[str]:
+    """What this process's descriptors name, sorted (a descriptor's number may be reused)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass  # the listing's own descriptor, closed already
+    return sorted(found)
