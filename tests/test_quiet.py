@@ -502,6 +502,24 @@ def test_a_directory_whose_row_the_cache_does_not_hold_is_walked(bare_live):
     assert "projects/-home-p00" not in _same_dirs(tree, cache, same)
 
 
+def test_a_row_that_does_not_match_the_cache_exactly_is_walked():
+    """A directory is taken as it was only when its row has one signature per name and
+    the cache holds each with exactly that signature (design §10); anything else (a row
+    a hostile or older writer left) means walking it."""
+    from journal.checkpoint.scan import _cache_holds
+    from journal.format.model import Entry
+    from journal.local.state import FileState
+
+    sig = (5, 10, 7, 0o100644)
+    files = {"d/a.jsonl": FileState(sig, Entry(path="d/a.jsonl", kind="jsonl", mode=0o644)),
+             "d/state.db": FileState(None, Entry(path="d/state.db", kind="sqlite", mode=0o644))}
+    assert _cache_holds("d", quiet.Row("/x/d", ["a.jsonl"], [sig], [], "t"), files)
+    assert not _cache_holds("d", quiet.Row("/x/d", ["a.jsonl", "b"], [sig], [], "t"), files)  # a name unsigned
+    assert not _cache_holds("d", quiet.Row("/x/d", ["a.jsonl"], [list(sig)], [], "t"), files)  # not a tuple
+    # the cache marked the database "re-read it": no row value, even None, stands for it
+    assert not _cache_holds("d", quiet.Row("/x/d", ["state.db"], [None], [(0, quiet.DB, None)], "t"), files)
+
+
 def test_random_changes_with_directories_taken_from_the_snapshot_miss_nothing(bare_live):
     """Every busy tick that takes unchanged directories from the snapshot records what a
     full walk finds: a full walk right after it has nothing to add."""

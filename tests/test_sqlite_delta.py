@@ -421,7 +421,8 @@ def test_a_delta_tick_hashes_only_the_pages_that_differ_from_the_base_copy(tmp_p
     con.close()
 
 
-@pytest.mark.parametrize("spoil", ["replaced copy", "rewritten in place", "another boot", "no record"])
+@pytest.mark.parametrize("spoil", ["replaced copy", "rewritten in place", "another boot", "no record",
+                                   "a record nested deep", "a field nested deep", "a bool for a page"])
 def test_a_base_copy_not_known_to_be_the_full_maps_makes_every_page_hashed(tmp_path, monkeypatch, spoil):
     box = OpencodeLive(tmp_path, tmp_path / "store")
     con = fill(box.db, 2000)
@@ -439,8 +440,17 @@ def test_a_base_copy_not_known_to_be_the_full_maps_makes_every_page_hashed(tmp_p
         boot = tmp_path / "boot_id"
         boot.write_text("another boot\n")
         monkeypatch.setattr(base_copy_mod, "BOOT_ID", str(boot))
-    else:
+    elif spoil == "no record":
         os.unlink(str(copy) + SAME_SUFFIX)
+    else:  # a record written by something else: never a crash of every later checkpoint
+        record = Path(str(copy) + SAME_SUFFIX)
+        rec = json.loads(record.read_bytes())
+        if spoil == "a record nested deep":
+            record.write_bytes(b"[" * 200_000)
+        elif spoil == "a field nested deep":
+            record.write_bytes(b'{"x": ' + b"[" * 200_000 + b"]" * 200_000 + b", " + json.dumps(rec)[1:].encode())
+        else:
+            record.write_text(json.dumps({**rec, "differs": [True]}))
     small_commits(con, 5, seed=21)
     hashed = count_page_hashes(monkeypatch)
     commit(box)

@@ -226,8 +226,8 @@ def _cache_holds(rel_dir: str, row: Row, files: dict[str, FileState]) -> bool:
         if sig is not None and ((prev := get(prefix + name)) is None or prev.sig != sig):
             return False
     for i, what, value in row.others:
-        if what != OTHER and ((prev := get(prefix + names[i])) is None or prev.sig != value):
-            return False
+        if what != OTHER and ((prev := get(prefix + names[i])) is None or prev.sig is None or prev.sig != value):
+            return False  # a cached path marked "re-read it" (no signature) is never taken as it was
     return True
 
 

@@ -76,23 +76,31 @@ def same_pages(state_dir: str, full_map_id: str) -> SamePages | None:
     return _same_at(base_path(state_dir, full_map_id))
 
 
+class _SameRecord(msgspec.Struct, forbid_unknown_fields=True):
+    """A base copy's ``.same`` record: this boot, the copy's (inode, size, mtime) when
+    recorded, and the pages where it differs from the full map. Decoded strictly: any
+    other shape (an unknown field, a bool for an int, nesting of any depth) is a
+    ``ValueError`` at its first wrong token, never read as far as a recursion limit."""
+
+    boot: str
+    file: list[int]
+    differs: list[int]
+
+
 def _same_at(path: str) -> SamePages | None:
     """``same_pages`` of the copy at ``path``: its record, if it names this very file
     (inode, size, mtime: a copy replaced or written in place by anything but ``BaseCopy``
     is not trusted) and this boot."""
     try:
         with open(path + SAME_SUFFIX, "rb") as fh:
-            rec = msgspec.json.decode(fh.read(1 << 24))
+            rec = msgspec.json.decode(fh.read(1 << 24), type=_SameRecord)
         stamp = _stamp(path)
     except (OSError, ValueError):
         return None
     boot = _boot_id()
-    if not isinstance(rec, dict) or boot is None or rec.get("boot") != boot or rec.get("file") != stamp:
+    if boot is None or rec.boot != boot or rec.file != stamp:
         return None
-    differs = rec.get("differs")
-    if not isinstance(differs, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in differs):
-        return None
-    return SamePages(path, sorted(differs))
+    return SamePages(path, sorted(rec.differs))
 
 
 def _stamp(path: str) -> list[int]:
@@ -105,7 +113,7 @@ def _mark_same(path: str, differs) -> None:
     boot = _boot_id()
     if boot is None:
         return
-    rec = {"boot": boot, "file": _stamp(path), "differs": sorted(differs)}
+    rec = _SameRecord(boot=boot, file=_stamp(path), differs=sorted(differs))
     replace_file(path + SAME_SUFFIX, msgspec.json.encode(rec), mode=0o600)
 
 

@@ -84,13 +84,14 @@ class MainPart(Part):
         verdicts.add("active-tick bytes <= 1/300 of legacy and <= 1/20 of restic", ok_l and ok_r is not False, detail)
         omax = max(f["objects"] for r in res["main"]["runs"] for f in r["journal"]["ticks"])
         verdicts.add("<= 4 objects per active tick", omax <= 4, f"journal max {omax} objects per active tick")
-        if main.get("journal-supervise"):
-            sc = ratios["tick_cpu_supervise_over_legacy"]
-            verdicts.add("active tick as `journal supervise` runs it (in-process): CPU <= legacy",
-                         sc is not None and sc <= 1.0,
-                         f"journal {main['journal-supervise']['tick']['cpu_s'] * 1000:.0f} ms vs legacy "
-                         f"{main['legacy']['tick']['cpu_s'] * 1000:.0f} ms = {sc:.2f}x (the command line: "
-                         f"{ratios['tick_cpu_journal_over_legacy']:.2f}x)")
+        for name, key, label in (("journal", "tick_cpu_journal_over_legacy", "the command line"),
+                                 ("journal-supervise", "tick_cpu_supervise_over_legacy",
+                                  "as `journal supervise` runs it (in-process)")):
+            sc = ratios.get(key)
+            if main.get(name) and sc is not None:
+                verdicts.add(f"active tick, {label}: CPU <= legacy", sc <= 1.0,
+                             f"journal {main[name]['tick']['cpu_s'] * 1000:.0f} ms vs legacy "
+                             f"{main['legacy']['tick']['cpu_s'] * 1000:.0f} ms = {sc:.2f}x")
         idle_targets(main, ratios, res, verdicts)
         restore_targets(main, ratios, res, verdicts)
 
