@@ -57,6 +57,10 @@ from .scan import ScanContext, TreeResult, scan_tree
 from ..sqlite.base_copy import prune_base_copies
 from ..store.base import Store
 
+#: An entry's path, the key ``_commit`` sorts a tree's entries by.
+_PATH = operator.attrgetter("path")
+
+
 class CheckpointResult(msgspec.Struct, kw_only=True):
     """What one checkpoint did. ``seq`` is None for an idle checkpoint. ``objects`` and
     ``bytes`` are what it uploaded, the manifest included (``--json``: ``objects_uploaded``,
@@ -416,9 +420,6 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
     pages.prune(keep_pages(trees))
     return _Committed(seq=seq, manifest_id=mid, blobs=data.blobs + index.blobs, objects=manifest.added_objects,
                       bytes=manifest.added_bytes + len(record))
-
-
-_PATH = operator.attrgetter("path")
 
 
 def _previous_index(old: TreeCache | None, files: dict[str, FileState]) -> Previous | None:

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from .measure import RECORD_HEADER, RECORD_KINDS, figure, log, run_child, snapshot, tree_stats, uploaded
+from .measure import RECORD_HEADER, RECORD_KINDS, Child, figure, log, run_child, snapshot, tree_stats, uploaded
 from .workload import write_file
 
 LEGACY_SCRIPT = r"""#!/usr/bin/env bash
@@ -202,15 +202,21 @@ class JournalSys:
         run_child(self.tools.journal + ["init"] + extra, env=self.env)
 
     def tick(self) -> dict:
+        def command():
+            child = run_child(self.tools.journal + ["checkpoint", "--json"], env=self.env)
+            rep = json.loads(child.out)
+            return child, {"objects": rep.get("objects_uploaded"), "bytes": rep.get("bytes_uploaded"),
+                           "seq": rep.get("seq"), "seconds": rep.get("seconds")}
+        return self._uploaded_figure(command)
+
+    def _uploaded_figure(self, run) -> dict:
+        """The figure of one tick ``run()`` takes (it returns ``(Child, what journal
+        reported)``), with what it uploaded to the store, by record kind."""
         before = snapshot(self.store)
-        child = run_child(self.tools.journal + ["checkpoint", "--json"], env=self.env)
+        child, reported = run()
         objects, nbytes, paths = uploaded(before, snapshot(self.store))
-        rep = json.loads(child.out)
         kinds, records = journal_breakdown(self.store, paths)
-        return figure(child, objects, nbytes, reported={"objects": rep.get("objects_uploaded"),
-                                                        "bytes": rep.get("bytes_uploaded"),
-                                                        "seq": rep.get("seq"), "seconds": rep.get("seconds")},
-                      by_kind=kinds, records=records)
+        return figure(child, objects, nbytes, reported=reported, by_kind=kinds, records=records)
 
     def restore(self, dest: str) -> dict:
         child = run_child(self.tools.journal + ["restore", "--to", dest, "--json"], env=self.env)
@@ -283,18 +289,17 @@ class SupervisedJournal(JournalSys):
         import resource
 
         journal, cfg, store = self._open()
-        before = snapshot(self.store)
-        r0 = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-        t0 = time.perf_counter()
-        result = journal.checkpoint.run.checkpoint(cfg, store)
-        wall = time.perf_counter() - t0
-        r1 = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-        cpu = sum(b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime for a, b in zip(r0, r1))
-        objects, nbytes, paths = uploaded(before, snapshot(self.store))
-        kinds, records = journal_breakdown(self.store, paths)
-        return {"bytes": nbytes, "objects": objects, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
-                "maxrss_kib": r1[0].ru_maxrss, "reported": {"objects": result.objects, "seq": result.seq},
-                "by_kind": kinds, "records": records}
+
+        def in_process():
+            usage = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+            r0 = [resource.getrusage(w) for w in usage]
+            t0 = time.perf_counter()
+            result = journal.checkpoint.run.checkpoint(cfg, store)
+            wall = time.perf_counter() - t0
+            r1 = [resource.getrusage(w) for w in usage]
+            cpu = sum(b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime for a, b in zip(r0, r1))
+            return Child(0, "", "", wall, cpu, r1[0].ru_maxrss), {"objects": result.objects, "seq": result.seq}
+        return self._uploaded_figure(in_process)
 
 
 class LegacySys:

@@ -88,7 +88,7 @@ class MainPart(Part):
                                  ("journal-supervise", "tick_cpu_supervise_over_legacy",
                                   "as `journal supervise` runs it (in-process)")):
             sc = ratios.get(key)
-            if main.get(name) and sc is not None:
+            if sc is not None:
                 verdicts.add(f"active tick, {label}: CPU <= legacy", sc <= 1.0,
                              f"journal {main[name]['tick']['cpu_s'] * 1000:.0f} ms vs legacy "
                              f"{main['legacy']['tick']['cpu_s'] * 1000:.0f} ms = {sc:.2f}x")

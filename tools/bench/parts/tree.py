@@ -60,19 +60,15 @@ class TreePart(Part):
     def summarize(self, tree: dict, spread: dict) -> dict:
         st = {"files": tree["files"], "bytes": tree["bytes"]}
         for name in NAMES:
-            if name not in tree["initial"]:
-                continue  # a run of the bench before the supervised journal was measured
             st[name] = {"initial": tree["initial"][name],
                         "idle": med_fig([r[name]["idle"] for r in tree["runs"]]),
                         "change": med_fig([r[name]["change"] for r in tree["runs"]])}
         st["journal"]["idle_in_process_s"] = med(r["journal"].get("idle_in_process_s") for r in tree["runs"])
         for part in ("idle", "change"):
             for k in ("wall_s", "cpu_s", "bytes"):
-                spread[f"tree_{part}_{k.split('_')[0]}_journal_over_legacy"] = [
-                    ratio(r["journal"][part][k], r["legacy"][part][k]) for r in tree["runs"]]
-                if "journal-supervise" in st:
-                    spread[f"tree_{part}_{k.split('_')[0]}_supervise_over_legacy"] = [
-                        ratio(r["journal-supervise"][part][k], r["legacy"][part][k]) for r in tree["runs"]]
+                for name, who in (("journal", "journal"), ("journal-supervise", "supervise")):
+                    spread[f"tree_{part}_{k.split('_')[0]}_{who}_over_legacy"] = [
+                        ratio(r[name][part][k], r["legacy"][part][k]) for r in tree["runs"]]
         return st
 
     def targets(self, tree: dict, ratios: dict, res: dict, verdicts) -> None:
@@ -80,9 +76,11 @@ class TreePart(Part):
         verdicts.add(f"a {tree['files']:,}-file idle tick: wall <= legacy", tw is not None and tw <= 1.0,
                      f"journal {tree['journal']['idle']['wall_s'] * 1000:.0f} ms vs legacy "
                      f"{tree['legacy']['idle']['wall_s'] * 1000:.0f} ms = {tw:.2f}x")
-        for name, label in (("journal", "the command line"), ("journal-supervise", "as `journal supervise` runs it")):
-            cw = ratios.get(f"tree_change_wall_{name.replace('journal-', '')}_over_legacy")
-            if cw is not None and name in tree:
+        for name, key, label in (("journal", "tree_change_wall_journal_over_legacy", "the command line"),
+                                 ("journal-supervise", "tree_change_wall_supervise_over_legacy",
+                                  "as `journal supervise` runs it")):
+            cw = ratios[key]
+            if cw is not None:
                 verdicts.add(f"a {tree['files']:,}-file one-change tick, {label}: wall <= 1.5x legacy", cw <= 1.5,
                              f"journal {tree[name]['change']['wall_s'] * 1000:.0f} ms vs legacy "
                              f"{tree['legacy']['change']['wall_s'] * 1000:.0f} ms = {cw:.2f}x")
@@ -95,7 +93,7 @@ class TreePart(Part):
     def tables(self, tree: dict, res: dict) -> list[str]:
         out = [f"| {tree['files']:,}-file tree | system | bytes | objects | wall | CPU |", "|---|---|---:|---:|---:|---:|"]
         for what, key in (("initial checkpoint", "initial"), ("idle tick", "idle"), ("one-change tick", "change")):
-            for name in (n for n in NAMES if n in tree):
+            for name in NAMES:
                 f = tree[name][key]
                 out.append(f"| {what} | {name} | {fmt_bytes(f['bytes'])} | {f['objects']:.0f} | {fmt_s(f['wall_s'])} | "
                            f"{fmt_s(f['cpu_s'])} |")
