@@ -62,14 +62,21 @@ def test_a_one_change_commit_writes_two_small_state_files_and_no_base(bare_live,
             fsyncs.append(fd)
         return real_fsync(fd)
 
-    def save(*args):
+    def save(*args, **kwargs):
         saving.append(True)
         try:
-            return real_save(*args)
+            return real_save(*args, **kwargs)
         finally:
             saving.pop()
 
+    compared, real_deltas = [], state_mod._deltas
+
+    def deltas(*args):
+        compared.append(True)
+        return real_deltas(*args)
+
     monkeypatch.setattr(state_mod, "write_file_atomic", write)
+    monkeypatch.setattr(state_mod, "_deltas", deltas)
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(checkpoint_run, "save_state", save)
     result = live.checkpoint()
@@ -77,6 +84,7 @@ def test_a_one_change_commit_writes_two_small_state_files_and_no_base(bare_live,
     assert result.seq == 2 and sum(t.changed for t in result.trees) == 1
     assert [name for name, _ in written] == [STATE_FILE, STATE_FILE], "no base written"
     assert len(fsyncs) == 4, "each save: the temp file and the directory"
+    assert len(compared) == 1, "the second save writes the first one's changes: no path is compared again"
     for _, data in written:
         top = msgspec.msgpack.decode(data, type=StateFile)
         assert top.base == base
@@ -139,6 +147,33 @@ def test_a_state_reads_back_as_saved_through_changes_gone_paths_trees_and_new_ba
     (second,) = bases(state_dir)
     assert second != first
     assert reread(state_dir) == state
+
+
+def test_trees_as_saved_are_taken_only_over_the_file_this_process_saved_of_this_state(tmp_path):
+    """``save_state(..., trees_as_saved=True)`` writes the last save's changes again only
+    while the state file on disk is the one that save wrote: after a read, or once the
+    file was replaced (its stamp differs), the trees are compared with the base (here a
+    caller that did change a tree: the change is saved, not lost)."""
+    state_dir = str(tmp_path / "state")
+    path = os.path.join(state_dir, STATE_FILE)
+    state = LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": tree(range(100))})
+    save_state(state_dir, state)
+    state.seq = 1
+    save_state(state_dir, state, trees_as_saved=True)
+    assert reread(state_dir) == state
+
+    state = read_state(state_dir)   # a read: nothing saved by this process yet
+    state.trees["a"].files = {**state.trees["a"].files, "after-read": file_state("after-read", 1)}
+    save_state(state_dir, state, trees_as_saved=True)
+    assert "after-read" in reread(state_dir).trees["a"].files
+
+    state = read_state(state_dir)
+    save_state(state_dir, state)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))   # replaced since, as far as a stamp tells
+    state.trees["a"].files = {**state.trees["a"].files, "after-replace": file_state("after-replace", 2)}
+    save_state(state_dir, state, trees_as_saved=True)
+    assert {"after-read", "after-replace"} <= set(reread(state_dir).trees["a"].files)
 
 
 def test_a_save_after_another_process_replaced_the_state_writes_a_new_base(tmp_path):

@@ -412,7 +412,7 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         if repo.store.get(manifest_key(seq)) != record:
             raise ManifestConflict(seq, describe_writer(repo, seq)) from None
     state.pending = state.pending_seq = None
-    save_state(cfg.state_dir, state)
+    save_state(cfg.state_dir, state, trees_as_saved=True)  # only the pending manifest changed since
     keep = recheck_dir(cfg.state_dir)
     data.keep_existing(keep)
     index.keep_existing(keep)

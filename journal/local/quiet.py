@@ -143,11 +143,16 @@ class _File:
 
     def __init__(self, quiet: Quiet, names: int, data: bytes, spans: list[tuple[int, int]]):
         self.quiet, self.names, self.data, self.spans = quiet, names, data, spans
+        self._parts: dict[int, list[tuple]] = {}
 
     def part(self, i: int) -> list[tuple]:
-        """The rows of part ``i``, as stored (plain tuples: ``unchanged`` takes them as they are)."""
-        start, end = self.spans[i]
-        return marshal.loads(memoryview(self.data)[start:end])
+        """The rows of part ``i``, as stored (plain tuples: ``unchanged`` takes them as they
+        are), decoded once: a busy tick's check and its hand-over read each part again."""
+        rows = self._parts.get(i)
+        if rows is None:
+            start, end = self.spans[i]
+            rows = self._parts[i] = marshal.loads(memoryview(self.data)[start:end])
+        return rows
 
 
 def _read(path: str) -> _File | None:

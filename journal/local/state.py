@@ -142,8 +142,10 @@ def new_state(store_id: str) -> LocalState:
 # A long-running process (``journal supervise``) checkpoints every few seconds; the
 # decoded state is kept between runs while the state file on disk is the one it saved
 # or read, with the base that file names (None: it names none).
-# With the base goes its SHA-256 (the next save's state file names it).
-_memo: dict[str, tuple[Stamp, LocalState, StateBase | None, str | None]] = {}
+# With the base goes its SHA-256 (the next save's state file names it), and the trees as
+# the last save of this process wrote them (None after a read): ``save_state(...,
+# trees_as_saved=True)`` writes them again.
+_memo: dict[str, tuple[Stamp, LocalState, StateBase | None, str | None, dict | None]] = {}
 
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
@@ -188,7 +190,7 @@ def _read(state_dir: str) -> tuple[LocalState | None, bool]:
                 continue  # replaced meanwhile, with its base: read the new one
             break
         state = _merged(top, base)
-        _memo[path] = (read, state, base, top.base_sha256 if base is not None else None)
+        _memo[path] = (read, state, base, top.base_sha256 if base is not None else None, None)
         return state, True
     return _scalars(top), False
 
@@ -259,35 +261,43 @@ def forget_state(state_dir: str) -> None:
     _memo.pop(os.path.join(state_dir, STATE_FILE), None)
 
 
-def save_state(state_dir: str, state: LocalState) -> None:
+def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = False) -> None:
     """Save ``state``: the state file replaced atomically (temp, fsync, rename, fsync dir),
     holding what differs from the base the state file on disk names. When that base is
     not the one this process read or wrote with the file on disk, or is no longer on
     disk, or the difference reaches ``COMPACT_PART`` of the paths, a new base is written
     first (the same way, under a new name), and the other bases are removed only after
     the state file that names the new one is in place; a save that fails after writing
-    a new base removes it (design §10)."""
+    a new base removes it (design §10).
+
+    ``trees_as_saved``: the caller changed no tree (no table, no scalar of one) since
+    this process saved ``state`` last, only the state's own scalars (a commit clears
+    its pending manifest): the trees are written as that save wrote them, without
+    comparing every path with the base again. Taken only while the file on disk is
+    the one that save wrote, of this very state; otherwise the save compares."""
     os.makedirs(state_dir, exist_ok=True)
     path = os.path.join(state_dir, STATE_FILE)
     tmp_dir = os.path.join(state_dir, TMP_DIR)
     state.version = STATE_VERSION   # a version 1 or 2 state read here is written back as version 3
     memo = _memo.get(path)
-    base, digest = memo[2:] if memo is not None and memo[0] == file_stamp(path) else (None, None)
+    base, digest, written = memo[2:] if memo is not None and memo[0] == file_stamp(path) else (None, None, None)
     if base is not None and not _base_in_place(state_dir, base.token):
-        base = None  # removed behind this process's back: the changes would name a base no reader finds
-    trees, changed = _deltas(state.trees, base)
-    paths = sum(len(cache.files) for cache in state.trees.values())
+        base = written = None  # removed behind this process's back: the changes would name a base no reader finds
     fresh = None
-    if changed >= max(COMPACT_MIN, paths // COMPACT_PART):
-        fresh = StateBase(token=uuid.uuid4().hex, trees={
-            name: TreeCache(**{table: dict(getattr(cache, table)) for table in _TABLES})  # copies: kept as they are
-            for name, cache in state.trees.items()})
-        # ``state-base/`` made here is durable with the state file: its publish fsyncs this directory.
-        os.makedirs(os.path.join(state_dir, STATE_BASE_DIR), exist_ok=True)
-        data = msgspec.msgpack.encode(fresh)
-        write_file_atomic(os.path.join(state_dir, STATE_BASE_DIR, fresh.token), data, tmp_dir)
-        base, digest = fresh, hashlib.sha256(data).hexdigest()
-        trees, _ = _deltas(state.trees, base)
+    if trees_as_saved and written is not None and memo[1] is state:
+        trees = written  # no tree changed since that save: the same changes to the same base
+    else:
+        trees, changed = _deltas(state.trees, base)
+        if changed >= max(COMPACT_MIN, sum(len(cache.files) for cache in state.trees.values()) // COMPACT_PART):
+            fresh = StateBase(token=uuid.uuid4().hex, trees={
+                name: TreeCache(**{table: dict(getattr(cache, table)) for table in _TABLES})  # copies: kept as they are
+                for name, cache in state.trees.items()})
+            # ``state-base/`` made here is durable with the state file: its publish fsyncs this directory.
+            os.makedirs(os.path.join(state_dir, STATE_BASE_DIR), exist_ok=True)
+            data = msgspec.msgpack.encode(fresh)
+            write_file_atomic(os.path.join(state_dir, STATE_BASE_DIR, fresh.token), data, tmp_dir)
+            base, digest = fresh, hashlib.sha256(data).hexdigest()
+            trees, _ = _deltas(state.trees, base)
     top = StateFile(**{f: getattr(state, f) for f in state.__struct_fields__ if f != "trees"},
                     trees=trees, base=base.token if base is not None else None,
                     base_sha256=digest if base is not None else None)
@@ -301,7 +311,7 @@ def save_state(state_dir: str, state: LocalState) -> None:
         _remove_bases(state_dir, keep=fresh.token)
     saved = file_stamp(path)
     if saved is not None:
-        _memo[path] = (saved, state, base, digest if base is not None else None)
+        _memo[path] = (saved, state, base, digest if base is not None else None, trees)
 
 
 def _base_in_place(state_dir: str, token: str) -> bool:
