@@ -22,7 +22,7 @@ def sessions_tree(live, n: int = 40):
     root = live.local / SESSIONS
     root.mkdir(parents=True)
     for i in range(n):
-        (root / f"s{i:03d}.jsonl").write_bytes(b'{"type":"user","text":"hello %d"}\n' % i)
+        (root / (f"s{i:03d}.jsonl" if n <= 1000 else f"s{i:04d}.jsonl")).write_bytes(b'{"type":"user","text":"hello %d"}\n' % i)
     return root
 
 
@@ -287,3 +287,85 @@ def test_identical_pages_in_two_trees_keep_their_own_bases_through_gc(bare_live,
     assert proc.returncode == 0, proc.stderr
     assert not [t["fallbacks"] for t in json.loads(proc.stdout)["trees"] if t["fallbacks"]]
     assert sorted(p.name for p in (out / "gemini").iterdir()) == sorted(p.name for p in a.iterdir())
+
+
+def _counting_commit(monkeypatch):
+    """Counts what a checkpoint's commit does to build its indexes: full builds, the
+    pages of the last index it decodes (by level), and pages it reads from the store."""
+    from journal.checkpoint import run
+    from journal.repository.repository import Repository
+
+    seen = {"full": 0, "decoded": [], "store": 0}
+    real_build, real_decode, real_read = run.build_index, run.decode_page, Repository.read_blob
+
+    def build(*args, **kwargs):
+        seen["full"] += 1
+        return real_build(*args, **kwargs)
+
+    def decode_page(payload, where):
+        page = real_decode(payload, where)
+        seen["decoded"].append(page.level)
+        return page
+
+    def read_blob(self, ref, kind=None):
+        seen["store"] += kind == KIND_PAGE
+        return real_read(self, ref, kind)
+
+    monkeypatch.setattr(run, "build_index", build)
+    monkeypatch.setattr(run, "decode_page", decode_page)
+    monkeypatch.setattr(Repository, "read_blob", read_blob)
+    return seen
+
+
+def test_a_one_change_tick_of_a_large_tree_updates_its_index_from_one_leaf_read_locally(bare_live, tmp_path,
+                                                                                        monkeypatch):
+    """3,000 transcripts (three index levels), one appended to on each of three ticks: each
+    commit updates the last index (no full build), decoding its inner pages and the one
+    leaf the changed path is in, all from the local copies (no page read from the
+    store), whether that leaf was stored whole or as a delta; the result restores
+    exactly and verifies."""
+    live = bare_live
+    root = sessions_tree(live, 3000)
+    live.checkpoint()
+    levels = max(page.level for _, _, _, page in pages(live)) + 1
+    assert levels >= 3, "the tree must have inner pages for this test to mean anything"
+    seen = _counting_commit(monkeypatch)
+    for tick, name in enumerate(("s0007.jsonl", "s2500.jsonl", "s0008.jsonl"), 1):
+        append(root / name, tick)
+        seen.update(full=0, decoded=[], store=0)
+        result = live.checkpoint()
+        assert sum(t.changed for t in result.trees) == 1
+        assert (seen["full"], seen["store"]) == (0, 0), (tick, seen)
+        assert sorted(seen["decoded"]) == [0] + sorted(p.level for _, _, _, p in pages(live) if p.level), tick
+    assert verify(live.repo(), full=True).ok
+    out = tmp_path / "out"
+    assert live.run("restore", "--to", str(out)).returncode == 0
+    for name in ("s0007.jsonl", "s2500.jsonl", "s0008.jsonl", "s0009.jsonl"):
+        assert (out / "claude" / "projects" / "-home-node-work" / name).read_bytes() == (root / name).read_bytes()
+
+
+def test_a_last_index_unreadable_locally_and_in_the_store_is_built_whole(bare_live, tmp_path, monkeypatch):
+    """The local page copies lost: the update reads the last index's pages from the store
+    (and keeps them). Lost too from the store (its index pack truncated): the commit
+    builds the index whole, as a first checkpoint does, and the new checkpoint restores."""
+    live = bare_live
+    root = sessions_tree(live, 300)
+    live.checkpoint()
+    seen = _counting_commit(monkeypatch)
+    shutil.rmtree(live.local / ".journal" / "pages")
+    append(root / "s004.jsonl", 1)
+    live.checkpoint()
+    assert seen["full"] == 0 and seen["store"] >= 2 and (live.local / ".journal" / "pages").is_dir()
+
+    shutil.rmtree(live.local / ".journal" / "pages")
+    index_pack = pages(live)[0][0].pack
+    path = live.store_path / pack_key(index_pack)
+    path.write_bytes(path.read_bytes()[:40])
+    seen.update(full=0, store=0)
+    append(root / "s005.jsonl", 2)
+    result = live.checkpoint()
+    assert result.seq == 3 and seen["full"] == 1 and seen["store"] >= 1
+    out = tmp_path / "out"
+    assert live.run("restore", "--to", str(out)).returncode == 0
+    assert (out / "claude" / "projects" / "-home-node-work" / "s005.jsonl").read_bytes() == \
+        (root / "s005.jsonl").read_bytes()

@@ -197,3 +197,100 @@ def test_the_leaves_cut_without_hashing_equals_the_full_cut_over_chains_of_build
             previous = Previous(leaves, sorted([e.path for e in now if held.get(e.path) is not e]
                                                + [p for p in held if p not in paths]))
     assert taken > 100
+
+
+# --- An index updated from its last one (``update_index``): only the changed leaves read and cut ---
+
+@pytest.mark.parametrize("key", [b"", bytes(range(32))], ids=["plain", "keyed"])
+def test_an_index_updated_from_its_last_one_is_the_very_index_a_full_build_gives(monkeypatch, key):
+    """Chains of builds on random trees (one to 400 paths, in nested directories), each
+    the next one's last index, stored with same-pack children as a checkpoint stores
+    them; adds, removals and changes anywhere (before the first leaf, after the last,
+    a leaf's first path, every path); small page sizes and ``MAX_ITEMS`` (cuts at the
+    limit), and keyed boundaries as an encrypted store has them: every update that
+    answers gives the root, the pages and the page keys the full build gives, and
+    reads no leaf page that no changed path falls in but those a re-cut runs into."""
+    from journal.format import index
+    from journal.format.codec import Codec
+    from journal.format.index import Update, decode_page, update_index
+
+    class Keyed(Codec):
+        boundary_key = key
+
+    codec = Keyed()
+    rng = random.Random(key)
+    payloads: dict[tuple[str, str], bytes] = {}
+    updated = declined = 0
+    for trial in range(250):
+        monkeypatch.setattr(index, "LEAF_FANOUT", rng.choice([2, 3, 8, 64]))
+        monkeypatch.setattr(index, "INNER_FANOUT", rng.choice([2, 4, 32]))
+        monkeypatch.setattr(index, "MAX_ITEMS", rng.choice([2, 3, 5, 1024]))
+        universe = rng.choice([3, 12, 60, 400])
+        make = lambda i, v=1: Entry(path=f"d{i % 5}/{'s/' if i % 3 else ''}{i:04d}", kind="jsonl",  # noqa: E731
+                                    mode=0o644, mtime_ns=v)
+        now = sorted((make(i) for i in rng.sample(range(universe), rng.randint(1, universe))), key=lambda e: e.path)
+        root, known = None, {}
+        for step in range(5):
+            pack = hashlib.sha256(f"{key!r}:{trial}:{step}".encode()).hexdigest()
+            slot = f"@{pack}"
+            added: list[bytes] = []
+
+            def add(payload: bytes, _key) -> BlobRef:
+                added.append(payload)
+                return BlobRef(codec.id(payload), slot, 0, len(payload), len(payload))
+
+            want_keys: dict = {}
+            want = build_index(now, known, add, want_keys, codec)
+            if root is not None:
+                read = []
+                got_keys: dict = {}
+                held, paths = {e.path: e for e in then}, {e.path for e in now}  # noqa: F821 (set below)
+                differ = sorted([e.path for e in now if held.get(e.path) is not e] + [p for p in held if p not in paths])
+                by_path = {e.path: e for e in now}
+                got = update_index(Update(root, differ, by_path.get),
+                                   lambda ref, where: read.append(ref.id) or decode_page(payloads[(ref.pack, ref.id)],
+                                                                                         where),
+                                   known, add, got_keys, codec)
+                if got is None:
+                    declined += 1
+                else:
+                    updated += 1
+                    assert (got, got_keys) == (want, want_keys), (trial, step)
+            resolve = lambda r: msgspec.structs.replace(r, pack=pack) if r.pack == slot else r  # noqa: E731
+            for payload in added:
+                payloads[(pack, codec.id(payload))] = payload
+            root = resolve(want[0]) if want[0] is not None else None
+            known = {pid: resolve(ref) for pid, ref in want[1].items()}
+            then = now
+            for _ in range(rng.choice([0, 1, 2, 5, universe])):
+                i = rng.randrange(universe)
+                now = [e for e in now if e.path != make(i).path]
+                if rng.random() < 0.6:
+                    now = sorted([*now, make(i, rng.randrange(1 << 30))], key=lambda e: e.path)
+            if not now or root is None:
+                break
+    assert updated > 300 and declined < updated, (updated, declined)
+
+
+def test_a_one_file_change_in_20000_paths_reads_the_inner_pages_and_one_leaf():
+    """What a busy tick of a large tree reads and writes: the last index's inner pages
+    and the one leaf the changed path is in, and one new page per level."""
+    from journal.format.index import Update, decode_page, update_index
+
+    packs = Packs()
+    then = entries(20000)
+    root, known = packs.build(then, {}, "p1")
+    pages = {ref.id: page for ref, page in iter_pages(root, packs.read)}
+    inner = sum(1 for page in pages.values() if page.level)
+    now = entries(20000, frozenset({12500}))
+    read, added = [], []
+
+    def add(payload: bytes, _key) -> BlobRef:
+        added.append(payload)
+        return BlobRef(hashlib.sha256(payload).hexdigest(), "@p2", 0, len(payload), len(payload))
+
+    got = update_index(Update(root, [now[12500].path], {now[12500].path: now[12500]}.get),
+                       lambda ref, where: read.append(ref.id) or decode_page(packs.read(ref), where), known, add)
+    assert got == build_index(now, known, add)
+    levels = max(page.level for page in pages.values()) + 1
+    assert (len(read), len(added)) == (inner + 1, 2 * levels), "one leaf read; each level's page written (twice: both builds)"

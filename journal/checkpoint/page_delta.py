@@ -21,8 +21,10 @@ reads every page anyway, keeps the base's pack.
   too. A base with no committed pack name to be named by makes the new page whole.
 * A base whose bytes cannot be read (missing, corrupt) makes the new page whole.
 
-Whole pages are remembered locally (``<state_dir>/pages``, checked against their id on
-every read), so a checkpoint reads no base from the store in the normal case.
+Every page of the current indexes, and the base of each stored as a delta, is
+remembered locally (``<state_dir>/pages``, checked against its id on every read), so a
+checkpoint reads no page from the store in the normal case: neither a base nor a leaf
+of the last index it updates (``format/index.update_index``).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class IndexWriter:
                 if delta_pays(delta, whole):
                     ref = self.pack.add_record(pid, delta, len(payload))
                     self.bases[(ref.pack, ref.offset)] = base_ref
+                    self.pages.remember(pid, payload)   # the next checkpoint's update reads it (not as a base)
                     return ref
         self.pages.remember(pid, payload)
         return self.pack.add_record(pid, whole, len(payload))
@@ -89,6 +92,8 @@ def _marks(payload: bytes) -> int:
 
 
 def keep_pages(trees: dict[str, TreeCache]) -> set[str]:
-    """The whole pages later deltas may be made against: every current page's base, or
-    the page itself when it is whole."""
-    return {(c.bases[pid].id if pid in c.bases else pid) for c in trees.values() for pid in c.pages}
+    """The pages later checkpoints read: every current page (the next index is updated
+    from them, ``format/index.update_index``) and, for one stored as a delta, its base
+    (later deltas are made against whole pages only)."""
+    return {pid for c in trees.values() for pid in c.pages} | {base.id for c in trees.values()
+                                                               for base in c.bases.values()}

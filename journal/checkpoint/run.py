@@ -35,7 +35,7 @@ from ..repository.blob_cache import BlobCache
 from ..config import Config, no_trees_hint
 from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, HistoryWithoutState,
                       JournalError, KeyExists, ManifestConflict, describe_error)
-from ..format.index import Previous, build_index
+from ..format.index import Previous, Update, build_index, decode_page, update_index
 from ..heap import cycles_paused
 from ..localfs import clear_dir
 from ..local import activity, quiet
@@ -44,7 +44,7 @@ from ..repository.lineage import describe_writer, open_repository, refuse_foreig
 from ..local.state import (STATE_FILE, FileState, LocalState, StateLock, TreeCache, cache_from_entries,
                          forget_state, load_state, new_state, save_state)
 from .file_delta import FileDeltas
-from ..format.model import KIND_DIR, KIND_FILE, KIND_SQLITE, Manifest, TreeRoot, decode
+from ..format.model import KIND_DIR, KIND_FILE, KIND_SQLITE, BlobRef, Manifest, TreeRoot, decode
 from ..format.objects import KIND_CHUNK, KIND_PAGE
 from ..repository.pack import PackWriter, clear_spool
 from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
@@ -378,12 +378,15 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
     writer = IndexWriter(index, pages)
     built = {}
     for name in changed:
-        files = trees[name].files
-        entries = sorted([fs.entry for fs in files.values()], key=_PATH)
         cache, keys = trees[name], {}
-        root, used = build_index(entries, cache.pages, writer.adder(cache), keys, repo.codec,
-                                 _previous_index(state.trees.get(name), files))
-        built[name] = (root, used, keys)
+        files, add = cache.files, writer.adder(cache)
+        update = _update_of(state.trees.get(name), files, captured)
+        done = update and _updated_index(update, repo, pages, cache, add, keys)
+        if not done:
+            keys = {}
+            entries = sorted([fs.entry for fs in files.values()], key=_PATH)
+            done = build_index(entries, cache.pages, add, keys, repo.codec, _previous_index(state.trees.get(name), files))
+        built[name] = (*done, keys)
     index.finish()
     for name, (root, used, keys) in built.items():
         cache = trees[name]
@@ -420,6 +423,40 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
     pages.prune(keep_pages(trees))
     return _Committed(seq=seq, manifest_id=mid, blobs=data.blobs + index.blobs, objects=manifest.added_objects,
                       bytes=manifest.added_bytes + len(record))
+
+
+def _update_of(old: TreeCache | None, files: dict[str, FileState], captured: list[FileState]) -> Update | None:
+    """The tree's last index and what changed since, for ``update_index``, found without
+    a pass over every path: a path the scan did not read this time holds the very
+    ``FileState`` it held (reused, kept or held back), so the paths whose entry differs
+    are among those read (``captured``, any tree's: this tree's are the ones its files
+    hold) and those gone. None without a last index to update (a first checkpoint, a
+    re-upload)."""
+    if old is None or old.root is None or not old.files:
+        return None
+    held = old.files
+    differ = [path for fs in captured if files.get(path := fs.entry.path) is fs
+              and ((was := held.get(path)) is None or was.entry != fs.entry)]
+    differ += held.keys() - files.keys()
+    differ.sort()
+    return Update(old.root, differ, lambda path: fs.entry if (fs := files.get(path)) is not None else None)
+
+
+def _updated_index(update: Update, repo: Repository, pages: BlobCache, cache: TreeCache, add, keys: dict) -> tuple | None:
+    """``update_index`` of one tree, its last index's pages read from the local copies
+    (``pages/``) or else the store (and kept); None when it cannot answer or a page of
+    that index cannot be read (a full build needs none of them)."""
+    def load(ref: BlobRef, where: str):
+        payload = pages.cached(ref.id)
+        if payload is None:
+            payload = repo.read_blob(ref, KIND_PAGE)
+            pages.remember(ref.id, payload)
+        return decode_page(payload, where)
+
+    try:
+        return update_index(update, load, cache.pages, add, keys, repo.codec)
+    except JournalError:  # a damaged or missing page, a full disk: built whole instead
+        return None
 
 
 def _previous_index(old: TreeCache | None, files: dict[str, FileState]) -> Previous | None:

@@ -28,6 +28,7 @@ from .model import (KIND_DIR, MAX_ITEMS, BlobRef, Entry, Page, PageRef, TreeRoot
 from .objects import KIND_PAGE, blob_id
 
 _SIZE = operator.attrgetter("size")
+_PATH = operator.attrgetter("path")
 
 LEAF_FANOUT = 64        # average entries per leaf page
 INNER_FANOUT = 32       # average children per inner page
@@ -132,6 +133,12 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
             if keys is not None:
                 keys[ref.id] = (0, first)
         level_items.append(PageRef(first, ref, len(group), sum(map(_SIZE, group))))
+    return _upper(level_items, known, used, add_page, keys, codec), used
+
+
+def _upper(level_items: list[PageRef], known: dict[str, BlobRef], used: dict[str, BlobRef], add_page: AddPage,
+           keys: dict[str, tuple[int, str]] | None, codec: Codec) -> BlobRef:
+    """The inner pages over the leaves ``level_items`` (one or more), up to the root; its ref."""
     level = 1
     while len(level_items) > 1:
         next_items = []
@@ -142,7 +149,126 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
             next_items.append(PageRef(group[0].first, ref, sum(c.files for c in group), sum(c.bytes for c in group)))
         level_items = next_items
         level += 1
-    return level_items[0].ref, used
+    return level_items[0].ref
+
+
+class Update(NamedTuple):
+    """A tree's last index and what changed since, for ``update_index`` (design §8).
+
+    ``root``: that index's root. ``differ``: sorted, every path whose entry is not the
+    one that index holds (new, changed) and every path it holds that the tree no longer
+    does (gone); every other path MUST hold the very entry the index holds. ``entry``:
+    a ``differ`` path's entry now, None when it is gone. The index MUST have been built
+    with the same codec as the new one."""
+
+    root: BlobRef
+    differ: list[str]
+    entry: Callable[[str], Entry | None]
+
+
+def update_index(update: Update, load_page: LoadPage, known: dict[str, BlobRef], add_page: AddPage,
+                 keys: dict[str, tuple[int, str]] | None = None,
+                 codec: Codec = PLAIN) -> tuple[BlobRef | None, dict[str, BlobRef]] | None:
+    """What ``build_index`` of the tree's entries now returns, made from its last index
+    (``update``) without the entries of the leaves no changed path falls in: the last
+    index's inner pages are read (``load_page``, each checked against its parent as a
+    walk checks it), and only the leaves a ``differ`` path falls in, from the first path
+    of one to before the next's, are read, changed and cut again. Leaf ends depend only
+    on the paths, so a re-cut run ends where a full cut would: it goes on into the next
+    leaf until a cut falls exactly where an old leaf ended and the next is unchanged.
+    The inner levels are then built as ``build_index`` builds them.
+
+    None when that cannot be shown to equal the full build: a leaf of the last index
+    not among ``known``; no leaf of two paths or more whose first path is no boundary
+    (so the last index may have been cut by count, ``_chunk``); or every leaf of the new
+    one holding one path (the full build would cut by count). Raises ``CorruptObject``
+    for a page that fails its checks."""
+    leaves: list[tuple[BlobRef, Said]] = []
+    pages: dict[int, Page] = {}
+    stack: list[tuple[BlobRef, Said | None]] = [(update.root, None)]
+    while stack:
+        ref, said = stack.pop()
+        if said is not None and said.level == 0:
+            leaves.append((ref, said))
+            continue
+        page = load_child(ref, said, load_page)
+        if page.level == 0:  # the root is the one leaf
+            _level, first, _last, count, nbytes = page_span(page)
+            pages[len(leaves)] = page
+            leaves.append((ref, Said(0, first, count, nbytes, None)))
+            continue
+        stack.extend(reversed(child_pages(page, ref, said)))
+    held = []
+    for ref, said in leaves:
+        ref = known.get(ref.id)
+        if ref is None:
+            return None
+        held.append(ref)
+    key = codec.boundary_key
+    if not any(said.files >= 2 and not _boundary(said.first, 0, LEAF_FANOUT, key) for _, said in leaves):
+        return None  # cut by count, or cannot be told from it
+    firsts = [said.first for _, said in leaves]
+    differ = update.differ
+    touched = {max(bisect.bisect_right(firsts, path) - 1, 0) for path in differ}
+    used: dict[str, BlobRef] = {}
+    level_items: list[PageRef] = []
+    i, n = 0, len(leaves)
+    while i < n:
+        if i not in touched:
+            said = leaves[i][1]
+            used[held[i].id] = held[i]
+            if keys is not None:
+                keys[held[i].id] = (0, said.first)
+            level_items.append(PageRef(said.first, held[i], said.files, said.bytes))
+            i += 1
+            continue
+        current: list[Entry] = []
+        while True:
+            for entry in _changed_leaf(i, leaves, pages, firsts, differ, update.entry, load_page):
+                current.append(entry)
+                if _boundary(entry.path, 0, LEAF_FANOUT, key) or len(current) >= MAX_ITEMS:
+                    level_items.append(_leaf(current, known, used, add_page, keys, codec))
+                    current = []
+            i += 1
+            if i == n or (not current and i not in touched):
+                break
+        if current:  # the tree's last leaf, ended by its entries
+            level_items.append(_leaf(current, known, used, add_page, keys, codec))
+    if not level_items:
+        return None, {}
+    if len(level_items) > 1 and all(item.files == 1 for item in level_items):
+        return None
+    return _upper(level_items, known, used, add_page, keys, codec), used
+
+
+def _changed_leaf(i: int, leaves: list[tuple[BlobRef, Said]], pages: dict[int, Page], firsts: list[str],
+                  differ: list[str], entry_of: Callable[[str], Entry | None], load_page: LoadPage) -> list[Entry]:
+    """Leaf ``i``'s entries now, in path order: those it held, with each ``differ`` path
+    from its first path to before the next leaf's (from the start for the first leaf)
+    set to its entry now or dropped."""
+    page = pages.get(i)
+    if page is None:
+        ref, said = leaves[i]
+        page = load_child(ref, said, load_page)
+    lo = bisect.bisect_left(differ, firsts[i]) if i else 0
+    hi = bisect.bisect_left(differ, firsts[i + 1]) if i + 1 < len(firsts) else len(differ)
+    if lo == hi:
+        return list(page.entries)
+    by_path = {e.path: e for e in page.entries}
+    for path in differ[lo:hi]:
+        entry = entry_of(path)
+        if entry is None:
+            by_path.pop(path, None)
+        else:
+            by_path[path] = entry
+    return sorted(by_path.values(), key=_PATH)
+
+
+def _leaf(group: list[Entry], known: dict[str, BlobRef], used: dict[str, BlobRef], add_page: AddPage,
+          keys: dict[str, tuple[int, str]] | None, codec: Codec) -> PageRef:
+    first = group[0].path
+    ref = _emit(Page(level=0, entries=tuple(group)), first, known, used, add_page, keys, codec)
+    return PageRef(first, ref, len(group), sum(map(_SIZE, group)))
 
 
 def _leaves(entries: list[Entry], names: list[str], previous: Previous | None, key: bytes) -> tuple[list[list], bool]:
@@ -400,5 +526,5 @@ def load_entries(root: BlobRef | None, read_page: Callable[[BlobRef], bytes],
     return entries, pages
 
 
-__all__ = ["KIND_PAGE", "MAX_ITEMS", "Said", "build_index", "child_pages", "decode_page", "iter_pages", "load_child",
+__all__ = ["KIND_PAGE", "MAX_ITEMS", "Said", "Update", "build_index", "update_index", "child_pages", "decode_page", "iter_pages", "load_child",
            "load_entries", "page_key", "page_span", "span_problem", "walk_pages"]
