@@ -229,7 +229,7 @@ def test_an_index_updated_from_its_last_one_is_the_very_index_a_full_build_gives
         make = lambda i, v=1: Entry(path=f"d{i % 5}/{'s/' if i % 3 else ''}{i:04d}", kind="jsonl",  # noqa: E731
                                     mode=0o644, mtime_ns=v)
         now = sorted((make(i) for i in rng.sample(range(universe), rng.randint(1, universe))), key=lambda e: e.path)
-        root, known = None, {}
+        root, known, then = None, {}, now
         for step in range(5):
             pack = hashlib.sha256(f"{key!r}:{trial}:{step}".encode()).hexdigest()
             slot = f"@{pack}"
@@ -244,7 +244,7 @@ def test_an_index_updated_from_its_last_one_is_the_very_index_a_full_build_gives
             if root is not None:
                 read = []
                 got_keys: dict = {}
-                held, paths = {e.path: e for e in then}, {e.path for e in now}  # noqa: F821 (set below)
+                held, paths = {e.path: e for e in then}, {e.path for e in now}
                 differ = sorted([e.path for e in now if held.get(e.path) is not e] + [p for p in held if p not in paths])
                 by_path = {e.path: e for e in now}
                 got = update_index(Update(root, differ, by_path.get),
