@@ -1226,3 +1226,51 @@ def test_a_pack_whose_name_cannot_be_hashed_is_not_uploaded_and_leaves_no_spool_
 
     assert writer.packs == [] and not list(live.store.list("packs/"))
     assert list((tmp_path / "spool").iterdir()) == []
+
+
+def test_the_counts_of_a_tree_are_its_entries_through_adds_removals_held_deletions_and_quiet_rows(bare_live):
+    """``TreeResult.files`` and ``directories`` are counted as the scan puts each path in
+    (quiet rows in bulk, walked paths one by one, paths a deletion guard holds), not by
+    a pass over every path: over random ticks of adds, removals, appends, links, new and
+    removed directories and a vanished transcript the guard holds, they equal the
+    entries of the state the checkpoint saved."""
+    import random
+
+    rng = random.Random(27)
+    base = bare_live.local / "codex-home" / "memories"
+    for d in range(6):
+        (base / f"d{d}").mkdir(parents=True)
+        for f in range(rng.randint(1, 30)):
+            (base / f"d{d}" / f"n{f:02d}.md").write_text(f"{d}/{f}\n")
+    big = bare_live.local / "codex-home" / "sessions" / "long.jsonl"
+    big.parent.mkdir(parents=True)
+    big.write_text('{"type": "message"}\n' * 400)
+    for tick in range(12):
+        for _ in range(rng.randint(1, 6)):
+            d = base / f"d{rng.randrange(8)}"
+            op = rng.choice(["add", "append", "remove", "link", "rmdir", "add"])
+            files = sorted(d.glob("*")) if d.is_dir() else []
+            if op == "add":
+                d.mkdir(exist_ok=True)
+                (d / f"t{tick}-{rng.randrange(99)}.md").write_text("x\n")
+            elif op == "append" and files and files[0].is_file() and not files[0].is_symlink():
+                with open(files[0], "a") as fh:
+                    fh.write("more\n")
+            elif op == "remove" and files:
+                files[-1].unlink()
+            elif op == "link":
+                d.mkdir(exist_ok=True)
+                link = d / f"l{tick}"
+                if not link.exists() and not link.is_symlink():
+                    link.symlink_to("n00.md")
+            elif op == "rmdir" and d.is_dir() and rng.random() < 0.3:
+                shutil.rmtree(d)
+        if tick == 5:
+            big.unlink()   # more history than the transcript guard lets go: held
+        result = bare_live.checkpoint()
+        state = load_state(str(bare_live.state_dir), bare_live.repo().store_id)
+        for tr in result.trees:
+            entries = [fs.entry for fs in state.trees[tr.name].files.values()]
+            want = sum(e.kind != "dir" for e in entries)
+            assert (tr.files, tr.directories) == (want, len(entries) - want), (tick, tr)
+    assert any(tr.kept_deleted for tr in result.trees)

@@ -665,3 +665,25 @@ def test_an_unreadable_directory_is_reported_on_every_tick_never_answered_idle(l
     assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
     assert snapshot.exists()
     assert {"secret/a.md", "secret/b.md"} <= live.entries("claude").keys()
+
+
+def test_the_snapshot_lists_the_directories_changed_last_first(bare_live):
+    """A busy tick's check stops at the first changed directory, so the snapshot lists
+    the directories the last tick walked first (newest change first), then those it
+    took from the snapshot before, in that snapshot's order."""
+    base = bare_live.local / "codex-home" / "memories"
+    for d in range(6):
+        (base / f"d{d}").mkdir(parents=True)
+        for f in range(3):
+            (base / f"d{d}" / f"n{f}.md").write_text(f"{d}/{f}\n")
+            os.utime(base / f"d{d}" / f"n{f}.md", ns=(10 ** 18 + d * 10 ** 9, 10 ** 18 + d * 10 ** 9))
+    bare_live.checkpoint()
+    first = [row.abs_dir for row in quiet.load(str(bare_live.state_dir)).dirs]
+    assert first[0] == str(base / "d5")
+    for tick, d in enumerate((2, 4), 1):
+        with open(base / f"d{d}" / "n1.md", "a") as fh:
+            fh.write("more\n")
+        bare_live.checkpoint()
+        rows = [row.abs_dir for row in quiet.load(str(bare_live.state_dir)).dirs]
+        assert rows[:tick] == [str(base / f"d{n}") for n in (4, 2)[-tick:]], rows
+        assert sorted(rows) == sorted(first)

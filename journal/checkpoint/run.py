@@ -110,16 +110,17 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
         return msgspec.convert(proven.result, CheckpointResult)
     repo = open_repository(store, cfg.state_dir, create=True, key=cfg.key)
     state = _load_or_refuse(cfg, repo)
+    loaded = set(state.trees)   # a tree a dropped pending manifest takes out names snapshots no more
     try:
         _recheck_kept(cfg, repo, result, reporter)
         if state.pending is not None:
             _publish_pending(cfg, repo, state, result, reporter)
-        rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same)
+        rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same, loaded)
     except BaseException:
         forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
         quiet.discard(cfg.state_dir)
         raise
-    _save_quiet(cfg, key, state_file, result, rows, store)
+    _save_quiet(cfg, key, state_file, result, rows, store, same)
     return None
 
 
@@ -129,7 +130,7 @@ def config_key(cfg: Config) -> str:
 
 
 def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult,
-                rows: list[quiet.Row] | None, store: Store) -> None:
+                rows: list[quiet.Row] | None, store: Store, same: dict[tuple[str, str], quiet.Row]) -> None:
     """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise (and
     while packs wait for a recheck: every tick then takes the full path). A store that
     is a directory here (a mounted volume) is part of what the snapshot proves: its
@@ -141,7 +142,12 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
         return
     # Directories whose files changed last come first: in a busy tree the check then
     # fails (and the full checkpoint starts) after a few directories, not thousands.
-    rows.sort(key=_last_change, reverse=True)
+    # The walked ones, newest change first, then those taken from the last snapshot
+    # (``same``), in its order: they changed no later than when it was saved.
+    held = {id(row) for row in same.values()}
+    walked = sorted((row for row in rows if id(row) not in held), key=_last_change, reverse=True)
+    present = {id(row) for row in rows}
+    rows = walked + [row for row in same.values() if id(row) in present]
     walked = {t.name for t in result.trees if not t.absent}
     idle = CheckpointResult(trees=[TreeResult(name=t.name, files=t.files, directories=t.directories, absent=t.absent)
                                    for t in result.trees])
@@ -272,9 +278,13 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
 
 def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
                         reporter: Reporter, allow_deletions: bool,
-                        same: dict[tuple[str, str], quiet.Row] | None = None) -> list[quiet.Row] | None:
+                        same: dict[tuple[str, str], quiet.Row] | None = None,
+                        loaded: set[str] | None = None) -> list[quiet.Row] | None:
     """Scan every tree (taking the directories in ``same`` as the quiet snapshot holds
-    them), then commit what changed; returns the new quiet snapshot's rows, or None."""
+    them), then commit what changed; returns the new quiet snapshot's rows, or None.
+    The local copies of page maps and databases are pruned when what they serve may
+    have changed: a database read, a path or tree gone, or trees other than ``loaded``
+    (those of the state as this run read it)."""
     spool = os.path.join(cfg.state_dir, SPOOL_DIR)
     staging = os.path.join(cfg.state_dir, STAGING_DIR)
     clear_spool(spool)
@@ -322,9 +332,11 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
             for name, why in restored.items():
                 _warn(result, reporter, f"checkpoint {result.seq}: tree {name}: {why}; this checkpoint makes that "
                       "version the newest (its manifest records it: `journal log`)")
-            live_maps = _map_ids(new_trees)
-            ctx.maps.prune(live_maps)
-            prune_base_copies(cfg.state_dir, live_maps)
+            if any(fs.entry.kind == KIND_SQLITE for fs in ctx.captured) or new_trees.keys() != loaded \
+                    or any(t.deleted or t.dirs_deleted for t in result.trees):
+                live_maps = _map_ids(new_trees)  # a snapshot, a tree or a path came or went: maybe stale copies
+                ctx.maps.prune(live_maps)
+                prune_base_copies(cfg.state_dir, live_maps)
             if ctx.deltas.remembered:  # a new base copy: drop those no entry can use any more
                 chunks.prune(_chunk_ids(new_trees))
     except BaseException:

@@ -94,6 +94,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     skipped: list[tuple[str, str]] = []
     changed = cache.dirty
     reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
+    nondir = added = 0  # of the paths put in ``files``: those no directory, those the cache lacks
     listing: list | None = [] if ctx.quiet_rows is not None else None
     unreadable: list[str] = []  # paths that exist but could not be read: they keep their last checkpoint
     held = cache.files
@@ -103,6 +104,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
             for path in paths:
                 files[path] = held[path]
             walked_files += quiet_files
+            nondir += quiet_files
             reused += len(paths)
             continue
         try:
@@ -118,6 +120,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         prev = cache.files.get(item.path)
         if prev is not None and prev.sig is not None and prev.sig == sig:
             files[item.path] = prev
+            nondir += prev.entry.kind != KIND_DIR
             reused += 1
             continue
         fs = _capture(tree, item, None if cache.reupload else prev, matcher, ctx)
@@ -125,8 +128,11 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
             listing = None  # not read cleanly: no quiet snapshot this time
             if prev is not None and (fs is _KEEP or item.kind == "sqlite"):
                 files[item.path] = prev  # unreadable, or a failed snapshot: the last one stays
+                nondir += prev.entry.kind != KIND_DIR
             continue
         files[item.path] = fs
+        nondir += fs.entry.kind != KIND_DIR
+        added += prev is None
         ctx.captured.append(fs)
         if prev is None or prev.entry != fs.entry:
             changed = True
@@ -139,12 +145,15 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     kept, kept_files = _keep_unreadable(cache, files, unreadable)
     reused += kept
     walked_files += kept_files
-    changed = _apply_deletions(tree, cache, files, tr, ctx) or changed
+    nondir += kept_files
+    # Every cached path is in ``files`` unless fewer of them are than the cache holds.
+    if len(files) - added < len(cache.files):
+        changed = _apply_deletions(tree, cache, files, tr, ctx) or changed
     if not changed and reused == len(files) == len(cache.files):
         files = cache.files  # every path reused, none gone: the cache stands as it was
         tr.files = walked_files
     else:
-        tr.files = sum(1 for f in files.values() if f.entry.kind != KIND_DIR)
+        tr.files = nondir + tr.kept_deleted  # counted as each path was put in; held ones by ``_hold``
     tr.directories = len(files) - tr.files
     rows = None if listing is None or ctx.quiet_rows is None else quiet_rows(tree, listing, files)
     if rows is None:
