@@ -462,7 +462,8 @@ def test_a_busy_plain_checkpoint_runs_without_click_and_prints_as_the_click_comm
 #: And ``typing_extensions`` (with ``inspect``), which msgspec would take when installed, as
 #: it is here (the test extra brings it): the console process imports msgspec without it.
 NOT_BUSY_TICK = ("click", "dataclasses", "json", "shutil", "tempfile", "journal.repository.history",
-                 "journal.format.tombstone", "journal.repository.fetch", "typing_extensions", "inspect")
+                 "journal.format.tombstone", "journal.repository.fetch", "typing_extensions", "inspect",
+                 "concurrent.futures", "logging")
 NOT_RESTORE = ("dataclasses", "json", "journal.format.tombstone", "typing_extensions")
 
 

@@ -24,7 +24,7 @@ PACKAGE = ROOT / "journal"
 
 #: The top-level modules every layer may use; they import only each other.
 BASE = frozenset({"journal", "errors", "paths", "signatures", "report", "localfs", "atomic", "presets",
-                  "heap"})
+                  "heap", "background"})
 #: Lowest first. A module may import its own unit (its subpackage; the base modules
 #: count as one unit) and any unit of a lower layer; the units of one layer are
 #: independent of each other.

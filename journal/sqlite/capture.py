@@ -36,6 +36,7 @@ from ..format.objects import (DBPAGE_BYTES, DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE,
 from ..repository.pack import PackWriter
 from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, MapPlace,
                               PageLoc, Snapshot, decode_map, encode_map, load_snapshot)
+from ..background import Background
 from .base_copy import BaseCopy, SamePages, same_pages
 from .snapshot import live_signature, page_size_of, remove_staging, snapshot_db
 
@@ -99,17 +100,15 @@ def _snapshot_and_load(full_path: str, staging_dir: str, prev: FileState | None,
     the others hashed while it is checked: ``_page_ids``), and meanwhile, in this
     thread, the previous snapshot's page maps loaded and decoded: SQLite's backup and
     check release the GIL, so the decoding costs no wall time."""
-    from concurrent.futures import ThreadPoolExecutor  # imported here: only a database's checkpoint needs it
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-backup") as pool:
-        snapped = pool.submit(snapshot_db, full_path, staging_dir, lambda staging: _page_ids(staging, codec, same))
-        try:
-            snap = load_snapshot(prev.entry.refs, maps.read) if prev is not None and prev.entry.kind == KIND_SQLITE \
-                else None
-        except BaseException:
-            _discard(snapped)
-            raise
-        staging, hashed = snapped.result()
+    snapped = Background(snapshot_db, full_path, staging_dir, lambda staging: _page_ids(staging, codec, same),
+                         name="journal-backup")
+    try:
+        snap = load_snapshot(prev.entry.refs, maps.read) if prev is not None and prev.entry.kind == KIND_SQLITE \
+            else None
+    except BaseException:
+        _discard(snapped)
+        raise
+    staging, hashed = snapped.result()
     return staging, hashed, snap
 
 

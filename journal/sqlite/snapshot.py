@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import quote
 
+from ..background import Background
 from ..errors import SnapshotFailed, os_error_hint
 from ..localfs import clear_dir, observe, open_regular
 from ..signatures import Stamp, live_signature  # noqa: F401  (live_signature: re-exported for older imports)
@@ -128,12 +129,13 @@ def _check_while(staging: str, work: Callable[[str], T] | None) -> tuple[str | N
     """``quick_check(staging)``, with ``work(staging)`` run meanwhile in a second thread."""
     if work is None:
         return quick_check(staging), None
-    from concurrent.futures import ThreadPoolExecutor  # imported here: only a checkpoint's snapshot needs it
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-snapshot") as pool:
-        got = pool.submit(work, staging)
+    got = Background(work, staging, name="journal-snapshot")
+    try:
         problem = quick_check(staging)
-        return problem, got.result()
+    except BaseException:
+        got.join()  # the copy is removed by the caller: nothing may still read it
+        raise
+    return problem, got.result()
 
 
 #: Copies of a live database ``check_live_db`` takes before it decides the database
