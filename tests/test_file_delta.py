@@ -185,7 +185,7 @@ def test_an_entry_naming_bases_it_cannot_have_is_refused():
             decode_page(encode(Page(level=0, entries=(entry,))), "page")
 
 
-def test_the_local_state_is_version_3_and_a_version_1_state_is_read_and_upgraded(gemini):
+def test_the_local_state_is_version_4_and_a_version_1_state_is_read_and_upgraded(gemini):
     """Entries may name chunk bases, which code that knows only state version 1 would drop
     and then publish delta chunks as whole ones: the state says version 2 or more, which
     that code refuses (its load_state wants 1). This code still reads a version 1 state."""
@@ -199,13 +199,13 @@ def test_the_local_state_is_version_3_and_a_version_1_state_is_read_and_upgraded
         live.checkpoint()
     state_dir, store_id = live.cfg.state_dir, live.repo().store_id
     raw = msgspec.msgpack.decode(live.state_file.read_bytes())
-    assert STATE_VERSION == 3 and raw["version"] == 3
+    assert STATE_VERSION == 4 and raw["version"] == 4
     raw["version"] = 1
     live.state_file.write_bytes(msgspec.msgpack.encode(raw))
     state = load_state(state_dir, store_id)
     assert state is not None and state.version == 1
     save_state(state_dir, state)
-    assert msgspec.msgpack.decode(live.state_file.read_bytes())["version"] == 3
-    raw["version"] = 4   # a newer one is refused
+    assert msgspec.msgpack.decode(live.state_file.read_bytes())["version"] == 4
+    raw["version"] = 5   # a newer one is refused
     live.state_file.write_bytes(msgspec.msgpack.encode(raw))
     assert load_state(state_dir, store_id) is None

@@ -45,6 +45,16 @@ def connect():
 open(os.path.join(run, "env"), "w").write(json.dumps({"socket": path}))
 if mode == "clients":        # 10 clients at once while the transcript grows and checkpoints run
     transcript = sys.argv[3]
+    # with a store: the transcript keeps growing until it holds two manifests (a tick
+    # committed while CMD ran, however slow this machine is just now), for 60 s at most
+    manifests = os.path.join(sys.argv[5], "manifests") if len(sys.argv) > 5 else None
+
+    def committed():
+        try:
+            return sum(n.isdigit() for n in os.listdir(manifests)) >= 2
+        except OSError:
+            return False
+
     os.makedirs(os.path.dirname(transcript), exist_ok=True)
     answers, done = [], threading.Event()
 
@@ -61,7 +71,9 @@ if mode == "clients":        # 10 clients at once while the transcript grows and
         t.start()
     with open(transcript, "ab") as fh:
         line = 0
-        while any(t.is_alive() for t in threads):
+        deadline = time.monotonic() + 60
+        while any(t.is_alive() for t in threads) or (
+                manifests is not None and not committed() and time.monotonic() < deadline):
             fh.write(json.dumps({"line": line, "pad": "x" * 200}).encode() + b"\n")
             fh.flush()
             line += 1
@@ -235,7 +247,7 @@ def test_several_clients_at_once_get_unique_gapless_sequences_and_their_own_answ
 def test_supervise_serves_cmd_through_its_socket_while_checkpoints_run(box):
     b = box()
     b.codex.mkdir()
-    sup = b.supervise(cmd(b, "clients", str(b.session), "30"), interval=0.1)
+    sup = b.supervise(cmd(b, "clients", str(b.session), "30", str(b.store_path)), interval=0.1)
     assert finish(sup) == 0, b.output()
 
     assert json.loads((b.run_dir / "env").read_text())["socket"] == b.input_socket

@@ -488,18 +488,23 @@ def test_a_directory_whose_row_the_cache_does_not_hold_is_walked(bare_live):
     proven, same = quiet.same_rows(live.cfg.state_dir, str(live.state_file), config_key=config_key(live.cfg))
     tree = next(t for t in live.cfg.active_trees() if t.name == "claude")
     cache = read_state(live.cfg.state_dir).trees["claude"]
-    assert proven is not None and "projects/-home-p01" in _same_dirs(tree, cache, same)
+    assert proven is not None and "projects/-home-p01" in _same_dirs(tree, cache, same, False)[0]
+    rows, whole = _same_dirs(tree, cache, same, True)  # the state the snapshot was written after
+    assert "projects/-home-p01" in rows and whole["projects/-home-p01"] is cache.files.groups["projects/-home-p01"]
 
     file, subdir = cache.files["projects/-home-p01/s1.jsonl"], cache.files["projects/-home-p01"]
     file.sig = (file.sig[0] + 1, *file.sig[1:])  # a file's signature differs from the row's
     subdir.sig = (subdir.sig[0], subdir.sig[1] + 1, *subdir.sig[2:])  # and a directory's value
-    taken = _same_dirs(tree, cache, same)
+    taken, whole = _same_dirs(tree, cache, same, False)
 
+    assert not whole
     assert "projects/-home-p01" not in taken  # its row holds s1.jsonl with another signature
     assert "projects" not in taken  # its row holds -home-p01 with another value
     assert "projects/-home-p00" in taken
-    del cache.files["projects/-home-p00/s0.jsonl"]
-    assert "projects/-home-p00" not in _same_dirs(tree, cache, same)
+    cache.files = cache.files.changed({}, ["projects/-home-p00/s0.jsonl"])
+    assert "projects/-home-p00" not in _same_dirs(tree, cache, same, False)[0]
+    # trusted, a group that holds fewer paths than its row includes is looked into, and walked
+    assert "projects/-home-p00" not in _same_dirs(tree, cache, same, True)[0]
 
 
 def test_a_row_that_does_not_match_the_cache_exactly_is_walked():

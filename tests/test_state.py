@@ -5,6 +5,7 @@ rules between them."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ from helpers.container import Live
 from journal.checkpoint import run as checkpoint_run
 from journal.format.model import BlobRef, Entry
 from journal.local import state as state_mod
+from journal.local.files import Files, Group
 from journal.local.state import (FileState, LocalState, StateFile, TreeCache, forget_state, load_state, read_state,
                                  save_state)
 from journal.paths import STATE_BASE_DIR, STATE_FILE
@@ -116,6 +118,38 @@ def reread(state_dir: str) -> LocalState:
     return state
 
 
+def test_a_one_change_tick_read_from_disk_decodes_only_the_changed_directory(bare_live, monkeypatch):
+    """600 paths in 20 directories; each tick a new process's view (the in-memory state
+    dropped): the quiet snapshot finds 19 directories unchanged, and the checkpoint takes
+    their groups as the base stored them, decoding the paths of the one directory that
+    changed only (and, once a tick's state file names changes in it, that one again at
+    load). The result is the same tree as a full walk's: it restores and verifies."""
+    from journal.local import files as files_mod
+    from journal.local import quiet as quiet_mod
+    from journal.verify import verify
+
+    live = bare_live
+    fill(live, 600)
+    live.checkpoint()
+    live.checkpoint()  # idle: the quiet snapshot is saved after the first
+    decoded = []
+    real = files_mod._decode
+    monkeypatch.setattr(files_mod, "_decode", lambda raw: decoded.append(real(raw)) or decoded[-1])
+    for tick, d in enumerate((3, 3, 11), 1):
+        live.append(f"{TREE}/projects/d{d}/f{d + 20:04}.json", '{"n": "more"}\n')
+        forget_state(str(live.state_dir))
+        quiet_mod._memo.clear()
+        decoded.clear()
+        result = live.checkpoint()
+        assert result.seq == tick + 1 and sum(t.changed for t in result.trees) == 1
+        assert {parent for got in decoded for parent in {p.rpartition("/")[0] for p in got}} <= {
+            f"projects/d{n}" for n in (3, d)}, tick
+        assert len(decoded) <= 2, (tick, len(decoded))
+    forget_state(str(live.state_dir))
+    cache = load_state(str(live.state_dir), live.repo().store_id).trees["claude"]
+    assert len(cache.files) == 600 + 21 and cache.files.nfiles == 600 and verify(live.repo(), full=True).ok
+
+
 def test_a_state_reads_back_as_saved_through_changes_gone_paths_trees_and_new_bases(tmp_path):
     state_dir = str(tmp_path / "state")
     state = LocalState(store_id="s" * 64, writer="w" * 32, seq=3, trees={"a": tree(range(1000)),
@@ -142,7 +176,7 @@ def test_a_state_reads_back_as_saved_through_changes_gone_paths_trees_and_new_ba
 
     # a change of more than a sixteenth of the paths: a new base, and the old one removed
     state = reread(state_dir)
-    state.trees["a"].files = {p: file_state(p, 9) for p in state.trees["a"].files}
+    state.trees["a"].files = Files.of({p: file_state(p, 9) for p in state.trees["a"].files})
     save_state(state_dir, state)
     (second,) = bases(state_dir)
     assert second != first
@@ -163,7 +197,7 @@ def test_trees_as_saved_are_taken_only_over_the_file_this_process_saved_of_this_
     assert reread(state_dir) == state
 
     state = read_state(state_dir)   # a read: nothing saved by this process yet
-    state.trees["a"].files = {**state.trees["a"].files, "after-read": file_state("after-read", 1)}
+    state.trees["a"].files = Files.of({**state.trees["a"].files, "after-read": file_state("after-read", 1)})
     save_state(state_dir, state, trees_as_saved=True)
     assert "after-read" in reread(state_dir).trees["a"].files
 
@@ -171,7 +205,7 @@ def test_trees_as_saved_are_taken_only_over_the_file_this_process_saved_of_this_
     save_state(state_dir, state)
     st = os.stat(path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))   # replaced since, as far as a stamp tells
-    state.trees["a"].files = {**state.trees["a"].files, "after-replace": file_state("after-replace", 2)}
+    state.trees["a"].files = Files.of({**state.trees["a"].files, "after-replace": file_state("after-replace", 2)})
     save_state(state_dir, state, trees_as_saved=True)
     assert {"after-read", "after-replace"} <= set(reread(state_dir).trees["a"].files)
 
@@ -194,17 +228,91 @@ def test_a_save_after_another_process_replaced_the_state_writes_a_new_base(tmp_p
     assert reread(state_dir) == state
 
 
+def plain(value) -> bytes:
+    """``value`` encoded with every ``Files`` as the plain map an earlier version wrote."""
+    return msgspec.msgpack.encode(value, enc_hook=lambda o: dict(o.items()) if isinstance(o, Files) else o)
+
+
 def test_a_version_2_state_file_is_read_whole_and_saved_with_a_base(tmp_path):
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     old = LocalState(version=2, store_id="s" * 64, writer="w" * 32, seq=2, trees={"a": tree(range(700))})
-    (state_dir / STATE_FILE).write_bytes(msgspec.msgpack.encode(old))
+    (state_dir / STATE_FILE).write_bytes(plain(old))
     state = load_state(str(state_dir), "s" * 64)
     assert state == old
     save_state(str(state_dir), state)
-    assert msgspec.msgpack.decode((state_dir / STATE_FILE).read_bytes())["version"] == 3
+    assert msgspec.msgpack.decode((state_dir / STATE_FILE).read_bytes())["version"] == 4
     assert len(bases(str(state_dir))) == 1
-    assert reread(str(state_dir)) == msgspec.structs.replace(old, version=3)
+    assert reread(str(state_dir)) == msgspec.structs.replace(old, version=4)
+
+
+def test_a_version_3_state_and_its_base_are_read_and_changed_on_top_until_a_new_base(tmp_path):
+    """A version 3 base (each tree's paths one map) is read as it is; a small change is
+    saved as a version 4 state file on top of it (a version 3 reader refuses that file,
+    so it never takes the changes for a whole tree); a large one writes a version 4 base
+    (paths grouped by directory), and the version 3 base goes."""
+    state_dir = tmp_path / "state"
+    (state_dir / STATE_BASE_DIR).mkdir(parents=True)
+    trees = {"a": {"pages": {"0" * 64: ref(1)}, "page_keys": {}, "bases": {},
+                   "files": {f"d{i % 7}/p{i:04}": file_state(f"d{i % 7}/p{i:04}", i) for i in range(700)}}}
+    token = "a" * 32
+    data = msgspec.msgpack.encode({"version": 3, "token": token, "trees": trees})
+    (state_dir / STATE_BASE_DIR / token).write_bytes(data)
+    top = {"version": 3, "store_id": "s" * 64, "writer": "w" * 32, "seq": 5, "base": token,
+           "base_sha256": hashlib.sha256(data).hexdigest(),
+           "trees": {"a": {"root": ref(2), "files": {"d1/new": file_state("d1/new", 1)}, "files_gone": ["d2/p0002"]}}}
+    (state_dir / STATE_FILE).write_bytes(msgspec.msgpack.encode(top))
+    state = load_state(str(state_dir), "s" * 64)
+    want = {**trees["a"]["files"], "d1/new": file_state("d1/new", 1)}
+    del want["d2/p0002"]
+    assert state.seq == 5 and state.trees["a"].files == want and state.trees["a"].root == ref(2)
+    assert state.trees["a"].pages == trees["a"]["pages"] and sorted(state.trees["a"].files.groups) == [
+        f"d{i}" for i in range(7)]
+
+    state.trees["a"] = TreeCache(root=ref(3), pages=state.trees["a"].pages,
+                                 files=state.trees["a"].files.changed({"d3/new": file_state("d3/new", 3)}))
+    save_state(str(state_dir), state)
+    saved = msgspec.msgpack.decode((state_dir / STATE_FILE).read_bytes())
+    assert saved["version"] == 4 and saved["base"] == token and bases(str(state_dir)) == [token]
+    assert sorted(saved["trees"]["a"]["files"]) == ["d1/new", "d3/new"]
+    assert reread(str(state_dir)) == state
+
+    state.trees["a"] = TreeCache(root=ref(4), files=Files.of({p: file_state(p, 9) for p in state.trees["a"].files}))
+    save_state(str(state_dir), state)
+    (fresh,) = bases(str(state_dir))
+    assert fresh != token
+    stored = msgspec.msgpack.decode((state_dir / STATE_BASE_DIR / fresh).read_bytes(), type=state_mod.StateBase)
+    assert stored.version == 4 and sorted(state_mod._decode_v4(stored.trees)["a"].groups) == [f"d{i}" for i in range(7)]
+    assert reread(str(state_dir)) == state
+
+
+def test_a_save_writes_a_new_base_once_its_changes_fall_in_many_directories(tmp_path):
+    """One path changed in each of many directories is few paths but makes a load build
+    each of those directories' groups anew: once they are an eighth of the base's
+    directories (and at least 16), the save writes a new base. A change that stays in
+    one directory, however large that directory, never does by this rule."""
+    state_dir = str(tmp_path / "state")
+    files = {f"d{i:03}/p{j}": file_state(f"d{i:03}/p{j}", j) for i in range(200) for j in range(5)}
+    state = LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": TreeCache(files=files)})
+    save_state(state_dir, state)
+    (first,) = bases(state_dir)
+    for n in range(1, 30):
+        state.trees["a"] = TreeCache(files=state.trees["a"].files.changed({f"d{n:03}/new": file_state("x", n)}))
+        save_state(state_dir, state)
+        if n < 25:
+            assert bases(state_dir) == [first], n
+    assert bases(state_dir) != [first] and len(bases(state_dir)) == 1
+    assert reread(state_dir) == state
+
+    flat = {f"p{j:05}": file_state(f"p{j:05}", j) for j in range(3000)}
+    state = LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": TreeCache(files=flat)})
+    save_state(state_dir, state)
+    (first,) = bases(state_dir)
+    for n in range(150):
+        state.trees["a"] = TreeCache(files=state.trees["a"].files.changed({f"p{n:05}": file_state(f"p{n:05}", 10000 + n)}))
+        save_state(state_dir, state)
+    assert bases(state_dir) == [first]
+    assert reread(state_dir) == state
 
 
 def test_a_state_file_whose_base_is_missing_or_another_reads_as_no_state(tmp_path):
@@ -233,7 +341,8 @@ def test_a_base_with_a_changed_byte_that_still_decodes_is_not_read(tmp_path):
     with open(path, "rb") as fh:
         data = fh.read()
     changed = data.replace(b"p0001", b"q0001", 1)
-    assert changed != data and msgspec.msgpack.decode(changed, type=state_mod.StateBase).trees["a"].files
+    stored = msgspec.msgpack.decode(changed, type=state_mod.StateBase)
+    assert changed != data and Group.stored(state_mod._decode_v4(stored.trees)["a"].groups[""]).paths
     with open(path, "wb") as fh:
         fh.write(changed)
     forget_state(state_dir)
@@ -318,7 +427,7 @@ def test_a_save_that_fails_after_writing_a_base_removes_that_base(tmp_path, monk
 
     monkeypatch.setattr(state_mod, "write_file_atomic", full)
     changed = reread(state_dir)
-    changed.trees["a"].files = {p: file_state(p, 9) for p in changed.trees["a"].files}
+    changed.trees["a"].files = Files.of({p: file_state(p, 9) for p in changed.trees["a"].files})
     with pytest.raises(OSError, match="No space left"):
         save_state(state_dir, changed)
 
@@ -335,7 +444,7 @@ def test_a_save_whose_base_was_removed_behind_it_writes_a_new_one(tmp_path):
     save_state(state_dir, state)
     shutil.rmtree(os.path.join(state_dir, STATE_BASE_DIR))
     state.seq = 4
-    state.trees["a"].files["p0001"] = file_state("p0001", 11)
+    state.trees["a"].files = state.trees["a"].files.changed({"p0001": file_state("p0001", 11)})
     save_state(state_dir, state)
 
     forget_state(state_dir)
@@ -352,7 +461,7 @@ def test_a_save_removes_only_what_can_be_a_base(tmp_path):
     folder = tmp_path / "state" / STATE_BASE_DIR
     (folder / "notes.txt").write_text("an operator's note\n")
     (folder / ("d" * 32)).mkdir()
-    state.trees["a"].files = {p: file_state(p, 9) for p in state.trees["a"].files}
+    state.trees["a"].files = Files.of({p: file_state(p, 9) for p in state.trees["a"].files})
     save_state(state_dir, state)
 
     assert first not in bases(state_dir) and {"notes.txt", "d" * 32} <= set(bases(state_dir))

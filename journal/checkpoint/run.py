@@ -44,7 +44,8 @@ from ..repository.lineage import describe_writer, open_repository, refuse_foreig
 from ..local.state import (STATE_FILE, FileState, LocalState, StateLock, TreeCache, cache_from_entries,
                          forget_state, load_state, new_state, save_state)
 from .file_delta import FileDeltas
-from ..format.model import KIND_DIR, KIND_FILE, KIND_SQLITE, BlobRef, Manifest, TreeRoot, decode
+from ..local.files import HAS_DB, Files
+from ..format.model import KIND_FILE, KIND_SQLITE, BlobRef, Manifest, TreeRoot, decode
 from ..format.objects import KIND_CHUNK, KIND_PAGE
 from ..repository.pack import PackWriter, clear_spool
 from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
@@ -110,7 +111,7 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
         return msgspec.convert(proven.result, CheckpointResult)
     repo = open_repository(store, cfg.state_dir, create=True, key=cfg.key)
     state = _load_or_refuse(cfg, repo)
-    loaded = set(state.trees)   # a tree a dropped pending manifest takes out names snapshots no more
+    loaded = {name: cache.files for name, cache in state.trees.items()}  # as the quiet snapshot's state holds them
     try:
         _recheck_kept(cfg, repo, result, reporter)
         if state.pending is not None:
@@ -279,12 +280,13 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
 def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
                         reporter: Reporter, allow_deletions: bool,
                         same: dict[tuple[str, str], quiet.Row] | None = None,
-                        loaded: set[str] | None = None) -> list[quiet.Row] | None:
+                        loaded: dict[str, Files] | None = None) -> list[quiet.Row] | None:
     """Scan every tree (taking the directories in ``same`` as the quiet snapshot holds
     them), then commit what changed; returns the new quiet snapshot's rows, or None.
     The local copies of page maps and databases are pruned when what they serve may
     have changed: a database read, a path or tree gone, or trees other than ``loaded``
-    (those of the state as this run read it)."""
+    (those of the state as this run read it, with their paths: a tree whose cache still
+    holds those very paths takes the unchanged directories ``same`` names whole)."""
     spool = os.path.join(cfg.state_dir, SPOOL_DIR)
     staging = os.path.join(cfg.state_dir, STAGING_DIR)
     clear_spool(spool)
@@ -292,12 +294,12 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
     data = PackWriter(repo.store, spool, codec=repo.codec)
     chunks = BlobCache(cfg.state_dir, repo, CHUNKS_DIR, KIND_CHUNK)
     ctx = ScanContext(data=data, maps=BlobCache(cfg.state_dir, repo, bases=True), staging_dir=staging,
-                      reporter=reporter, allow_deletions=allow_deletions, same=same or {},
+                      reporter=reporter, allow_deletions=allow_deletions, same=same or {}, trusted=loaded or {},
                       deltas=FileDeltas(data, chunks))
     ctx.busy_tmp, swept = tree_tmp.sweep(cfg.state_dir)  # a killed restore's or migrate's temp dirs
     for warning in swept:
         ctx.warn(f"checkpoint: {warning}")
-    new_trees: dict[str, TreeCache] = dict(state.trees)
+    old_trees, new_trees = state.trees, dict(state.trees)
     changed_trees: list[str] = []
     touched = False
     try:
@@ -332,13 +334,14 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
             for name, why in restored.items():
                 _warn(result, reporter, f"checkpoint {result.seq}: tree {name}: {why}; this checkpoint makes that "
                       "version the newest (its manifest records it: `journal log`)")
-            if any(fs.entry.kind == KIND_SQLITE for fs in ctx.captured) or new_trees.keys() != loaded \
+            if any(fs.entry.kind == KIND_SQLITE for fs in ctx.captured) or new_trees.keys() != (loaded or {}).keys() \
                     or any(t.deleted or t.dirs_deleted for t in result.trees):
                 live_maps = _map_ids(new_trees)  # a snapshot, a tree or a path came or went: maybe stale copies
                 ctx.maps.prune(live_maps)
                 prune_base_copies(cfg.state_dir, live_maps)
-            if ctx.deltas.remembered:  # a new base copy: drop those no entry can use any more
-                chunks.prune(_chunk_ids(new_trees))
+            if ctx.deltas.remembered and (any(t.deleted for t in result.trees)
+                                          or _replaced_copy(old_trees, ctx.captured, chunks)):
+                chunks.prune(_chunk_ids(new_trees))  # a new base copy, an old one maybe unused: drop those no entry uses
     except BaseException:
         ctx.data.abort()
         raise
@@ -357,9 +360,30 @@ def _chunk_ids(trees: dict[str, TreeCache]) -> set[str]:
             for r in (*f.entry.refs, *f.entry.bases) if r is not None}
 
 
+def _replaced_copy(old_trees: dict[str, TreeCache], captured: list[FileState], chunks: BlobCache) -> bool:
+    """Whether a chunk that the last entry of a path read this time named has a local
+    copy and the path's new entry no longer names it: the one way, besides a path gone,
+    that a copy kept for a later rewrite can become unused in a checkpoint (a copy this
+    checkpoint made is named by the entry it was made for). Only then does a prune need
+    every entry's chunks (a pass over every path of every tree)."""
+    for fs in captured:
+        entry = fs.entry
+        if entry.kind != KIND_FILE:
+            continue
+        for cache in old_trees.values():
+            was = cache.files.get(entry.path)
+            if was is None or was.entry.kind != KIND_FILE:
+                continue
+            now = {r.id for r in (*entry.refs, *entry.bases) if r is not None}
+            if any(r is not None and r.id not in now and chunks.holds(r.id) for r in (*was.entry.refs, *was.entry.bases)):
+                return True
+    return False
+
+
 def _map_ids(trees: dict[str, TreeCache]) -> set[str]:
-    return {r.id for c in trees.values() for f in c.files.values() if f.entry.kind == KIND_SQLITE
-            for r in f.entry.refs}
+    """Every page map a database entry names (only directories that hold one are looked into)."""
+    return {r.id for c in trees.values() for g in c.files.groups.values() if g.flags & HAS_DB
+            for f in g.paths.values() if f.entry.kind == KIND_SQLITE for r in f.entry.refs}
 
 
 class _Committed(msgspec.Struct, frozen=True, kw_only=True):
@@ -437,19 +461,20 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
                       bytes=manifest.added_bytes + len(record))
 
 
-def _update_of(old: TreeCache | None, files: dict[str, FileState], captured: list[FileState]) -> Update | None:
+def _update_of(old: TreeCache | None, files: Files, captured: list[FileState]) -> Update | None:
     """The tree's last index and what changed since, for ``update_index``, found without
     a pass over every path: a path the scan did not read this time holds the very
     ``FileState`` it held (reused, kept or held back), so the paths whose entry differs
     are among those read (``captured``, any tree's: this tree's are the ones its files
-    hold) and those gone. None without a last index to update (a first checkpoint, a
-    re-upload)."""
+    hold) and those gone (looked for only in the directories whose group is not the
+    one the last state held). None without a last index to update (a first checkpoint,
+    a re-upload)."""
     if old is None or old.root is None or not old.files:
         return None
     held = old.files
     differ = [path for fs in captured if files.get(path := fs.entry.path) is fs
               and ((was := held.get(path)) is None or was.entry != fs.entry)]
-    differ += held.keys() - files.keys()
+    differ += files.gone_from(held)
     differ.sort()
     return Update(old.root, differ, lambda path: fs.entry if (fs := files.get(path)) is not None else None)
 
@@ -489,5 +514,6 @@ def _previous_index(old: TreeCache | None, files: dict[str, FileState]) -> Previ
 
 
 def _tree_root(cache: TreeCache) -> TreeRoot:
-    files = [f.entry for f in cache.files.values() if f.entry.kind != KIND_DIR]
-    return TreeRoot(root=cache.root, files=len(files), bytes=sum(e.size for e in files))
+    """The manifest's counts of a tree: its files (no directory) and their bytes, each
+    directory's group's totals added up."""
+    return TreeRoot(root=cache.root, files=cache.files.nfiles, bytes=cache.files.nbytes)

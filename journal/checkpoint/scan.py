@@ -17,6 +17,7 @@ from .capture import capture_item
 from .file_delta import FileDeltas
 from ..config import TreeConfig
 from ..errors import CorruptObject, JournalError, ObjectNotFound, SnapshotFailed, Unstorable, os_error_hint
+from ..local.files import Files, Group
 from ..local.state import FileState, TreeCache
 from ..local.treepath import shown
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE
@@ -24,7 +25,7 @@ from ..repository.pack import PackWriter
 from ..report import Reporter
 from ..local.quiet import DB, DIR, OTHER, Row
 from ..signatures import dir_signature, live_signature, signature
-from ..local.walk import QUIET_ROW, UNREADABLE, Item, Matcher, walk_tree
+from ..local.walk import QUIET_ROW, UNREADABLE, Item, Matcher, same_paths, walk_tree
 
 
 #: ``_capture``'s answer for a path that exists but cannot be read this time.
@@ -70,6 +71,10 @@ class ScanContext(msgspec.Struct, kw_only=True):
     quiet_rows: list[Row] | None = []
     # The last snapshot's rows of the directories it found unchanged, by (tree, absolute path).
     same: dict[tuple[str, str], Row] = {}
+    # The trees' paths as the state the snapshot was written after holds them, by tree
+    # (the state as this run loaded it): a tree whose cache is still that very ``Files``
+    # takes an unchanged directory's group whole (``_same_dirs``).
+    trusted: dict[str, Files] = {}
     # journal's temp directories in the trees that another process uses now (a
     # migrate's): left out of the walk by their exact paths (``tree_tmp.sweep``).
     busy_tmp: set[str] = set()
@@ -80,7 +85,7 @@ class ScanContext(msgspec.Struct, kw_only=True):
         self.reporter.warn(message)
 
 
-def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[TreeResult, dict[str, FileState], bool]:
+def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[TreeResult, Files, bool]:
     """Walk one tree; returns (result, files, changed). ``files is cache.files`` when untouched."""
     tr = TreeResult(name=tree.name)
     if not os.path.isdir(tree.path):
@@ -90,7 +95,9 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         return tr, cache.files, False
     own = frozenset(os.path.basename(p) for p in ctx.busy_tmp if os.path.dirname(p) == tree.path)
     matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite, own)
-    files: dict[str, FileState] = {}
+    files: dict[str, FileState] = {}  # paths read, or taken one by one
+    taken: dict[str, Group] = {}  # directories taken whole as the cache holds them
+    ntaken = 0  # their paths
     skipped: list[tuple[str, str]] = []
     changed = cache.dirty
     reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
@@ -98,9 +105,18 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     listing: list | None = [] if ctx.quiet_rows is not None else None
     unreadable: list[str] = []  # paths that exist but could not be read: they keep their last checkpoint
     held = cache.files
-    for item in walk_tree(tree.path, matcher, skipped, listing, _same_dirs(tree, cache, ctx.same)):
+    same, whole = _same_dirs(tree, cache, ctx.same, ctx.trusted.get(tree.name) is held)
+    for item in walk_tree(tree.path, matcher, skipped, listing, same):
         if item.kind == QUIET_ROW:  # a directory the quiet snapshot found unchanged: its paths as they were
-            paths, quiet_files = item.quiet
+            group = whole.get(item.path)
+            if group is not None:
+                taken[item.path] = group
+                ntaken += group.n
+                walked_files += group.nfiles
+                nondir += group.nfiles
+                reused += group.n
+                continue
+            paths, quiet_files, _ = same_paths(item.path, item.quiet)
             for path in paths:
                 files[path] = held[path]
             walked_files += quiet_files
@@ -142,25 +158,31 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
                 tr.changed += 1
     for path, why in skipped:
         ctx.warn(str(Unstorable(path, why)))
+    # Every cached path is in ``files`` or a taken group unless fewer of them are than
+    # the cache holds. Paths to keep or to look for among the gone: one by one.
+    if taken and (unreadable or len(files) + ntaken - added < len(cache.files)):
+        for group in taken.values():
+            files.update(group.paths)
+        taken, ntaken = {}, 0
     kept, kept_files = _keep_unreadable(cache, files, unreadable)
     reused += kept
     walked_files += kept_files
     nondir += kept_files
-    # Every cached path is in ``files`` unless fewer of them are than the cache holds.
-    if len(files) - added < len(cache.files):
+    if len(files) + ntaken - added < len(cache.files):
         changed = _apply_deletions(tree, cache, files, tr, ctx) or changed
-    if not changed and reused == len(files) == len(cache.files):
-        files = cache.files  # every path reused, none gone: the cache stands as it was
+    if not changed and reused == len(files) + ntaken == len(cache.files):
+        out = cache.files  # every path reused, none gone: the cache stands as it was
         tr.files = walked_files
     else:
+        out = Files.build(taken, files, cache.files)
         tr.files = nondir + tr.kept_deleted  # counted as each path was put in; held ones by ``_hold``
-    tr.directories = len(files) - tr.files
-    rows = None if listing is None or ctx.quiet_rows is None else quiet_rows(tree, listing, files)
+    tr.directories = len(out) - tr.files
+    rows = None if listing is None or ctx.quiet_rows is None else quiet_rows(tree, listing, out)
     if rows is None:
         ctx.quiet_rows = None
     else:
         ctx.quiet_rows.extend(rows)
-    return tr, files, changed
+    return tr, out, changed
 
 
 def warn_unreadable(ctx: ScanContext, full: str, err: OSError) -> None:
@@ -197,12 +219,23 @@ def _under(path: str, roots: set[str]) -> bool:
         path = path[:cut]
 
 
-def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict[tuple[str, str], Row]) -> dict[str, Row]:
-    """This tree's unchanged directories, by relative path: rows this tree's own walk
-    wrote (a directory another tree also walks has that tree's row, with that tree's
-    rules), whose every included name the cache holds with the signature the snapshot
-    compared (always so when the state is the one the snapshot was saved with)."""
-    out = {}
+def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict[tuple[str, str], Row],
+               trusted: bool) -> tuple[dict[str, Row], dict[str, Group]]:
+    """``(rows, whole)``: this tree's unchanged directories, by relative path: rows this
+    tree's own walk wrote (a directory another tree also walks has that tree's row,
+    with that tree's rules), whose every included name the cache holds with the
+    signature the snapshot compared; and of those, the ones whose group the scan takes
+    whole.
+
+    With ``trusted`` (the cache is the one of the state the snapshot was written after,
+    whose rows were made from these very paths), a directory whose group holds as many
+    paths as its row includes is taken whole without a look at its paths (their map
+    stays as the state file's base stored it). Otherwise each included name is looked
+    up (``_cache_holds``; always so when the state is the one the snapshot was saved
+    with)."""
+    out: dict[str, Row] = {}
+    whole: dict[str, Group] = {}
+    groups = cache.files.groups
     root = tree.path
     prefix = root.rstrip(os.sep) + os.sep
     for (name, path), row in same.items():
@@ -212,11 +245,20 @@ def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict[tuple[str, str], R
         if rel_dir is None:
             continue
         try:
-            if _cache_holds(rel_dir, row, cache.files):
+            if trusted and (group := groups.get(rel_dir)) is not None and group.n == _included(row):
+                whole[rel_dir] = group
+                out[rel_dir] = row
+            elif _cache_holds(rel_dir, row, cache.files):
                 out[rel_dir] = row
         except (TypeError, ValueError, IndexError):
             continue  # a row this code cannot read: the directory is walked
-    return out
+    return out, whole
+
+
+def _included(row: Row) -> int:
+    """How many names of a row the tree includes (a file's or link's signature, or a
+    directory's or database's value)."""
+    return len(row.sigs) - row.sigs.count(None) + sum(1 for _i, what, _v in row.others if what != OTHER)
 
 
 def _cache_holds(rel_dir: str, row: Row, files: dict[str, FileState]) -> bool:
@@ -240,7 +282,7 @@ def _cache_holds(rel_dir: str, row: Row, files: dict[str, FileState]) -> bool:
     return True
 
 
-def quiet_rows(tree: TreeConfig, listing: list, files: dict[str, FileState]) -> list[Row] | None:
+def quiet_rows(tree: TreeConfig, listing: list, files: Files) -> list[Row] | None:
     """The quiet snapshot's rows for one walked tree (see ``quiet.unchanged``); None when
     some listed path has no clean signature to compare. A directory taken from the last
     snapshot (``walk_tree``'s ``same``) keeps its row."""

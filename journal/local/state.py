@@ -32,79 +32,119 @@ import msgspec
 
 from ..atomic import write_file_atomic
 from ..errors import LockBusy, StateDirUnusable
-from ..format.model import BlobRef, Entry
+from ..format.model import BlobRef
 from ..localfs import open_regular
 from ..paths import LOCK_FILE, STATE_BASE_DIR, STATE_FILE, TMP_DIR
 from ..signatures import Stamp, file_stamp, stamp
+from .files import FileState, Files, Group, GroupRecord
 
 #: Version 2: entries may name chunk bases (``Entry.bases``). Code that knows only
 #: version 1 would drop them silently and publish delta chunks as whole ones, so it
 #: must refuse a version 2 state (its ``load_state`` does). Version 3: the state file
 #: holds each tree as changes to a base file (``StateFile.base``); code that knows only
 #: version 2 would take the changes for the whole tree, so it must refuse version 3
-#: (its ``load_state`` does). This code reads all three: a version 1 or 2 file is a
-#: state file with no base, its trees whole.
-STATE_VERSION = 3
-READ_STATE_VERSIONS = (1, 2, 3)
+#: (its ``load_state`` does). Version 4: a base holds each tree's paths grouped by
+#: directory (``BaseTree.groups``), which version 3 code cannot read, so a state file
+#: that may name such a base says version 4 (the state file itself is as in version 3).
+#: This code reads all four: a version 1 or 2 file is a state file with no base, its
+#: trees whole; a base says its own version (3: paths in one map per tree).
+STATE_VERSION = 4
+READ_STATE_VERSIONS = (1, 2, 3, 4)
 
 #: A save writes a new base once the changes since the current one reach this part of
 #: the paths (and at least ``COMPACT_MIN`` of them): the state file stays below about a
 #: sixteenth of the base, and a base is written once per that many changed paths.
 COMPACT_PART = 16
 COMPACT_MIN = 512
+#: ... or once they fall in this part of a base's directories (and at least
+#: ``COMPACT_DIRS`` of them): a load makes each such directory's group anew (decodes
+#: its paths), where it takes the others as the base stored them.
+COMPACT_DIR_PART = 8
+COMPACT_DIRS = 16
 #: A base's name: its token, 32 hex digits (``uuid4().hex``).
 _TOKEN = re.compile("[0-9a-f]{32}")
 
 
-class FileState(msgspec.Struct, array_like=True, gc=False):
-    """A path's stat signature when last read (``None``: re-read it) and its entry.
-
-    ``roll``: for a transcript, the checkpointed offset where the next growing capture's
-    rolling re-check starts (``capture.check_prefix``, design §6). A reader that does not
-    know the trailing field ignores it; a state without it reads as 0. Not tracked by the
-    garbage collector (one per path; its fields can form no cycle: ``format/model.py``).
-    Never changed in place once a state holds it: a save finds the paths that differ
-    from the base by identity first (``_changes``), so a new value is a new object."""
-
-    sig: tuple[int, int, int, int] | None
-    entry: Entry
-    roll: int = 0
-
-
-class TreeCache(msgspec.Struct, kw_only=True):
+class _Tree(msgspec.Struct, kw_only=True):
     root: BlobRef | None = None
     pages: dict[str, BlobRef] = {}
     page_keys: dict[str, tuple[int, str]] = {}    # page id -> (level, first path), to find what a new page replaces
     bases: dict[str, BlobRef] = {}                # id of a page stored as a delta -> its base page
-    files: dict[str, FileState] = {}
     dirty: bool = False                 # publish a new index even if no file changed
     reupload: bool = False              # re-read every file and upload fresh blobs (no reuse)
     restored: str | None = None         # why this is not the newest checkpoint's version (said by the next manifest)
 
 
-#: The fields of a ``TreeCache`` that a state file holds as changes to its base: its tables.
-_TABLES = tuple(f.name for f in msgspec.structs.fields(TreeCache) if f.default_factory is dict)
-_SCALARS = tuple(f for f in TreeCache.__struct_fields__ if f not in _TABLES)
+class TreeCache(_Tree, kw_only=True):
+    """One tree as this machine last published or restored it. ``files`` is a ``Files``
+    (path -> ``FileState``, held by directory; ``local/files.py``): a plain mapping given
+    here is grouped. Held in memory only (a state file holds ``TreeDelta``, a base
+    ``BaseTree``)."""
+
+    files: Files = {}
+
+    def __post_init__(self):
+        if not isinstance(self.files, Files):
+            self.files = Files.of(self.files)
 
 
-class TreeDelta(TreeCache, kw_only=True):
+#: The tables of a tree that a state file holds as changes to its base: ``files`` and
+#: the maps of its last index.
+_TABLES = (*(f.name for f in msgspec.structs.fields(_Tree) if f.default_factory is dict), "files")
+_SCALARS = tuple(f for f in _Tree.__struct_fields__ if f not in _TABLES)
+
+
+class TreeDelta(_Tree, kw_only=True):
     """A tree in the state file: its scalars, and its tables as changes to the base's
     (entries set or changed; keys gone). With no base, or a tree the base lacks, the
-    tables are whole: a version 1 or 2 state file reads as this."""
+    tables are whole: a version 1 or 2 state file reads as this, and so does a tree of
+    a version 3 base."""
 
+    files: dict[str, FileState] = {}
     files_gone: list[str] = []
     pages_gone: list[str] = []
     page_keys_gone: list[str] = []
     bases_gone: list[str] = []
 
 
+class BaseTree(msgspec.Struct, kw_only=True):
+    """A tree in a version 4 base: its tables, its paths as one group per directory."""
+
+    pages: dict[str, BlobRef] = {}
+    page_keys: dict[str, tuple[int, str]] = {}
+    bases: dict[str, BlobRef] = {}
+    groups: dict[str, GroupRecord] = {}
+
+
 class StateBase(msgspec.Struct, kw_only=True):
     """A base file, ``state-base/<token>``: every tree's tables at one save. The token is
-    also its name, so a state file names exactly the base it was written against."""
+    also its name, so a state file names exactly the base it was written against.
+    ``trees`` is the encoded map of trees, read by ``version``: 4, ``BaseTree``s; 3, the
+    trees whole (``TreeDelta`` without changes). In memory a base is a ``Base``."""
 
     version: int = STATE_VERSION
     token: str
+    trees: msgspec.Raw
+
+
+class _BaseOut(msgspec.Struct, kw_only=True):
+    """A ``StateBase`` as a save encodes it (the same fields: its trees encoded in place)."""
+
+    version: int = STATE_VERSION
+    token: str
+    trees: dict[str, BaseTree]
+
+
+class Base(msgspec.Struct, kw_only=True):
+    """A base in memory: its token, and every tree as a ``TreeCache`` of its tables (the
+    groups of its ``files`` shared with the states merged from it: never changed)."""
+
+    token: str
     trees: dict[str, TreeCache] = {}
+
+
+_decode_v4 = msgspec.msgpack.Decoder(dict[str, BaseTree]).decode
+_decode_v3 = msgspec.msgpack.Decoder(dict[str, TreeDelta]).decode
 
 
 class LocalState(msgspec.Struct, kw_only=True):
@@ -145,7 +185,7 @@ def new_state(store_id: str) -> LocalState:
 # With the base goes its SHA-256 (the next save's state file names it), and the trees as
 # the last save of this process wrote them (None after a read): ``save_state(...,
 # trees_as_saved=True)`` writes them again.
-_memo: dict[str, tuple[Stamp, LocalState, StateBase | None, str | None, dict | None]] = {}
+_memo: dict[str, tuple[Stamp, LocalState, Base | None, str | None, dict | None]] = {}
 
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
@@ -204,7 +244,7 @@ def _scalars(top: StateFile) -> LocalState:
                       pending_seq=top.pending_seq, pending=top.pending)
 
 
-def _read_base(state_dir: str, name: str, digest: str | None) -> StateBase | None:
+def _read_base(state_dir: str, name: str, digest: str | None) -> Base | None:
     """The base ``name``, when it is a regular file (never through a symlink, never
     blocking on a FIFO put there) whose bytes have the SHA-256 ``digest`` the state
     file names (a long-lived cache: a flipped bit that still decodes must not be taken
@@ -219,18 +259,40 @@ def _read_base(state_dir: str, name: str, digest: str | None) -> StateBase | Non
             data = fh.read()
         if hashlib.sha256(data).hexdigest() != digest:
             return None
-        base = msgspec.msgpack.decode(data, type=StateBase)
+        stored = msgspec.msgpack.decode(data, type=StateBase)
+        if stored.token != name:
+            return None
+        if stored.version == 4:
+            return Base(token=name, trees={
+                tree: TreeCache(pages=t.pages, page_keys=t.page_keys, bases=t.bases,
+                                files=Files({d: Group.stored(r) for d, r in t.groups.items()}))
+                for tree, t in _decode_v4(stored.trees).items()})
+        if stored.version in READ_STATE_VERSIONS:
+            return Base(token=name, trees={
+                tree: TreeCache(pages=t.pages, page_keys=t.page_keys, bases=t.bases, files=t.files)
+                for tree, t in _decode_v3(stored.trees).items()})
     except (OSError, msgspec.DecodeError):
         return None
-    return base if base.token == name and base.version in READ_STATE_VERSIONS else None
+    return None
 
 
-def _merged(top: StateFile, base: StateBase | None) -> LocalState:
-    """The state a state file and its base hold together. Every table is a new dict (the
-    base's are never changed: the next save compares with them)."""
-    def merge(table: str, changes: dict, held: dict | None, delta: TreeDelta) -> dict:
+def _encode_base(base: Base) -> bytes:
+    """A base's bytes (version 4): each group as it was read, or encoded now."""
+    trees = {name: BaseTree(pages=t.pages, page_keys=t.page_keys, bases=t.bases,
+                            groups={d: g.record() for d, g in t.files.groups.items()})
+             for name, t in base.trees.items()}
+    return msgspec.msgpack.encode(_BaseOut(token=base.token, trees=trees))
+
+
+def _merged(top: StateFile, base: Base | None) -> LocalState:
+    """The state a state file and its base hold together. Every table is a new dict or
+    ``Files`` (the base's are never changed: the next save compares with them); the
+    groups of directories with no change are the base's own."""
+    def merge(table: str, changes: dict, held, delta: TreeDelta) -> dict:
         if held is None:
             return {table: changes}
+        if table == "files":
+            return {table: held.changed(changes, delta.files_gone)}
         merged = dict(held)
         for key in getattr(delta, f"{table}_gone"):
             merged.pop(key, None)
@@ -278,7 +340,7 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
     os.makedirs(state_dir, exist_ok=True)
     path = os.path.join(state_dir, STATE_FILE)
     tmp_dir = os.path.join(state_dir, TMP_DIR)
-    state.version = STATE_VERSION   # a version 1 or 2 state read here is written back as version 3
+    state.version = STATE_VERSION   # a state of an earlier version read here is written back as this one
     memo = _memo.get(path)
     base, digest, written = memo[2:] if memo is not None and memo[0] == file_stamp(path) else (None, None, None)
     if base is not None and not _base_in_place(state_dir, base.token):
@@ -287,17 +349,19 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
     if trees_as_saved and written is not None and memo[1] is state:
         trees = written  # no tree changed since that save: the same changes to the same base
     else:
-        trees, changed = _deltas(state.trees, base)
-        if changed >= max(COMPACT_MIN, sum(len(cache.files) for cache in state.trees.values()) // COMPACT_PART):
-            fresh = StateBase(token=uuid.uuid4().hex, trees={
-                name: TreeCache(**{table: dict(getattr(cache, table)) for table in _TABLES})  # copies: kept as they are
+        trees, changed, dirs = _deltas(state.trees, base)
+        if (changed >= max(COMPACT_MIN, sum(len(cache.files) for cache in state.trees.values()) // COMPACT_PART)
+                or dirs >= max(COMPACT_DIRS, sum(len(c.files.groups) for c in state.trees.values()) // COMPACT_DIR_PART)):
+            fresh = Base(token=uuid.uuid4().hex, trees={  # copies of the maps; a ``Files`` is never changed
+                name: TreeCache(pages=dict(cache.pages), page_keys=dict(cache.page_keys), bases=dict(cache.bases),
+                                files=cache.files)
                 for name, cache in state.trees.items()})
             # ``state-base/`` made here is durable with the state file: its publish fsyncs this directory.
             os.makedirs(os.path.join(state_dir, STATE_BASE_DIR), exist_ok=True)
-            data = msgspec.msgpack.encode(fresh)
+            data = _encode_base(fresh)
             write_file_atomic(os.path.join(state_dir, STATE_BASE_DIR, fresh.token), data, tmp_dir)
             base, digest = fresh, hashlib.sha256(data).hexdigest()
-            trees, _ = _deltas(state.trees, base)
+            trees = _deltas(state.trees, base)[0]
     top = StateFile(**{f: getattr(state, f) for f in state.__struct_fields__ if f != "trees"},
                     trees=trees, base=base.token if base is not None else None,
                     base_sha256=digest if base is not None else None)
@@ -321,19 +385,30 @@ def _base_in_place(state_dir: str, token: str) -> bool:
         return False
 
 
-def _deltas(trees: dict[str, TreeCache], base: StateBase | None) -> tuple[dict[str, TreeDelta], int]:
-    """Each tree as changes to ``base``, and how many entries and keys they name."""
-    def delta(table: str, now: dict, held: dict | None, _cache: TreeCache) -> dict:
+def _deltas(trees: dict[str, TreeCache], base: Base | None) -> tuple[dict[str, TreeDelta], int, int]:
+    """Each tree as changes to ``base``; how many entries and keys they name; how many
+    directories their paths fall in (a tree the base lacks: all of its own)."""
+    changed = dirs = 0
+
+    def delta(table: str, now, held, _cache: TreeCache) -> dict:
+        nonlocal changed, dirs
         if held is None:
-            return {table: now}
-        set_, gone = _changes(held, now)
+            whole = dict(now.items()) if table == "files" else now
+            changed += len(whole)
+            dirs += len(now.groups) if table == "files" else 0
+            return {table: whole}
+        if table == "files":
+            set_, gone, moved = now.diff(held)
+            dirs += moved
+        else:
+            set_, gone = _changes(held, now)
+        changed += len(set_) + len(gone)
         return {table: set_, f"{table}_gone": gone}
 
-    out = _per_table(trees, base, TreeDelta, delta)
-    return out, sum(len(getattr(d, f)) + len(getattr(d, f"{f}_gone")) for d in out.values() for f in _TABLES)
+    return _per_table(trees, base, TreeDelta, delta), changed, dirs
 
 
-def _per_table(trees: dict, base: StateBase | None, make, per_table) -> dict:
+def _per_table(trees: dict, base: Base | None, make, per_table) -> dict:
     """``{name: make(**fields)}`` for each tree of ``trees``: its scalars, and for each
     table what ``per_table(table, its value, the base's (None: the base lacks the tree),
     the tree)`` returns."""

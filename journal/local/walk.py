@@ -18,7 +18,7 @@ class Item(NamedTuple):
     path: str               # relative, "/"-separated
     kind: str               # "file" | "symlink" | "dir" | "sqlite" | QUIET_ROW | UNREADABLE
     stat: os.stat_result | None
-    quiet: tuple[list[str], int] | None = None  # QUIET_ROW: the paths it includes, how many are no directory
+    quiet: Row | None = None  # QUIET_ROW: the directory's row (``same_paths`` tells its paths)
     error: OSError | None = None  # UNREADABLE: why
 
 
@@ -107,20 +107,20 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
 
     ``same`` maps a directory's relative path to its quiet snapshot row when the
     snapshot found it unchanged this tick (``quiet.same_rows``): such a directory is not
-    listed again; it is one ``QUIET_ROW`` item whose ``quiet`` holds the paths it
-    includes (``same_paths``; no item per name: 20,000 of them on a large one-change
-    tick), and ``listing`` gets ``(rel_dir, row)``.
+    listed again; it is one ``QUIET_ROW`` item whose ``quiet`` is the row (no item per
+    name: 20,000 of them on a large one-change tick; ``same_paths`` tells the paths it
+    includes), and ``listing`` gets ``(rel_dir, row)``.
     """
     stack = [""]
     while stack:
         rel_dir = stack.pop()
         row = same.get(rel_dir) if same else None
         if row is not None:
-            paths, files, subdirs = same_paths(rel_dir, row)
-            yield Item(rel_dir, QUIET_ROW, None, quiet=(paths, files))
+            yield Item(rel_dir, QUIET_ROW, None, quiet=row)
             if listing is not None:
                 listing.append((rel_dir, row))
-            stack.extend(reversed(subdirs))
+            prefix = f"{rel_dir}/" if rel_dir else ""
+            stack.extend(reversed([prefix + row.names[i] for i, what, _value in row.others if what == DIR_ROW]))
             continue
         try:
             with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:

@@ -88,6 +88,10 @@ class BlobCache:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return False, None
 
+    def holds(self, blob_id: str) -> bool:
+        """Whether a copy of ``blob_id`` is kept here (not read, not checked)."""
+        return os.path.lexists(os.path.join(self.dir, blob_id))
+
     def prune(self, keep: set[str]) -> None:
         """Drop cached blobs not in ``keep`` nor the base of one in it."""
         try:
