@@ -209,3 +209,43 @@ def test_the_local_state_is_version_4_and_a_version_1_state_is_read_and_upgraded
     raw["version"] = 5   # a newer one is refused
     live.state_file.write_bytes(msgspec.msgpack.encode(raw))
     assert load_state(state_dir, store_id) is None
+
+
+def test_a_base_copy_no_entry_names_any_more_is_removed_and_a_shared_one_kept(gemini, monkeypatch):
+    """Each rewrite stored whole keeps a local copy of its chunk (a future base). A
+    rewrite stored as a delta names its base and keeps every copy, with no pass over
+    the tree's entries; a rewrite stored whole again (new content) drops the copy its
+    last version named, unless another file still names that chunk (a file with the
+    same bytes); a file gone drops the copy only it named."""
+    from journal.checkpoint import run as run_mod
+
+    live, path = gemini
+    chunks = live.local / ".journal" / "chunks"
+    rewrite(path, logs(201))  # stored whole: the first copy
+    live.checkpoint()
+    first = live.entries(TREE)[NAME].refs[0].id
+    assert sorted(os.listdir(chunks)) == [first]
+    passes = []
+    real = run_mod._chunk_ids
+    monkeypatch.setattr(run_mod, "_chunk_ids", lambda trees: passes.append(1) or real(trees))
+    rewrite(path, logs(202))  # a delta of the copy: nothing new kept, no pass
+    live.checkpoint()
+    assert live.entries(TREE)[NAME].bases[0].id == first and os.listdir(chunks) == [first] and not passes
+
+    twin = path.parent / "twin.json"
+    rewrite(twin, logs(201))  # another file with the first version's bytes: its chunk is the copy's
+    live.checkpoint()
+    assert live.entries(TREE)["twin.json"].refs[0].id == first
+    rewrite(path, b"something else entirely, " * 200)  # stored whole: a new copy
+    live.checkpoint()
+    second = live.entries(TREE)[NAME].refs[0].id
+    assert sorted(os.listdir(chunks)) == sorted([first, second]) and passes  # the twin still names the first
+
+    rewrite(twin, b"the twin changed too " * 300)  # twin's rewrite stored whole: the first copy unused now
+    live.checkpoint()
+    third = live.entries(TREE)["twin.json"].refs[0].id
+    assert sorted(os.listdir(chunks)) == sorted([second, third])
+    os.unlink(twin)
+    rewrite(path, b"and again something else " * 250)
+    live.checkpoint()
+    assert sorted(os.listdir(chunks)) == [live.entries(TREE)[NAME].refs[0].id]
