@@ -513,11 +513,11 @@ def test_a_row_that_does_not_match_the_cache_exactly_is_walked():
     a hostile or older writer left) means walking it."""
     from journal.checkpoint.scan import _cache_holds
     from journal.format.model import Entry
-    from journal.local.state import FileState
+    from journal.local.state import FileState, Files
 
     sig = (5, 10, 7, 0o100644)
-    files = {"d/a.jsonl": FileState(sig, Entry(path="d/a.jsonl", kind="jsonl", mode=0o644)),
-             "d/state.db": FileState(None, Entry(path="d/state.db", kind="sqlite", mode=0o644))}
+    files = Files.of({"d/a.jsonl": FileState(sig, Entry(path="d/a.jsonl", kind="jsonl", mode=0o644)),
+                      "d/state.db": FileState(None, Entry(path="d/state.db", kind="sqlite", mode=0o644))})
     assert _cache_holds("d", quiet.Row("/x/d", ["a.jsonl"], [sig], [], "t"), files)
     assert not _cache_holds("d", quiet.Row("/x/d", ["a.jsonl", "b"], [sig], [], "t"), files)  # a name unsigned
     assert not _cache_holds("d", quiet.Row("/x/d", ["a.jsonl"], [list(sig)], [], "t"), files)  # not a tuple

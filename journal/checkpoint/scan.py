@@ -105,6 +105,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     listing: list | None = [] if ctx.quiet_rows is not None else None
     unreadable: list[str] = []  # paths that exist but could not be read: they keep their last checkpoint
     held = cache.files
+    in_dir, here = None, {}  # the cached paths of the directory the walk is in (looked up on its first name)
     same, whole = _same_dirs(tree, cache, ctx.same, ctx.trusted.get(tree.name) is held)
     for item in walk_tree(tree.path, matcher, skipped, listing, same):
         if item.kind == QUIET_ROW:  # a directory the quiet snapshot found unchanged: its paths as they were
@@ -133,7 +134,10 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
             listing = None  # not read cleanly: no quiet snapshot this time
             continue
         walked_files += item.kind != KIND_DIR
-        prev = cache.files.get(item.path)
+        parent = item.path.rpartition("/")[0]
+        if parent != in_dir:  # the walk yields a directory's names together
+            in_dir, here = parent, held.in_dir(parent)
+        prev = here.get(item.path)
         if prev is not None and prev.sig is not None and prev.sig == sig:
             files[item.path] = prev
             nondir += prev.entry.kind != KIND_DIR
@@ -261,7 +265,7 @@ def _included(row: Row) -> int:
     return len(row.sigs) - row.sigs.count(None) + sum(1 for _i, what, _v in row.others if what != OTHER)
 
 
-def _cache_holds(rel_dir: str, row: Row, files: dict[str, FileState]) -> bool:
+def _cache_holds(rel_dir: str, row: Row, files: Files) -> bool:
     """Whether ``files`` holds every name the row includes (``same_paths``) with exactly
     the row's signature: a file's or link's in ``sigs``, a directory's or database's
     in ``others``. Compared in place, without an item per name (a row per directory
@@ -269,7 +273,7 @@ def _cache_holds(rel_dir: str, row: Row, files: dict[str, FileState]) -> bool:
     state's are decoded as tuples, a row's are written and read as tuples); a value of
     another type is no match, and the directory is walked."""
     prefix = f"{rel_dir}/" if rel_dir else ""
-    get = files.get
+    get = files.in_dir(rel_dir).get
     names = row.names
     if len(row.sigs) != len(names):
         return False
@@ -293,10 +297,11 @@ def quiet_rows(tree: TreeConfig, listing: list, files: Files) -> list[Row] | Non
             rows.append(seen)
             continue
         names, sigs, others = [], [], []
+        get = files.in_dir(rel_dir).get
         for name, st, walked in seen:
             if st is None:
                 return None
-            fs = files.get(f"{rel_dir}/{name}" if rel_dir else name) if walked else None
+            fs = get(f"{rel_dir}/{name}" if rel_dir else name) if walked else None
             if walked and (fs is None or fs.sig is None):
                 return None
             kind = fs.entry.kind if fs is not None else None

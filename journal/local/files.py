@@ -41,6 +41,7 @@ class FileState(msgspec.Struct, array_like=True, gc=False):
 HAS_DB = 1
 
 _ABSENT = object()
+_NONE: dict = {}
 _decode = msgspec.msgpack.Decoder(dict[str, FileState]).decode
 _encode = msgspec.msgpack.Encoder().encode
 
@@ -217,6 +218,12 @@ class Files(Mapping):
         if group is None:
             raise KeyError(path)
         return group.paths[path]
+
+    def in_dir(self, d: str) -> dict[str, FileState]:
+        """The paths held in directory ``d`` (``parent`` of each), by full path: the
+        one lookup a pass over a directory's names makes (never to be changed)."""
+        group = self.groups.get(d)
+        return group.paths if group is not None else _NONE
 
     def get(self, path: str, default=None):
         group = self.groups.get(parent(path))
