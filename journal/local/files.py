@@ -103,7 +103,8 @@ class Group:
 
     def record(self) -> GroupRecord:
         """The group as a base stores it: the bytes it was read as, or its map encoded now."""
-        raw = self.raw if self._paths is None else msgspec.Raw(_encode(self._paths))
+        raw = (self.raw if isinstance(self.raw, msgspec.Raw) else msgspec.Raw(self.raw)) if self._paths is None \
+            else msgspec.Raw(_encode(self._paths))
         return GroupRecord(self.n, self.nfiles, self.nbytes, self.flags, raw)
 
 
