@@ -249,3 +249,27 @@ def test_a_base_copy_no_entry_names_any_more_is_removed_and_a_shared_one_kept(ge
     rewrite(path, b"and again something else " * 250)
     live.checkpoint()
     assert sorted(os.listdir(chunks)) == [live.entries(TREE)[NAME].refs[0].id]
+
+
+def test_a_base_copy_of_a_file_that_became_a_directory_is_removed(gemini):
+    """A rewritten file with a local base copy replaced by a directory: the first
+    checkpoint after that which keeps a new copy drops the old one (no entry names it)."""
+    live, path = gemini
+    chunks = live.local / ".journal" / "chunks"
+    other = path.parent / "other.json"
+    rewrite(path, logs(201))
+    rewrite(other, b"x" * 3000)
+    live.checkpoint()
+    rewrite(other, b"y" * 3100)
+    live.checkpoint()
+    first = live.entries(TREE)[NAME].refs[0].id
+    assert first in os.listdir(chunks)
+    third = path.parent / "third.json"
+    rewrite(third, b"t" * 2000)
+    live.checkpoint()
+    os.unlink(path)
+    os.mkdir(path)                 # logs.json becomes a directory
+    rewrite(third, b"u" * 2100)    # a rewrite stored whole: a new copy, none of its own replaced
+    live.checkpoint()
+    assert live.entries(TREE)[NAME].kind == "dir"
+    assert first not in os.listdir(chunks)

@@ -123,7 +123,8 @@ def test_a_one_change_tick_read_from_disk_decodes_only_the_changed_directory(bar
     dropped): the quiet snapshot finds 19 directories unchanged, and the checkpoint takes
     their groups as the base stored them, decoding the paths of the one directory that
     changed only (and, once a tick's state file names changes in it, that one again at
-    load). The result is the same tree as a full walk's: it restores and verifies."""
+    load); a deletion, the directory it was in and its parent. The result is the same
+    tree as a full walk's: it verifies."""
     from journal.local import files as files_mod
     from journal.local import quiet as quiet_mod
     from journal.verify import verify
@@ -145,9 +146,20 @@ def test_a_one_change_tick_read_from_disk_decodes_only_the_changed_directory(bar
         assert {parent for got in decoded for parent in {p.rpartition("/")[0] for p in got}} <= {
             f"projects/d{n}" for n in (3, d)}, tick
         assert len(decoded) <= 2, (tick, len(decoded))
+    # a deletion: the directory it was in and its parent (whose row holds that directory's
+    # signature) are walked; the gone path is looked for there, not in every directory
+    os.unlink(live.local / TREE / "projects/d5/f0005.json")
+    forget_state(str(live.state_dir))
+    quiet_mod._memo.clear()
+    decoded.clear()
+    result = live.checkpoint()
+    assert sum(t.deleted for t in result.trees) == 1
+    assert {p.rpartition("/")[0] for got in decoded for p in got} <= {"projects/d5", "projects", "projects/d3",
+                                                                        "projects/d11"}
     forget_state(str(live.state_dir))
     cache = load_state(str(live.state_dir), live.repo().store_id).trees["claude"]
-    assert len(cache.files) == 600 + 21 and cache.files.nfiles == 600 and verify(live.repo(), full=True).ok
+    assert len(cache.files) == 599 + 21 and cache.files.nfiles == 599 and verify(live.repo(), full=True).ok
+    assert "projects/d5/f0005.json" not in cache.files
 
 
 def test_a_state_reads_back_as_saved_through_changes_gone_paths_trees_and_new_bases(tmp_path):
@@ -286,23 +298,38 @@ def test_a_version_3_state_and_its_base_are_read_and_changed_on_top_until_a_new_
     assert reread(str(state_dir)) == state
 
 
-def test_a_save_writes_a_new_base_once_its_changes_fall_in_many_directories(tmp_path):
-    """One path changed in each of many directories is few paths but makes a load build
-    each of those directories' groups anew: once they are an eighth of the base's
-    directories (and at least 16), the save writes a new base. A change that stays in
-    one directory, however large that directory, never does by this rule."""
+def test_a_save_writes_a_new_base_once_directories_changed_before_hold_half_the_paths(tmp_path):
+    """A load decodes the group of every directory with changes since the base. One new
+    path in another directory at each save: once the directories changed by earlier
+    saves (not this one) hold half the paths, the save writes a new base. Directories
+    that every save changes again never count (a new base would not spare the next
+    load their groups), however many paths they hold: a flat tree of one directory, or
+    the same sixty directories at every save, writes no base by this rule."""
     state_dir = str(tmp_path / "state")
-    files = {f"d{i:03}/p{j}": file_state(f"d{i:03}/p{j}", j) for i in range(200) for j in range(5)}
+    files = {f"d{i:03}/p{j:02}": file_state(f"d{i:03}/p{j:02}", j) for i in range(100) for j in range(40)}
     state = LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": TreeCache(files=files)})
     save_state(state_dir, state)
     (first,) = bases(state_dir)
-    for n in range(1, 30):
+    n = 0
+    while bases(state_dir) == [first]:
+        n += 1
+        assert n <= 60, "no new base"
         state.trees["a"] = TreeCache(files=state.trees["a"].files.changed({f"d{n:03}/new": file_state("x", n)}))
         save_state(state_dir, state)
-        if n < 25:
-            assert bases(state_dir) == [first], n
-    assert bases(state_dir) != [first] and len(bases(state_dir)) == 1
-    assert reread(state_dir) == state
+    assert 50 <= n <= 52, n   # 2,000 of the 4,000 paths in directories changed before this save
+    assert len(bases(state_dir)) == 1 and reread(state_dir) == state
+
+    forget_state(state_dir)
+    state = reread(state_dir)   # a process that read it: the same rule from the state file's changes
+    (second,) = bases(state_dir)
+    for tick in range(80):
+        changes = {f"d{d:03}/p00": file_state(f"d{d:03}/p00", 1000 * tick + d) for d in range(60)}
+        state.trees["a"] = TreeCache(files=state.trees["a"].files.changed(changes))
+        save_state(state_dir, state)
+        if tick % 20 == 0:
+            forget_state(state_dir)
+            state = reread(state_dir)
+    assert bases(state_dir) == [second]
 
     flat = {f"p{j:05}": file_state(f"p{j:05}", j) for j in range(3000)}
     state = LocalState(store_id="s" * 64, writer="w" * 32, trees={"a": TreeCache(files=flat)})

@@ -36,7 +36,7 @@ class FileDeltas:
     def __init__(self, writer: PackWriter, cache: BlobCache):
         self.writer = writer
         self.cache = cache
-        self.remembered = False    # a whole chunk was kept as a future base this checkpoint
+        self.remembered: list[str] = []   # whole chunks kept as future bases this checkpoint
 
     def chunk(self, data: bytes, base: BlobRef | None) -> tuple[BlobRef, BlobRef | None]:
         """Store one changed chunk of a rewritten file; ``base`` is the whole chunk at
@@ -50,5 +50,5 @@ class FileDeltas:
             if delta_pays(delta, whole, named=0):
                 return self.writer.add_record(rid, delta, len(data)), base
         self.cache.remember(rid, data)
-        self.remembered = True
+        self.remembered.append(rid)
         return self.writer.add_record(rid, whole, len(data)), None

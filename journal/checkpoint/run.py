@@ -340,7 +340,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
                 ctx.maps.prune(live_maps)
                 prune_base_copies(cfg.state_dir, live_maps)
             if ctx.deltas.remembered and (any(t.deleted for t in result.trees)
-                                          or _replaced_copy(old_trees, ctx.captured, chunks)):
+                                          or _copy_maybe_unused(old_trees, ctx, chunks)):
                 chunks.prune(_chunk_ids(new_trees))  # a new base copy, an old one maybe unused: drop those no entry uses
     except BaseException:
         ctx.data.abort()
@@ -360,22 +360,25 @@ def _chunk_ids(trees: dict[str, TreeCache]) -> set[str]:
             for r in (*f.entry.refs, *f.entry.bases) if r is not None}
 
 
-def _replaced_copy(old_trees: dict[str, TreeCache], captured: list[FileState], chunks: BlobCache) -> bool:
-    """Whether a chunk that the last entry of a path read this time named has a local
-    copy and the path's new entry no longer names it: the one way, besides a path gone,
-    that a copy kept for a later rewrite can become unused in a checkpoint (a copy this
-    checkpoint made is named by the entry it was made for). Only then does a prune need
-    every entry's chunks (a pass over every path of every tree)."""
-    for fs in captured:
-        entry = fs.entry
-        if entry.kind != KIND_FILE:
-            continue
+def _copy_maybe_unused(old_trees: dict[str, TreeCache], ctx: ScanContext, chunks: BlobCache) -> bool:
+    """Whether a local chunk copy may have become unused in this checkpoint, besides a
+    path gone: a copy made now that no entry read now names (its capture was given up),
+    or a chunk that the last entry of a path read now named (a file's, whatever the
+    path is now) has a copy and the path's new entry no longer names it. A copy made
+    now for an entry it names, and every copy no read path named, stay named as they
+    were. Only then does a prune need every entry's chunks (a pass over every path of
+    every tree)."""
+    named = {r.id for fs in ctx.captured for r in (*fs.entry.refs, *fs.entry.bases) if r is not None}
+    if any(rid not in named for rid in ctx.deltas.remembered):
+        return True
+    for fs in ctx.captured:
+        path = fs.entry.path
         for cache in old_trees.values():
-            was = cache.files.get(entry.path)
+            was = cache.files.get(path)
             if was is None or was.entry.kind != KIND_FILE:
                 continue
-            now = {r.id for r in (*entry.refs, *entry.bases) if r is not None}
-            if any(r is not None and r.id not in now and chunks.holds(r.id) for r in (*was.entry.refs, *was.entry.bases)):
+            if any(r is not None and r.id not in named and chunks.holds(r.id)
+                   for r in (*was.entry.refs, *was.entry.bases)):
                 return True
     return False
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
+from collections.abc import Iterable, Iterator
+from itertools import chain
 
 import msgspec
 
@@ -162,18 +164,14 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
                 tr.changed += 1
     for path, why in skipped:
         ctx.warn(str(Unstorable(path, why)))
-    # Every cached path is in ``files`` or a taken group unless fewer of them are than
-    # the cache holds. Paths to keep or to look for among the gone: one by one.
-    if taken and (unreadable or len(files) + ntaken - added < len(cache.files)):
-        for group in taken.values():
-            files.update(group.paths)
-        taken, ntaken = {}, 0
-    kept, kept_files = _keep_unreadable(cache, files, unreadable)
+    kept, kept_files = _keep_unreadable(cache, taken, files, unreadable)
     reused += kept
     walked_files += kept_files
     nondir += kept_files
+    # Every cached path is in ``files`` or a taken group unless fewer of them are than
+    # the cache holds; the gone ones are looked for outside the taken groups only.
     if len(files) + ntaken - added < len(cache.files):
-        changed = _apply_deletions(tree, cache, files, tr, ctx) or changed
+        changed = _apply_deletions(tree, cache, taken, files, tr, ctx) or changed
     if not changed and reused == len(files) + ntaken == len(cache.files):
         out = cache.files  # every path reused, none gone: the cache stands as it was
         tr.files = walked_files
@@ -195,14 +193,23 @@ def warn_unreadable(ctx: ScanContext, full: str, err: OSError) -> None:
              f"{os_error_hint(err, full)}")
 
 
-def _keep_unreadable(cache: TreeCache, files: dict[str, FileState], unreadable: list[str]) -> tuple[int, int]:
+def _outside(cache: TreeCache, taken: dict[str, Group]) -> Iterator[tuple[str, FileState]]:
+    """The cached paths outside the directories the scan took whole (those hold every
+    path they held: none of theirs is gone or unreadable)."""
+    for d, group in cache.files.groups.items():
+        if d not in taken:
+            yield from group.paths.items()
+
+
+def _keep_unreadable(cache: TreeCache, taken: dict[str, Group], files: dict[str, FileState],
+                     unreadable: list[str]) -> tuple[int, int]:
     """Every cached path at or under an unreadable one that the walk did not see keeps
     its last checkpoint (it is not deleted). Returns (paths kept, files among them)."""
     if not unreadable:
         return 0, 0
     roots = set(unreadable)
     kept = kept_files = 0
-    for path, fs in cache.files.items():
+    for path, fs in _outside(cache, taken):
         if path not in files and _under(path, roots):
             files[path] = fs
             kept += 1
@@ -359,17 +366,18 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
         return None
 
 
-def _apply_deletions(tree: TreeConfig, cache: TreeCache, files: dict[str, FileState], tr: TreeResult,
-                     ctx: ScanContext) -> bool:
+def _apply_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group], files: dict[str, FileState],
+                     tr: TreeResult, ctx: ScanContext) -> bool:
     """Drop vanished paths, unless a deletion guard keeps them (``--allow-deletions``
     lifts both): the mass-deletion guard keeps every vanished path when most of a tree's
     files are gone; the transcript guard keeps each vanished transcript that held more
     than ``TRANSCRIPT_GUARD_BYTES``, whatever the share, unless it was renamed within the
-    tree. True when anything was dropped."""
-    gone = [p for p in cache.files if p not in files]
+    tree. True when anything was dropped. Only the directories not ``taken`` whole are
+    looked into (the totals of the others are their groups')."""
+    gone = [p for p, _ in _outside(cache, taken) if p not in files]
     if not gone:
         return False
-    live_before = sum(1 for f in cache.files.values() if f.entry.kind != KIND_DIR)
+    live_before = cache.files.nfiles
     dropped = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
     if not ctx.allow_deletions and dropped and (dropped > live_before * DELETION_GUARD or dropped == live_before):
         ctx.warn(f"checkpoint: tree {tree.name}: {dropped} of {live_before} files vanished from "
@@ -379,7 +387,7 @@ def _apply_deletions(tree: TreeConfig, cache: TreeCache, files: dict[str, FileSt
     held = [] if ctx.allow_deletions else [
         p for p in gone if cache.files[p].entry.kind == KIND_JSONL and cache.files[p].entry.size > TRANSCRIPT_GUARD_BYTES]
     if held:
-        held = _not_renamed(held, cache, files)
+        held = _not_renamed(held, cache, chain(files.values(), *(g.paths.values() for g in taken.values())))
     if held:
         history = sum(cache.files[p].entry.size for p in held)
         ctx.warn(f"checkpoint: tree {tree.name}: {len(held)} transcript(s) with {history:,} bytes of history "
@@ -395,10 +403,11 @@ def _apply_deletions(tree: TreeConfig, cache: TreeCache, files: dict[str, FileSt
     return True
 
 
-def _not_renamed(paths: list[str], cache: TreeCache, files: dict[str, FileState]) -> list[str]:
+def _not_renamed(paths: list[str], cache: TreeCache, now: Iterable[FileState]) -> list[str]:
     """Of vanished ``paths``, those whose file is not in the tree under another name now
-    (a rename keeps the inode, and the file keeps at least its bytes)."""
-    present = {fs.sig[2]: fs.sig[0] for fs in files.values() if fs.sig is not None and fs.entry.kind != KIND_DIR}
+    (``now``: every path's state; a rename keeps the inode, and the file keeps at least
+    its bytes)."""
+    present = {fs.sig[2]: fs.sig[0] for fs in now if fs.sig is not None and fs.entry.kind != KIND_DIR}
     out = []
     for p in paths:
         sig = cache.files[p].sig

@@ -177,14 +177,14 @@ class Files(Mapping):
         """These paths with ``set_`` set and ``gone`` taken out (a state file's changes)."""
         return Files(_regroup(dict(self.groups), set_, gone))
 
-    def diff(self, old: "Files") -> tuple[dict[str, FileState], list[str], int]:
+    def diff(self, old: "Files") -> tuple[dict[str, FileState], list[str], list[str]]:
         """``(set, gone, dirs)``: the paths whose value is not ``old``'s (the same object
-        first, an equal one then), the paths of ``old`` these lack, and how many
-        directories they fall in (whose groups merging the changes back onto ``old``
-        makes anew). Groups that are the very objects ``old`` holds are not looked into."""
+        first, an equal one then), the paths of ``old`` these lack, and the directories
+        they fall in (whose groups merging the changes back onto ``old`` makes anew).
+        Groups that are the very objects ``old`` holds are not looked into."""
         set_: dict[str, FileState] = {}
         gone: list[str] = []
-        dirs = 0
+        dirs: list[str] = []
         held = old.groups
         for d, group in self.groups.items():
             was = held.get(d)
@@ -192,7 +192,7 @@ class Files(Mapping):
                 continue
             if was is None:
                 set_.update(group.paths)
-                dirs += 1
+                dirs.append(d)
                 continue
             now, get = group.paths, was.paths.get
             changed = {k: v for k, v in now.items() if (w := get(k, _ABSENT)) is not v and w != v}
@@ -200,11 +200,11 @@ class Files(Mapping):
             if changed or lost:
                 set_.update(changed)
                 gone += lost
-                dirs += 1
+                dirs.append(d)
         for d, was in held.items():
             if d not in self.groups:
                 gone += was.paths
-                dirs += 1
+                dirs.append(d)
         return set_, gone, dirs
 
     def gone_from(self, old: "Files") -> list[str]:

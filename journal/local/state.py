@@ -56,11 +56,12 @@ READ_STATE_VERSIONS = (1, 2, 3, 4)
 #: sixteenth of the base, and a base is written once per that many changed paths.
 COMPACT_PART = 16
 COMPACT_MIN = 512
-#: ... or once they fall in this part of a base's directories (and at least
-#: ``COMPACT_DIRS`` of them): a load makes each such directory's group anew (decodes
-#: its paths), where it takes the others as the base stored them.
-COMPACT_DIR_PART = 8
-COMPACT_DIRS = 16
+#: ... or once the directories with changes that this save does not change again hold
+#: this part of the paths (and at least ``COMPACT_MIN``): a load decodes the group of
+#: every directory with changes, where it takes the others as the base stored them, and
+#: a new base spares it only those no later save changes again (a directory an agent
+#: keeps writing to is decoded at every load whatever the base).
+COMPACT_STALE_PART = 2
 #: A base's name: its token, 32 hex digits (``uuid4().hex``).
 _TOKEN = re.compile("[0-9a-f]{32}")
 
@@ -185,7 +186,8 @@ def new_state(store_id: str) -> LocalState:
 # With the base goes its SHA-256 (the next save's state file names it), and the trees as
 # the last save of this process wrote them (None after a read): ``save_state(...,
 # trees_as_saved=True)`` writes them again.
-_memo: dict[str, tuple[Stamp, LocalState, Base | None, str | None, dict | None]] = {}
+# With them, each tree's paths as that read or save left them (``_stale``).
+_memo: dict[str, tuple[Stamp, LocalState, Base | None, str | None, dict | None, dict]] = {}
 
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
@@ -230,7 +232,7 @@ def _read(state_dir: str) -> tuple[LocalState | None, bool]:
                 continue  # replaced meanwhile, with its base: read the new one
             break
         state = _merged(top, base)
-        _memo[path] = (read, state, base, top.base_sha256 if base is not None else None, None)
+        _memo[path] = (read, state, base, top.base_sha256 if base is not None else None, None, _paths_of(state))
         return state, True
     return _scalars(top), False
 
@@ -327,7 +329,9 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
     """Save ``state``: the state file replaced atomically (temp, fsync, rename, fsync dir),
     holding what differs from the base the state file on disk names. When that base is
     not the one this process read or wrote with the file on disk, or is no longer on
-    disk, or the difference reaches ``COMPACT_PART`` of the paths, a new base is written
+    disk, or the difference reaches ``COMPACT_PART`` of the paths, or the changed
+    directories this save leaves as they were hold a ``COMPACT_STALE_PART``-th of them
+    (``_stale``), a new base is written
     first (the same way, under a new name), and the other bases are removed only after
     the state file that names the new one is in place; a save that fails after writing
     a new base removes it (design §10).
@@ -342,7 +346,7 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
     tmp_dir = os.path.join(state_dir, TMP_DIR)
     state.version = STATE_VERSION   # a state of an earlier version read here is written back as this one
     memo = _memo.get(path)
-    base, digest, written = memo[2:] if memo is not None and memo[0] == file_stamp(path) else (None, None, None)
+    base, digest, written, held = memo[2:] if memo is not None and memo[0] == file_stamp(path) else (None,) * 4
     if base is not None and not _base_in_place(state_dir, base.token):
         base = written = None  # removed behind this process's back: the changes would name a base no reader finds
     fresh = None
@@ -350,8 +354,9 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
         trees = written  # no tree changed since that save: the same changes to the same base
     else:
         trees, changed, dirs = _deltas(state.trees, base)
-        if (changed >= max(COMPACT_MIN, sum(len(cache.files) for cache in state.trees.values()) // COMPACT_PART)
-                or dirs >= max(COMPACT_DIRS, sum(len(c.files.groups) for c in state.trees.values()) // COMPACT_DIR_PART)):
+        paths = sum(len(cache.files) for cache in state.trees.values())
+        if (changed >= max(COMPACT_MIN, paths // COMPACT_PART)
+                or _stale(state.trees, dirs, base, held) >= max(COMPACT_MIN, paths // COMPACT_STALE_PART)):
             fresh = Base(token=uuid.uuid4().hex, trees={  # copies of the maps; a ``Files`` is never changed
                 name: TreeCache(pages=dict(cache.pages), page_keys=dict(cache.page_keys), bases=dict(cache.bases),
                                 files=cache.files)
@@ -375,7 +380,7 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
         _remove_bases(state_dir, keep=fresh.token)
     saved = file_stamp(path)
     if saved is not None:
-        _memo[path] = (saved, state, base, digest if base is not None else None, trees)
+        _memo[path] = (saved, state, base, digest if base is not None else None, trees, _paths_of(state))
 
 
 def _base_in_place(state_dir: str, token: str) -> bool:
@@ -385,27 +390,51 @@ def _base_in_place(state_dir: str, token: str) -> bool:
         return False
 
 
-def _deltas(trees: dict[str, TreeCache], base: Base | None) -> tuple[dict[str, TreeDelta], int, int]:
-    """Each tree as changes to ``base``; how many entries and keys they name; how many
-    directories their paths fall in (a tree the base lacks: all of its own)."""
-    changed = dirs = 0
+def _paths_of(state: LocalState) -> dict[str, Files]:
+    return {name: cache.files for name, cache in state.trees.items()}
 
-    def delta(table: str, now, held, _cache: TreeCache) -> dict:
-        nonlocal changed, dirs
+
+def _stale(trees: dict[str, TreeCache], dirs: dict[str, list[str]], base: Base | None,
+           held: dict[str, Files] | None) -> int:
+    """The paths of the directories with changes since ``base`` (``dirs``, by tree) whose
+    group is still the very one the last read or save of this state file left (``held``):
+    changed before, not by this save; the larger of its two sides. 0 without them."""
+    if base is None or held is None:
+        return 0
+    out = 0
+    for name, changed in dirs.items():
+        now, was, old = trees[name].files.groups, held.get(name), base.trees.get(name)
+        if was is None or old is None:
+            continue
+        for d in changed:
+            group = now.get(d)
+            if group is not None and group is was.groups.get(d):
+                out += max(group.n, g.n if (g := old.files.groups.get(d)) is not None else 0)
+    return out
+
+
+def _deltas(trees: dict[str, TreeCache], base: Base | None) -> tuple[dict[str, TreeDelta], int, dict[str, list[str]]]:
+    """Each tree as changes to ``base``; how many entries and keys they name; the
+    directories their paths fall in, by tree (a tree the base lacks: none named)."""
+    changed = 0
+    dirs: dict[str, list[str]] = {}
+
+    def delta(table: str, now, held, cache: TreeCache) -> dict:
+        nonlocal changed
         if held is None:
             whole = dict(now.items()) if table == "files" else now
             changed += len(whole)
-            dirs += len(now.groups) if table == "files" else 0
             return {table: whole}
         if table == "files":
             set_, gone, moved = now.diff(held)
-            dirs += moved
+            dirs[id(cache)] = moved
         else:
             set_, gone = _changes(held, now)
         changed += len(set_) + len(gone)
         return {table: set_, f"{table}_gone": gone}
 
-    return _per_table(trees, base, TreeDelta, delta), changed, dirs
+    out = _per_table(trees, base, TreeDelta, delta)
+    return out, changed, {name: dirs[id(cache)] for name, cache in trees.items() if id(cache) in dirs}
 
 
 def _per_table(trees: dict, base: Base | None, make, per_table) -> dict:
