@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env
+from helpers.trees import random_change
 from journal.local import quiet
 from journal.checkpoint.run import config_key
 from journal.local.state import load_state, save_state
@@ -317,33 +318,6 @@ def test_unknown_options_go_to_the_full_command(live):
     assert launch(live, "checkpoint", "--wait")[2]
     rc, _, imported_cli = launch(live, "checkpoint", "--no-such-option")
     assert rc == 2 and imported_cli
-
-
-def random_change(rng: random.Random, root: Path, step: int, ops: list[str]) -> str:
-    """One random change under ``root`` (an op from ``ops``; "none" does nothing); returns the op."""
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    dirs = sorted([root, *(p for p in root.rglob("*") if p.is_dir())])
-    op = rng.choice(ops)
-    if op == "append" and files:
-        with open(rng.choice(files), "ab") as fh:
-            fh.write(b'{"n": %d}\n' % step)
-    elif op == "create":
-        (rng.choice(dirs) / f"s{step}.jsonl").write_bytes(b'{"a": 1}\n')
-    elif op == "delete" and files:
-        rng.choice(files).unlink()
-    elif op == "rename" and files:
-        rng.choice(files).rename(rng.choice(dirs) / f"r{step}.jsonl")
-    elif op == "mkdir":
-        (rng.choice(dirs) / f"d{step}").mkdir()
-    elif op == "rmdir":
-        empty = [d for d in dirs if d != root and not any(d.iterdir())]
-        if empty:
-            rng.choice(empty).rmdir()
-    elif op == "chmod" and files:
-        rng.choice(files).chmod(0o600 if step % 2 else 0o644)
-    elif op == "touch" and files:
-        os.utime(rng.choice(files))
-    return op
 
 
 def test_random_changes_right_after_checkpoints_agree_with_the_full_walk(bare_live):

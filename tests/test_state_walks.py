@@ -7,63 +7,17 @@ process would, with no state kept in memory."""
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 
 import pytest
 
+from helpers.trees import random_change
 from journal.local import quiet
 from journal.local.files import Group
 from journal.local.state import forget_state, load_state
 
 KINDS = ["append", "create", "create", "delete", "rename", "mkdir", "rmdir", "rmtree", "chmod", "touch",
          "file2dir", "dir2file", "symlink", "renamedir", "none"]
-
-
-def change(rng: random.Random, root, step: int) -> str:
-    """One random change under ``root``; returns what it did."""
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
-    dirs = sorted([root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())])
-    subdirs = [d for d in dirs if d != root]
-    op = rng.choice(KINDS)
-    if op == "append" and files:
-        with open(rng.choice(files), "ab") as fh:
-            fh.write(b'{"n": %d}\n' % step)
-    elif op == "create":
-        (rng.choice(dirs) / f"s{step}.jsonl").write_bytes(b'{"a": %d}\n' % step)
-    elif op == "delete" and files:
-        rng.choice(files).unlink()
-    elif op == "rename" and files:
-        rng.choice(files).rename(rng.choice(dirs) / f"r{step}.jsonl")
-    elif op == "mkdir":
-        (rng.choice(dirs) / f"d{step}").mkdir()
-    elif op == "rmdir":
-        empty = [d for d in subdirs if not any(d.iterdir())]
-        if empty:
-            rng.choice(empty).rmdir()
-    elif op == "rmtree" and subdirs:
-        shutil.rmtree(rng.choice(subdirs))
-    elif op == "renamedir" and subdirs:
-        moved, into = rng.choice(subdirs), rng.choice(dirs)
-        if not str(into).startswith(str(moved)):
-            moved.rename(into / f"m{step}")
-    elif op == "chmod" and files:
-        rng.choice(files).chmod(0o600 if step % 2 else 0o644)
-    elif op == "touch" and files:
-        os.utime(rng.choice(files))
-    elif op == "file2dir" and files:
-        was = rng.choice(files)
-        was.unlink()
-        was.mkdir()
-        (was / "x.jsonl").write_bytes(b"{}\n")
-    elif op == "dir2file" and subdirs:
-        was = rng.choice(subdirs)
-        shutil.rmtree(was)
-        was.write_bytes(b'{"was": "dir"}\n')
-    elif op == "symlink":
-        (rng.choice(dirs) / f"l{step}").symlink_to("nowhere")
-    return op
 
 
 def read_back(live):
@@ -102,9 +56,9 @@ def test_random_changes_keep_the_grouped_state_equal_to_a_full_walk(bare_live, m
     live.checkpoint()
     live.checkpoint()
     for step in range(30):
-        op = change(rng, root, step)
+        op = random_change(rng, root, step, KINDS)
         if rng.random() < 0.3:
-            op += "+" + change(rng, root, step + 1000)
+            op += "+" + random_change(rng, root, step + 1000, KINDS)
         if fresh:
             forget_state(str(live.state_dir))
             quiet._memo.clear()

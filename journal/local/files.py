@@ -150,12 +150,7 @@ class Files(Mapping):
     @classmethod
     def of(cls, paths: Mapping[str, FileState]) -> "Files":
         """The paths of a plain mapping, grouped."""
-        if isinstance(paths, Files):
-            return paths
-        by_dir: dict[str, dict[str, FileState]] = {}
-        for path, fs in paths.items():
-            by_dir.setdefault(parent(path), {})[path] = fs
-        return cls({d: Group.of(p) for d, p in by_dir.items()})
+        return paths if isinstance(paths, Files) else cls(_regroup({}, paths))
 
     @classmethod
     def build(cls, taken: dict[str, Group], read: dict[str, FileState], old: "Files | None" = None) -> "Files":

@@ -290,7 +290,7 @@ def _merged(top: StateFile, base: Base | None) -> LocalState:
     """The state a state file and its base hold together. Every table is a new dict or
     ``Files`` (the base's are never changed: the next save compares with them); the
     groups of directories with no change are the base's own."""
-    def merge(table: str, changes: dict, held, delta: TreeDelta) -> dict:
+    def merge(table: str, changes: dict, held, delta: TreeDelta, _name: str) -> dict:
         if held is None:
             return {table: changes}
         if table == "files":
@@ -419,7 +419,7 @@ def _deltas(trees: dict[str, TreeCache], base: Base | None) -> tuple[dict[str, T
     changed = 0
     dirs: dict[str, list[str]] = {}
 
-    def delta(table: str, now, held, cache: TreeCache) -> dict:
+    def delta(table: str, now, held, _cache: TreeCache, name: str) -> dict:
         nonlocal changed
         if held is None:
             whole = dict(now.items()) if table == "files" else now
@@ -427,26 +427,26 @@ def _deltas(trees: dict[str, TreeCache], base: Base | None) -> tuple[dict[str, T
             return {table: whole}
         if table == "files":
             set_, gone, moved = now.diff(held)
-            dirs[id(cache)] = moved
+            dirs[name] = moved
         else:
             set_, gone = _changes(held, now)
         changed += len(set_) + len(gone)
         return {table: set_, f"{table}_gone": gone}
 
-    out = _per_table(trees, base, TreeDelta, delta)
-    return out, changed, {name: dirs[id(cache)] for name, cache in trees.items() if id(cache) in dirs}
+    return _per_table(trees, base, TreeDelta, delta), changed, dirs
 
 
 def _per_table(trees: dict, base: Base | None, make, per_table) -> dict:
     """``{name: make(**fields)}`` for each tree of ``trees``: its scalars, and for each
     table what ``per_table(table, its value, the base's (None: the base lacks the tree),
-    the tree)`` returns."""
+    the tree, its name)`` returns."""
     out = {}
     for name, tree in trees.items():
         held = base.trees.get(name) if base is not None else None
         fields = {f: getattr(tree, f) for f in _SCALARS}
         for table in _TABLES:
-            fields.update(per_table(table, getattr(tree, table), None if held is None else getattr(held, table), tree))
+            fields.update(per_table(table, getattr(tree, table), None if held is None else getattr(held, table), tree,
+                                    name))
         out[name] = make(**fields)
     return out
 

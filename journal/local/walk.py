@@ -119,8 +119,7 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
             yield Item(rel_dir, QUIET_ROW, None, quiet=row)
             if listing is not None:
                 listing.append((rel_dir, row))
-            prefix = f"{rel_dir}/" if rel_dir else ""
-            stack.extend(reversed([prefix + row.names[i] for i, what, _value in row.others if what == DIR_ROW]))
+            stack.extend(reversed(_row_subdirs(rel_dir, row)))
             continue
         try:
             with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
@@ -169,8 +168,15 @@ def same_paths(rel_dir: str, row: Row) -> tuple[list[str], int, list[str]]:
     kinds = {i: what for i, what, _value in row.others if what != OTHER_ROW}
     names = row.names
     paths = [prefix + name for i, name in enumerate(names) if sigs[i] is not None or i in kinds]
-    subdirs = [prefix + names[i] for i, what in kinds.items() if what == DIR_ROW]
+    subdirs = _row_subdirs(rel_dir, row)
     return paths, len(paths) - len(subdirs), subdirs
+
+
+def _row_subdirs(rel_dir: str, row: Row) -> list[str]:
+    """The directories a quiet snapshot row includes, in its order (``walk_tree`` needs
+    only these of an unchanged directory)."""
+    prefix = f"{rel_dir}/" if rel_dir else ""
+    return [prefix + row.names[i] for i, what, _value in row.others if what == DIR_ROW]
 
 
 def _excluded_entry(d: os.DirEntry, rel: str, matcher: Matcher) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import random
+import shutil
 import stat
 from pathlib import Path
 
@@ -44,3 +46,49 @@ def sha256_file(path) -> str:
         for block in iter(lambda: fh.read(4 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def random_change(rng: random.Random, root: Path, step: int, ops: list[str]) -> str:
+    """One random change under ``root`` (an op from ``ops``; "none" does nothing); returns
+    the op. Symlinks the ops made are neither files nor directories to change."""
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    dirs = sorted([root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())])
+    subdirs = [d for d in dirs if d != root]
+    op = rng.choice(ops)
+    if op == "append" and files:
+        with open(rng.choice(files), "ab") as fh:
+            fh.write(b'{"n": %d}\n' % step)
+    elif op == "create":
+        (rng.choice(dirs) / f"s{step}.jsonl").write_bytes(b'{"a": 1}\n')
+    elif op == "delete" and files:
+        rng.choice(files).unlink()
+    elif op == "rename" and files:
+        rng.choice(files).rename(rng.choice(dirs) / f"r{step}.jsonl")
+    elif op == "mkdir":
+        (rng.choice(dirs) / f"d{step}").mkdir()
+    elif op == "rmdir":
+        empty = [d for d in subdirs if not any(d.iterdir())]
+        if empty:
+            rng.choice(empty).rmdir()
+    elif op == "rmtree" and subdirs:
+        shutil.rmtree(rng.choice(subdirs))
+    elif op == "renamedir" and subdirs:
+        moved, into = rng.choice(subdirs), rng.choice(dirs)
+        if not str(into).startswith(str(moved)):
+            moved.rename(into / f"m{step}")
+    elif op == "chmod" and files:
+        rng.choice(files).chmod(0o600 if step % 2 else 0o644)
+    elif op == "touch" and files:
+        os.utime(rng.choice(files))
+    elif op == "file2dir" and files:
+        was = rng.choice(files)
+        was.unlink()
+        was.mkdir()
+        (was / "x.jsonl").write_bytes(b"{}\n")
+    elif op == "dir2file" and subdirs:
+        was = rng.choice(subdirs)
+        shutil.rmtree(was)
+        was.write_bytes(b'{"was": "dir"}\n')
+    elif op == "symlink":
+        (rng.choice(dirs) / f"l{step}").symlink_to("nowhere")
+    return op
