@@ -83,6 +83,49 @@ def drop_written(fd: int, start: int, end: int) -> None:
         pass
 
 
+#: A file written in sequence has its writeback started after every this many bytes
+#: (``Writeback``).
+WRITEBACK_BYTES = 8 << 20
+#: A file this large leaves the page cache as it is written (``Writeback``).
+DROP_CACHE_BYTES = 32 << 20
+
+
+class Writeback:
+    """Keeps the dirty pages of a large file being written in sequence few, and, once
+    it is ``DROP_CACHE_BYTES`` long, its clean ones too: after every
+    ``WRITEBACK_BYTES`` written (``wrote``), the bytes whose writeback the step before
+    started are waited for and dropped from the page cache (``drop_written``), and the
+    writeback of the rest is started (``start_writeback``). Each next write then reuses
+    pages just freed instead of cold ones, and the ``fsync`` that must still follow
+    finds little left to write. ``size``: the file's final size when known (a restored
+    file: dropped from the first step); None, decided as it grows (a pack). ``flush``:
+    called before each step, when some written bytes may still be in a buffer of the
+    caller's. Best effort, as those two calls are; nothing is made durable here."""
+
+    def __init__(self, fd: int, size: int | None = None, flush=None):
+        self.fd = fd
+        self._flush = flush
+        self.size = 0
+        self._drop = size is not None and size >= DROP_CACHE_BYTES
+        self._unsynced = self._dropped = self._started = 0
+
+    def wrote(self, n: int) -> None:
+        """``n`` more bytes were written at the end of the file (and are in the kernel)."""
+        self.size += n
+        self._unsynced += n
+        if self._unsynced < WRITEBACK_BYTES:
+            return
+        if self._flush is not None:
+            self._flush()
+        if self._drop or self.size >= DROP_CACHE_BYTES:
+            self._drop = True
+            drop_written(self.fd, self._dropped, self._started)
+            self._dropped = self._started
+        start_writeback(self.fd)
+        self._started = self.size
+        self._unsynced = 0
+
+
 def _load_sync_file_range():
     global _sync_file_range
     if _sync_file_range is None:

@@ -30,14 +30,15 @@ from helpers.cli import (JOURNAL, clean_env, drop_dac_override, journal_script, 
                          peak_rss, run_journal, sigint_as_at_a_terminal)
 from helpers.container import (FIXTURES, HARNESS_DIRS, CodexLive, Live, OpencodeLive, container_env, copy_fixtures,
                                gemini_record, golden_cli)
+from helpers.pagecache import disk_dir, resident_pages
 from helpers.crafted import CRAFTED_MEMORY, CRAFTED_TIMEOUT, Audit, run_on_crafted
 from helpers.trees import LEFT_TMP, describe, sha256_file
 from helpers.waits import FakeClock, wait_for
 
 __all__ = ["Audit", "CRAFTED_MEMORY", "CRAFTED_TIMEOUT", "CodexLive", "FIXTURES", "FakeClock", "HARNESS_DIRS",
            "JOURNAL", "LEFT_TMP", "Live", "OpencodeLive", "clean_env", "container_env", "copy_fixtures", "describe",
-           "drop_dac_override", "gemini_record", "golden_cli", "journal_script", "no_traceback", "one_line_error", "peak_rss",
-           "run_journal", "run_on_crafted", "sha256_file", "sigint_as_at_a_terminal", "wait_for"]
+           "disk_dir", "drop_dac_override", "gemini_record", "golden_cli", "journal_script", "no_traceback", "one_line_error", "peak_rss",
+           "resident_pages", "run_journal", "run_on_crafted", "sha256_file", "sigint_as_at_a_terminal", "wait_for"]
 
 
 def pytest_addoption(parser):

@@ -39,6 +39,7 @@ from journal.local.walk import Matcher, walk_tree
 from conftest import Live, OpencodeLive, peak_rss
 from faults import FaultyStore
 from conftest import one_line_error
+from conftest import container_env, resident_pages
 
 ROLLOUT = "sessions/2026/02/23/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
 
@@ -326,6 +327,33 @@ def test_a_large_files_pack_names_are_hashed_once_beside_the_writer(live, monkey
     assert new and sum(n for h in hashers for _, n in h.updates) == sum(stored[name] for name in new)
     in_writer = sum(n for h in hashers for in_main, n in h.updates if in_main)
     assert in_writer < CHUNK   # the small records (the index pages): not one chunk of the 10 MiB
+
+
+def test_a_large_pack_leaves_the_page_cache_as_it_is_spooled(tmp_path, disk_dir):
+    """A 48 MiB file's pack is spooled holding at most about two writeback steps of page
+    cache, not all of its pages (``atomic.Writeback``: its fsync then finds it written,
+    and each next write reuses pages just freed); it is stored whole and restores
+    byte for byte. A small pack stays cached."""
+    from journal.atomic import WRITEBACK_BYTES
+    from journal.config import load_config
+    from journal.restore.run import restore
+    from journal.store import open_store
+
+    fx = tmp_path / "local" / "fx-home"
+    fx.mkdir(parents=True)
+    data = os.urandom(48 << 20)
+    (fx / "weights.bin").write_bytes(data)
+    (tmp_path / "home").mkdir()
+    env = container_env(tmp_path / "local", disk_dir / "store", tmp_path / "home",
+                        JOURNAL_STATE_DIR=str(disk_dir / "state"))   # the spool beside the store: linked, not copied
+    result = checkpoint(load_config(env=env), open_store(env["JOURNAL_STORE"]))
+    packs = sorted((disk_dir / "store" / "packs").glob("*/*"), key=lambda p: p.stat().st_size)
+    assert result.objects >= 2 and packs[-1].stat().st_size > 48 << 20
+    step_pages = WRITEBACK_BYTES // os.sysconf("SC_PAGE_SIZE")
+    assert resident_pages(packs[-1]) <= 2 * step_pages + step_pages // 2
+    assert all(resident_pages(p) > 0 for p in packs[:-1])   # the manifest's and index's small packs
+    restore(load_config(env=env), open_store(env["JOURNAL_STORE"]), to=str(tmp_path / "out"))
+    assert (tmp_path / "out" / "fx" / "weights.bin").read_bytes() == data
 
 
 def _initial_checkpoint_encodes(box: OpencodeLive, monkeypatch) -> tuple[Counter, str]:

@@ -19,6 +19,7 @@ from collections import deque
 
 import msgspec
 
+from ..atomic import Writeback
 from ..errors import JournalError, KeyExists, LocalWriteError
 from ..localfs import clear_dir
 from ..format.codec import PLAIN, RECORD, Codec
@@ -72,6 +73,7 @@ class PackWriter:
         self._hashing: deque = deque()    # its pending updates of ``_hash``, in record order
         self._stats = threading.Lock()
         self._fh = None
+        self._writeback = None
         self._path = ""
         self._hash = None
         self._size = 0
@@ -154,7 +156,8 @@ class PackWriter:
             else:
                 self._fh.flush()
                 _write_all(self._fh.fileno(), pieces)
-        length = sum(map(len, pieces))
+            length = sum(map(len, pieces))
+            self._writeback.wrote(length)
         self._hash_record(pieces, length)
         self._size += length
         self.blobs += 1
@@ -244,6 +247,11 @@ class PackWriter:
         os.makedirs(self.spool_dir, exist_ok=True)
         self._path = os.path.join(self.spool_dir, f"{uuid.uuid4().hex}.pack")
         self._fh = open(self._path, "xb")
+        # A large pack leaves the page cache as it is spooled (``atomic.Writeback``): its
+        # fsync at the upload finds it written, and a 2 GiB file's checkpoint writes into
+        # pages just freed, not 2 GiB of new ones. Its name is hashed from the records in
+        # memory, and a local store links the spool file, so nothing reads it back here.
+        self._writeback = Writeback(self._fh.fileno(), flush=self._fh.flush)
         self._hash = hashlib.sha256()
         self._size = 0
         self._slot = f"{PENDING_PACK}{uuid.uuid4().hex}"

@@ -22,7 +22,7 @@ import os
 import stat as stat_mod
 from collections.abc import Iterable
 
-from ..atomic import drop_written, fsync_dir, start_writeback
+from ..atomic import Writeback, fsync_dir, start_writeback
 from .publish import Staged
 from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
 from ..format.codec import PLAIN, Codec
@@ -43,12 +43,6 @@ CANNOT_CREATE = "cannot-create"
 #: An entry restore refuses (``refused_paths``, a local parent that is a symlink): lost.
 REFUSED = "refused"
 WRITES = (WRITE, REPLACE, COMPLETE)
-#: Writeback of a staged file is started at its end and after every this many bytes.
-WRITEBACK_BYTES = 8 << 20
-#: A staged file this large leaves the page cache as it is written: at each
-#: ``WRITEBACK_BYTES`` step, the bytes whose writeback the step before started are
-#: waited for and dropped (``atomic.drop_written``).
-DROP_CACHE_BYTES = 32 << 20
 #: The most pieces one ``writev`` takes (Linux's ``IOV_MAX``).
 IOV_MAX = 1024
 
@@ -297,23 +291,13 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
         name = tmp.new_symlink(entry.target, entry.mtime_ns)
         return Staged(full, tmp, name, None, 0, link=True)
     name, fd = tmp.new_file()
-    size = unsynced = dropped = written = 0
-    drop = entry.size >= DROP_CACHE_BYTES
+    pacer = Writeback(fd, entry.size)   # a large file: keep its dirty pages, and its clean ones, few
     try:
         blobs = read_blobs(entry, reader, pieces=True) if records is None else decode_blobs(entry, records, chunk_reader(reader),
                                                                                 codec=reader.codec)
         with naming(full):  # a full disk: the error names the file being restored
             for payload in blobs:
-                n = _write_all(fd, payload)
-                size += n
-                unsynced += n
-                if unsynced >= WRITEBACK_BYTES:  # a large file: keep its dirty pages few
-                    if drop:  # ... and its clean ones: what the previous step started is on disk by now
-                        drop_written(fd, dropped, written)
-                        dropped = written
-                    start_writeback(fd)
-                    written = size
-                    unsynced = 0
+                pacer.wrote(_write_all(fd, payload))
             os.fchmod(fd, entry.mode & 0o7777)
             os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
             start_writeback(fd)
@@ -321,7 +305,7 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
         os.close(fd)
         tmp.unlink(name)
         raise
-    return Staged(full, tmp, name, fd, size)
+    return Staged(full, tmp, name, fd, pacer.size)
 
 
 def _stage_db(full: str, tmp: TreeTmp, entry: Entry, reader) -> Staged:
