@@ -146,10 +146,30 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     limit = input_limit(env.get("JOURNAL_INPUT_LIMIT") or cfg.input_limit,
                         "JOURNAL_INPUT_LIMIT" if env.get("JOURNAL_INPUT_LIMIT") else source)
     socket = abs_path(env.get("JOURNAL_INPUT_SOCKET") or cfg.input_socket) or os.path.join(state_dir, INPUT_SOCKET)
+    key = key_source(env, cfg.key_file, source)
+    _check_text([("the local root (AM_LOCAL)", local), ("the store", store), ("the state directory", state_dir),
+                 ("the input socket", socket), ("the key file", key.file if key else None),
+                 *((f"tree {tree.name!r}", tree.path) for tree in trees + dormant)])
     return Config(store=store, local=local, state_dir=state_dir, interval=interval,
                   trees=tuple(trees), dormant=tuple(dormant), source=source, inputs=inputs,
-                  input_limit=limit, input_socket=socket, default_store=default_store,
-                  key=key_source(env, cfg.key_file, source))
+                  input_limit=limit, input_socket=socket, default_store=default_store, key=key)
+
+
+def _check_text(named: list[tuple[str, str | None]]) -> None:
+    """Refuse a configured path that is not UTF-8 text (a byte the environment passed
+    through as a surrogate): journal's config, state and manifests hold paths as
+    UTF-8, so such a root could be neither hashed into the config's key nor opened
+    by SQLite's URI. Names inside a tree are the path rule's (``local/treepath.py``)."""
+    for what, path in named:
+        if path is None:
+            continue
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            from .local.treepath import shown
+
+            raise ConfigError(f"read config: {what} {shown(path)} is not a UTF-8 name; journal keeps its paths "
+                              "as UTF-8 text: rename it, or point the setting at a UTF-8 path") from None
 
 
 def key_source(env: Mapping[str, str], file_value: str | None = None, source: str | None = None,

@@ -940,6 +940,25 @@ def test_a_blank_or_relative_store_is_refused_and_nothing_is_created(tmp_path, v
     assert sorted(p.name for p in b.home.iterdir()) == ["local"]
 
 
+@pytest.mark.parametrize("which, says", [("AM_LOCAL", "the local root (AM_LOCAL)"),
+                                         ("JOURNAL_STORE", "the store"),
+                                         ("JOURNAL_STATE_DIR", "the state directory")])
+def test_a_root_whose_name_is_not_utf8_is_refused_in_one_line(tmp_path, which, says):
+    """A root the environment names with a byte that is not UTF-8 (passed through as a
+    surrogate) is refused by every command in one line that shows the byte, before
+    anything is written: journal keeps paths as UTF-8 (it crashed hashing the config)."""
+    odd = tmp_path / os.fsdecode(b"caf\xe9")
+    b = Live(tmp_path / "a", tmp_path / "store")
+    populate(b)
+    env = {**b.env, which: str(odd / which.lower())}
+    for command in (("checkpoint",), ("restore",), ("status",), ("supervise", "--", "true")):
+        proc = run_journal(*command, env=env, cwd=b.home)
+        line = one_line_error(proc)
+        assert proc.returncode == 2 and f"{says} {tmp_path}/caf\\xe9/" in line and "not a UTF-8 name" in line, line
+    assert not odd.exists() and not (tmp_path / "store").exists()
+    assert not (b.local / ".journal").exists()
+
+
 @pytest.mark.parametrize("where", ["flag", "config"])
 def test_a_relative_store_from_the_flag_or_the_config_file_is_refused_naming_its_source(tmp_path, where):
     b = Live(tmp_path / "a", tmp_path / "store")

@@ -498,6 +498,23 @@ def test_a_snapshots_pages_are_read_from_the_copy_as_checked_and_published(tmp_p
     assert quick_check(staging) is None
 
 
+@pytest.mark.parametrize("name", ["a b.db", "q?mode=memory.db", "h#x.db", "p%41.db", "ü é.db"])
+def test_a_database_whose_name_needs_quoting_in_a_uri_is_snapshotted_itself(tmp_path, name):
+    """The snapshot opens the live file and its copy by ``file:`` URI: a name with a
+    space, ``?``, ``#``, ``%`` or non-ASCII letters is percent-encoded, so SQLite opens
+    that very file (never a database named by the part before ``?`` or ``#``, never an
+    empty in-memory one), and the copy holds its rows."""
+    d = tmp_path / "d"
+    d.mkdir()
+    db = d / name
+    make_closed_db(db)
+    staging, _ = snapshot_db(str(db), str(tmp_path / "staging"))
+    with sqlite3.connect(staging) as con, sqlite3.connect(db) as live:
+        rows = "select id from message order by id"
+        assert con.execute(rows).fetchall() == live.execute(rows).fetchall() != []
+    assert all(p.name.startswith(name) for p in d.iterdir())   # no other database made beside it (its -wal, -shm)
+
+
 def test_a_snapshot_opens_three_connections(tmp_path, monkeypatch):
     """The live database, the copy (backed up and switched to rollback-journal mode on
     the one connection) and the check."""

@@ -404,9 +404,10 @@ def split_segments(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]
     ``SEGMENT_MAX + READ_BLOCK`` bytes are held. ``Changed`` when the file no longer
     has the line end a cut inside a line counted on (it was rewritten meanwhile).
     """
-    buf = bytearray()
+    blocks: list = []   # the blocks read since ``buf_start`` (the first maybe a view of its rest), in order
+    held = 0            # their bytes
     buf_start = pos = start
-    line_end = 0        # just past the last ``\n`` in buf (0: none)
+    line_end = 0        # just past the last ``\n`` held (0: none)
     mid_line = False    # the last segment yielded ends inside a line
     while pos < end:
         block = os.pread(fd, min(READ_BLOCK, end - pos), pos)
@@ -414,20 +415,37 @@ def split_segments(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]
             break
         cut = block.rfind(b"\n")
         if cut >= 0:
-            line_end = len(buf) + cut + 1
-        buf += block
+            line_end = held + cut + 1
+        blocks.append(block)
+        held += len(block)
         pos += len(block)
-        if (line_end and len(buf) >= SEGMENT_TARGET) or len(buf) >= SEGMENT_MAX:
+        if (line_end and held >= SEGMENT_TARGET) or held >= SEGMENT_MAX:
             cut = line_end or SEGMENT_MAX
-            yield buf_start, bytes(buf[:cut])
+            yield buf_start, _take(blocks, cut)
             mid_line = not line_end
-            del buf[:cut]
+            held -= cut
             buf_start += cut
             line_end = 0
     if line_end:
-        yield buf_start, bytes(buf[:line_end])
+        yield buf_start, _take(blocks, line_end)
     elif mid_line:
         raise Changed(f"no line end after offset {buf_start}")
+
+
+def _take(blocks: list, n: int) -> bytes:
+    """The first ``n`` bytes of ``blocks``, taken off it, joined with one copy (none
+    when they are one whole block read); the rest of a block cut stays as a view."""
+    out: list = []
+    while n:
+        block = blocks.pop(0)
+        if len(block) > n:
+            view = memoryview(block)
+            out.append(view[:n])
+            blocks.insert(0, view[n:])
+            break
+        out.append(block)
+        n -= len(block)
+    return out[0] if len(out) == 1 and isinstance(out[0], bytes) else b"".join(out)
 
 
 class AnchorTails:

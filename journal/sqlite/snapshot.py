@@ -26,7 +26,6 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import TypeVar
-from urllib.parse import quote
 
 from ..background import Background
 from ..errors import SnapshotFailed, os_error_hint
@@ -38,8 +37,15 @@ RETRIES = 3
 T = TypeVar("T")
 
 
+#: The bytes a ``file:`` URI's path keeps as they are (RFC 3986's unreserved, and ``/``).
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/")
+
+
 def _uri(path: str, mode: str) -> str:
-    return f"file:{quote(os.path.abspath(path))}?mode={mode}"
+    """SQLite's URI of ``path``: every other byte of its name percent-encoded (as
+    ``urllib.parse.quote``, which is not imported for it: ~1.5 ms of a busy tick)."""
+    quoted = "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(os.path.abspath(path)))
+    return f"file:{quoted}?mode={mode}"
 
 
 def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] | None = None) -> tuple[str, T | None]:
