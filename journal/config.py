@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import msgspec
 
 from .errors import ConfigError
-from .paths import INPUT_SOCKET, abs_path, config_source, inputs_key
+from .paths import INPUT_SOCKET, abs_path, config_source, inputs_key, shown
 from .paths import state_dir as resolve_state_dir
 from .presets import PRESETS, preset_path
 
@@ -166,8 +166,6 @@ def _check_text(named: list[tuple[str, str | None]]) -> None:
         try:
             path.encode("utf-8")
         except UnicodeEncodeError:
-            from .local.treepath import shown
-
             raise ConfigError(f"read config: {what} {shown(path)} is not a UTF-8 name; journal keeps its paths "
                               "as UTF-8 text: rename it, or point the setting at a UTF-8 path") from None
 

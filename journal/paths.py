@@ -87,3 +87,12 @@ def inputs_key(explicit: str | None, env: Mapping[str, str], store: str | None, 
     named = sorted((k, bool(v) if k in SECRET_VARS else v) for k, v in env.items() if k not in SHELL_NOISE)
     material = repr((explicit, store, local, os.getcwd(), source, source_sig, named))
     return blake2b(material.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def shown(path: str) -> str:
+    """``path`` printable on one line: each byte that is not UTF-8 as ``\\xNN``, each
+    control character as a Python escape (a name may hold a newline)."""
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -12,7 +12,8 @@ from typing import NamedTuple
 
 from ..config import TREE_NAME
 from ..errors import BadBrowsePath
-from ..local.treepath import path_problem, shown
+from ..local.treepath import path_problem
+from ..paths import shown
 
 #: The character after ``/``: the paths under directory ``d`` are exactly those in
 #: ``[d + "/", d + AFTER_SLASH)`` (content-defined pages keep paths in this order).
@@ -35,7 +36,7 @@ def joined(tree: str, path: str) -> str:
 
 
 def shown_path(tree: str, path: str) -> str:
-    """``joined`` on one line, as messages print it (``treepath.shown``)."""
+    """``joined`` on one line, as messages print it (``paths.shown``)."""
     return shown(joined(tree, path))
 
 

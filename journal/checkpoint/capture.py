@@ -36,7 +36,8 @@ from ..signatures import dir_signature, grew_in_place, signature
 from ..format.model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
 from ..format.objects import CHUNK_BYTES, KIND_CHUNK, KIND_SEGMENT, SEGMENT_BYTES, encode_record
 from ..format.segments import ANCHOR_MIN, DICT_TAIL, anchors
-from ..local.treepath import shown, target_problem
+from ..local.treepath import target_problem
+from ..paths import shown
 from ..local.walk import Item
 
 CHUNK = CHUNK_BYTES        # ordinary files: fixed-size chunks

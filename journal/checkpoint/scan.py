@@ -21,7 +21,7 @@ from ..config import TreeConfig
 from ..errors import CorruptObject, JournalError, ObjectNotFound, SnapshotFailed, Unstorable, os_error_hint
 from ..local.files import Files, Group
 from ..local.state import FileState, TreeCache
-from ..local.treepath import shown
+from ..paths import shown
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE
 from ..repository.pack import PackWriter
 from ..report import Reporter

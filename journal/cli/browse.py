@@ -41,7 +41,7 @@ _TYPE_BITS = {"dir": stat.S_IFDIR, "symlink": stat.S_IFLNK, "tree": stat.S_IFDIR
 
 
 def _ls_line(item, long: bool) -> str:
-    from ..local.treepath import shown
+    from ..paths import shown
 
     name = shown(item.name) + ("/" if item.kind in ("dir", "tree") else "")
     if item.target is not None:
@@ -78,7 +78,7 @@ def ls(config_path, store_url, as_json, at, long_, where):
     """
     from ..browse.ls import list_path
     from ..browse.where import parse_where
-    from ..local.treepath import shown
+    from ..paths import shown
 
     target = parse_where(where, "ls")
     view = _view(config_path, store_url, "ls")
@@ -124,7 +124,7 @@ _MARKS = {"added": "A", "removed": "D", "changed": "M"}
 
 
 def _diff_line(change) -> str:
-    from ..local.treepath import shown
+    from ..paths import shown
 
     note = ""
     if change.old_kind is not None:
@@ -190,7 +190,7 @@ def find(config_path, store_url, as_json, tree, since, pattern):
     """
     from ..browse.find import find as run_find
     from ..browse.where import parse_where
-    from ..local.treepath import shown
+    from ..paths import shown
 
     if tree is not None:
         parse_where(tree, "find")

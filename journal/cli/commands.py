@@ -134,7 +134,7 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
         journal restore --at 42 --to /tmp/export --dry-run
     """
     from ..restore.run import restore as run_restore
-    from ..local.treepath import shown
+    from ..paths import shown
 
     if replace and to_dir is None:
         from ..errors import ConfigError

@@ -33,7 +33,7 @@ import os
 from ..atomic import FsOps, fsync_dir, rename_noclobber, write_file_atomic
 from ..errors import UnsafePath
 from ..paths import TREE_TMP_DIR
-from .treepath import shown
+from ..paths import shown
 
 PREFIX = ".journal-tmp-"
 SUFFIX = ".part"

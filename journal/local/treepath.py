@@ -23,7 +23,6 @@ the rest of its tree is restored (``restore/trees.py``).
 
 from __future__ import annotations
 
-import os
 import re
 
 #: Longest name of one path component, in bytes (Linux ``NAME_MAX``).
@@ -79,10 +78,3 @@ def target_problem(target: str) -> str | None:
     return None
 
 
-def shown(path: str) -> str:
-    """``path`` printable on one line: each byte that is not UTF-8 as ``\\xNN``, each
-    control character as a Python escape (a name may hold a newline)."""
-    text = os.fsencode(path).decode("utf-8", "backslashreplace")
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 from ..presets import SQLITE_COMPANIONS
 from .quiet import DIR as DIR_ROW, OTHER as OTHER_ROW, Row
-from .treepath import name_problem, shown
+from ..paths import shown
+from .treepath import name_problem
 
 
 class Item(NamedTuple):

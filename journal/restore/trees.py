@@ -27,7 +27,7 @@ from .entry import (CANNOT_CREATE, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, K
 from ..format.model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .publish import Staged
 from .writer import LINK_WORKERS, WORKERS, Outcome, Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
-from ..local.treepath import shown
+from ..paths import shown
 
 
 class TreeRestore(msgspec.Struct, kw_only=True):
