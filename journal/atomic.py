@@ -106,7 +106,8 @@ class Writeback:
         self.fd = fd
         self._flush = flush
         self.size = 0
-        self._drop = size is not None and size >= DROP_CACHE_BYTES
+        # dropped once this many bytes are written: from the first step when the final size is known to be large
+        self._drop_from = 0 if size is not None and size >= DROP_CACHE_BYTES else DROP_CACHE_BYTES
         self._unsynced = self._dropped = self._started = 0
 
     def wrote(self, n: int) -> None:
@@ -117,8 +118,7 @@ class Writeback:
             return
         if self._flush is not None:
             self._flush()
-        if self._drop or self.size >= DROP_CACHE_BYTES:
-            self._drop = True
+        if self.size >= self._drop_from:
             drop_written(self.fd, self._dropped, self._started)
             self._dropped = self._started
         start_writeback(self.fd)
