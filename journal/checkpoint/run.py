@@ -6,7 +6,8 @@ docs/design.md §12 ("Read and write ordering"):
 
 1. packs earlier commits found already stored are checked again (``recheck/``); a
    pending manifest a crash left is republished, or dropped when a pack it names is gone;
-2. every tree is walked and scanned; new chunks, segments and database pages go into
+2. the snapshots of databases the cache knows to have changed start (``sqlite/ahead.py``);
+   every tree is walked and scanned; new chunks, segments and database pages go into
    the data pack (a pack that reaches 64 MiB closes and uploads meanwhile). Nothing
    changed: stop here, with no store write;
 3. the fence: the store must still hold ``manifests/<seq>`` and not yet
@@ -54,7 +55,8 @@ from .page_delta import IndexWriter, keep_pages
 from ..report import SILENT, Reporter
 from ..signatures import file_stamp, signature_mtime
 from ..repository.repository import CONFIG_KEY, Repository, encode_manifest, manifest_key, pack_key, utc_now
-from .scan import ScanContext, TreeResult, scan_tree
+from .scan import ScanContext, TreeResult, databases_ahead, scan_tree
+from ..sqlite.ahead import Ahead
 from ..sqlite.base_copy import prune_base_copies
 from ..store.base import Store
 
@@ -299,10 +301,14 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
     ctx.busy_tmp, swept = tree_tmp.sweep(cfg.state_dir)  # a killed restore's or migrate's temp dirs
     for warning in swept:
         ctx.warn(f"checkpoint: {warning}")
+    ctx.ahead = Ahead(staging, data.codec)
     old_trees, new_trees = state.trees, dict(state.trees)
     changed_trees: list[str] = []
     touched = False
     try:
+        for tree in cfg.active_trees():
+            for full, prev in databases_ahead(tree, state.trees.get(tree.name)):
+                ctx.ahead.want(full, prev)
         for tree in cfg.active_trees():
             cache = state.trees.get(tree.name, TreeCache())
             tr, files, changed = scan_tree(tree, cache, ctx)
@@ -346,6 +352,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
         ctx.data.abort()
         raise
     finally:
+        ctx.ahead.close()  # before the staging copies go: none may still be written
         clear_dir(staging)
     result.warnings += ctx.warnings + ctx.errors
     if ctx.errors:

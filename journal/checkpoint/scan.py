@@ -16,10 +16,11 @@ import msgspec
 
 from ..repository.blob_cache import BlobCache
 from .capture import capture_item
+from ..sqlite.ahead import Ahead
 from .file_delta import FileDeltas
 from ..config import TreeConfig
 from ..errors import CorruptObject, JournalError, ObjectNotFound, SnapshotFailed, Unstorable, os_error_hint
-from ..local.files import Files, Group
+from ..local.files import HAS_DB, Files, Group
 from ..local.state import FileState, TreeCache
 from ..paths import shown
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE
@@ -80,6 +81,8 @@ class ScanContext(msgspec.Struct, kw_only=True):
     # journal's temp directories in the trees that another process uses now (a
     # migrate's): left out of the walk by their exact paths (``tree_tmp.sweep``).
     busy_tmp: set[str] = set()
+    # Snapshots of changed databases made ahead of the walk reaching them (``databases_ahead``).
+    ahead: Ahead | None = None
 
     def warn(self, message: str) -> None:
         """A warning for the reporter that also lands in the checkpoint's result."""
@@ -335,6 +338,34 @@ def _sig(root: str, item: Item):
     return signature(item.stat)
 
 
+def databases_ahead(tree: TreeConfig, cache: TreeCache | None) -> list[tuple[str, FileState]]:
+    """The databases of ``tree`` that its scan will snapshot, as far as the cache tells
+    before the walk: ``(full path, last entry)`` of each one the last checkpoint captured
+    whose live signature differs now, in a regular file reached without a symlink
+    (``sqlite/ahead.py`` starts their snapshots; the scan still decides, path by path,
+    what it captures). Only the directories holding a database are looked into."""
+    if cache is None or cache.reupload or not cache.files:
+        return []
+    root = os.path.realpath(tree.path)
+    out = []
+    for rel_dir, group in cache.files.groups.items():
+        if not group.flags & HAS_DB:
+            continue
+        for path, fs in group.paths.items():
+            if fs.entry.kind != KIND_SQLITE or fs.sig is None:
+                continue
+            full = os.path.join(tree.path, path)
+            try:
+                if not stat_mod.S_ISREG(os.lstat(full).st_mode) or \
+                        os.path.realpath(os.path.dirname(full)) != os.path.join(root, rel_dir).rstrip(os.sep) or \
+                        live_signature(full) == fs.sig:
+                    continue
+            except OSError:
+                continue  # gone or unreadable: the walk finds out and says so
+            out.append((full, fs))
+    return out
+
+
 def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matcher, ctx: ScanContext):
     if item.kind != "sqlite":
         try:
@@ -353,7 +384,8 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
     full = os.path.join(tree.path, item.path)
     try:
         try:
-            return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps)
+            ahead = ctx.ahead.take(full, prev) if ctx.ahead is not None else None
+            return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps, ahead)
         except (CorruptObject, ObjectNotFound) as err:  # the previous snapshot's maps
             ctx.warn(f"checkpoint: {full}: the page maps of its last snapshot are unusable ({err}); "
                      "storing a new full snapshot of it")

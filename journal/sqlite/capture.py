@@ -59,18 +59,18 @@ ENCODE_AHEAD = 4
 
 
 def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir: str,
-                   writer: PackWriter, maps) -> FileState:
+                   writer: PackWriter, maps, ahead: Started | None = None) -> FileState:
     """Snapshot one live database; raises SnapshotFailed and then publishes nothing.
 
     ``maps`` reads page maps by ref (``maps.read``) and keeps new ones (``maps.remember``);
     its ``repo`` (when it has one) supplies base pages the local base copy lacks.
+    ``ahead``: its snapshot, started earlier for this very path and ``prev``
+    (``sqlite/ahead.py``); else it is started here.
     """
-    sig = live_signature(full_path)
-    mode = stat_mod.S_IMODE(os.stat(full_path).st_mode)
+    started = ahead or Started(full_path, prev, staging_dir, writer.codec)
     state_dir = os.path.dirname(os.path.abspath(staging_dir))
-    full_id = prev.entry.refs[MapPlace.FULL].id if prev is not None and prev.entry.kind == KIND_SQLITE else None
-    same = same_pages(state_dir, full_id) if full_id is not None else None
-    staging, (page_size, ids), snap = _snapshot_and_load(full_path, staging_dir, prev, maps, writer.codec, same)
+    staging, (page_size, ids), snap = _snapshot_and_load(started, prev, maps)
+    full_id = started.full_id
     try:
         bases = BaseCopy(state_dir, full_id if snap is not None else None, page_size,
                          getattr(maps, "repo", None), writer.codec)
@@ -90,35 +90,51 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
     finally:
         remove_staging(staging)
     st = os.stat(full_path)
-    return FileState(sig, Entry(path=rel, kind=KIND_SQLITE, mode=mode, mtime_ns=st.st_mtime_ns,
-                                size=size, refs=refs))
+    return FileState(started.sig, Entry(path=rel, kind=KIND_SQLITE, mode=started.mode, mtime_ns=st.st_mtime_ns,
+                                        size=size, refs=refs))
 
 
-def _snapshot_and_load(full_path: str, staging_dir: str, prev: FileState | None, maps, codec: Codec,
-                       same: SamePages | None) -> tuple[str, tuple[int, list[str | None]], Snapshot | None]:
-    """``snapshot_db`` of the live database (its pages compared with the base copy and
-    the others hashed while it is checked: ``_page_ids``), and meanwhile, in this
-    thread, the previous snapshot's page maps loaded and decoded: SQLite's backup and
-    check release the GIL, so the decoding costs no wall time."""
-    snapped = Background(snapshot_db, full_path, staging_dir, lambda staging: _page_ids(staging, codec, same),
-                         name="journal-backup")
+class Started:
+    """The snapshot of ``full_path`` (whose last entry is ``prev``) into a new staging
+    copy, under way: ``snapshot_db`` in a thread (``snapped``), with the copy's pages
+    compared with the base copy and the others hashed while it is checked
+    (``_page_ids``). ``sig`` and ``mode`` are taken before the backup begins (a write
+    after it shows as a new signature next time). ``FileNotFoundError`` when the
+    database is gone (nothing is started then)."""
+
+    def __init__(self, full_path: str, prev: FileState | None, staging_dir: str, codec: Codec):
+        self.path, self.prev = full_path, prev
+        self.sig = live_signature(full_path)
+        self.mode = stat_mod.S_IMODE(os.stat(full_path).st_mode)
+        state_dir = os.path.dirname(os.path.abspath(staging_dir))
+        self.full_id = prev.entry.refs[MapPlace.FULL].id if prev is not None and prev.entry.kind == KIND_SQLITE \
+            else None
+        same = same_pages(state_dir, self.full_id) if self.full_id is not None else None
+        self.snapped = Background(snapshot_db, full_path, staging_dir, lambda staging: _page_ids(staging, codec, same),
+                                  name="journal-backup")
+
+    def discard(self) -> None:
+        """Wait for a snapshot no longer wanted and remove its staging copy."""
+        try:
+            staging, _ = self.snapped.result()
+        except Exception:
+            return  # it failed as well: snapshot_db removed its copy
+        remove_staging(staging)
+
+
+def _snapshot_and_load(started: Started, prev: FileState | None,
+                       maps) -> tuple[str, tuple[int, list[str | None]], Snapshot | None]:
+    """The snapshot ``started`` once done, and meanwhile, in this thread, the previous
+    snapshot's page maps loaded and decoded: SQLite's backup and check release the
+    GIL, so the decoding costs no wall time."""
     try:
         snap = load_snapshot(prev.entry.refs, maps.read) if prev is not None and prev.entry.kind == KIND_SQLITE \
             else None
     except BaseException:
-        _discard(snapped)
+        started.discard()
         raise
-    staging, hashed = snapped.result()
+    staging, hashed = started.snapped.result()
     return staging, hashed, snap
-
-
-def _discard(snapped) -> None:
-    """Wait for a snapshot no longer wanted and remove its staging copy."""
-    try:
-        staging, _ = snapped.result()
-    except Exception:
-        return  # it failed as well: snapshot_db removed its copy
-    remove_staging(staging)
 
 
 class _Group:

@@ -1,0 +1,229 @@
+"""Database snapshots started ahead of the scan (``journal/sqlite/ahead.py``).
+
+Real databases and real checkpoints. The spies below wrap the real ``Ahead.take`` and
+``Started`` (they record, or commit a row at a chosen moment; the code they wrap runs
+as it always does): what they check is which snapshots were made ahead, of which
+files, and what was published from them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from journal.checkpoint import run as checkpoint_run
+from journal.checkpoint.run import checkpoint
+from journal.errors import JournalError
+from journal.format.codec import PLAIN
+from journal.format.model import KIND_SQLITE, KIND_SYMLINK, Entry
+from journal.local.state import FileState
+from journal.restore.run import restore
+from journal.sqlite import capture as sqlite_capture
+from journal.sqlite.ahead import Ahead
+from journal.sqlite.snapshot import remove_staging
+
+from conftest import Live
+
+
+def fill(db: Path, rows: range, body: int = 200) -> None:
+    """Rows ``rows`` into table ``t`` of ``db`` (made in WAL mode if new)."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(db, isolation_level=None)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, body TEXT)")
+        con.execute("BEGIN")
+        con.executemany("INSERT INTO t VALUES (?, ?)", ((n, f"{n:08d}" * (body // 8)) for n in rows))
+        con.execute("COMMIT")
+    finally:
+        con.close()
+
+
+def ids(db: Path) -> list[int]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in con.execute("SELECT id FROM t ORDER BY id")]
+    finally:
+        con.close()
+
+
+def box(tmp_path: Path) -> Live:
+    live = Live(tmp_path / "home", tmp_path / "store")
+    live.write("codex-home/sessions/2026/12/05/rollout-a.jsonl", '{"n": 0}\n')
+    return live
+
+
+@pytest.fixture
+def taken(monkeypatch) -> list[tuple[str, bool]]:
+    """``(path, made ahead)`` of every database capture, in order (a spy on ``Ahead.take``)."""
+    seen: list[tuple[str, bool]] = []
+    real = Ahead.take
+
+    def spy(self, full_path, prev):
+        got = real(self, full_path, prev)
+        seen.append((full_path, got is not None))
+        return got
+
+    monkeypatch.setattr(Ahead, "take", spy)
+    return seen
+
+
+@pytest.fixture
+def started(monkeypatch) -> list[str]:
+    """The real path of every database snapshot started (a spy on ``Started``)."""
+    paths: list[str] = []
+    real = sqlite_capture.Started.__init__
+
+    def spy(self, full_path, *args):
+        paths.append(os.path.realpath(full_path))
+        real(self, full_path, *args)
+
+    monkeypatch.setattr(sqlite_capture.Started, "__init__", spy)
+    return paths
+
+
+def staging_files(live: Live) -> list[str]:
+    staging = live.state_dir / "sqlite-staging"
+    return sorted(os.listdir(staging)) if staging.exists() else []
+
+
+def test_changed_databases_are_snapshotted_ahead_and_restore_exactly(tmp_path, taken):
+    live = box(tmp_path)
+    hermes, opencode = live.local / "hermes/state.db", live.local / "opencode-share/opencode.db"
+    fill(hermes, range(2000))
+    fill(opencode, range(3000))
+    store = live.store
+    assert checkpoint(live.cfg, store).seq == 1
+    assert taken and not any(ahead for _, ahead in taken), "a first checkpoint knows no database before its walk"
+
+    taken.clear()
+    fill(hermes, range(2000, 2100))
+    fill(opencode, range(3000, 3050))
+    live.append("codex-home/sessions/2026/12/05/rollout-a.jsonl", '{"n": 1}\n')
+    assert checkpoint(live.cfg, store).seq == 2
+    assert sorted(taken) == sorted([(str(hermes), True), (str(opencode), True)])
+    assert staging_files(live) == []
+
+    dest = tmp_path / "restored"
+    restore(live.cfg, store, to=str(dest))
+    assert ids(dest / "hermes/state.db") == list(range(2100))
+    assert ids(dest / "opencode/opencode.db") == list(range(3050))
+
+
+def test_a_commit_after_the_snapshot_began_is_taken_by_the_next_checkpoint(tmp_path, monkeypatch):
+    """The entry keeps the signature read before the backup began: a row committed
+    after it is not in this snapshot, and the next checkpoint sees a changed database."""
+    live = box(tmp_path)
+    db = live.local / "hermes/state.db"
+    fill(db, range(500))
+    store = live.store
+    checkpoint(live.cfg, store)
+    real = Ahead.take
+    late = []
+
+    def take_then_commit(self, full_path, prev):
+        got = real(self, full_path, prev)
+        if got is not None and not late:
+            got.snapped.join()  # the copy is made and checked: this row is not in it
+            fill(db, range(500, 501))
+            late.append(full_path)
+        return got
+
+    monkeypatch.setattr(Ahead, "take", take_then_commit)
+    fill(db, range(100_000, 100_010))
+    assert checkpoint(live.cfg, store).seq == 2
+    assert late == [str(db)]
+    monkeypatch.setattr(Ahead, "take", real)
+    third = checkpoint(live.cfg, store)
+    assert third.seq == 3, "the row committed after the snapshot began must make the next tick busy"
+
+    for seq, want in ((2, [*range(500), *range(100_000, 100_010)]),
+                      (3, [*range(501), *range(100_000, 100_010)])):
+        dest = tmp_path / f"at-{seq}"
+        restore(live.cfg, store, to=str(dest), at=str(seq))
+        assert ids(dest / "hermes/state.db") == want
+
+
+@pytest.mark.parametrize("swap", ["directory", "file"])
+def test_a_database_swapped_for_a_symlink_is_never_snapshotted_outside_the_tree(tmp_path, started, swap):
+    """A hostile process swaps the database's directory (or the file itself) for a
+    symlink to another database of the same name: nothing outside the tree is opened,
+    and the tree's checkpoint holds the symlink."""
+    live = box(tmp_path)
+    inside = live.local / "hermes/profiles/state.db"
+    fill(inside, range(300))
+    store = live.store
+    checkpoint(live.cfg, store)
+    assert live.entries("hermes")["profiles/state.db"].kind == KIND_SQLITE
+    outside = tmp_path / "outside/state.db"
+    fill(outside, range(10_000, 10_300))
+    fill(inside, range(300, 310))  # the tree's database changed too
+    if swap == "directory":
+        os.rename(inside.parent, live.local / "hermes/moved")
+        os.symlink(outside.parent, inside.parent)
+        link, still = "profiles", "moved/state.db"
+    else:
+        os.rename(inside, live.local / "hermes/profiles/kept.db")
+        os.symlink(outside, inside)
+        link, still = "profiles/state.db", None
+    started.clear()
+    checkpoint(live.cfg, store)
+    assert not [p for p in started if p.startswith(str(outside.parent))], started
+    entries = live.entries("hermes")
+    assert entries[link].kind == KIND_SYMLINK
+    if still:
+        assert entries[still].kind == KIND_SQLITE
+    assert staging_files(live) == []
+
+
+def test_a_failed_scan_leaves_no_snapshot_running_and_no_staging_copy(tmp_path, monkeypatch):
+    live = box(tmp_path)
+    db = live.local / "hermes/state.db"
+    fill(db, range(20_000))  # a few MB: its backup outlasts the failure below
+    store = live.store
+    checkpoint(live.cfg, store)
+    fill(db, range(20_000, 20_100))
+
+    def fails(tree, cache, ctx):
+        raise JournalError("the store went away")
+
+    monkeypatch.setattr(checkpoint_run, "scan_tree", fails)
+    with pytest.raises(JournalError):
+        checkpoint(live.cfg, store)
+    assert not [t for t in threading.enumerate() if t.name == "journal-backup"]
+    time.sleep(0.5)  # a copy still being written would land now
+    assert staging_files(live) == []
+
+
+def test_snapshots_are_used_only_for_their_own_path_and_previous_entry(tmp_path):
+    staging = tmp_path / "state/sqlite-staging"
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    fill(first, range(100))
+    fill(second, range(100))
+    ahead = Ahead(str(staging), PLAIN)
+    ahead.want(str(first), None)
+    ahead.want(str(second), None)
+    assert ahead.take(str(second), None) is None, "not the one under way: the capture makes its own"
+    got = ahead.take(str(first), None)
+    assert got is not None and got.path == str(first)
+    copy, _ = got.snapped.result()
+    assert ids(Path(copy)) == list(range(100))
+    remove_staging(copy)
+    assert ahead.take(str(first), None) is None, "taken once"
+    ahead.close()
+    assert os.listdir(staging) == []
+
+    prev = FileState(None, Entry(path="a.db", kind="file", mode=0o600))
+    ahead.want(str(first), prev)
+    assert ahead.take(str(first), FileState(None, prev.entry)) is None, "made for another previous entry: discarded"
+    assert os.listdir(staging) == []
+    ahead.want(str(tmp_path / "gone.db"), None)  # nothing to start: the scan finds out
+    ahead.want(str(second), None)
+    ahead.close()
+    assert os.listdir(staging) == []
+    assert not [t for t in threading.enumerate() if t.name == "journal-backup"]
