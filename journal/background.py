@@ -2,9 +2,11 @@
 
 The pack writer's thread pools are ``concurrent.futures``. A database's capture runs
 one call beside another, twice: the online backup while the previous page maps
-decode (``sqlite/capture.py``), the page ids while ``quick_check`` runs
-(``sqlite/snapshot.py``). Those run here: importing ``concurrent.futures`` (with
-``logging``) costs ~5 ms of every busy tick's start.
+decode (``sqlite/capture.py``; or while the scan captures other files,
+``sqlite/ahead.py``), the page ids while ``quick_check`` runs
+(``sqlite/snapshot.py``); and a checkpoint's one data pack uploads while its index
+is built (``repository/pack.py``). Those run here: importing ``concurrent.futures``
+(with ``logging``) costs ~5 ms of every busy tick's start.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class Background:
     def join(self) -> None:
         """Wait for the call to end, whatever it returns or raises."""
         self._thread.join()
+
+    def cancel(self) -> bool:
+        """As ``Future.cancel`` of a call already running: False, it runs to its end."""
+        return False
 
     def result(self):
         self._thread.join()

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import types
 from collections import Counter
 from pathlib import Path
@@ -1302,3 +1303,44 @@ def test_the_counts_of_a_tree_are_its_entries_through_adds_removals_held_deletio
             want = sum(e.kind != "dir" for e in entries)
             assert (tr.files, tr.directories) == (want, len(entries) - want), (tick, tr)
     assert any(tr.kept_deleted for tr in result.trees)
+
+
+def test_the_data_pack_uploads_while_the_index_pack_is_built_and_both_land_before_the_manifest(tmp_path, monkeypatch):
+    """Over a slow link (the hf-mount simulation, whose upload of a data pack is made to
+    take 0.3 s at close) a busy checkpoint's two pack uploads overlap: the index pack's
+    starts before the data pack's has ended; the manifest only once both have."""
+    from journal.format.objects import HEADER, KIND_MANIFEST, KIND_PAGE
+    from journal.store.hfmount import HfMountFsOps
+
+    live = Live(tmp_path / "home", f"hfsim://{tmp_path / 'store'}")
+    live.write("codex-home/sessions/2026/12/05/rollout-a.jsonl", '{"n": 0}\n')
+    checkpoint(live.cfg, live.store)
+    live.append("codex-home/sessions/2026/12/05/rollout-a.jsonl", '{"n": 1}\n' * 1000)
+    events: list[tuple[str, str]] = []
+    real_pwrite, real_close = HfMountFsOps.pwrite, HfMountFsOps.close
+
+    def holds(buf) -> str:
+        kind = HEADER.unpack_from(bytes(buf[:HEADER.size]))[2]
+        return "manifest" if kind == KIND_MANIFEST else "index" if kind == KIND_PAGE else "data"
+
+    def pwrite(self, fd, data, offset):
+        n = real_pwrite(self, fd, data, offset)
+        if offset == 0:
+            events.append(("began", holds(self._live(fd).buf)))
+        return n
+
+    def close(self, fd):
+        what = holds(self._live(fd).buf) if len(self._live(fd).buf) >= HEADER.size else None
+        if what == "data":
+            time.sleep(0.3)
+        real_close(self, fd)
+        if what is not None:
+            events.append(("landed", what))
+
+    monkeypatch.setattr(HfMountFsOps, "pwrite", pwrite)
+    monkeypatch.setattr(HfMountFsOps, "close", close)
+    assert checkpoint(live.cfg, live.store).seq == 2
+    order = [e for e in events if e[1] in ("data", "index", "manifest")]
+    assert order.index(("began", "index")) < order.index(("landed", "data")), order
+    assert order.index(("began", "manifest")) > max(order.index(("landed", "data")), order.index(("landed", "index")))
+    assert order[-1] == ("landed", "manifest")

@@ -12,8 +12,9 @@ docs/design.md §12 ("Read and write ordering"):
    changed: stop here, with no store write;
 3. the fence: the store must still hold ``manifests/<seq>`` and not yet
    ``manifests/<seq+1>``;
-4. the data pack is closed and every upload (put-if-absent) waited for;
-5. the changed trees' index pages go into the index pack, closed and uploaded;
+4. the data pack is closed and its upload (put-if-absent) starts;
+5. the changed trees' index pages go into the index pack, closed and uploaded, and
+   every data upload is waited for;
 6. the local state is saved with the manifest as pending;
 7. the manifest is put at ``manifests/<seq+1>``, put-if-absent: the commit point;
 8. the local state is saved with pending cleared; packs whose put found them already
@@ -329,7 +330,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
             require_committed(repo, state.seq, cfg.state_dir)
             if repo.store.head(manifest_key(state.seq + 1)) is not None:
                 raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
-            ctx.data.finish()
+            ctx.data.close()  # its upload overlaps the index's build; ``_commit`` waits for it
             restored = {n: new_trees[n].restored for n in changed_trees if new_trees[n].restored}
             committed = _commit(cfg, repo, state, trees=new_trees, changed=changed_trees, data=ctx.data,
                                 captured=ctx.captured, restored=restored)
@@ -409,8 +410,8 @@ class _Committed(msgspec.Struct, frozen=True, kw_only=True):
 def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str, TreeCache], changed: list[str],
             data: PackWriter, captured: list[FileState], restored: dict[str, str]) -> _Committed:
     """Publish the next manifest: ``trees`` as they are now, a new index for each tree in
-    ``changed``, on top of the packs ``data`` uploaded (finished) for the files
-    ``captured`` this time; ``restored``: trees whose version is not the newest
+    ``changed``, on top of the packs ``data`` holds (closed, maybe still uploading:
+    waited for with the index pack's) for the files ``captured`` this time; ``restored``: trees whose version is not the newest
     checkpoint's, and why (the manifest says so, once). Advances ``state`` to the new
     manifest and saves it twice: with the manifest pending, then committed."""
     # Entries captured this time may name packs by placeholder until their upload.
@@ -434,6 +435,7 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
             done = build_index(entries, cache.pages, add, keys, repo.codec, _previous_index(state.trees.get(name), files))
         built[name] = (*done, keys)
     index.finish()
+    data.finish()  # the data packs too, before the state names them as pending
     for name, (root, used, keys) in built.items():
         cache = trees[name]
         writer.settle(cache, used, keys)

@@ -20,6 +20,7 @@ from collections import deque
 import msgspec
 
 from ..atomic import Writeback
+from ..background import Background
 from ..errors import JournalError, KeyExists, LocalWriteError
 from ..localfs import clear_dir
 from ..format.codec import PLAIN, RECORD, Codec
@@ -180,14 +181,21 @@ class PackWriter:
             self._hashing.popleft().result()
         return self._hash.hexdigest()
 
+    def close(self) -> None:
+        """Close the current pack, if any, and start its upload without waiting for it:
+        from here every reference resolves (``resolve``), so the caller may build what
+        names these packs (a checkpoint's index pack) while they upload. ``finish``
+        waits for the uploads."""
+        self._catch_up()
+        if self._fh is not None:
+            self._close_and_upload(last=True)
+
     def finish(self) -> None:
         """Close and upload the current pack, if any, and wait for every upload.
 
         Raises the first upload error; no pack is then known to be published.
         """
-        self._catch_up()
-        if self._fh is not None:
-            self._close_and_upload(last=True)
+        self.close()
         self._wait(0)
         self._stop_threads(cancel=False)
 
@@ -235,8 +243,11 @@ class PackWriter:
                 self._fh.close()
             self._fh = None
             _unlink(self._path)
-        for fut in self._uploads:
-            fut.cancel()
+        for upload in self._uploads:
+            upload.cancel()
+        for upload in self._uploads:  # one under way finishes first: its spool file is then removed
+            with contextlib.suppress(Exception):
+                upload.result()
         self._stop_threads(cancel=True)
         self._uploads = []
         for _, path in self._existing:
@@ -268,10 +279,10 @@ class PackWriter:
             raise LocalWriteError("write spool", err, self._path or self.spool_dir) from err
 
     def _close_and_upload(self, last: bool = False) -> None:
-        """Close the open pack and upload it: in the upload threads, or here when it is
-        the ``last`` and the only one (a checkpoint's one small pack: ``finish`` waits
-        for it either way, and no thread pool is started, nor ``concurrent.futures``
-        imported, ~5 ms of a tick's start)."""
+        """Close the open pack and start its upload: in the upload threads, or in a
+        thread of its own when it is the ``last`` and the only one (a checkpoint's one
+        small pack: no thread pool is started, nor ``concurrent.futures`` imported,
+        ~5 ms of a tick's start)."""
         pack = self._pack_name()  # first: a failed hash leaves the file open, for ``abort`` to remove
         with self._spooling():
             self._fh.close()
@@ -279,7 +290,7 @@ class PackWriter:
         self._ids[self._slot] = pack
         self.packs.append(pack)
         if last and self._pool is None:
-            self._upload(self._path, pack, self._size)
+            self._uploads.append(Background(self._upload, self._path, pack, self._size, name="journal-upload"))
             return
         pool = self._threads("_pool", UPLOADS_IN_FLIGHT, "upload")
         self._wait(UPLOADS_IN_FLIGHT - 1)
