@@ -411,8 +411,9 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
             data: PackWriter, captured: list[FileState], restored: dict[str, str]) -> _Committed:
     """Publish the next manifest: ``trees`` as they are now, a new index for each tree in
     ``changed``, on top of the packs ``data`` holds (closed, maybe still uploading:
-    waited for with the index pack's) for the files ``captured`` this time; ``restored``: trees whose version is not the newest
-    checkpoint's, and why (the manifest says so, once). Advances ``state`` to the new
+    waited for with the index pack's) for the files ``captured`` this time;
+    ``restored``: trees whose version is not the newest checkpoint's, and why (the
+    manifest says so, once). Advances ``state`` to the new
     manifest and saves it twice: with the manifest pending, then committed."""
     # Entries captured this time may name packs by placeholder until their upload.
     for fs in captured:
