@@ -4,8 +4,9 @@ The pack writer's thread pools are ``concurrent.futures``. A database's capture 
 one call beside another, twice: the online backup while the previous page maps
 decode (``sqlite/capture.py``; or while the scan captures other files,
 ``sqlite/ahead.py``), the page ids while ``quick_check`` runs
-(``sqlite/snapshot.py``); and a checkpoint's one data pack uploads while its index
-is built (``repository/pack.py``). Those run here: importing ``concurrent.futures``
+(``sqlite/snapshot.py``); a checkpoint's one data pack uploads while its index is
+built (``repository/pack.py``), and its fence's two HEADs go out together
+(``checkpoint/run.py``). Those run here: importing ``concurrent.futures``
 (with ``logging``) costs ~5 ms of every busy tick's start.
 """
 

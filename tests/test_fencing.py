@@ -384,6 +384,20 @@ def clone(template: Path, dest: Path) -> tuple[dict[str, str], str]:
     return root_env(dest, str(dest / "store")), str(dest / "store")
 
 
+def _nth(call: tuple[str, str], nth: int):
+    """A ``fail_when`` that is true for the ``nth`` time ``call`` is made, and only then
+    (``FaultyStore`` asks it under its lock)."""
+    made = 0
+
+    def pick(method: str, key: str) -> bool:
+        nonlocal made
+        if (method, key) != call:
+            return False
+        made += 1
+        return made == nth
+    return pick
+
+
 def test_checkpoint_failing_at_any_store_call_leaves_the_previous_manifest_and_the_next_one_succeeds(
         fault_template, tmp_path):
     env, store_dir = clone(fault_template, tmp_path / "count")
@@ -394,13 +408,15 @@ def test_checkpoint_failing_at_any_store_call_leaves_the_previous_manifest_and_t
     assert sum(1 for method, key in calls if method == "put_if_absent") == 3
     assert any(method == "get" and key.startswith("packs/") for method, key in calls), "no page map read back"
 
+    # Each call is failed by what it is (its method, key and occurrence), not by its
+    # position: the fence's two HEADs, and the two packs' PUTs, go out at once.
     for n in range(1, len(calls) + 1):
         env, store_dir = clone(fault_template, tmp_path / f"fail-{n}")
         cfg = load_config(env=env)
-        faulty = FaultyStore(LocalStore(store_dir), fail_at=n)
+        faulty = FaultyStore(LocalStore(store_dir), fail_when=_nth(calls[n - 1], calls[:n].count(calls[n - 1])))
         with pytest.raises(JournalError) as err:
             checkpoint(cfg, faulty)
-        assert faulty.failed == [calls[n - 1]], f"call {n}: the call sequence changed"
+        assert faulty.failed == [calls[n - 1]], f"call {n}: that call was not made"
         assert "injected fault" in str(err.value), f"call {n}: {err.value!r}"
 
         repo = Repository.open(LocalStore(store_dir))
@@ -481,3 +497,32 @@ def test_s3_outage_in_the_middle_of_a_checkpoint_fails_cleanly_and_the_next_one_
             assert Live.snapshot(fresh / "local" / tree) == Live.snapshot(root / "local" / tree), tree
     finally:
         server.stop()
+
+
+def test_the_fence_asks_for_both_manifests_at_once_and_a_failed_ask_stops_the_checkpoint(tmp_path):
+    """The two HEADs of the fence (``manifests/<seq>`` still there, ``manifests/<seq+1>``
+    not yet) go out together: the second is asked while the first, made slow here as a
+    bucket's round trip is, is still under way. A failure of either stops the
+    checkpoint before anything more is uploaded."""
+    live = Live(tmp_path / "home", tmp_path / "store")
+    transcript = "codex-home/sessions/2026/12/05/rollout-a.jsonl"
+    live.write(transcript, '{"n": 0}\n')
+    checkpoint(live.cfg, live.store)
+    live.append(transcript, '{"n": 1}\n')
+    seen: list[bool] = []
+
+    def slow_first_head(method: str, key: str) -> None:
+        if (method, key) == ("head", manifest_key(1)):
+            time.sleep(0.3)
+            seen.append(("head", manifest_key(2)) in store.calls)
+
+    store = FaultyStore(live.store, after=slow_first_head)
+    assert checkpoint(live.cfg, store).seq == 2
+    assert seen == [True], "the HEAD of manifests/<seq+1> waited for the one of manifests/<seq>"
+
+    live.append(transcript, '{"n": 2}\n')
+    refused = FaultyStore(live.store, fail_when=lambda method, key: (method, key) == ("head", manifest_key(3)))
+    with pytest.raises(StoreError):
+        checkpoint(live.cfg, refused)
+    assert not [c for c in refused.calls if c[0] == "put_if_absent"], "nothing uploaded past a failed fence"
+    assert checkpoint(live.cfg, live.store).seq == 3

@@ -11,7 +11,7 @@ docs/design.md §12 ("Read and write ordering"):
    the data pack (a pack that reaches 64 MiB closes and uploads meanwhile). Nothing
    changed: stop here, with no store write;
 3. the fence: the store must still hold ``manifests/<seq>`` and not yet
-   ``manifests/<seq+1>``;
+   ``manifests/<seq+1>`` (the two HEADs at once);
 4. the data pack is closed and its upload (put-if-absent) starts;
 5. the changed trees' index pages go into the index pack, closed and uploaded, and
    every data upload is waited for;
@@ -33,6 +33,7 @@ import time
 
 import msgspec
 
+from ..background import Background
 from ..repository.blob_cache import BlobCache
 from ..config import Config, no_trees_hint
 from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, HistoryWithoutState,
@@ -325,11 +326,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
                 state.trees = new_trees
                 save_state(cfg.state_dir, state)  # local only: fresher signatures, no store write
         else:
-            # Fence before uploading anything more: the store must still hold seq (or the
-            # history this writer builds on is lost), and another writer may own seq+1.
-            require_committed(repo, state.seq, cfg.state_dir)
-            if repo.store.head(manifest_key(state.seq + 1)) is not None:
-                raise ManifestConflict(state.seq + 1, describe_writer(repo, state.seq + 1))
+            _fence(repo, state.seq, cfg.state_dir)
             ctx.data.close()  # its upload overlaps the index's build; ``_commit`` waits for it
             restored = {n: new_trees[n].restored for n in changed_trees if new_trees[n].restored}
             committed = _commit(cfg, repo, state, trees=new_trees, changed=changed_trees, data=ctx.data,
@@ -359,6 +356,19 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
     if ctx.errors:
         raise CheckpointErrors(ctx.errors, result.seq)
     return ctx.quiet_rows
+
+
+def _fence(repo: Repository, seq: int, state_dir: str) -> None:
+    """Before uploading anything more: the store must still hold ``seq`` (or the history
+    this writer builds on is lost), and another writer may own ``seq + 1``. The two
+    HEADs go out together: on a bucket, one round trip instead of two."""
+    asked = Background(repo.store.head, manifest_key(seq + 1), name="journal-fence")
+    try:
+        require_committed(repo, seq, state_dir)
+    finally:
+        asked.join()  # the first check's error wins; the other HEAD is never left running
+    if asked.result() is not None:
+        raise ManifestConflict(seq + 1, describe_writer(repo, seq + 1))
 
 
 def _chunk_ids(trees: dict[str, TreeCache]) -> set[str]:
