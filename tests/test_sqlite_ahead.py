@@ -99,7 +99,8 @@ def test_changed_databases_are_snapshotted_ahead_and_restore_exactly(tmp_path, t
     fill(opencode, range(3000))
     store = live.store
     assert checkpoint(live.cfg, store).seq == 1
-    assert taken and not any(ahead for _, ahead in taken), "a first checkpoint knows no database before its walk"
+    assert sorted(taken) == sorted([(str(hermes), True), (str(opencode), True)]), \
+        "a tree's first checkpoint walks it for its databases before the scan"
 
     taken.clear()
     fill(hermes, range(2000, 2100))
@@ -227,3 +228,18 @@ def test_snapshots_are_used_only_for_their_own_path_and_previous_entry(tmp_path)
     ahead.close()
     assert os.listdir(staging) == []
     assert not [t for t in threading.enumerate() if t.name == "journal-backup"]
+
+
+def test_a_first_checkpoint_never_snapshots_a_database_outside_the_tree(tmp_path, started):
+    """A tree's first checkpoint walks it for databases as its scan does: a symlink to a
+    directory outside (holding a database of a name the tree declares) is not followed."""
+    live = box(tmp_path)
+    fill(live.local / "hermes/state.db", range(50))
+    outside = tmp_path / "outside/state.db"
+    fill(outside, range(10_000, 10_050))
+    os.symlink(outside.parent, live.local / "hermes/profiles")
+    checkpoint(live.cfg, live.store)
+    assert started == [os.path.realpath(live.local / "hermes/state.db")]
+    entries = live.entries("hermes")
+    assert entries["profiles"].kind == KIND_SYMLINK and entries["state.db"].kind == KIND_SQLITE
+    assert staging_files(live) == []

@@ -6,7 +6,8 @@ docs/design.md §12 ("Read and write ordering"):
 
 1. packs earlier commits found already stored are checked again (``recheck/``); a
    pending manifest a crash left is republished, or dropped when a pack it names is gone;
-2. the snapshots of databases the cache knows to have changed start (``sqlite/ahead.py``);
+2. the snapshots of databases the cache knows to have changed (or a new tree holds)
+   start (``sqlite/ahead.py``);
    every tree is walked and scanned; new chunks, segments and database pages go into
    the data pack (a pack that reaches 64 MiB closes and uploads meanwhile). Nothing
    changed: stop here, with no store write;
@@ -309,7 +310,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
     touched = False
     try:
         for tree in cfg.active_trees():
-            for full, prev in databases_ahead(tree, state.trees.get(tree.name)):
+            for full, prev in databases_ahead(tree, state.trees.get(tree.name), ctx.busy_tmp):
                 ctx.ahead.want(full, prev)
         for tree in cfg.active_trees():
             cache = state.trees.get(tree.name, TreeCache())

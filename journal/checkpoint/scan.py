@@ -98,8 +98,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         if cache.files:
             ctx.warn(f"checkpoint: tree {tree.name}: {tree.path} is missing; keeping its last checkpoint")
         return tr, cache.files, False
-    own = frozenset(os.path.basename(p) for p in ctx.busy_tmp if os.path.dirname(p) == tree.path)
-    matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite, own)
+    matcher = _matcher(tree, ctx.busy_tmp)
     files: dict[str, FileState] = {}  # paths read, or taken one by one
     taken: dict[str, Group] = {}  # directories taken whole as the cache holds them
     ntaken = 0  # their paths
@@ -338,16 +337,22 @@ def _sig(root: str, item: Item):
     return signature(item.stat)
 
 
-def databases_ahead(tree: TreeConfig, cache: TreeCache | None) -> list[tuple[str, FileState]]:
-    """The databases of ``tree`` that its scan will snapshot, as far as the cache tells
-    before the walk: ``(full path, last entry)`` of each one the last checkpoint captured
-    whose live signature differs now, in a regular file reached without a symlink
-    (``sqlite/ahead.py`` starts their snapshots; the scan still decides, path by path,
-    what it captures). Only the directories holding a database are looked into."""
-    if cache is None or cache.reupload or not cache.files:
+def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str] = frozenset()
+                    ) -> list[tuple[str, FileState | None]]:
+    """The databases of ``tree`` that its scan will snapshot, as far as is known before
+    the scan: ``(full path, last entry)``. From the cache: each database the last
+    checkpoint captured whose live signature differs now, in a regular file reached
+    without a symlink (only the directories holding a database are looked into). A
+    tree not captured yet that declares database patterns is walked for them (its
+    first checkpoint: the walk the scan makes again costs little beside the capture).
+    ``sqlite/ahead.py`` starts their snapshots; the scan still decides, path by path,
+    what it captures."""
+    if cache is None or not cache.files:
+        return _databases_walked(tree, busy_tmp) if tree.sqlite and os.path.isdir(tree.path) else []
+    if cache.reupload:
         return []
     root = os.path.realpath(tree.path)
-    out = []
+    out: list[tuple[str, FileState | None]] = []
     for rel_dir, group in cache.files.groups.items():
         if not group.flags & HAS_DB:
             continue
@@ -364,6 +369,19 @@ def databases_ahead(tree: TreeConfig, cache: TreeCache | None) -> list[tuple[str
                 continue  # gone or unreadable: the walk finds out and says so
             out.append((full, fs))
     return out
+
+
+def _databases_walked(tree: TreeConfig, busy_tmp: set[str]) -> list[tuple[str, None]]:
+    """The databases a walk of ``tree`` finds, as the scan's walk will (same rules, no
+    symlink followed), each with no last entry."""
+    return [(os.path.join(tree.path, item.path), None) for item in walk_tree(tree.path, _matcher(tree, busy_tmp))
+            if item.kind == "sqlite"]
+
+
+def _matcher(tree: TreeConfig, busy_tmp: set[str]) -> Matcher:
+    """The tree's rules, journal's temp directories in use (``busy_tmp``) left out."""
+    own = frozenset(os.path.basename(p) for p in busy_tmp if os.path.dirname(p) == tree.path)
+    return Matcher(tree.exclude, tree.jsonl, tree.sqlite, own)
 
 
 def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matcher, ctx: ScanContext):

@@ -3,10 +3,10 @@
 A database's snapshot (the online backup, ``quick_check`` and its page ids) costs a
 checkpoint's scan a wait of 10-30 ms per database when the scan reaches it: its own
 thread works, the scan's does not. The databases the last checkpoint captured and
-whose live signature has changed since are known before the walk
-(``checkpoint/scan.py``, ``databases_ahead``). Their snapshots are made here, one at
-a time and in the scan's order, while the scan captures the transcripts and files
-before them.
+whose live signature has changed since are known before the walk, and a tree not
+captured yet is walked for its databases (``checkpoint/scan.py``,
+``databases_ahead``). Their snapshots are made here, one at a time and in the scan's
+order, while the scan captures the transcripts and files before them.
 
 At most two staging copies exist at once: the one the scan is cutting and the next
 one being made; the next starts when the scan takes the one before. A snapshot is
