@@ -27,7 +27,7 @@ from faults import FaultyStore
 
 from journal.checkpoint.run import checkpoint
 from journal.config import load_config
-from journal.errors import CheckpointErrors, JournalError, StoreError
+from journal.errors import CheckpointErrors, JournalError, ManifestConflict, StoreError
 from journal.repository.repository import Repository, manifest_key
 from journal.restore.run import restore
 from journal.store import open_store
@@ -526,3 +526,11 @@ def test_the_fence_asks_for_both_manifests_at_once_and_a_failed_ask_stops_the_ch
         checkpoint(live.cfg, refused)
     assert not [c for c in refused.calls if c[0] == "put_if_absent"], "nothing uploaded past a failed fence"
     assert checkpoint(live.cfg, live.store).seq == 3
+
+    # Another writer's manifest 4 is there: refused before any pack is uploaded.
+    live.store.put_if_absent(manifest_key(4), live.store.get(manifest_key(3)))
+    live.append(transcript, '{"n": 3}\n')
+    watched = FaultyStore(live.store)
+    with pytest.raises(ManifestConflict):
+        checkpoint(live.cfg, watched)
+    assert not [c for c in watched.calls if c[0] == "put_if_absent"], "nothing uploaded past a taken sequence"

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from journal.checkpoint import run as checkpoint_run
@@ -64,8 +65,8 @@ def taken(monkeypatch) -> list[tuple[str, bool]]:
     seen: list[tuple[str, bool]] = []
     real = Ahead.take
 
-    def spy(self, full_path, prev):
-        got = real(self, full_path, prev)
+    def spy(self, full_path, prev, walked):
+        got = real(self, full_path, prev, walked)
         seen.append((full_path, got is not None))
         return got
 
@@ -127,8 +128,8 @@ def test_a_commit_after_the_snapshot_began_is_taken_by_the_next_checkpoint(tmp_p
     real = Ahead.take
     late = []
 
-    def take_then_commit(self, full_path, prev):
-        got = real(self, full_path, prev)
+    def take_then_commit(self, full_path, prev, walked):
+        got = real(self, full_path, prev, walked)
         if got is not None and not late:
             got.snapped.join()  # the copy is made and checked: this row is not in it
             fill(db, range(500, 501))
@@ -201,33 +202,105 @@ def test_a_failed_scan_leaves_no_snapshot_running_and_no_staging_copy(tmp_path, 
     assert staging_files(live) == []
 
 
-def test_snapshots_are_used_only_for_their_own_path_and_previous_entry(tmp_path):
+def identity(path: Path) -> tuple[int, int]:
+    st = os.lstat(path)
+    return st.st_dev, st.st_ino
+
+
+def test_snapshots_are_used_only_for_their_own_path_previous_entry_and_file(tmp_path):
     staging = tmp_path / "state/sqlite-staging"
     first, second = tmp_path / "a.db", tmp_path / "b.db"
     fill(first, range(100))
     fill(second, range(100))
+
+    def reached(path: Path):
+        return lambda: identity(path) if not os.path.islink(path) else None
+
     ahead = Ahead(str(staging), PLAIN)
-    ahead.want(str(first), None)
-    ahead.want(str(second), None)
-    assert ahead.take(str(second), None) is None, "not the one under way: the capture makes its own"
-    got = ahead.take(str(first), None)
+    ahead.want(str(first), None, reached(first))
+    ahead.want(str(second), None, reached(second))
+    assert ahead.take(str(second), None, identity(second)) is None, "not the one under way: the capture makes its own"
+    got = ahead.take(str(first), None, identity(first))
     assert got is not None and got.path == str(first)
     copy, _ = got.snapped.result()
     assert ids(Path(copy)) == list(range(100))
     remove_staging(copy)
-    assert ahead.take(str(first), None) is None, "taken once"
+    assert ahead.take(str(first), None, identity(first)) is None, "taken once"
     ahead.close()
     assert os.listdir(staging) == []
 
     prev = FileState(None, Entry(path="a.db", kind="file", mode=0o600))
-    ahead.want(str(first), prev)
-    assert ahead.take(str(first), FileState(None, prev.entry)) is None, "made for another previous entry: discarded"
+    ahead.want(str(first), prev, reached(first))
+    assert ahead.take(str(first), FileState(None, prev.entry), identity(first)) is None, \
+        "made for another previous entry: discarded"
     assert os.listdir(staging) == []
-    ahead.want(str(tmp_path / "gone.db"), None)  # nothing to start: the scan finds out
-    ahead.want(str(second), None)
+    ahead.want(str(first), None, reached(first))
+    assert ahead.take(str(first), None, identity(second)) is None, "a copy of another file than the walk saw"
+    assert os.listdir(staging) == []
+    ahead.want(str(tmp_path / "gone.db"), None, reached(tmp_path / "gone.db"))  # nothing to start
+    ahead.want(str(second), None, lambda: None)  # not reached without a symlink: never started
     ahead.close()
     assert os.listdir(staging) == []
     assert not [t for t in threading.enumerate() if t.name == "journal-backup"]
+
+
+def test_a_database_swapped_for_a_symlink_after_the_checks_and_back_is_never_published(tmp_path, monkeypatch):
+    """A hostile process swaps a queued database for a symlink to an outside one once
+    the checkpoint has looked at it, lets its snapshot start, and puts the file back
+    before the walk reaches it: the file is looked at again when its snapshot starts
+    and ends, and the walk's file must be the one copied, so the outside rows are never
+    stored under the tree's path."""
+    live = box(tmp_path)
+    first, second = live.local / "hermes/p1/state.db", live.local / "hermes/p2/state.db"
+    fill(first, range(100))
+    fill(second, range(100))
+    store = live.store
+    checkpoint(live.cfg, store)
+    outside = tmp_path / "outside/state.db"
+    fill(outside, range(10_000, 10_100))
+    fill(first, range(100, 110))
+    fill(second, range(100, 110))
+    real_take = Ahead.take
+    swapped = []
+
+    def take(self, full_path, prev, seen):
+        other = second if full_path == str(first) else first
+        if not swapped and self._queue and self._queue[0][0] == str(other):
+            kept = other.with_name("kept.db")
+            os.rename(other, kept)
+            os.symlink(outside, other)
+            got = real_take(self, full_path, prev, seen)  # the next snapshot starts now
+            if self._running is not None:
+                self._running.snapped.join()
+            os.unlink(other)
+            os.rename(kept, other)  # back before the walk reaches it
+            swapped.append(str(other))
+            return got
+        return real_take(self, full_path, prev, seen)
+
+    monkeypatch.setattr(Ahead, "take", take)
+    assert checkpoint(live.cfg, store).seq == 2
+    assert swapped
+    dest = tmp_path / "restored"
+    restore(live.cfg, store, to=str(dest))
+    assert ids(dest / "hermes/p1/state.db") == list(range(110))
+    assert ids(dest / "hermes/p2/state.db") == list(range(110))
+    assert staging_files(live) == []
+
+
+def test_a_database_the_rules_now_exclude_is_not_snapshotted_ahead(tmp_path, started):
+    live = box(tmp_path)
+    db = live.local / "hermes/state.db"
+    fill(db, range(100))
+    store = live.store
+    checkpoint(live.cfg, store)
+    cfg = msgspec.structs.replace(live.cfg, trees=tuple(
+        msgspec.structs.replace(t, exclude=t.exclude + ("state.db",)) if t.name == "hermes" else t
+        for t in live.cfg.trees))
+    fill(db, range(100, 110))
+    started.clear()
+    checkpoint(cfg, store)
+    assert started == [], "an excluded database is neither opened nor copied"
 
 
 def test_a_first_checkpoint_never_snapshots_a_database_outside_the_tree(tmp_path, started):

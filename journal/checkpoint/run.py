@@ -310,8 +310,8 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
     touched = False
     try:
         for tree in cfg.active_trees():
-            for full, prev in databases_ahead(tree, state.trees.get(tree.name), ctx.busy_tmp):
-                ctx.ahead.want(full, prev)
+            for full, prev, reached in databases_ahead(tree, state.trees.get(tree.name), ctx.busy_tmp):
+                ctx.ahead.want(full, prev, reached)
         for tree in cfg.active_trees():
             cache = state.trees.get(tree.name, TreeCache())
             tr, files, changed = scan_tree(tree, cache, ctx)
@@ -351,7 +351,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
         ctx.data.abort()
         raise
     finally:
-        ctx.ahead.close()  # before the staging copies go: none may still be written
+        ctx.ahead.close()  # before the staging copies go: it waits for a snapshot under way
         clear_dir(staging)
     result.warnings += ctx.warnings + ctx.errors
     if ctx.errors:

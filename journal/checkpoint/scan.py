@@ -337,45 +337,68 @@ def _sig(root: str, item: Item):
     return signature(item.stat)
 
 
-def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str] = frozenset()
-                    ) -> list[tuple[str, FileState | None]]:
+def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str] = frozenset()) -> list[tuple]:
     """The databases of ``tree`` that its scan will snapshot, as far as is known before
-    the scan: ``(full path, last entry)``. From the cache: each database the last
-    checkpoint captured whose live signature differs now, in a regular file reached
-    without a symlink (only the directories holding a database are looked into). A
-    tree not captured yet that declares database patterns is walked for them (its
-    first checkpoint: the walk the scan makes again costs little beside the capture).
-    ``sqlite/ahead.py`` starts their snapshots; the scan still decides, path by path,
-    what it captures."""
+    the scan: ``(full path, last entry, reached)``, ``reached()`` giving the file's
+    ``(st_dev, st_ino)`` while it is a regular file reached without a symlink, else
+    None (asked again before and after the snapshot made ahead). From the cache: each
+    database the last checkpoint captured that the tree's rules still include and
+    whose live signature differs now (only the directories holding a database are
+    looked into). A tree not captured yet that declares database patterns is walked
+    for them (its first checkpoint: the walk the scan makes again costs little beside
+    the capture). ``sqlite/ahead.py`` starts their snapshots; the scan still decides,
+    path by path, what it captures."""
     if cache is None or not cache.files:
-        return _databases_walked(tree, busy_tmp) if tree.sqlite and os.path.isdir(tree.path) else []
+        if not tree.sqlite or not os.path.isdir(tree.path):
+            return []
+        return [(os.path.join(tree.path, item.path), None, _reached(tree, item.path))
+                for item in walk_tree(tree.path, _matcher(tree, busy_tmp)) if item.kind == "sqlite"]
     if cache.reupload:
         return []
-    root = os.path.realpath(tree.path)
-    out: list[tuple[str, FileState | None]] = []
+    matcher = _matcher(tree, busy_tmp)
+    out = []
     for rel_dir, group in cache.files.groups.items():
         if not group.flags & HAS_DB:
             continue
         for path, fs in group.paths.items():
-            if fs.entry.kind != KIND_SQLITE or fs.sig is None:
+            if fs.entry.kind != KIND_SQLITE or fs.sig is None or not _walked_as_db(matcher, path):
                 continue
-            full = os.path.join(tree.path, path)
+            reached = _reached(tree, path)
             try:
-                if not stat_mod.S_ISREG(os.lstat(full).st_mode) or \
-                        os.path.realpath(os.path.dirname(full)) != os.path.join(root, rel_dir).rstrip(os.sep) or \
-                        live_signature(full) == fs.sig:
+                if reached() is None or live_signature(os.path.join(tree.path, path)) == fs.sig:
                     continue
             except OSError:
                 continue  # gone or unreadable: the walk finds out and says so
-            out.append((full, fs))
+            out.append((os.path.join(tree.path, path), fs, reached))
     return out
 
 
-def _databases_walked(tree: TreeConfig, busy_tmp: set[str]) -> list[tuple[str, None]]:
-    """The databases a walk of ``tree`` finds, as the scan's walk will (same rules, no
-    symlink followed), each with no last entry."""
-    return [(os.path.join(tree.path, item.path), None) for item in walk_tree(tree.path, _matcher(tree, busy_tmp))
-            if item.kind == "sqlite"]
+def _walked_as_db(matcher: Matcher, path: str) -> bool:
+    """Whether the tree's walk would yield ``path`` as a database: no directory on its
+    way excluded, the file not excluded, and a name the tree's database patterns match."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        if matcher.excluded("/".join(parts[:i]), parts[i - 1], True):
+            return False
+    return not matcher.excluded(path, parts[-1], False) and matcher.is_sqlite(path, parts[-1])
+
+
+def _reached(tree: TreeConfig, path: str):
+    """A ``reached()`` for ``path`` of ``tree``: the file's ``(st_dev, st_ino)`` while
+    it is a regular file whose directory resolves to where the tree has it (no symlink
+    on the way), else None."""
+    full = os.path.join(tree.path, path)
+    where = os.path.join(os.path.realpath(tree.path), os.path.dirname(path)).rstrip(os.sep)
+
+    def reached() -> tuple[int, int] | None:
+        try:
+            st = os.lstat(full)
+            if not stat_mod.S_ISREG(st.st_mode) or os.path.realpath(os.path.dirname(full)) != where:
+                return None
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+    return reached
 
 
 def _matcher(tree: TreeConfig, busy_tmp: set[str]) -> Matcher:
@@ -402,7 +425,8 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
     full = os.path.join(tree.path, item.path)
     try:
         try:
-            ahead = ctx.ahead.take(full, prev) if ctx.ahead is not None else None
+            ahead = ctx.ahead.take(full, prev, (item.stat.st_dev, item.stat.st_ino)) if ctx.ahead is not None \
+                else None
             return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps, ahead)
         except (CorruptObject, ObjectNotFound) as err:  # the previous snapshot's maps
             ctx.warn(f"checkpoint: {full}: the page maps of its last snapshot are unusable ({err}); "

@@ -10,8 +10,10 @@ order, while the scan captures the transcripts and files before them.
 
 At most two staging copies exist at once: the one the scan is cutting and the next
 one being made; the next starts when the scan takes the one before. A snapshot is
-only used by the capture of that very path with that very previous entry (``take``);
-anything else is discarded, its staging copy removed (``close``). Only the scan
+only used by the capture of that very path with that very previous entry, of the
+very file (device and inode) the walk saw, reached without a symlink just before
+and just after the backup (``take``); anything else is discarded, its staging copy
+removed (``close``). Only the scan
 decides what is captured: a database the walk no longer reaches (gone, excluded, a
 symlink now) is never published from here.
 """
@@ -26,27 +28,38 @@ class Ahead:
 
     def __init__(self, staging_dir: str, codec):
         self.staging_dir, self.codec = staging_dir, codec
-        self._queue: deque = deque()   # (full path, previous FileState), not started yet
+        self._queue: deque = deque()   # (full path, previous FileState, reached), not started yet
         self._running = None           # the ``Started`` snapshot not taken yet
 
-    def want(self, full_path: str, prev) -> None:
+    def want(self, full_path: str, prev, reached) -> None:
         """Make ``full_path``'s snapshot (its last entry is ``prev``) after those wanted
-        before it; the first one starts now."""
-        self._queue.append((full_path, prev))
+        before it; the first one starts now. ``reached()``: the file's ``(st_dev,
+        st_ino)`` as reached without a symlink, or None (``capture.Started``)."""
+        self._queue.append((full_path, prev, reached))
         if self._running is None:
             self._start_next()
 
-    def take(self, full_path: str, prev):
+    def take(self, full_path: str, prev, seen: tuple[int, int]):
         """The snapshot of ``full_path`` made ahead for ``prev``, once the capture needs
-        it (``capture_sqlite(ahead=...)``); the next one starts. None when there is none
-        (the capture then snapshots it itself)."""
+        it (``capture_sqlite(ahead=...)``), when the file it copied is the one the
+        walk saw (``seen``: its ``(st_dev, st_ino)``) before and after the backup; the
+        next one starts. None when there is none (the capture then snapshots it
+        itself). Waits for the snapshot to end."""
         self._queue = deque(q for q in self._queue if q[0] != full_path)
         running = self._running
         if running is None or running.path != full_path:
             return None
         self._running = None
-        self._start_next()
-        if running.prev is not prev:  # re-read without its previous entry (a re-upload, unusable maps)
+        try:
+            running.snapped.join()
+            try:
+                running.snapped.result()
+                same = running.before == running.after == seen
+            except Exception:  # its error is the capture's to report, if it copied this very file
+                same = running.before == seen
+        finally:
+            self._start_next()
+        if running.prev is not prev or not same:  # re-read without its previous entry, or another file
             running.discard()
             return None
         return running
@@ -62,8 +75,8 @@ class Ahead:
         from .capture import Started  # here: sqlite3 and the page maps only when a database changed
 
         while self._queue and self._running is None:
-            full_path, prev = self._queue.popleft()
+            full_path, prev, reached = self._queue.popleft()
             try:
-                self._running = Started(full_path, prev, self.staging_dir, self.codec)
+                self._running = Started(full_path, prev, self.staging_dir, self.codec, reached)
             except OSError:
-                continue  # gone or unreadable now: the scan finds out and says so
+                continue  # gone, unreadable or a symlink now: the scan finds out and says so

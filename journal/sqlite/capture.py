@@ -22,8 +22,10 @@ Restore: rebuild the file from its verified records into a temp file
 
 from __future__ import annotations
 
+import errno
 import os
 import stat as stat_mod
+from collections.abc import Callable
 import struct
 from collections import Counter, deque
 
@@ -72,6 +74,7 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
     staging, (page_size, ids), snap = _snapshot_and_load(started, prev, maps)
     full_id = started.full_id
     try:
+        mode = stat_mod.S_IMODE(os.stat(full_path).st_mode)
         bases = BaseCopy(state_dir, full_id if snap is not None else None, page_size,
                          getattr(maps, "repo", None), writer.codec)
         with open(staging, "rb") as fh:
@@ -90,7 +93,7 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
     finally:
         remove_staging(staging)
     st = os.stat(full_path)
-    return FileState(started.sig, Entry(path=rel, kind=KIND_SQLITE, mode=started.mode, mtime_ns=st.st_mtime_ns,
+    return FileState(started.sig, Entry(path=rel, kind=KIND_SQLITE, mode=mode, mtime_ns=st.st_mtime_ns,
                                         size=size, refs=refs))
 
 
@@ -98,26 +101,44 @@ class Started:
     """The snapshot of ``full_path`` (whose last entry is ``prev``) into a new staging
     copy, under way: ``snapshot_db`` in a thread (``snapped``), with the copy's pages
     compared with the base copy and the others hashed while it is checked
-    (``_page_ids``). ``sig`` and ``mode`` are taken before the backup begins (a write
-    after it shows as a new signature next time). ``FileNotFoundError`` when the
-    database is gone (nothing is started then)."""
+    (``_page_ids``). ``sig`` is taken before the backup begins (a write after it shows
+    as a new signature next time). ``FileNotFoundError`` when the database is gone
+    (nothing is started then).
 
-    def __init__(self, full_path: str, prev: FileState | None, staging_dir: str, codec: Codec):
+    ``reached`` (a snapshot made ahead, ``sqlite/ahead.py``): the file's identity
+    ``(st_dev, st_ino)`` as reached without a symlink, or None when it is not; asked
+    before the backup (nothing starts without it) and again once it is over
+    (``before``, ``after``). The capture takes the copy only when both equal the
+    identity its walk saw: a file swapped for a symlink meanwhile is never read
+    through it, and a copy of another file is never published under this path."""
+
+    def __init__(self, full_path: str, prev: FileState | None, staging_dir: str, codec: Codec,
+                 reached: Callable[[], tuple[int, int] | None] | None = None):
         self.path, self.prev = full_path, prev
+        self.before = self.after = None
+        if reached is not None:
+            self.before = reached()
+            if self.before is None:
+                raise FileNotFoundError(errno.ENOENT, "not a regular file reached without a symlink", full_path)
         self.sig = live_signature(full_path)
-        self.mode = stat_mod.S_IMODE(os.stat(full_path).st_mode)
         state_dir = os.path.dirname(os.path.abspath(staging_dir))
         self.full_id = prev.entry.refs[MapPlace.FULL].id if prev is not None and prev.entry.kind == KIND_SQLITE \
             else None
         same = same_pages(state_dir, self.full_id) if self.full_id is not None else None
-        self.snapped = Background(snapshot_db, full_path, staging_dir, lambda staging: _page_ids(staging, codec, same),
-                                  name="journal-backup")
+
+        def snapshot():
+            got = snapshot_db(full_path, staging_dir, lambda staging: _page_ids(staging, codec, same))
+            if reached is not None:
+                self.after = reached()
+            return got
+
+        self.snapped = Background(snapshot, name="journal-backup")
 
     def discard(self) -> None:
         """Wait for a snapshot no longer wanted and remove its staging copy."""
         try:
             staging, _ = self.snapped.result()
-        except Exception:
+        except BaseException:
             return  # it failed as well: snapshot_db removed its copy
         remove_staging(staging)
 
@@ -130,10 +151,10 @@ def _snapshot_and_load(started: Started, prev: FileState | None,
     try:
         snap = load_snapshot(prev.entry.refs, maps.read) if prev is not None and prev.entry.kind == KIND_SQLITE \
             else None
+        staging, hashed = started.snapped.result()
     except BaseException:
-        started.discard()
+        started.discard()  # an interrupted wait too: the copy is not left being written
         raise
-    staging, hashed = started.snapped.result()
     return staging, hashed, snap
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import io
 import itertools
+import threading
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -61,6 +62,7 @@ class CloudStore(Store):
         self.location = url
         self.puts = 0
         self.put_bytes = 0
+        self._count_lock = threading.Lock()   # a checkpoint's packs upload at once
         parts = urlsplit(url)
         options = dict(parse_qsl(parts.query))
         client = {k: options.pop(k) for k in list(options) if k in CLIENT_OPTIONS}
@@ -104,8 +106,9 @@ class CloudStore(Store):
             raise
         except Exception as err:
             raise self._translate(key, err) from err
-        self.puts += 1
-        self.put_bytes += size
+        with self._count_lock:
+            self.puts += 1
+            self.put_bytes += size
 
     def _put_large(self, key: str, stream) -> int:
         total = 0
