@@ -296,9 +296,17 @@ def test_supervise_killed_with_sigkill_leaves_no_server_behind_and_served_with_o
     server = server_pid(sup.pid)
     threads = [line for line in Path(f"/proc/{sup.pid}/status").read_text().splitlines() if line.startswith("Threads")]
     assert threads == ["Threads:\t1"], "the socket is served by a child: the quiet snapshot's fork stays on (§10)"
-    os.kill(sup.pid, signal.SIGKILL)
-    wait_for(lambda: not alive(server), 60, "the server to follow its supervisor")
-    assert not os.path.exists(b.input_socket)
+    agent = [pid for pid, _, _ in cmd_children(sup.pid)]
+    try:
+        os.kill(sup.pid, signal.SIGKILL)
+        wait_for(lambda: not alive(server), 60, "the server to follow its supervisor")
+        assert not os.path.exists(b.input_socket)
+    finally:
+        for pid in agent:  # CMD outlives a supervisor killed with SIGKILL: the test ends it
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.mark.parametrize("where", ["too long a path", "a file in the way"])
