@@ -13,9 +13,8 @@ one being made; the next starts when the scan takes the one before. A snapshot i
 only used by the capture of that very path with that very previous entry, of the
 very file (device and inode) the walk saw, reached without a symlink just before
 and just after the backup (``take``); anything else is discarded, its staging copy
-removed (``close``). Only the scan
-decides what is captured: a database the walk no longer reaches (gone, excluded, a
-symlink now) is never published from here.
+removed (``close``). Only the scan decides what is captured: a database the walk no
+longer reaches (gone, excluded, a symlink now) is never published from here.
 """
 
 from __future__ import annotations
@@ -51,12 +50,10 @@ class Ahead:
             return None
         self._running = None
         try:
-            running.snapped.join()
-            try:
-                running.snapped.result()
-                same = running.before == running.after == seen
-            except Exception:  # its error is the capture's to report, if it copied this very file
-                same = running.before == seen
+            running.snapped.result()
+            same = running.before == running.after == seen
+        except Exception:  # its error is the capture's to report, if it copied this very file
+            same = running.before == seen
         finally:
             self._start_next()
         if running.prev is not prev or not same:  # re-read without its previous entry, or another file

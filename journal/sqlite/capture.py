@@ -25,9 +25,9 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_mod
-from collections.abc import Callable
 import struct
 from collections import Counter, deque
+from collections.abc import Callable
 
 from ..local.state import FileState
 from ..format.model import KIND_SQLITE, BlobRef, Entry
@@ -138,7 +138,7 @@ class Started:
         """Wait for a snapshot no longer wanted and remove its staging copy."""
         try:
             staging, _ = self.snapped.result()
-        except BaseException:
+        except Exception:
             return  # it failed as well: snapshot_db removed its copy
         remove_staging(staging)
 
