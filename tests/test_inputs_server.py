@@ -5,6 +5,7 @@ once, checkpoints running meanwhile, and the server's life beside CMD's."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -303,10 +304,8 @@ def test_supervise_killed_with_sigkill_leaves_no_server_behind_and_served_with_o
         assert not os.path.exists(b.input_socket)
     finally:
         for pid in agent:  # CMD outlives a supervisor killed with SIGKILL: the test ends it
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.mark.parametrize("where", ["too long a path", "a file in the way"])

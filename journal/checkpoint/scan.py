@@ -351,11 +351,13 @@ def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str
     if cache is None or not cache.files:
         if not tree.sqlite or not os.path.isdir(tree.path):
             return []
-        return [(os.path.join(tree.path, item.path), None, _reached(tree, item.path))
+        root = os.path.realpath(tree.path)
+        return [(os.path.join(tree.path, item.path), None, _reached(tree, root, item.path))
                 for item in walk_tree(tree.path, _matcher(tree, busy_tmp)) if item.kind == "sqlite"]
     if cache.reupload:
         return []
     matcher = _matcher(tree, busy_tmp)
+    root = os.path.realpath(tree.path)
     out = []
     for rel_dir, group in cache.files.groups.items():
         if not group.flags & HAS_DB:
@@ -363,7 +365,7 @@ def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str
         for path, fs in group.paths.items():
             if fs.entry.kind != KIND_SQLITE or fs.sig is None or not _walked_as_db(matcher, path):
                 continue
-            reached = _reached(tree, path)
+            reached = _reached(tree, root, path)
             try:
                 if reached() is None or live_signature(os.path.join(tree.path, path)) == fs.sig:
                     continue
@@ -374,21 +376,17 @@ def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str
 
 
 def _walked_as_db(matcher: Matcher, path: str) -> bool:
-    """Whether the tree's walk would yield ``path`` as a database: no directory on its
-    way excluded, the file not excluded, and a name the tree's database patterns match."""
-    parts = path.split("/")
-    for i in range(1, len(parts)):
-        if matcher.excluded("/".join(parts[:i]), parts[i - 1], True):
-            return False
-    return not matcher.excluded(path, parts[-1], False) and matcher.is_sqlite(path, parts[-1])
+    """Whether the tree's walk would yield ``path`` as a database: reached
+    (``Matcher.reaches``), with a name the tree's database patterns match."""
+    return matcher.reaches(path) and matcher.is_sqlite(path, path.rsplit("/", 1)[-1])
 
 
-def _reached(tree: TreeConfig, path: str):
-    """A ``reached()`` for ``path`` of ``tree``: the file's ``(st_dev, st_ino)`` while
-    it is a regular file whose directory resolves to where the tree has it (no symlink
-    on the way), else None."""
+def _reached(tree: TreeConfig, root: str, path: str):
+    """A ``reached()`` for ``path`` of ``tree`` (``root``: the tree's real path): the
+    file's ``(st_dev, st_ino)`` while it is a regular file whose directory resolves to
+    where the tree has it (no symlink on the way), else None."""
     full = os.path.join(tree.path, path)
-    where = os.path.join(os.path.realpath(tree.path), os.path.dirname(path)).rstrip(os.sep)
+    where = os.path.join(root, os.path.dirname(path)).rstrip(os.sep)
 
     def reached() -> tuple[int, int] | None:
         try:

@@ -75,6 +75,15 @@ class Matcher:
             return hit
         return _matches(self.files, path, name) or self.sqlite_companion(path, name)
 
+    def reaches(self, path: str) -> bool:
+        """Whether the walk would reach the file ``path`` (relative, ``/``-separated):
+        no directory on its way excluded, and the file itself not excluded."""
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            if self.excluded("/".join(parts[:i]), parts[i - 1], True):
+                return False
+        return not self.excluded(path, parts[-1], False)
+
     def is_jsonl(self, path: str) -> bool:
         return _matches(self.jsonl, path, path.rsplit("/", 1)[-1])
 

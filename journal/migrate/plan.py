@@ -262,11 +262,7 @@ def find_open_transcripts(trees: dict[str, TreeConfig], sources: dict[str, list[
 
 def _is_transcript(tree: TreeConfig, rel: str) -> bool:
     matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite)
-    parts = rel.split("/")
-    for i in range(1, len(parts)):
-        if matcher.excluded("/".join(parts[:i]), parts[i - 1], True):
-            return False
-    return matcher.is_jsonl(rel) and not matcher.excluded(rel, parts[-1], False)
+    return matcher.is_jsonl(rel) and matcher.reaches(rel)
 
 
 def complete_length(fd: int, size: int) -> int:

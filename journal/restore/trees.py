@@ -390,7 +390,7 @@ def _sig_after(dest: str, entry: Entry, action: str):
     except FileNotFoundError:
         return None
     if entry.kind == KIND_SQLITE:
-        from ..sqlite.snapshot import live_signature
+        from ..signatures import live_signature
 
         return live_signature(os.path.join(dest, entry.path))
     if entry.kind == KIND_DIR:

@@ -40,7 +40,8 @@ from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT,
                               PageLoc, Snapshot, decode_map, encode_map, load_snapshot)
 from ..background import Background
 from .base_copy import BaseCopy, SamePages, same_pages
-from .snapshot import live_signature, page_size_of, remove_staging, snapshot_db
+from ..signatures import live_signature
+from .snapshot import page_size_of, remove_staging, snapshot_db
 
 #: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
 BATCH = 256

@@ -30,7 +30,7 @@ from typing import TypeVar
 from ..background import Background
 from ..errors import SnapshotFailed, os_error_hint
 from ..localfs import clear_dir, observe, open_regular
-from ..signatures import Stamp, live_signature  # noqa: F401  (live_signature: re-exported for older imports)
+from ..signatures import Stamp
 
 BUSY_TIMEOUT = 2.0
 RETRIES = 3
