@@ -64,6 +64,19 @@ class Verdicts(list):
                      "line": f"{'SKIP' if ok is None else 'PASS' if ok else 'FAIL'}  {name}: {detail}"})
 
 
+def judge_ratio(verdicts: Verdicts, name: str, res: dict, key: str, limit: float, mine, theirs,
+                other: str = "legacy", extra: str = "") -> None:
+    """Judge the target ``name``: the median per-run ratio ``key`` at most ``limit``;
+    the figure names both medians (seconds), the ratio and its per-run range. Not
+    judged (nothing added) when a run lacks the figure."""
+    r = res["ratios"].get(key)
+    if r is None:
+        return
+    per = [x for x in res["ratios_per_run"][key] if x is not None]
+    verdicts.add(name, r <= limit, f"journal {fmt_s(mine)} vs {other} {fmt_s(theirs)} = {r:.2f}x "
+                                   f"(per run {min(per):.2f} .. {max(per):.2f}){extra}")
+
+
 def summarize(res: dict, parts) -> tuple[dict, dict, dict]:
     """(summary, ratios, per-run ratios) of every part that ran, in the parts' order."""
     summary: dict = {}
@@ -97,6 +110,8 @@ def report(res: dict, parts) -> str:
 def ratio_table(res: dict) -> list[str]:
     def show(v):
         return f"{v:.4f}" + (f" (1/{1 / v:,.1f})" if 0 < v < 0.1 else "")
+    if not any(v is not None for v in res["ratios"].values()):
+        return []
     out = ["| ratio (median of per-run ratios) | value | per run, min .. max |", "|---|---:|---:|"]
     for k, v in res["ratios"].items():
         if v is not None:

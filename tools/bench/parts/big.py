@@ -7,7 +7,7 @@ import os
 import time
 
 from ..measure import KIB, MIB, flush_disk, log, rmtree
-from ..report import fmt_s, med, med_fig
+from ..report import fmt_s, judge_ratio, med, med_fig, ratio
 from ..systems import JournalSys, LegacySys
 from ..workload import write_big_file
 from .base import Part
@@ -69,6 +69,10 @@ class BigPart(Part):
             figs = [r[system][step] for r in big["runs"]]
             return {**med_fig(figs), "durable_s": med(f["durable_s"] for f in figs)}
 
+        for step in ("checkpoint", "restore"):
+            for k in ("wall_s", "durable_s"):
+                spread[f"big_{step}_{k.split('_')[0]}_journal_over_legacy"] = [
+                    ratio(r["journal"][step][k], r["legacy"][step][k]) for r in big["runs"]]
         return {
             "file_bytes": big["file_bytes"],
             "journal": {"checkpoint": fig("journal", "checkpoint"), "restore": fig("journal", "restore"),
@@ -81,6 +85,14 @@ class BigPart(Part):
         verdicts.add(f"a {big['file_bytes'] / MIB:.0f} MiB file: peak RSS <= 100 MiB", peak <= RSS_LIMIT_KIB,
                      f"checkpoint {big['journal']['checkpoint_maxrss_kib'] / KIB:.1f} MiB, restore "
                      f"{big['journal']['restore_maxrss_kib'] / KIB:.1f} MiB")
+        copier = res["meta"]["tools"]["legacy_copy"]
+        for step, other in (("checkpoint", f"the legacy tick ({copier})"), ("restore", copied_back(copier))):
+            j, legacy = big["journal"][step], big["legacy"][step]
+            durable = ratios.get(f"big_{step}_durable_journal_over_legacy")
+            judge_ratio(verdicts, f"a {big['file_bytes'] / MIB:.0f} MiB file, {step}: wall <= {other}", res,
+                        f"big_{step}_wall_journal_over_legacy", 1.0, j["wall_s"], legacy["wall_s"], other,
+                        "" if durable is None else f"; until durable {fmt_s(j['durable_s'])} vs "
+                                                   f"{fmt_s(legacy['durable_s'])} = {durable:.2f}x")
 
     def tables(self, big: dict, res: dict) -> list[str]:
         copier = res["meta"]["tools"]["legacy_copy"]
@@ -89,11 +101,16 @@ class BigPart(Part):
         for label, f in (("journal checkpoint", big["journal"]["checkpoint"]),
                          ("journal restore", big["journal"]["restore"]),
                          (f"legacy tick ({copier})", big["legacy"]["checkpoint"]),
-                         ("rsync -a back" if copier == "rsync" else "python copytree back", big["legacy"]["restore"])):
+                         (copied_back(copier), big["legacy"]["restore"])):
             out.append(f"| {label} | {fmt_s(f['wall_s'])} | {fmt_s(f['durable_s'])} | {fmt_s(f['cpu_s'])} | "
                        f"{f['maxrss_kib'] / KIB:.1f} MiB |")
         out.append("")
         return out
+
+
+def copied_back(copier: str) -> str:
+    """The legacy design's restore of the big file, as the tables name it."""
+    return "rsync -a back" if copier == "rsync" else "python copytree back"
 
 
 def durable(fig: dict) -> dict:

@@ -9,7 +9,7 @@ import statistics
 import time
 
 from ..measure import KIB, MIB, copy_tree, log, rmtree, rotate, settle, tree_stats
-from ..report import fmt_bytes, fmt_s, med, med_fig, ratio, tick_fig
+from ..report import fmt_bytes, fmt_s, judge_ratio, med, med_fig, ratio, tick_fig
 from ..systems import JournalSys, LegacySys, ResticSys, SupervisedJournal
 from ..workload import MAIN_DBS, MAIN_TREES, LiveWorkload, generate_main
 from .base import Part
@@ -92,6 +92,8 @@ class MainPart(Part):
                 verdicts.add(f"active tick, {label}: CPU <= legacy", sc <= 1.0,
                              f"journal {main[name]['tick']['cpu_s'] * 1000:.0f} ms vs legacy "
                              f"{main['legacy']['tick']['cpu_s'] * 1000:.0f} ms = {sc:.2f}x")
+        judge_ratio(verdicts, "initial checkpoint: wall <= 1.5x legacy", res, "initial_wall_journal_over_legacy", 1.5,
+                    main["journal"]["initial"]["wall_s"], main["legacy"]["initial"]["wall_s"])
         idle_targets(main, ratios, res, verdicts)
         restore_targets(main, ratios, res, verdicts)
 

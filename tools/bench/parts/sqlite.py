@@ -9,7 +9,7 @@ import sqlite3
 import time
 
 from ..measure import KIB, MIB, copy_tree, log, rmtree, rotate, settle
-from ..report import fmt_bytes, fmt_s, med_fig, ratio
+from ..report import fmt_bytes, fmt_s, judge_ratio, med_fig, ratio
 from ..systems import JournalSys, LegacySys
 from ..workload import OpencodeDB, new_uuid, text_for
 from .base import Part
@@ -78,6 +78,11 @@ class SqlitePart(Part):
             spread[f"sqlite_tick_{k.split('_')[0]}_journal_over_legacy"] = [
                 ratio(r["journal"]["tick"][k], r["legacy"]["tick"][k]) for r in sq["runs"]]
         return ss
+
+    def targets(self, sq: dict, ratios: dict, res: dict, verdicts) -> None:
+        judge_ratio(verdicts, f"a {sq['db_bytes'] / MIB:.0f} MiB database after {sq['transactions']} transactions: "
+                              "tick wall <= legacy", res, "sqlite_tick_wall_journal_over_legacy", 1.0,
+                    sq["journal"]["tick"]["wall_s"], sq["legacy"]["tick"]["wall_s"])
 
     def tables(self, sq: dict, res: dict) -> list[str]:
         out = [f"| {sq['db_bytes'] / MIB:.0f} MiB SQLite database | system | bytes | objects | wall | CPU |",
