@@ -22,8 +22,9 @@ BENCH = ROOT / "tools" / "bench.py"
 FIGURE = ("bytes", "objects", "wall_s", "cpu_s", "maxrss_kib")
 # the six of issue 4; the idle tick, the 20,000-file tick and the restore as supervise runs them; issue 6's three;
 # issue 23's socket append; issue 28's three (encrypted vs plain store); issue 27's active-tick CPU and
-# 20,000-file one-change tick, each both ways (the command line, as supervise runs it)
-TARGETS = 20
+# 20,000-file one-change tick, each both ways (the command line, as supervise runs it), and its initial
+# checkpoint, 256 MiB database tick, 2 GiB checkpoint and 2 GiB restore
+TARGETS = 24
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +138,10 @@ def test_ratios_and_the_figure_of_every_target_without_a_verdict(result):
                 "tick_cpu_journal_over_legacy", "idle_wall_journal_over_legacy", "restore_wall_journal_over_rsync",
                 "initial_bytes_journal_over_legacy", "tree_idle_wall_journal_over_legacy",
                 "tree_change_wall_journal_over_legacy", "sqlite_tick_bytes_journal_over_legacy",
-                "tick_cpu_supervise_over_legacy", "tree_change_wall_supervise_over_legacy"):
+                "tick_cpu_supervise_over_legacy", "tree_change_wall_supervise_over_legacy",
+                "initial_wall_journal_over_legacy", "sqlite_tick_wall_journal_over_legacy",
+                "big_checkpoint_wall_journal_over_legacy", "big_checkpoint_durable_journal_over_legacy",
+                "big_restore_wall_journal_over_legacy", "big_restore_durable_journal_over_legacy"):
         assert key in ratios, key
     assert ratios["tick_bytes_journal_over_legacy"] > 0
     assert (ratios["tick_bytes_journal_over_restic"] is None) == (result["meta"]["tools"]["restic"] is None)
@@ -151,7 +155,9 @@ def test_ratios_and_the_figure_of_every_target_without_a_verdict(result):
                  "gc over", "appends restores from", "metadata objects", "socket append p99", "encrypted store",
                  "active tick, the command line: CPU",
                  "active tick, as `journal supervise` runs it (in-process): CPU",
-                 "-file one-change tick, as `journal supervise`"):
+                 "-file one-change tick, as `journal supervise`", "initial checkpoint: wall <= 1.5x legacy",
+                 "transactions: tick wall <= legacy", "MiB file, checkpoint: wall <=",
+                 "MiB file, restore: wall <="):
         assert word in names, word
 
 
