@@ -8,6 +8,8 @@ they make). ``FaultyStore(inner, fail_when=pred)`` fails every call for which
 after each call that went through, so a test can act at a precise moment (stop a
 server once a pack is published). ``calls`` records every ``(method, key)`` tried and
 ``failed`` those that were refused. A refused call never reaches the inner store.
+``error=make`` raises ``make(method, key)`` instead of the ``StoreError`` (a raw
+``OSError``, say, as opening a spool file can raise).
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ class FaultyStore(Store):
     """``inner`` with injected ``StoreError`` faults; see the module docstring."""
 
     def __init__(self, inner: Store, *, fail_at: int | None = None, fail_when: Predicate | None = None,
-                 after: Callable[[str, str], None] | None = None):
+                 after: Callable[[str, str], None] | None = None,
+                 error: Callable[[str, str], BaseException] | None = None):
         self.inner = inner
+        self.error = error
         self.location = inner.location
         self.fail_at = fail_at
         self.fail_when = fail_when
@@ -52,6 +56,8 @@ class FaultyStore(Store):
             if fail:
                 self.failed.append((method, key))
         if fail:
+            if self.error is not None:
+                raise self.error(method, key)
             raise StoreError(f"{method} {key}: injected fault (store call {n})")
 
     def _done(self, method: str, key: str) -> None:

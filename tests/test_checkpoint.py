@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import gc as collector
 import hashlib
@@ -24,7 +25,8 @@ from heldfile import HeldFile
 from journal.checkpoint.capture import AHEAD_FILE, CHUNK, ROLL_BYTES, SEGMENT_TARGET, capture_item
 import journal.checkpoint.run as checkpoint_module
 from journal.checkpoint.run import checkpoint
-from journal.errors import HistoryWithoutState, ManifestConflict, NotAStore, StoreError
+from journal.errors import (HistoryWithoutState, LocalWriteError, ManifestConflict, NotAStore, ObjectNotFound,
+                            StoreError)
 from journal.gc.run import gc
 from journal.repository.history import ManifestCache
 from journal.local.state import load_state
@@ -1000,11 +1002,18 @@ def test_a_300_mib_line_is_checkpointed_in_bounded_memory_torn_then_complete(roo
     assert sha256_of(out / "claude" / "projects" / "p" / "long.jsonl") == sha256_of(chat)
 
 
-def test_a_pack_upload_failing_while_files_are_read_fails_the_checkpoint(live, monkeypatch):
-    """Packs roll and upload while the walk goes on, so an upload's failure can surface
-    in the middle of reading a file. It fails the checkpoint; it is never taken for
-    that file being unreadable (which would commit a manifest naming a lost pack)."""
-    monkeypatch.setattr(checkpoint_module, "PackWriter", functools.partial(PackWriter, target=1))  # one blob a pack
+#: How a pack's upload may fail: the store refuses it; opening or reading its spool
+#: file fails (a raw OSError: too many open files, an I/O error); the bucket answers
+#: 404 (a bucket deleted, a multipart upload gone: ``ObjectNotFound``).
+UPLOAD_FAILURES = {
+    "a store error": lambda method, key: StoreError(f"{method} {key}: injected fault"),
+    "a raw OSError": lambda method, key: OSError(errno.EMFILE, "Too many open files (injected)"),
+    "a 404": lambda method, key: ObjectNotFound(key),
+}
+
+
+def _first_pack_fails(live: Live, how: str) -> tuple[FaultyStore, list[str]]:
+    """The live store, with the first pack upload failing ``how`` (``UPLOAD_FAILURES``)."""
     failed: list[str] = []
 
     def first_pack(method: str, key: str) -> bool:
@@ -1013,10 +1022,98 @@ def test_a_pack_upload_failing_while_files_are_read_fails_the_checkpoint(live, m
             return True
         return False
 
-    with pytest.raises(StoreError):
-        checkpoint(live.cfg, FaultyStore(live.store, fail_when=first_pack), Collector())
+    return FaultyStore(live.store, fail_when=first_pack, error=UPLOAD_FAILURES[how]), failed
+
+
+@pytest.mark.parametrize("how", UPLOAD_FAILURES)
+def test_a_pack_upload_failing_while_files_are_read_fails_the_checkpoint(live, monkeypatch, how):
+    """Packs roll and upload while the walk goes on, so an upload's failure can surface
+    in the middle of reading a file. It fails the checkpoint, with the upload's own
+    error; it is never taken for that file being unreadable or gone (which committed a
+    manifest naming the lost pack, and the next checkpoint saw nothing to redo)."""
+    monkeypatch.setattr(checkpoint_module, "PackWriter", functools.partial(PackWriter, target=1))  # one blob a pack
+    store, failed = _first_pack_fails(live, how)
+    collector = Collector()
+
+    with pytest.raises(type(UPLOAD_FAILURES[how]("put_if_absent", "packs/x"))):
+        checkpoint(live.cfg, store, collector)
 
     assert failed and live.repo().manifest_seqs() == []
+    assert not [w for w in collector.warnings if "cannot read" in w], collector.warnings
+    monkeypatch.undo()
+    checkpoint(live.cfg, live.store, Collector())   # the store is back: all of it goes in, and verifies
+    assert live.run("verify", "--full").returncode == 0
+
+
+class _HalfWritten:
+    """A spool file whose first large write stops half way on a full disk (as a
+    buffered write may leave part of a record in the file), then works again."""
+
+    def __init__(self, fh):
+        self.fh, self.tripped = fh, False
+
+    def write(self, data) -> int:
+        if not self.tripped and len(data) > 200:
+            self.tripped = True
+            self.fh.write(bytes(data[:len(data) // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device (injected)")
+        return self.fh.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+
+def test_a_full_disk_under_the_index_pack_fails_the_checkpoint_not_a_rebuilt_index(live, monkeypatch):
+    """The index is updated from the last one's pages, and built whole when that cannot
+    be done (a damaged page, a full disk writing the local page copies). A write of the
+    index pack's own spool that failed half way left part of a record in it: the whole
+    build went on in the same pack, every later page at the wrong offset, and the
+    manifest named a pack whose bytes were not its name. The pack writer stays failed,
+    so the checkpoint fails and the next one, with room again, commits a sound index."""
+    live.checkpoint()
+    with open(live.local / "codex-home" / ROLLOUT, "ab") as fh:
+        fh.write(codex_line(1))
+    real_open = PackWriter._open
+
+    def open_index_half_full(self):
+        real_open(self)
+        if self.target is None:   # the index pack (never rolled)
+            self._fh = _HalfWritten(self._fh)
+
+    monkeypatch.setattr(PackWriter, "_open", open_index_half_full)
+    with pytest.raises(LocalWriteError):
+        live.checkpoint()
+    assert live.seqs() == [1]
+
+    monkeypatch.undo()
+    assert live.checkpoint().seq == 2
+    assert live.run("verify", "--full").returncode == 0
+
+
+def test_a_pack_upload_404_while_a_database_is_captured_is_not_taken_for_its_page_maps(tmp_path, monkeypatch):
+    """A 404 from a pack's upload (``ObjectNotFound``) surfacing while a database is
+    cut was taken for the previous snapshot's page maps being unusable: the database was
+    captured again and the checkpoint committed without the lost pack. It fails the
+    checkpoint."""
+    live = OpencodeLive(tmp_path / "c", tmp_path / "store")
+    db = sqlite3.connect(live.db)
+    db.execute("CREATE TABLE t (x BLOB)")
+    for _ in range(400):
+        db.execute("INSERT INTO t VALUES (?)", (os.urandom(3000),))
+    db.commit()
+    assert live.tick() == 1
+    db.execute("UPDATE t SET x = randomblob(3000)")   # every page: many page groups, a pack each
+    db.commit()
+    db.close()
+    monkeypatch.setattr(checkpoint_module, "PackWriter", functools.partial(PackWriter, target=1))
+    store, failed = _first_pack_fails(live, "a 404")
+    collector = Collector()
+
+    with pytest.raises(ObjectNotFound):
+        checkpoint(live.cfg, store, collector)
+
+    assert failed and live.repo().manifest_seqs() == [1]
+    assert not [w for w in collector.warnings if "page maps" in w], collector.warnings
 
 
 # --- what checkpoint cannot store: refused loudly, path by path, never the whole run ----------

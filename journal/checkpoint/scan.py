@@ -416,6 +416,7 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
         except JournalError:
             raise  # the store or journal's own files failed, not the live path
         except OSError as err:
+            ctx.data.check()  # a pack's upload that failed meanwhile is the store's failure, never the file's
             warn_unreadable(ctx, os.path.join(tree.path, item.path), err)
             return _KEEP
     from ..sqlite.capture import capture_sqlite  # here: sqlite3 and the page maps only when a database changed
@@ -427,14 +428,17 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
                 else None
             return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps, ahead)
         except (CorruptObject, ObjectNotFound) as err:  # the previous snapshot's maps
+            ctx.data.check()  # ... unless a pack's upload failed (a bucket gone): never retried as a map
             ctx.warn(f"checkpoint: {full}: the page maps of its last snapshot are unusable ({err}); "
                      "storing a new full snapshot of it")
             return capture_sqlite(full, item.path, None, ctx.staging_dir, ctx.data, ctx.maps)
     except SnapshotFailed as err:
+        ctx.data.check()
         ctx.reporter.warn(str(err))
         ctx.errors.append(str(err))
         return None
     except FileNotFoundError:
+        ctx.data.check()
         return None
 
 

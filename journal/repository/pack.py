@@ -55,6 +55,12 @@ class PackWriter:
 
     ``add`` returns a ``BlobRef`` whose ``pack`` is a placeholder until ``finish``;
     ``resolve`` swaps placeholders for real pack ids afterwards.
+
+    A writer that failed once (an upload, a write of its spool, the encoding of a
+    record added ahead) stays failed: every later ``add``, ``close`` and ``finish``
+    raises that first error again (``failed``), so a caller that took it for something
+    else (a live file it could not read) can never go on to publish what names the
+    lost record or pack.
     """
 
     def __init__(self, store: Store, spool_dir: str, target: int | None = PACK_TARGET, codec: Codec = PLAIN):
@@ -66,6 +72,7 @@ class PackWriter:
         self.uploaded_bytes = 0
         self.uploaded_objects = 0
         self.blobs = 0
+        self.failed: BaseException | None = None   # the first upload or spool failure (see the class)
         self._ids: dict[str, str] = {}      # placeholder -> pack id
         self._uploads: list = []          # concurrent.futures.Future, one per upload in flight
         self._existing: list[tuple[str, str]] = []   # (pack, spool path) found already stored
@@ -95,6 +102,7 @@ class PackWriter:
         hashed here (``digest``: as the caller already hashed it), the rest in the thread."""
         if encoded is not None or len(payload) < ENCODE_AHEAD_MIN:
             return self.add(kind, payload, base=base, encoded=encoded, digest=digest)
+        self.check()
         encoder = self._threads("_encoder", ENCODE_THREADS, "encode")
         placeholder = f"{AHEAD_REF}{len(self._placed) + len(self._ahead)}"
         digest = self.codec.digest(payload) if digest is None else digest
@@ -110,7 +118,11 @@ class PackWriter:
         """Write the oldest record added ahead, once encoded."""
         encoding, size, placeholder = self._ahead.popleft()
         self._ahead_bytes -= size
-        blob_id, record = encoding.result()
+        try:
+            blob_id, record = encoding.result()
+        except Exception as err:  # a reference to it was handed out: the writer cannot go on
+            self.failed = self.failed or err
+            raise
         self._placed[placeholder] = self._add_record(blob_id, record, size, True)
 
     def _catch_up(self) -> None:
@@ -139,8 +151,14 @@ class PackWriter:
         (``encode_record(joined=False)``): written with one ``writev`` and hashed piece by
         piece, never joined (joined, to be sealed, in an encrypted store). Blobs added
         ahead are written first."""
+        self.check()
         self._catch_up()
         return self._add_record(blob_id, record, size, roll)
+
+    def check(self) -> None:
+        """Raise the writer's first failure again, if it failed (see the class)."""
+        if self.failed is not None:
+            raise self.failed
 
     def _add_record(self, blob_id: str, record: bytes | list, size: int, roll: bool) -> BlobRef:
         if isinstance(record, list) and self.codec.encrypted:
@@ -186,6 +204,7 @@ class PackWriter:
         from here every reference resolves (``resolve``), so the caller may build what
         names these packs (a checkpoint's index pack) while they upload. ``finish``
         waits for the uploads."""
+        self.check()
         self._catch_up()
         if self._fh is not None:
             self._close_and_upload(last=True)
@@ -274,9 +293,10 @@ class PackWriter:
         try:
             yield
         except OSError as err:
-            if isinstance(err, JournalError):
-                raise
-            raise LocalWriteError("write spool", err, self._path or self.spool_dir) from err
+            if not isinstance(err, JournalError):
+                err = LocalWriteError("write spool", err, self._path or self.spool_dir)
+            self.failed = self.failed or err   # a record may be half written: nothing more goes in
+            raise err
 
     def _close_and_upload(self, last: bool = False) -> None:
         """Close the open pack and start its upload: in the upload threads, or in a
@@ -287,19 +307,34 @@ class PackWriter:
         with self._spooling():
             self._fh.close()
         self._fh = None
+        path, size = self._path, self._size
+        if not (last and self._pool is None):
+            try:  # a slot first: an earlier upload's failure is raised before this pack is named
+                self._wait(UPLOADS_IN_FLIGHT - 1)
+            except BaseException:
+                _unlink(path)
+                raise
         self._ids[self._slot] = pack
         self.packs.append(pack)
         if last and self._pool is None:
-            self._uploads.append(Background(self._upload, self._path, pack, self._size, name="journal-upload"))
+            self._uploads.append(Background(self._upload, path, pack, size, name="journal-upload"))
             return
         pool = self._threads("_pool", UPLOADS_IN_FLIGHT, "upload")
-        self._wait(UPLOADS_IN_FLIGHT - 1)
-        self._uploads.append(pool.submit(self._upload, self._path, pack, self._size))
+        self._uploads.append(pool.submit(self._upload, path, pack, size))
 
     def _wait(self, keep: int) -> None:
-        """Wait until at most ``keep`` uploads are in flight; re-raise the first failure."""
+        """Wait until at most ``keep`` uploads are in flight; raise the first failure
+        (kept: ``failed``). An upload is forgotten only once it succeeded or failed: an
+        interrupted wait leaves it for ``abort`` to wait for."""
+        self.check()
         while len(self._uploads) > keep:
-            self._uploads.pop(0).result()
+            try:
+                self._uploads[0].result()
+            except Exception as err:
+                self._uploads.pop(0)
+                self.failed = err
+                raise
+            self._uploads.pop(0)
 
     def _upload(self, path: str, pack: str, size: int) -> None:
         try:
