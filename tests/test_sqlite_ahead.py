@@ -19,12 +19,13 @@ import pytest
 
 from journal.checkpoint import run as checkpoint_run
 from journal.checkpoint.run import checkpoint
-from journal.errors import JournalError
+from journal.errors import CheckpointErrors, JournalError
 from journal.format.codec import PLAIN
 from journal.format.model import KIND_SQLITE, KIND_SYMLINK, Entry
 from journal.local.state import FileState
 from journal.restore.run import restore
 from journal.sqlite import capture as sqlite_capture
+from journal.sqlite import snapshot as snapshot_mod
 from journal.sqlite.ahead import Ahead
 from journal.sqlite.snapshot import remove_staging
 
@@ -80,9 +81,9 @@ def started(monkeypatch) -> list[str]:
     paths: list[str] = []
     real = sqlite_capture.Started.__init__
 
-    def spy(self, full_path, *args):
+    def spy(self, full_path, *args, **kwargs):
         paths.append(os.path.realpath(full_path))
-        real(self, full_path, *args)
+        real(self, full_path, *args, **kwargs)
 
     monkeypatch.setattr(sqlite_capture.Started, "__init__", spy)
     return paths
@@ -180,6 +181,76 @@ def test_a_database_swapped_for_a_symlink_is_never_snapshotted_outside_the_tree(
     assert entries[link].kind == KIND_SYMLINK
     if still:
         assert entries[still].kind == KIND_SQLITE
+    assert staging_files(live) == []
+
+
+def _swap_while_sqlite_opens(monkeypatch, victim: Path, outside: Path, back: bool) -> list[str]:
+    """While SQLite opens ``victim`` (and only then), it is a symlink to ``outside``
+    (swapped in by an atomic rename); ``back``: the very same inode is renamed back
+    right after, so a look before and after the backup sees the walk's file both times.
+    Real renames and real SQLite; the patch only times the swap."""
+    real_connect = snapshot_mod.sqlite3.connect
+    done: list[str] = []
+
+    def connect(database, *args, **kwargs):
+        if str(victim) not in str(database) or "mode=rw" not in str(database) or done:
+            return real_connect(database, *args, **kwargs)
+        kept = victim.with_name("kept.db")
+        os.link(victim, kept)
+        os.symlink(outside, str(victim) + ".lnk")
+        os.rename(str(victim) + ".lnk", victim)   # the path never goes missing
+        try:
+            return real_connect(database, *args, **kwargs)
+        finally:
+            if back:
+                os.rename(kept, victim)
+            done.append(str(database))
+
+    monkeypatch.setattr(snapshot_mod.sqlite3, "connect", connect)
+    return done
+
+
+@pytest.mark.parametrize("case", ["made ahead, swapped back", "a new database, left a symlink"])
+def test_a_database_swapped_while_sqlite_opens_it_is_never_published_as_the_other(tmp_path, monkeypatch, case):
+    """The looks before and after the backup leave the moment SQLite opens the path by
+    name: a symlink to another database there and then (and the same inode back after)
+    had that database's rows published under the tree's path, made ahead or by the
+    scan itself (a database new to the tree). The backup checks the file it holds open
+    is the walk's: the snapshot fails, loudly, and the tree's last checkpoint of it stays."""
+    live = box(tmp_path)
+    fill(live.local / "hermes/state.db", range(100))
+    store = live.store
+    checkpoint(live.cfg, store)
+    outside = tmp_path / "outside/secret.db"
+    fill(outside, range(900_000, 900_005))
+    if case.startswith("made ahead"):
+        victim, rel, want = live.local / "hermes/state.db", "state.db", list(range(100))
+        fill(victim, range(100, 200), body=4000)   # it grows: a change its signature shows, whatever the clock
+    else:
+        victim, rel, want = live.local / "hermes/profiles/x/state.db", "profiles/x/state.db", None
+        fill(victim, range(5))
+    for n in range(300):   # files the scan reads before the database's tree: its walk comes after the swap
+        live.write(f"codex-home/sessions/2026/12/05/rollout-{n}.jsonl", '{"n": %d}\n' % n)
+    done = _swap_while_sqlite_opens(monkeypatch, victim, outside, back=case.startswith("made ahead"))
+
+    try:
+        checkpoint(live.cfg, store)
+        failed = None
+    except CheckpointErrors as err:
+        failed = err
+
+    assert done, "the swap ran"
+    entry = live.entries("hermes").get(rel)
+    if failed is None:   # the walk passed by while the path was the symlink: it is stored as one
+        assert case.startswith("made ahead") and entry.kind == KIND_SYMLINK, entry
+        return
+    assert str(victim) in str(failed) and "replaced while SQLite opened it" in str(failed)
+    dest = tmp_path / "restored"
+    restore(live.cfg, store, to=str(dest))
+    if want is None:
+        assert entry is None
+    else:
+        assert entry.kind == KIND_SQLITE and ids(dest / "hermes" / rel) == want, "the last checkpoint of it stays"
     assert staging_files(live) == []
 
 
@@ -316,3 +387,40 @@ def test_a_first_checkpoint_never_snapshots_a_database_outside_the_tree(tmp_path
     entries = live.entries("hermes")
     assert entries["profiles"].kind == KIND_SYMLINK and entries["state.db"].kind == KIND_SQLITE
     assert staging_files(live) == []
+
+
+def test_a_database_unreadable_by_its_capture_is_kept_and_the_rest_committed(tmp_path, monkeypatch):
+    """A database path that cannot be read when its capture comes (swapped after the
+    walk for a symlink to itself: ``ELOOP``) raised out of the scan and failed the whole
+    checkpoint, the other trees' changes with it. It is a live path that cannot be read
+    this time, as for any file: one warning names it, its last checkpoint stays, and
+    the rest is committed."""
+    live = box(tmp_path)
+    db = live.local / "hermes/state.db"
+    fill(db, range(100))
+    store = live.store
+    checkpoint(live.cfg, store)
+    fill(db, range(100, 200), body=4000)
+    live.append("codex-home/sessions/2026/12/05/rollout-a.jsonl", '{"n": 1}\n')   # another tree changed
+    real = Ahead.take
+
+    def take(self, full_path, prev, seen):
+        got = real(self, full_path, prev, seen)
+        if full_path == str(db):
+            if got is not None:
+                got.discard()   # the capture makes its own snapshot: the case at hand
+                got = None
+            os.rename(db, db.with_name("kept.db"))
+            os.symlink("state.db", db)   # a symlink to itself
+        return got
+
+    monkeypatch.setattr(Ahead, "take", take)
+    result = checkpoint(live.cfg, store)
+
+    assert result.seq == 2
+    assert [w for w in result.warnings if str(db) in w and "kept its last checkpoint" in w], result.warnings
+    assert live.entries("hermes")["state.db"].kind == KIND_SQLITE
+    dest = tmp_path / "restored"
+    restore(live.cfg, store, to=str(dest))
+    assert ids(dest / "hermes/state.db") == list(range(100))
+    assert (dest / "codex/sessions/2026/12/05/rollout-a.jsonl").read_text() == '{"n": 0}\n{"n": 1}\n'

@@ -30,7 +30,7 @@ from faults import FaultyStore
 from journal.sqlite import capture as sqlite_capture
 from journal.checkpoint.run import checkpoint
 from journal.errors import CorruptObject, StoreError
-from journal.format.codec import Codec
+from journal.format.codec import PLAIN, Codec
 from journal.gc.run import gc
 from journal.repository.history import ManifestCache
 from journal.format.model import BlobRef
@@ -472,8 +472,7 @@ def test_base_pages_repaired_from_the_store_keep_the_copy_trusted(tmp_path, monk
     with open(copy, "r+b") as fh:
         fh.write(data)
     rec = json.loads(record.read_bytes())
-    st = copy.stat()
-    rec["file"] = [st.st_ino, st.st_size, st.st_mtime_ns]
+    rec["file"] = base_copy_mod._stamp(str(copy))   # forged: the copy's stamp as it is now
     record.write_text(json.dumps(rec))
     assert base_copy_mod.same_pages(str(box.state_dir), box.entry().refs[0].id) is not None
     small_commits(con, 5, seed=24)
@@ -691,3 +690,49 @@ def test_the_delta_flag_is_refused_on_any_other_kind_and_maps_that_break_the_rul
                 forge(records=pm.records[:GROUP.size])):
         with pytest.raises(CorruptObject):
             decode_map(bad, "pack", "t")
+
+
+def test_a_base_copy_written_in_place_with_its_mtime_put_back_is_not_trusted(tmp_path):
+    """The base copy's record names the file by device, inode, size, mtime and ctime:
+    pages written into it in place by anything else, its mtime then set back with
+    ``utime``, once passed as untouched (the live page equal to the forged one took the
+    full map's id). The ctime cannot be set back."""
+    box = OpencodeLive(tmp_path, tmp_path / "store")
+    fill(box.db, 2000)
+    commit(box)
+    copy = base_copy(box)
+    full_id = box.entry().refs[0].id
+    assert base_copy_mod.same_pages(str(box.state_dir), full_id) is not None
+    st = copy.stat()
+    with open(copy, "r+b") as fh:
+        fh.seek(5 * 4096 + 100)
+        fh.write(b"forged")
+    os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (copy.stat().st_size, copy.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert base_copy_mod.same_pages(str(box.state_dir), full_id) is None
+
+
+def test_a_base_page_is_never_written_past_the_copys_end(tmp_path):
+    """A copy kept from a database that had shrunk is shorter than its full map. A base
+    page read from the store for a page past its end was written there, leaving a hole
+    of zeros before it that the record then called the full map's: a live all-zero page
+    in the hole took the full map's id (a checkpoint recorded wrong page ids, and its
+    restore failed or fell back). The copy is never extended past its end."""
+    box = OpencodeLive(tmp_path, tmp_path / "store")
+    fill(box.db, 3000)
+    commit(box)
+    copy = base_copy(box)
+    snap = box.db_snapshot()
+    full_id = box.entry().refs[0].id
+    keep = 4
+    with open(copy, "r+b") as fh:
+        fh.truncate(keep * snap.page_size)
+    base_copy_mod._mark_same(str(copy), ())   # trusted, and shorter than its full map
+    far = len(snap.pages) - 1
+    bases = base_copy_mod.BaseCopy(str(box.state_dir), full_id, snap.page_size, box.repo(), PLAIN)
+    got = bases.read([(far, snap.base[far]), (keep, snap.base[keep])])
+    assert set(got) == {far, keep}, "both come from the store, verified"
+    assert copy.stat().st_size == (keep + 1) * snap.page_size, "the page at the end is written; the far one is not"
+    same = base_copy_mod.same_pages(str(box.state_dir), full_id)
+    assert same is not None and same.differs == []   # and every page it holds is the full map's
+    assert copy.read_bytes()[keep * snap.page_size:] == got[keep]

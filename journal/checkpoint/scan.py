@@ -422,16 +422,16 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
     from ..sqlite.capture import capture_sqlite  # here: sqlite3 and the page maps only when a database changed
 
     full = os.path.join(tree.path, item.path)
+    seen = (item.stat.st_dev, item.stat.st_ino)
     try:
         try:
-            ahead = ctx.ahead.take(full, prev, (item.stat.st_dev, item.stat.st_ino)) if ctx.ahead is not None \
-                else None
-            return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps, ahead)
+            ahead = ctx.ahead.take(full, prev, seen) if ctx.ahead is not None else None
+            return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps, ahead, seen)
         except (CorruptObject, ObjectNotFound) as err:  # the previous snapshot's maps
             ctx.data.check()  # ... unless a pack's upload failed (a bucket gone): never retried as a map
             ctx.warn(f"checkpoint: {full}: the page maps of its last snapshot are unusable ({err}); "
                      "storing a new full snapshot of it")
-            return capture_sqlite(full, item.path, None, ctx.staging_dir, ctx.data, ctx.maps)
+            return capture_sqlite(full, item.path, None, ctx.staging_dir, ctx.data, ctx.maps, seen=seen)
     except SnapshotFailed as err:
         ctx.data.check()
         ctx.reporter.warn(str(err))
@@ -440,6 +440,12 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
     except FileNotFoundError:
         ctx.data.check()
         return None
+    except OSError as err:
+        ctx.data.check()
+        if isinstance(err, JournalError) or err.filename != full:
+            raise  # the store, or journal's own files (the staging copy, the base copy)
+        warn_unreadable(ctx, full, err)  # the live path (a symlink loop now, no permission)
+        return _KEEP
 
 
 def _apply_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group], files: dict[str, FileState],

@@ -16,7 +16,7 @@ outage) fails the checkpoint, like any other store call.
 
 Beside a copy, ``<full map id>.db.same`` says which of its pages are known to hold the
 full map's bytes (``same_pages``): every page but the ones it lists, while the copy is
-the same file, untouched since (inode, size, mtime; pages written back here re-stamp
+the same file, untouched since (device, inode, size, mtime and ctime; pages written back here re-stamp
 it), and the machine has not restarted since (its boot id: a copy is written without
 fsync, so after a power loss its pages may be anything). A checkpoint
 takes a page of the live copy whose bytes equal such a page as the full map's page,
@@ -77,7 +77,8 @@ def same_pages(state_dir: str, full_map_id: str) -> SamePages | None:
 
 
 class _SameRecord(msgspec.Struct, forbid_unknown_fields=True):
-    """A base copy's ``.same`` record: this boot, the copy's (inode, size, mtime) when
+    """A base copy's ``.same`` record: this boot, the copy's (device, inode, size, mtime,
+    ctime) when
     recorded, and the pages where it differs from the full map. Decoded strictly: any
     other shape (an unknown field, a bool for an int, nesting of any depth) is a
     ``ValueError`` at its first wrong token, never read as far as a recursion limit."""
@@ -89,7 +90,7 @@ class _SameRecord(msgspec.Struct, forbid_unknown_fields=True):
 
 def _same_at(path: str) -> SamePages | None:
     """``same_pages`` of the copy at ``path``: its record, if it names this very file
-    (inode, size, mtime: a copy replaced or written in place by anything but ``BaseCopy``
+    (device, inode, size, mtime, ctime: a copy replaced or written in place by anything but ``BaseCopy``
     is not trusted) and this boot."""
     try:
         with open(path + SAME_SUFFIX, "rb") as fh:
@@ -104,8 +105,21 @@ def _same_at(path: str) -> SamePages | None:
 
 
 def _stamp(path: str) -> list[int]:
+    """The copy's identity as its record names it: its change time too, which no one can
+    set back (``utime`` sets the modification time, and a copy written in place with its
+    mtime put back would otherwise pass as untouched)."""
     st = os.stat(path)
-    return [st.st_ino, st.st_size, st.st_mtime_ns]
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _write_within(fd: int, page: bytes, offset: int) -> bool:
+    """Write a verified base page into a copy, unless it lies past the copy's end: that
+    would leave a hole of zeros before it, pages the record would then call the full
+    map's (a live all-zero page would take the full map's id). False when not written."""
+    if offset > os.fstat(fd).st_size:
+        return False
+    os.pwrite(fd, page, offset)
+    return True
 
 
 def _mark_same(path: str, differs) -> None:
@@ -173,8 +187,8 @@ class BaseCopy:
                 self.fetched[pgno] = data
                 if fd is not None:
                     try:
-                        os.pwrite(fd, data, pgno * self.page_size)
-                        repaired.append(pgno)
+                        if _write_within(fd, data, pgno * self.page_size):
+                            repaired.append(pgno)
                     except OSError:
                         pass  # only a cache
         finally:
@@ -209,8 +223,8 @@ class BaseCopy:
         if os.path.exists(target):
             return
         with open(staging, "r+b") as fh:
-            for pgno, data in self.fetched.items():
-                os.pwrite(fh.fileno(), data, pgno * self.page_size)
+            for pgno, data in sorted(self.fetched.items()):
+                _write_within(fh.fileno(), data, pgno * self.page_size)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         _unlink(target + SAME_SUFFIX)
         os.replace(staging, target)

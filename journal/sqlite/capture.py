@@ -62,20 +62,22 @@ ENCODE_AHEAD = 4
 
 
 def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir: str,
-                   writer: PackWriter, maps, ahead: Started | None = None) -> FileState:
+                   writer: PackWriter, maps, ahead: Started | None = None,
+                   seen: tuple[int, int] | None = None) -> FileState:
     """Snapshot one live database; raises SnapshotFailed and then publishes nothing.
 
     ``maps`` reads page maps by ref (``maps.read``) and keeps new ones (``maps.remember``);
     its ``repo`` (when it has one) supplies base pages the local base copy lacks.
     ``ahead``: its snapshot, started earlier for this very path and ``prev``
-    (``sqlite/ahead.py``); else it is started here.
+    (``sqlite/ahead.py``); else it is started here. ``seen``: the file's ``(st_dev,
+    st_ino)`` as the walk saw it, the file the backup must have opened (``snapshot_db``).
     """
-    started = ahead or Started(full_path, prev, staging_dir, writer.codec)
+    started = ahead or Started(full_path, prev, staging_dir, writer.codec, seen=seen)
     state_dir = os.path.dirname(os.path.abspath(staging_dir))
     staging, (page_size, ids), snap = _snapshot_and_load(started, prev, maps)
     full_id = started.full_id
     try:
-        mode = stat_mod.S_IMODE(os.stat(full_path).st_mode)
+        mode = stat_mod.S_IMODE(_regular(full_path).st_mode)
         bases = BaseCopy(state_dir, full_id if snap is not None else None, page_size,
                          getattr(maps, "repo", None), writer.codec)
         with open(staging, "rb") as fh:
@@ -93,9 +95,18 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
             pass  # only a cache: the next checkpoint reads its base pages from the store
     finally:
         remove_staging(staging)
-    st = os.stat(full_path)
+    st = _regular(full_path)
     return FileState(started.sig, Entry(path=rel, kind=KIND_SQLITE, mode=mode, mtime_ns=st.st_mtime_ns,
                                         size=size, refs=refs))
+
+
+def _regular(path: str) -> os.stat_result:
+    """``lstat`` of the live database; ``FileNotFoundError`` when it is no longer a
+    regular file (a symlink now: the next walk sees it as one)."""
+    st = os.lstat(path)
+    if not stat_mod.S_ISREG(st.st_mode):
+        raise FileNotFoundError(errno.ENOENT, "no longer a regular file", path)
+    return st
 
 
 class Started:
@@ -111,10 +122,12 @@ class Started:
     before the backup (nothing starts without it) and again once it is over
     (``before``, ``after``). The capture takes the copy only when both equal the
     identity its walk saw: a file swapped for a symlink meanwhile is never read
-    through it, and a copy of another file is never published under this path."""
+    through it, and a copy of another file is never published under this path.
+    ``seen`` (the scan's own snapshot): the identity its walk saw. Either is the file the
+    backup must find it opened (``snapshot_db(expect=...)``)."""
 
     def __init__(self, full_path: str, prev: FileState | None, staging_dir: str, codec: Codec,
-                 reached: Callable[[], tuple[int, int] | None] | None = None):
+                 reached: Callable[[], tuple[int, int] | None] | None = None, seen: tuple[int, int] | None = None):
         self.path, self.prev = full_path, prev
         self.before = self.after = None
         if reached is not None:
@@ -128,7 +141,8 @@ class Started:
         same = same_pages(state_dir, self.full_id) if self.full_id is not None else None
 
         def snapshot():
-            got = snapshot_db(full_path, staging_dir, lambda staging: _page_ids(staging, codec, same))
+            got = snapshot_db(full_path, staging_dir, lambda staging: _page_ids(staging, codec, same),
+                              expect=self.before or seen)
             if reached is not None:
                 self.after = reached()
             return got

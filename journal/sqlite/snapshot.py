@@ -48,7 +48,8 @@ def _uri(path: str, mode: str) -> str:
     return f"file:{quoted}?mode={mode}"
 
 
-def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] | None = None) -> tuple[str, T | None]:
+def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] | None = None,
+                expect: tuple[int, int] | None = None) -> tuple[str, T | None]:
     """Back up ``path`` into a new staging file and validate it; returns the staging
     path and what ``while_checking(staging)`` returned (None without it).
 
@@ -57,13 +58,19 @@ def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] 
     used once the check has passed. Raises ``SnapshotFailed`` when the database cannot
     be opened, is not a database, stays busy after a bounded retry, or the copy fails
     quick_check. The staging file is removed on failure.
+
+    ``expect``: the file's identity ``(st_dev, st_ino)`` as the caller reached it (without
+    a symlink). SQLite opens ``path`` by name, following a symlink, and a rename can put
+    another file there and back meanwhile: once the backup's read transaction holds the
+    file open, this process must hold a descriptor on that identity, else
+    ``SnapshotFailed`` (another database is never copied under this path).
     """
     os.makedirs(staging_dir, exist_ok=True)
     staging = os.path.join(staging_dir, f"{uuid.uuid4().hex}.db")
     last = ""
     for attempt in range(RETRIES):
         try:
-            _backup_once(path, staging)
+            _backup_once(path, staging, expect)
             problem, got = _check_while(staging, while_checking)
             if problem:
                 raise SnapshotFailed(path, f"quick_check of the copy failed: {problem}")
@@ -96,13 +103,16 @@ def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] 
 STREAM_CACHE_PAGES = 16
 
 
-def _backup_once(path: str, staging: str) -> None:
+def _backup_once(path: str, staging: str, expect: tuple[int, int] | None = None) -> None:
     src = sqlite3.connect(_uri(path, "rw"), uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
     try:
         # Take the read transaction ourselves, with a bounded busy wait, so the
         # one-step backup below never loops on SQLITE_BUSY.
         src.execute("BEGIN")
         src.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if expect is not None and not _holds_open(expect):
+            raise SnapshotFailed(path, "it was replaced while SQLite opened it (by a symlink or another file); "
+                                       "not copied this time, its last checkpoint stays")
         src.execute(f"PRAGMA cache_size={STREAM_CACHE_PAGES}")
         dst = sqlite3.connect(staging, isolation_level=None)
         try:
@@ -115,6 +125,24 @@ def _backup_once(path: str, staging: str) -> None:
         src.execute("COMMIT")
     finally:
         src.close()
+
+
+def _holds_open(identity: tuple[int, int]) -> bool:
+    """Whether this process holds a descriptor on the file ``identity`` ``(st_dev,
+    st_ino)``: the one the backup's connection opened, when the path still led there.
+    True where ``/proc/self/fd`` cannot be listed (nothing to check it with)."""
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return True
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile, or not a file
+        if (st.st_dev, st.st_ino) == identity:
+            return True
+    return False
 
 
 def _to_rollback_journal(dst: sqlite3.Connection) -> None:
