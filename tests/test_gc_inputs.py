@@ -150,3 +150,28 @@ def test_the_command_line_takes_the_input_policy_alone_and_checks_it(tmp_path):
     dry = run_journal("gc", "--keep-inputs-within", "0s", "--dry-run", env=env)
     assert dry.returncode == 0 and "tombstone 2 object(s)" in dry.stdout and "1 input(s)" not in dry.stdout
     assert "2 input(s)" in dry.stdout and "expired input" in dry.stdout
+
+
+def test_a_long_lived_appender_never_reuses_a_sequence_gc_expired(repo, log, clock):
+    """The socket server's log knows the newest sequence it stored (3); other processes
+    append 4-10; gc expires 1-9 (it keeps a session's newest). The server's next append
+    tried 4, free again, and stored the new prompt below 10, where the expired input's
+    delivery marker still stood: listed as delivered, never replayed. A known sequence
+    whose input is gone is no start: the append goes after the newest listed."""
+    server = log
+    for i in range(1, 4):
+        server.append("codex", "S", f"p{i}".encode())
+    for i in range(4, 11):
+        InputLog(repo, clock=clock).append("codex", "S", f"p{i}".encode())
+    for info in list(server.list(harness="codex", session="S")):
+        server.mark_delivered(info.id)
+    clock.advance(2 * DAY)
+    run(repo, clock)   # marks
+    run(repo, clock)   # sweeps: inputs 1-9 gone, 10 kept
+    assert [i.seq for i in server.list(harness="codex", session="S")] == [10]
+
+    new = server.append("codex", "S", b"the new prompt")
+
+    assert new.seq == 11
+    listed = {i.seq: i for i in server.list(harness="codex", session="S")}
+    assert not listed[11].delivered

@@ -260,9 +260,13 @@ class InputLog:
 
     def _known(self, sdir: str) -> int:
         """The newest sequence this process knows to be stored in the session, else the
-        listing's (0: none)."""
+        listing's (0: none). A known one whose input is gone (gc expired it: it keeps a
+        session's newest only) is no longer a start: the slots after it may be ones gc
+        freed, below inputs others stored since (one HEAD; then the listing)."""
         with self._guard:
             known = self._newest.get(sdir)
+        if known and not self.store.exists(input_key(sdir, known)):
+            known = None
         if known is None:
             known = self._listed(sdir)
             with self._guard:
