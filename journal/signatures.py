@@ -7,7 +7,10 @@ an idle ``journal checkpoint`` before importing the rest of journal.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+
 
 class Stamp(tuple):
     """A file's stamp, ``Stamp(ino, mtime_ns, size)``: which file is at a path and which
@@ -68,13 +71,21 @@ def live_signature(path: str) -> tuple[int, int, int, int]:
 
     st = os.stat(path)
     try:
-        with open(path + "-wal", "rb") as fh:
-            wal = os.fstat(fh.fileno())
-            # The WAL header's checkpoint sequence and salts change when the WAL is
-            # reset and rewritten from its start at the same size.
-            salts = fh.read(24)[12:24]
-        stamp = blake2b(wal.st_mtime_ns.to_bytes(8, "big") + salts, digest_size=7).digest()
-        wal_sig = (wal.st_size, int.from_bytes(stamp, "big"))
+        # Never through a symlink, and never waiting: a FIFO planted as the WAL would
+        # block a plain open (and read) for ever.
+        fd = os.open(path + "-wal", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        wal_sig = (0, 0)
-    return (st.st_size, st.st_mtime_ns) + wal_sig
+        return (st.st_size, st.st_mtime_ns, 0, 0)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        return (st.st_size, st.st_mtime_ns, -1, -1)   # a symlink: never a WAL's signature
+    with os.fdopen(fd, "rb") as fh:
+        wal = os.fstat(fd)
+        if not stat.S_ISREG(wal.st_mode):
+            return (st.st_size, st.st_mtime_ns, -1, -1)   # not a WAL: the database is looked at, never SAME
+        # The WAL header's checkpoint sequence and salts change when the WAL is
+        # reset and rewritten from its start at the same size.
+        salts = fh.read(24)[12:24]
+    stamp = blake2b(wal.st_mtime_ns.to_bytes(8, "big") + salts, digest_size=7).digest()
+    return (st.st_size, st.st_mtime_ns, wal.st_size, int.from_bytes(stamp, "big"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -487,6 +488,28 @@ def test_corrupt_blob_falls_back_to_an_older_good_copy(source):
     codex = tree_result(result, "codex")
     assert codex.lost == [] and len(codex.fallbacks) == 1 and "config.toml" in codex.fallbacks[0]
     assert any("config.toml" in w and "damaged" in w for w in source.warnings)
+
+
+def test_an_older_entry_of_another_kind_is_no_copy_of_a_damaged_file(source):
+    """The newest copy of a file is damaged, and an older checkpoint held a directory
+    at that path: the fallback took the directory's entry as a copy and staged it as an
+    empty file, reported restored (complete, exit 3). Only an older entry of the same
+    kind stands in: here there is none, so the file is lost and the restore says so."""
+    spot = source.local / "codex-home" / "spot"
+    spot.mkdir()
+    (spot / "inner.txt").write_text("in a directory\n")
+    assert source.checkpoint().seq == 2
+    shutil.rmtree(spot)
+    spot.write_bytes(b"now a file\n" * 1000)
+    assert source.checkpoint(allow_deletions=True).seq == 3
+    source.corrupt_blob(source.entries("codex")["spot"].refs[0])
+    shutil.rmtree(source.local / "codex-home")
+
+    result = source.restore()
+
+    codex = tree_result(result, "codex")
+    assert codex.lost == ["spot"] and not codex.fallbacks and not result.complete
+    assert not (source.local / "codex-home" / "spot").exists()
 
 
 def test_a_large_files_chunks_verified_in_the_fetch_threads_still_refuse_a_damaged_one(source):

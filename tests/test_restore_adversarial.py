@@ -305,3 +305,41 @@ def test_an_invalid_db_under_a_local_symlink_is_never_moved_out_of_where_it_poin
     assert "is a symlink" in hermes.refused["sub/state.db"]
     assert (b.local / "hermes" / "notes.txt").read_text() == "notes\n"
     assert not r.complete
+
+
+@pytest.mark.parametrize("planted", ["fifo", "symlink"])
+def test_a_fifo_or_symlink_planted_beside_a_database_never_blocks_or_is_followed(bare_live, tmp_path, planted):
+    """A FIFO planted as a database's -wal blocked the restore for ever (its signature
+    opened it with a plain ``open``) and would have blocked the checkpoint's backup
+    (SQLite opens and reads it); a symlink there was followed. The signature opens it
+    without waiting or following, and a snapshot refuses a database whose companion is
+    not a regular file: that database keeps its last checkpoint, loudly, and the
+    commands end."""
+    db = bare_live.local / "hermes" / "state.db"
+    db.parent.mkdir(parents=True)
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (x)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.commit()
+    con.close()
+    bare_live.run("checkpoint")
+    wal = Path(str(db) + "-wal")
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not journal's\n")
+    if planted == "fifo":
+        os.mkfifo(wal)
+    else:
+        os.symlink(outside, wal)
+
+    restored = bare_live.run("restore", expect=None, timeout=60)
+    checkpointed = bare_live.run("checkpoint", expect=None, timeout=60)
+
+    assert restored.returncode == 0 and "kept the valid local database" in restored.stderr, restored.stderr
+    assert checkpointed.returncode == 1 and "its -wal is not a regular file" in checkpointed.stderr, checkpointed.stderr
+    assert "Traceback" not in restored.stderr + checkpointed.stderr
+    assert outside.read_bytes() == b"not journal's\n"
+    back = tmp_path / "back"
+    bare_live.run("restore", "--to", str(back))
+    con = sqlite3.connect(back / "hermes" / "state.db")
+    assert con.execute("SELECT x FROM t").fetchall() == [(1,)]
+    con.close()

@@ -274,7 +274,7 @@ class TreeRun:
         manifests are read only now); None when there is none: the path is lost."""
         tr, reporter = self.tr, self.reporter
         reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {tr.seq} is damaged ({damage})")
-        for seq, cand in _older_copies(self.cache, self.seqs, tr.seq, tr.name, entry.path, exclude=entry.refs):
+        for seq, cand in _older_copies(self.cache, self.seqs, tr.seq, tr.name, entry):
             try:
                 staged = self.writer.stage_now(cand)
             except (CorruptObject, ObjectNotFound) as err:
@@ -364,15 +364,19 @@ def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, as
         tr.databases.append(msg)
 
 
-def _older_copies(cache: ManifestCache, seqs: list[int], newest: int, name: str, path: str, exclude=()):
-    seen: set[tuple[BlobRef, ...]] = {exclude}
+def _older_copies(cache: ManifestCache, seqs: list[int], newest: int, name: str, entry: Entry):
+    """Older manifests' entries at ``entry``'s path that could stand in for it: of the
+    same kind (an older directory or symlink there is no copy of a file: it was staged
+    as an empty file, and the restore called it restored) and that restore would make
+    (``refused_paths``, as for the newest); newest first, each set of blobs once."""
+    seen: set[tuple[BlobRef, ...]] = {entry.refs}
     for seq in reversed([s for s in seqs if s < newest]):
         try:
             entries, _ = cache.tree(seq, name)
         except (CorruptObject, ObjectNotFound, KeyError):
             continue
         for e in entries:
-            if e.path == path and e.refs not in seen:
+            if e.path == entry.path and e.kind == entry.kind and e.refs not in seen and not refused_paths([e]):
                 seen.add(e.refs)
                 yield seq, e
 

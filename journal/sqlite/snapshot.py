@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -103,7 +104,26 @@ def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] 
 STREAM_CACHE_PAGES = 16
 
 
+#: The files SQLite opens beside a database, by name and following symlinks.
+COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _companions_regular(path: str) -> None:
+    """``SnapshotFailed`` unless each companion of ``path`` is absent or a regular file:
+    SQLite would block for ever reading a FIFO planted there, and write through a
+    symlink (its -shm is mapped read-write)."""
+    for suffix in COMPANIONS:
+        try:
+            st = os.lstat(path + suffix)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise SnapshotFailed(path, f"its {suffix} is not a regular file (SQLite would block on it or write "
+                                       "through it); not copied this time, its last checkpoint stays")
+
+
 def _backup_once(path: str, staging: str, expect: tuple[int, int] | None = None) -> None:
+    _companions_regular(path)
     src = sqlite3.connect(_uri(path, "rw"), uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
     try:
         # Take the read transaction ourselves, with a bounded busy wait, so the
