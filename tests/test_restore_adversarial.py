@@ -343,3 +343,91 @@ def test_a_fifo_or_symlink_planted_beside_a_database_never_blocks_or_is_followed
     con = sqlite3.connect(back / "hermes" / "state.db")
     assert con.execute("SELECT x FROM t").fetchall() == [(1,)]
     con.close()
+
+
+def test_a_restored_file_is_never_setuid_or_setgid(bare_live, tmp_path):
+    """A store's bytes are only as trusted as whoever could write it: a restore run as
+    root made a file it names setuid (or setgid) as the store said, a root program for
+    anyone. Restored files get neither bit; the sticky bit and the rest stay."""
+    tool = bare_live.local / "fx-home" / "tool.sh"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\necho hi\n")
+    tool.chmod(0o6755)
+    (bare_live.local / "fx-home" / "plain.sh").write_text("x\n")
+    (bare_live.local / "fx-home" / "plain.sh").chmod(0o1750)
+    bare_live.run("checkpoint")
+    assert bare_live.entries("fx")["tool.sh"].mode == 0o6755   # stored as it was
+
+    out = tmp_path / "out"
+    bare_live.run("restore", "--to", str(out))
+
+    assert (out / "fx" / "tool.sh").stat().st_mode & 0o7777 == 0o755
+    assert (out / "fx" / "plain.sh").stat().st_mode & 0o7777 == 0o1750
+
+
+def test_a_hot_restore_keeps_a_newer_local_directory_mode(bare_live):
+    """A directory chmodded here since the last checkpoint had the checkpoint's mode put
+    back by a restore over the live tree (and the cache called it clean, so the change
+    was lost): a newer local mode is kept, as a newer local file is, and the next
+    checkpoint records it."""
+    fx = bare_live.local / "fx-home"
+    (fx / "mine").mkdir(parents=True)
+    (fx / "mine" / "f.txt").write_text("f\n")
+    (fx / "mine").chmod(0o755)
+    bare_live.run("checkpoint")
+    (fx / "mine").chmod(0o700)
+
+    ran = bare_live.run("restore")
+
+    assert "kept the newer local mode 700 of fx/mine" in ran.stderr + ran.stdout
+    assert (fx / "mine").stat().st_mode & 0o7777 == 0o700
+    bare_live.run("checkpoint")
+    assert bare_live.entries("fx")["mine"].mode == 0o700
+
+
+@pytest.mark.parametrize("what", ["files", "a database"])
+def test_a_directory_swapped_for_a_symlink_during_the_restore_sends_nothing_outside(bare_live, tmp_path,
+                                                                                     monkeypatch, what):
+    """A process swaps a directory of the tree for a symlink to a directory outside it
+    after the restore decided and staged its files, before their renames: the renames
+    (and a database's companions' removal) looked the directories up again by path and
+    went through the symlink, writing (and deleting) outside the tree while reporting
+    the restore complete. They go through the directory as reached from the tree's
+    root without a symlink: nothing outside is touched, and those files are lost."""
+    from journal.restore import publish
+
+    sub = bare_live.local / "hermes" / "sub" if what == "a database" else bare_live.local / "fx-home" / "sub"
+    sub.mkdir(parents=True)
+    if what == "a database":
+        con = sqlite3.connect(sub / "state.db")
+        con.execute("CREATE TABLE t (x)")
+        con.execute("INSERT INTO t VALUES (1)")
+        con.commit()
+        con.close()
+    else:
+        for n in range(3):
+            (sub / f"f{n}.txt").write_text(f"file {n}\n")
+    bare_live.run("checkpoint")
+    shutil.rmtree(bare_live.local)
+    bare_live.local.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for suffix in ("-wal", "-shm", "-journal"):
+        (outside / f"state.db{suffix}").write_text("not journal's\n")
+    real_flush = publish.PublishBatch.flush
+
+    def swap_then_flush(self):
+        if sub.is_dir() and not sub.is_symlink() and self.items:
+            sub.rename(sub.with_name("moved"))
+            sub.symlink_to(outside)
+        return real_flush(self)
+
+    monkeypatch.setattr(publish.PublishBatch, "flush", swap_then_flush)
+    result = bare_live.restore()
+
+    assert sorted(p.name for p in outside.iterdir()) == ["state.db-journal", "state.db-shm", "state.db-wal"]
+    assert all((outside / n).read_text() == "not journal's\n" for n in os.listdir(outside))
+    assert not result.complete
+    lost = [p for t in result.trees for p in t.lost]
+    assert lost and all(p.startswith("sub/") for p in lost), lost
+    assert any("no longer a directory reached without a symlink" in w for w in bare_live.warnings), bare_live.warnings

@@ -138,6 +138,8 @@ class Recorder:
             st = os.lstat(src, dir_fd=kw.get("src_dir_fd"))
             if kw.get("src_dir_fd") is not None:  # a temp file, named in its directory
                 src = os.path.join(os.readlink(f"/proc/self/fd/{kw['src_dir_fd']}"), src)
+            if kw.get("dst_dir_fd") is not None:  # a live path, named in its directory
+                dst = os.path.join(os.readlink(f"/proc/self/fd/{kw['dst_dir_fd']}"), dst)
             real_replace(src, dst)
             self._add(("replace", os.fspath(src), os.fspath(dst), st.st_ino, stat.S_ISLNK(st.st_mode)))
 

@@ -140,8 +140,45 @@ class TreeTmp:
         return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
     def replace(self, name: str, dst: str) -> None:
-        """Rename a temp file over the live path ``dst``."""
-        os.replace(name, dst, src_dir_fd=self.fd)
+        """Rename a temp file over the live path ``dst``, into ``dst``'s directory as
+        reached from the tree's root one name at a time (``parent_fd``): a directory on
+        the way swapped for a symlink meanwhile is never followed."""
+        parent = self.parent_fd(dst)
+        try:
+            os.replace(name, os.path.basename(dst), src_dir_fd=self.fd, dst_dir_fd=parent)
+        finally:
+            os.close(parent)
+
+    def parent_fd(self, dst: str) -> int:
+        """A descriptor on the directory of ``dst`` (a path under the tree's root),
+        opened from the root one name at a time with ``O_NOFOLLOW``; ``UnsafePath`` when
+        one of them is not a directory reached without a symlink (another process
+        swapped it since the restore decided the path)."""
+        rel = os.path.relpath(os.path.dirname(dst), self.root)
+        names = [] if rel == "." else rel.split(os.sep)
+        if ".." in names:
+            raise UnsafePath(shown(dst), "it is not under the tree's root")
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self.root, flags)
+        except OSError as err:
+            raise UnsafePath(shown(dst), f"the tree's root {shown(self.root)} is no longer a directory ({err.strerror})") \
+                from err
+        try:
+            for i, name in enumerate(names):
+                try:
+                    inner = os.open(name, flags, dir_fd=fd)
+                except OSError as err:
+                    where = os.path.join(self.root, *names[:i + 1])
+                    raise UnsafePath(shown(dst), f"{shown(where)} is no longer a directory reached without a "
+                                                 f"symlink ({err.strerror}): another process changed the tree "
+                                                 "during the restore") from err
+                os.close(fd)
+                fd = inner
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def rename_noclobber(self, name: str, dst: str) -> None:
         """Rename a temp file to ``dst``; ``FileExistsError`` if ``dst`` exists."""

@@ -298,7 +298,7 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
         with naming(full):  # a full disk: the error names the file being restored
             for payload in blobs:
                 pacer.wrote(_write_all(fd, payload))
-            os.fchmod(fd, entry.mode & 0o7777)
+            os.fchmod(fd, entry.mode & FILE_MODE_BITS)
             os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
             start_writeback(fd)
     except BaseException:
@@ -380,6 +380,12 @@ def _move(src: str, dst: str) -> None:
             os.close(fd)
     fsync_dir(os.path.dirname(dst))
     os.unlink(src)
+
+
+#: The mode bits a restored file gets: never setuid or setgid. A store's bytes are only
+#: as trusted as whoever could write it, and a restore run as root would otherwise make
+#: any file it names a setuid-root program (``cp`` and ``tar`` drop them the same way).
+FILE_MODE_BITS = 0o1777
 
 
 def finish_dirs(root: str, entries: list[Entry]) -> list[str]:

@@ -33,7 +33,7 @@ import os
 from collections.abc import Callable
 
 from ..atomic import fsync_dir
-from ..errors import naming
+from ..errors import UnsafePath, naming
 from ..localfs import observe
 
 #: A batch is flushed once its staged files hold this many bytes or this many files.
@@ -83,6 +83,7 @@ class PublishBatch:
         self.bytes = 0
         self.dirty: set[str] = set()
         self.kept: list[str] = []   # live paths that changed after the plan: left as they are
+        self.unsafe: list[tuple[str, UnsafePath]] = []   # (live path, why): its directory became a symlink
 
     def add(self, staged: Staged) -> None:
         """Stage one file; flushes the batch when it is full."""
@@ -119,6 +120,10 @@ class PublishBatch:
                     s.discard()
                     self.kept.append(s.path)
                     continue
+            except UnsafePath as err:   # written nowhere: the restore counts it lost
+                s.discard()
+                self.unsafe.append((s.path, err))
+                continue
             except BaseException:
                 for rest in items[i:]:
                     rest.discard()

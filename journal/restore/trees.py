@@ -289,12 +289,33 @@ class TreeRun:
         tr.lost.append(entry.path)
         return None
 
+    def _chmodded_since(self, entry: Entry) -> bool:
+        """Whether ``entry`` is a directory whose mode was changed on this machine since
+        the local state last saw it (a newer local change, kept as a file's is)."""
+        known = self.known.get(entry.path)
+        if entry.kind != KIND_DIR or known is None or known.sig is None:
+            return False
+        try:
+            st = os.lstat(os.path.join(self.tr.dest, entry.path))
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode) or dir_signature(st) == tuple(known.sig):
+            return False
+        self.reporter.note(f"restore: kept the newer local mode {stat.S_IMODE(st.st_mode):o} of "
+                           f"{self.tr.name}/{shown(entry.path)}")
+        return True
+
     def finish(self) -> None:
         if self.writer is not None:
-            # Directory modes only for directories that are in place (never a refused one).
-            self.writer.finish([e for e in self.entries if self.used.get(e.path) is not None])
+            # Directory modes only for directories that are in place (never a refused one),
+            # and never over a mode changed here since the last checkpoint or restore.
+            self.writer.finish([e for e in self.entries if self.used.get(e.path) is not None
+                                and not self._chmodded_since(e)])
             for full in self.writer.batch.kept:
                 self._changed_meanwhile(os.path.relpath(full, self.tr.dest))
+            for full, err in self.writer.batch.unsafe:   # its directory became a symlink: written nowhere
+                self.tr.lost.append(os.path.relpath(full, self.tr.dest))
+                self.reporter.warn(f"restore: {self.tr.name}: {err.reason}; not restored")
         self.tr.lost.sort()  # files settle in the order they complete; report in path order
         self.tr.fallbacks.sort()
 
@@ -397,8 +418,8 @@ def _sig_after(dest: str, entry: Entry, action: str):
         from ..signatures import live_signature
 
         return live_signature(os.path.join(dest, entry.path))
-    if entry.kind == KIND_DIR:
-        return dir_signature(st)
+    if entry.kind == KIND_DIR:   # a mode kept that is not the entry's: the next checkpoint reads it
+        return dir_signature(st) if stat.S_IMODE(st.st_mode) == entry.mode else None
     if action == SAME and (stat.S_IMODE(st.st_mode) != entry.mode or st.st_mtime_ns != entry.mtime_ns):
         return None
     return signature(st)

@@ -24,7 +24,6 @@ import os
 from collections.abc import Callable
 from typing import BinaryIO
 
-from ..atomic import fsync_dir
 from ..errors import CorruptObject, ObjectNotFound, naming
 from ..repository.fetch import RawReader, fetch_in_order
 from ..format.model import BlobRef, Entry
@@ -196,11 +195,18 @@ __all__ = ["build_db", "install_db", "rebuild_db", "PageLoc"]
 
 def install_db(tmp, name: str, full_path: str) -> None:
     """Remove stale companions, then rename the rebuilt database (``name`` in the tree's
-    temp directory ``tmp``, a ``TreeTmp``, already with its mode and mtime) into place."""
-    for suffix in SQLITE_COMPANIONS:
-        try:
-            os.unlink(full_path + suffix)
-        except FileNotFoundError:
-            pass
-    tmp.replace(name, full_path)
-    fsync_dir(os.path.dirname(full_path))
+    temp directory ``tmp``, a ``TreeTmp``, already with its mode and mtime) into place,
+    all in its directory as reached from the tree's root without a symlink
+    (``TreeTmp.parent_fd``: ``UnsafePath`` otherwise)."""
+    parent = tmp.parent_fd(full_path)
+    try:
+        base = os.path.basename(full_path)
+        for suffix in SQLITE_COMPANIONS:
+            try:
+                os.unlink(base + suffix, dir_fd=parent)
+            except FileNotFoundError:
+                pass
+        os.replace(name, base, src_dir_fd=tmp.fd, dst_dir_fd=parent)
+        os.fsync(parent)
+    finally:
+        os.close(parent)
