@@ -785,6 +785,30 @@ def test_emptied_tree_keeps_its_entries_and_warns(live):
     assert len([e for e in live.entries("claude").values() if e.kind != "dir"]) == 3
 
 
+def test_a_directory_replaced_by_a_file_is_never_kept_under_it_by_the_deletion_guard(bare_live, tmp_path):
+    """Most of a tree's files vanish because their directory ``a`` became a file ``a``:
+    the mass-deletion guard kept ``a/x.txt`` beside the file ``a``, a manifest that fails
+    ``verify`` (a path inside a file) and whose every restore is incomplete. Paths under
+    a name that is no longer a directory are dropped whatever the guards say."""
+    fx = bare_live.local / "fx-home"
+    (fx / "a").mkdir(parents=True)
+    (fx / "a" / "x.txt").write_text("x\n")
+    (fx / "a" / "y.txt").write_text("y\n")
+    (fx / "keep.txt").write_text("z\n")
+    bare_live.checkpoint()
+    shutil.rmtree(fx / "a")
+    (fx / "a").write_text("now a file\n")
+
+    result = bare_live.checkpoint()
+
+    assert sorted(bare_live.entries("fx")) == ["a", "keep.txt"]
+    assert [t.deleted for t in result.trees if t.name == "fx"] == [2]
+    assert bare_live.run("verify").returncode == 0
+    out = tmp_path / "out"
+    assert bare_live.run("restore", "--to", str(out)).returncode == 0
+    assert (out / "fx" / "a").read_text() == "now a file\n"
+
+
 def test_allow_deletions_drops_an_emptied_tree(live):
     live.checkpoint()
     claude = live.local / "agent-state" / "claude"

@@ -455,8 +455,45 @@ def _apply_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group]
     files are gone; the transcript guard keeps each vanished transcript that held more
     than ``TRANSCRIPT_GUARD_BYTES``, whatever the share, unless it was renamed within the
     tree. True when anything was dropped. Only the directories not ``taken`` whole are
-    looked into (the totals of the others are their groups')."""
+    looked into (the totals of the others are their groups'). A vanished path under a
+    name that is no longer a directory (a file or symlink took its directory's name) is
+    dropped whatever the guards say: nothing may live inside a file, and a manifest
+    keeping it fails ``verify`` and every restore of it."""
     gone = [p for p, _ in _outside(cache, taken) if p not in files]
+    if not gone:
+        return False
+    displaced = _displaced(gone, files, taken)
+    if not displaced:
+        return _guard_deletions(tree, cache, taken, files, tr, ctx, gone)
+    _guard_deletions(tree, cache, taken, files, tr, ctx, [p for p in gone if p not in displaced])
+    tr.deleted += sum(1 for p in displaced if cache.files[p].entry.kind != KIND_DIR)
+    tr.dirs_deleted += sum(1 for p in displaced if cache.files[p].entry.kind == KIND_DIR)
+    return True
+
+
+def _displaced(gone: list[str], files: dict[str, FileState], taken: dict[str, Group]) -> set[str]:
+    """Of vanished ``gone``, those under a path that is now there and not a directory."""
+    def kind_now(path: str) -> str | None:
+        fs = files.get(path)
+        if fs is None:
+            group = taken.get(path.rpartition("/")[0])
+            fs = group.paths.get(path) if group is not None else None
+        return None if fs is None else fs.entry.kind
+
+    out = set()
+    for p in gone:
+        parts = p.split("/")
+        for i in range(1, len(parts)):
+            kind = kind_now("/".join(parts[:i]))
+            if kind is not None and kind != KIND_DIR:
+                out.add(p)
+                break
+    return out
+
+
+def _guard_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group], files: dict[str, FileState],
+                     tr: TreeResult, ctx: ScanContext, gone: list[str]) -> bool:
+    """``_apply_deletions`` of ``gone``, the vanished paths the guards may keep."""
     if not gone:
         return False
     live_before = cache.files.nfiles
