@@ -462,7 +462,7 @@ def _apply_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group]
     gone = [p for p, _ in _outside(cache, taken) if p not in files]
     if not gone:
         return False
-    displaced = _displaced(gone, files, taken)
+    displaced = _displaced(gone, files)
     if not displaced:
         return _guard_deletions(tree, cache, taken, files, tr, ctx, gone)
     _guard_deletions(tree, cache, taken, files, tr, ctx, [p for p in gone if p not in displaced])
@@ -471,21 +471,16 @@ def _apply_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group]
     return True
 
 
-def _displaced(gone: list[str], files: dict[str, FileState], taken: dict[str, Group]) -> set[str]:
-    """Of vanished ``gone``, those under a path that is now there and not a directory."""
-    def kind_now(path: str) -> str | None:
-        fs = files.get(path)
-        if fs is None:
-            group = taken.get(path.rpartition("/")[0])
-            fs = group.paths.get(path) if group is not None else None
-        return None if fs is None else fs.entry.kind
-
+def _displaced(gone: list[str], files: dict[str, FileState]) -> set[str]:
+    """Of vanished ``gone``, those under a path that is now there and not a directory
+    (``files``: the paths this walk read or took one by one, where a name that changed
+    from a directory to a file is; no directory taken whole is decoded to find it)."""
     out = set()
     for p in gone:
         parts = p.split("/")
         for i in range(1, len(parts)):
-            kind = kind_now("/".join(parts[:i]))
-            if kind is not None and kind != KIND_DIR:
+            fs = files.get("/".join(parts[:i]))
+            if fs is not None and fs.entry.kind != KIND_DIR:
                 out.add(p)
                 break
     return out
