@@ -20,6 +20,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from tools.reliability.fuzz import DECODERS, MEMORY_BUDGET, _alarm, check_one, fuzz, mutate  # noqa: E402
 from tools.reliability.procs import run_forked  # noqa: E402
 
+import msgspec  # noqa: E402
+
+from journal.errors import CorruptObject  # noqa: E402
+from journal.format.pagemap import decode_map  # noqa: E402
+
 SEED = 26
 
 
@@ -97,3 +102,15 @@ def test_a_decoder_meets_its_contract_long(name, tmp_path):
     run_hypothesis(name, 3000, derandomize=False)
     (result,) = fuzz(100_000, seed=SEED, names=[name], workdir=tmp_path)
     assert [f.line() for f in result.findings] == []
+
+
+def test_a_page_map_with_an_unknown_field_nested_past_the_decoders_depth_is_corrupt():
+    """Found by ``make torture`` (seed 38040, fuzz page-map inputs 61551 and 87296):
+    msgspec skips an unknown field by recursing, so one nested deep enough raised
+    ``RecursionError`` out of the page map's decoder instead of ``CorruptObject``."""
+    head = msgspec.msgpack.encode({"version": 3, "full": True, "page_size": 4096, "page_count": 0, "packs": [],
+                                   "records": b"", "x": None})
+    assert head.endswith(b"\xc0")
+    deep = head[:-1] + b"\x91" * 100_000 + b"\xc0"
+    with pytest.raises(CorruptObject, match="nested too deep"):
+        decode_map(deep, "a" * 64, "pagemap x")

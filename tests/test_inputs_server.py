@@ -197,8 +197,10 @@ def test_the_socket_answers_every_request_of_a_connection_in_order(serve):
 
     bad = [c.send(b"not json\n"), c.ask({"op": "zap"}), c.ask({"op": "append", "harness": "codex", "text": "x"}),
            c.ask({"op": "append", "harness": "codex", "session": "S", "text": "x" * 101}),
-           c.ask({"op": "delivered", "id": "../../x"}), c.send(b"[1, 2]\n")]
-    assert [b["ok"] for b in bad] == [False] * 6
+           c.ask({"op": "delivered", "id": "../../x"}), c.send(b"[1, 2]\n"),
+           c.send(b"[" * 30000 + b"]" * 30000 + b"\n")]   # nested past the decoder's depth
+    assert [b["ok"] for b in bad] == [False] * 7
+    assert "not JSON" in bad[6]["error"]
     assert "not JSON" in bad[0]["error"] and "unknown op 'zap'" in bad[1]["error"]
     assert "'session' must be a string" in bad[2]["error"]
     assert bad[3]["kind"] == "InputTooLarge" and "nothing was stored" in bad[3]["error"]

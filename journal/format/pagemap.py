@@ -154,6 +154,8 @@ def decode_map(payload: bytes, own_pack: str, key: str) -> tuple[PageMap, dict[i
         pm = msgspec.msgpack.decode(payload, type=PageMap)
     except msgspec.DecodeError as err:  # a ValidationError (a field out of range) is one too
         raise CorruptObject(key, f"page map does not decode: {err}") from None
+    except RecursionError:  # an unknown field nested past the decoder's depth (msgspec skips it by recursing)
+        raise CorruptObject(key, "page map does not decode: nested too deep") from None
     if pm.page_size & (pm.page_size - 1):
         raise CorruptObject(key, f"page map has a bad page size {pm.page_size}")
     for pack in pm.packs:

@@ -199,7 +199,7 @@ class InputServer:
             if handler is None:
                 raise ConfigError(f"serve inputs: unknown op {op!r}; ops are {', '.join(sorted(_OPS))}")
             return {"ok": True, **handler(self.log, request)}
-        except msgspec.DecodeError as err:
+        except (msgspec.DecodeError, RecursionError) as err:   # RecursionError: nested past the decoder's depth
             return {"ok": False, "error": f"serve inputs: a request line is not JSON: {err}", "kind": "UsageError"}
         except JournalError as err:
             return {"ok": False, "error": str(err), "kind": type(err).__name__}
