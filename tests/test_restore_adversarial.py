@@ -431,3 +431,21 @@ def test_a_directory_swapped_for_a_symlink_during_the_restore_sends_nothing_outs
     lost = [p for t in result.trees for p in t.lost]
     assert lost and all(p.startswith("sub/") for p in lost), lost
     assert any("no longer a directory reached without a symlink" in w for w in bare_live.warnings), bare_live.warnings
+
+
+def test_a_tree_whose_root_is_a_symlink_as_configured_is_restored(bare_live, tmp_path):
+    """The renames go through the directories as reached from the tree's root, and the
+    root is the directory journal's temp directory was made in: a root that is itself a
+    symlink (``codex-home`` linked to a volume, as configured) is restored as before,
+    not refused as a swapped directory."""
+    real = tmp_path / "volume"
+    (real / "sub").mkdir(parents=True)
+    (real / "sub" / "f.txt").write_text("x\n")
+    (bare_live.local / "codex-home").symlink_to(real)
+    bare_live.run("checkpoint")
+    (real / "sub" / "f.txt").unlink()
+
+    ran = bare_live.run("restore")
+
+    assert "restore complete" in ran.stdout, ran.stdout + ran.stderr
+    assert (real / "sub" / "f.txt").read_text() == "x\n"

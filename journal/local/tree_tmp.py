@@ -153,17 +153,15 @@ class TreeTmp:
         """A descriptor on the directory of ``dst`` (a path under the tree's root),
         opened from the root one name at a time with ``O_NOFOLLOW``; ``UnsafePath`` when
         one of them is not a directory reached without a symlink (another process
-        swapped it since the restore decided the path)."""
+        swapped it since the restore decided the path). The root is the directory this
+        temp directory was made in (its ``..``), whatever its path leads to now (a root
+        that is itself a symlink, as configured, is fine)."""
         rel = os.path.relpath(os.path.dirname(dst), self.root)
         names = [] if rel == "." else rel.split(os.sep)
         if ".." in names:
             raise UnsafePath(shown(dst), "it is not under the tree's root")
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(self.root, flags)
-        except OSError as err:
-            raise UnsafePath(shown(dst), f"the tree's root {shown(self.root)} is no longer a directory ({err.strerror})") \
-                from err
+        fd = os.open("..", flags, dir_fd=self.fd)
         try:
             for i, name in enumerate(names):
                 try:
