@@ -463,12 +463,10 @@ def _apply_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group]
     if not gone:
         return False
     displaced = _displaced(gone, files)
-    if not displaced:
-        return _guard_deletions(tree, cache, taken, files, tr, ctx, gone)
-    _guard_deletions(tree, cache, taken, files, tr, ctx, [p for p in gone if p not in displaced])
+    dropped = _guard_deletions(tree, cache, taken, files, tr, ctx, [p for p in gone if p not in displaced])
     tr.deleted += sum(1 for p in displaced if cache.files[p].entry.kind != KIND_DIR)
     tr.dirs_deleted += sum(1 for p in displaced if cache.files[p].entry.kind == KIND_DIR)
-    return True
+    return dropped or bool(displaced)
 
 
 def _displaced(gone: list[str], files: dict[str, FileState]) -> set[str]:

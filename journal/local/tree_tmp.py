@@ -25,6 +25,7 @@ symlinks and files. So (design §11, invariant 9):
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import itertools
@@ -143,11 +144,17 @@ class TreeTmp:
         """Rename a temp file over the live path ``dst``, into ``dst``'s directory as
         reached from the tree's root one name at a time (``parent_fd``): a directory on
         the way swapped for a symlink meanwhile is never followed."""
-        parent = self.parent_fd(dst)
-        try:
+        with self.parent(dst) as parent:
             os.replace(name, os.path.basename(dst), src_dir_fd=self.fd, dst_dir_fd=parent)
+
+    @contextlib.contextmanager
+    def parent(self, dst: str):
+        """``parent_fd(dst)``, closed when the block ends."""
+        fd = self.parent_fd(dst)
+        try:
+            yield fd
         finally:
-            os.close(parent)
+            os.close(fd)
 
     def parent_fd(self, dst: str) -> int:
         """A descriptor on the directory of ``dst`` (a path under the tree's root),

@@ -121,7 +121,7 @@ class PackWriter:
         try:
             blob_id, record = encoding.result()
         except Exception as err:  # a reference to it was handed out: the writer cannot go on
-            self.failed = self.failed or err
+            self._fail(err)
             raise
         self._placed[placeholder] = self._add_record(blob_id, record, size, True)
 
@@ -159,6 +159,11 @@ class PackWriter:
         """Raise the writer's first failure again, if it failed (see the class)."""
         if self.failed is not None:
             raise self.failed
+
+    def _fail(self, err: BaseException) -> BaseException:
+        """Record ``err`` as the writer's failure, unless it failed before; returns it."""
+        self.failed = self.failed or err
+        return err
 
     def _add_record(self, blob_id: str, record: bytes | list, size: int, roll: bool) -> BlobRef:
         if isinstance(record, list) and self.codec.encrypted:
@@ -295,8 +300,7 @@ class PackWriter:
         except OSError as err:
             if not isinstance(err, JournalError):
                 err = LocalWriteError("write spool", err, self._path or self.spool_dir)
-            self.failed = self.failed or err   # a record may be half written: nothing more goes in
-            raise err
+            raise self._fail(err)   # a record may be half written: nothing more goes in
 
     def _close_and_upload(self, last: bool = False) -> None:
         """Close the open pack and start its upload: in the upload threads, or in a
@@ -308,7 +312,8 @@ class PackWriter:
             self._fh.close()
         self._fh = None
         path, size = self._path, self._size
-        if not (last and self._pool is None):
+        alone = last and self._pool is None
+        if not alone:
             try:  # a slot first: an earlier upload's failure is raised before this pack is named
                 self._wait(UPLOADS_IN_FLIGHT - 1)
             except BaseException:
@@ -316,7 +321,7 @@ class PackWriter:
                 raise
         self._ids[self._slot] = pack
         self.packs.append(pack)
-        if last and self._pool is None:
+        if alone:
             self._uploads.append(Background(self._upload, path, pack, size, name="journal-upload"))
             return
         pool = self._threads("_pool", UPLOADS_IN_FLIGHT, "upload")
@@ -332,7 +337,7 @@ class PackWriter:
                 self._uploads[0].result()
             except Exception as err:
                 self._uploads.pop(0)
-                self.failed = err
+                self._fail(err)
                 raise
             self._uploads.pop(0)
 

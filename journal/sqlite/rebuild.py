@@ -197,16 +197,13 @@ def install_db(tmp, name: str, full_path: str) -> None:
     """Remove stale companions, then rename the rebuilt database (``name`` in the tree's
     temp directory ``tmp``, a ``TreeTmp``, already with its mode and mtime) into place,
     all in its directory as reached from the tree's root without a symlink
-    (``TreeTmp.parent_fd``: ``UnsafePath`` otherwise)."""
-    parent = tmp.parent_fd(full_path)
-    try:
-        base = os.path.basename(full_path)
+    (``TreeTmp.parent``: ``UnsafePath`` otherwise)."""
+    base = os.path.basename(full_path)
+    with tmp.parent(full_path) as parent:
         for suffix in SQLITE_COMPANIONS:
             try:
                 os.unlink(base + suffix, dir_fd=parent)
             except FileNotFoundError:
-                pass
+                continue
         os.replace(name, base, src_dir_fd=tmp.fd, dst_dir_fd=parent)
         os.fsync(parent)
-    finally:
-        os.close(parent)
