@@ -38,7 +38,7 @@ from journal.restore.run import restore
 from journal.config import parse_duration
 from journal.gc.retention import Policy, choose_kept
 from journal.supervise.status import read_status
-from journal.format.tombstone import TombstoneItem
+from journal.format.tombstone import TombstoneItem, tombstoned_packs
 from journal.store import open_store
 from journal.store.base import Store
 from journal.verify import MISSING_OBJECT, verify
@@ -479,6 +479,31 @@ def _revert_after_a_mark(box, first: int = 0) -> str:
     return x_key
 
 
+def test_content_uploaded_again_after_its_pack_was_swept_is_never_taken_for_that_garbage(box):
+    """A tombstone that stays (an orphan of it waits) must not go on naming a pack its
+    sweep deleted: when the same content comes back, the fresh upload (same name) would
+    be swept between its upload and its commit. The tombstone goes before what it names,
+    and only the orphan is named again."""
+    x_key = _revert_after_a_mark(box, first=1)  # the orphan waits: the store is still at the mark
+    _, swept = box.gc(keep_last=1)
+    assert box.store.head(x_key) is None and swept.tombstones_rewritten == 1
+    assert x_key.rsplit("/", 1)[1] not in tombstoned_packs(box.store)
+    assert tombstoned_packs(box.store) == {f"{0:064x}"}  # the waiting orphan, named again
+    fired = []
+
+    def hook(op, key):
+        if op == "put" and key.startswith(MANIFEST_PREFIX) and not fired:
+            fired.append(key)  # X's pack is uploaded again, its manifest not yet put
+            assert box.store.head(x_key) is not None
+            box.gc(keep_last=1)
+
+    result = box.checkpoint(store=HookStore(open_store(str(box.store_path)), hook))
+    assert fired and result.seq == 4
+    assert box.entries(TREE, 4)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
+    assert box.store.head(x_key) is not None, "gc swept the fresh upload of content it had deleted before"
+    assert verify(box.repo(), full=True).ok
+
+
 def test_a_checkpoint_committed_during_the_sweep_keeps_what_it_needs(box):
     """The sweep must honour manifests present at sweep time, not only at planning time.
 
@@ -524,7 +549,10 @@ def test_a_checkpoint_committed_while_a_batch_is_sent_protects_the_later_batches
     assert box.entries(TREE, 5)["a.txt"].refs[0].pack == x_key.rsplit("/", 1)[1]
     assert not set(first) & box.keys(PACK_PREFIX)  # the batches went: the first one, and the next one
     assert box.store.head(x_key) is not None, "gc deleted a pack that manifest 5 (committed between batches) needs"
-    assert result.protected == 1 and result.tombstones_removed == 0  # its tombstone stays for a later run
+    # Its tombstone went before the batches; the kept pack is named by none now (a later
+    # mark names it again if it becomes garbage).
+    assert result.protected == 1 and result.tombstones_removed == 1
+    assert x_key.rsplit("/", 1)[1] not in tombstoned_packs(box.store)
     assert verify(box.repo(), full=True).ok
 
 
@@ -753,7 +781,7 @@ def test_gc_reads_only_index_pages_never_file_contents(box):
 def test_the_sweep_deletes_a_batch_of_keys_per_request(box):
     """The sweep sends its deletions ``DELETE_BATCH`` keys per ``delete_many`` (one
     DeleteObjects request on S3), never one request per object: the expired manifests,
-    then the tombstone's packs, then the tombstones it swept; the lease is checked once
+    then the tombstone (before what it names), then its packs; the lease is checked once
     per batch."""
     orphans = _swept_after_a_mark(box, 2 * gc_module.DELETE_BATCH + 500)
     counting = CountingStore(open_store(str(box.store_path)))
@@ -761,9 +789,9 @@ def test_the_sweep_deletes_a_batch_of_keys_per_request(box):
     _, result = gc(box.repo(counting), Policy(keep_last=1), 0.0)
 
     assert [{k.split("/")[0] for k in keys} for keys in counting.bulk] == \
-        [{"manifests"}] + [{"packs"}] * 3 + [{"tombstones"}]
+        [{"manifests"}, {"tombstones"}] + [{"packs"}] * 3
     packs = result.deleted - 2
-    assert [len(keys) for keys in counting.bulk] == [2, 1000, 1000, packs - 2000, 1] and packs > 2500
+    assert [len(keys) for keys in counting.bulk] == [2, 1, 1000, 1000, packs - 2000] and packs > 2500
     assert counting.deletes == [LEASE_KEY]  # releasing the lease; nothing else one key at a time
     lease_reads = [k for k, _, _ in counting.gets if k == LEASE_KEY]
     assert result.tombstones_written == 1  # (manifest 3 expires now)
@@ -971,8 +999,16 @@ def test_a_gc_that_loses_its_lease_stops_and_the_next_run_finishes_the_work(box,
     assert set(orphans) & box.keys(PACK_PREFIX) and verify(box.repo(), full=True).ok
     box.store.delete(LEASE_KEY)  # the other gc ends
 
+    # Its tombstone went before its first batch, so what it had not deleted is named by
+    # no tombstone: the next run marks it again, with a mark of its own (the orphans
+    # then wait for the store to move past it), and never deletes it unmarked.
+    left = set(orphans) & box.keys(PACK_PREFIX)
+    _, again = box.gc(keep_last=1)
+    assert again.tombstoned >= len(left) and set(orphans) & box.keys(PACK_PREFIX) == left
+    box.write("a.txt", "version 5\n")
+    assert box.checkpoint().seq == 5
     box.gc(keep_last=1)
-    assert not set(orphans) & box.keys(PACK_PREFIX) and box.seqs() == [4]
+    assert not set(orphans) & box.keys(PACK_PREFIX) and box.seqs() == [4, 5]  # (4 expires now: a later run)
     assert verify(box.repo(), full=True).ok
 
 

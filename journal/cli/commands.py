@@ -473,6 +473,8 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
         if result.protected:
             click.echo(f"kept {result.protected} planned deletion(s): a checkpoint committed during gc needs them")
         click.echo(f"done: tombstone {first}, deleted {result.deleted} object(s), "
-                   f"{result.bytes_freed:,} bytes freed, {result.tombstones_removed} tombstone(s) resolved")
+                   f"{result.bytes_freed:,} bytes freed, {result.tombstones_removed} tombstone(s) swept"
+                   + (f" ({result.tombstones_rewritten} written again with only what still waits)"
+                      if result.tombstones_rewritten else ""))
         if result.lease_renewals:
             click.echo(f"the gc lease was renewed {result.lease_renewals} time(s) during this long run")

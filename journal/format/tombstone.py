@@ -91,9 +91,13 @@ class Chunk:
         self.count = 0
 
     def add(self, item: TombstoneItem) -> None:
+        self.add_raw(_ENCODER.encode(item))  # (encode_into would over-allocate by half)
+
+    def add_raw(self, raw: bytes | msgspec.Raw) -> None:
+        """Add one item as encoded (an item of a tombstone read back is kept as it was)."""
         if self.count:
             self.buf += b","
-        self.buf += _ENCODER.encode(item)  # (encode_into would over-allocate by half)
+        self.buf += raw
         self.count += 1
 
     def record(self, header: Tombstone) -> bytes:

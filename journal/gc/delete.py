@@ -39,15 +39,15 @@ class Deleter:
         self.batch = batch
         self.fresh: Reach | None = None
 
-    def packs(self, batch: list[TombstoneItem], result) -> bool:
+    def packs(self, batch: list[TombstoneItem], result) -> None:
         """Delete the packs of ``batch`` that no manifest committed since gc started
-        reaches, listing the manifests again (and walking new ones) just before; True
-        when a manifest needs one of them (its tombstone then stays)."""
+        reaches, listing the manifests again (and walking new ones) just before. A pack
+        kept so is named by no tombstone any more (its own went first): if it becomes
+        garbage again, a later mark names it afresh."""
         fresh = self.protect()
         doomed = [item for item in batch if named_pack(item) not in fresh.packs]
         result.protected += len(batch) - len(doomed)
-        kept = self.items(doomed, result)
-        return len(doomed) < len(batch) or kept > 0
+        self.items(doomed, result)
 
     def items(self, items: list[TombstoneItem], result) -> int:
         """Delete the packs (or manifests, or input keys) ``items`` name; returns how many a
@@ -62,7 +62,8 @@ class Deleter:
         return len(kept)
 
     def tombstones(self, keys: list[str], result) -> None:
-        """Delete the resolved tombstones ``keys`` (every pack they name is gone); then empty it."""
+        """Delete the tombstones ``keys`` (swept: what they name is resolved, or about to
+        be deleted, or named again by a rewritten one); then empty it."""
         self._keys(keys)
         result.tombstones_removed += len(keys)
         keys.clear()

@@ -112,6 +112,7 @@ class GcResult(msgspec.Struct, kw_only=True):
     bytes_freed: int = 0
     protected: int = 0                  # planned deletions skipped: a manifest committed meanwhile needs them
     tombstones_removed: int = 0
+    tombstones_rewritten: int = 0       # swept tombstones written again with only the items that still wait
     lease_renewals: int = 0
 
 
@@ -345,20 +346,25 @@ class _Gc:
 
     def _items(self, key: str, stone: LazyTombstone) -> Iterator[TombstoneItem | None]:
         """The items of ``stone``, decoded one at a time; ``None`` for one that does not decode."""
+        for _, item in self._raw_items(key, stone):
+            yield item
+
+    def _raw_items(self, key: str, stone: LazyTombstone) -> Iterator[tuple[msgspec.Raw, TombstoneItem | None]]:
+        """Each item of ``stone`` as encoded, with it decoded (``None`` when it does not decode)."""
         for raw in stone.items:
             try:
                 item = read_item(raw, key)
             except CorruptObject as err:
                 self.reporter.warn(f"gc: tombstone {key}: ignoring an {err.detail}")
-                yield None
+                yield raw, None
                 continue
             if _key_problem(item):
                 # A key of the wrong shape for its kind (the store's config, a manifest named
                 # as a pack) is never deleted: the item is kept unresolved.
                 self.reporter.warn(f"gc: tombstone {key}: ignoring an item naming {item.key!r} as a {item.kind}")
-                yield None
+                yield raw, None
                 continue
-            yield item
+            yield raw, item
 
     def _walk(self) -> tuple[frozenset[str], dict[str, str]]:
         """Walk what the kept manifests reach, then what every other manifest that stays
@@ -462,22 +468,32 @@ class _Gc:
                 add(TombstoneItem(key=key, kind=ItemKind.INPUT, bytes=size))
         expired.flush()
 
-    def _put_tombstone(self, chunk: Chunk, mark_seq: int, result: GcResult) -> None:
-        now = time.time_ns()
+    def _put_tombstone(self, chunk: Chunk, mark_seq: int, result: GcResult, header: Tombstone | None = None) -> None:
+        """Write ``chunk`` as a new tombstone: made now, or (``header``) again with what an
+        older one of that time and mark still names (counted as rewritten)."""
         count = chunk.count
-        record = chunk.record(Tombstone(created=utc_now(), created_ns=now, host=os.uname().nodename,
-                                        mark_seq=mark_seq, items=[]))
-        key = f"{TOMBSTONE_PREFIX}{now:020d}-{uuid.uuid4().hex[:8]}"
+        rewrite = header is not None
+        if header is None:
+            header = Tombstone(created=utc_now(), created_ns=time.time_ns(), host=os.uname().nodename,
+                               mark_seq=mark_seq, items=[])
+        record = chunk.record(header)
+        key = f"{TOMBSTONE_PREFIX}{header.created_ns:020d}-{uuid.uuid4().hex[:8]}"
         self.repo.store.put_if_absent(key, self.repo.codec.seal(record, TOMBSTONE))
+        if rewrite:
+            result.tombstones_rewritten += 1
+            return
         result.tombstone_key = result.tombstone_key or key
         result.tombstones_written += 1
         result.tombstoned += count
 
     def _sweep(self, delete: _Tally, finished: _Tally, result: GcResult) -> int:
         """Delete what the ripe tombstones name and nothing present reaches: the expired
-        manifests first, then each ripe tombstone's packs, and the tombstones once their
-        packs are gone. Returns the number of orphans that wait for the store to move
-        past their mark."""
+        manifests first, then each ripe tombstone's packs and input keys, one tombstone at
+        a time. A tombstone goes *before* what it names is deleted, and what still waits
+        is named again in a new tombstone of the same time and mark (``_retire``), so no
+        tombstone ever names a key this gc deleted: content uploaded again later is never
+        taken for that old garbage (design §16). Returns the number of orphans that wait
+        for the store to move past their mark."""
         deleting, ripe = self.tombstones.deleting, self.tombstones.ripe
         manifests = [deleting[seq] for seq in sorted(deleting)]
         for item in manifests:
@@ -485,17 +501,12 @@ class _Gc:
         if self.lease is not None:
             self.deleter.items(manifests, result)
         waiting = 0
-        stones: list[str] = []  # finished tombstones, deleted a batch at a time after their packs
+        stones: list[str] = []  # resolved tombstones naming nothing to delete: deleted a batch at a time
         done = 0
         for key, stone in self._tombstones(ripe):  # (not enumerate: it would hold the last one)
             done += 1
-            waits, resolved, revived = self._sweep_one(key, stone, delete, result)
-            waiting += waits
+            waiting += self._sweep_one(key, stone, delete, finished, stones, result)
             del stone  # one tombstone at a time: not this one while the next loads
-            if resolved:
-                finished.add(key)
-                if self.lease is not None and not revived:
-                    stones.append(key)
             if self.lease is not None:
                 if len(stones) >= DELETE_BATCH:
                     self.deleter.tombstones(stones, result)
@@ -504,36 +515,52 @@ class _Gc:
             self.deleter.tombstones(stones, result)
         return waiting
 
-    def _sweep_one(self, key: str, stone: LazyTombstone, delete: _Tally, result: GcResult) -> tuple[int, bool, bool]:
-        """Delete the packs of one ripe tombstone, ``DELETE_BATCH`` at a time. Returns the
-        number of its orphans that wait, whether all it names is resolved, and whether a
-        manifest committed during the run needs some of it (the tombstone then stays)."""
-        resolved, revived, waiting, batch, inputs = True, False, 0, [], []
-        for item in self._items(key, stone):
+    def _sweep_one(self, key: str, stone: LazyTombstone, delete: _Tally, finished: _Tally, stones: list[str],
+                   result: GcResult) -> int:
+        """Sweep one ripe tombstone: judge each item (``_fate``); when any is resolved or
+        deleted, retire the tombstone, then delete its packs ``DELETE_BATCH`` at a time
+        and its input keys. A tombstone whose items are all resolved and name nothing to
+        delete joins ``stones`` (deleted in bulk). Returns the number of its orphans that wait."""
+        stay = Chunk()  # the items that wait or are kept, as encoded in the tombstone
+        packs: list[TombstoneItem] = []
+        inputs: list[TombstoneItem] = []
+        waiting, changed = 0, False
+        for raw, item in self._raw_items(key, stone):
             self._keep()
             fate = self._fate(item, stone.mark_seq)
-            resolved = resolved and fate in (Fate.DONE, Fate.DELETE)
             waiting += fate == Fate.WAIT
-            if fate != Fate.DELETE:
+            if fate in (Fate.WAIT, Fate.KEEP):
+                stay.add_raw(raw)
                 continue
-            delete.add(item, item.bytes)
-            if self.lease is None:
-                continue
-            if item.kind == ItemKind.INPUT:
-                inputs.append(item)
-                if len(inputs) >= DELETE_BATCH:
-                    self.deleter.items(inputs, result)
-                    inputs = []
-                continue
-            batch.append(item)
-            if len(batch) >= DELETE_BATCH:
-                revived |= self.deleter.packs(batch, result)
-                batch = []
-        if batch:
-            revived |= self.deleter.packs(batch, result)
+            changed = True
+            if fate == Fate.DELETE:
+                delete.add(item, item.bytes)
+                (inputs if item.kind == ItemKind.INPUT else packs).append(item)
+        if not stay.count:
+            finished.add(key)
+        if self.lease is None or not changed:
+            return waiting
+        if stay.count or packs or inputs:
+            self._retire(key, stone, stay, result)
+        else:
+            stones.append(key)
+        for start in range(0, len(packs), DELETE_BATCH):
+            self.deleter.packs(packs[start:start + DELETE_BATCH], result)
         if inputs:
             self.deleter.items(inputs, result)
-        return waiting, resolved, revived
+        return waiting
+
+    def _retire(self, key: str, stone: LazyTombstone, stay: Chunk, result: GcResult) -> None:
+        """Delete tombstone ``key`` now, in a request of its own, before anything it names;
+        then write what of it waits (``stay``) as a new tombstone with its time and mark.
+        A crash in between leaves keys no tombstone names: the next mark names them again
+        (their grace starts over), so it delays, and never deletes."""
+        self.deleter.tombstones([key], result)
+        if stay.count:
+            self.lease.check()
+            self._put_tombstone(stay, stone.mark_seq, result,
+                                header=Tombstone(created=stone.created, created_ns=stone.created_ns,
+                                                 host=stone.host, mark_seq=stone.mark_seq, items=[]))
 
     def _fate(self, item: TombstoneItem | None, mark_seq: int) -> Fate:
         """What the sweep does with one item of a ripe tombstone (of ``mark_seq``); see ``Fate``."""
