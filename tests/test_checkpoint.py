@@ -28,6 +28,7 @@ from journal.checkpoint.run import checkpoint
 from journal.errors import (HistoryWithoutState, LocalWriteError, ManifestConflict, NotAStore, ObjectNotFound,
                             StoreError)
 from journal.gc.run import gc
+from journal.verify import verify
 from journal.repository.history import ManifestCache
 from journal.local.state import load_state
 from journal.format.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK, Manifest, decode
@@ -1218,21 +1219,30 @@ def restores_fx(live, tmp_path: Path, text: str) -> None:
     assert (out / "fx" / "notes.txt").read_text() == text
 
 
+def pending_on_a_tombstoned_pack(live, monkeypatch) -> str:
+    """Checkpoints 1 (fx notes: X) and 2 (Y), a gc mark that tombstones manifest 1 and
+    its data pack P1, then X again, checkpointed as seq 3 and left pending (its put
+    failed): the pending manifest relies on P1, found already stored. Returns P1."""
+    notes = fx_notes(live)
+    notes.write_text("X" * 1000)
+    assert live.checkpoint().seq == 1                # data pack P1 = [chunk X]
+    p1 = ManifestCache(live.repo()).tree(1, "fx")[0][0].refs[0].pack
+    notes.write_text("Y" * 1000)
+    assert live.checkpoint().seq == 2
+    gc(live.repo(), Policy(keep_last=1), 3600.0)     # tombstones manifest 1 and P1
+    notes.write_text("X" * 1000)                     # the content comes back: P1's very bytes
+    monkeypatch.setattr(Repository, "put_manifest", failing_put)
+    with pytest.raises(ConnectionError):
+        live.checkpoint()                            # seq 3 left pending in local state
+    monkeypatch.undo()
+    return p1
+
+
 def test_a_pending_manifest_whose_pack_a_sweep_took_is_dropped_and_uploaded_again(bare_live, tmp_path, monkeypatch):
     """The pending manifest's data pack already existed (a tombstoned one, same bytes),
     so the checkpoint relied on it; a sweep then deletes it. The republish must not
     publish a manifest naming it: it drops the pending manifest and uploads again."""
-    notes = fx_notes(bare_live)
-    notes.write_text("X" * 1000)
-    assert bare_live.checkpoint().seq == 1           # data pack P1 = [chunk X]
-    notes.write_text("Y" * 1000)
-    assert bare_live.checkpoint().seq == 2
-    gc(bare_live.repo(), Policy(keep_last=1), 0.0)   # tombstones manifest 1 and P1
-    notes.write_text("X" * 1000)                     # the content comes back: P1's very bytes
-    monkeypatch.setattr(Repository, "put_manifest", failing_put)
-    with pytest.raises(ConnectionError):
-        bare_live.checkpoint()                       # seq 3 left pending in local state
-    monkeypatch.undo()
+    pending_on_a_tombstoned_pack(bare_live, monkeypatch)
     assert gc(bare_live.repo(), Policy(keep_last=1), 0.0)[1].deleted > 0   # deletes manifest 1 and P1
 
     result = bare_live.checkpoint()                  # drops pending 3, uploads again, commits 3
@@ -1270,6 +1280,35 @@ def test_a_pending_manifest_already_in_the_store_stands_and_the_next_checkpoint_
     assert missing_packs(bare_live, 3) == []
     assert bare_live.checkpoint().seq is None        # then idle again
     restores_fx(bare_live, tmp_path, "B" * 1000)
+
+
+def test_a_pending_manifest_republished_while_a_gc_runs_is_dropped_and_its_packs_are_rechecked(
+        bare_live, tmp_path, monkeypatch):
+    """A gc whose sweep batch was planned (and its manifests listed again) before the
+    republish deletes the pre-existing pack right after it: the republish's own checks,
+    before and after its put, both find the pack. With a gc running, the pending
+    manifest is dropped and every file uploaded again, so the pack found already stored
+    keeps its spool copy and the next checkpoint puts it back."""
+    from test_gc import HookStore
+    from journal.store import open_store
+    p1 = pending_on_a_tombstoned_pack(bare_live, monkeypatch)
+    republished = []
+
+    def hook(op, key):
+        if op == "delete" and key.endswith(p1) and not republished:
+            republished.append(bare_live.checkpoint())  # between the batch's relist and its request
+
+    assert gc(bare_live.repo(HookStore(open_store(str(bare_live.store_path)), hook)),
+              Policy(keep_last=1), 0.0)[1].deleted > 0
+    assert republished and republished[0].seq == 3
+    assert any("gc" in w and "dropped it" in w for w in republished[0].warnings), republished[0].warnings
+    assert not bare_live.pack_file(p1).exists()     # the sweep took it after the commit
+
+    again = bare_live.checkpoint()                   # the recheck puts it back
+    assert any(p1 in w and "uploaded it again" in w for w in again.warnings), again.warnings
+    assert missing_packs(bare_live, 3) == []
+    assert verify(bare_live.repo(), full=True).ok
+    restores_fx(bare_live, tmp_path, "X" * 1000)
 
 
 def test_a_dropped_pending_manifest_keeps_a_tree_whose_live_directory_is_gone(bare_live, tmp_path, monkeypatch):

@@ -15,7 +15,9 @@ import pytest
 
 from conftest import run_on_crafted
 from journal.errors import GcBusy, KeyExists
+from journal.checkpoint.recheck import gc_running
 from journal.gc.lease import LEASE_KEY, Lease, LeaseLost, LeaseRecord
+from journal.repository.repository import RENEWING_KEY
 from journal.store.memory import MemoryStore
 
 from conftest import FakeClock
@@ -101,7 +103,7 @@ def test_a_gc_that_takes_the_key_during_a_renewal_holds_the_lease_alone():
 
 def test_a_renewal_whose_delete_answers_late_puts_no_new_record():
     clock = FakeClock()
-    store = OnDelete(lambda key: clock.advance(0.35))  # the delete's answer comes late
+    store = OnDelete(lambda key: key == LEASE_KEY and clock.advance(0.35))  # the delete's answer comes late
     lease = Lease(store, seconds=1.0, clock=clock).__enter__()
     clock.advance(0.55)
 
@@ -194,3 +196,60 @@ def test_a_crafted_lease_record_is_unreadable_and_taken_over(live, fields):
 
     assert proc.returncode == 0, proc.stderr
     assert live.store.head(LEASE_KEY) is None  # taken over, then released
+
+
+# --------------------------------------------------------------------------- the renewal marker
+
+def test_a_renewal_is_never_a_moment_with_no_gc_to_see():
+    """A renewal deletes the lease and puts it again; a checkpoint looking for a running
+    gc (``gc_running``) in between must still see one: the marker is put before the
+    delete and deleted after the put."""
+    clock = FakeClock()
+    seen: list[bool] = []
+    store = OnDelete(lambda key: key == LEASE_KEY and seen.append(gc_running(store)))
+    with Lease(store, seconds=1.0, clock=clock) as lease:
+        clock.advance(0.55)
+        lease.keep()
+        assert lease.renewals == 1 and seen == [True]  # in the gap: the lease was gone, the marker there
+        assert store.head(RENEWING_KEY) is None and gc_running(store)
+    assert not gc_running(store)
+
+
+class Renewing(MemoryStore):
+    """A store in which a gc's renewal runs between a checkpoint's looks: its lease is
+    deleted (the marker put) as the first look is answered, and put back (the marker
+    deleted) as the second one is."""
+
+    def __init__(self):
+        super().__init__()
+        self.looks: list[str] = []
+
+    def head(self, key):
+        self.looks.append(key)
+        if len(self.looks) == 1:
+            self.put_if_absent(RENEWING_KEY, b"{}")
+            super().delete(LEASE_KEY)
+        elif len(self.looks) == 2:
+            self.put_if_absent(LEASE_KEY, b"{}")
+            super().delete(RENEWING_KEY)
+        return super().head(key)
+
+
+def test_a_renewal_that_ends_between_two_looks_is_seen_by_the_third():
+    store = Renewing()
+    store.put_if_absent(LEASE_KEY, b"{}")
+    assert gc_running(store)
+    assert store.looks == [LEASE_KEY, RENEWING_KEY, LEASE_KEY]  # absent, absent, back
+
+
+def test_a_renewal_marker_left_by_a_crashed_renewal_counts_as_a_gc_until_the_next_gc_takes_the_lease():
+    store, clock = MemoryStore(), FakeClock()
+    store.put_if_absent(RENEWING_KEY, b"{}")  # its gc died between the marker and the new lease
+    assert gc_running(store)  # careful, not wrong: the checkpoint keeps its copies longer
+    with Lease(store, seconds=1.0, clock=clock) as lease:
+        assert store.head(RENEWING_KEY) is None
+        store.put_if_absent(RENEWING_KEY, b"{}")  # (or left again): the renewal replaces it
+        clock.advance(0.55)
+        lease.keep()
+        assert lease.renewals == 1 and store.head(RENEWING_KEY) is None
+    assert not gc_running(store)

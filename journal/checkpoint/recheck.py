@@ -15,8 +15,25 @@ import time
 
 from ..errors import KeyExists
 from ..paths import RECHECK_DIR
-from ..repository.repository import LEASE_KEY, LEASE_SECONDS, pack_key
+from ..repository.repository import LEASE_KEY, LEASE_SECONDS, RENEWING_KEY, pack_key
 from ..store.base import Store
+
+#: ``gc_running`` answers "no" only when its three looks took less than this: a gc
+#: renews its lease at most once per half lease, so one renewal at most falls within.
+LOOK_SECONDS = LEASE_SECONDS / 4
+
+
+def gc_running(store: Store) -> bool:
+    """Whether a gc may be running: one holds its lease from before it plans until after
+    its last delete, and renews it by putting ``RENEWING_KEY``, deleting the lease, putting
+    it again and deleting the marker. So: the lease, then the marker, then the lease
+    again (a renewal that ended between the first two looks has put the lease back
+    before the third). Three absent looks within ``LOOK_SECONDS``: no gc is running."""
+    started = time.monotonic()
+    for key in (LEASE_KEY, RENEWING_KEY, LEASE_KEY):
+        if store.head(key) is not None:
+            return True
+    return time.monotonic() - started > LOOK_SECONDS
 
 
 def recheck_dir(state_dir: str) -> str:
@@ -34,8 +51,8 @@ def rechecks_pending(state_dir: str) -> bool:
 def recheck_kept(store: Store, keep_dir: str, window: float = LEASE_SECONDS) -> list[str]:
     """HEAD each pack in ``keep_dir`` and upload again any that a gc sweep deleted after
     the commit that named it. A gc holds its lease from before it plans until after its
-    last delete, so when no lease is held *before* the packs are checked, that check is
-    final and the copies are forgotten; otherwise they stay for the next checkpoint, at
+    last delete, so when no gc is running (``gc_running``) *before* the packs are
+    checked, that check is final and the copies are forgotten; otherwise they stay for the next checkpoint, at
     most ``window`` seconds. Returns the packs uploaded again."""
     try:
         names = sorted(os.listdir(keep_dir))
@@ -43,7 +60,7 @@ def recheck_kept(store: Store, keep_dir: str, window: float = LEASE_SECONDS) -> 
         return []
     if not names:
         return []
-    gc_running = store.head(LEASE_KEY) is not None
+    running = gc_running(store)
     again, now = [], time.time()
     for pack in names:
         path = os.path.join(keep_dir, pack)
@@ -54,7 +71,7 @@ def recheck_kept(store: Store, keep_dir: str, window: float = LEASE_SECONDS) -> 
                 again.append(pack)
             except KeyExists:
                 pass
-        if not gc_running or now - os.path.getmtime(path) > window:
+        if not running or now - os.path.getmtime(path) > window:
             try:
                 os.unlink(path)
             except FileNotFoundError:

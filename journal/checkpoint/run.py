@@ -19,7 +19,7 @@ docs/design.md §12 ("Read and write ordering"):
 6. the local state is saved with the manifest as pending;
 7. the manifest is put at ``manifests/<seq+1>``, put-if-absent: the commit point;
 8. the local state is saved with pending cleared; packs whose put found them already
-   stored are checked again (and kept in ``recheck/`` while a gc lease is held).
+   stored are checked again (and kept in ``recheck/`` while a gc may be running, ``recheck.gc_running``).
 
 A crash anywhere leaves the previous manifest authoritative. A crash between 6 and 7
 is finished by the next run, which republishes the pending manifest bytes (step 1).
@@ -53,7 +53,7 @@ from ..format.model import KIND_FILE, KIND_SQLITE, BlobRef, Manifest, TreeRoot, 
 from ..format.objects import KIND_CHUNK, KIND_PAGE
 from ..repository.pack import PackWriter, clear_spool
 from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
-from .recheck import recheck_dir, recheck_kept, rechecks_pending
+from .recheck import gc_running, recheck_dir, recheck_kept, rechecks_pending
 from .page_delta import IndexWriter, keep_pages
 from ..report import SILENT, Reporter
 from ..signatures import file_stamp, signature_mtime
@@ -206,9 +206,15 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
     if not stored:
         require_committed(repo, manifest.parent or 0, cfg.state_dir)  # never on top of a lost history
     missing = _missing_packs(repo, manifest)
-    if missing and not stored:
-        _warn(result, reporter, f"checkpoint: pending manifest {manifest.seq} names {len(missing)} pack(s) the "
-              "store does not hold; dropped it, and this checkpoint re-uploads every file")
+    busy = not stored and not missing and gc_running(repo.store)
+    if (missing or busy) and not stored:
+        # A running gc may have planned a sweep batch before this put that deletes a pack
+        # the crashed attempt found already stored (no spool copy of it is left to check
+        # against after the commit): drop it, and the uploads again keep those copies.
+        why = ("a gc is running, which may delete packs it relied on" if busy else
+               f"it names {len(missing)} pack(s) the store does not hold")
+        _warn(result, reporter, f"checkpoint: pending manifest {manifest.seq} not published: {why}; dropped it, "
+              "and this checkpoint re-uploads every file")
         state.seq, state.manifest_id = manifest.parent or 0, manifest.parent_id
         state.pending = state.pending_seq = None
         _inactive_as_in_parent(cfg, repo, state, result, reporter)
@@ -230,6 +236,13 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
         # was already in the store, or the sweep ran between the check and the put).
         _warn(result, reporter, f"checkpoint: manifest {manifest.seq} names pack(s) the store lost after it was "
               "committed; this checkpoint re-uploads every file")
+        _reupload_all(cfg, state)
+    elif gc_running(repo.store):
+        # A gc running now may still delete a pack it names (planned before the put, or
+        # before the crashed attempt's); this checkpoint's own uploads are checked after
+        # its commit, so the newest checkpoint is whole whatever that sweep takes.
+        _warn(result, reporter, f"checkpoint: manifest {manifest.seq} was published after a crash while a gc "
+              "runs; this checkpoint re-uploads every file")
         _reupload_all(cfg, state)
     save_state(cfg.state_dir, state)
 

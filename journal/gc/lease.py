@@ -34,7 +34,7 @@ import msgspec
 from ..errors import CorruptObject, GcBusy, JournalError, KeyExists, ObjectNotFound
 from ..format.codec import LEASE, PLAIN, Codec
 from ..format.model import Count, Text
-from ..repository.repository import LEASE_KEY, LEASE_SECONDS
+from ..repository.repository import LEASE_KEY, LEASE_SECONDS, RENEWING_KEY
 from ..store.base import Store
 
 #: The holder renews its lease once less than this share of it is left...
@@ -115,6 +115,9 @@ class Lease:
             current = self._read()
             if current is not None and current.token == mine.token:
                 self.record = mine
+                # A renewal marker left now is stale: its gc crashed mid-renewal, or is
+                # in the gap we took the key in, and stops at its put (``renew``).
+                self.store.delete(RENEWING_KEY)
                 return self
         other = self._read()
         raise GcBusy(other.holder if other else "unknown", _iso(other.expires_ns) if other else "unknown")
@@ -158,11 +161,16 @@ class Lease:
 
         Delete, then put-if-absent: the delete removes our own record only if it lands
         before anyone may judge it expired, so it must complete with more than
-        ``SAFE_LEFT`` of the lease left; a gc that takes the key in between wins.
+        ``SAFE_LEFT`` of the lease left; a gc that takes the key in between wins. The
+        renewal marker (``RENEWING_KEY``) is put before the delete and deleted after the
+        put, so a checkpoint looking for a running gc (``checkpoint/recheck.py``) never
+        finds both keys absent while this gc runs; one left by a failed renewal only
+        makes checkpoints more careful until the next gc takes the lease.
         """
         current = self._mine()
         if current.expires_ns - self.clock() <= self._ns(SAFE_LEFT):
             raise LeaseLost("lease time used up before gc could renew it safely", current)
+        self._mark_renewing(current)
         self.store.delete(LEASE_KEY)
         if current.expires_ns - self.clock() <= self._ns(SAFE_LEFT):
             raise LeaseLost("lease time used up while gc renewed it", self._read())
@@ -172,8 +180,22 @@ class Lease:
             self.store.put_if_absent(LEASE_KEY, self.codec.seal(msgspec.json.encode(renewed), LEASE))
         except KeyExists:
             raise LeaseLost("another gc took the lease while this one renewed it", self._read()) from None
+        self.store.delete(RENEWING_KEY)
         self.record = renewed
         self.renewals += 1
+
+    def _mark_renewing(self, current: LeaseRecord) -> None:
+        """Put the renewal marker. One already there is stale (we hold the lease, so no
+        other gc renews): it is replaced."""
+        data = self.codec.seal(msgspec.json.encode(current), LEASE)
+        try:
+            self.store.put_if_absent(RENEWING_KEY, data)
+        except KeyExists:
+            self.store.delete(RENEWING_KEY)
+            try:
+                self.store.put_if_absent(RENEWING_KEY, data)
+            except KeyExists:
+                raise LeaseLost("another gc is renewing a lease while this one holds it", self._read()) from None
 
     def __exit__(self, *exc) -> None:
         current = self._read()

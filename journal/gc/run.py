@@ -16,7 +16,9 @@
    tombstone's ``mark_seq``, so the checkpoint that was uploading it has either
    committed (and its manifest now protects it) or can never commit. Manifests are
    deleted before packs (references before objects); then the ripe tombstones are
-   swept one at a time, each deleted (in a later batch) once all it names is resolved.
+   swept one at a time: a tombstone goes *before* what it names, and what of it still
+   waits is named again in a new tombstone of its time and mark, so no tombstone ever
+   names a key gc deleted (content uploaded again is never taken for that garbage).
 
 **Requests.** No HEAD per object: sizes come with the listings (``Store.list_sizes``),
 and the sweep knows what is already gone from the mark's pack listing of the same

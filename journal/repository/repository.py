@@ -6,6 +6,7 @@ Layout (see docs/design.md)::
     packs/<hh>/<sha256>          concatenated records
     manifests/<seq, 12 digits>   one manifest record each
     leases/gc                    the lease of the one gc running (``gc/lease.py``)
+    leases/renewing              there while that gc renews its lease (delete, then put)
     keys/<32 hex>                an encrypted store's key objects (``journal/crypto/keys.py``)
 
 Every record read or written goes through the store's codec (``repo.codec``,
@@ -41,6 +42,10 @@ SEQ_WIDTH = 12
 #: The gc lease: held by a gc from before it plans until after its last delete
 #: (``gc/lease.py``); a checkpoint looks at it to know whether a sweep may be running.
 LEASE_KEY = "leases/gc"
+#: Put by the gc holding the lease before it deletes the lease to renew it, and deleted
+#: after the new lease is put: a gc always holds one of the two keys (not a prefix of
+#: each other: a prefix would show as a directory on hf-mount).
+RENEWING_KEY = "leases/renewing"
 LEASE_SECONDS = 15 * 60
 
 _PACK_KEY = re.compile(r"packs/([0-9a-f]{2})/(\1[0-9a-f]{62})")

@@ -67,7 +67,7 @@ _GC_OUTPUT = {
     "planned_deletes": re.compile(r"^delete (\d+) object", re.M),
     "deleted": re.compile(r"^done: tombstone \S+, deleted (\d+) object", re.M),
     "bytes_freed": re.compile(r"^done: .* deleted \d+ object\(s\), ([\d,]+) bytes freed", re.M),
-    "tombstones_resolved": re.compile(r"^done: .* (\d+) tombstone\(s\) resolved", re.M),
+    "tombstones_resolved": re.compile(r"^done: .* (\d+) tombstone\(s\) swept", re.M),
 }
 
 
