@@ -1238,17 +1238,19 @@ def pending_on_a_tombstoned_pack(live, monkeypatch) -> str:
     return p1
 
 
-def test_a_pending_manifest_whose_pack_a_sweep_took_is_dropped_and_uploaded_again(bare_live, tmp_path, monkeypatch):
+def test_a_pending_manifest_whose_pack_a_sweep_took_is_whole_when_published(bare_live, tmp_path, monkeypatch):
     """The pending manifest's data pack already existed (a tombstoned one, same bytes),
     so the checkpoint relied on it; a sweep then deletes it. The republish must not
-    publish a manifest naming it: it drops the pending manifest and uploads again."""
-    pending_on_a_tombstoned_pack(bare_live, monkeypatch)
+    publish a manifest naming a pack the store lacks: the copy the failed attempt kept
+    (before its put) is checked first and the pack put back, then the manifest goes."""
+    p1 = pending_on_a_tombstoned_pack(bare_live, monkeypatch)
     assert gc(bare_live.repo(), Policy(keep_last=1), 0.0)[1].deleted > 0   # deletes manifest 1 and P1
+    assert not bare_live.pack_file(p1).exists()
 
-    result = bare_live.checkpoint()                  # drops pending 3, uploads again, commits 3
+    result = bare_live.checkpoint()                  # puts P1 back, then publishes pending 3
 
     assert result.seq == 3
-    assert any("dropped it" in w for w in result.warnings), result.warnings
+    assert any(p1 in w and "uploaded it again" in w for w in result.warnings), result.warnings
     assert missing_packs(bare_live, 3) == []
     restores_fx(bare_live, tmp_path, "X" * 1000)
 

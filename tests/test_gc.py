@@ -1346,12 +1346,26 @@ def test_restore_lists_manifests_once(box):
         assert len(lists) == 1, f"restore listed manifests/ {len(lists)} times: {store.lists}"
 
 
-def test_a_pack_found_stored_and_deleted_by_a_sweep_planned_before_the_commit_is_uploaded_again(tmp_path):
+#: ``journal`` killed (as by SIGKILL: ``os._exit``, no cleanup) right after its commit,
+#: before it stamps and checks the packs it found already stored.
+_KILLED_AFTER_COMMIT = textwrap.dedent("""
+    import os, sys
+    import journal.checkpoint.run as run
+    run.touch_kept = lambda paths: os._exit(137)
+    from journal.cli.launch import main
+    sys.exit(main())
+""")
+
+
+@pytest.mark.parametrize("killed", [False, True], ids=["whole", "killed-after-commit"])
+def test_a_pack_found_stored_and_deleted_by_a_sweep_planned_before_the_commit_is_uploaded_again(tmp_path, killed):
     """A file goes back to earlier content, so its data pack is byte-identical to one a
     ripe tombstone names: the put answers KeyExists. The checkpoint (a real process)
     commits, and checks the pack, inside the window of a sweep batch already planned
     from a manifest listing taken just before: the batch deletes it afterwards. The
-    next checkpoint must put it back, so the committed checkpoint is whole."""
+    next checkpoint must put it back, so the committed checkpoint is whole. Also when
+    the checkpoint is killed right after its commit: its copy of the pack was kept
+    before the manifest was put (it was moved only after, and lost)."""
     from journal.store.local import LocalStore
 
     local = tmp_path / "local"
@@ -1377,14 +1391,16 @@ def test_a_pack_found_stored_and_deleted_by_a_sweep_planned_before_the_commit_is
     def delete_many(self, keys, guard=None):
         if not inside and any(k.startswith("packs/") for k in keys):
             put(a, 4 * 10**18)                               # back to A: the same pack as manifest 2's
-            inside.append(run_journal("checkpoint", env=env))
+            cmd = [sys.executable, "-c", _KILLED_AFTER_COMMIT] if killed else None
+            inside.append(run_journal("checkpoint", env=env, cmd=cmd))
         return real(self, keys, guard)
     try:
         LocalStore.delete_many = delete_many
         gc(Repository.open(open_store(env["JOURNAL_STORE"])), Policy(keep_last=1), 0.0)
     finally:
         LocalStore.delete_many = real
-    assert inside and inside[0].returncode == 0, inside
+    assert inside and inside[0].returncode == (137 if killed else 0), inside
+    assert Repository.open(open_store(env["JOURNAL_STORE"])).manifest_seqs()[-1] == 4  # committed
     first = verify(Repository.open(open_store(env["JOURNAL_STORE"])), full=True)
     assert first.findings                                    # the sweep did take the pack
     proc = run_journal("checkpoint", "--json", env=env)      # the next tick, nothing changed locally

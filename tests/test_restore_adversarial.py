@@ -19,6 +19,7 @@ import pytest
 
 from journal.restore import writer as tree_writer
 from conftest import clean_env, run_journal, wait_for
+from helpers.cli import drop_dac_override
 
 
 def _db_rows(path: Path) -> int:
@@ -449,3 +450,114 @@ def test_a_tree_whose_root_is_a_symlink_as_configured_is_restored(bare_live, tmp
 
     assert "restore complete" in ran.stdout, ran.stdout + ran.stderr
     assert (real / "sub" / "f.txt").read_text() == "x\n"
+
+
+# --- the rest of what restore does in a tree, through the directories as reached from its root ---
+# The decision looks at a directory; another process then swaps it for a symlink to a
+# directory outside the tree; the action must refuse, and leave outside untouched.
+
+def _swapped(tmp_path: Path) -> tuple[Path, Path]:
+    """A tree ``root`` whose directory ``a`` is now a symlink to ``outside`` (which holds
+    what ``a`` held); returns (root, outside)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b").chmod(0o700)
+    (root / "a" / "state.db").write_bytes(b"not a database\n")
+    (root / "a" / "state.db-wal").write_bytes(b"its wal\n")
+    shutil.move(root / "a", outside)
+    (root / "a").symlink_to(outside)
+    return root, outside
+
+
+def test_parents_made_for_a_new_file_are_never_made_through_a_swapped_directory(tmp_path):
+    from journal.errors import UnsafePath
+    from journal.restore.entry import ensure_parents
+    root, outside = _swapped(tmp_path)
+    known = {str(root / "a")}  # looked at (a directory then) earlier in this restore
+    created: list[str] = []
+    with pytest.raises(UnsafePath, match="no longer a directory reached without a symlink"):
+        ensure_parents(str(root), "a/new/deeper/file.txt", known, created)
+    assert not (outside / "new").exists() and created == []
+
+
+def test_a_directory_mode_is_never_set_through_a_swapped_directory(tmp_path):
+    from journal.format.model import KIND_DIR, Entry
+    from journal.restore.entry import finish_dirs
+    root, outside = _swapped(tmp_path)
+    changed = finish_dirs(str(root), [Entry(path="a/b", kind=KIND_DIR, mode=0o40777)])
+    assert changed == [] and (outside / "b").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_database_is_never_moved_aside_from_outside_the_tree(tmp_path):
+    from journal.errors import UnsafePath
+    from journal.format.model import KIND_SQLITE, Entry
+    from journal.restore.entry import move_aside
+    root, outside = _swapped(tmp_path)
+    with pytest.raises(UnsafePath):
+        move_aside(str(root), Entry(path="a/state.db", kind=KIND_SQLITE, mode=0o600), str(tmp_path / "aside"))
+    assert sorted(os.listdir(outside)) == ["b", "state.db", "state.db-wal"]
+
+
+def test_modes_and_moves_still_reach_real_directories_even_unreadable_ones(tmp_path):
+    from journal.format.model import KIND_SQLITE, Entry
+    from journal.restore.entry import ensure_parents, move_aside
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "state.db").write_bytes(b"not a database\n")
+    (root / "a" / "state.db-wal").write_bytes(b"its wal\n")
+    created: list[str] = []
+    ensure_parents(str(root), "a/new/deeper/file.txt", set(), created)
+    assert created == [str(root / "a" / "new"), str(root / "a" / "new" / "deeper")]
+    moved = move_aside(str(root), Entry(path="a/state.db", kind=KIND_SQLITE, mode=0o600), str(tmp_path / "aside"))
+    assert sorted(os.listdir(Path(moved).parent)) == ["state.db", "state.db-wal"]
+    assert sorted(os.listdir(root / "a")) == ["b", "new"]
+    (root / "a" / "b").chmod(0o300)  # write and search only: not readable, even by its owner
+    (root / "a").chmod(0o755)
+    script = (f"from journal.format.model import KIND_DIR, Entry\n"
+              f"from journal.restore.entry import finish_dirs\n"
+              f"print(finish_dirs({str(root)!r}, [Entry(path='a/b', kind=KIND_DIR, mode=0o40750),"
+              f" Entry(path='a', kind=KIND_DIR, mode=0o40711)]))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          preexec_fn=drop_dac_override, env=clean_env())  # as an ordinary user is bound
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == repr([str(root / "a" / "b"), str(root / "a")])
+    assert (root / "a" / "b").stat().st_mode & 0o777 == 0o750 and (root / "a").stat().st_mode & 0o777 == 0o711
+
+
+def test_an_invalid_db_whose_directory_is_swapped_before_it_is_moved_aside_is_refused(make_live, tmp_path,
+                                                                                       monkeypatch):
+    """Restore looked at ``sub`` (a directory, holding an invalid ``state.db``) and
+    decided to move that database aside; before the move, another process swaps
+    ``sub`` for a symlink to a directory outside the tree holding another invalid
+    ``state.db``. Nothing outside is moved, the entry is lost (the restore is
+    incomplete), and the rest of the tree is restored."""
+    from journal.restore import trees
+
+    a = make_live("a", fixtures=False)
+    _make_db(a.local / "hermes" / "sub" / "state.db", 50)
+    (a.local / "hermes" / "notes.txt").write_text("notes\n")
+    assert a.checkpoint().seq == 1
+    b = make_live("b", fixtures=False)
+    sub = b.local / "hermes" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "state.db").write_bytes(b"not a database\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "state.db").write_bytes(b"not a database, and not the tree's to move\n")
+    before = _untouched(outside)
+    real = trees.move_aside
+
+    def swap_then_move(root, entry, aside):
+        sub.rename(sub.with_name("moved"))
+        sub.symlink_to(outside)
+        return real(root, entry, aside)
+
+    monkeypatch.setattr(trees, "move_aside", swap_then_move)
+    r = b.restore()
+
+    assert _untouched(outside) == before
+    hermes = next(t for t in r.trees if t.name == "hermes")
+    assert hermes.error is None and hermes.lost == ["sub/state.db"], (hermes.error, hermes.lost)
+    assert "not moved aside" in hermes.refused["sub/state.db"]
+    assert (b.local / "hermes" / "notes.txt").read_text() == "notes\n"
+    assert not r.complete

@@ -1,8 +1,9 @@
 """Packs a checkpoint found already stored, checked again after its commit (design §16).
 
 A put that finds its pack already stored (same bytes, same name: a crashed attempt, or
-identical content) succeeds without uploading, and after the commit the spool copy is
-kept in ``<state_dir>/recheck/`` (``PackWriter.keep_existing``). A gc sweep batch
+identical content) succeeds without uploading, and the spool copy is kept in
+``<state_dir>/recheck/`` (``PackWriter.keep_existing``, before the manifest is put, so
+a kill after the commit cannot lose it). A gc sweep batch
 planned from a pack listing taken before that commit may still delete the pack, so
 each checkpoint checks the kept packs again and uploads any that went, for as long as a
 gc may be running (it holds the gc lease, ``gc/lease.py``).
@@ -38,6 +39,15 @@ def gc_running(store: Store) -> bool:
 
 def recheck_dir(state_dir: str) -> str:
     return os.path.join(state_dir, RECHECK_DIR)
+
+
+def touch_kept(paths: list[str]) -> None:
+    """Stamp kept copies with the commit time: their recheck window counts from it."""
+    for path in paths:
+        try:
+            os.utime(path)
+        except FileNotFoundError:  # gone: nothing to stamp
+            pass
 
 
 def rechecks_pending(state_dir: str) -> bool:

@@ -53,7 +53,7 @@ from ..format.model import KIND_FILE, KIND_SQLITE, BlobRef, Manifest, TreeRoot, 
 from ..format.objects import KIND_CHUNK, KIND_PAGE
 from ..repository.pack import PackWriter, clear_spool
 from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
-from .recheck import gc_running, recheck_dir, recheck_kept, rechecks_pending
+from .recheck import gc_running, recheck_dir, recheck_kept, rechecks_pending, touch_kept
 from .page_delta import IndexWriter, keep_pages
 from ..report import SILENT, Reporter
 from ..signatures import file_stamp, signature_mtime
@@ -480,6 +480,11 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         trees[name].restored = None
     state.trees, state.seq, state.manifest_id = trees, seq, mid
     state.pending, state.pending_seq = record, seq
+    # The spool copies of packs found already stored go to recheck/ before anything
+    # names them: a kill anywhere from here on leaves them for the next checkpoint's
+    # recheck (a copy whose manifest never commits is only checked, and forgotten).
+    keep = recheck_dir(cfg.state_dir)
+    kept = data.keep_existing(keep) + index.keep_existing(keep)
     save_state(cfg.state_dir, state)
     try:
         repo.put_manifest(record, seq)
@@ -489,9 +494,7 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
             raise ManifestConflict(seq, describe_writer(repo, seq)) from None
     state.pending = state.pending_seq = None
     save_state(cfg.state_dir, state, trees_as_saved=True)  # only the pending manifest changed since
-    keep = recheck_dir(cfg.state_dir)
-    data.keep_existing(keep)
-    index.keep_existing(keep)
+    touch_kept(kept)  # the commit time: when their recheck window starts
     recheck_kept(repo.store, keep)
     pages.prune(keep_pages(trees))
     return _Committed(seq=seq, manifest_id=mid, blobs=data.blobs + index.blobs, objects=manifest.added_objects,

@@ -14,8 +14,9 @@ class Fate(enum.Enum):
     #: Nothing, as it is resolved: a pack a manifest present at the start reaches, or one
     #: gone when the mark listed packs; a manifest deleted first, gone, or kept by the policy.
     DONE = "done"
-    #: Nothing for now, so the tombstone stays: an orphan whose checkpoint may still commit.
+    #: Nothing for now, so it stays named (a swept tombstone is written again with it):
+    #: an orphan whose checkpoint may still commit.
     WAIT = "wait"
-    #: Nothing for now, so the tombstone stays: an unreadable item, or an expired manifest
-    #: that is not deleted this time.
+    #: Nothing for now, so it stays named (as ``WAIT``): an unreadable item, or an expired
+    #: manifest that is not deleted this time.
     KEEP = "keep"

@@ -18,7 +18,8 @@
    deleted before packs (references before objects); then the ripe tombstones are
    swept one at a time: a tombstone goes *before* what it names, and what of it still
    waits is named again in a new tombstone of its time and mark, so no tombstone ever
-   names a key gc deleted (content uploaded again is never taken for that garbage).
+   names a pack or input key gc deleted (content uploaded again is never taken for
+   that garbage).
 
 **Requests.** No HEAD per object: sizes come with the listings (``Store.list_sizes``),
 and the sweep knows what is already gone from the mark's pack listing of the same
@@ -351,19 +352,23 @@ class _Gc:
         for _, item in self._raw_items(key, stone):
             yield item
 
-    def _raw_items(self, key: str, stone: LazyTombstone) -> Iterator[tuple[msgspec.Raw, TombstoneItem | None]]:
-        """Each item of ``stone`` as encoded, with it decoded (``None`` when it does not decode)."""
+    def _raw_items(self, key: str, stone: LazyTombstone,
+                   quiet: bool = False) -> Iterator[tuple[msgspec.Raw, TombstoneItem | None]]:
+        """Each item of ``stone`` as encoded, with it decoded (``None`` when it does not
+        decode, with a warning unless ``quiet``: a second pass over the same tombstone)."""
         for raw in stone.items:
             try:
                 item = read_item(raw, key)
             except CorruptObject as err:
-                self.reporter.warn(f"gc: tombstone {key}: ignoring an {err.detail}")
+                if not quiet:
+                    self.reporter.warn(f"gc: tombstone {key}: ignoring an {err.detail}")
                 yield raw, None
                 continue
             if _key_problem(item):
                 # A key of the wrong shape for its kind (the store's config, a manifest named
                 # as a pack) is never deleted: the item is kept unresolved.
-                self.reporter.warn(f"gc: tombstone {key}: ignoring an item naming {item.key!r} as a {item.kind}")
+                if not quiet:
+                    self.reporter.warn(f"gc: tombstone {key}: ignoring an item naming {item.key!r} as a {item.kind}")
                 yield raw, None
                 continue
             yield raw, item
@@ -491,10 +496,12 @@ class _Gc:
     def _sweep(self, delete: _Tally, finished: _Tally, result: GcResult) -> int:
         """Delete what the ripe tombstones name and nothing present reaches: the expired
         manifests first, then each ripe tombstone's packs and input keys, one tombstone at
-        a time. A tombstone goes *before* what it names is deleted, and what still waits
-        is named again in a new tombstone of the same time and mark (``_retire``), so no
-        tombstone ever names a key this gc deleted: content uploaded again later is never
-        taken for that old garbage (design §16). Returns the number of orphans that wait
+        a time. A tombstone goes *before* the packs and input keys it names are deleted,
+        and what still waits is named again in a new tombstone of the same time and mark
+        (``_retire``), so no tombstone ever names a pack or input key this gc deleted:
+        content uploaded again later is never taken for that old garbage (design §16).
+        (Expired manifests go first, and a tombstone may name one gone: a manifest key is
+        never written again, and the next sweep finds it resolved.) Returns the number of orphans that wait
         for the store to move past their mark."""
         deleting, ripe = self.tombstones.deleting, self.tombstones.ripe
         manifests = [deleting[seq] for seq in sorted(deleting)]
@@ -520,13 +527,13 @@ class _Gc:
     def _sweep_one(self, key: str, stone: LazyTombstone, delete: _Tally, finished: _Tally, stones: list[str],
                    result: GcResult) -> int:
         """Sweep one ripe tombstone: judge each item (``_fate``); when any is resolved or
-        deleted, retire the tombstone, then delete its packs ``DELETE_BATCH`` at a time
-        and its input keys. A tombstone whose items are all resolved and name nothing to
-        delete joins ``stones`` (deleted in bulk). Returns the number of its orphans that wait."""
+        deleted, retire the tombstone, then go over its items again (the same judgement)
+        deleting packs and input keys ``DELETE_BATCH`` at a time, so no more than one
+        batch is held decoded. A tombstone whose items are all resolved and name nothing
+        to delete joins ``stones`` (deleted in bulk). Returns the number of its orphans
+        that wait."""
         stay = Chunk()  # the items that wait or are kept, as encoded in the tombstone
-        packs: list[TombstoneItem] = []
-        inputs: list[TombstoneItem] = []
-        waiting, changed = 0, False
+        waiting, changed, doomed = 0, False, 0
         for raw, item in self._raw_items(key, stone):
             self._keep()
             fate = self._fate(item, stone.mark_seq)
@@ -537,20 +544,38 @@ class _Gc:
             changed = True
             if fate == Fate.DELETE:
                 delete.add(item, item.bytes)
-                (inputs if item.kind == ItemKind.INPUT else packs).append(item)
+                doomed += 1
         if not stay.count:
             finished.add(key)
         if self.lease is None or not changed:
             return waiting
-        if stay.count or packs or inputs:
-            self._retire(key, stone, stay, result)
-        else:
+        if not stay.count and not doomed:
             stones.append(key)
-        for start in range(0, len(packs), DELETE_BATCH):
-            self.deleter.packs(packs[start:start + DELETE_BATCH], result)
-        if inputs:
-            self.deleter.items(inputs, result)
+            return waiting
+        self._retire(key, stone, stay, result)
+        packs: list[TombstoneItem] = []
+        inputs: list[TombstoneItem] = []
+        for _, item in self._raw_items(key, stone, quiet=True):
+            self._keep()
+            if self._fate(item, stone.mark_seq) != Fate.DELETE:
+                continue
+            batch = inputs if item.kind == ItemKind.INPUT else packs
+            batch.append(item)
+            if len(batch) >= DELETE_BATCH:
+                self._delete(batch, result)
+                batch.clear()
+        for batch in (packs, inputs):
+            if batch:
+                self._delete(batch, result)
         return waiting
+
+    def _delete(self, batch: list[TombstoneItem], result: GcResult) -> None:
+        """One request's worth of a swept tombstone's keys: packs (after the manifests
+        are listed again) or input keys."""
+        if batch[0].kind == ItemKind.INPUT:
+            self.deleter.items(batch, result)
+        else:
+            self.deleter.packs(batch, result)
 
     def _retire(self, key: str, stone: LazyTombstone, stay: Chunk, result: GcResult) -> None:
         """Delete tombstone ``key`` now, in a request of its own, before anything it names;

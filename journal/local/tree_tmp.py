@@ -35,11 +35,12 @@ from ..atomic import FsOps, fsync_dir, rename_noclobber, write_file_atomic
 from ..errors import UnsafePath
 from ..paths import TREE_TMP_DIR
 from ..paths import shown
+from .under import DIR_FLAGS, open_under
 
 PREFIX = ".journal-tmp-"
 SUFFIX = ".part"
 _CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR = DIR_FLAGS
 #: Temp files are named <random per process>-<counter>.part.
 _PROCESS = os.urandom(8).hex()
 _seq = itertools.count()
@@ -167,23 +168,11 @@ class TreeTmp:
         names = [] if rel == "." else rel.split(os.sep)
         if ".." in names:
             raise UnsafePath(shown(dst), "it is not under the tree's root")
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open("..", flags, dir_fd=self.fd)
+        root = os.open("..", DIR_FLAGS, dir_fd=self.fd)
         try:
-            for i, name in enumerate(names):
-                try:
-                    inner = os.open(name, flags, dir_fd=fd)
-                except OSError as err:
-                    where = os.path.join(self.root, *names[:i + 1])
-                    raise UnsafePath(shown(dst), f"{shown(where)} is no longer a directory reached without a "
-                                                 f"symlink ({err.strerror}): another process changed the tree "
-                                                 "during the restore") from err
-                os.close(fd)
-                fd = inner
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+            return open_under(root, names, self.root)
+        finally:
+            os.close(root)
 
     def rename_noclobber(self, name: str, dst: str) -> None:
         """Rename a temp file to ``dst``; ``FileExistsError`` if ``dst`` exists."""

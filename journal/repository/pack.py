@@ -359,21 +359,24 @@ class PackWriter:
             raise
         _unlink(path)
 
-    def keep_existing(self, keep_dir: str) -> None:
-        """After the commit: move the spool copy of each pack whose put found it already
-        stored into ``keep_dir``, for ``checkpoint/recheck.py`` (which the caller runs next).
+    def keep_existing(self, keep_dir: str) -> list[str]:
+        """Before the commit: move the spool copy of each pack whose put found it already
+        stored into ``keep_dir``, for ``checkpoint/recheck.py``; returns their paths.
 
         Once the manifest is visible, a gc that lists manifests afterwards keeps the
         pack; but a sweep batch planned from a listing taken before the commit may
-        still delete it after a check made now, so the copy outlives this checkpoint
-        while a gc may be running.
+        still delete it after a check made then, so the copy outlives this checkpoint
+        while a gc may be running. Moved before the manifest is put, so a kill at any
+        point after leaves the copy where the next checkpoint's recheck finds it.
         """
+        kept = []
         for pack, path in self._existing:
             os.makedirs(keep_dir, exist_ok=True)
-            kept = os.path.join(keep_dir, pack)
-            os.replace(path, kept)
-            os.utime(kept)  # the commit time: when the recheck window starts
+            kept.append(os.path.join(keep_dir, pack))
+            os.replace(path, kept[-1])
+            os.utime(kept[-1])
         self._existing = []
+        return kept
 
 
 def _update(digest, pieces: list) -> None:

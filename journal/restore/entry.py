@@ -31,6 +31,7 @@ from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_s
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from ..presets import SQLITE_COMPANIONS
 from ..local.tree_tmp import TreeTmp
+from ..local.under import DIR_FLAGS, dir_under
 from ..local.treepath import path_problem, target_problem
 from ..signatures import live_signature
 
@@ -80,22 +81,32 @@ def ensure_parents(root: str, path: str, known: set[str] | None = None, created:
     """Create the parents of ``root/path``; refuse any existing parent that is a symlink.
 
     ``known`` holds directories already checked (or made) by this caller, so each is
-    looked at once per tree; ``created`` receives each directory this call made.
+    looked at once per tree; ``created`` receives each directory this call made. The
+    missing ones are made through descriptors from the root (``local/under.py``): a
+    directory on the way swapped for a symlink after it was looked at is refused, and
+    nothing is made outside the tree.
     """
+    parts = path.split("/")[:-1]
     current = root
-    for part in path.split("/")[:-1]:
+    for i, part in enumerate(parts):
         current = os.path.join(current, part)
         if known is not None and current in known:
             continue
         try:
             st = os.lstat(current)
         except FileNotFoundError:
-            os.mkdir(current, 0o700)
-            if created is not None:
-                created.append(current)
-        else:
-            if stat_mod.S_ISLNK(st.st_mode) or not stat_mod.S_ISDIR(st.st_mode):
-                raise UnsafePath(path, f"local parent {current} is not a directory (symlinks are never followed)")
+            made: list[str] = []
+            try:
+                with dir_under(root, "/".join(parts), make=True, made=made):
+                    pass
+            finally:
+                if created is not None:
+                    created.extend(made)
+            if known is not None:
+                known.update(os.path.join(root, *parts[:j + 1]) for j in range(i, len(parts)))
+            return
+        if stat_mod.S_ISLNK(st.st_mode) or not stat_mod.S_ISDIR(st.st_mode):
+            raise UnsafePath(path, f"local parent {current} is not a directory (symlinks are never followed)")
         if known is not None:
             known.add(current)
 
@@ -350,37 +361,55 @@ def _write_all(fd: int, payload: bytes | list) -> int:
 
 
 def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
-    """Move an invalid local database and its companions into ``aside_dir``; never delete."""
-    full = os.path.join(root, entry.path)
+    """Move an invalid local database and its companions into ``aside_dir``; never
+    delete. They are taken from their directory as reached from the root without a
+    symlink (``local/under.py``), so nothing outside the tree is ever moved."""
+    directory, name = os.path.split(entry.path)
     target = os.path.join(aside_dir, entry.path)
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    for suffix in ("",) + SQLITE_COMPANIONS:
-        if os.path.lexists(full + suffix):
-            _move(full + suffix, target + suffix)
-    fsync_dir(os.path.dirname(full))
+    with dir_under(root, directory) as parent:
+        for suffix in ("",) + SQLITE_COMPANIONS:
+            try:
+                os.stat(name + suffix, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            _move(parent, name + suffix, target + suffix)
+        os.fsync(parent)
     return target
 
 
-def _move(src: str, dst: str) -> None:
-    """Rename; across filesystems (a tree on its own volume), copy, fsync, then unlink."""
+def _move(parent: int, name: str, dst: str) -> None:
+    """Rename ``name`` (in the directory ``parent``) to ``dst``; across filesystems (a
+    tree on its own volume), copy, fsync, then unlink."""
     try:
-        os.replace(src, dst)
+        os.replace(name, dst, src_dir_fd=parent)
         return
     except OSError as err:
         if err.errno != errno.EXDEV:
             raise
-    import shutil
-
-    shutil.copy2(src, dst, follow_symlinks=False)
-    if not os.path.islink(dst):
-        fd = os.open(dst, os.O_RDONLY)
+    st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    if stat_mod.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(name, dir_fd=parent), dst)
+    else:
+        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
         try:
-            os.fsync(fd)
+            out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          stat_mod.S_IMODE(st.st_mode))
+            try:
+                while chunk := os.read(src, 1 << 20):
+                    os.write(out, chunk)  # (a regular file: writes are whole)
+                os.fsync(out)
+            finally:
+                os.close(out)
         finally:
-            os.close(fd)
+            os.close(src)
+        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
     fsync_dir(os.path.dirname(dst))
-    os.unlink(src)
+    os.unlink(name, dir_fd=parent)
 
+
+#: A directory's own descriptor for its mode: no read permission needed, no link followed.
+_DIR_PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 #: The mode bits a restored file gets: never setuid or setgid. A store's bytes are only
 #: as trusted as whoever could write it, and a restore run as root would otherwise make
@@ -392,34 +421,32 @@ def finish_dirs(root: str, entries: list[Entry]) -> list[str]:
     """Apply directory modes last (deepest first), so read-only dirs do not block writes.
 
     Returns the directories whose mode changed. A path that is not a directory on disk
-    (a kept conflict, a symlink) is left alone: the mode is set through the directory's
-    own descriptor, opened without following a link.
+    (a kept conflict, a symlink) is left alone: each directory is reached from the root
+    one name at a time without following a link (``local/under.py``), and its mode set
+    through its own descriptor (for a directory its owner may not read, an ``O_PATH``
+    one, through ``/proc/self/fd``).
     """
     changed = []
     for e in sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True):
-        full = os.path.join(root, e.path)
+        directory, name = os.path.split(e.path)
         try:
-            fd = os.open(full, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as err:
-            if err.errno == errno.EACCES:  # a directory its owner may not read: never through a link
-                _chmod_nofollow(full, e.mode & 0o7777, changed)
+            with dir_under(root, directory) as parent:
+                try:
+                    fd, by_path = os.open(name, DIR_FLAGS, dir_fd=parent), False
+                except PermissionError:  # a directory its owner may not read
+                    fd, by_path = os.open(name, _DIR_PATH, dir_fd=parent), True
+        except (OSError, UnsafePath):  # not a directory reached without a link: left alone
             continue
         try:
-            if stat_mod.S_IMODE(os.fstat(fd).st_mode) != e.mode & 0o7777:
-                os.fchmod(fd, e.mode & 0o7777)
-                changed.append(full)
+            mode = e.mode & 0o7777
+            if stat_mod.S_IMODE(os.fstat(fd).st_mode) != mode:
+                if by_path:
+                    os.chmod(f"/proc/self/fd/{fd}", mode)  # the directory the descriptor holds, never a link
+                else:
+                    os.fchmod(fd, mode)
+                changed.append(os.path.join(root, e.path))
         except OSError:
             pass
         finally:
             os.close(fd)
     return changed
-
-
-def _chmod_nofollow(full: str, mode: int, changed: list[str]) -> None:
-    try:
-        st = os.lstat(full)
-        if stat_mod.S_ISDIR(st.st_mode) and stat_mod.S_IMODE(st.st_mode) != mode:
-            os.chmod(full, mode, follow_symlinks=False)
-            changed.append(full)
-    except (OSError, NotImplementedError):
-        pass

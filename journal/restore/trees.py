@@ -204,7 +204,11 @@ class TreeRun:
             self.reporter.warn(f"restore: cannot read {full} ({err.strerror or err}); left it as it is; "
                                f"{os_error_hint(err, full)}")
         if entry.kind == KIND_SQLITE:
-            _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
+            try:
+                _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
+            except UnsafePath as err:  # its directory was swapped for a symlink: nothing moved, nothing written
+                self._refuse(entry.path, f"the local database was not moved aside: {err.reason}")
+                return
         self._count(entry.path, action)
         if action == CANNOT_CREATE:
             full = os.path.join(dest, entry.path)

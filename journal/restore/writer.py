@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 
 from .publish import PublishBatch, Staged
+from ..local.under import dir_under
 from .entry import ensure_parents, finish_dirs, stage_entry
 from ..local.tree_tmp import TreeTmp
 from ..repository.fetch import RawReader, fetch_in_order
@@ -139,8 +140,8 @@ class TreeWriter:
                 return True
             full = os.path.join(self.root, entry.path)
             if full not in self._known:
-                os.makedirs(full, mode=0o700, exist_ok=True)
-                created.append(full)
+                with dir_under(self.root, entry.path, make=True, made=created):
+                    pass
                 self._known.add(full)
             return None
         except Exception as err:  # noqa: BLE001  (handed back like a worker's error)
