@@ -31,7 +31,7 @@ from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_s
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from ..presets import SQLITE_COMPANIONS
 from ..local.tree_tmp import TreeTmp
-from ..local.under import DIR_FLAGS, dir_under
+from ..local.under import DIR_FLAGS, PATH_FLAGS, Walker, dir_under, sync
 from ..local.treepath import path_problem, target_problem
 from ..signatures import live_signature
 
@@ -363,24 +363,34 @@ def _write_all(fd: int, payload: bytes | list) -> int:
 def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
     """Move an invalid local database and its companions into ``aside_dir``; never
     delete. They are taken from their directory as reached from the root without a
-    symlink (``local/under.py``), so nothing outside the tree is ever moved."""
+    symlink (``local/under.py``), so nothing outside the tree is ever moved; what is
+    there is looked at first, and a companion that is neither a file, a symlink nor a
+    FIFO refuses the move before anything is moved (``UnsafePath``)."""
     directory, name = os.path.split(entry.path)
     target = os.path.join(aside_dir, entry.path)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with dir_under(root, directory) as parent:
+        there = []
         for suffix in ("",) + SQLITE_COMPANIONS:
             try:
-                os.stat(name + suffix, dir_fd=parent, follow_symlinks=False)
+                st = os.stat(name + suffix, dir_fd=parent, follow_symlinks=False)
             except FileNotFoundError:
                 continue
+            if not (stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISLNK(st.st_mode) or stat_mod.S_ISFIFO(st.st_mode)):
+                raise UnsafePath(entry.path + suffix, "it is not a file, a symlink or a FIFO: not moved aside "
+                                                      "(nothing was)")
+            there.append(suffix)
+        for suffix in there:
             _move(parent, name + suffix, target + suffix)
-        os.fsync(parent)
+        sync(parent)
     return target
 
 
 def _move(parent: int, name: str, dst: str) -> None:
     """Rename ``name`` (in the directory ``parent``) to ``dst``; across filesystems (a
-    tree on its own volume), copy, fsync, then unlink."""
+    tree on its own volume), copy, fsync, then unlink: a symlink as a symlink, a FIFO
+    as a new FIFO (never opened: it would block), a file's bytes read through a
+    descriptor opened without blocking and checked to be that regular file."""
     try:
         os.replace(name, dst, src_dir_fd=parent)
         return
@@ -390,9 +400,15 @@ def _move(parent: int, name: str, dst: str) -> None:
     st = os.stat(name, dir_fd=parent, follow_symlinks=False)
     if stat_mod.S_ISLNK(st.st_mode):
         os.symlink(os.readlink(name, dir_fd=parent), dst)
+    elif stat_mod.S_ISFIFO(st.st_mode):
+        os.mkfifo(dst, stat_mod.S_IMODE(st.st_mode))
     else:
-        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
         try:
+            now = os.fstat(src)
+            if not stat_mod.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                raise UnsafePath(name, "it changed while it was being moved aside (another process is "
+                                       "writing the tree); what was moved so far is in the aside directory")
             out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                           stat_mod.S_IMODE(st.st_mode))
             try:
@@ -408,9 +424,6 @@ def _move(parent: int, name: str, dst: str) -> None:
     os.unlink(name, dir_fd=parent)
 
 
-#: A directory's own descriptor for its mode: no read permission needed, no link followed.
-_DIR_PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
 #: The mode bits a restored file gets: never setuid or setgid. A store's bytes are only
 #: as trusted as whoever could write it, and a restore run as root would otherwise make
 #: any file it names a setuid-root program (``cp`` and ``tar`` drop them the same way).
@@ -422,31 +435,36 @@ def finish_dirs(root: str, entries: list[Entry]) -> list[str]:
 
     Returns the directories whose mode changed. A path that is not a directory on disk
     (a kept conflict, a symlink) is left alone: each directory is reached from the root
-    one name at a time without following a link (``local/under.py``), and its mode set
-    through its own descriptor (for a directory its owner may not read, an ``O_PATH``
-    one, through ``/proc/self/fd``).
+    one name at a time without following a link (``local/under.py``, a ``Walker``: the
+    run is sorted, so each name is opened once), and its mode set through its own
+    descriptor (for a directory its owner may not read, an ``O_PATH`` one, through
+    ``/proc/self/fd``).
     """
     changed = []
-    for e in sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True):
-        directory, name = os.path.split(e.path)
-        try:
-            with dir_under(root, directory) as parent:
+    dirs = sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True)
+    if not dirs:
+        return changed
+    with Walker(root) as walker:
+        for e in dirs:
+            directory, name = os.path.split(e.path)
+            try:
+                parent = walker.parent(directory)
                 try:
                     fd, by_path = os.open(name, DIR_FLAGS, dir_fd=parent), False
                 except PermissionError:  # a directory its owner may not read
-                    fd, by_path = os.open(name, _DIR_PATH, dir_fd=parent), True
-        except (OSError, UnsafePath):  # not a directory reached without a link: left alone
-            continue
-        try:
-            mode = e.mode & 0o7777
-            if stat_mod.S_IMODE(os.fstat(fd).st_mode) != mode:
-                if by_path:
-                    os.chmod(f"/proc/self/fd/{fd}", mode)  # the directory the descriptor holds, never a link
-                else:
-                    os.fchmod(fd, mode)
-                changed.append(os.path.join(root, e.path))
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+                    fd, by_path = os.open(name, PATH_FLAGS, dir_fd=parent), True
+            except (OSError, UnsafePath):  # not a directory reached without a link: left alone
+                continue
+            try:
+                mode = e.mode & 0o7777
+                if stat_mod.S_IMODE(os.fstat(fd).st_mode) != mode:
+                    if by_path:
+                        os.chmod(f"/proc/self/fd/{fd}", mode)  # the directory the descriptor holds, never a link
+                    else:
+                        os.fchmod(fd, mode)
+                    changed.append(os.path.join(root, e.path))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
     return changed

@@ -384,7 +384,8 @@ def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, as
         tr.databases.append(msg)
     elif action == REPLACE and not dry_run:
         moved = move_aside(dest, entry, aside)
-        msg = f"restore: local database {full} fails quick_check; moved it (and its -wal/-shm) to {moved}"
+        msg = (f"restore: local database {full} is not valid (it fails quick_check, or a -wal, -shm or -journal "
+               f"beside it is not a regular file); moved it (and those) to {moved}")
         reporter.warn(msg)
         tr.databases.append(msg)
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from ..errors import CorruptObject, ObjectNotFound, naming
+from ..local.under import sync
 from ..repository.fetch import RawReader, fetch_in_order
 from ..format.model import BlobRef, Entry
 from ..format.objects import FLAG_DELTA, KIND_DBPAGE, decode_record, embedded_members, parse_header_flags
@@ -206,4 +207,4 @@ def install_db(tmp, name: str, full_path: str) -> None:
             except FileNotFoundError:
                 continue
         os.replace(name, base, src_dir_fd=tmp.fd, dst_dir_fd=parent)
-        os.fsync(parent)
+        sync(parent)

@@ -221,6 +221,9 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
                 return "the database file is gone"
             if before[""].size == 0:
                 return "the database file is empty (0 bytes)"
+            odd = _odd_companion(path)
+            if odd is not None:
+                return odd
             _copy_private(path, copy)
             for suffix in ("-wal", "-journal"):
                 if before[suffix] is not None:
@@ -234,6 +237,23 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
                 raise  # else a file was swapped for a symlink: never read through it
         finally:
             remove_staging(copy)
+    return None
+
+
+def _odd_companion(path: str) -> str | None:
+    """What is wrong with a database's -wal, -journal or -shm that is there but is not a
+    regular file (a FIFO, a symlink, a directory): never SQLite's, and a database
+    beside one is no valid live state (SQLite would block on it or follow it). Without
+    this, its copy failed as if a writer were at work, and the database was kept."""
+    for suffix in ("-wal", "-journal", "-shm"):
+        try:
+            mode = os.lstat(path + suffix).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            kind = "a symlink" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+                "a directory" if stat.S_ISDIR(mode) else "a special file"
+            return f"its {suffix} is {kind}, not a regular file"
     return None
 
 
