@@ -181,3 +181,27 @@ def test_a_live_tree_whose_journal_tmp_is_a_symlink_gets_nothing_written_through
     assert os.readlink(live / "latest") == "projects/p/s.jsonl"
     assert os.readlink(live / ".journal-tmp") == str(outside)
     assert not [p for p in live.iterdir() if p.name.startswith(".journal-tmp-")]
+
+
+def test_a_local_database_beside_a_directory_shm_is_moved_aside_and_the_migration_goes_on(site):
+    """Such a database is invalid (its -shm is never SQLite's); moving it aside failed
+    on the directory and stopped the migration with a traceback-free one-liner and no
+    report. It is moved aside (a rename takes a directory) and the legacy copy installed."""
+    _one_row_db(site.legacy / "opencode" / "opencode.db", 1)
+    local = site.local / "opencode-share" / "opencode.db"
+    _one_row_db(local, 2)
+    os.mkdir(str(local) + "-shm")
+    proc = site.migrate_cli()
+    assert "moved (with its -wal/-shm)" in proc.stdout, proc.stdout + proc.stderr
+    assert sorted(os.listdir(local.parent)) == ["opencode.db"]
+    con = sqlite3.connect(local)
+    assert con.execute("SELECT x FROM m").fetchall() == [(1,)]
+    con.close()
+
+
+def _one_row_db(path, x: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE m(x)")
+        con.execute("INSERT INTO m VALUES (?)", (x,))
+    con.close()

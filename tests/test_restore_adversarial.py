@@ -625,20 +625,67 @@ def test_a_directory_its_owner_may_only_search_is_walked_through(tmp_path):
     assert changed == repr([str(root / "a" / "b")]) and (root / "a" / "b").stat().st_mode & 0o777 == 0o750
 
 
-def test_directory_modes_of_a_deep_tree_open_each_name_once(tmp_path, monkeypatch):
-    """The modes are set deepest first through a walker that keeps the descriptors of
-    the path before: a sorted run opens each directory about once, not once per
-    directory below it (a 200-deep chain: 200 opens for the walk, not ~20,000)."""
+def test_directory_modes_of_a_deep_tree_are_all_set(tmp_path):
     from journal.format.model import KIND_DIR, Entry
-    from journal.local import under
     from journal.restore.entry import finish_dirs
     root = tmp_path / "root"
     deep = root.joinpath(*["d"] * 200)
     deep.mkdir(parents=True)
     entries = [Entry(path="/".join(["d"] * n), kind=KIND_DIR, mode=0o40750) for n in range(1, 201)]
-    opens = []
-    real = under._open_one
-    monkeypatch.setattr(under, "_open_one", lambda *a: opens.append(a[1]) or real(*a))
     changed = finish_dirs(str(root), entries)
-    assert len(changed) == 200 and deep.stat().st_mode & 0o777 == 0o750
-    assert len(opens) <= 2 * 200, len(opens)
+    assert len(changed) == 200 and deep.stat().st_mode & 0o777 == 0o750 and (root / "d").stat().st_mode & 0o777 == 0o750
+
+
+def test_the_root_reached_for_a_change_is_a_descriptor_that_can_be_fsynced(tmp_path):
+    """A database moved aside from the tree's root: the root's descriptor is opened
+    again readable (an ``O_PATH`` one cannot be fsynced, and ``sync`` took that for a
+    FUSE directory, silently)."""
+    import fcntl
+
+    from journal.local.under import dir_under, sync
+    with dir_under(str(tmp_path), "") as fd:
+        assert not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_PATH
+        sync(fd)
+    bad = os.open(str(tmp_path), os.O_RDONLY)
+    os.close(bad)
+    with pytest.raises(OSError):
+        sync(bad)  # a wrong descriptor is never taken for a directory that cannot be fsynced
+
+
+@pytest.mark.parametrize("odd", ["directory", "socket"])
+def test_a_database_beside_a_directory_or_socket_companion_is_moved_aside_on_the_same_filesystem(make_live, odd):
+    """A -shm that is a directory or a socket makes the local database invalid (never
+    SQLite's); on the tree's own filesystem the move aside is a rename, which takes
+    any kind: the database is restored and the rest moved aside, nothing deleted."""
+    import socket
+
+    a = make_live("a", fixtures=False)
+    _make_db(a.local / "hermes" / "state.db", 50)
+    assert a.checkpoint().seq == 1
+    b = make_live("b", fixtures=False)
+    _make_db(b.local / "hermes" / "state.db", 3)
+    shm = b.local / "hermes" / "state.db-shm"
+    if odd == "directory":
+        shm.mkdir()
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(shm))
+        sock.close()
+    r = b.restore()
+    assert r.complete, [(t.lost, t.refused) for t in r.trees]
+    assert _db_rows(b.local / "hermes" / "state.db") == 50
+    moved = list((b.local / ".journal").glob("invalid/*/hermes/state.db*"))
+    assert sorted(p.name for p in moved) == ["state.db", "state.db-shm"]
+
+
+def test_a_companion_gone_before_it_is_moved_aside_is_skipped(tmp_path):
+    """SQLite removes -wal and -shm at its last close: one gone between the look and
+    the move is no error (it aborted every tree's restore), there is just nothing to move."""
+    from journal.restore.entry import _move
+    (tmp_path / "aside").mkdir()
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _move(fd, "state.db-wal", str(tmp_path / "aside" / "state.db-wal"), "state.db-wal")
+    finally:
+        os.close(fd)
+    assert os.listdir(tmp_path / "aside") == []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 
 from ..errors import UnsafePath
@@ -46,47 +47,63 @@ def _open_one(parent: int, name: str, flags: int, names: list[str], i: int, base
 def open_under(start: int, names: list[str], base: str, *, make: bool = False,
                made: list[str] | None = None) -> int:
     """A new descriptor on the directory ``names`` below the open directory ``start``
-    (left open), reached one name at a time without following a link. ``base`` is
-    ``start``'s path, for messages and for ``made``. ``make``: a missing directory is
-    made (mode 0700, through its parent's descriptor), its path appended to ``made``
-    (an error making it is raised as it is). ``UnsafePath`` when a name on the way
-    cannot be opened as a directory without following a link (or at all)."""
+    (left open; ``[]``: ``start`` itself, opened again), reached one name at a time
+    without following a link. ``base`` is ``start``'s path, for messages and for
+    ``made``. ``make``: a missing directory is made (mode 0700, through its parent's
+    descriptor), its path appended to ``made`` (an error making it is raised as it
+    is). ``UnsafePath`` when a name on the way cannot be opened as a directory without
+    following a link (or at all). The directories on the way are opened ``O_PATH``,
+    the last ``O_RDONLY`` (``O_PATH`` when its owner may not read it)."""
     fd = os.dup(start)
     try:
-        for i, name in enumerate(names):
-            if make:
-                try:
-                    os.mkdir(name, 0o700, dir_fd=fd)
-                except FileExistsError:
-                    pass  # there already (or made meanwhile): opened, and so judged, below
-                else:
-                    if made is not None:
-                        made.append(os.path.join(base, *names[:i + 1]))
-            if i < len(names) - 1:
-                inner = _open_one(fd, name, PATH_FLAGS, names, i, base)
-            else:
-                try:
-                    inner = os.open(name, DIR_FLAGS, dir_fd=fd)
-                except PermissionError:  # a directory its owner may not read
-                    inner = _open_one(fd, name, PATH_FLAGS, names, i, base)
-                except OSError:
-                    inner = _open_one(fd, name, DIR_FLAGS, names, i, base)  # (raises, naming it)
+        for i in range(len(names) - 1):
+            inner = _step(fd, names, i, base, make, made, PATH_FLAGS)
             os.close(fd)
             fd = inner
+        if names:
+            try:
+                inner = _step(fd, names, len(names) - 1, base, make, made, DIR_FLAGS)
+            except UnsafePath as err:
+                if not isinstance(err.__cause__, PermissionError):
+                    raise
+                inner = _step(fd, names, len(names) - 1, base, False, None, PATH_FLAGS)
+        else:
+            try:
+                inner = os.open(".", DIR_FLAGS, dir_fd=fd)
+            except PermissionError:
+                inner = os.open(".", PATH_FLAGS, dir_fd=fd)
+        os.close(fd)
+        fd = inner
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
+def _step(fd: int, names: list[str], i: int, base: str, make: bool, made: list[str] | None, flags: int) -> int:
+    """Open ``names[i]`` in ``fd`` (making it first with ``make``)."""
+    if make:
+        try:
+            os.mkdir(names[i], 0o700, dir_fd=fd)
+        except FileExistsError:
+            pass  # there already (or made meanwhile): opened, and so judged, below
+        else:
+            if made is not None:
+                made.append(os.path.join(base, *names[:i + 1]))
+    return _open_one(fd, names[i], flags, names, i, base)
+
+
 def sync(fd: int) -> None:
     """fsync a directory descriptor from here. An ``O_PATH`` one (a directory its owner
-    may not read) cannot be, nor a directory on some FUSE filesystems: the change is
-    still made, as ``atomic.fsync_dir`` leaves it; any other failure (EIO) is raised."""
+    may not read) cannot be, nor a directory on some FUSE filesystems (``EINVAL``):
+    the change is still made, as ``atomic.fsync_dir`` leaves it; any other failure
+    (``EIO``, a descriptor that is not what it should be) is raised."""
+    if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_PATH:
+        return
     try:
         os.fsync(fd)
     except OSError as err:
-        if err.errno not in (errno.EBADF, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        if err.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
             raise
 
 
@@ -117,51 +134,3 @@ def dir_under(root: str, rel: str, *, make: bool = False, made: list[str] | None
         yield fd
     finally:
         os.close(fd)
-
-
-class Walker:
-    """Directories of one tree asked for in a run of sorted paths (``parent``): the
-    descriptors along the last path asked for are kept (at most ``KEPT``), so each name
-    shared with the path before is not opened again. A context manager."""
-
-    KEPT = 256  # (a deeper path is walked whole each time: no risk of running out of descriptors)
-
-    def __init__(self, root: str):
-        self.root = root
-        self.start = open_root(root)
-        self.names: list[str] = []
-        self.fds: list[int] = []    # fds[i]: the directory names[:i + 1], opened PATH_FLAGS
-        self.deep = -1              # the last path deeper than KEPT, walked whole
-
-    def __enter__(self) -> "Walker":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._drop(0)
-        os.close(self.start)
-
-    def _drop(self, keep: int) -> None:
-        if self.deep >= 0:
-            os.close(self.deep)
-            self.deep = -1
-        for fd in self.fds[keep:]:
-            os.close(fd)
-        del self.fds[keep:], self.names[keep:]
-
-    def parent(self, rel: str) -> int:
-        """A descriptor (kept by the walker until its next call: not to be closed) on
-        the directory ``rel``, reached as ``open_under`` does; ``UnsafePath`` as it does."""
-        names = split_rel(rel)
-        same = 0
-        while same < min(len(names), len(self.names)) and names[same] == self.names[same]:
-            same += 1
-        self._drop(same)
-        if len(names) > self.KEPT:
-            self.deep = open_under(self.fds[-1] if self.fds else self.start, names[same:],
-                                   os.path.join(self.root, *names[:same]))
-            return self.deep
-        for i in range(same, len(names)):
-            fd = _open_one(self.fds[-1] if self.fds else self.start, names[i], PATH_FLAGS, names, i, self.root)
-            self.fds.append(fd)
-            self.names.append(names[i])
-        return self.fds[-1] if self.fds else self.start

@@ -277,7 +277,10 @@ def _link(run: _Run, step: Step, root: str, rel: str):
 
 def _move_db(run: _Run, step: Step):
     root, rel = run.root_rel(step)
-    moved = move_aside(root, Entry(path=rel, kind=KIND_SQLITE, mode=0), os.path.join(run.aside, step.tree))
+    try:
+        moved = move_aside(root, Entry(path=rel, kind=KIND_SQLITE, mode=0), os.path.join(run.aside, step.tree))
+    except (UnsafePath, OSError) as err:  # nothing written over it: the step fails, the others go on
+        return FAILED, str(err)
     return DONE, f"moved (with its -wal/-shm) to {moved}"
 
 

@@ -18,6 +18,7 @@ aborts before any byte reaches the live path.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat as stat_mod
 from collections.abc import Iterable
@@ -31,8 +32,9 @@ from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_s
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from ..presets import SQLITE_COMPANIONS
 from ..local.tree_tmp import TreeTmp
-from ..local.under import DIR_FLAGS, PATH_FLAGS, Walker, dir_under, sync
+from ..local.under import dir_under, sync
 from ..local.treepath import path_problem, target_problem
+from ..paths import shown
 from ..signatures import live_signature
 
 WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB, KEEP_UNREADABLE = (
@@ -363,12 +365,15 @@ def _write_all(fd: int, payload: bytes | list) -> int:
 def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
     """Move an invalid local database and its companions into ``aside_dir``; never
     delete. They are taken from their directory as reached from the root without a
-    symlink (``local/under.py``), so nothing outside the tree is ever moved; what is
-    there is looked at first, and a companion that is neither a file, a symlink nor a
-    FIFO refuses the move before anything is moved (``UnsafePath``)."""
+    symlink (``local/under.py``), so nothing outside the tree is ever moved. What is
+    there is looked at first: across filesystems (where a move is a copy) a companion
+    that is neither a file, a symlink nor a FIFO refuses the move before anything
+    moves. ``UnsafePath`` when something changes under the move (another process);
+    what was moved so far stays in ``aside_dir``."""
     directory, name = os.path.split(entry.path)
     target = os.path.join(aside_dir, entry.path)
     os.makedirs(os.path.dirname(target), exist_ok=True)
+    aside_dev = os.stat(os.path.dirname(target)).st_dev
     with dir_under(root, directory) as parent:
         there = []
         for suffix in ("",) + SQLITE_COMPANIONS:
@@ -376,52 +381,84 @@ def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
                 st = os.stat(name + suffix, dir_fd=parent, follow_symlinks=False)
             except FileNotFoundError:
                 continue
-            if not (stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISLNK(st.st_mode) or stat_mod.S_ISFIFO(st.st_mode)):
-                raise UnsafePath(entry.path + suffix, "it is not a file, a symlink or a FIFO: not moved aside "
-                                                      "(nothing was)")
+            if st.st_dev != aside_dev and not _copyable(st.st_mode):
+                raise UnsafePath(entry.path + suffix, f"it is {_kind(st.st_mode)} on another filesystem than "
+                                                      f"{shown(aside_dir)}: not moved aside (nothing was)")
             there.append(suffix)
         for suffix in there:
-            _move(parent, name + suffix, target + suffix)
+            _move(parent, name + suffix, target + suffix, entry.path + suffix)
         sync(parent)
+    fsync_dir(os.path.dirname(target))
     return target
 
 
-def _move(parent: int, name: str, dst: str) -> None:
+def _copyable(mode: int) -> bool:
+    return stat_mod.S_ISREG(mode) or stat_mod.S_ISLNK(mode) or stat_mod.S_ISFIFO(mode)
+
+
+def _kind(mode: int) -> str:
+    return "a directory" if stat_mod.S_ISDIR(mode) else "a socket" if stat_mod.S_ISSOCK(mode) else \
+        "a device" if stat_mod.S_ISCHR(mode) or stat_mod.S_ISBLK(mode) else "a special file"
+
+
+def _move(parent: int, name: str, dst: str, shown_path: str) -> None:
     """Rename ``name`` (in the directory ``parent``) to ``dst``; across filesystems (a
     tree on its own volume), copy, fsync, then unlink: a symlink as a symlink, a FIFO
     as a new FIFO (never opened: it would block), a file's bytes read through a
-    descriptor opened without blocking and checked to be that regular file."""
+    descriptor opened without blocking and checked to be that file; the name is
+    unlinked only if it still is what was copied. A name gone meanwhile (SQLite
+    removes its -wal and -shm at its last close) is skipped; anything else changing
+    under the move is ``UnsafePath``."""
+    def changed(why: str) -> UnsafePath:
+        return UnsafePath(shown_path, f"{why}: another process is writing the tree; what was moved aside so "
+                                      f"far is in {shown(os.path.dirname(dst))}")
     try:
         os.replace(name, dst, src_dir_fd=parent)
+        return
+    except FileNotFoundError:
         return
     except OSError as err:
         if err.errno != errno.EXDEV:
             raise
-    st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    if stat_mod.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(name, dir_fd=parent), dst)
-    elif stat_mod.S_ISFIFO(st.st_mode):
-        os.mkfifo(dst, stat_mod.S_IMODE(st.st_mode))
-    else:
-        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
-        try:
-            now = os.fstat(src)
-            if not stat_mod.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                raise UnsafePath(name, "it changed while it was being moved aside (another process is "
-                                       "writing the tree); what was moved so far is in the aside directory")
-            out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                          stat_mod.S_IMODE(st.st_mode))
-            try:
-                while chunk := os.read(src, 1 << 20):
-                    os.write(out, chunk)  # (a regular file: writes are whole)
-                os.fsync(out)
-            finally:
-                os.close(out)
-        finally:
-            os.close(src)
-        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
-    fsync_dir(os.path.dirname(dst))
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if stat_mod.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(name, dir_fd=parent), dst)
+        elif stat_mod.S_ISFIFO(st.st_mode):
+            os.mkfifo(dst, stat_mod.S_IMODE(st.st_mode))
+        elif stat_mod.S_ISREG(st.st_mode):
+            _copy_file(parent, name, st, dst, changed)
+        else:
+            raise changed(f"it became {_kind(st.st_mode)}")
+        now = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise changed(f"it changed while it was moved aside ({err.strerror})") from err
+        raise
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+        raise changed("it was replaced while it was copied aside; the new one is left in place")
     os.unlink(name, dir_fd=parent)
+
+
+def _copy_file(parent: int, name: str, st: os.stat_result, dst: str, changed) -> None:
+    src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    try:
+        now = os.fstat(src)
+        if not stat_mod.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise changed("it changed while it was moved aside")
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      stat_mod.S_IMODE(st.st_mode))
+        try:
+            while chunk := os.read(src, 1 << 20):
+                os.write(out, chunk)  # (a regular file: writes are whole)
+            os.fsync(out)
+        finally:
+            os.close(out)
+    finally:
+        os.close(src)
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 #: The mode bits a restored file gets: never setuid or setgid. A store's bytes are only
@@ -435,36 +472,21 @@ def finish_dirs(root: str, entries: list[Entry]) -> list[str]:
 
     Returns the directories whose mode changed. A path that is not a directory on disk
     (a kept conflict, a symlink) is left alone: each directory is reached from the root
-    one name at a time without following a link (``local/under.py``, a ``Walker``: the
-    run is sorted, so each name is opened once), and its mode set through its own
-    descriptor (for a directory its owner may not read, an ``O_PATH`` one, through
-    ``/proc/self/fd``).
+    one name at a time without following a link (``local/under.py``), and its mode set
+    through its own descriptor (for a directory its owner may not read, an ``O_PATH``
+    one, through ``/proc/self/fd``).
     """
     changed = []
-    dirs = sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True)
-    if not dirs:
-        return changed
-    with Walker(root) as walker:
-        for e in dirs:
-            directory, name = os.path.split(e.path)
-            try:
-                parent = walker.parent(directory)
-                try:
-                    fd, by_path = os.open(name, DIR_FLAGS, dir_fd=parent), False
-                except PermissionError:  # a directory its owner may not read
-                    fd, by_path = os.open(name, PATH_FLAGS, dir_fd=parent), True
-            except (OSError, UnsafePath):  # not a directory reached without a link: left alone
-                continue
-            try:
+    for e in sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True):
+        try:
+            with dir_under(root, e.path) as fd:
                 mode = e.mode & 0o7777
                 if stat_mod.S_IMODE(os.fstat(fd).st_mode) != mode:
-                    if by_path:
+                    if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_PATH:
                         os.chmod(f"/proc/self/fd/{fd}", mode)  # the directory the descriptor holds, never a link
                     else:
                         os.fchmod(fd, mode)
                     changed.append(os.path.join(root, e.path))
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
+        except (OSError, UnsafePath):  # not a directory reached without a link: left alone
+            continue
     return changed
