@@ -81,8 +81,14 @@ def open_under(start: int, names: list[str], base: str, *, make: bool = False,
 
 
 def _step(fd: int, names: list[str], i: int, base: str, make: bool, made: list[str] | None, flags: int) -> int:
-    """Open ``names[i]`` in ``fd`` (making it first with ``make``)."""
+    """Open ``names[i]`` in ``fd`` (made first, with ``make``, when it is missing)."""
     if make:
+        try:
+            return os.open(names[i], flags, dir_fd=fd)  # there already, mostly: no mkdir tried
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return _open_one(fd, names[i], flags, names, i, base)  # (raises, naming it)
         try:
             os.mkdir(names[i], 0o700, dir_fd=fd)
         except FileExistsError:
