@@ -573,7 +573,7 @@ def test_an_invalid_db_whose_directory_is_swapped_before_it_is_moved_aside_is_re
     assert _untouched(outside) == before
     hermes = next(t for t in r.trees if t.name == "hermes")
     assert hermes.error is None and hermes.lost == ["sub/state.db"], (hermes.error, hermes.lost)
-    assert "not moved aside" in hermes.refused["sub/state.db"]
+    assert "could not be moved aside" in hermes.refused["sub/state.db"]
     assert (b.local / "hermes" / "notes.txt").read_text() == "notes\n"
     assert not r.complete
 
@@ -681,11 +681,88 @@ def test_a_database_beside_a_directory_or_socket_companion_is_moved_aside_on_the
 def test_a_companion_gone_before_it_is_moved_aside_is_skipped(tmp_path):
     """SQLite removes -wal and -shm at its last close: one gone between the look and
     the move is no error (it aborted every tree's restore), there is just nothing to move."""
-    from journal.restore.entry import _move
+    from journal.restore.entry import _copy_aside
     (tmp_path / "aside").mkdir()
+    wal = tmp_path / "state.db-wal"
+    wal.write_bytes(b"frames\n")
+    st = wal.lstat()
+    wal.unlink()
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        _move(fd, "state.db-wal", str(tmp_path / "aside" / "state.db-wal"), "state.db-wal")
+        _copy_aside(fd, "state.db-wal", st, str(tmp_path / "aside" / "state.db-wal"), "state.db-wal")
     finally:
         os.close(fd)
     assert os.listdir(tmp_path / "aside") == []
+
+
+def test_a_file_written_while_it_is_copied_aside_is_left_in_place(tmp_path, monkeypatch):
+    """Across filesystems a move aside is a copy, then an unlink: bytes a writer adds
+    meanwhile were deleted with the name. The name is unlinked only if nothing changed it."""
+    from journal.errors import UnsafePath
+    from journal.restore import entry as entry_mod
+    (tmp_path / "aside").mkdir()
+    wal = tmp_path / "state.db-wal"
+    wal.write_bytes(b"frame1")
+    st = wal.lstat()
+    real = entry_mod._copy_file
+
+    def copy_then_append(*args):
+        done = real(*args)
+        with open(wal, "ab") as fh:
+            fh.write(b"+frame2")  # a writer commits right after the copy
+        return done
+
+    monkeypatch.setattr(entry_mod, "_copy_file", copy_then_append)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(UnsafePath, match="left in place"):
+            entry_mod._copy_aside(fd, "state.db-wal", st, str(tmp_path / "aside" / "state.db-wal"), "state.db-wal")
+    finally:
+        os.close(fd)
+    assert wal.read_bytes() == b"frame1+frame2"
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or not _can_mount(), reason="needs unshare -m and mount")
+def test_a_bind_mounted_tree_with_a_directory_shm_is_refused_before_anything_moves(make_live, tmp_path):
+    """On a bind mount the tree has the aside directory's device number, yet a rename
+    across it is a copy (EXDEV): a directory companion, which cannot be copied, refuses
+    the move before the database moves (it was copied aside first, then the refusal
+    said "not moved"); a second restore then failed on the directory, aborting every tree."""
+    a = make_live("a", fixtures=False)
+    _make_db(a.local / "hermes" / "state.db", 50)
+    (a.local / "hermes" / "notes.txt").write_text("notes\n")
+    assert a.checkpoint().seq == 1
+    b = make_live("b", fixtures=False)
+    real = tmp_path / "real-hermes"
+    real.mkdir()
+    (real / "state.db").write_bytes(b"not a database\n")
+    (real / "state.db-shm").mkdir()
+    tree = b.local / "hermes"
+    tree.mkdir(parents=True)
+    script = (f"mount --bind {real} {tree} && {sys.executable} -m journal restore; echo rc=$?; "
+              f"{sys.executable} -m journal restore; echo rc=$?")
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=clean_env(b.env), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout.count("rc=1") == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "nothing was" in proc.stderr, proc.stderr
+    assert sorted(os.listdir(real)) == ["notes.txt", "state.db", "state.db-shm"]
+    assert (real / "state.db").read_bytes() == b"not a database\n"
+    assert not list((b.local / ".journal").glob("invalid/*/hermes/state.db"))
+
+
+def test_a_directory_where_a_database_companion_belongs_refuses_that_database_only(make_live):
+    """No local database, but a directory at its -shm: installing the restored database
+    removes stale companions, and the directory made that raise out of the restore,
+    aborting every tree. Now that one database is lost (the restore is incomplete),
+    the directory stays, and the rest is restored."""
+    a = make_live("a", fixtures=False)
+    _make_db(a.local / "hermes" / "state.db", 50)
+    (a.local / "hermes" / "notes.txt").write_text("notes\n")
+    assert a.checkpoint().seq == 1
+    b = make_live("b", fixtures=False)
+    (b.local / "hermes" / "state.db-shm").mkdir(parents=True)
+    r = b.restore()
+    hermes = next(t for t in r.trees if t.name == "hermes")
+    assert not r.complete and hermes.lost == ["state.db"], (hermes.lost, hermes.error)
+    assert (b.local / "hermes" / "notes.txt").read_text() == "notes\n"
+    assert (b.local / "hermes" / "state.db-shm").is_dir() and not (b.local / "hermes" / "state.db").exists()

@@ -365,31 +365,59 @@ def _write_all(fd: int, payload: bytes | list) -> int:
 def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
     """Move an invalid local database and its companions into ``aside_dir``; never
     delete. They are taken from their directory as reached from the root without a
-    symlink (``local/under.py``), so nothing outside the tree is ever moved. What is
-    there is looked at first: across filesystems (where a move is a copy) a companion
-    that is neither a file, a symlink nor a FIFO refuses the move before anything
-    moves. ``UnsafePath`` when something changes under the move (another process);
-    what was moved so far stays in ``aside_dir``."""
+    symlink (``local/under.py``), so nothing outside the tree is ever moved. The first
+    name there is renamed; where that crosses filesystems (``EXDEV``: another
+    filesystem, or a bind mount of the same one) every name is copied instead, and a
+    companion that is neither a file, a symlink nor a FIFO then refuses the move
+    before anything moves. ``UnsafePath`` when something changes under the move
+    (another process); what was moved so far stays in ``aside_dir``."""
     directory, name = os.path.split(entry.path)
     target = os.path.join(aside_dir, entry.path)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    aside_dev = os.stat(os.path.dirname(target)).st_dev
+    made = _makedirs(os.path.dirname(target))
     with dir_under(root, directory) as parent:
         there = []
         for suffix in ("",) + SQLITE_COMPANIONS:
             try:
-                st = os.stat(name + suffix, dir_fd=parent, follow_symlinks=False)
+                there.append((suffix, os.stat(name + suffix, dir_fd=parent, follow_symlinks=False)))
             except FileNotFoundError:
                 continue
-            if st.st_dev != aside_dev and not _copyable(st.st_mode):
-                raise UnsafePath(entry.path + suffix, f"it is {_kind(st.st_mode)} on another filesystem than "
-                                                      f"{shown(aside_dir)}: not moved aside (nothing was)")
-            there.append(suffix)
-        for suffix in there:
-            _move(parent, name + suffix, target + suffix, entry.path + suffix)
+        copy = False
+        for i, (suffix, st) in enumerate(there):
+            if not copy:
+                try:
+                    os.replace(name + suffix, target + suffix, src_dir_fd=parent)
+                    continue
+                except FileNotFoundError:
+                    continue  # gone meanwhile (SQLite's last close removes its -wal and -shm)
+                except OSError as err:
+                    if err.errno != errno.EXDEV:
+                        raise
+                copy = True
+                odd = [(s, t) for s, t in there[i:] if not _copyable(t.st_mode)]
+                if odd:
+                    moved = " (nothing was)" if i == 0 else f" (the rest is in {shown(os.path.dirname(target))})"
+                    raise UnsafePath(entry.path + odd[0][0], f"it is {_kind(odd[0][1].st_mode)}, and moving aside "
+                                                            f"to {shown(aside_dir)} is a copy here: not moved{moved}")
+            _copy_aside(parent, name + suffix, st, target + suffix, entry.path + suffix)
+        fsync_dir(os.path.dirname(target))  # the names' new place first, then their old one
+        for path in made:
+            fsync_dir(os.path.dirname(path))
         sync(parent)
-    fsync_dir(os.path.dirname(target))
     return target
+
+
+def _makedirs(path: str) -> list[str]:
+    """``os.makedirs``; returns the directories it made, deepest first."""
+    made = []
+    while not os.path.isdir(path):
+        made.append(path)
+        path = os.path.dirname(path)
+    for path in reversed(made):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    return made
 
 
 def _copyable(mode: int) -> bool:
@@ -401,33 +429,25 @@ def _kind(mode: int) -> str:
         "a device" if stat_mod.S_ISCHR(mode) or stat_mod.S_ISBLK(mode) else "a special file"
 
 
-def _move(parent: int, name: str, dst: str, shown_path: str) -> None:
-    """Rename ``name`` (in the directory ``parent``) to ``dst``; across filesystems (a
-    tree on its own volume), copy, fsync, then unlink: a symlink as a symlink, a FIFO
-    as a new FIFO (never opened: it would block), a file's bytes read through a
-    descriptor opened without blocking and checked to be that file; the name is
-    unlinked only if it still is what was copied. A name gone meanwhile (SQLite
-    removes its -wal and -shm at its last close) is skipped; anything else changing
-    under the move is ``UnsafePath``."""
+def _copy_aside(parent: int, name: str, st: os.stat_result, dst: str, shown_path: str) -> None:
+    """Copy ``name`` (in the directory ``parent``, as ``st`` saw it) to ``dst`` on
+    another filesystem, fsync, then unlink it: a symlink as a symlink, a FIFO as a new
+    FIFO (never opened: it would block), a file's bytes read through a descriptor
+    opened without blocking and checked to be that file, and unlinked only if nothing
+    changed it while it was copied (a writer's new bytes are never deleted). A name
+    gone meanwhile is skipped; anything else changing under the copy is ``UnsafePath``
+    (the name is left in place)."""
     def changed(why: str) -> UnsafePath:
-        return UnsafePath(shown_path, f"{why}: another process is writing the tree; what was moved aside so "
-                                      f"far is in {shown(os.path.dirname(dst))}")
+        return UnsafePath(shown_path, f"{why}: another process is writing the tree; it is left in place, and "
+                                      f"what was moved aside so far is in {shown(os.path.dirname(dst))}")
     try:
-        os.replace(name, dst, src_dir_fd=parent)
-        return
-    except FileNotFoundError:
-        return
-    except OSError as err:
-        if err.errno != errno.EXDEV:
-            raise
-    try:
-        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if stat_mod.S_ISLNK(st.st_mode):
             os.symlink(os.readlink(name, dir_fd=parent), dst)
         elif stat_mod.S_ISFIFO(st.st_mode):
             os.mkfifo(dst, stat_mod.S_IMODE(st.st_mode))
         elif stat_mod.S_ISREG(st.st_mode):
-            _copy_file(parent, name, st, dst, changed)
+            if not _copy_file(parent, name, st, dst):
+                raise changed("it changed while it was copied aside")
         else:
             raise changed(f"it became {_kind(st.st_mode)}")
         now = os.stat(name, dir_fd=parent, follow_symlinks=False)
@@ -437,17 +457,22 @@ def _move(parent: int, name: str, dst: str, shown_path: str) -> None:
         if err.errno in (errno.ELOOP, errno.ENOTDIR):
             raise changed(f"it changed while it was moved aside ({err.strerror})") from err
         raise
-    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-        raise changed("it was replaced while it was copied aside; the new one is left in place")
+    if _stamp(now) != _stamp(st):
+        raise changed("it changed while it was copied aside")
     os.unlink(name, dir_fd=parent)
 
 
-def _copy_file(parent: int, name: str, st: os.stat_result, dst: str, changed) -> None:
+def _stamp(st: os.stat_result) -> tuple:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _copy_file(parent: int, name: str, st: os.stat_result, dst: str) -> bool:
+    """Copy the regular file ``name`` to ``dst``; False when it is not the file ``st``
+    saw, before or after the copy."""
     src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
     try:
-        now = os.fstat(src)
-        if not stat_mod.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            raise changed("it changed while it was moved aside")
+        if not stat_mod.S_ISREG(os.fstat(src).st_mode) or _stamp(os.fstat(src)) != _stamp(st):
+            return False
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                       stat_mod.S_IMODE(st.st_mode))
         try:
@@ -456,9 +481,12 @@ def _copy_file(parent: int, name: str, st: os.stat_result, dst: str, changed) ->
             os.fsync(out)
         finally:
             os.close(out)
+        if _stamp(os.fstat(src)) != _stamp(st):
+            return False
     finally:
         os.close(src)
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return True
 
 
 #: The mode bits a restored file gets: never setuid or setgid. A store's bytes are only

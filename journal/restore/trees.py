@@ -207,12 +207,12 @@ class TreeRun:
             try:
                 _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
             except UnsafePath as err:  # its directory was swapped, a companion changed: nothing written
-                self._refuse(entry.path, f"the local database was not moved aside: {err.reason}")
+                self._refuse(entry.path, f"the local database could not be moved aside: {err.reason}")
                 return
             except OSError as err:
                 if isinstance(err, JournalError):
                     raise
-                self._refuse(entry.path, f"the local database was not moved aside: {describe_os_error(err)}")
+                self._refuse(entry.path, f"the local database could not be moved aside: {describe_os_error(err)}")
                 return
         self._count(entry.path, action)
         if action == CANNOT_CREATE:

@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable
 from typing import BinaryIO
 
-from ..errors import CorruptObject, ObjectNotFound, naming
+from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
 from ..local.under import sync
 from ..repository.fetch import RawReader, fetch_in_order
 from ..format.model import BlobRef, Entry
@@ -206,5 +206,9 @@ def install_db(tmp, name: str, full_path: str) -> None:
                 os.unlink(base + suffix, dir_fd=parent)
             except FileNotFoundError:
                 continue
+            except IsADirectoryError as err:  # (EISDIR) never SQLite's; never removed
+                raise UnsafePath(full_path + suffix, "it is a directory where SQLite keeps a companion file; the "
+                                                     "database is not restored beside it: move it away and restore "
+                                                     "again") from err
         os.replace(name, base, src_dir_fd=tmp.fd, dst_dir_fd=parent)
         sync(parent)
