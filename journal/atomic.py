@@ -52,6 +52,17 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def makedirs(path: str, mode: int = 0o777) -> list[str]:
+    """``os.makedirs(path, mode, exist_ok=True)``; returns the directories it made,
+    deepest first (their parents are the directories to fsync)."""
+    made, up = [], path
+    while not os.path.isdir(up) and os.path.dirname(up) != up:
+        made.append(up)
+        up = os.path.dirname(up)
+    os.makedirs(path, mode, exist_ok=True)
+    return made
+
+
 def start_writeback(fd: int) -> None:
     """Start writing ``fd``'s dirty pages to disk now, without waiting for them.
 

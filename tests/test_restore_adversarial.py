@@ -331,11 +331,14 @@ def test_a_fifo_or_symlink_planted_beside_a_database_never_blocks_or_is_followed
     wal = Path(str(db) + "-wal")
     outside = tmp_path / "outside"
     outside.write_bytes(b"not journal's\n")
-    if planted == "fifo":
-        os.mkfifo(wal)
-    else:
-        os.symlink(outside, wal)
 
+    def plant() -> None:
+        if planted == "fifo":
+            os.mkfifo(wal)
+        else:
+            os.symlink(outside, wal)
+
+    plant()
     restored = bare_live.run("restore", expect=None, timeout=60)
     assert restored.returncode == 0 and "is not valid" in restored.stderr, restored.stderr
     aside = list((bare_live.local / ".journal").glob("invalid/*/hermes/state.db-wal"))
@@ -345,10 +348,7 @@ def test_a_fifo_or_symlink_planted_beside_a_database_never_blocks_or_is_followed
     con = sqlite3.connect(db)
     assert con.execute("SELECT x FROM t").fetchall() == [(1,)]
     con.close()
-    if planted == "fifo":
-        os.mkfifo(wal)
-    else:
-        os.symlink(outside, wal)
+    plant()
     checkpointed = bare_live.run("checkpoint", expect=None, timeout=60)
 
     assert checkpointed.returncode == 1 and "its -wal is not a regular file" in checkpointed.stderr, checkpointed.stderr

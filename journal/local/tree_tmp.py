@@ -35,7 +35,7 @@ from ..atomic import FsOps, fsync_dir, rename_noclobber, write_file_atomic
 from ..errors import UnsafePath
 from ..paths import TREE_TMP_DIR
 from ..paths import shown
-from .under import DIR_FLAGS, open_under
+from .under import DIR_FLAGS, open_under, split_rel
 
 PREFIX = ".journal-tmp-"
 SUFFIX = ".part"
@@ -164,10 +164,7 @@ class TreeTmp:
         swapped it since the restore decided the path). The root is the directory this
         temp directory was made in (its ``..``), whatever its path leads to now (a root
         that is itself a symlink, as configured, is fine)."""
-        rel = os.path.relpath(os.path.dirname(dst), self.root)
-        names = [] if rel == "." else rel.split(os.sep)
-        if ".." in names:
-            raise UnsafePath(shown(dst), "it is not under the tree's root")
+        names = split_rel(os.path.relpath(os.path.dirname(dst), self.root))
         root = os.open("..", DIR_FLAGS, dir_fd=self.fd)
         try:
             return open_under(root, names, self.root)

@@ -34,8 +34,15 @@ _SWAPPED = (errno.ELOOP, errno.ENOTDIR, errno.ENOENT)
 
 
 def _open_one(parent: int, name: str, flags: int, names: list[str], i: int, base: str) -> int:
+    """Open the directory ``name`` in ``parent`` with ``flags`` (``O_PATH`` instead when
+    its owner may not read it); ``UnsafePath``, naming ``names[:i + 1]``, when it cannot be."""
     try:
-        return os.open(name, flags, dir_fd=parent)
+        try:
+            return os.open(name, flags, dir_fd=parent)
+        except PermissionError:
+            if flags == PATH_FLAGS:
+                raise
+            return os.open(name, PATH_FLAGS, dir_fd=parent)  # a directory its owner may not read
     except OSError as err:
         where = shown(os.path.join(base, *names[:i + 1]))
         why = (f"{where} is no longer a directory reached without a symlink ({err.strerror}): another "
@@ -56,28 +63,26 @@ def open_under(start: int, names: list[str], base: str, *, make: bool = False,
     the last ``O_RDONLY`` (``O_PATH`` when its owner may not read it)."""
     fd = os.dup(start)
     try:
-        for i in range(len(names) - 1):
-            inner = _step(fd, names, i, base, make, made, PATH_FLAGS)
+        last = len(names) - 1
+        for i in range(len(names)):
+            inner = _step(fd, names, i, base, make, made, DIR_FLAGS if i == last else PATH_FLAGS)
             os.close(fd)
             fd = inner
-        if names:
-            try:
-                inner = _step(fd, names, len(names) - 1, base, make, made, DIR_FLAGS)
-            except UnsafePath as err:
-                if not isinstance(err.__cause__, PermissionError):
-                    raise
-                inner = _step(fd, names, len(names) - 1, base, False, None, PATH_FLAGS)
-        else:
-            try:
-                inner = os.open(".", DIR_FLAGS, dir_fd=fd)
-            except PermissionError:
-                inner = os.open(".", PATH_FLAGS, dir_fd=fd)
-        os.close(fd)
-        fd = inner
+        if not names:
+            inner = _open_one(fd, ".", DIR_FLAGS, [], -1, base)
+            os.close(fd)
+            fd = inner
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def make_under(root: str, rel: str, made: list[str] | None = None) -> None:
+    """Make the directory ``rel`` of the tree at ``root`` and whatever of its parents is
+    missing, each through its parent as reached without a symlink (``open_under``)."""
+    with dir_under(root, rel, make=True, made=made):
+        pass
 
 
 def _step(fd: int, names: list[str], i: int, base: str, make: bool, made: list[str] | None, flags: int) -> int:
@@ -88,7 +93,7 @@ def _step(fd: int, names: list[str], i: int, base: str, make: bool, made: list[s
         except FileNotFoundError:
             pass
         except OSError:
-            return _open_one(fd, names[i], flags, names, i, base)  # (raises, naming it)
+            return _open_one(fd, names[i], flags, names, i, base)  # (a directory its owner may not read, or raises)
         try:
             os.mkdir(names[i], 0o700, dir_fd=fd)
         except FileExistsError:

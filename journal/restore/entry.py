@@ -23,7 +23,7 @@ import os
 import stat as stat_mod
 from collections.abc import Iterable
 
-from ..atomic import Writeback, fsync_dir, start_writeback
+from ..atomic import Writeback, fsync_dir, makedirs, start_writeback
 from .publish import Staged
 from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
 from ..format.codec import PLAIN, Codec
@@ -32,7 +32,7 @@ from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_s
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from ..presets import SQLITE_COMPANIONS
 from ..local.tree_tmp import TreeTmp
-from ..local.under import dir_under, sync
+from ..local.under import dir_under, make_under, sync
 from ..local.treepath import path_problem, target_problem
 from ..paths import shown
 from ..signatures import live_signature
@@ -97,13 +97,7 @@ def ensure_parents(root: str, path: str, known: set[str] | None = None, created:
         try:
             st = os.lstat(current)
         except FileNotFoundError:
-            made: list[str] = []
-            try:
-                with dir_under(root, "/".join(parts), make=True, made=made):
-                    pass
-            finally:
-                if created is not None:
-                    created.extend(made)
+            make_under(root, "/".join(parts), created)
             if known is not None:
                 known.update(os.path.join(root, *parts[:j + 1]) for j in range(i, len(parts)))
             return
@@ -373,7 +367,7 @@ def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
     (another process); what was moved so far stays in ``aside_dir``."""
     directory, name = os.path.split(entry.path)
     target = os.path.join(aside_dir, entry.path)
-    made = _makedirs(os.path.dirname(target))
+    made = makedirs(os.path.dirname(target), 0o700)
     with dir_under(root, directory) as parent:
         there = []
         for suffix in ("",) + SQLITE_COMPANIONS:
@@ -404,20 +398,6 @@ def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
             fsync_dir(os.path.dirname(path))
         sync(parent)
     return target
-
-
-def _makedirs(path: str) -> list[str]:
-    """``os.makedirs``; returns the directories it made, deepest first."""
-    made = []
-    while not os.path.isdir(path):
-        made.append(path)
-        path = os.path.dirname(path)
-    for path in reversed(made):
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
-    return made
 
 
 def _copyable(mode: int) -> bool:

@@ -206,13 +206,11 @@ class TreeRun:
         if entry.kind == KIND_SQLITE:
             try:
                 _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
-            except UnsafePath as err:  # its directory was swapped, a companion changed: nothing written
-                self._refuse(entry.path, f"the local database could not be moved aside: {err.reason}")
-                return
-            except OSError as err:
-                if isinstance(err, JournalError):
+            except (UnsafePath, OSError) as err:  # its directory was swapped, a companion changed: nothing written
+                if isinstance(err, JournalError) and not isinstance(err, UnsafePath):
                     raise
-                self._refuse(entry.path, f"the local database could not be moved aside: {describe_os_error(err)}")
+                why = err.reason if isinstance(err, UnsafePath) else describe_os_error(err)
+                self._refuse(entry.path, f"the local database could not be moved aside: {why}")
                 return
         self._count(entry.path, action)
         if action == CANNOT_CREATE:

@@ -22,7 +22,8 @@ from collections import deque
 from collections.abc import Callable
 
 from .publish import PublishBatch, Staged
-from ..local.under import dir_under
+from ..atomic import makedirs
+from ..local.under import make_under
 from .entry import ensure_parents, finish_dirs, stage_entry
 from ..local.tree_tmp import TreeTmp
 from ..repository.fetch import RawReader, fetch_in_order
@@ -96,16 +97,7 @@ class TreeWriter:
 
     def make_root(self) -> None:
         """Create the tree's directory (and missing ancestors), durably."""
-        missing = []
-        path = self.root
-        while not os.path.isdir(path):
-            missing.append(path)
-            parent = os.path.dirname(path)
-            if parent == path:
-                break
-            path = parent
-        os.makedirs(self.root, exist_ok=True)
-        for path in missing:
+        for path in makedirs(self.root):
             self.batch.mark_dir(os.path.dirname(path))
 
     def tmp_dir(self) -> TreeTmp:
@@ -140,8 +132,7 @@ class TreeWriter:
                 return True
             full = os.path.join(self.root, entry.path)
             if full not in self._known:
-                with dir_under(self.root, entry.path, make=True, made=created):
-                    pass
+                make_under(self.root, entry.path, created)
                 self._known.add(full)
             return None
         except Exception as err:  # noqa: BLE001  (handed back like a worker's error)
