@@ -22,19 +22,21 @@ Restore: rebuild the file from its verified records into a temp file
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import mmap
 import os
 import stat as stat_mod
 import struct
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ..local.state import FileState
 from ..format.model import KIND_SQLITE, BlobRef, Entry
 from ..errors import CorruptObject, ObjectNotFound, RecordTooLarge, SnapshotFailed
 from ..format.codec import Codec
-from ..format.objects import (DBPAGE_BYTES, DELTA_LEVEL, DELTA_LEVEL_SMALL_BASE, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays,
-                      encode_record, is_id)
+from ..format.objects import (DBPAGE_BYTES, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays, encode_record,
+                              is_id)
 from ..repository.pack import PackWriter
 from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, MapPlace,
                               PageLoc, Snapshot, decode_map, encode_map, load_snapshot)
@@ -50,10 +52,17 @@ BATCH = 256
 #: refuse a dbpage record over it.
 PAGE_GROUP_BYTES = DBPAGE_BYTES
 #: A group delta holds up to this many bytes of pages; its dictionary (their base
-#: pages) is at most as large, so level 19 stays cheap (~20 ms for 32 pages).
+#: pages) is at most as large, so its strong level stays cheap.
 DELTA_GROUP_BYTES = 128 << 10
-SMALL_GROUP_BASE = 128 << 10
+#: The zstd level of a group delta. On the bench's active ticks (12 groups of 32-80
+#: KiB against as many bytes of base pages) 15 wrote 58,941 bytes in 4.9-6.7 ms a tick
+#: and 19 58,947 in 6.7-10 ms (17: 58,854 B, 10.3 ms; 12: 61,217 B; 9: 61,860 B): the
+#: same bytes for about half the time. Loading the base pages as a dictionary is much
+#: of a level's cost, which is why a strong level pays only on a group's small base.
+GROUP_DELTA_LEVEL = 15
 READ_BLOCK = 1 << 20
+#: Pages ``_block_ids`` compares at once inside a block that differs from the base copy.
+SPAN_PAGES = 16
 #: A full map's page groups are compressed by this many threads (``zstandard`` and the hash
 #: release the GIL), at most ``ENCODE_AHEAD`` groups ahead of the pack, which takes
 #: their records in the order the groups were closed: the pack is the same bytes.
@@ -375,8 +384,7 @@ class _Cut:
             return
         base = b"".join(group.bases)
         members = struct.pack(f">{len(group.pgnos)}I", *group.pgnos)
-        level = DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_GROUP_BASE else DELTA_LEVEL
-        rid, record = encode_record(KIND_DBPAGE, payload, base=base, members=members, level=level,
+        rid, record = encode_record(KIND_DBPAGE, payload, base=base, members=members, level=GROUP_DELTA_LEVEL,
                                     codec=self.writer.codec)
         self._stored(group, self.writer.add_record(rid, record, len(payload)))
 
@@ -410,41 +418,87 @@ def _page_ids(staging: str, codec: Codec, same: SamePages | None) -> tuple[int, 
     """The page size of the copy ``staging`` and each page's id (``codec``'s), in page
     order, None for a page whose bytes equal the base copy's page that ``same`` knows
     to be the full map's (``_full_map_ids`` names it); run by ``snapshot_db`` while it
-    checks the copy. The copy is read a ``READ_BLOCK`` of whole pages at a time, the
-    base copy beside it: a block equal to the base copy's costs one comparison, and
-    in another block each page is compared through a view; one read per page cost a
-    third of the hashing time."""
+    checks the copy. Both copies are mapped a ``READ_BLOCK`` of whole pages at a time
+    (``_mapped``): a block equal to the base copy's costs one comparison, and in
+    another block each page is compared (``_block_ids``). Nothing is copied out of the
+    page cache (reading both copies into buffers was most of this function's time),
+    and one block of each is mapped at a time."""
     page_size = page_size_of(staging)
     block = max(1, READ_BLOCK // page_size) * page_size
-    page_id = codec.id
     ids: list[str | None] = []
     base = _open_same(same, page_size)
     try:
         with open(staging, "rb") as fh:
-            at = 0
-            while data := fh.read(block):
-                first, count = at // page_size, len(data) // page_size
-                view = memoryview(data)
-                if base is None:
-                    ids.extend(page_id(view[off:off + page_size]) for off in range(0, len(data), page_size))
-                    continue
-                other = os.pread(base, len(data), at)
-                at += len(data)
-                if other == data and same.known(first, count):
-                    ids.extend([None] * count)
-                    continue
-                base_view = memoryview(other)
-                for n in range(count):
-                    off = n * page_size
-                    if off + page_size <= len(other) and data.startswith(base_view[off:off + page_size], off) \
-                            and same.known(first + n, 1):
-                        ids.append(None)
-                    else:
-                        ids.append(page_id(view[off:off + page_size]))
+            size = os.fstat(fh.fileno()).st_size
+            base_size = os.fstat(base).st_size if base is not None else 0
+            for at in range(0, size, block):
+                n = min(block, size - at)
+                with _mapped(fh.fileno(), at, n) as data, _mapped(base, at, min(n, base_size - at)) as other:
+                    ids += _block_ids(data, other, at // page_size, page_size, same, codec)
     finally:
         if base is not None:
             os.close(base)
     return page_size, ids
+
+
+def _block_ids(data: mmap.mmap, other: mmap.mmap | None, first: int, page_size: int,
+               same: SamePages | None, codec: Codec) -> list[str | None]:
+    """The ids of one block of pages of the copy, ``data``, from page ``first``, beside
+    the same bytes of the base copy, ``other`` (None past its end); as ``_page_ids``.
+    The block, then each ``SPAN_PAGES`` of it, then each page is compared: a tick's
+    changed pages are few and clustered, and a comparison in C costs less than the
+    Python around one page. The views of ``data`` end with this call, so the block
+    can be unmapped after it."""
+    count = -(-len(data) // page_size)
+    if _known_same(data, other, 0, first, count, same):
+        return [None] * count
+    ids: list[str | None] = []
+    with memoryview(data) as view:
+        for span in range(0, count, SPAN_PAGES):
+            pages = min(SPAN_PAGES, count - span)
+            at = span * page_size
+            if _known_same(view[at:at + pages * page_size], other, at, first + span, pages, same):
+                ids += [None] * pages
+                continue
+            for k in range(span, span + pages):
+                page = view[k * page_size:(k + 1) * page_size]
+                same_page = len(page) == page_size and _known_same(page, other, k * page_size, first + k, 1, same)
+                ids.append(None if same_page else codec.id(page))
+                page.release()
+    return ids
+
+
+def _known_same(part, other: mmap.mmap | None, at: int, first: int, count: int, same: SamePages | None) -> bool:
+    """Whether ``part`` (bytes of the copy: its ``count`` pages from ``first``, at ``at``)
+    equals the base copy's bytes there, and ``same`` knows those pages to be the full
+    map's."""
+    return other is not None and _holds(other, at, part) and same.known(first, count)
+
+
+@contextlib.contextmanager
+def _mapped(fd: int | None, at: int, n: int) -> Iterator[mmap.mmap | None]:
+    """``n`` bytes of the file ``fd`` from ``at`` (a multiple of the page size, so of
+    mmap's granularity), mapped read-only for a block; None without a file or bytes.
+    Both files mapped are private copies in the state directory that no other process
+    writes (as ``snapshot.CHECK_MMAP`` maps the copy it checks)."""
+    if fd is None or n <= 0:
+        yield None
+        return
+    mapped = mmap.mmap(fd, n, access=mmap.ACCESS_READ, offset=at)
+    try:
+        yield mapped
+    finally:
+        try:
+            mapped.close()
+        except BufferError:
+            pass  # a view outlives an error raised inside: unmapped once it is collected
+
+
+def _holds(mapped: mmap.mmap, at: int, want) -> bool:
+    """Whether ``mapped`` holds ``want``'s bytes at ``at``: ``find`` bounded to exactly
+    that span compares the two buffers in C, copying neither (slicing either would
+    copy it, and ``memoryview``'s ``==`` compares byte by byte in Python's loop)."""
+    return at + len(want) <= len(mapped) and mapped.find(want, at, at + len(want)) == at
 
 
 def _open_same(same: SamePages | None, page_size: int) -> int | None:
