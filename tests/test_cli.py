@@ -456,6 +456,37 @@ def test_a_busy_plain_checkpoint_runs_without_click_and_prints_as_the_click_comm
         assert fast_doc.get(key) == slow_doc.get(key), key
 
 
+#: The console entry point, counting the cyclic garbage collector's runs while it works
+#: and whether it is enabled again after; printed to stderr as ``gc RUNS ENABLED``.
+LAUNCH_COUNTING_COLLECTIONS = (
+    "import gc, sys; from journal.cli import launch; sys.argv[0] = 'journal'\n"
+    "runs = []\n"
+    "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None)\n"
+    "code = launch.main()\n"
+    "print('gc', len(runs), gc.isenabled(), file=sys.stderr)\n"
+    "sys.exit(code)")
+
+
+def test_a_plain_checkpoint_runs_no_cycle_collection_and_restores_the_collector(live, tmp_path):
+    """A plain ``journal checkpoint``, idle or busy, never runs the cyclic collector
+    (its imports and the quiet check's snapshot made it run ~30 times for nothing to
+    collect), and leaves it enabled for whatever runs after it in the process; the full
+    command line (``--wait``) is untouched."""
+    live.checkpoint()
+
+    def launched(*args: str) -> tuple[int, str]:
+        proc = subprocess.run([sys.executable, "-c", LAUNCH_COUNTING_COLLECTIONS, *args],
+                              env=clean_env(live.env), capture_output=True, text=True, timeout=120, cwd=live.home)
+        return proc.returncode, proc.stderr.strip().splitlines()[-1]
+
+    assert launched("checkpoint") == (0, "gc 0 True")   # idle: answered from the quiet snapshot
+    _busy(live, 1)
+    assert launched("checkpoint") == (0, "gc 0 True")   # busy: the checkpoint without click
+    _busy(live, 2)
+    rc, line = launched("checkpoint", "--wait")          # click's command line collects as usual
+    assert rc == 0 and line.startswith("gc ") and line != "gc 0 True" and line.endswith(" True")
+
+
 #: Modules only other paths need, each imported where it is used: ``journal log``'s tombstones,
 #: the history of a dropped pending manifest, base pages read back from the store, a live
 #: database's check copy (restore), ``verify``'s rebuild. Each costs every command's start CPU.
