@@ -489,13 +489,14 @@ def test_a_plain_checkpoint_runs_no_cycle_collection_and_restores_the_collector(
 
 #: Modules only other paths need, each imported where it is used: ``journal log``'s tombstones,
 #: the history of a dropped pending manifest, base pages read back from the store, a live
-#: database's check copy (restore), ``verify``'s rebuild. Each costs every command's start CPU.
+#: database's check copy (restore: ``tempfile`` and ``shutil`` only once a local database
+#: is there to check, ~10 ms), ``verify``'s rebuild. Each costs every command's start CPU.
 #: And ``typing_extensions`` (with ``inspect``), which msgspec would take when installed, as
 #: it is here (the test extra brings it): the console process imports msgspec without it.
 NOT_BUSY_TICK = ("click", "dataclasses", "json", "shutil", "tempfile", "journal.repository.history",
                  "journal.format.tombstone", "journal.repository.fetch", "typing_extensions", "inspect",
                  "concurrent.futures", "logging")
-NOT_RESTORE = ("dataclasses", "json", "journal.format.tombstone", "typing_extensions")
+NOT_RESTORE = ("dataclasses", "json", "journal.format.tombstone", "typing_extensions", "tempfile", "shutil")
 
 
 def test_a_busy_checkpoint_and_a_restore_import_no_module_only_other_paths_need(live, tmp_path):

@@ -123,6 +123,43 @@ def test_a_dry_run_creates_nothing_in_a_tree_that_holds_a_live_db(make_live):
     assert sorted(p.name for p in db.parent.iterdir()) == before
 
 
+def test_the_check_directory_is_made_only_for_a_local_database_and_removed_after(make_live, monkeypatch):
+    """A restore checks a local database through a private copy in a directory of its
+    own (mode 0700) under the state's temp directory, made when the first database needs
+    it and removed with what it holds when the tree is done; a restore into a container
+    with no local database makes none (nor imports ``tempfile`` for it)."""
+    from journal.restore import entry as restore_entry
+
+    made: list[tuple[str, int]] = []
+    path = restore_entry.CheckDir.path
+
+    def recording(self):
+        was = self._path
+        got = path(self)
+        if was is None:
+            made.append((got, stat.S_IMODE(os.stat(got).st_mode)))
+        return got
+
+    monkeypatch.setattr(restore_entry.CheckDir, "path", recording)
+    a = make_live("a", fixtures=False)
+    _make_db(a.local / "opencode-share" / "opencode.db", 300)
+    assert a.checkpoint().seq == 1
+
+    b = make_live("b", fixtures=False)
+    assert b.restore().complete and made == []          # nothing local: nothing to check
+    local = b.local / "opencode-share" / "opencode.db"
+    with sqlite3.connect(local) as con:                 # a newer local database: checked, and kept
+        con.execute("INSERT INTO t VALUES (100000, 'local')")
+    con.close()
+    r = b.restore()
+    assert r.complete, [(t.name, t.error, t.lost) for t in r.trees]
+    with sqlite3.connect(local) as con:
+        assert con.execute("SELECT y FROM t WHERE x = 100000").fetchone() == ("local",)
+    con.close()
+    assert len(made) == 1 and made[0][1] == 0o700
+    assert os.path.dirname(made[0][0]).startswith(str(b.cfg.state_dir)) and not os.path.exists(made[0][0])
+
+
 def _can_mount() -> bool:
     probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"journal-mount-probe-{os.getpid()}"
     probe.mkdir(exist_ok=True)

@@ -136,10 +136,42 @@ def parent_kind(root: str, path: str, seen: dict[str, str]) -> str:
     return kind
 
 
-def decide(root: str, entry: Entry, check_dir: str | None, parents: dict[str, str] | None = None,
+class CheckDir:
+    """The private directory a restore copies live databases into to check them
+    (``check_live_db``), outside every tree: made (mode 0700, a new name) under
+    ``parent`` the first time a database needs it, never when none does (a restore
+    into an empty directory); ``parent`` None is the system's temp directory (a dry
+    run creates nothing in the state directory). ``cleanup`` removes it and what it
+    holds."""
+
+    def __init__(self, parent: str | None):
+        self.parent = parent
+        self._path: str | None = None
+
+    def path(self) -> str:
+        if self._path is None:
+            if self.parent is None:
+                import tempfile   # only a dry run over a live database: not on every restore's path
+
+                self._path = tempfile.mkdtemp(prefix="journal-check-")
+            else:
+                makedirs(self.parent)
+                self._path = os.path.join(self.parent, f"journal-check-{os.urandom(8).hex()}")
+                os.mkdir(self._path, 0o700)
+        return self._path
+
+    def cleanup(self) -> None:
+        if self._path is not None:
+            import shutil   # the copies were made with it (``snapshot._copy_private``)
+
+            path, self._path = self._path, None
+            shutil.rmtree(path)
+
+
+def decide(root: str, entry: Entry, check_dir: CheckDir, parents: dict[str, str] | None = None,
            reader=None, known=None) -> str:
     """What restore does with ``entry`` given what is on disk now. A live database is
-    checked through a private copy in ``check_dir`` (outside the tree), unless the local
+    checked through a private copy in ``check_dir`` (``CheckDir``, outside the tree), unless the local
     state's ``known`` view of it (a ``FileState``) is this very entry and its live
     signature is unchanged since: then it is the checkpoint's copy (``SAME``). ``parents``
     caches ``parent_kind`` for the tree; ``reader`` (a Repository) reads the one segment
@@ -178,7 +210,7 @@ def decide(root: str, entry: Entry, check_dir: str | None, parents: dict[str, st
             return SAME
         from ..sqlite.snapshot import check_live_db
 
-        return KEEP_VALID_DB if check_live_db(full, check_dir) is None else REPLACE
+        return KEEP_VALID_DB if check_live_db(full, check_dir.path()) is None else REPLACE
     if entry.kind == KIND_SYMLINK:
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
             return SAME

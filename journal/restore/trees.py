@@ -22,7 +22,7 @@ from ..localfs import observe
 from ..paths import TMP_DIR
 from ..local.state import FileState, TreeCache, cache_from_entries
 from ..signatures import dir_signature, signature
-from .entry import (CANNOT_CREATE, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REFUSED,
+from .entry import (CANNOT_CREATE, CheckDir, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REFUSED,
                           REPLACE, SAME, WRITE, WRITES, decide, move_aside, refused_paths)
 from ..format.model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .publish import Staged
@@ -169,28 +169,20 @@ class TreeRun:
         self.entries = entries
         writes: list[Entry] = []
         parents: dict[str, str] = {}
-        check = None
-        if any(e.kind == KIND_SQLITE for e in entries):
-            # Live databases are checked through private copies outside the tree; a dry
-            # run creates nothing, not even in the state directory.
-            import tempfile
-
-            where = None if dry_run else os.path.join(self.state_dir, TMP_DIR)
-            if where is not None:
-                os.makedirs(where, exist_ok=True)
-            check = tempfile.TemporaryDirectory(prefix="journal-check-", dir=where)
+        # Live databases are checked through private copies outside the tree; a dry run
+        # creates nothing, not even in the state directory.
+        check = CheckDir(None if dry_run else os.path.join(self.state_dir, TMP_DIR))
         try:
             for entry in entries:
                 try:
-                    self._decide(entry, aside, dry_run, check and check.name, parents, writes)
+                    self._decide(entry, aside, dry_run, check, parents, writes)
                 except UnsafePath as err:
                     self._refuse(entry.path, err.reason)
         finally:
-            if check is not None:
-                check.cleanup()
+            check.cleanup()
         return writes
 
-    def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: str | None, parents: dict[str, str],
+    def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: CheckDir, parents: dict[str, str],
                 writes: list) -> None:
         tr, dest = self.tr, self.tr.dest
         try:
