@@ -160,6 +160,27 @@ def test_the_check_directory_is_made_only_for_a_local_database_and_removed_after
     assert os.path.dirname(made[0][0]).startswith(str(b.cfg.state_dir)) and not os.path.exists(made[0][0])
 
 
+def test_a_check_directory_that_cannot_be_made_is_a_local_write_error_not_an_unreadable_database(tmp_path):
+    """When the directory to check local databases in cannot be made (its parent is a
+    file here; a full disk alike), restore says so, naming it, as journal's own write
+    error: the database is never taken for one that cannot be read, nothing is left
+    recorded, and cleaning up after it is quiet."""
+    from journal.errors import LocalWriteError
+    from journal.restore.entry import CheckDir
+
+    (tmp_path / "state-tmp").write_text("a file where the directory belongs")
+    check = CheckDir(str(tmp_path / "state-tmp" / "tmp"))
+    with pytest.raises(LocalWriteError, match="cannot make the directory local databases are checked in") as err:
+        check.path()
+    assert str(tmp_path / "state-tmp") in str(err.value)
+    check.cleanup()   # nothing was made: nothing to remove, no error
+    (tmp_path / "state-tmp").unlink()
+    made = check.path()   # made once it can be
+    assert stat.S_IMODE(os.stat(made).st_mode) == 0o700
+    shutil.rmtree(made)   # removed meanwhile: cleanup is still quiet
+    check.cleanup()
+
+
 def _can_mount() -> bool:
     probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"journal-mount-probe-{os.getpid()}"
     probe.mkdir(exist_ok=True)

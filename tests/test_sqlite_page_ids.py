@@ -77,3 +77,18 @@ def test_page_ids_without_a_base_copy_hash_every_page(tmp_path, monkeypatch):
     page_size, ids = capture._page_ids(str(tmp_path / "copy.db"), PLAIN, None)
     assert page_size == PAGE
     assert ids == [hashlib.sha256(copy[p * PAGE:(p + 1) * PAGE]).hexdigest() for p in range(37)]
+
+
+def test_a_last_page_cut_short_is_hashed_even_where_the_base_copy_starts_the_same(tmp_path, monkeypatch):
+    """A copy whose last page is cut short (SQLite's backup writes whole pages, so only a
+    damaged or foreign file) never has that page vouched for by the base copy, at any
+    level, even when its bytes are a prefix of the base copy's page: it is hashed."""
+    monkeypatch.setattr(capture, "READ_BLOCK", 16 * PAGE)
+    monkeypatch.setattr(capture, "SPAN_PAGES", 4)
+    base = _db_bytes(random.Random(2), 8)
+    for pages in (3, 4, 7):   # the short page inside a span, at a span's end, at the block's end
+        copy = bytes(base[:pages * PAGE + 100])
+        (tmp_path / "copy.db").write_bytes(copy)
+        (tmp_path / "base.db").write_bytes(base)
+        _, ids = capture._page_ids(str(tmp_path / "copy.db"), PLAIN, SamePages(str(tmp_path / "base.db"), []))
+        assert ids == [None] * pages + [hashlib.sha256(copy[pages * PAGE:]).hexdigest()], pages

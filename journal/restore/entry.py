@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 from ..atomic import Writeback, fsync_dir, makedirs, start_writeback
 from .publish import Staged
-from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
+from ..errors import CorruptObject, LocalWriteError, ObjectNotFound, UnsafePath, naming
 from ..format.codec import PLAIN, Codec
 from ..format.segments import anchor_refs
 from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_segment
@@ -149,15 +149,23 @@ class CheckDir:
         self._path: str | None = None
 
     def path(self) -> str:
+        """The directory, made now if it is not yet; ``LocalWriteError`` when it cannot
+        be (never taken for a local database that cannot be read)."""
         if self._path is None:
-            if self.parent is None:
-                import tempfile   # only a dry run over a live database: not on every restore's path
+            where = self.parent
+            try:
+                if where is None:
+                    import tempfile   # only a dry run over a live database: not on every restore's path
 
-                self._path = tempfile.mkdtemp(prefix="journal-check-")
-            else:
-                makedirs(self.parent)
-                self._path = os.path.join(self.parent, f"journal-check-{os.urandom(8).hex()}")
-                os.mkdir(self._path, 0o700)
+                    made = tempfile.mkdtemp(prefix="journal-check-")
+                else:
+                    makedirs(where)
+                    made = os.path.join(where, f"journal-check-{os.urandom(8).hex()}")
+                    os.mkdir(made, 0o700)
+            except OSError as err:
+                raise LocalWriteError("restore: cannot make the directory local databases are checked in",
+                                      err, where or "the system's temp directory") from err
+            self._path = made
         return self._path
 
     def cleanup(self) -> None:
@@ -165,7 +173,10 @@ class CheckDir:
             import shutil   # the copies were made with it (``snapshot._copy_private``)
 
             path, self._path = self._path, None
-            shutil.rmtree(path)
+            try:
+                shutil.rmtree(path)
+            except FileNotFoundError:
+                pass   # removed meanwhile: nothing left to clean
 
 
 def decide(root: str, entry: Entry, check_dir: CheckDir, parents: dict[str, str] | None = None,
