@@ -57,8 +57,9 @@ def _main() -> int | None:
         # No cyclic garbage collection for a plain ``journal checkpoint``: the quiet
         # check's decoded snapshot, then the imports (objects, classes and functions that
         # live as long as the process) made it run ~30 times with nothing to collect,
-        # 1-3 ms of a busy tick; the tick pauses it too (``heap.cycles_paused``). It is
-        # restored for whatever runs next (the full command line, below).
+        # 1-3 ms of a busy tick; the tick pauses it too (``heap.cycles_paused``, not used
+        # here: it imports contextlib, ~4 ms of the idle answer). It is restored for
+        # whatever runs next (the full command line, below).
         collecting = gc.isenabled()
         gc.disable()
         try:

@@ -152,16 +152,13 @@ class CheckDir:
         """The directory, made now if it is not yet; ``LocalWriteError`` when it cannot
         be (never taken for a local database that cannot be read)."""
         if self._path is None:
+            import tempfile   # only once a local database is to be checked: not on every restore's path
+
             where = self.parent
             try:
-                if where is None:
-                    import tempfile   # only a dry run over a live database: not on every restore's path
-
-                    made = tempfile.mkdtemp(prefix="journal-check-")
-                else:
+                if where is not None:
                     makedirs(where)
-                    made = os.path.join(where, f"journal-check-{os.urandom(8).hex()}")
-                    os.mkdir(made, 0o700)
+                made = tempfile.mkdtemp(prefix="journal-check-", dir=where)   # mode 0700, a new name
             except OSError as err:
                 raise LocalWriteError("restore: cannot make the directory local databases are checked in",
                                       err, where or "the system's temp directory") from err
