@@ -87,16 +87,18 @@ class RecordTooLarge(JournalError):
 
 
 class ManifestConflict(JournalError):
-    """Another writer already committed the sequence this writer wanted."""
+    """Another writer already committed the sequence this writer wanted: the store moved
+    on past this writer's last checkpoint."""
 
     def __init__(self, seq: int, other: str):
         self.seq = seq
         self.other = other
         super().__init__(
-            f"commit manifest: sequence {seq} was already committed by {other}; this writer stops "
-            "publishing until you choose: `journal restore` adopts that history (newer local files are "
-            "kept), another store prefix starts a separate history, or `journal takeover` makes this "
-            "container's files the next checkpoint"
+            f"checkpoint: the store moved on: checkpoint {seq} was committed by {other}, which this container "
+            "never saw, so this container publishes nothing over it; run `journal restore`: it keeps this "
+            "container's unpublished work as a fork (`journal log` lists it) and makes the live trees the "
+            "store's newest checkpoint (or use another store prefix for a separate history, or `journal "
+            "takeover` to make this container's files the next checkpoint)"
         )
 
 
@@ -256,7 +258,8 @@ class StoreVanished(StoreError):
         self.location = location
         hint = (f"its parent directory {missing_parent} does not exist: mount the volume there, or fix "
                 "JOURNAL_STORE if it names the wrong place" if missing_parent else
-                "is the volume mounted? Run `journal init` to start a new, empty store there on purpose")
+                "is the volume mounted? To start a new, empty store there on purpose, run `journal init`, "
+                "then `journal takeover`")
         known = (f"this machine's local state {unreadable_state} exists but cannot be read, so it may have "
                  "checkpointed to a store there" if unreadable_state is not None else
                  f"this machine has checkpointed up to {seq} to store {store_id}")

@@ -181,16 +181,21 @@ def test_takeover_of_another_machines_store_says_what_it_adopts_and_leaves(share
     assert sorted(str(p) for p in mine_path.rglob("*")) == kept, "store A was touched"
 
 
-def test_init_of_a_new_store_where_the_known_one_vanished_says_it_follows_the_new_one(shared, tmp_path):
+def test_init_of_a_new_store_where_the_known_one_vanished_only_creates_it_and_takeover_follows_it(shared, tmp_path):
     box = container(tmp_path / "a", shared)
     box.run("checkpoint")
     old = shared.repo().store_id
     lose(shared, shared.keys())
     box.append(ROLLOUT, line("after the volume went away"))
-    box.run("checkpoint", expect=1)  # StoreVanished
+    vanished = box.run("checkpoint", expect=1)  # StoreVanished
 
     made = box.run("init")
+    refused = box.run("checkpoint", expect=1)   # init re-points nothing: still the old store's state
+    took = box.run("takeover")
     committed = json.loads(box.run("checkpoint", "--json").stdout)
 
-    assert f"no longer store {old}" in made.stdout and "checkpoint 1" in made.stdout, made.stdout
+    assert "`journal init`, then `journal takeover`" in vanished.stderr, vanished.stderr
+    assert f"still follows store {old}" in made.stderr and "journal takeover" in made.stderr, made.stderr
+    assert old in refused.stderr, refused.stderr
+    assert f"no longer follows store {old}" in took.stdout, took.stdout
     assert committed["seq"] == 1 and shared.seqs() == [1]

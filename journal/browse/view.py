@@ -86,7 +86,7 @@ class View:
 
     def candidates(self, at: str | None, flag: str = "--at") -> Iterator[tuple[int, Manifest]]:
         """The readable checkpoints at or before ``at`` (all of them without it), newest
-        first. A manifest that cannot be read is passed over (``pass_over``) when an older
+        first; a fork (design §11, "Lineage") only when ``at`` is its number. A manifest that cannot be read is passed over (``pass_over``) when an older
         one answers in its place. Raises ``ConfigError`` for an ``at`` before the oldest
         checkpoint (or no checkpoint at all), ``NoReadableCheckpoint`` when none reads."""
         seqs = self.seqs
@@ -105,6 +105,8 @@ class View:
             if at_ns is not None and manifest.created_ns > at_ns:
                 unreadable.clear()  # those were after ``at`` too: checkpoints are made in order
                 continue
+            if manifest.is_fork and seq != at_seq:
+                continue  # off the main line: read only when asked for by its number
             for bad, err in unreadable:
                 self.pass_over(bad, "its manifest", err)
             unreadable.clear()

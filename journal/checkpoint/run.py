@@ -44,12 +44,13 @@ from ..heap import cycles_paused
 from ..localfs import clear_dir
 from ..local import activity, quiet
 from ..local import tree_tmp
-from ..repository.lineage import describe_writer, open_repository, refuse_foreign, require_committed
+from ..repository.history import ManifestCache
+from ..repository.lineage import describe_writer, next_free, open_repository, refuse_foreign, require_committed
 from ..local.state import (STATE_FILE, FileState, LocalState, StateLock, TreeCache, cache_from_entries,
                          forget_state, load_state, new_state, save_state)
 from .file_delta import FileDeltas
 from ..local.files import HAS_DB, Files
-from ..format.model import KIND_FILE, KIND_SQLITE, BlobRef, Manifest, TreeRoot, decode
+from ..format.model import FORK_MANIFEST_VERSION, KIND_FILE, KIND_SQLITE, BlobRef, Fork, Manifest, TreeRoot, decode
 from ..format.objects import KIND_CHUNK, KIND_PAGE
 from ..repository.pack import PackWriter, clear_spool
 from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
@@ -112,6 +113,8 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
     state_file = os.path.join(cfg.state_dir, STATE_FILE)
     key = config_key(cfg)
     proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True)
+    if proven is not None and proven.remote is not None and store.head(proven.remote) is not None:
+        proven = None   # another writer committed the next checkpoint: the full path says so
     if proven is not None:  # unchanged since the last clean checkpoint
         return msgspec.convert(proven.result, CheckpointResult)
     repo = open_repository(store, cfg.state_dir, create=True, key=cfg.key)
@@ -121,12 +124,12 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
         _recheck_kept(cfg, repo, result, reporter)
         if state.pending is not None:
             _publish_pending(cfg, repo, state, result, reporter)
-        rows = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same, loaded)
+        rows, next_seq = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same, loaded)
     except BaseException:
         forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
         quiet.discard(cfg.state_dir)
         raise
-    _save_quiet(cfg, key, state_file, result, rows, store, same)
+    _save_quiet(cfg, key, state_file, result, rows, store, same, next_seq)
     return None
 
 
@@ -136,12 +139,14 @@ def config_key(cfg: Config) -> str:
 
 
 def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult,
-                rows: list[quiet.Row] | None, store: Store, same: dict[tuple[str, str], quiet.Row]) -> None:
+                rows: list[quiet.Row] | None, store: Store, same: dict[tuple[str, str], quiet.Row],
+                next_seq: int) -> None:
     """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise (and
     while packs wait for a recheck: every tick then takes the full path). A store that
     is a directory here (a mounted volume) is part of what the snapshot proves: its
     config file must still be there, so an idle tick never says "idle" over an
-    unmounted store."""
+    unmounted store. So is the next checkpoint's manifest (``next_seq``): while it is
+    absent no other writer moved the store on."""
     state_sig = file_stamp(state_file)
     if rows is None or result.warnings or state_sig is None or rechecks_pending(cfg.state_dir):
         quiet.discard(cfg.state_dir)
@@ -161,7 +166,9 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
         inputs=cfg.inputs, config_key=key, state_sig=state_sig, result=msgspec.to_builtins(idle),
         result_json=msgspec.json.format(msgspec.json.encode(idle), indent=2).decode(),
         absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked],
-        present=[path] if (path := store.local_file(CONFIG_KEY)) is not None else [], dirs=rows)
+        present=[path] if (path := store.local_file(CONFIG_KEY)) is not None else [],
+        unmade=[nxt] if (nxt := store.local_file(manifest_key(next_seq))) is not None else [],
+        remote=manifest_key(next_seq) if nxt is None else None, dirs=rows)
     try:
         quiet.save(cfg.state_dir, snapshot)
     except OSError:  # a full disk: the checkpoint is committed; without a snapshot the next tick walks
@@ -213,21 +220,12 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
         # against after the commit): drop it, and the uploads again keep those copies.
         why = ("a gc is running, which may delete packs it relied on" if busy else
                f"it names {len(missing)} pack(s) the store does not hold")
-        _warn(result, reporter, f"checkpoint: pending manifest {manifest.seq} not published: {why}; dropped it, "
-              "and this checkpoint re-uploads every file")
-        state.seq, state.manifest_id = manifest.parent or 0, manifest.parent_id
-        state.pending = state.pending_seq = None
-        _inactive_as_in_parent(cfg, repo, state, result, reporter)
-        _reupload_all(cfg, state)
-        save_state(cfg.state_dir, state)
+        drop_pending(cfg, repo, state, result, reporter, why)
         return
-    try:
-        repo.put_manifest(state.pending, state.pending_seq)
+    manifest, _, record, put = _put_pending(cfg, repo, state, manifest)
+    if put:
         result.objects += 1
-        result.bytes += len(state.pending)
-    except KeyExists:
-        if repo.store.get(manifest_key(state.pending_seq)) != state.pending:
-            raise ManifestConflict(state.pending_seq, describe_writer(repo, state.pending_seq)) from None
+        result.bytes += len(record)
     result.seq, result.manifest_id = state.pending_seq, state.manifest_id
     state.pending = None
     state.pending_seq = None
@@ -244,6 +242,21 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
         _warn(result, reporter, f"checkpoint: manifest {manifest.seq} was published after a crash while a gc "
               "runs; this checkpoint re-uploads every file")
         _reupload_all(cfg, state)
+    save_state(cfg.state_dir, state)
+
+
+def drop_pending(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult, reporter: Reporter,
+                 why: str) -> None:
+    """Drop the pending manifest ``state`` holds (it is not published: ``why``): the state
+    goes back to its parent, and the next capture re-reads and re-uploads every file
+    (the packs it named may be orphans a gc takes)."""
+    manifest = decode(repo.decode_manifest_record(state.pending, manifest_key(state.pending_seq)), Manifest)
+    _warn(result, reporter, f"checkpoint: pending manifest {manifest.seq} not published: {why}; dropped it, "
+          "and this checkpoint re-uploads every file")
+    state.seq, state.manifest_id = manifest.parent or 0, manifest.parent_id
+    state.pending = state.pending_seq = None
+    _inactive_as_in_parent(cfg, repo, state, result, reporter)
+    _reupload_all(cfg, state)
     save_state(cfg.state_dir, state)
 
 
@@ -298,9 +311,12 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
 def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
                         reporter: Reporter, allow_deletions: bool,
                         same: dict[tuple[str, str], quiet.Row] | None = None,
-                        loaded: dict[str, Files] | None = None) -> list[quiet.Row] | None:
+                        loaded: dict[str, Files] | None = None,
+                        fork: ForkPlan | None = None) -> tuple[list[quiet.Row] | None, int]:
     """Scan every tree (taking the directories in ``same`` as the quiet snapshot holds
-    them), then commit what changed; returns the new quiet snapshot's rows, or None.
+    them), then commit what changed; returns the new quiet snapshot's rows, or None, and
+    the sequence the next checkpoint commits. With ``fork``, what changed is committed
+    as a fork, only when ``fork.work`` finds local work in it (``checkpoint/fork.py``).
     The local copies of page maps and databases are pruned when what they serve may
     have changed: a database read, a path or tree gone, or trees other than ``loaded``
     (those of the state as this run read it, with their paths: a tree whose cache still
@@ -334,17 +350,25 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
                 changed_trees.append(tree.name)
             new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, page_keys=cache.page_keys,
                                              bases=cache.bases, files=files, restored=cache.restored)
-        if not changed_trees:
+        next_seq = state.seq + 1
+        work = fork.work(new_trees) if fork is not None and changed_trees else None
+        if fork is not None:
+            fork.found = work or []
+        if not changed_trees or (fork is not None and not work):
             ctx.data.abort()
-            if touched:
+            if fork is None:
+                next_seq = next_free(repo, state.seq)  # a store another writer moved on is no "idle"
+            if touched and fork is None:
                 state.trees = new_trees
                 save_state(cfg.state_dir, state)  # local only: fresher signatures, no store write
         else:
-            _fence(repo, state.seq, cfg.state_dir)
+            seq = fork.next_seq(repo) if fork is not None else _fence(repo, state.seq, cfg.state_dir)
             ctx.data.close()  # its upload overlaps the index's build; ``_commit`` waits for it
             restored = {n: new_trees[n].restored for n in changed_trees if new_trees[n].restored}
             committed = _commit(cfg, repo, state, trees=new_trees, changed=changed_trees, data=ctx.data,
-                                captured=ctx.captured, restored=restored)
+                                captured=ctx.captured, restored=restored, seq=seq,
+                                fork=fork.fork if fork is not None else None)
+            next_seq = committed.seq + 1
             result.seq, result.manifest_id = committed.seq, committed.manifest_id
             result.blobs += committed.blobs
             result.objects += committed.objects
@@ -369,20 +393,33 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
     result.warnings += ctx.warnings + ctx.errors
     if ctx.errors:
         raise CheckpointErrors(ctx.errors, result.seq)
-    return ctx.quiet_rows
+    return ctx.quiet_rows, next_seq
 
 
-def _fence(repo: Repository, seq: int, state_dir: str) -> None:
+class ForkPlan:
+    """How ``_capture_and_commit`` commits a fork (``checkpoint/fork.py``): ``work`` tells
+    the local work among the scanned trees (tree/path strings; none: nothing is
+    committed), ``next_seq`` the sequence to try first, ``fork`` the manifest's mark;
+    ``found`` receives what ``work`` found."""
+
+    def __init__(self, work, next_seq, fork: Fork):
+        self.work, self.next_seq, self.fork = work, next_seq, fork
+        self.found: list[str] = []
+
+
+def _fence(repo: Repository, seq: int, state_dir: str) -> int:
     """Before uploading anything more: the store must still hold ``seq`` (or the history
-    this writer builds on is lost), and another writer may own ``seq + 1``. The two
-    HEADs go out together: on a bucket, one round trip instead of two."""
+    this writer builds on is lost), and another writer may own ``seq + 1``; returns the
+    sequence to commit (past forks other disks made above ``seq``: they are not on the
+    main line). The two HEADs go out together: on a bucket, one round trip instead of two."""
     asked = Background(repo.store.head, manifest_key(seq + 1), name="journal-fence")
     try:
         require_committed(repo, seq, state_dir)
     finally:
         asked.join()  # the first check's error wins; the other HEAD is never left running
-    if asked.result() is not None:
-        raise ManifestConflict(seq + 1, describe_writer(repo, seq + 1))
+    if asked.result() is None:
+        return seq + 1
+    return next_free(repo, seq)   # a fork there is passed over; another writer's checkpoint refuses
 
 
 def _chunk_ids(trees: dict[str, TreeCache]) -> set[str]:
@@ -432,13 +469,20 @@ class _Committed(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str, TreeCache], changed: list[str],
-            data: PackWriter, captured: list[FileState], restored: dict[str, str]) -> _Committed:
+            data: PackWriter, captured: list[FileState], restored: dict[str, str], seq: int,
+            fork: Fork | None = None) -> _Committed:
     """Publish the next manifest: ``trees`` as they are now, a new index for each tree in
     ``changed``, on top of the packs ``data`` holds (closed, maybe still uploading:
     waited for with the index pack's) for the files ``captured`` this time;
     ``restored``: trees whose version is not the newest checkpoint's, and why (the
     manifest says so, once). Advances ``state`` to the new
-    manifest and saves it twice: with the manifest pending, then committed."""
+    manifest and saves it twice: with the manifest pending, then committed, at ``seq`` or
+    the first sequence above it no fork holds.
+
+    A ``fork`` is not on the main line: it is put directly at the first free sequence from
+    ``seq`` on, and the state takes only its trees (this disk's last checkpoint stays
+    ``state.seq``); a kill before the put leaves orphans, after it a fork the next run
+    may make again."""
     # Entries captured this time may name packs by placeholder until their upload.
     for fs in captured:
         resolved = tuple(data.resolve(r) for r in fs.entry.refs)
@@ -466,39 +510,78 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         writer.settle(cache, used, keys)
         cache.root = index.resolve(root) if root else None
         cache.pages = {pid: index.resolve(ref) for pid, ref in used.items()}
-    seq = state.seq + 1
     manifest = Manifest(
+        version=FORK_MANIFEST_VERSION if fork is not None else 1, fork=fork or msgspec.UNSET,
         seq=seq, parent=state.seq or None, parent_id=state.manifest_id, created=utc_now(),
         created_ns=time.time_ns(), host=os.uname().nodename, pid=os.getpid(), writer=state.writer,
         trees={n: _tree_root(c) for n, c in sorted(trees.items())},
         packs=tuple(data.packs + index.packs),
         added_bytes=data.uploaded_bytes + index.uploaded_bytes,
         added_objects=data.uploaded_objects + index.uploaded_objects + 1,
-        restored=restored or msgspec.UNSET)
-    mid, record = encode_manifest(manifest, repo.codec)
-    for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
-        trees[name].restored = None
-    state.trees, state.seq, state.manifest_id = trees, seq, mid
-    state.pending, state.pending_seq = record, seq
-    # The spool copies of packs found already stored go to recheck/ before anything
-    # names them: a kill anywhere from here on leaves them for the next checkpoint's
-    # recheck (a copy whose manifest never commits is only checked, and forgotten).
+        restored=(restored if fork is None else None) or msgspec.UNSET)
     keep = recheck_dir(cfg.state_dir)
-    kept = data.keep_existing(keep) + index.keep_existing(keep)
-    save_state(cfg.state_dir, state)
-    try:
-        repo.put_manifest(record, seq)
-    except KeyExists:
-        # A retried put whose first attempt landed finds its own bytes: that is success.
-        if repo.store.get(manifest_key(seq)) != record:
-            raise ManifestConflict(seq, describe_writer(repo, seq)) from None
-    state.pending = state.pending_seq = None
-    save_state(cfg.state_dir, state, trees_as_saved=True)  # only the pending manifest changed since
+    if fork is not None:
+        kept = data.keep_existing(keep) + index.keep_existing(keep)
+        manifest, mid, record = _put_fork(repo, manifest)
+        state.trees = trees
+        save_state(cfg.state_dir, state)
+    else:
+        mid, record = encode_manifest(manifest, repo.codec)
+        for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
+            trees[name].restored = None
+        state.trees, state.seq, state.manifest_id = trees, seq, mid
+        state.pending, state.pending_seq = record, seq
+        # The spool copies of packs found already stored go to recheck/ before anything
+        # names them: a kill anywhere from here on leaves them for the next checkpoint's
+        # recheck (a copy whose manifest never commits is only checked, and forgotten).
+        kept = data.keep_existing(keep) + index.keep_existing(keep)
+        save_state(cfg.state_dir, state)
+        manifest, mid, record, _ = _put_pending(cfg, repo, state, manifest)
+        state.pending = state.pending_seq = None
+        save_state(cfg.state_dir, state, trees_as_saved=True)  # only the pending manifest changed since
     touch_kept(kept)  # the commit time: when their recheck window starts
     recheck_kept(repo.store, keep)
     pages.prune(keep_pages(trees))
-    return _Committed(seq=seq, manifest_id=mid, blobs=data.blobs + index.blobs, objects=manifest.added_objects,
-                      bytes=manifest.added_bytes + len(record))
+    return _Committed(seq=manifest.seq, manifest_id=mid, blobs=data.blobs + index.blobs,
+                      objects=manifest.added_objects, bytes=manifest.added_bytes + len(record))
+
+
+def _put_pending(cfg: Config, repo: Repository, state: LocalState,
+                 manifest: Manifest) -> tuple[Manifest, str, bytes, bool]:
+    """Put the pending manifest ``state`` holds (``manifest``, encoded) put-if-absent: the
+    commit point. Its own bytes already there count as done (a retried put whose first
+    attempt landed); a fork there is passed over, the manifest renumbered to the next
+    free sequence (saved as pending first); another writer's manifest is
+    ``ManifestConflict``. Returns what was committed, and whether this call put it."""
+    cache = ManifestCache(repo)
+    record = state.pending
+    while True:
+        try:
+            repo.put_manifest(record, manifest.seq)
+            put = True
+            break
+        except KeyExists:
+            if repo.store.get(manifest_key(manifest.seq)) == record:
+                put = False
+                break
+            if not cache.is_fork(manifest.seq):
+                raise ManifestConflict(manifest.seq, describe_writer(repo, manifest.seq)) from None
+        manifest = msgspec.structs.replace(manifest, seq=next_free(repo, manifest.seq, cache))
+        mid, record = encode_manifest(manifest, repo.codec)
+        state.seq, state.manifest_id, state.pending, state.pending_seq = manifest.seq, mid, record, manifest.seq
+        save_state(cfg.state_dir, state)
+    return manifest, state.manifest_id, record, put
+
+
+def _put_fork(repo: Repository, manifest: Manifest) -> tuple[Manifest, str, bytes]:
+    """Put a fork's manifest at the first sequence from its own that nothing holds."""
+    while True:
+        mid, record = encode_manifest(manifest, repo.codec)
+        try:
+            repo.put_manifest(record, manifest.seq)
+            return manifest, mid, record
+        except KeyExists:
+            manifest = msgspec.structs.replace(manifest, seq=manifest.seq + 1)
 
 
 def _update_of(old: TreeCache | None, files: Files, captured: list[FileState]) -> Update | None:

@@ -24,6 +24,9 @@ from .app import EXIT_FALLBACK, CliReporter, common, durable_url, emit_json, han
 def init(config_path, store_url, as_json, encrypt, key_file):
     """Create the store if it is absent or empty (idempotent).
 
+    Only creates the store: the store this machine follows never changes here (a
+    running supervisor goes on with its own). `journal takeover` follows another store.
+
     Example:
 
         JOURNAL_STORE=/data/journal journal init
@@ -32,8 +35,7 @@ def init(config_path, store_url, as_json, encrypt, key_file):
     """
     from ..config import KeySource
     from ..errors import NoStore
-    from ..repository.lineage import adopt_new_store
-    from ..local.quiet import discard
+    from ..repository.lineage import followed
     from ..repository.repository import Repository
 
     cfg, store = open_context(config_path, store_url)
@@ -47,8 +49,7 @@ def init(config_path, store_url, as_json, encrypt, key_file):
 
             made = create_key_file(key.file)
         repo = Repository.open(store, create=True, key=key, encrypt=encrypt)
-    left = adopt_new_store(cfg.state_dir, repo)
-    discard(cfg.state_dir)  # the next checkpoint walks the trees: the store may be a new one
+    other = followed(cfg.state_dir, repo)   # only said: init never re-points this machine
     if made:
         from .keys import keep_copy_note
 
@@ -57,13 +58,14 @@ def init(config_path, store_url, as_json, encrypt, key_file):
         emit_json({"store": cfg.store, "store_id": repo.store_id, "created": repo.info.created,
                    "encrypted": repo.codec.encrypted, "key": key.describe() if repo.codec.encrypted else None,
                    "key_file_created": made,
-                   "left_store": left.store_id if left else None, "left_seq": left.seq if left else None})
+                   "followed_store": other.store_id if other else None})
         return
     click.echo(f"store {cfg.store} ready (id {repo.store_id}"
                + (f", encrypted; opened with {key.describe()})" if repo.codec.encrypted else ")"))
-    if left is not None:
-        click.echo(f"this machine now follows store {repo.store_id}, no longer store {left.store_id} (it knew "
-                   f"checkpoint {left.seq} there): the next `journal checkpoint` publishes every file as checkpoint 1")
+    if other is not None:
+        click.echo(f"note: this machine still follows store {other.store_id} (it knew checkpoint {other.seq} "
+                   f"there) and goes on checkpointing to it; to follow this store instead, run `journal takeover` "
+                   f"with this store configured", err=True)
 
 
 @main.command()
@@ -111,7 +113,12 @@ def log(config_path, store_url, as_json, limit):
 
 @main.command()
 @common
-@click.option("--at", metavar="SEQ|ISO-TIME", help="Restore the newest checkpoint at or before this.")
+@click.option("--at", metavar="SEQ|ISO-TIME",
+              help="Restore the newest checkpoint at or before this (a fork by its number); onto the live "
+                   "trees it needs --rollback.")
+@click.option("--rollback", is_flag=True,
+              help="With --at: make the live trees exactly that checkpoint; local work it lacks is kept as a "
+                   "fork first.")
 @click.option("--to", "to_dir", metavar="DIR",
               help="Write every stored tree under DIR/<tree> instead of the live paths; DIR must be "
                    "absent or empty.")
@@ -119,10 +126,13 @@ def log(config_path, store_url, as_json, limit):
               help="With --to: replace an earlier export in DIR (only the trees it wrote; anything else "
                    "in DIR is refused, never deleted).")
 @click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
-def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
+def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, dry_run):
     """Restore the newest valid checkpoint into the live trees.
 
-    Newer local files are kept; damaged objects fall back to older copies. Exits 1,
+    On a hot restart (the newest checkpoint is this disk's last) newer local files are
+    kept. When the store moved on under another writer, or with --at N --rollback, the
+    local work that checkpoint lacks is kept in the store as a fork first, then the
+    live trees become that checkpoint. Damaged objects fall back to older copies. Exits 1,
     without the restore-complete marker, if any file could not be rebuilt; exits 3
     when the restore is complete but a tree or file came from an older checkpoint
     than the newest (a fallback past damage). An export (--to DIR) holds exactly the
@@ -132,6 +142,8 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
     Example:
 
         journal restore --at 42 --to /tmp/export --dry-run
+
+        journal restore --at 42 --rollback
     """
     from ..restore.run import restore as run_restore
     from ..paths import shown
@@ -142,7 +154,8 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
                           "deletes local files)")
     cfg, store = open_context(config_path, store_url)
     reporter = CliReporter("restoring", quiet=as_json)
-    result = run_restore(cfg, store, reporter, at=at, to=to_dir, dry_run=dry_run, replace=replace)
+    result = run_restore(cfg, store, reporter, at=at, to=to_dir, dry_run=dry_run, replace=replace,
+                         rollback=rollback)
     if as_json:
         emit_json(result)
     else:
@@ -160,6 +173,9 @@ def restore(config_path, store_url, as_json, at, to_dir, replace, dry_run):
                 click.echo(f"{t.name}: LOST {shown(path)}: {why}")
             for path in t.uncreatable:
                 click.echo(f"{t.name}: LOST {shown(path)}: too long a path to create under {t.dest}")
+            for path in t.removed:
+                click.echo(f"{t.name}: {'would take out' if dry_run else 'took out'} {shown(path)} (not in "
+                           f"checkpoint {t.seq})")
         for w in result.warnings:
             click.echo(f"warning: {w}", err=True)
         would = "dry run, nothing was changed: the restore would be" if dry_run else "restore"
@@ -450,6 +466,9 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
     click.echo(f"expire {len(plan.expire)} checkpoint(s): " + (", ".join(str(s) for s in plan.expire) or "none"))
     if plan.unreadable:
         click.echo(f"left alone (unreadable): {', '.join(str(s) for s in plan.unreadable)}")
+    for seq, parent in sorted(plan.forks.items()):
+        fate = "; ".join(plan.kept[seq]) if seq in plan.kept else f"{verb} expire: its parent is not kept"
+        click.echo(f"  fork {seq} (built on checkpoint {parent}): {'kept: ' if seq in plan.kept else ''}{fate}")
     kinds = ", ".join(f"{n:,} {kind}(s)" for kind, n in sorted(plan.tombstone_kinds.items()))
     click.echo(f"tombstone {plan.tombstone_count} object(s) ({plan.tombstone_bytes:,} bytes)"
                + (f": {kinds}" if kinds else ""))

@@ -86,6 +86,10 @@ def status_lines(rep, now: float | None = None) -> list[str]:
         lines.append(f"last restore: {how}, at {when(rs.time, now)}, newest checkpoint "
                      f"{'-' if rs.seq is None else rs.seq}{': ' + trees if trees else ''}")
         lines += [f"  fallback: {note}" for note in rs.notes]
+        if rs.lineage == "stale":
+            lines.append("  this disk was stale (the store had moved on): the live trees became the newest checkpoint")
+        if rs.fork is not None:
+            lines.append(f"  FORK {rs.fork}: {rs.fork_note}")
     st = rep.status
     if st.input_socket:
         lines.append(f"input socket: {st.input_socket}" + (f" NOT SERVED: {st.input_error}" if st.input_error
@@ -103,6 +107,9 @@ def log_lines(entries) -> list[str]:
         else:
             lines.append(f"{e.seq:>6}  {e.created:24}  {e.host[:16]:16} {e.files:>7,} {e.size:>13,} "
                          f"{e.bytes_uploaded:>11,} {e.objects_uploaded:>7}")
+            if e.fork is not None:
+                lines.append(f"{'':>6}  FORK of checkpoint {e.parent or 0}, not on the main line: {e.fork}; "
+                             f"`journal ls --at {e.seq}` shows it")
             for name, why in sorted(e.restored.items()):
                 lines.append(f"{'':>6}  RESTORED {name}: {why}")
         if e.expired:

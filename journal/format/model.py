@@ -29,8 +29,11 @@ from .objects import HEADER, ID, MAX_OFFSET, MAX_RAW, MAX_RECORD, is_id
 #: manifests, pages, tombstones and a plain store's config 1, page maps 3, the local
 #: state and an encrypted store's config 2), and a new format adds only what an older
 #: reader refuses, never what it would misread.
-FORMAT = 9
+FORMAT = 10
 MANIFEST_VERSION = 1
+#: A fork's manifest (``Manifest.fork`` set) is version 2, so a reader that predates
+#: forks refuses it (skips it as unreadable) instead of taking it for the newest checkpoint.
+FORK_MANIFEST_VERSION = 2
 PAGE_VERSION = 1
 PLAIN_STORE_VERSION = 1             # the config's version of a plain store
 ENCRYPTED_STORE_VERSION = 2         # ... of an encrypted store (design §22), which earlier readers refuse
@@ -121,10 +124,22 @@ class TreeRoot(msgspec.Struct, frozen=True, kw_only=True):
     bytes: Count
 
 
-class Manifest(msgspec.Struct, frozen=True, kw_only=True):
-    """One checkpoint: the complete live set of every tree, published last."""
+class Fork(msgspec.Struct, frozen=True, kw_only=True):
+    """What makes a manifest a *fork*: local work of a disk whose history the store had
+    moved past (design §11, "Lineage"), kept as a checkpoint of its own beside the main
+    line. ``onto`` is the checkpoint the live trees were made into right after (the
+    newest one, or the one a rollback chose); ``why`` says which case it was."""
 
-    version: Literal[1] = MANIFEST_VERSION
+    onto: Count
+    why: Text
+
+
+class Manifest(msgspec.Struct, frozen=True, kw_only=True):
+    """One checkpoint: the complete live set of every tree, published last. A manifest
+    with ``fork`` set is a fork (version 2): it is not on the main line, so neither a
+    writer nor a plain restore builds on it."""
+
+    version: Literal[1, 2] = MANIFEST_VERSION
     seq: Count
     parent: Count | None
     parent_id: Id | None
@@ -141,6 +156,12 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     #: newest checkpoint's version (a fallback past a damaged one, ``restore --at``):
     #: tree name -> why. Absent (not encoded) otherwise.
     restored: dict[Text, str] | msgspec.UnsetType = msgspec.UNSET
+    #: Set on a fork only (then ``version`` is 2; design §9).
+    fork: Fork | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def is_fork(self) -> bool:
+        return self.fork is not msgspec.UNSET
 
 
 class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -215,7 +236,10 @@ def entry_problem(entry: Entry) -> str | None:
 
 def manifest_problem(manifest: Manifest) -> str | None:
     """What is wrong with a manifest read from the store, or None: every pack it names,
-    its parent's id and every tree's root reference are sound."""
+    its parent's id and every tree's root reference are sound; a fork, and only a fork,
+    is version 2."""
+    if manifest.is_fork != (manifest.version == FORK_MANIFEST_VERSION):
+        return f"is version {manifest.version} {'with' if manifest.is_fork else 'without'} a fork"
     if manifest.parent_id is not None and not is_id(manifest.parent_id):
         return f"names parent {manifest.parent_id!r}, which is not a manifest id"
     for pack in manifest.packs:

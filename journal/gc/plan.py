@@ -25,6 +25,7 @@ class GcPlan(msgspec.Struct, frozen=True, kw_only=True):
     kept: dict[int, list[str]]
     expire: list[int]
     unreadable: list[int]
+    forks: dict[int, int]         # every fork listed (design §11, "Lineage"), with the checkpoint it was built on
     tombstone: list[TombstoneItem]  # a sample
     tombstone_count: int
     tombstone_bytes: int

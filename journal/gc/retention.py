@@ -1,8 +1,13 @@
 """Retention: which manifests a gc keeps, and why.
 
 The newest valid manifest of every tree is always kept, whatever the policy says.
-Retention needs only each manifest's sequence, time and tree names: gc holds a
-``ManifestInfo`` per manifest, never the decoded manifests themselves.
+Retention needs only each manifest's sequence, time and tree names (and, for a fork,
+its parent): gc holds a ``ManifestInfo`` per manifest, never the decoded manifests
+themselves.
+
+A fork (design §11, "Lineage") is off the main line: the policy counts only the main
+line's checkpoints, and a fork is kept at least as long as its parent would be: while
+its parent is kept, or while it is newer than the oldest main-line checkpoint kept.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ class ManifestInfo(msgspec.Struct, frozen=True, kw_only=True):
     seq: int
     created_ns: int
     trees: tuple[str, ...]
+    fork_of: int | None = None      # a fork: the checkpoint it was built on (its parent; 0: none)
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,10 +42,31 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
 
 def choose_kept(manifests: list[Manifest] | list[ManifestInfo], policy: Policy, now_ns: int) -> dict[int, list[str]]:
     """Map each kept manifest's seq to the reasons it is kept; ``manifests`` are valid ones
-    (``Manifest`` or ``ManifestInfo``: only ``seq``, ``created_ns`` and the tree names are read)."""
+    (``Manifest`` or ``ManifestInfo``: only ``seq``, ``created_ns``, the tree names and
+    whether it is a fork are read)."""
     if policy.is_empty():
         raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
                           "--keep-within DURATION, --keep-hourly N, --keep-daily N")
+    forks = [m for m in manifests if _fork_of(m) is not None]
+    reasons = _main_line([m for m in manifests if _fork_of(m) is None], policy, now_ns)
+    oldest_kept = min((m.created_ns for m in manifests if m.seq in reasons), default=None)
+    for m in forks:
+        parent = _fork_of(m)
+        if parent in reasons:
+            reasons.setdefault(m.seq, []).append(f"fork of checkpoint {parent}, which is kept")
+        elif oldest_kept is not None and m.created_ns >= oldest_kept:
+            reasons.setdefault(m.seq, []).append("fork made after the oldest checkpoint kept")
+    return reasons
+
+
+def _fork_of(m) -> int | None:
+    """A fork's parent (0: none), or None for a main-line manifest."""
+    if isinstance(m, ManifestInfo):
+        return m.fork_of
+    return (m.parent or 0) if m.is_fork else None
+
+
+def _main_line(manifests, policy: Policy, now_ns: int) -> dict[int, list[str]]:
     newest_first = sorted(manifests, key=lambda m: m.seq, reverse=True)
     reasons: dict[int, list[str]] = {}
 

@@ -181,6 +181,7 @@ class _Manifests(msgspec.Struct, frozen=True, kw_only=True):
     kept: dict[int, list[str]]      # kept by the policy, with why
     expire: list[int]               # valid and not kept
     unreadable: list[int]
+    forks: dict[int, int] = {}      # the forks among them, with the checkpoint each was built on
 
 
 class _Tombstones(msgspec.Struct, frozen=True, kw_only=True):
@@ -253,7 +254,8 @@ class _Gc:
                 unreadable.append(seq)
                 continue
             trees = tuple(sorted(manifest.trees))
-            infos.append(ManifestInfo(seq=seq, created_ns=manifest.created_ns, trees=names.setdefault(trees, trees)))
+            infos.append(ManifestInfo(seq=seq, created_ns=manifest.created_ns, trees=names.setdefault(trees, trees),
+                                      fork_of=(manifest.parent or 0) if manifest.is_fork else None))
             self.spill.add(Table.UPLOADED, manifest.packs)
             del manifest  # one decoded manifest at a time: not this one while the next loads
         if self.policy.is_empty():   # only inputs expire (--keep-inputs-within alone)
@@ -262,7 +264,8 @@ class _Gc:
             kept = choose_kept(infos, self.policy, self.now_ns) if infos else {}
         valid = frozenset(i.seq for i in infos)
         return _Manifests(sizes=sizes, seqs=seqs, present=frozenset(seqs), newest=seqs[-1] if seqs else 0,
-                          valid=valid, kept=kept, expire=sorted(valid - set(kept)), unreadable=sorted(unreadable))
+                          valid=valid, kept=kept, expire=sorted(valid - set(kept)), unreadable=sorted(unreadable),
+                          forks={i.seq: i.fork_of for i in infos if i.fork_of is not None})
 
     def _tombstones(self, keys: Iterable[str]) -> Iterator[tuple[str, LazyTombstone]]:
         """Each readable tombstone of ``keys``, one at a time (its items still encoded)."""
@@ -366,6 +369,7 @@ class _Gc:
         return GcPlan(policy=self.policy, inputs=self.inputs, grace_seconds=self.grace_seconds, now_ns=self.now_ns,
                       newest_seq=manifests.newest, mark_seq=mark_seq, known_seqs=list(manifests.seqs),
                       kept=manifests.kept, expire=manifests.expire, unreadable=manifests.unreadable,
+                      forks=manifests.forks,
                       tombstone=tomb.sample, tombstone_count=tomb.count, tombstone_bytes=tomb.bytes,
                       tombstone_kinds=tomb.kinds, delete=delete.sample, delete_count=delete.count,
                       bytes_freed=delete.bytes, waiting=waiting, finished_tombstones=finished.sample,

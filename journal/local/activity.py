@@ -58,6 +58,9 @@ class RestoreRecord(msgspec.Struct, kw_only=True):
     fallback: bool                  # some tree or file came from an older checkpoint than ``seq``
     trees: dict[str, int | None] = {}
     notes: list[str] = []           # one line per tree restored from a fallback
+    lineage: str | None = None      # fresh, hot or stale (design §11, "Lineage")
+    fork: int | None = None         # the fork that keeps this disk's local work, when one was made
+    fork_note: str | None = None    # ... what it holds, and how to look at it
 
 
 class ErrorRecord(msgspec.Struct, kw_only=True):
@@ -104,8 +107,14 @@ def checkpoint_done(state_dir: str, result, *, walked: bool, ok: bool = True) ->
 
 def restore_record(result) -> RestoreRecord:
     """The record of a ``RestoreResult``."""
+    fork = result.fork.seq if result.fork is not None else None
+    note = None
+    if fork is not None:
+        note = (f"{len(result.fork.work)} local path(s) this disk held that checkpoint {result.fork.onto} lacks "
+                f"(built on checkpoint {result.fork.base}); `journal ls --at {fork}` shows them")
     return RestoreRecord(time=time.time(), seq=result.seq, complete=result.complete, fallback=result.fallback,
-                         trees={t.name: t.seq for t in result.trees}, notes=result.fallback_notes())
+                         trees={t.name: t.seq for t in result.trees}, notes=result.fallback_notes(),
+                         lineage=result.lineage, fork=fork, fork_note=note)
 
 
 def restore_done(state_dir: str, record: RestoreRecord) -> None:

@@ -36,7 +36,7 @@ import sys
 from ..paths import QUIET_FILE, TMP_DIR
 from ..signatures import file_stamp, live_signature
 
-FORMAT = 6
+FORMAT = 7
 _TAG = (FORMAT, sys.version_info[:2])
 
 #: What the check computes for a listed name.
@@ -70,9 +70,11 @@ class Row(tuple):
 class Quiet:
     """One snapshot (a plain class: ``typing`` alone would double the entry point's imports)."""
 
-    FIELDS = ("inputs", "config_key", "state_sig", "result", "result_json", "absent", "present")
+    FIELDS = ("inputs", "config_key", "state_sig", "result", "result_json", "absent", "present", "unmade",
+              "remote")
 
-    def __init__(self, inputs, config_key, state_sig, result, result_json, absent, present=(), dirs=None):
+    def __init__(self, inputs, config_key, state_sig, result, result_json, absent, present=(), unmade=(),
+                 remote=None, dirs=None):
         self.inputs: str | None = inputs        # paths.inputs_key of the configuration, for cli/launch.py
         self.config_key: str = config_key       # digest of the effective configuration
         self.state_sig = tuple(state_sig)       # state.msgpack's stamp when written (marshal: a plain tuple)
@@ -80,6 +82,8 @@ class Quiet:
         self.result_json: str = result_json     # ... as ``--json`` prints it, with ``"seconds": 0.0``
         self.absent: list = absent              # dormant or missing tree paths: must still not be directories
         self.present: list = list(present)      # a local store's config file: must still be a regular file
+        self.unmade: list = list(unmade)        # a local store's next manifest file: must still be absent
+        self.remote: str | None = remote        # a cloud store's next manifest key: the caller HEADs it
         self.dirs: list[Row] | None = dirs      # every directory the walk visited
 
     def fields(self) -> tuple:
@@ -210,7 +214,7 @@ def idle_result(state_dir: str, state_file: str, *, config_key: str | None = Non
         return None
     if config_key is not None and quiet.config_key != config_key:
         return None
-    if config_key is None and (inputs is None or quiet.inputs != inputs):
+    if config_key is None and (inputs is None or quiet.inputs != inputs or quiet.remote is not None):
         return None
     if not _outside_holds(quiet, state_file):
         return None
@@ -228,10 +232,14 @@ def _outside_holds(quiet: Quiet, state_file: str) -> bool:
     """What the snapshot proves besides its rows: the state file is the one it was
     written after, no absent tree appeared, and a local store's config file is still
     there (an unmounted volume is never answered "idle": the full checkpoint refuses
-    the vanished store)."""
+    the vanished store), and no other writer committed the next checkpoint (a store that
+    moved on is never answered "idle" either: the full checkpoint says so). A cloud
+    store's next manifest is HEADed by the in-process caller; the console entry point,
+    which has no store, leaves such a snapshot to the full command (``remote``)."""
     return (file_stamp(state_file) == tuple(quiet.state_sig)
             and not any(os.path.isdir(p) for p in quiet.absent)
-            and all(os.path.isfile(p) for p in quiet.present))
+            and all(os.path.isfile(p) for p in quiet.present)
+            and not any(os.path.lexists(p) for p in quiet.unmade))
 
 
 def _hand_over(path: str, read: tuple | None, snap: _File, checks: list[bool]) -> None:

@@ -24,6 +24,8 @@ class ManifestInfo(msgspec.Struct, kw_only=True):
     objects_uploaded: int = 0
     trees: list[str] = []
     restored: dict[str, str] = {}       # trees published from a fallback or rollback restore, and why
+    parent: int | None = None           # the checkpoint its writer built on
+    fork: str | None = None             # a fork (off the main line): why it was made, and onto which checkpoint
     expired: str | None = None          # a gc tombstone names it (made then): gc deletes it after --grace
     error: str | None = None
 
@@ -46,7 +48,9 @@ def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInf
                 files=sum(t.files for t in manifest.trees.values()),
                 size=sum(t.bytes for t in manifest.trees.values()),
                 bytes_uploaded=manifest.added_bytes + sizes[seq], objects_uploaded=manifest.added_objects,
-                trees=sorted(manifest.trees), restored=manifest.restored or {},
+                trees=sorted(manifest.trees), restored=manifest.restored or {}, parent=manifest.parent,
+                fork=(f"{manifest.fork.why} (the live trees became checkpoint {manifest.fork.onto})"
+                      if manifest.is_fork else None),
                 expired=expired.get(manifest_key(seq))))
         if limit is not None and len(out) >= limit:
             break
@@ -119,6 +123,13 @@ class ManifestCache:
         if isinstance(got, Exception):
             raise got
         return got
+
+    def is_fork(self, seq: int) -> bool:
+        """Whether manifest ``seq`` is a fork (False for one that cannot be read)."""
+        try:
+            return self.manifest(seq)[0].is_fork
+        except (CorruptObject, ObjectNotFound):
+            return False
 
     def manifest_id(self, seq: int) -> str | None:
         """The id of manifest ``seq``, which a writer building on ``seq`` names as its

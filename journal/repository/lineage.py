@@ -10,19 +10,30 @@ compared with the store configured now (design §3, §10, §14):
 * the store no longer holds the last checkpoint the state knows, nor a later one
   (its manifests were deleted, the store was rolled back): ``HistoryLost``.
 
-``journal takeover`` and ``journal init`` (a store without history only) are the
-deliberate ways to follow another history; they say what they adopt and what they leave.
+``journal takeover`` is the deliberate way to follow another history; it says what it
+adopts and what it leaves (``journal init`` only ever creates a store).
+
+Within one store, ``classify`` tells where this disk stands against the store's *main
+line* (every manifest that is not a fork): *fresh* (no local state), *hot* (the
+store's newest checkpoint is the one this disk last wrote or restored) or *stale*
+(the store holds checkpoints this disk never saw; with local changes of its own it is
+*diverged*, which ``checkpoint/fork.py`` tells apart). Restore acts on it (design §11,
+"Lineage").
 """
 
 from __future__ import annotations
 
+import enum
 import os
 
+import msgspec
+
 from ..config import KeySource
-from ..errors import ForeignStore, HistoryLost, ManifestConflict, NoStore, StoreVanished
+from ..errors import CorruptObject, ForeignStore, HistoryLost, ManifestConflict, NoStore, ObjectNotFound, StoreVanished
 from ..local.state import LocalState, StateLock, read_state, save_state
 from ..paths import STATE_FILE
-from .repository import MANIFEST_PREFIX, Repository, manifest_key
+from .history import ManifestCache
+from .repository import Repository, manifest_key
 from ..store.base import Store
 
 
@@ -110,20 +121,81 @@ def require_committed(repo: Repository, seq: int, state_dir: str) -> None:
                       seqs[-1] if seqs else None)
 
 
-def adopt_new_store(state_dir: str, repo: Repository) -> LocalState | None:
-    """``journal init`` on a store without history while the local state follows another
-    store: follow this one from now on (a fresh state, so the next checkpoint publishes
-    every file as checkpoint 1). Returns the state it replaced, or None when there was
-    nothing to adopt (the same store, no state, or a store that has a history:
-    ``journal takeover`` is the way to continue that one)."""
-    if followed(state_dir, repo) is None:
-        return None
-    with StateLock(state_dir, wait=True):
-        other = followed(state_dir, repo)
-        if other is None or next(iter(repo.store.list(MANIFEST_PREFIX)), None) is not None:
-            return None
-        save_state(state_dir, LocalState(store_id=repo.store_id, writer=other.writer, restore_complete=True))
-        return other
+class Case(enum.Enum):
+    """Where a disk stands against the store's main line (``classify``)."""
+
+    FRESH = "fresh"     # no local state of this store: restore the newest checkpoint
+    HOT = "hot"         # the newest checkpoint is this disk's last: newer local state wins
+    STALE = "stale"     # the store moved past this disk's last checkpoint
+
+
+class Position(msgspec.Struct, frozen=True, kw_only=True):
+    """``classify``'s answer. ``base`` is the last main-line checkpoint this disk wrote or
+    restored (0: none), ``newest`` the store's newest main-line checkpoint (0: none),
+    ``refused`` the sequence of this disk's pending manifest when another writer's
+    checkpoint holds it (a checkpoint that lost the race)."""
+
+    case: Case
+    base: int = 0
+    newest: int = 0
+    refused: int | None = None
+
+    def describe(self) -> str:
+        """One phrase: what happened to this disk's history."""
+        if self.case is not Case.STALE:
+            return f"{self.case.value}"
+        if self.refused is not None:
+            return (f"its checkpoint {self.refused} was refused (another writer committed that sequence) and "
+                    f"the store moved on to checkpoint {self.newest}")
+        return f"this disk last knew checkpoint {self.base}, and the store moved on to checkpoint {self.newest}"
+
+
+def newest_main(cache: ManifestCache, seqs: list[int]) -> int:
+    """The newest of ``seqs`` that is not a fork (an unreadable manifest counts as one of
+    the main line: nobody can tell); 0 when there is none."""
+    for seq in reversed(seqs):
+        if not cache.is_fork(seq):
+            return seq
+    return 0
+
+
+def classify(state: LocalState | None, repo: Repository, cache: ManifestCache, seqs: list[int]) -> Position:
+    """Where a disk whose local state is ``state`` stands against the store (``seqs``: its
+    manifest listing, ascending); see the module docstring. The caller has refused a
+    foreign store and a lost history (``require_history``)."""
+    newest = newest_main(cache, seqs)
+    if state is None or state.store_id != repo.store_id or state.seq <= 0:
+        return Position(case=Case.FRESH, newest=newest)
+    base, mid, refused = committed_seq(state), state.manifest_id, None
+    if state.pending is not None:
+        key = manifest_key(state.pending_seq)
+        stored = repo.store.get(key) if state.pending_seq in seqs else None
+        if stored == state.pending:
+            base = state.pending_seq   # committed before the state could say so
+        elif stored is not None and not cache.is_fork(state.pending_seq):
+            refused = state.pending_seq
+        if base != state.pending_seq:
+            mid = None
+            try:
+                mid = repo.load_manifest(base)[1] if base else None
+            except (CorruptObject, ObjectNotFound):
+                pass
+    same = newest == base and (mid is None or cache.manifest_id(base) in (None, mid))
+    case = Case.HOT if same and refused is None else Case.STALE
+    return Position(case=case, base=base, newest=newest, refused=refused)
+
+
+def next_free(repo: Repository, seq: int, cache: ManifestCache | None = None) -> int:
+    """The sequence a writer whose last checkpoint is ``seq`` commits next: ``seq + 1``,
+    or past the forks other disks made above it (a fork is not on the main line). Any
+    other manifest there is another writer's: ``ManifestConflict``."""
+    cache = cache or ManifestCache(repo)
+    nxt = seq + 1
+    while repo.store.head(manifest_key(nxt)) is not None:
+        if not cache.is_fork(nxt):
+            raise ManifestConflict(nxt, describe_writer(repo, nxt))
+        nxt += 1
+    return nxt
 
 
 def describe_writer(repo: Repository, seq: int) -> str:

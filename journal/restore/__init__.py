@@ -1,8 +1,9 @@
 """The restore operation, in the order of the work: ``run`` (choose manifests),
 ``trees`` (decide and write each tree), ``entry`` (one entry's keep-or-replace rule),
 ``writer`` (staging threads), ``publish`` (fsync and rename in batches), ``export``
-(``--to DIR``).
+(``--to DIR``), ``adopt`` (a stale or diverged disk, or a rollback: local work kept as a
+fork, then the live trees made into the chosen checkpoint).
 
-May import: ``journal.config``, ``journal.local``, ``journal.sqlite``, ``journal.repository``,
+May import: ``journal.checkpoint`` (a fork is a checkpoint), ``journal.config``, ``journal.local``, ``journal.sqlite``, ``journal.repository``,
 ``journal.format``, ``journal.store`` and the base modules.
 """

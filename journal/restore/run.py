@@ -19,7 +19,8 @@ from ..errors import (ConfigError, CorruptObject, JournalError, NoReadableCheckp
                       describe_error)
 from .export import ExportMark, begin_export, check_export_dir, write_mark
 from ..repository.history import ManifestCache, select_seqs
-from ..repository.lineage import open_repository, require_history
+from ..checkpoint.fork import ForkResult, commit_fork
+from ..repository.lineage import Case, classify, newest_main, open_repository, require_history
 from ..local.state import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
                          new_state, save_state)
 from ..heap import cycles_paused
@@ -28,6 +29,7 @@ from ..repository import fetch
 from ..local import activity, tree_tmp
 from ..paths import INVALID_DIR
 from ..repository.repository import Repository, manifest_key, utc_now
+from .adopt import Adopt, LocalWork
 from .trees import TreeRestore, TreeRun, write_trees
 from ..store.base import Store
 
@@ -40,6 +42,10 @@ class RestoreResult(msgspec.Struct, kw_only=True):
     trees: list[TreeRestore] = []
     warnings: list[str] = []
     replaced: list[str] = []        # ``--to --replace``: the earlier export's trees removed first
+    lineage: str | None = None      # a restore into the live trees: fresh, hot or stale (``lineage.Case``)
+    lineage_note: str | None = None # ... stale: what happened to this disk's history
+    rollback: bool = False          # the live trees were made into an older checkpoint (``--rollback``)
+    fork: ForkResult | None = None  # stale, or a rollback: the local work kept first (``fork.seq``: None, none)
 
     def fallback_notes(self) -> list[str]:
         """One line per tree restored from a fallback (``TreeRestore.fallback_note``)."""
@@ -47,16 +53,30 @@ class RestoreResult(msgspec.Struct, kw_only=True):
 
 
 def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
-            to: str | None = None, dry_run: bool = False, replace: bool = False) -> RestoreResult:
+            to: str | None = None, dry_run: bool = False, replace: bool = False,
+            rollback: bool = False) -> RestoreResult:
     """Restore every configured tree (every stored tree with ``to``). See the module docstring.
 
     ``to`` must be absent or empty, or, with ``replace``, hold an earlier export only
     (``restore/export.py``): an export is exactly the checkpoint asked for. A restore
-    into the live trees, or the error it ends with, is recorded for ``journal status``."""
+    into the live trees, or the error it ends with, is recorded for ``journal status``.
+
+    Into the live trees, where this disk stands decides (``lineage.classify``): fresh or
+    hot, newer local state is kept; stale (the store moved on), or a rollback (``at``
+    with ``rollback``, which ``at`` onto the live trees needs), the local work the
+    chosen checkpoint lacks is kept as a fork first, then the trees become that
+    checkpoint (``restore/adopt.py``)."""
+    if to is None and at is not None and not rollback:
+        raise ConfigError(f"restore: --at {at} onto the live trees would roll them back; add --rollback to do "
+                          "that (local work newer than that checkpoint is kept as a fork first), or export it "
+                          "with --to DIR")
+    if rollback and (to is not None or at is None):
+        raise ConfigError("restore: --rollback makes the live trees an older checkpoint: it needs --at SEQ|TIME "
+                          "and no --to")
     live = to is None and not dry_run
     try:
         with cycles_paused():
-            result = _restore(cfg, store, reporter, at, to, dry_run, replace)
+            result = _restore(cfg, store, reporter, at, to, dry_run, replace, rollback)
     except (JournalError, OSError) as err:
         if live:
             activity.failed(cfg.state_dir, "restore", describe_error(err))
@@ -69,7 +89,7 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
 
 
 def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | None, dry_run: bool,
-             replace: bool) -> RestoreResult:
+             replace: bool, rollback: bool) -> RestoreResult:
     old: list[str] = []
     if to is not None:
         to = os.path.abspath(to)
@@ -85,13 +105,18 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
             for warning in tree_tmp.sweep(cfg.state_dir)[1]:  # a killed restore's temp dirs in the trees
                 reporter.warn(f"restore: {warning}")
         seqs = select_seqs(repo, at, all_seqs)
-        result = RestoreResult(dry_run=dry_run, seq=seqs[-1] if seqs else None)
         cache = ManifestCache(repo)
+        chosen = int(at) if at is not None and at.isdigit() and int(at) in seqs else None
+        target = chosen if chosen is not None else newest_main(cache, seqs)
+        result = RestoreResult(dry_run=dry_run, seq=target or (seqs[-1] if seqs else None), rollback=rollback)
         names = _tree_names(cfg, cache, seqs, to, result, reporter)
         caches: dict[str, TreeCache] = {}
         aside = os.path.join(cfg.state_dir, INVALID_DIR, utc_now().replace(":", ""))
-        newest = all_seqs[-1] if seqs else None
+        newest = newest_main(cache, all_seqs) if seqs else None
         want_state = not dry_run and to is None
+        adopt = None
+        if to is None and seqs:
+            adopt = _where_this_disk_stands(cfg, repo, cache, all_seqs, target, names, result, reporter, dry_run)
         if to is not None:
             result.replaced = [os.path.join(to, name) for name in old]
             for path in result.replaced:
@@ -101,7 +126,8 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
                 begin_export(to, old, [name for name, _ in names], cfg.state_dir)
         known = load_state(cfg.state_dir, repo.store_id) if to is None else None  # what this machine last had
         trees = [TreeRun(repo, cache, seqs, name, dest, reporter, cfg.state_dir,
-                         known.trees[name].files if known is not None and name in known.trees else None)
+                         known.trees[name].files if known is not None and name in known.trees else None,
+                         adopt=adopt, chosen=chosen)
                  for name, dest in names]
         for run in trees:
             run.emptied = dry_run and run.tr.name in old
@@ -123,11 +149,47 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         # Every tree's files and directories are durable here (restore/publish.py): only now may
         # the state say that the restore is complete.
         if want_state:
-            _save_restored_state(cfg, repo, cache, seqs, all_seqs, caches, result.complete)
+            _save_restored_state(cfg, repo, cache, newest or 0, all_seqs, caches, result.complete)
         if to is not None and not dry_run:
             write_mark(to, ExportMark(trees=[name for name, _ in names], seq=result.seq, complete=result.complete),
                        cfg.state_dir)
         return result
+
+
+def _where_this_disk_stands(cfg, repo: Repository, cache: ManifestCache, all_seqs: list[int], target: int,
+                            names: list[tuple[str, str]], result: RestoreResult, reporter: Reporter,
+                            dry_run: bool) -> Adopt | None:
+    """A restore into the live trees: classify this disk (``result.lineage``); when it
+    is stale, or this is a rollback, keep its local work as a fork (not in a dry run)
+    and return how the trees adopt ``target``; None for a fresh or hot disk."""
+    position = classify(load_state(cfg.state_dir, repo.store_id), repo, cache, all_seqs)
+    result.lineage = position.case.value
+    if position.case is Case.STALE:
+        result.lineage_note = position.describe()
+    if not result.rollback and position.case is not Case.STALE:
+        return None
+    exact = result.rollback
+    why = (f"rollback to checkpoint {target}" if exact else
+           "refused writer" if position.refused is not None else "stale or diverged disk")
+    adopt = Adopt(onto=target, exact=exact)
+    if dry_run or position.case is Case.FRESH:
+        return adopt
+    work = LocalWork(cache, dict(names), position.base, target, exact)
+    result.fork = commit_fork(cfg, repo, onto=target, why=f"{why}: {position.describe()}"[:256], work=work,
+                              reporter=reporter)
+    adopt.fork = result.fork.seq
+    fork = result.fork
+    said = "" if exact else f"{position.describe()}; "
+    if fork.seq is not None:
+        reporter.warn(f"restore: {said}this disk's local work that checkpoint {target} lacks "
+                      f"({len(fork.work)} path(s), e.g. {fork.work[0]}) is kept as fork {fork.seq}; the live trees "
+                      f"become checkpoint {target}. `journal ls --at {fork.seq}` shows the fork, "
+                      f"`journal diff {target} {fork.seq}` what it adds, `journal restore --at {fork.seq} --to DIR` "
+                      "exports it")
+    else:
+        reporter.warn(f"restore: {said}nothing on this disk is newer than checkpoint {target}, so no fork was "
+                      f"needed; the live trees become checkpoint {target}")
+    return adopt
 
 
 def _check_to(to: str) -> None:
@@ -175,10 +237,11 @@ def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, resu
     return [(name, configured[name]) for name in sorted(stored & configured.keys())]
 
 
-def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, seqs, all_seqs, caches,
+def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, newest: int, all_seqs, caches,
                          complete: bool) -> None:
+    """The local state after a restore into the live trees: it follows ``newest`` (the
+    store's newest checkpoint on the main line: the next checkpoint builds on it)."""
     state = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
-    newest = all_seqs[-1] if all_seqs else 0
     restored = LocalState(store_id=repo.store_id, writer=state.writer,
                           seq=newest, manifest_id=cache.manifest_id(newest),
                           restore_complete=complete, trees=_carry_forward(cache, all_seqs, caches))
@@ -195,6 +258,8 @@ def _carry_forward(cache: ManifestCache, seqs: list[int], caches: dict[str, Tree
         try:
             manifest, _ = cache.manifest(seq)
         except (CorruptObject, ObjectNotFound):
+            continue
+        if manifest.is_fork:
             continue
         for name, root in manifest.trees.items():
             if name in trees:

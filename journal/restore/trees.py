@@ -28,6 +28,7 @@ from ..format.model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .publish import Staged
 from .writer import LINK_WORKERS, WORKERS, Outcome, Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
 from ..paths import shown
+from .adopt import REMOVE, Adopt
 
 
 class TreeRestore(msgspec.Struct, kw_only=True):
@@ -42,6 +43,7 @@ class TreeRestore(msgspec.Struct, kw_only=True):
     fallbacks: list[str] = []           # files restored from an older checkpoint than ``seq``
     skipped: list[str] = []             # newer checkpoints the tree could not come from, and why
     databases: list[str] = []
+    removed: list[str] = []             # local paths the adopted checkpoint does not hold, taken out
     error: str | None = None
 
     def fallback_note(self) -> str | None:
@@ -105,9 +107,10 @@ class _Progress:
         return settled
 
 
-def _newest_good_tree(cache: ManifestCache, seqs: list[int], tr: TreeRestore, reporter):
+def _newest_good_tree(cache: ManifestCache, seqs: list[int], tr: TreeRestore, reporter, chosen: int | None = None):
     """The newest (seq, entries, pages) of tree ``tr.name`` whose manifest and pages
-    verify; each newer checkpoint passed over is noted in ``tr.skipped``.
+    verify; each newer checkpoint passed over is noted in ``tr.skipped``. Forks are not
+    on the main line: only the one asked for by number (``chosen``) is taken.
 
     Data packs it names may be missing: each file then falls back on its own
     (``TreeRun._older_copy``), so intact files of newer manifests are never lost.
@@ -116,7 +119,7 @@ def _newest_good_tree(cache: ManifestCache, seqs: list[int], tr: TreeRestore, re
     for seq in reversed(seqs):
         try:
             manifest, _ = cache.manifest(seq)
-            if name not in manifest.trees:
+            if name not in manifest.trees or (manifest.is_fork and seq != chosen):
                 continue
             entries, pages = cache.tree(seq, name)
         except (CorruptObject, ObjectNotFound) as err:
@@ -132,10 +135,12 @@ class TreeRun:
     entry each path ended up with (the newest copy, an older one, or None: lost)."""
 
     def __init__(self, repo, cache: ManifestCache, seqs: list[int], name: str, dest: str, reporter, state_dir: str,
-                 known: dict[str, FileState] | None = None):
+                 known: dict[str, FileState] | None = None, adopt: Adopt | None = None, chosen: int | None = None):
         self.repo, self.cache, self.seqs, self.reporter = repo, cache, seqs, reporter
         self.state_dir = state_dir
         self.known = known or {}   # the local state's view of this tree (a database unchanged since is SAME)
+        self.adopt = adopt         # a stale disk or a rollback: the checkpoint replaces local state
+        self.chosen = chosen       # a fork asked for by number (``--at``)
         self.tr = TreeRestore(name=name, dest=dest)
         self.entries: list[Entry] = []
         self.pages: dict[str, BlobRef] = {}
@@ -148,7 +153,7 @@ class TreeRun:
         """Decide each entry (moving invalid local databases aside); returns those to write.
         An entry restore must refuse is refused alone (``_refuse``): the rest are restored."""
         tr, dest = self.tr, self.tr.dest
-        found = _newest_good_tree(self.cache, self.seqs, tr, self.reporter)
+        found = _newest_good_tree(self.cache, self.seqs, tr, self.reporter, self.chosen)
         if found is None:
             tr.error = f"restore: tree {tr.name}: no manifest with a complete copy of it"
             return []
@@ -166,6 +171,8 @@ class TreeRun:
                 tr.error = f"restore: tree {tr.name}: cannot create {describe_os_error(err, err.filename or dest)}"
                 return []
             self.writer = writer
+        if self.adopt is not None:
+            self._take_out_extras(entries, aside, dry_run)
         self.entries = entries
         writes: list[Entry] = []
         parents: dict[str, str] = {}
@@ -182,12 +189,26 @@ class TreeRun:
             check.cleanup()
         return writes
 
+    def _take_out_extras(self, entries: list[Entry], aside: str, dry_run: bool) -> None:
+        """Adopting a checkpoint: the local paths it does not hold go (``Adopt.remove_extras``),
+        before anything is decided (a file may stand where it has a directory)."""
+        tr, keep = self.tr, {e.path for e in entries}
+        if dry_run:
+            tr.removed = sorted(p for p in self.known if p not in keep)
+        else:
+            tr.removed = self.adopt.remove_extras(tr.dest, self.known, keep, os.path.join(aside, tr.name),
+                                                  lambda msg: self.reporter.warn(f"restore: {tr.name}: {msg}"))
+        if tr.removed:
+            self.tr.actions[REMOVE] = len(tr.removed)
+
     def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: CheckDir, parents: dict[str, str],
                 writes: list) -> None:
         tr, dest = self.tr, self.tr.dest
         try:
             action = WRITE if self.emptied else decide(dest, entry, check_dir, parents, self.repo,
                                                        self.known.get(entry.path))
+            if self.adopt is not None:
+                action = self.adopt.overrule(dest, entry, action, self.known.get(entry.path))
         except OSError as err:  # the local path exists but cannot be read: never written over
             if isinstance(err, JournalError):
                 raise
@@ -197,7 +218,8 @@ class TreeRun:
                                f"{os_error_hint(err, full)}")
         if entry.kind == KIND_SQLITE:
             try:
-                _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr)
+                _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr,
+                           self.adopt)
             except (UnsafePath, OSError) as err:  # its directory was swapped, a companion changed: nothing written
                 if isinstance(err, JournalError) and not isinstance(err, UnsafePath):
                     raise
@@ -273,7 +295,8 @@ class TreeRun:
         manifests are read only now); None when there is none: the path is lost."""
         tr, reporter = self.tr, self.reporter
         reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {tr.seq} is damaged ({damage})")
-        for seq, cand in _older_copies(self.cache, self.seqs, tr.seq, tr.name, entry):
+        for seq, cand in _older_copies(self.cache, [s for s in self.seqs if not self.cache.is_fork(s)], tr.seq,
+                                       tr.name, entry):
             try:
                 staged = self.writer.stage_now(cand)
             except (CorruptObject, ObjectNotFound) as err:
@@ -352,8 +375,9 @@ class TreeRun:
         # Publish the tree again at the next checkpoint when what is on disk is not the
         # newest manifest's version of it (a fallback, a loss, or a rollback with --at).
         behind = tr.seq != newest and tr.name in _tree_names_at(self.cache, newest)
-        note = tr.fallback_note() or (f"rolled back to checkpoint {tr.seq} by `journal restore --at` "
-                                 f"(the newest was {newest})" if behind else None)
+        rolled = f"fork {tr.seq}" if self.cache.is_fork(tr.seq) else f"checkpoint {tr.seq}"
+        note = tr.fallback_note() or (f"rolled back to {rolled} by `journal restore --at {tr.seq} --rollback` "
+                                      f"(the newest was {newest})" if behind else None)
         if note or tr.lost:
             # What is on disk came (partly) from a manifest gc may expire at any time, so
             # the next checkpoint must not lean on its blobs: it re-reads and re-uploads,
@@ -370,10 +394,21 @@ def _tree_names_at(cache: ManifestCache, seq: int) -> set[str]:
         return set()
 
 
-def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, aside: str, tr) -> None:
-    """Say what happens to a local database; move an invalid one aside (never delete it)."""
+def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, aside: str, tr,
+               adopt: Adopt | None = None) -> None:
+    """Say what happens to a local database; move an invalid one aside (never delete it),
+    and, when adopting a checkpoint, one that is not the checkpoint's."""
     full = os.path.join(dest, entry.path)
-    if action == KEEP_VALID_DB:
+    if action == REPLACE and adopt is not None and os.path.lexists(full):
+        if dry_run:
+            return
+        moved = move_aside(dest, entry, aside)
+        kept = f"its content is in fork {adopt.fork}" if adopt.fork else "nothing in it is newer than a checkpoint"
+        msg = (f"restore: local database {full} is not checkpoint {adopt.onto}'s ({kept}); moved it (and its "
+               f"-wal, -shm, -journal) to {moved}")
+        reporter.note(msg)
+        tr.databases.append(msg)
+    elif action == KEEP_VALID_DB:
         msg = f"restore: kept the valid local database {full} (it passes quick_check; it is authoritative)"
         reporter.note(msg)
         tr.databases.append(msg)

@@ -38,6 +38,10 @@ METRICS = (
      lambda st: None if st.restore is None else int(st.restore.complete)),
     ("journal_restore_fallback", "gauge", "1 when the startup restore came (partly) from an older checkpoint.",
      lambda st: None if st.restore is None else int(st.restore.fallback)),
+    ("journal_restore_stale", "gauge", "1 when the startup restore found the store had moved past this disk.",
+     lambda st: None if st.restore is None else int(st.restore.lineage == "stale")),
+    ("journal_restore_fork_seq", "gauge", "The fork the startup restore kept this disk's local work in (0: none).",
+     lambda st: None if st.restore is None else (st.restore.fork or 0)),
 )
 
 

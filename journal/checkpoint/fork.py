@@ -1,0 +1,84 @@
+"""Forks: the local work of a disk whose history the store moved past, kept in the store.
+
+A restore that makes the live trees into a checkpoint this disk did not write (the
+store's newest, on a stale or diverged disk; an older one, on a rollback) first
+preserves whatever local work that checkpoint lacks (design §11, "Lineage"):
+
+* the trees are scanned as a checkpoint scans them (the local state's caches make it
+  cheap: only what changed is read);
+* ``work`` (the restore's judge) names the local work among the scanned paths;
+* none: nothing is committed, the data pack is dropped, the local state is unchanged;
+* else the scan is committed as a *fork*: a manifest of its own (version 2, ``fork``
+  set) at the first free sequence, built on this disk's last checkpoint (``parent``),
+  off the main line. The local state takes its trees, not its sequence.
+
+A pending manifest (a checkpoint that a crash or another writer interrupted) is settled
+first: kept when the store holds its very bytes, else dropped, and every file is read
+and uploaded again (its packs may be orphans a gc takes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from ..errors import ObjectNotFound
+from ..format.model import Fork
+from ..local import quiet
+from ..local.state import LocalState, TreeCache, load_state, save_state
+from ..repository.repository import Repository, manifest_key
+from ..report import SILENT, Reporter
+from .run import CheckpointResult, ForkPlan, _capture_and_commit, drop_pending
+
+
+class ForkResult(msgspec.Struct, kw_only=True):
+    """What ``commit_fork`` did. ``seq`` is the fork's sequence, None when no local work
+    needed one; ``work`` the local work found (``tree/path``, sorted), ``base`` the
+    checkpoint this disk last knew (the fork's parent), ``onto`` the checkpoint the
+    live trees are made into."""
+
+    seq: int | None = None
+    base: int = 0
+    onto: int = 0
+    why: str = ""
+    work: list[str] = []
+    objects_uploaded: int = 0
+    bytes_uploaded: int = 0
+    warnings: list[str] = []
+
+
+def commit_fork(cfg, repo: Repository, *, onto: int, why: str,
+                work: Callable[[dict[str, TreeCache]], list[str]],
+                reporter: Reporter = SILENT) -> ForkResult:
+    """Keep this disk's local work that checkpoint ``onto`` lacks as a fork (see the
+    module docstring). The caller holds the state lock and found a local state of this
+    store. Any error (a path that cannot be read, a failed upload) is raised: the
+    caller must then change no live file."""
+    state = load_state(cfg.state_dir, repo.store_id)
+    result = CheckpointResult()
+    if state.pending is not None:
+        _settle_pending(cfg, repo, state, result, reporter)
+    plan = ForkPlan(work, lambda r: (r.manifest_seqs() or [0])[-1] + 1,
+                    Fork(onto=onto, why=why))
+    base = state.seq
+    try:
+        _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions=False, fork=plan)
+    finally:
+        quiet.discard(cfg.state_dir)   # the live trees change next: the next tick walks them
+    return ForkResult(seq=result.seq, base=base, onto=onto, why=why, work=sorted(plan.found),
+                      objects_uploaded=result.objects, bytes_uploaded=result.bytes, warnings=result.warnings)
+
+
+def _settle_pending(cfg, repo: Repository, state: LocalState, result: CheckpointResult, reporter: Reporter) -> None:
+    """A pending manifest the store holds byte for byte was committed: keep it. Any other
+    (never put, or refused: another writer's checkpoint holds its sequence) is dropped."""
+    try:
+        stored = repo.store.get(manifest_key(state.pending_seq))
+    except ObjectNotFound:
+        stored = None
+    if stored == state.pending:
+        state.pending = state.pending_seq = None
+        save_state(cfg.state_dir, state)
+        return
+    drop_pending(cfg, repo, state, result, reporter, "it was never committed")
