@@ -848,7 +848,7 @@ def test_configured_but_missing_tree_keeps_its_last_checkpoint_and_warns(live):
     assert result.seq is None and counters(live) == before
 
 
-def test_writer_that_lost_a_conflict_recovers_through_restore_keeping_its_newer_file(make_live):
+def test_writer_that_lost_a_conflict_recovers_through_restore_keeping_its_work_as_a_fork(make_live, tmp_path):
     a, b = make_live("a"), make_live("b")
     a.checkpoint()
     b.restore()
@@ -861,12 +861,21 @@ def test_writer_that_lost_a_conflict_recovers_through_restore_keeping_its_newer_
     with pytest.raises(ManifestConflict):
         b.checkpoint()  # still refused: b has not adopted a's history
 
-    b.restore()
+    recovered = b.restore()
+    idle = b.checkpoint()
+    history.write_text('{"from": "a"}\n{"from": "b, again"}\n')
     result = b.checkpoint()
 
-    assert result.seq == 3
-    assert history.read_text() == '{"from": "b"}\n'
-    assert b.entries("codex", seq=3)["history.jsonl"].size == len('{"from": "b"}\n')
+    assert recovered.complete and recovered.lineage == "stale" and recovered.fork.seq == 3
+    assert recovered.fork.work == ["codex/history.jsonl"] and recovered.fork.base == 1 and recovered.fork.onto == 2
+    assert b.restore(to=str(tmp_path / "fork"), at="3").complete
+    assert (tmp_path / "fork/codex/history.jsonl").read_bytes() == b'{"from": "b"}\n', "b's work is in the fork"
+    fork = b.repo().load_manifest(3)[0]
+    assert fork.is_fork and fork.parent == 1 and fork.fork.onto == 2
+    assert idle.seq is None, "the live trees are checkpoint 2: nothing to publish"
+    assert result.seq == 4 and b.repo().load_manifest(4)[0].parent == 2, "built on a's checkpoint, past the fork"
+    assert b.restore(to=str(tmp_path / "newest")).seq == 4
+    assert (tmp_path / "newest/codex/history.jsonl").read_bytes() == b'{"from": "a"}\n{"from": "b, again"}\n'
 
 
 # --- live paths that exist but cannot be read -------------------------------------------

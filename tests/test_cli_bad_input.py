@@ -827,14 +827,16 @@ def test_a_tree_whose_root_is_a_file_fails_alone_and_the_other_trees_restore(box
     assert codex.read_bytes() == b"precious\n"
 
 
-def test_restore_refuses_to_replace_a_vanished_store_and_init_starts_one_on_purpose(box):
+def test_restore_refuses_to_replace_a_vanished_store_and_init_then_takeover_start_one_on_purpose(box):
     shutil.rmtree(box.store_path)
 
     proc = box.run("restore")
 
     assert proc.returncode == 1
-    assert "journal init" in one_line_error(proc) and not box.store_path.exists()
+    assert "`journal init`, then `journal takeover`" in one_line_error(proc) and not box.store_path.exists()
     assert box.run("init").returncode == 0
+    assert box.run("checkpoint").returncode == 1   # init alone re-points nothing
+    assert box.run("takeover").returncode == 0
     assert box.checkpoint_ok()["seq"] == 1  # a new history, started on purpose
 
 

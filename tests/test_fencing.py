@@ -9,6 +9,7 @@ the server in the middle of a checkpoint.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -137,7 +138,7 @@ def test_second_writer_to_commit_is_refused_naming_the_first_and_the_ways_out(sh
     assert shared.seqs() == [1, 2] and shared.manifest(2).writer == theirs.writer
 
 
-def test_refused_writer_stops_publishing_until_it_restores_then_keeps_its_newer_files(shared, tmp_path):
+def test_refused_writer_stops_publishing_until_it_restores_then_keeps_its_work_as_a_fork(shared, tmp_path):
     a = container(tmp_path / "a", shared)
     a.run("checkpoint")
     b = container(tmp_path / "b", shared, fixtures=False)
@@ -152,18 +153,24 @@ def test_refused_writer_stops_publishing_until_it_restores_then_keeps_its_newer_
     for n in range(3):                           # for good: later changes change nothing
         b.write("codex-home/memories/b-notes.md", f"written by b, take {n}\n")
         again = b.run("checkpoint", expect=1)
-        assert "sequence 2 was already committed" in again.stderr
+        assert "checkpoint 2 was committed" in again.stderr
         assert shared.keys() == keys, "a refused writer published something"
     assert shared.seqs() == [1, 2]
 
-    b.run("restore")
+    recovered = json.loads(b.run("restore", "--json").stdout)
+    b.append(ROLLOUT, line("from b, after the restore"))
     committed = b.run("checkpoint")
 
-    assert committed.stdout.startswith("checkpoint 3:")
-    assert_linear(shared)
-    assert (b.local / "codex-home/memories/b-notes.md").read_text() == "written by b, take 2\n"
-    assert (b.local / SESSION).read_text().endswith('"content":"from b"}}\n')
-    assert (b.local / ROLLOUT).read_text().endswith(line("from a")), "adopted a's history"
+    assert recovered["lineage"] == "stale" and recovered["fork"]["seq"] == 3
+    assert "codex/memories/b-notes.md" in recovered["fork"]["work"]
+    assert committed.stdout.startswith("checkpoint 4:")
+    assert shared.manifest(3).is_fork and shared.manifest(4).parent == 2
+    assert not (b.local / "codex-home/memories/b-notes.md").exists(), "the live trees are a's checkpoint"
+    assert (b.local / ROLLOUT).read_text().endswith(line("from a") + line("from b, after the restore"))
+    exported = tmp_path / "fork"
+    b.run("restore", "--at", "3", "--to", str(exported))
+    assert (exported / "codex/memories/b-notes.md").read_text() == "written by b, take 2\n", "b's work is kept"
+    assert (exported / "openclaw" / SESSION.split("/", 2)[2]).read_text().endswith('"content":"from b"}}\n')
     c = fresh_restore(tmp_path, shared, "c")
     assert snapshot(c) == snapshot(b)
 
@@ -189,7 +196,7 @@ def test_stale_writer_after_another_container_took_over_publishes_nothing(shared
     again = a.run("checkpoint", expect=1)
 
     for refused in (stale, again):
-        assert "sequence 4 was already committed" in refused.stderr
+        assert "checkpoint 4 was committed" in refused.stderr
         assert f"pid {taken.pid}" in refused.stderr and taken.created in refused.stderr
     assert shared.seqs() == [1, 2, 3, 4] and shared.manifest(4) == taken
     assert_linear(shared)

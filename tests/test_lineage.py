@@ -127,7 +127,7 @@ def test_a_writer_whose_checkpoint_gc_expired_after_another_moved_on_is_refused(
     a.append(ROLLOUT, line("a, stale"))
     refused = a.run("checkpoint", expect=1)
 
-    assert "sequence 3 was already committed" in error_line(refused) and "journal takeover" in refused.stderr
+    assert "checkpoint 3 was committed" in error_line(refused) and "journal takeover" in refused.stderr
     assert shared.seqs() == [3]
 
 

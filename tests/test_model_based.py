@@ -4,9 +4,10 @@ and an operator do to one tree, and a model that predicts every restore exactly.
 Operations: write a file (in place or as a new inode), append complete lines, append
 a torn line, rewrite a transcript, truncate, delete, rename, chmod, commit to a WAL
 database; checkpoint, gc (``--keep-last N --grace 0``, twice: a mark and a sweep),
-``restore --at`` any kept checkpoint into a new directory, the same into the live
-tree (a hot restart that rolls back), and a restore into a new container (which then
-carries on as the live one). The live tree is compared with the model after every
+``restore --at`` any kept checkpoint into a new directory, a hot restore of the
+newest into the live tree, ``restore --at N --rollback`` into the live tree (local work
+kept as a fork first), and a restore into a new container (which then carries on as
+the live one). The live tree is compared with the model after every
 step, and every restore with what the model says that checkpoint holds: bytes, mode
 and mtime of each file (mtimes come from a clock the test sets), the complete lines of
 each transcript, and each database's rows.
@@ -22,9 +23,17 @@ The model encodes journal's deliberate rules rather than avoiding them:
   extends the checkpointed bytes is kept, one that is a strict prefix of them is
   completed; a newer file is kept; anything else is replaced; a valid local database
   is kept; nothing else is touched;
+* a rollback (design §11, "Lineage") first commits a fork exactly when the tree holds
+  local work the chosen checkpoint lacks (a file whose content, mode included, is
+  neither the last checkpoint's nor the chosen one's, or a file deleted here that the
+  chosen one holds as the last did), holding what a checkpoint would; then the tree is
+  exactly the chosen checkpoint: every file with other bytes or another mode is
+  written (its mtime too), every other path taken out, the database closed first (an
+  agent does not run during a restore);
 * after a restore the local state holds the restored checkpoint's entries (the guard
-  counts against them); after a rollback (``--at`` an older checkpoint) the next
-  checkpoint re-reads everything.
+  counts against them); after a rollback to an older checkpoint the next checkpoint
+  re-reads everything; gc's policy counts only the main line, and keeps a fork while
+  its parent is kept or while it is newer than the oldest checkpoint kept.
 
 What the rules make ambiguous is avoided instead: transcripts stay far below the 4 MiB
 rolling window of the in-place rule (§6), so every in-place edit is seen at once;
@@ -116,6 +125,17 @@ def describe(tree: Path, with_torn: bool) -> dict[str, tuple]:
     return out
 
 
+def local_work(scan: dict[str, tuple], base: dict[str, tuple], chosen: dict[str, tuple]) -> list[str]:
+    """What a rollback to ``chosen`` keeps as a fork: see the module docstring."""
+    def content(entry):
+        return None if entry is None else entry[:3] if entry[0] in ("file", "jsonl") else entry
+
+    work = [p for p, e in scan.items() if e[0] != "dir" and content(e) not in (content(base.get(p)),
+                                                                           content(chosen.get(p)))]
+    work += [p for p, e in base.items() if e[0] != "dir" and p not in scan and content(chosen.get(p)) == content(e)]
+    return work
+
+
 class JournalModel(RuleBasedStateMachine):
     """One container's tree, the store, and the model of both (see the module docstring)."""
 
@@ -132,6 +152,8 @@ class JournalModel(RuleBasedStateMachine):
         self.con: sqlite3.Connection | None = None
         self.manifests: dict[int, dict[str, tuple]] = {}     # seq -> what it holds
         self.present: list[int] = []                         # seqs in the store
+        self.forks: dict[int, int] = {}                      # the forks among them, with their parents
+        self.base = 0                                        # the last checkpoint this disk wrote or restored
         self.cache: dict[str, tuple] = {}                    # the local state's entries
         self.reupload = False                                # the next checkpoint re-reads everything
 
@@ -312,13 +334,14 @@ class JournalModel(RuleBasedStateMachine):
         expected = self.expected_manifest()
         result = checkpoint(self.c.cfg, open_store(str(self.store)), self.reporter())
         if result.seq is None:
-            newest = self.manifests.get(self.present[-1]) if self.present else None
+            newest = self.manifests.get(self.base) if self.present else None
             assert expected == newest, "a checkpoint found nothing to publish, but the tree changed"
             return
         self.manifests[result.seq] = expected
         self.present.append(result.seq)
         self.cache = dict(expected)
         self.reupload = False
+        self.base = result.seq
 
     @precondition(lambda self: len(self.present) > 1)
     @rule(keep=st.integers(1, 3))
@@ -326,7 +349,10 @@ class JournalModel(RuleBasedStateMachine):
         repo = Repository.open(open_store(str(self.store)))
         for _ in range(2):  # a mark, then a sweep of what it marked
             gc(repo, Policy(keep_last=keep), 0.0)
-        self.present = self.present[-keep:]
+        main = [s for s in self.present if s not in self.forks][-keep:]
+        self.present = [s for s in self.present if s in main or (s in self.forks and (
+            self.forks[s] in main or s > main[0]))]
+        self.forks = {s: p for s, p in self.forks.items() if s in self.present}
         assert repo.manifest_seqs() == self.present
 
     @precondition(lambda self: self.present)
@@ -339,15 +365,49 @@ class JournalModel(RuleBasedStateMachine):
         assert describe(to / "t", with_torn=False) == self.manifests[seq]
 
     @precondition(lambda self: self.present)
+    @rule()
+    def restore_live(self):
+        """A hot restore of the newest checkpoint: newer local state is kept."""
+        newest = self.main()[-1]
+        result = restore(self.c.cfg, open_store(str(self.store)), self.reporter())
+        assert result.complete and not result.fallback and result.lineage == "hot" and result.fork is None
+        self.apply_restore(self.manifests[newest])
+        self.cache = dict(self.manifests[newest])
+        self.reupload = False
+        self.base = newest
+
+    @precondition(lambda self: self.present)
     @rule(data=st.data())
-    def restore_live(self, data):
-        """A hot restore (``--at`` a kept checkpoint, or the newest)."""
-        seq = data.draw(st.sampled_from(self.present))
-        result = restore(self.c.cfg, open_store(str(self.store)), self.reporter(), at=str(seq))
-        assert result.complete and not result.fallback
-        self.apply_restore(self.manifests[seq])
-        self.cache = dict(self.manifests[seq])
-        self.reupload = seq != self.present[-1]
+    def rollback(self, data):
+        """``restore --at N --rollback``: local work kept as a fork, then the tree is exactly N."""
+        seq = data.draw(st.sampled_from(self.main()))
+        if self.con is not None:  # the agent is stopped for a restore
+            self.con.close()
+            self.con = None
+        scan = self.expected_manifest()
+        work = local_work(scan, self.manifests.get(self.base, {}), self.manifests[seq])
+        result = restore(self.c.cfg, open_store(str(self.store)), self.reporter(), at=str(seq), rollback=True)
+        assert result.complete and not result.fallback and result.rollback
+        assert (result.fork.seq is not None) == bool(work), (work, result.fork)
+        if result.fork.seq is not None:
+            self.manifests[result.fork.seq] = scan
+            self.present.append(result.fork.seq)
+            self.forks[result.fork.seq] = self.base
+        chosen = self.manifests[seq]
+        live = {}
+        for name, entry in chosen.items():
+            if entry[0] in ("file", "jsonl"):
+                mine = self.live.get(name)
+                same = mine is not None and mine[0] == entry[1] and mine[1] == entry[2]
+                live[name] = mine if same else (entry[1], entry[2], entry[3])
+        self.live = live
+        self.rows = list(chosen[DB][1]) if DB in chosen else None
+        self.cache = dict(chosen)
+        self.reupload = seq != self.main()[-1]
+        self.base = self.main()[-1]
+
+    def main(self) -> list[int]:
+        return [s for s in self.present if s not in self.forks]
 
     @precondition(lambda self: self.present)
     @rule()
@@ -356,8 +416,9 @@ class JournalModel(RuleBasedStateMachine):
         old = self.c
         self.c = self.make_container()
         result = restore(self.c.cfg, open_store(str(self.store)), self.reporter())
-        assert result.complete and not result.fallback
-        manifest = self.manifests[self.present[-1]]
+        assert result.complete and not result.fallback and result.lineage == "fresh"
+        self.base = self.main()[-1]
+        manifest = self.manifests[self.base]
         assert describe(self.c.tree, with_torn=False) == manifest
         if self.con is not None:
             self.con.close()

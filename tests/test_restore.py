@@ -877,7 +877,7 @@ def test_a_checkpoint_after_a_rollback_and_a_sweep_names_no_deleted_pack(bare_li
         (fx / "other.txt").write_text("stable\n")
     assert gc(bare_live.repo(), Policy(keep_last=1), 0.0)[0].tombstone_count > 0   # marks manifests 1, 2
     (fx / "notes.txt").unlink()                                 # (or any local copy older than manifest 1)
-    assert bare_live.restore(at="1").complete
+    assert bare_live.restore(at="1", rollback=True).complete
     assert (fx / "notes.txt").read_text() == "version 1\n" * 50
     assert gc(bare_live.repo(), Policy(keep_last=1), 0.0)[1].deleted > 0             # sweeps them
 
@@ -907,7 +907,7 @@ def test_a_rollback_carries_a_tree_not_configured_here_as_the_newest_manifest_ha
         assert bare_live.checkpoint().seq == v
     conf.unlink()                                    # this container does not configure "extra"
     gc(bare_live.repo(), Policy(keep_last=1), 0.0)   # marks manifests 1, 2 and their packs
-    assert bare_live.restore(at="1").complete
+    assert bare_live.restore(at="1", rollback=True).complete
     gc(bare_live.repo(), Policy(keep_last=1), 0.0)   # sweeps: manifest 1's packs are gone
 
     assert bare_live.checkpoint().seq == 4
@@ -923,7 +923,7 @@ def test_rollback_with_at_into_live_trees_survives_the_next_restart(source, make
     config.write_text('model = "second"\n')
     source.checkpoint()
     config.unlink()
-    source.restore(at="1")
+    source.restore(at="1", rollback=True)
     assert config.read_text() == 'model = "gpt-5.3-codex"\n'
     source.checkpoint()
 

@@ -50,11 +50,13 @@ class ForkResult(msgspec.Struct, kw_only=True):
 
 def commit_fork(cfg, repo: Repository, *, onto: int, why: str,
                 work: Callable[[dict[str, TreeCache]], list[str]],
-                reporter: Reporter = SILENT) -> ForkResult:
+                reporter: Reporter = SILENT) -> tuple[ForkResult, dict[str, TreeCache]]:
     """Keep this disk's local work that checkpoint ``onto`` lacks as a fork (see the
     module docstring). The caller holds the state lock and found a local state of this
     store. Any error (a path that cannot be read, a failed upload) is raised: the
-    caller must then change no live file."""
+    caller must then change no live file. Returns what it did, and the trees as scanned
+    (each path's signature now: what the live trees held when the work was judged;
+    their entries are only for comparing, never to be saved when no fork was made)."""
     state = load_state(cfg.state_dir, repo.store_id)
     result = CheckpointResult()
     if state.pending is not None:
@@ -66,8 +68,9 @@ def commit_fork(cfg, repo: Repository, *, onto: int, why: str,
         _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions=False, fork=plan)
     finally:
         quiet.discard(cfg.state_dir)   # the live trees change next: the next tick walks them
-    return ForkResult(seq=result.seq, base=base, onto=onto, why=why, work=sorted(plan.found),
+    done = ForkResult(seq=result.seq, base=base, onto=onto, why=why, work=sorted(plan.found),
                       objects_uploaded=result.objects, bytes_uploaded=result.bytes, warnings=result.warnings)
+    return done, plan.trees if plan.trees is not None else state.trees
 
 
 def _settle_pending(cfg, repo: Repository, state: LocalState, result: CheckpointResult, reporter: Reporter) -> None:

@@ -44,7 +44,6 @@ from ..heap import cycles_paused
 from ..localfs import clear_dir
 from ..local import activity, quiet
 from ..local import tree_tmp
-from ..repository.history import ManifestCache
 from ..repository.lineage import describe_writer, next_free, open_repository, refuse_foreign, require_committed
 from ..local.state import (STATE_FILE, FileState, LocalState, StateLock, TreeCache, cache_from_entries,
                          forget_state, load_state, new_state, save_state)
@@ -353,7 +352,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
         next_seq = state.seq + 1
         work = fork.work(new_trees) if fork is not None and changed_trees else None
         if fork is not None:
-            fork.found = work or []
+            fork.found, fork.trees = work or [], new_trees
         if not changed_trees or (fork is not None and not work):
             ctx.data.abort()
             if fork is None:
@@ -400,11 +399,13 @@ class ForkPlan:
     """How ``_capture_and_commit`` commits a fork (``checkpoint/fork.py``): ``work`` tells
     the local work among the scanned trees (tree/path strings; none: nothing is
     committed), ``next_seq`` the sequence to try first, ``fork`` the manifest's mark;
-    ``found`` receives what ``work`` found."""
+    ``found`` receives what ``work`` found, ``trees`` the scanned trees (whose entries
+    name packs that are never uploaded when no fork is committed: never to be saved)."""
 
     def __init__(self, work, next_seq, fork: Fork):
         self.work, self.next_seq, self.fork = work, next_seq, fork
         self.found: list[str] = []
+        self.trees: dict[str, TreeCache] | None = None
 
 
 def _fence(repo: Repository, seq: int, state_dir: str) -> int:
@@ -553,7 +554,7 @@ def _put_pending(cfg: Config, repo: Repository, state: LocalState,
     attempt landed); a fork there is passed over, the manifest renumbered to the next
     free sequence (saved as pending first); another writer's manifest is
     ``ManifestConflict``. Returns what was committed, and whether this call put it."""
-    cache = ManifestCache(repo)
+    cache = None
     record = state.pending
     while True:
         try:
@@ -564,6 +565,10 @@ def _put_pending(cfg: Config, repo: Repository, state: LocalState,
             if repo.store.get(manifest_key(manifest.seq)) == record:
                 put = False
                 break
+            if cache is None:
+                from ..repository.history import ManifestCache  # only once the put found a manifest there
+
+                cache = ManifestCache(repo)
             if not cache.is_fork(manifest.seq):
                 raise ManifestConflict(manifest.seq, describe_writer(repo, manifest.seq)) from None
         manifest = msgspec.structs.replace(manifest, seq=next_free(repo, manifest.seq, cache))

@@ -32,7 +32,6 @@ from ..config import KeySource
 from ..errors import CorruptObject, ForeignStore, HistoryLost, ManifestConflict, NoStore, ObjectNotFound, StoreVanished
 from ..local.state import LocalState, StateLock, read_state, save_state
 from ..paths import STATE_FILE
-from .history import ManifestCache
 from .repository import Repository, manifest_key
 from ..store.base import Store
 
@@ -150,7 +149,7 @@ class Position(msgspec.Struct, frozen=True, kw_only=True):
         return f"this disk last knew checkpoint {self.base}, and the store moved on to checkpoint {self.newest}"
 
 
-def newest_main(cache: ManifestCache, seqs: list[int]) -> int:
+def newest_main(cache, seqs: list[int]) -> int:
     """The newest of ``seqs`` that is not a fork (an unreadable manifest counts as one of
     the main line: nobody can tell); 0 when there is none."""
     for seq in reversed(seqs):
@@ -159,10 +158,11 @@ def newest_main(cache: ManifestCache, seqs: list[int]) -> int:
     return 0
 
 
-def classify(state: LocalState | None, repo: Repository, cache: ManifestCache, seqs: list[int]) -> Position:
+def classify(state: LocalState | None, repo: Repository, cache, seqs: list[int]) -> Position:
     """Where a disk whose local state is ``state`` stands against the store (``seqs``: its
     manifest listing, ascending); see the module docstring. The caller has refused a
     foreign store and a lost history (``require_history``)."""
+    """``cache``: a ``history.ManifestCache`` of ``repo``."""
     newest = newest_main(cache, seqs)
     if state is None or state.store_id != repo.store_id or state.seq <= 0:
         return Position(case=Case.FRESH, newest=newest)
@@ -185,13 +185,18 @@ def classify(state: LocalState | None, repo: Repository, cache: ManifestCache, s
     return Position(case=case, base=base, newest=newest, refused=refused)
 
 
-def next_free(repo: Repository, seq: int, cache: ManifestCache | None = None) -> int:
+def next_free(repo: Repository, seq: int, cache=None) -> int:
     """The sequence a writer whose last checkpoint is ``seq`` commits next: ``seq + 1``,
     or past the forks other disks made above it (a fork is not on the main line). Any
-    other manifest there is another writer's: ``ManifestConflict``."""
-    cache = cache or ManifestCache(repo)
+    other manifest there is another writer's: ``ManifestConflict``. ``cache``: a
+    ``history.ManifestCache`` (made here only when a manifest is found there: an
+    ordinary tick imports no more than it did)."""
     nxt = seq + 1
     while repo.store.head(manifest_key(nxt)) is not None:
+        if cache is None:
+            from .history import ManifestCache
+
+            cache = ManifestCache(repo)
         if not cache.is_fork(nxt):
             raise ManifestConflict(nxt, describe_writer(repo, nxt))
         nxt += 1

@@ -93,7 +93,7 @@ class LocalWork:
 
     def _same(self, dest: str, stored: Entry | None, live: Entry) -> bool:
         """Whether the live file holds ``stored``'s bytes (by ids, else by reading it)."""
-        if stored is None or stored.kind != live.kind:
+        if stored is None or stored.kind != live.kind or stored.mode != live.mode:
             return False
         if content(stored) == content(live):
             return True
@@ -122,9 +122,13 @@ class Adopt(msgspec.Struct, kw_only=True):
     fork: int | None = None
 
     def overrule(self, dest: str, entry: Entry, action: str, known: FileState | None) -> str:
-        """Restore's verdict for ``entry`` when adopting: a kept local file is replaced."""
+        """Restore's verdict for ``entry`` when adopting: a kept local file is replaced, and
+        so is a file with the checkpoint's bytes and another mode (the scan's ``known``)."""
         if action == KEEP_VALID_DB and _unchanged(dest, entry, known):
             return SAME
+        if action == SAME and entry.kind not in (KIND_DIR, KIND_SQLITE) and known is not None \
+                and known.entry.mode != entry.mode:
+            return REPLACE
         if action in (KEEP_NEWER, KEEP_VALID_DB) or (self.exact and action == KEEP_EXTENDS):
             return REPLACE
         return action

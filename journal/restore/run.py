@@ -18,7 +18,7 @@ from ..config import TREE_NAME
 from ..errors import (ConfigError, CorruptObject, JournalError, NoReadableCheckpoint, ObjectNotFound, UnsafePath,
                       describe_error)
 from .export import ExportMark, begin_export, check_export_dir, write_mark
-from ..repository.history import ManifestCache, select_seqs
+from ..repository.history import ManifestCache, parse_at, select_seqs
 from ..checkpoint.fork import ForkResult, commit_fork
 from ..repository.lineage import Case, classify, newest_main, open_repository, require_history
 from ..local.state import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
@@ -66,6 +66,8 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
     with ``rollback``, which ``at`` onto the live trees needs), the local work the
     chosen checkpoint lacks is kept as a fork first, then the trees become that
     checkpoint (``restore/adopt.py``)."""
+    if at is not None:
+        parse_at(at)   # a malformed --at is named first, whatever else is wrong
     if to is None and at is not None and not rollback:
         raise ConfigError(f"restore: --at {at} onto the live trees would roll them back; add --rollback to do "
                           "that (local work newer than that checkpoint is kept as a fork first), or export it "
@@ -114,9 +116,10 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         aside = os.path.join(cfg.state_dir, INVALID_DIR, utc_now().replace(":", ""))
         newest = newest_main(cache, all_seqs) if seqs else None
         want_state = not dry_run and to is None
-        adopt = None
+        adopt, scanned = None, None
         if to is None and seqs:
-            adopt = _where_this_disk_stands(cfg, repo, cache, all_seqs, target, names, result, reporter, dry_run)
+            adopt, scanned = _where_this_disk_stands(cfg, repo, cache, all_seqs, target, names, result, reporter,
+                                                     dry_run)
         if to is not None:
             result.replaced = [os.path.join(to, name) for name in old]
             for path in result.replaced:
@@ -125,6 +128,8 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
             if not dry_run:
                 begin_export(to, old, [name for name, _ in names], cfg.state_dir)
         known = load_state(cfg.state_dir, repo.store_id) if to is None else None  # what this machine last had
+        if scanned is not None:   # adopting: the live trees as the fork's scan just saw them
+            known = LocalState(store_id=repo.store_id, writer="", trees=scanned)
         trees = [TreeRun(repo, cache, seqs, name, dest, reporter, cfg.state_dir,
                          known.trees[name].files if known is not None and name in known.trees else None,
                          adopt=adopt, chosen=chosen)
@@ -158,24 +163,25 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
 
 def _where_this_disk_stands(cfg, repo: Repository, cache: ManifestCache, all_seqs: list[int], target: int,
                             names: list[tuple[str, str]], result: RestoreResult, reporter: Reporter,
-                            dry_run: bool) -> Adopt | None:
+                            dry_run: bool) -> tuple[Adopt | None, dict | None]:
     """A restore into the live trees: classify this disk (``result.lineage``); when it
     is stale, or this is a rollback, keep its local work as a fork (not in a dry run)
-    and return how the trees adopt ``target``; None for a fresh or hot disk."""
+    and return how the trees adopt ``target`` with the trees as the fork's scan saw
+    them; (None, None) for a fresh or hot disk."""
     position = classify(load_state(cfg.state_dir, repo.store_id), repo, cache, all_seqs)
     result.lineage = position.case.value
     if position.case is Case.STALE:
         result.lineage_note = position.describe()
     if not result.rollback and position.case is not Case.STALE:
-        return None
+        return None, None
     exact = result.rollback
     why = (f"rollback to checkpoint {target}" if exact else
            "refused writer" if position.refused is not None else "stale or diverged disk")
     adopt = Adopt(onto=target, exact=exact)
     if dry_run or position.case is Case.FRESH:
-        return adopt
+        return adopt, None
     work = LocalWork(cache, dict(names), position.base, target, exact)
-    result.fork = commit_fork(cfg, repo, onto=target, why=f"{why}: {position.describe()}"[:256], work=work,
+    result.fork, scanned = commit_fork(cfg, repo, onto=target, why=f"{why}: {position.describe()}"[:256], work=work,
                               reporter=reporter)
     adopt.fork = result.fork.seq
     fork = result.fork
@@ -189,7 +195,7 @@ def _where_this_disk_stands(cfg, repo: Repository, cache: ManifestCache, all_seq
     else:
         reporter.warn(f"restore: {said}nothing on this disk is newer than checkpoint {target}, so no fork was "
                       f"needed; the live trees become checkpoint {target}")
-    return adopt
+    return adopt, scanned
 
 
 def _check_to(to: str) -> None:

@@ -315,7 +315,7 @@ class TreeRun:
         """Whether ``entry`` is a directory whose mode was changed on this machine since
         the local state last saw it (a newer local change, kept as a file's is)."""
         known = self.known.get(entry.path)
-        if entry.kind != KIND_DIR or known is None or known.sig is None:
+        if entry.kind != KIND_DIR or known is None or known.sig is None or self.adopt is not None:
             return False
         try:
             st = os.lstat(os.path.join(self.tr.dest, entry.path))
