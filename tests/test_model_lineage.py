@@ -303,14 +303,17 @@ class LineageModel(RuleBasedStateMachine):
 
     # --- the agents' writes -------------------------------------------------------------
 
-    @initialize(lines=st.integers(1, 3), rows=st.integers(1, 3))
-    def start(self, lines, rows):
+    @initialize(lines=st.integers(1, 3), rows=st.integers(1, 3), others=st.integers(1, SLOTS - 1))
+    def start(self, lines, rows, others):
+        """The first container writes and checkpoints; one or two more start fresh on it."""
         box = self.boxes[0] = self.make_box()
         box.tree.mkdir(parents=True)
         self._append(box, lines)
         self._insert(box, rows, crash=False)
         self.checkpoint_box(box)
         assert box.base == 1
+        for slot in range(1, others + 1):
+            self.fresh(slot)
 
     def _append(self, box: Box, n: int) -> None:
         new = [self.line(box) for _ in range(n)]
@@ -337,6 +340,17 @@ class LineageModel(RuleBasedStateMachine):
     @rule(data=st.data(), n=st.integers(1, 3), crash=st.booleans())
     def insert(self, data, n, crash):
         self._insert(self.pick(data, up=True), n, crash)
+
+    @precondition(has_up)
+    @rule(data=st.data(), n=st.integers(0, 3), rows=st.integers(0, 2))
+    def turn(self, data, n, rows):
+        """An agent's turn, then its tick: lines, rows, a checkpoint (refused when stale)."""
+        box = self.pick(data, up=True)
+        if n:
+            self._append(box, n)
+        if rows:
+            self._insert(box, rows, crash=False)
+        self.checkpoint_box(box)
 
     @precondition(has_up)
     @rule(data=st.data())

@@ -348,7 +348,8 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
             if changed:
                 changed_trees.append(tree.name)
             new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, page_keys=cache.page_keys,
-                                             bases=cache.bases, files=files, restored=cache.restored)
+                                             bases=cache.bases, files=files, restored=cache.restored,
+                                             restored_seq=cache.restored_seq)
         next_seq = state.seq + 1
         work = fork.work(new_trees) if fork is not None and changed_trees else None
         if fork is not None:
@@ -529,7 +530,7 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
     else:
         mid, record = encode_manifest(manifest, repo.codec)
         for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
-            trees[name].restored = None
+            trees[name].restored = trees[name].restored_seq = None
         state.trees, state.seq, state.manifest_id = trees, seq, mid
         state.pending, state.pending_seq = record, seq
         # The spool copies of packs found already stored go to recheck/ before anything

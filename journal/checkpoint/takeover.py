@@ -21,7 +21,7 @@ import msgspec
 
 from ..errors import CorruptObject, JournalError, ObjectNotFound
 from ..repository.history import ManifestCache
-from ..repository.lineage import committed_seq
+from ..repository.lineage import committed_seq, newest_main
 from ..local.state import LocalState, StateLock, cache_from_entries, load_state, new_state, read_state, save_state
 from ..repository.repository import Repository
 from ..store.base import Store
@@ -50,17 +50,20 @@ def takeover(cfg, store: Store) -> TakeoverResult:
             save_state(cfg.state_dir, LocalState(store_id=repo.store_id, writer=old.writer, restore_complete=True))
             return result
         cache = ManifestCache(repo)
+        newest = newest_main(cache, seqs)
         for seq in reversed(seqs):
             try:
                 manifest, _ = cache.manifest(seq)
             except (CorruptObject, ObjectNotFound):
                 continue
+            if manifest.is_fork:
+                continue   # off the main line: nobody builds on a fork (design §11, "Lineage")
             trees = {}
             for name, root in manifest.trees.items():
                 entries, pages = cache.tree(seq, name)
                 trees[name] = cache_from_entries(root.root, pages, entries, dirty=True)
-            save_state(cfg.state_dir, LocalState(store_id=repo.store_id, writer=old.writer, seq=seqs[-1],
-                                                 manifest_id=cache.manifest_id(seqs[-1]), restore_complete=True,
+            save_state(cfg.state_dir, LocalState(store_id=repo.store_id, writer=old.writer, seq=newest,
+                                                 manifest_id=cache.manifest_id(newest), restore_complete=True,
                                                  trees=trees))
             result.seq, result.trees = seq, sorted(trees)
             result.previous_writer = f"host {manifest.host} pid {manifest.pid} at {manifest.created}"

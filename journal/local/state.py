@@ -74,6 +74,7 @@ class _Tree(msgspec.Struct, kw_only=True):
     dirty: bool = False                 # publish a new index even if no file changed
     reupload: bool = False              # re-read every file and upload fresh blobs (no reuse)
     restored: str | None = None         # why this is not the newest checkpoint's version (said by the next manifest)
+    restored_seq: int | None = None     # ... a rollback's checkpoint (a hot restore writes that one again)
 
 
 class TreeCache(_Tree, kw_only=True):

@@ -130,10 +130,12 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         known = load_state(cfg.state_dir, repo.store_id) if to is None else None  # what this machine last had
         if scanned is not None:   # adopting: the live trees as the fork's scan just saw them
             known = LocalState(store_id=repo.store_id, writer="", trees=scanned)
-        trees = [TreeRun(repo, cache, seqs, name, dest, reporter, cfg.state_dir,
-                         known.trees[name].files if known is not None and name in known.trees else None,
-                         adopt=adopt, chosen=chosen)
-                 for name, dest in names]
+        trees = []
+        for name, dest in names:
+            tseqs, tchosen = _tree_seqs(known, name, seqs, adopt, at, chosen)
+            trees.append(TreeRun(repo, cache, tseqs, name, dest, reporter, cfg.state_dir,
+                                 known.trees[name].files if known is not None and name in known.trees else None,
+                                 adopt=adopt, chosen=tchosen))
         for run in trees:
             run.emptied = dry_run and run.tr.name in old
         if want_state:
@@ -196,6 +198,18 @@ def _where_this_disk_stands(cfg, repo: Repository, cache: ManifestCache, all_seq
         reporter.warn(f"restore: {said}nothing on this disk is newer than checkpoint {target}, so no fork was "
                       f"needed; the live trees become checkpoint {target}")
     return adopt, scanned
+
+
+def _tree_seqs(known: LocalState | None, name: str, seqs: list[int], adopt: Adopt | None, at: str | None,
+               chosen: int | None) -> tuple[list[int], int | None]:
+    """The checkpoints tree ``name`` may come from, and the fork it may (``chosen``):
+    ``seqs``; on a hot restart, those up to the one a rollback or fallback restored it
+    from while no checkpoint has published that version yet (the local state says so:
+    that version is the newer local state)."""
+    tree = known.trees.get(name) if known is not None and adopt is None and at is None else None
+    if tree is None or tree.restored is None or tree.restored_seq is None:
+        return seqs, chosen
+    return [s for s in seqs if s <= tree.restored_seq], tree.restored_seq
 
 
 def _check_to(to: str) -> None:

@@ -383,7 +383,7 @@ class TreeRun:
             # the next checkpoint must not lean on its blobs: it re-reads and re-uploads,
             # and its manifest says which checkpoint the tree came back from.
             return cache_from_entries(None, {}, (f.entry for f in files.values()), dirty=True, reupload=True,
-                                      restored=note)
+                                      restored=note, restored_seq=None if tr.fallback_note() else tr.seq)
         return TreeCache(root=self.cache.manifest(tr.seq)[0].trees[tr.name].root, pages=self.pages, files=files)
 
 
