@@ -76,6 +76,27 @@ def test_status_shows_whether_the_last_restore_was_complete(live, make_live):
     assert "last restore: complete, at " in fresh.run("status").stdout
 
 
+def test_status_and_the_metrics_report_a_stale_disk_and_the_fork_that_kept_its_work(live, make_live):
+    from journal.supervise.metrics import render
+    from journal.supervise.status import Status
+
+    live.checkpoint()
+    other = make_live("other", fixtures=False)
+    other.restore()
+    other.write("codex-home/memories/other.md", "the other container\n")
+    other.checkpoint()
+    live.write("codex-home/memories/mine.md", "never checkpointed here\n")
+
+    assert live.run("restore").returncode == 0
+    rs = status(live)["restore"]
+    text = live.run("status").stdout
+    metrics = render(Status(restore=activity.read(str(live.local / ".journal")).restore)).decode()
+
+    assert (rs["lineage"], rs["fork"]) == ("stale", 3) and "checkpoint 2 lacks" in rs["fork_note"]
+    assert "FORK 3:" in text and "this disk was stale" in text, text
+    assert "journal_restore_stale 1" in metrics and "journal_restore_fork_seq 3" in metrics
+
+
 def test_a_record_that_cannot_be_written_never_fails_the_checkpoint(live):
     (live.local / ".journal").mkdir()
     (live.local / ".journal" / ACTIVITY_DIR).write_text("a file where the directory belongs")

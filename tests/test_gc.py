@@ -251,6 +251,53 @@ def test_retention_always_keeps_the_newest_manifest_of_every_tree():
         assert "claude" in " ".join(kept[2])
 
 
+def test_retention_counts_only_the_main_line_and_keeps_a_fork_as_long_as_its_parent():
+    """Forks (design §11, "Lineage") are off the main line: --keep-last counts without
+    them, the newest of a tree is never a fork, and a fork lives while its parent is kept
+    or while it is newer than the oldest checkpoint kept."""
+    from journal.format.model import FORK_MANIFEST_VERSION, Fork
+
+    now = 1_800_000_000 * 10**9
+
+    def fork(seq: int, parent: int, age_hours: int) -> Manifest:
+        m = _fake_manifest(seq, now - age_hours * HOUR_NS)
+        return msgspec.structs.replace(m, version=FORK_MANIFEST_VERSION, parent=parent,
+                                       fork=Fork(onto=seq - 1, why="stale or diverged disk"))
+
+    ms = [_fake_manifest(1, now - 9 * HOUR_NS), _fake_manifest(2, now - 8 * HOUR_NS), fork(3, 1, 7),
+          _fake_manifest(4, now - 6 * HOUR_NS), _fake_manifest(5, now - 5 * HOUR_NS), fork(6, 4, 4),
+          fork(7, 1, 3)]
+
+    kept = choose_kept(ms, Policy(keep_last=2), now)
+
+    assert sorted(kept) == [4, 5, 6, 7], kept   # 2 main-line checkpoints, not 5 and the fork 7
+    assert kept[5][0].startswith("newest manifest of tree")
+    assert kept[6] == ["fork of checkpoint 4, which is kept"]
+    assert kept[7] == ["fork made after the oldest checkpoint kept"]   # its parent 1 is not kept
+    assert 3 not in kept                                                # parent gone, and older
+
+
+def test_gc_dry_run_lists_every_fork_with_why_it_is_kept_or_expires(make_live):
+    a, b = make_live("a"), make_live("b", fixtures=False)
+    a.checkpoint()
+    b.restore()
+    a.write("codex-home/memories/a.md", "a\n")
+    a.checkpoint()
+    b.write("codex-home/memories/b.md", "b\n")
+    assert b.restore().fork.seq == 3                       # b's work is kept as fork 3, built on 1
+    a.write("codex-home/memories/a.md", "a again\n")
+    a.checkpoint()                                          # 4, past the fork
+
+    short = a.run("gc", "--keep-last", "1", "--dry-run")
+    doc = json.loads(a.run("gc", "--keep-last", "1", "--dry-run", "--json").stdout)
+    longer = a.run("gc", "--keep-last", "3", "--dry-run")
+
+    assert "fork 3 (built on checkpoint 1): would expire: its parent is not kept" in short.stdout, short.stdout
+    assert doc["plan"]["forks"] == {"3": 1} and sorted(map(int, doc["plan"]["kept"])) == [4]
+    assert "fork 3 (built on checkpoint 1): kept: fork of checkpoint 1, which is kept" in longer.stdout
+    assert a.repo().manifest_seqs() == [1, 2, 3, 4], "a dry run deletes nothing"
+
+
 def test_retention_policies_choose_by_count_age_hour_and_day():
     now = 1_800_000_000 * 10**9  # 2027-01-15T08:00:00Z, on the hour
     # one a day for the 5 days before today (seqs 1..5), then two an hour over the
