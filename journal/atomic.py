@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from .errors import naming
+from .paths import PRIVATE_DIR, PRIVATE_FILE
 
 #: The size of the pieces a stream is copied in (into a file here, into a store object by the backends).
 COPY_CHUNK = 1 << 20
@@ -53,13 +54,19 @@ def fsync_dir(path: str) -> None:
 
 
 def makedirs(path: str, mode: int = 0o777) -> list[str]:
-    """``os.makedirs(path, mode, exist_ok=True)``; returns the directories it made,
-    deepest first (their parents are the directories to fsync)."""
+    """``os.makedirs(path, mode, exist_ok=True)``, but every directory it makes gets
+    ``mode`` (``os.makedirs`` gives it only to the last one); returns the directories it
+    made, deepest first (their parents are the directories to fsync)."""
     made, up = [], path
     while not os.path.isdir(up) and os.path.dirname(up) != up:
         made.append(up)
         up = os.path.dirname(up)
-    os.makedirs(path, mode, exist_ok=True)
+    for folder in reversed(made):
+        try:
+            os.mkdir(folder, mode)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
     return made
 
 
@@ -135,6 +142,10 @@ class Writeback:
         start_writeback(self.fd)
         self._started = self.size
         self._unsynced = 0
+
+    def skipped(self, n: int) -> None:
+        """The file goes on ``n`` bytes further without a write (a hole left there)."""
+        self.size += n
 
 
 def _load_sync_file_range():
@@ -220,7 +231,7 @@ class FsOps:
         os.unlink(path)
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        makedirs(path, PRIVATE_DIR)  # the temp directory of a publish: a file's bytes before it has its mode
 
     def mkdir(self, path: str) -> None:
         os.mkdir(path)
@@ -290,7 +301,7 @@ def write_temp(data: bytes | Iterable[bytes] | BinaryIO, tmp_dir: str, path: str
     fs.makedirs(tmp_dir)
     tmp = os.path.join(tmp_dir, f"{uuid.uuid4().hex}.part")
     fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600 if mode is None else mode & 0o7777)
+                 PRIVATE_FILE if mode is None else mode & 0o7777)
     try:
         with naming(path):  # a write or an fsync fails naming no file (a full disk)
             try:
@@ -329,15 +340,17 @@ def discard_temp(tmp: str, fs: FsOps | None = None) -> None:
         pass
 
 
-def replace_file(path: str, data: bytes, *, mode: int = 0o644) -> None:
+def replace_file(path: str, data: bytes, *, mode: int = PRIVATE_FILE) -> None:
     """Replace a small local file whole that needs no durability (a status record, a
-    metrics file): ``data`` in a new temp file beside it (``O_EXCL|O_NOFOLLOW``), renamed
-    over it, no fsync. A reader sees the old file or the new one; on any error the temp
-    file is removed and the error raised."""
+    local copy, a metrics file): ``data`` in a new temp file beside it
+    (``O_EXCL|O_NOFOLLOW``) given exactly ``mode`` whatever the umask, renamed over it,
+    no fsync. A reader sees the old file or the new one; on any error the temp file is
+    removed and the error raised."""
     tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode & PRIVATE_FILE)
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fd, mode)  # created owner-only; widened (a metrics file) only once it is ours
             fh.write(data)
         os.replace(tmp, path)
     except BaseException:

@@ -26,6 +26,8 @@ from .presets import PRESETS, preset_path
 DEFAULT_JSONL = ("*.jsonl", "*.ndjson")
 DEFAULT_INTERVAL = 15.0
 DEFAULT_INPUT_LIMIT = 1 << 20       # bytes of one input (``format/inputs.py`` bounds the setting)
+DEFAULT_CHUNK_COPIES = 64 << 20     # bytes of ``<state_dir>/chunks`` (``checkpoint/chunk_copies.py``)
+MAX_CHUNK_COPIES = 1 << 40
 TREE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -52,6 +54,7 @@ class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     input_limit: int | str | None = None    # bytes, or "512KiB", "4MiB"; $JOURNAL_INPUT_LIMIT overrides
     input_socket: str | None = None         # $JOURNAL_INPUT_SOCKET overrides
     key_file: str | None = None             # an encrypted store's key file; $JOURNAL_KEY_FILE overrides
+    chunk_copies_limit: int | str | None = None  # bytes, or "64MiB"; $JOURNAL_CHUNK_COPIES_LIMIT overrides
 
 
 class TreeConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -99,6 +102,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     input_socket: str = ""                  # where ``journal supervise`` serves the input socket
     default_store: bool = False            # no store was configured: ``store`` is the default path
     key: KeySource | None = None            # where an encrypted store's key comes from (None: no key set)
+    chunk_copies_limit: int = DEFAULT_CHUNK_COPIES  # the most bytes the local chunk copies may hold
 
     def active_trees(self) -> tuple[TreeConfig, ...]:
         """The configured trees plus dormant presets whose live path exists now."""
@@ -145,6 +149,8 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     _check_apart(trees + dormant, state_dir, store)
     limit = input_limit(env.get("JOURNAL_INPUT_LIMIT") or cfg.input_limit,
                         "JOURNAL_INPUT_LIMIT" if env.get("JOURNAL_INPUT_LIMIT") else source)
+    copies = chunk_copies_limit(env.get("JOURNAL_CHUNK_COPIES_LIMIT") or cfg.chunk_copies_limit,
+                                "JOURNAL_CHUNK_COPIES_LIMIT" if env.get("JOURNAL_CHUNK_COPIES_LIMIT") else source)
     socket = abs_path(env.get("JOURNAL_INPUT_SOCKET") or cfg.input_socket) or os.path.join(state_dir, INPUT_SOCKET)
     key = key_source(env, cfg.key_file, source)
     _check_text([("the local root (AM_LOCAL)", local), ("the store", store), ("the state directory", state_dir),
@@ -152,7 +158,8 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
                  *((f"tree {tree.name!r}", tree.path) for tree in trees + dormant)])
     return Config(store=store, local=local, state_dir=state_dir, interval=interval,
                   trees=tuple(trees), dormant=tuple(dormant), source=source, inputs=inputs,
-                  input_limit=limit, input_socket=socket, default_store=default_store, key=key)
+                  input_limit=limit, input_socket=socket, default_store=default_store, key=key,
+                  chunk_copies_limit=copies)
 
 
 def _check_text(named: list[tuple[str, str | None]]) -> None:
@@ -192,7 +199,23 @@ def key_source(env: Mapping[str, str], file_value: str | None = None, source: st
 
 
 #: Patterns of values most commands never parse: compiled on first use (``re``'s cache), not at import.
-_SIZE = r"(\d+)\s*(KiB|MiB|K|M|k|m)?"
+_SIZE = r"(\d+)\s*(KiB|MiB|GiB|K|M|G|k|m|g)?"
+_UNIT = {None: 1, "K": 1 << 10, "k": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "m": 1 << 20, "MiB": 1 << 20,
+         "G": 1 << 30, "g": 1 << 30, "GiB": 1 << 30}
+
+
+def _size(key: str, value: int | str, where: str | None, low: int, high: int, said: str) -> int:
+    """The setting ``key`` in bytes: an integer, or one with a ``KiB``/``MiB``/``GiB``
+    suffix, from ``low`` to ``high``; else ``ConfigError`` naming where it was set, with
+    ``said``: the range and examples as the message gives them."""
+    match = re.fullmatch(_SIZE, value.strip()) if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        size = int(match[1]) * _UNIT[match[2]] if match else -1
+    if not low <= size <= high:
+        raise ConfigError(f"read config: {key} {value!r} ({where or 'default'}) must be a size from {said}")
+    return size
 
 
 def input_limit(value: int | str | None, where: str | None) -> int:
@@ -202,17 +225,18 @@ def input_limit(value: int | str | None, where: str | None) -> int:
         return DEFAULT_INPUT_LIMIT
     from .format.inputs import MAX_INPUT_LIMIT  # (the record format's bound; not imported when unset)
 
-    match = re.fullmatch(_SIZE, value.strip()) if isinstance(value, str) else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif match:
-        size = int(match[1]) * {None: 1, "K": 1024, "k": 1024, "KiB": 1024}.get(match[2], 1 << 20)
-    else:
-        size = -1
-    if not 1 <= size <= MAX_INPUT_LIMIT:
-        raise ConfigError(f"read config: input_limit {value!r} ({where or 'default'}) must be a size from 1 byte "
-                          f"to {MAX_INPUT_LIMIT:,} bytes (16MiB), e.g. 1048576, 512KiB or 4MiB")
-    return size
+    return _size("input_limit", value, where, 1, MAX_INPUT_LIMIT,
+                 f"1 byte to {MAX_INPUT_LIMIT:,} bytes (16MiB), e.g. 1048576, 512KiB or 4MiB")
+
+
+def chunk_copies_limit(value: int | str | None, where: str | None) -> int:
+    """The most bytes the local copies of rewritten files' chunks may hold (design §10):
+    a size as ``input_limit`` takes it (``GiB`` too), 0 keeps none; None is the default
+    (64 MiB)."""
+    if value is None:
+        return DEFAULT_CHUNK_COPIES
+    return _size("chunk_copies_limit", value, where, 0, MAX_CHUNK_COPIES,
+                 f"0 to {MAX_CHUNK_COPIES:,} bytes (1024GiB), e.g. 0, 16MiB or 1GiB")
 
 
 def no_trees_hint(cfg: Config) -> str:

@@ -12,6 +12,8 @@ import contextlib
 import errno
 import os
 
+from .paths import shown
+
 
 class JournalError(Exception):
     """Base of every error journal raises on purpose."""
@@ -168,7 +170,7 @@ class RestoreIncomplete(JournalError):
 
 
 def _shown(paths: list[str]) -> str:
-    return ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
+    return ", ".join(map(shown, paths[:5])) + (" ..." if len(paths) > 5 else "")
 
 
 class NoStore(StoreError):
@@ -189,7 +191,7 @@ class SnapshotFailed(JournalError):
     def __init__(self, path: str, detail: str):
         self.path = path
         self.detail = detail
-        super().__init__(f"snapshot database: {path}: {detail}; nothing was published for it "
+        super().__init__(f"snapshot database: {shown(path)}: {detail}; nothing was published for it "
                          "(its previous snapshot, if any, stays authoritative)")
 
 
@@ -322,13 +324,28 @@ class CryptoUnavailable(JournalError):
 
 
 class NotEncrypted(ConfigError):
-    """A key is configured, but the store is not encrypted: its objects are in the clear."""
+    """A key is configured, but the store's config says it is not encrypted: journal
+    never writes in the clear while a key is set (the config may have been replaced)."""
 
     def __init__(self, location: str, source: str):
         self.location = location
-        super().__init__(f"open store: {location} is not encrypted, yet {source} is set; its objects are stored "
-                         "in the clear: unset the key to use it as it is, or start an encrypted store elsewhere "
-                         "with `journal init --encrypt` (and `journal restore --to DIR` to move the data)")
+        super().__init__(f"open store: {location} is not encrypted, yet {source} is set: journal never writes a "
+                         "store in the clear while a key is set (someone who can write the store may have replaced "
+                         "its config with a plain one); nothing was written: point JOURNAL_STORE at the encrypted "
+                         "store this key opens, or start one at a new location with `journal init --encrypt`")
+
+
+class Downgraded(JournalError):
+    """A store whose config says it is plain, which this machine's local state or the
+    store's own key objects show was encrypted: its config may have been replaced so
+    that journal writes in the clear (design §22)."""
+
+    def __init__(self, location: str, evidence: str):
+        self.location = location
+        super().__init__(f"open store: {location}'s config says it is not encrypted, but {evidence}: someone who can "
+                         "write the store may have replaced its config so that journal writes in the clear; nothing "
+                         "was written: copy the store's encrypted config back from a backup (design §22), and check "
+                         "that JOURNAL_STORE names the right store")
 
 
 class ForeignStore(JournalError):
@@ -383,8 +400,15 @@ class StateDirUnusable(JournalError):
 
 
 def mount_point(path: str) -> str:
-    """The mount point of the filesystem holding ``path`` (or its nearest existing
-    parent): the topmost directory above it on the same device."""
+    """The mount point of the mount holding ``path`` (or its nearest existing parent),
+    from ``/proc/self/mountinfo`` (``localfs.find_mount``): a read-only bind mount of a
+    directory is named, not the filesystem it is a directory of. Without mountinfo, the
+    topmost directory above it on the same device."""
+    from .localfs import find_mount   # here: only a full or read-only disk's hint needs it
+
+    found = find_mount(path)
+    if found is not None:
+        return found.point
     path = os.path.abspath(path)
     while True:
         try:
@@ -428,7 +452,7 @@ def os_error_hint(err: OSError, path: str | None = None) -> str:
     code = err.errno
     if code not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
         if code in (errno.EACCES, errno.EPERM):
-            what = f"{where} and of the directories above it" if where else "the file and its directories"
+            what = f"{shown(where)} and of the directories above it" if where else "the file and its directories"
             return f"check the permissions of {what} (journal runs as uid {os.getuid()})"
         return _HINTS.get(code, "check that path")
     fs = f"the filesystem mounted at {mount_point(where)}" if where else "the filesystem journal writes to"
@@ -444,7 +468,7 @@ def describe_os_error(err: OSError, path: str | None = None) -> str:
     ``path``, else the error's own filename, else left out)."""
     where = path or err.filename
     reason = err.strerror or str(err)
-    return f"{where}: {reason}; {os_error_hint(err, where)}" if where else f"{reason}; {os_error_hint(err)}"
+    return f"{shown(where)}: {reason}; {os_error_hint(err, where)}" if where else f"{reason}; {os_error_hint(err)}"
 
 
 def describe_error(err: Exception) -> str:

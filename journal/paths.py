@@ -43,6 +43,12 @@ STATE_NAMES = (STATE_FILE, STATE_BASE_DIR, LOCK_FILE, SUPERVISE_LOCK, STATUS_FIL
                STAGING_DIR, BASE_DIR, MAPS_DIR, PAGES_DIR, CHUNKS_DIR, RECHECK_DIR, TREE_TMP_DIR, INVALID_DIR, INPUT_SOCKET,
                ACTIVITY_DIR)
 
+# The state directory is private to its owner (docs/design.md §10): every directory
+# journal makes in it has mode 0700 and every file 0600, passed to the call that makes
+# it, so the umask (which only takes bits away) changes nothing (``local/private.py``).
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
 
 def abs_path(path: str | None) -> str | None:
     return os.path.abspath(os.path.expanduser(path)) if path else None
@@ -71,6 +77,9 @@ SHELL_NOISE = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
 #: configuration depends only on whether each is set, so only that goes into the
 #: digest the quiet snapshot keeps, never a hash of the secret.
 SECRET_VARS = frozenset({"JOURNAL_PASSPHRASE", "JOURNAL_NEW_PASSPHRASE"})
+#: The variables that open an encrypted store (design §22): `journal supervise` keeps
+#: them from CMD unless --pass-key-env (§15).
+KEY_VARS = frozenset({"JOURNAL_KEY_FILE", *SECRET_VARS})
 
 
 def inputs_key(explicit: str | None, env: Mapping[str, str], store: str | None, local: str | None) -> str:

@@ -11,6 +11,24 @@ import errno
 import os
 import stat
 
+#: The modification times journal records: those an entry holds (``format.model.Nanos``,
+#: int64 nanoseconds since the epoch: 1677-09-21 to 2262-04-11). A file's time outside
+#: them (``touch -d 2300-01-01``, a bogus tar timestamp; tmpfs holds any) is clamped to
+#: the nearer end (``mtime_ns``), in signatures and entries alike (design §6, "Times").
+MTIME_MIN = -(1 << 63)
+MTIME_MAX = (1 << 63) - 1
+
+
+def clamp_mtime(ns: int) -> int:
+    """``ns`` within ``MTIME_MIN``..``MTIME_MAX``: the nearer end when outside."""
+    return ns if MTIME_MIN <= ns <= MTIME_MAX else MTIME_MAX if ns > 0 else MTIME_MIN
+
+
+def mtime_ns(st: os.stat_result) -> int:
+    """The modification time (ns) journal records of what ``st`` describes: clamped
+    (``clamp_mtime``), so every time the OS returns is one an entry can hold."""
+    return clamp_mtime(st.st_mtime_ns)
+
 
 class Stamp(tuple):
     """A file's stamp, ``Stamp(ino, mtime_ns, size)``: which file is at a path and which
@@ -32,7 +50,7 @@ class Stamp(tuple):
 
 def stamp(st: os.stat_result) -> Stamp:
     """The stamp of what ``st`` describes."""
-    return Stamp(st.st_ino, st.st_mtime_ns, st.st_size)
+    return Stamp(st.st_ino, mtime_ns(st), st.st_size)
 
 
 def file_stamp(path: str) -> Stamp | None:
@@ -45,13 +63,13 @@ def file_stamp(path: str) -> Stamp | None:
 
 def signature(st: os.stat_result) -> tuple[int, int, int, int]:
     """A file's or link's signature, from its ``lstat``: ``(size, mtime_ns, inode, mode)``."""
-    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
+    return (st.st_size, mtime_ns(st), st.st_ino, st.st_mode)
 
 
 def signature_mtime(sig: tuple[int, int, int, int]) -> int:
     """The modification time (ns) a file's or link's ``signature`` holds."""
-    _size, mtime_ns, _ino, _mode = sig
-    return mtime_ns
+    _size, mtime, _ino, _mode = sig
+    return mtime
 
 
 def grew_in_place(sig: tuple[int, int, int, int], st: os.stat_result) -> bool:
@@ -70,22 +88,24 @@ def live_signature(path: str) -> tuple[int, int, int, int]:
     from .paths import blake2b
 
     st = os.stat(path)
+    mtime = mtime_ns(st)
     try:
         # Never through a symlink, and never waiting: a FIFO planted as the WAL would
         # block a plain open (and read) for ever.
         fd = os.open(path + "-wal", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return (st.st_size, st.st_mtime_ns, 0, 0)
+        return (st.st_size, mtime, 0, 0)
     except OSError as err:
         if err.errno != errno.ELOOP:
             raise
-        return (st.st_size, st.st_mtime_ns, -1, -1)   # a symlink: never a WAL's signature
+        return (st.st_size, mtime, -1, -1)   # a symlink: never a WAL's signature
     with os.fdopen(fd, "rb") as fh:
         wal = os.fstat(fd)
         if not stat.S_ISREG(wal.st_mode):
-            return (st.st_size, st.st_mtime_ns, -1, -1)   # not a WAL: the database is looked at, never SAME
+            return (st.st_size, mtime, -1, -1)   # not a WAL: the database is looked at, never SAME
         # The WAL header's checkpoint sequence and salts change when the WAL is
         # reset and rewritten from its start at the same size.
         salts = fh.read(24)[12:24]
-    stamp = blake2b(wal.st_mtime_ns.to_bytes(8, "big") + salts, digest_size=7).digest()
-    return (st.st_size, st.st_mtime_ns, wal.st_size, int.from_bytes(stamp, "big"))
+    # Signed: the bytes of every time from 1970 on are what they always were.
+    stamp = blake2b(mtime_ns(wal).to_bytes(8, "big", signed=True) + salts, digest_size=7).digest()
+    return (st.st_size, mtime, wal.st_size, int.from_bytes(stamp, "big"))

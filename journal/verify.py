@@ -42,6 +42,7 @@ from .format.inputs import parse_key as parse_input_key
 from .format.objects import HEADER, KIND_CHUNK, KIND_PAGEMAP, KIND_SEGMENT, decode_record
 from .format.pagemap import load_snapshot
 from .gc.reach import Reach
+from .paths import shown
 from .report import SILENT, Reporter
 from .repository.repository import Repository, blob_location, manifest_key, pack_key
 from .format.segments import anchor_refs
@@ -135,10 +136,11 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
                     snapshots.setdefault(e.refs, (seq, name, e))
                 anchor_of = anchor_refs(e.refs) if e.kind == KIND_JSONL else [None] * len(e.refs)
                 base_of = e.bases or [None] * len(e.refs)
+                where = f"tree {name}: {shown(e.path)}"
                 for i, (ref, anchor, base) in enumerate(zip(e.refs, anchor_of, base_of)):
-                    if _pack_problem(ref, packs, seq, f"tree {name}: {e.path}", reported, result) or (
-                            base is not None and _pack_problem(base, packs, seq, f"tree {name}: {e.path} (a chunk's "
-                                                               f"base)", reported, result)):
+                    if _pack_problem(ref, packs, seq, where, reported, result) or (
+                            base is not None and _pack_problem(base, packs, seq, f"{where} (a chunk's base)", reported,
+                                                               result)):
                         continue
                     last = e.kind == KIND_JSONL and i == len(e.refs) - 1
                     got = blobs.get((ref.pack, ref.offset))
@@ -157,13 +159,15 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
 
 
 def _check_keys(repo: Repository, result: VerifyResult) -> None:
-    """An encrypted store's key objects (``corrupt-key``): each intact and its own."""
+    """An encrypted store's key objects and key sets (``corrupt-key``): each intact and
+    its own; a key object outside the newest set is a warning (a key change that stopped)."""
     if not repo.codec.encrypted:
         return
-    from .crypto.keys import key_problems
+    from .crypto.manage import key_problems
 
-    for key, problem in key_problems(repo.store, repo.store_id, repo.codec):
-        result.findings.append(Finding(kind=CORRUPT_KEY, manifest=None, key=key, detail=problem))
+    for key, problem, warning in key_problems(repo.store, repo.store_id, repo.codec):
+        result.findings.append(Finding(kind=CORRUPT_KEY, manifest=None, key=key, detail=problem,
+                                       severity=WARNING if warning else ERROR))
 
 
 def _check_inputs(repo: Repository, result: VerifyResult, full: bool) -> None:
@@ -318,7 +322,7 @@ def _check_snapshot_packs(repo, snapshots, packs, reported, result) -> None:
             if (seq, pack) not in reported:
                 reported.add((seq, pack))
                 result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=err.key,
-                                               detail=f"tree {name}: {entry.path} (a page map's base) needs it"))
+                                               detail=f"tree {name}: {shown(entry.path)} (a page map's base) needs it"))
             continue
         except CorruptObject as err:
             result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
@@ -333,7 +337,7 @@ def _check_snapshot_packs(repo, snapshots, packs, reported, result) -> None:
             for pgno, loc in snap.base.items():
                 needed.setdefault(loc.rec, f"base page {pgno} of a page delta")
         for rec, what in sorted(needed.items(), key=lambda item: (item[0].pack, item[0].offset)):
-            _pack_problem(rec, packs, seq, f"tree {name}: {entry.path} ({what})", reported, result)
+            _pack_problem(rec, packs, seq, f"tree {name}: {shown(entry.path)} ({what})", reported, result)
 
 
 def _check_snapshots(repo, snapshots, result) -> None:

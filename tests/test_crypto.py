@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -18,6 +19,8 @@ import pytest
 
 from conftest import Live, clean_env, one_line_error, run_journal
 from journal.checkpoint.capture import AHEAD_FILE, CHUNK
+from journal.format.model import StoreInfo
+from journal.repository.repository import seal_config
 from journal.store import open_store
 
 pytest_plugins = ["tests.s3server"]
@@ -226,7 +229,7 @@ def test_a_flipped_byte_in_a_manifest_is_a_torn_manifest(tmp_path):
 def test_a_changed_key_object_is_reported_and_named_when_no_key_opens(tmp_path):
     live = encrypted_live(tmp_path)
     live.run("key", "add", env={"JOURNAL_NEW_PASSPHRASE": "correct horse"}, expect=0)
-    keys = sorted((tmp_path / "store" / "keys").iterdir())
+    keys = sorted(p for p in (tmp_path / "store" / "keys").iterdir() if not p.name.startswith("set-"))
     for path in keys:  # a byte of each object's time: it still decodes and unwraps
         text = path.read_text()
         at = text.index('"created":"') + len('"created":"') + 3
@@ -319,3 +322,70 @@ def test_an_init_that_stopped_before_its_config_leaves_a_location_a_new_init_tak
     regular.write_text("not a store")
     line = one_line_error(live.run("init", "--encrypt", "--store", str(regular), expect=1))
     assert f"{regular} is not empty and is not a journal store" in line and regular.read_text() == "not a store"
+
+
+def swap_in_plain_config(store: Path) -> None:
+    """Replace an encrypted store's config by a plain one with the same store id, as
+    whoever can write the bucket could (design §22, "Downgrade")."""
+    info = json.loads((store / "config").read_bytes())
+    plain = StoreInfo(store_id=info["store_id"], created=info["created"])
+    (store / "config").write_bytes(seal_config(plain))
+
+
+def without_key(live: Live) -> dict[str, str]:
+    return clean_env({k: v for k, v in live.env.items() if k != "JOURNAL_KEY_FILE"})
+
+
+WRITERS = (("checkpoint",), ("restore",), ("gc", "--keep-last", "1"), ("takeover",),
+           ("input", "append", "--harness", "codex", "--session", "s1", "-"))
+
+
+@pytest.mark.parametrize("learned", ["checkpoint", "restore"])
+def test_a_plain_config_swapped_into_a_known_encrypted_store_is_refused_and_nothing_is_written(tmp_path, learned):
+    """The local state records that the store is encrypted, and with which key: once the
+    config says plain, no command writes to it, with the key or without it, and no
+    refusal says to drop the key."""
+    live = encrypted_live(tmp_path)
+    live.run("checkpoint", expect=0)
+    if learned == "restore":
+        shutil.rmtree(live.state_dir)
+        live.run("restore", expect=0)
+    kid = json.loads(live.run("key", "list", "--json", expect=0).stdout)[0]["id"]
+    swap_in_plain_config(tmp_path / "store")
+    live.write("codex-home/new-secret.txt", f"second {MARKER}")
+    before = stored(live.store_url)
+    for command in WRITERS:
+        done = run_journal(*command, env=without_key(live), stdin="a prompt")
+        line = one_line_error(done)
+        assert done.returncode == 1 and "config says it is not encrypted" in line, (command, line)
+        assert f"this machine's local state knew it encrypted, opened with key {kid}" in line
+        assert "unset" not in line
+    line = one_line_error(live.run("checkpoint", expect=2))
+    assert "is not encrypted" in line and "never writes a store in the clear while a key is set" in line
+    assert "unset" not in line
+    assert stored(live.store_url) == before
+
+
+def test_a_new_container_without_a_key_refuses_a_plain_config_over_an_encrypted_store(tmp_path):
+    """No local state: the store's own key objects show it was encrypted."""
+    live = encrypted_live(tmp_path)
+    live.run("checkpoint", expect=0)
+    swap_in_plain_config(tmp_path / "store")
+    before = stored(live.store_url)
+    fresh = Live(tmp_path / "fresh", tmp_path / "store", fixtures=True)
+    for command in (("input", "append", "--harness", "codex", "--session", "s1", "-"), ("restore",)):
+        line = one_line_error(fresh.run(*command, stdin="a prompt", expect=1))
+        assert "config says it is not encrypted, but it holds key object keys/" in line, line
+    line = one_line_error(fresh.run("restore", env={"JOURNAL_KEY_FILE": str(tmp_path / "store.key")}, expect=2))
+    assert "never writes a store in the clear while a key is set" in line and "unset" not in line
+    assert stored(live.store_url) == before
+
+
+def test_a_key_file_that_is_a_fifo_is_refused_in_one_line_without_blocking(tmp_path):
+    live = encrypted_live(tmp_path)
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    for command in (("ls", "codex"), ("key", "add", "--new-key-file", str(fifo))):
+        line = one_line_error(live.run(*command, env={"JOURNAL_KEY_FILE": str(fifo) if command[0] == "ls"
+                                                      else str(tmp_path / "store.key")}, expect=2, timeout=20))
+        assert f"read key: key file {fifo}" in line and "is a FIFO, not a regular file" in line, line

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 
 import pytest
 
+from conftest import Live, one_line_error
 from journal.errors import RestoreIncomplete, describe_os_error, mount_point, naming
 
 
@@ -45,6 +47,29 @@ def test_mount_point_is_the_top_of_the_filesystem_holding_a_path(small_tmpfs):
     assert mount_point(str(disk / "a" / "b" / "not-yet")) == str(disk)
     assert mount_point(str(disk)) == str(disk)
     assert mount_point("/") == "/"
+
+
+def test_a_store_on_a_read_only_bind_mount_names_that_mount_not_the_disk_under_it(tmp_path):
+    """A directory bind-mounted read-only is on the same device as the filesystem it is
+    a directory of: the error names the bind mount (from ``/proc/self/mountinfo``), the
+    one to remount, not the top of that filesystem."""
+    point = tmp_path / "bound"
+    point.mkdir()
+    live = Live(tmp_path / "a", point / "store")
+    live.write("codex-home/a.txt", "a\n")
+    live.run("init", expect=0)
+    for how in (["--bind", str(point), str(point)], ["-o", "remount,ro,bind", str(point)]):
+        done = subprocess.run(["mount", *how], capture_output=True, text=True)
+        if done.returncode != 0:
+            subprocess.run(["umount", str(point)], capture_output=True)
+            pytest.skip(f"cannot make a read-only bind mount here (needs CAP_SYS_ADMIN): {done.stderr.strip()}")
+    try:
+        line = one_line_error(live.run("checkpoint", expect=1))
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+
+    assert "Read-only file system" in line
+    assert line.endswith(f"the filesystem mounted at {point} is read-only; remount it read-write"), line
 
 
 def test_naming_keeps_the_file_an_error_already_names(tmp_path):

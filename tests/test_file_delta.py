@@ -217,7 +217,7 @@ def test_a_base_copy_no_entry_names_any_more_is_removed_and_a_shared_one_kept(ge
     the tree's entries; a rewrite stored whole again (new content) drops the copy its
     last version named, unless another file still names that chunk (a file with the
     same bytes); a file gone drops the copy only it named."""
-    from journal.checkpoint import run as run_mod
+    from journal.checkpoint import chunk_copies
 
     live, path = gemini
     chunks = live.local / ".journal" / "chunks"
@@ -226,8 +226,8 @@ def test_a_base_copy_no_entry_names_any_more_is_removed_and_a_shared_one_kept(ge
     first = live.entries(TREE)[NAME].refs[0].id
     assert sorted(os.listdir(chunks)) == [first]
     passes = []
-    real = run_mod._chunk_ids
-    monkeypatch.setattr(run_mod, "_chunk_ids", lambda trees: passes.append(1) or real(trees))
+    real = chunk_copies.chunk_ids
+    monkeypatch.setattr(chunk_copies, "chunk_ids", lambda trees: passes.append(1) or real(trees))
     rewrite(path, logs(202))  # a delta of the copy: nothing new kept, no pass
     live.checkpoint()
     assert live.entries(TREE)[NAME].bases[0].id == first and os.listdir(chunks) == [first] and not passes

@@ -244,6 +244,154 @@ def test_several_clients_at_once_get_unique_gapless_sequences_and_their_own_answ
         assert log.show(info.id)[1] == f"{n}:{i}".encode()
 
 
+# ---------------------------------------------------------------- stalled and idle clients
+
+#: The read timeout the tests give the server: short, so that a stalled client's slot comes free soon.
+SHORT_TIMEOUT = "0.5"
+
+
+def started_server(tmp_path: Path, path: str, **env: str) -> subprocess.Popen:
+    """``journal input serve`` at the default input limit (1 MiB), listening on ``path``."""
+    env = clean_env(container_env(tmp_path / "local", tmp_path / "store", tmp_path, **env))
+    proc = subprocess.Popen(JOURNAL + ["input", "serve", "--socket", path], env=env, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stderr.readline().startswith(f"serving inputs on {path}")
+    return proc
+
+
+@pytest.fixture
+def serve_short(tmp_path, short_dir):
+    """A server whose read timeout is 0.5 s, set as supervise passes it on: in the environment."""
+    path = str(short_dir / "input.sock")
+    proc = started_server(tmp_path, path, JOURNAL_INPUT_READ_TIMEOUT="0.5")
+    yield path
+    proc.kill()
+    proc.wait()
+
+
+def connected(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX)
+    sock.connect(path)
+    return sock
+
+
+def answered(path: str, request: dict) -> dict | None:
+    """One request on a new connection: its answer, or None when the server is busy."""
+    try:
+        c = Client(path)
+    except OSError:
+        return None
+    try:
+        answer = c.ask(request)
+    except (OSError, ValueError):   # told busy and closed before the request went out
+        return None
+    finally:
+        c.close()
+    return None if answer.get("kind") == "Busy" else answer
+
+
+def end_of(sock: socket.socket) -> bytes:
+    """Everything the server sends ``sock`` until it closes it."""
+    sock.settimeout(60)
+    got = b""
+    with contextlib.suppress(ConnectionResetError):
+        while piece := sock.recv(65536):
+            got += piece
+    return got
+
+
+HALF_A_LINE = b'{"op":"append","harness":"codex","session":"S","text":"' + b"x" * (3 << 20)   # never ends
+
+
+def test_clients_that_stall_half_way_through_a_line_lose_their_slots_to_a_real_append(serve_short):
+    path = serve_short
+    stalled = [connected(path) for _ in range(64)]
+    try:
+        for sock in stalled:
+            sock.sendall(HALF_A_LINE[:1000])
+        stored = wait_for(lambda: answered(path, {"op": "append", "harness": "codex", "session": "S",
+                                                  "text": "a real prompt"}), 60, "a real append to get through")
+        assert stored["ok"] and stored["seq"] == 1
+        replies = [end_of(sock) for sock in stalled]
+    finally:
+        for sock in stalled:
+            sock.close()
+
+    assert all(r == b"" or json.loads(r)["kind"] == "Timeout" for r in replies), "each told why, or just closed"
+    stats = wait_for(lambda: (got := answered(path, {"op": "stats"})) and got["connections"] == 1 and got, 60,
+                     "the stalled connections to be gone")
+    assert stats["timed_out"] + stats["evicted"] == 64, "a slot freed for each stalled client"
+    assert stats["peak_buffered"] <= stats["buffer_bound"]
+
+
+def test_the_request_bytes_a_server_holds_stay_within_a_bound_that_does_not_grow_with_its_slots(tmp_path,
+                                                                                                 short_dir):
+    """63 clients each send 3 MiB of a line that never ends (189 MiB in all), and block:
+    the server holds 64 KiB of each, then only what a budget shared by all allows."""
+    path = str(short_dir / "input.sock")
+    proc = started_server(tmp_path, path)   # the default read timeout (30 s): nobody is timed out here
+    senders = [connected(path) for _ in range(63)]
+    threads = [threading.Thread(target=_send_all, args=(sock,)) for sock in senders]
+    try:
+        for t in threads:
+            t.start()
+        max_line = 6 * (1 << 20) + (64 << 10)
+        budget = 2 * max_line
+        full = budget - (64 << 10)   # every sender waits for budget: less than one read of it is left
+        stats = wait_for(lambda: (got := answered(path, {"op": "stats"})) and got["peak_buffered"] >= full and got,
+                         60, "the senders to fill the shared budget")
+    finally:
+        for sock in senders:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for t in threads:
+            t.join(60)
+        for sock in senders:
+            sock.close()
+        proc.kill()
+        proc.wait()
+
+    assert stats["buffer_bound"] == 64 * (64 << 10) + budget < 64 * len(HALF_A_LINE) // 8
+    assert stats["peak_buffered"] <= stats["buffer_bound"] and stats["buffered"] <= stats["buffer_bound"]
+    assert (stats["timed_out"], stats["evicted"], stats["connections"]) == (0, 0, 64)
+
+
+def _send_all(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):   # the test shuts it down while it blocks
+        sock.sendall(HALF_A_LINE)
+
+
+def test_an_idle_connection_keeps_its_slot_until_a_new_one_needs_it(serve_short):
+    path = serve_short
+    first = Client(path)
+    assert first.ask({"op": "list"})["ok"]            # served first, then idle the longest
+    others = [Client(path) for _ in range(63)]
+    try:
+        assert all(c.ask({"op": "list"})["ok"] for c in others), "every slot taken, each served once"
+        c = wait_for(lambda: _served(path), 60, "a new connection to take the idlest one's slot")
+        stats = c.ask({"op": "stats"})
+        c.close()
+        assert end_of(first.sock) == b"", "the idlest was closed, told nothing (it asked nothing)"
+        assert (stats["evicted"], stats["timed_out"], stats["connections"]) == (1, 0, 64)
+        assert all(c.ask({"op": "list"})["ok"] for c in others), "the others kept theirs"
+    finally:
+        first.close()
+        for c in others:
+            c.close()
+
+
+def _served(path: str) -> Client | None:
+    """A connection the server answered (it stays open), or None when told busy."""
+    c = Client(path)
+    try:
+        if c.ask({"op": "append", "harness": "codex", "session": "S", "text": "hi"}).get("ok"):
+            return c
+    except (OSError, ValueError):   # told busy and closed before the request went out
+        pass
+    c.close()
+    return None
+
+
 # ---------------------------------------------------------------- under journal supervise
 
 
@@ -310,22 +458,35 @@ def test_supervise_killed_with_sigkill_leaves_no_server_behind_and_served_with_o
                 os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("where", ["too long a path", "a file in the way"])
-def test_a_socket_that_cannot_be_served_is_reported_and_cmd_runs_anyway(box, short_dir, where):
+@pytest.mark.parametrize("where", ["too long a path", "a file in the way", "a directory in the way"])
+def test_a_socket_that_cannot_be_served_is_reported_and_cmd_runs_without_its_path(box, short_dir, where):
+    """CMD gets ``$JOURNAL_INPUT_SOCKET`` only when something listens there: not the
+    configured path (the variable supervise was given, here), nor the default one."""
+    path, socket_path = short_dir / "input.sock", None
     if where == "a file in the way":
-        path = short_dir / "input.sock"
         path.write_text("mine")
-    else:
+        socket_path = str(path)
+    elif where == "too long a path":
         path = short_dir / ("x" * 120)
-    b, sup = started(box, "wait", socket_path=str(path))
+        socket_path = str(path)
+
+    def in_the_way(b):
+        if where == "a directory in the way":   # at the path supervise serves by default
+            Path(b.input_socket).mkdir(parents=True)
+        return b
+
+    b, sup = started(lambda: in_the_way(box()), "wait", socket_path=socket_path)
     error = b.status()["input_error"]
     assert ("over the 107 a Unix socket path may hold" if where == "too long a path" else "is not a socket") in error
     assert [p for p, _, _ in cmd_children(sup.pid)] and server_pid(sup.pid) is None
+    assert json.loads((b.run_dir / "env").read_text())["socket"] is None, "no path to a socket nobody serves"
     sup.send_signal(signal.SIGTERM)
     assert finish(sup) == 0
     assert "supervise: not serving inputs:" in b.output()
     if where == "a file in the way":
         assert path.read_text() == "mine", "never removed"
+    if where == "a directory in the way":
+        assert Path(b.input_socket).is_dir(), "never removed"
 
 
 def test_no_input_socket_starts_no_server_and_exports_no_path(box):

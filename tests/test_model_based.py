@@ -154,6 +154,7 @@ class JournalModel(RuleBasedStateMachine):
         self.present: list[int] = []                         # seqs in the store
         self.forks: dict[int, int] = {}                      # the forks among them, with their parents
         self.base = 0                                        # the last checkpoint this disk wrote or restored
+        self.rolled: int | None = None                       # a rollback no checkpoint has published yet
         self.cache: dict[str, tuple] = {}                    # the local state's entries
         self.reupload = False                                # the next checkpoint re-reads everything
 
@@ -341,6 +342,7 @@ class JournalModel(RuleBasedStateMachine):
         self.present.append(result.seq)
         self.cache = dict(expected)
         self.reupload = False
+        self.rolled = None
         self.base = result.seq
 
     @precondition(lambda self: len(self.present) > 1)
@@ -367,13 +369,16 @@ class JournalModel(RuleBasedStateMachine):
     @precondition(lambda self: self.present)
     @rule()
     def restore_live(self):
-        """A hot restore of the newest checkpoint: newer local state is kept."""
+        """A hot restore: of the newest checkpoint, newer local state kept; after a
+        rollback no checkpoint has published yet, of the rolled-back checkpoint again
+        (left as it is when a gc deleted that checkpoint since)."""
         newest = self.main()[-1]
         result = restore(self.c.cfg, open_store(str(self.store)), self.reporter())
         assert result.complete and not result.fallback and result.lineage == "hot" and result.fork is None
-        self.apply_restore(self.manifests[newest])
-        self.cache = dict(self.manifests[newest])
-        self.reupload = False
+        source = self.rolled if self.rolled is not None else newest
+        if source in self.present:
+            self.apply_restore(self.manifests[source])
+            self.cache = dict(self.manifests[source])
         self.base = newest
 
     @precondition(lambda self: self.present)
@@ -405,6 +410,7 @@ class JournalModel(RuleBasedStateMachine):
         self.rows = list(chosen[DB][1]) if DB in chosen else None
         self.cache = dict(chosen)
         self.reupload = seq != self.main()[-1]
+        self.rolled = seq if self.reupload else None
         self.base = self.main()[-1]
 
     def main(self) -> list[int]:
@@ -429,6 +435,7 @@ class JournalModel(RuleBasedStateMachine):
         self.rows = list(manifest[DB][1]) if DB in manifest else None
         self.cache = dict(manifest)
         self.reupload = False
+        self.rolled = None
 
     @invariant()
     def live_tree_is_the_model(self):

@@ -378,8 +378,8 @@ class LineageModel(RuleBasedStateMachine):
         new = sorted(set(after) - set(before))
         assert set(before) <= set(after), "a checkpoint removed a manifest"
         assert all(not after[s].fork for s in new), f"a checkpoint wrote a fork: {new}"
-        if result.seq is not None:
-            assert result.seq in new and result.seq == max(new), \
+        if result.seq is not None:   # new, or the pending one a killed run of this disk left (§13)
+            assert result.seq == (max(new) if new else box.base), \
                 f"the checkpoint reported {result.seq}, the store has new manifests {new}"
             assert result.manifest_id == after[result.seq].id
         top = self.newest_main(after)

@@ -459,6 +459,29 @@ def test_a_hot_restore_keeps_a_newer_local_directory_mode(bare_live):
     assert bare_live.entries("fx")["mine"].mode == 0o700
 
 
+def test_a_hot_restore_gives_a_directory_it_recreates_the_checkpointed_mode(bare_live):
+    """A directory deleted here is made again by a hot restore (0700 while it fills):
+    it gets its checkpointed mode, as ``restore --to`` gives it, and never counts as a
+    newer local mode that the next checkpoint would publish."""
+    fx = bare_live.local / "fx-home"
+    (fx / "shared").mkdir(parents=True)
+    (fx / "shared" / "f.txt").write_text("f\n")
+    (fx / "shared").chmod(0o755)
+    bare_live.run("checkpoint")
+    shutil.rmtree(fx / "shared")
+
+    ran = bare_live.run("restore")
+
+    assert "newer local mode" not in ran.stderr + ran.stdout
+    assert (fx / "shared").stat().st_mode & 0o7777 == 0o755
+    assert (fx / "shared" / "f.txt").read_text() == "f\n"
+    (fx / "later.txt").write_text("a later change\n")
+    bare_live.run("checkpoint")
+    assert bare_live.entries("fx")["shared"].mode == 0o755
+    listed = bare_live.run("ls", "--long", "fx", expect=0).stdout.splitlines()
+    assert [line for line in listed if line.endswith(" shared/")][0].startswith("drwxr-xr-x")
+
+
 @pytest.mark.parametrize("what", ["files", "a database"])
 def test_a_directory_swapped_for_a_symlink_during_the_restore_sends_nothing_outside(bare_live, tmp_path,
                                                                                      monkeypatch, what):

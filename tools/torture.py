@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""journal's torture run: random kill -9 and fault trials, kill sweeps, decoder fuzzing
-and damage sweeps (``tools/reliability/``). ``make torture`` runs the full form;
-``make test`` runs a short form of each (``tests/test_torture_short.py``,
-``tests/test_fuzz_decoders.py``, ``tests/test_damage_sweep.py``).
+"""journal's torture run: random kill -9 and fault trials, kill sweeps, decoder fuzzing,
+damage sweeps and the lineage model (``tools/reliability/``). ``make torture`` runs the
+full form; ``make test`` runs a short form of each (``tests/test_torture_short.py``,
+``tests/test_fuzz_decoders.py``, ``tests/test_damage_sweep.py``,
+``tests/test_model_lineage.py``).
 
 Usage::
 
@@ -10,6 +11,7 @@ Usage::
     .venv/bin/python tools/torture.py --store hfsim --seed 1 --trial 17      # replay one trial
     .venv/bin/python tools/torture.py --sweeps 1 --fuzz 0 --trials 0         # every kill point
     .venv/bin/python tools/torture.py --trials 0 --fuzz 100000 --damage      # decoders, damages
+    .venv/bin/python tools/torture.py --trials 0 --lineage 200 --seed 1      # 2-3 containers, one store
 
 Each part prints one summary line (``torture: N trials ..., K kills, F faults, V
 violations``); every violation is printed on a line of its own with the command that
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from tools.reliability.damage import DamageSweep  # noqa: E402
 from tools.reliability.fuzz import fuzz  # noqa: E402
+from tools.reliability.lineage import run_lineage  # noqa: E402
 from tools.reliability.sweeps import OPERATIONS, Sweep  # noqa: E402
 from tools.reliability.trials import STORES, Torture  # noqa: E402
 
@@ -46,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="kill sweeps: SIGKILL at every STRIDE-th file-system call (1: every one; 0: none)")
     parser.add_argument("--fuzz", type=int, default=0, metavar="N", help="fuzz every decoder with N inputs")
     parser.add_argument("--damage", action="store_true", help="run the damage sweep (every object, every damage)")
+    parser.add_argument("--lineage", type=int, default=0, metavar="N",
+                        help="run N examples of the lineage model: 2-3 containers on one local store, stale and "
+                             "hot restarts, refused writers, rollbacks, takeover, kills, gc")
     parser.add_argument("--workdir", help="where trials run (default: a new temp directory)")
     parser.add_argument("--json", dest="json_out", help="write the counts of every part to this file")
     args = parser.parse_args(argv)
@@ -106,6 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         report["damage"] = {"cases": result.cases, "by_target": result.by_target, "reported": result.reported,
                             "must_report": result.must_report, "restores": result.restores,
                             "violations": result.problems}
+    if args.lineage:
+        result = run_lineage(args.lineage, args.seed, workdir / "lineage")
+        for problem, saved in zip(result.problems, result.saved):
+            print(f"VIOLATION lineage (seed {args.seed}): {problem} [steps saved as {saved}; replay: "
+                  f"tools/torture.py --seed {args.seed} --trials 0 --lineage {args.lineage}]")
+        print(result.line(), flush=True)
+        violations += len(result.problems)
+        report["lineage"] = {"examples": result.examples, "runs": result.runs, "steps": result.steps,
+                             "kills": result.kills, "refusals": result.refusals, "stale": result.stale,
+                             "forks": result.forks, "rollbacks": result.rollbacks, "expired": result.expired,
+                             "violations": result.problems}
     report["seconds"] = round(time.monotonic() - started, 1)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")

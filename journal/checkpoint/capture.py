@@ -3,7 +3,8 @@
 * Ordinary files are cut into fixed ``CHUNK``-sized blobs; a chunk whose id the
   previous version already had is reused, not uploaded again. A changed chunk of a
   rewritten small file may be stored as a delta of the previous version's
-  (``checkpoint/file_delta.py``).
+  (``checkpoint/file_delta.py``). A chunk wholly inside a sparse file's hole is zeros
+  and is never read (``local/sparse.py``); a chunk the file holds again is stored once.
 * JSONL transcripts that only grew publish just the new complete lines, from the
   previously checkpointed length to the last ``\\n``. A torn last line waits for a
   later checkpoint. Anything else (shrunk, rewritten) is re-based from offset 0, with
@@ -32,10 +33,11 @@ from ..format.codec import PLAIN, Codec
 from ..heap import keep_freed
 from .file_delta import MAX_FILE, FileDeltas
 from ..local.state import FileState
-from ..signatures import dir_signature, grew_in_place, signature
+from ..signatures import dir_signature, grew_in_place, mtime_ns, signature
 from ..format.model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SYMLINK, BlobRef, Entry
 from ..format.objects import CHUNK_BYTES, KIND_CHUNK, KIND_SEGMENT, SEGMENT_BYTES, encode_record
 from ..format.segments import ANCHOR_MIN, DICT_TAIL, anchors
+from ..local.sparse import ZERO_CHUNK, DataMap, data_map, zero_chunk_id
 from ..local.treepath import target_problem
 from ..paths import shown
 from ..local.walk import Item
@@ -92,7 +94,7 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
         if problem is not None:
             raise Unstorable(shown(full), problem, "point the link at a UTF-8 path")
         return FileState(signature(st), Entry(path=item.path, kind=KIND_SYMLINK, mode=mode,
-                                              mtime_ns=st.st_mtime_ns, target=target))
+                                              mtime_ns=mtime_ns(st), target=target))
     try:
         fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
@@ -133,12 +135,13 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
     rewrite = deltas is not None and old is not None and st.st_size <= MAX_FILE
     refs, bases = [], []
     offset = 0
-    chunks = _chunks_ahead(fd, st.st_size, known, codec) if st.st_size > AHEAD_FILE and not rewrite else None
+    holes = data_map(fd, st)   # a sparse file: its holes' chunks are zeros, never read
+    chunks = _chunks_ahead(fd, st.st_size, known, codec, holes) if st.st_size > AHEAD_FILE and not rewrite else None
     try:
         while offset < st.st_size:
             if chunks is None:
-                data = os.pread(fd, min(CHUNK, st.st_size - offset), offset)
-                digest, encoded = codec.digest(data), None
+                data = _read_chunk(fd, offset, min(CHUNK, st.st_size - offset), holes)
+                digest, encoded = _digest(data, codec), None
                 cid = digest.hex()
             else:
                 data, cid, encoded = next(chunks, (b"", "", None))
@@ -151,6 +154,7 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
                 ref, base = deltas.chunk(data, (old_bases[i] or old_refs[i]) if i < len(old_refs) else None)
             elif ref is None:
                 ref = add(KIND_CHUNK, data, encoded=encoded, digest=digest)
+            known.setdefault(cid, (ref, base))   # a chunk the file holds again (a hole's zeros) is stored once
             refs.append(ref)
             bases.append(base)
             offset += len(data)
@@ -159,12 +163,24 @@ def _capture_whole(fd: int, path: str, st: os.stat_result, prev: FileState | Non
     finally:
         if chunks is not None:
             chunks.close()  # waits for its threads, before the caller closes ``fd``
-    return Entry(path=path, kind=KIND_FILE, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns,
+    return Entry(path=path, kind=KIND_FILE, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=mtime_ns(st),
                  size=offset, refs=tuple(refs), bases=tuple(bases) if any(bases) else ())
 
 
-def _chunks_ahead(fd: int, size: int, known: dict,
-                  codec: Codec) -> Iterator[tuple[bytes, str, tuple[str, list] | None]]:
+def _read_chunk(fd: int, offset: int, n: int, holes: DataMap | None) -> bytes:
+    """The ``n`` bytes of the chunk at ``offset``: zeros, unread, when they are wholly in a hole."""
+    if holes is not None and not holes.holds_data(offset, n):
+        return ZERO_CHUNK if n == CHUNK else bytes(n)
+    return os.pread(fd, n, offset)
+
+
+def _digest(data: bytes, codec: Codec) -> bytes:
+    """A chunk's id as 32 bytes; a hole's whole chunk of zeros is not hashed again."""
+    return bytes.fromhex(zero_chunk_id(codec)) if data is ZERO_CHUNK else codec.digest(data)
+
+
+def _chunks_ahead(fd: int, size: int, known: dict, codec: Codec,
+                  holes: DataMap | None = None) -> Iterator[tuple[bytes, str, tuple[str, list] | None]]:
     """``(bytes, id, encoded record, in pieces, or None)`` of each chunk of a large file, in order:
     read, hashed and, unless ``known`` holds its id, compressed into a record by
     ``AHEAD_THREADS`` threads, up to ``AHEAD_CHUNKS`` chunks ahead of the caller
@@ -176,8 +192,8 @@ def _chunks_ahead(fd: int, size: int, known: dict,
     keep_freed()
 
     def prepare(offset: int):
-        data = os.pread(fd, min(CHUNK, size - offset), offset)
-        digest = codec.digest(data)
+        data = _read_chunk(fd, offset, min(CHUNK, size - offset), holes)
+        digest = _digest(data, codec)
         cid = digest.hex()
         if not data or cid in known:
             return data, cid, None
@@ -230,9 +246,9 @@ def _capture_jsonl(fd: int, full: str, path: str, st: os.stat_result, prev: File
     if refs is None:
         raise Changed(path)
     if gone is not None and warn is not None:
-        warn(f"checkpoint: transcript {full} {gone}; stored it as a rewrite from its start "
+        warn(f"checkpoint: transcript {shown(full)} {gone}; stored it as a rewrite from its start "
              "(the earlier version stays in earlier checkpoints: `journal restore --at`)")
-    return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=st.st_mtime_ns,
+    return Entry(path=path, kind=KIND_JSONL, mode=mode, mtime_ns=mtime_ns(st),
                  size=sum(r.size for r in refs), refs=tuple(refs)), roll
 
 

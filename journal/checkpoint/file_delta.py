@@ -17,6 +17,7 @@ the file's previous version, as a zstd raw-content dictionary.
   its id on every read), kept for each whole chunk stored for a rewritten file of at
   most ``MAX_FILE`` bytes. No copy (the first rewrite, a fresh machine): the chunk is
   stored whole, and becomes the base. A checkpoint never reads a base from the store.
+  The copies are pruned and bounded as ``checkpoint/chunk_copies.py`` says.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class FileDeltas:
         rid, whole = encode_record(KIND_CHUNK, data, codec=codec)
         base_payload = None if base is None else self.cache.cached(base.id)
         if base_payload is not None:
+            self.cache.touch(base.id)  # in use: the last copy the size bound drops
             _, delta = encode_record(KIND_CHUNK, data, base=base_payload, codec=codec)
             if delta_pays(delta, whole, named=0):
                 return self.writer.add_record(rid, delta, len(data)), base

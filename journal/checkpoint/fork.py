@@ -49,7 +49,7 @@ class ForkResult(msgspec.Struct, kw_only=True):
 
 
 def commit_fork(cfg, repo: Repository, *, onto: int, why: str,
-                work: Callable[[dict[str, TreeCache]], list[str]],
+                work: Callable[[dict[str, TreeCache], dict[str, TreeCache]], list[str]],
                 reporter: Reporter = SILENT) -> tuple[ForkResult, dict[str, TreeCache]]:
     """Keep this disk's local work that checkpoint ``onto`` lacks as a fork (see the
     module docstring). The caller holds the state lock and found a local state of this

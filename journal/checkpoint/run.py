@@ -47,9 +47,10 @@ from ..local import tree_tmp
 from ..repository.lineage import describe_writer, next_free, open_repository, refuse_foreign, require_committed
 from ..local.state import (STATE_FILE, FileState, LocalState, StateLock, TreeCache, cache_from_entries,
                          forget_state, load_state, new_state, save_state)
+from .chunk_copies import keep_copies
 from .file_delta import FileDeltas
 from ..local.files import HAS_DB, Files
-from ..format.model import FORK_MANIFEST_VERSION, KIND_FILE, KIND_SQLITE, BlobRef, Fork, Manifest, TreeRoot, decode
+from ..format.model import FORK_MANIFEST_VERSION, KIND_SQLITE, BlobRef, Fork, Manifest, TreeRoot, decode
 from ..format.objects import KIND_CHUNK, KIND_PAGE
 from ..repository.pack import PackWriter, clear_spool
 from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
@@ -118,6 +119,7 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
         return msgspec.convert(proven.result, CheckpointResult)
     repo = open_repository(store, cfg.state_dir, create=True, key=cfg.key)
     state = _load_or_refuse(cfg, repo)
+    state.encrypted, state.key_id = repo.codec.encrypted, repo.key_id  # a store once encrypted stays so (§22)
     loaded = {name: cache.files for name, cache in state.trees.items()}  # as the quiet snapshot's state holds them
     try:
         _recheck_kept(cfg, repo, result, reporter)
@@ -351,7 +353,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
                                              bases=cache.bases, files=files, restored=cache.restored,
                                              restored_seq=cache.restored_seq)
         next_seq = state.seq + 1
-        work = fork.work(new_trees) if fork is not None and changed_trees else None
+        work = fork.work(new_trees, old_trees) if fork is not None and changed_trees else None
         if fork is not None:
             fork.found, fork.trees = work or [], new_trees
         if not changed_trees or (fork is not None and not work):
@@ -381,9 +383,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
                 live_maps = _map_ids(new_trees)  # a snapshot, a tree or a path came or went: maybe stale copies
                 ctx.maps.prune(live_maps)
                 prune_base_copies(cfg.state_dir, live_maps)
-            if ctx.deltas.remembered and (any(t.deleted for t in result.trees)
-                                          or _copy_maybe_unused(old_trees, ctx, chunks)):
-                chunks.prune(_chunk_ids(new_trees))  # a new base copy, an old one maybe unused: drop those no entry uses
+            keep_copies(chunks, old_trees, new_trees, ctx.captured, ctx.deltas.remembered, cfg.chunk_copies_limit)
     except BaseException:
         ctx.data.abort()
         raise
@@ -422,36 +422,6 @@ def _fence(repo: Repository, seq: int, state_dir: str) -> int:
     if asked.result() is None:
         return seq + 1
     return next_free(repo, seq)   # a fork there is passed over; another writer's checkpoint refuses
-
-
-def _chunk_ids(trees: dict[str, TreeCache]) -> set[str]:
-    """Every whole chunk a file entry names (as a ref or as a delta's base): the local
-    base copies a later rewrite may use."""
-    return {r.id for c in trees.values() for f in c.files.values() if f.entry.kind == KIND_FILE
-            for r in (*f.entry.refs, *f.entry.bases) if r is not None}
-
-
-def _copy_maybe_unused(old_trees: dict[str, TreeCache], ctx: ScanContext, chunks: BlobCache) -> bool:
-    """Whether a local chunk copy may have become unused in this checkpoint, besides a
-    path gone: a copy made now that no entry read now names (its capture was given up),
-    or a chunk that the last entry of a path read now named (a file's, whatever the
-    path is now) has a copy and the path's new entry no longer names it. A copy made
-    now for an entry it names, and every copy no read path named, stay named as they
-    were. Only then does a prune need every entry's chunks (a pass over every path of
-    every tree)."""
-    named = {r.id for fs in ctx.captured for r in (*fs.entry.refs, *fs.entry.bases) if r is not None}
-    if any(rid not in named for rid in ctx.deltas.remembered):
-        return True
-    for fs in ctx.captured:
-        path = fs.entry.path
-        for cache in old_trees.values():
-            was = cache.files.get(path)
-            if was is None or was.entry.kind != KIND_FILE:
-                continue
-            if any(r is not None and r.id not in named and chunks.holds(r.id)
-                   for r in (*was.entry.refs, *was.entry.bases)):
-                return True
-    return False
 
 
 def _map_ids(trees: dict[str, TreeCache]) -> set[str]:

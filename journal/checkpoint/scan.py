@@ -27,7 +27,7 @@ from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE
 from ..repository.pack import PackWriter
 from ..report import Reporter
 from ..local.quiet import DB, DIR, OTHER, Row
-from ..signatures import dir_signature, live_signature, signature
+from ..signatures import clamp_mtime, dir_signature, live_signature, signature
 from ..local.walk import QUIET_ROW, UNREADABLE, Item, Matcher, same_paths, walk_tree
 
 
@@ -111,6 +111,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
     held = cache.files
     in_dir, here = None, {}  # the cached paths of the directory the walk is in (looked up on its first name)
     same, whole = _same_dirs(tree, cache, ctx.same, ctx.trusted.get(tree.name) is held)
+    reupload = cache.reupload   # every path is read again, whatever its signature
     for item in walk_tree(tree.path, matcher, skipped, listing, same):
         if item.kind == QUIET_ROW:  # a directory the quiet snapshot found unchanged: its paths as they were
             group = whole.get(item.path)
@@ -142,7 +143,7 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         if parent != in_dir:  # the walk yields a directory's names together
             in_dir, here = parent, held.in_dir(parent)
         prev = here.get(item.path)
-        if prev is not None and prev.sig is not None and prev.sig == sig:
+        if prev is not None and prev.sig is not None and prev.sig == sig and not reupload:
             files[item.path] = prev
             nondir += prev.entry.kind != KIND_DIR
             reused += 1
@@ -158,6 +159,8 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
         nondir += fs.entry.kind != KIND_DIR
         added += prev is None
         ctx.captured.append(fs)
+        if item.kind != KIND_DIR and clamp_mtime(item.stat.st_mtime_ns) != item.stat.st_mtime_ns:
+            warn_clamped(ctx, os.path.join(tree.path, item.path), item.stat.st_mtime_ns)
         if prev is None or prev.entry != fs.entry:
             changed = True
             if fs.entry.kind == KIND_DIR:
@@ -191,8 +194,20 @@ def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[Tre
 
 def warn_unreadable(ctx: ScanContext, full: str, err: OSError) -> None:
     """One warning for a live path that exists but cannot be read this time."""
-    ctx.warn(f"checkpoint: cannot read {full} ({err.strerror or err}); kept its last checkpoint; "
+    ctx.warn(f"checkpoint: cannot read {shown(full)} ({err.strerror or err}); kept its last checkpoint; "
              f"{os_error_hint(err, full)}")
+
+
+def warn_clamped(ctx: ScanContext, full: str, ns: int) -> None:
+    """One warning for a path captured with a time no entry holds (``signatures.mtime_ns``):
+    it is stored, and restored, with the nearest one that is."""
+    import datetime as dt   # here: only such a file needs it
+
+    held = clamp_mtime(ns)
+    when = (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=held // 1000)).strftime("%Y-%m-%d %H:%M:%S")
+    ctx.warn(f"checkpoint: {shown(full)} has a modification time {'after' if ns > held else 'before'} {when} UTC, "
+             f"which a checkpoint cannot hold; stored it with that time, the one a restore gives it; "
+             f"`touch` it to give it a real time")
 
 
 def _outside(cache: TreeCache, taken: dict[str, Group]) -> Iterator[tuple[str, FileState]]:
@@ -429,7 +444,7 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
             return capture_sqlite(full, item.path, prev, ctx.staging_dir, ctx.data, ctx.maps, ahead, seen)
         except (CorruptObject, ObjectNotFound) as err:  # the previous snapshot's maps
             ctx.data.check()  # ... unless a pack's upload failed (a bucket gone): never retried as a map
-            ctx.warn(f"checkpoint: {full}: the page maps of its last snapshot are unusable ({err}); "
+            ctx.warn(f"checkpoint: {shown(full)}: the page maps of its last snapshot are unusable ({err}); "
                      "storing a new full snapshot of it")
             return capture_sqlite(full, item.path, None, ctx.staging_dir, ctx.data, ctx.maps, seen=seen)
     except SnapshotFailed as err:

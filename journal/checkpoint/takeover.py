@@ -21,7 +21,7 @@ import msgspec
 
 from ..errors import CorruptObject, JournalError, ObjectNotFound
 from ..repository.history import ManifestCache
-from ..repository.lineage import committed_seq, newest_main
+from ..repository.lineage import committed_seq, newest_main, refuse_downgrade
 from ..local.state import LocalState, StateLock, cache_from_entries, load_state, new_state, read_state, save_state
 from ..repository.repository import Repository
 from ..store.base import Store
@@ -40,6 +40,7 @@ def takeover(cfg, store: Store) -> TakeoverResult:
     """Adopt the store's newest valid manifest as this writer's parent; see the module docstring."""
     with StateLock(cfg.state_dir, wait=True):
         repo = Repository.open(store, key=cfg.key)
+        refuse_downgrade(repo, cfg.state_dir)  # a takeover never writes in the clear what was encrypted
         seqs = repo.manifest_seqs()
         result = _left_behind(read_state(cfg.state_dir), repo, seqs[-1] if seqs else 0)
         old = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
@@ -47,7 +48,8 @@ def takeover(cfg, store: Store) -> TakeoverResult:
             if result.left_seq is None:
                 raise JournalError(f"takeover: the store {store.location} has no checkpoint yet, so there is "
                                    "nothing to take over; `journal checkpoint` publishes this container's files")
-            save_state(cfg.state_dir, LocalState(store_id=repo.store_id, writer=old.writer, restore_complete=True))
+            save_state(cfg.state_dir, LocalState(store_id=repo.store_id, writer=old.writer, restore_complete=True,
+                                                 encrypted=repo.codec.encrypted, key_id=repo.key_id))
             return result
         cache = ManifestCache(repo)
         newest = newest_main(cache, seqs)
@@ -64,7 +66,7 @@ def takeover(cfg, store: Store) -> TakeoverResult:
                 trees[name] = cache_from_entries(root.root, pages, entries, dirty=True)
             save_state(cfg.state_dir, LocalState(store_id=repo.store_id, writer=old.writer, seq=newest,
                                                  manifest_id=cache.manifest_id(newest), restore_complete=True,
-                                                 trees=trees))
+                                                 trees=trees, encrypted=repo.codec.encrypted, key_id=repo.key_id))
             result.seq, result.trees = seq, sorted(trees)
             result.previous_writer = f"host {manifest.host} pid {manifest.pid} at {manifest.created}"
             return result

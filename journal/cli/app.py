@@ -16,11 +16,11 @@ import click
 from .. import __version__
 from ..format.model import FORMAT
 from .base import (EXIT_ERROR, EXIT_FALLBACK, EXIT_FINDINGS, EXIT_USAGE, CliReporter, command_errors, durable_url,
-                   emit_json, fail, open_context, past_click)
+                   echo, emit_json, fail, open_context, past_click)
 from .output import INTERRUPTED, interrupted, wants_json
 
 __all__ = ["EXIT_ERROR", "EXIT_FALLBACK", "EXIT_FINDINGS", "EXIT_USAGE", "CliReporter", "common", "durable_url",
-           "emit_json", "fail", "handle_errors", "main", "open_context"]
+           "echo", "emit_json", "fail", "handle_errors", "main", "open_context"]
 
 
 def handle_errors(fn):

@@ -12,6 +12,7 @@ import contextlib
 import sys
 
 from ..errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
+from ..paths import shown
 from ..report import Reporter
 from .output import OutputClosed, output_closed
 
@@ -20,30 +21,18 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_FALLBACK = 3   # restore: complete, but some tree or file came from an older checkpoint than the newest
 
-#: What click strips from a line written to anything but a terminal (``click.echo``).
-_ANSI = r"\033\[[;?0-9]*[a-zA-Z]"
-
 
 def echo(message: str = "", err: bool = False) -> None:
-    """One line to stdout (or stderr), flushed, as ``click.echo`` writes it: escape
-    sequences stripped unless the stream is a terminal; nothing without a stream."""
+    """One line to stdout (or stderr), flushed; nothing without a stream. Every line a
+    command prints goes through here, and a line is one line: a control character in it
+    (an escape sequence, a newline in a file name the library did not escape) or a byte
+    that is not UTF-8 is written escaped (``paths.shown``, design §11.12), so nothing
+    read from a tree or a store can drive the terminal or forge a line."""
     stream = sys.stderr if err else sys.stdout
     if stream is None:
         return
-    message += "\n"
-    if "\033" in message and not _isatty(stream):
-        import re
-
-        message = re.sub(_ANSI, "", message)
-    stream.write(message)
+    stream.write((message if message.isprintable() else shown(message)) + "\n")
     stream.flush()
-
-
-def _isatty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except Exception:   # a stream of any kind (click.echo's rule)
-        return False
 
 
 class CliReporter(Reporter):
@@ -78,11 +67,21 @@ class CliReporter(Reporter):
             self._bar = None
 
 
+#: What JSON leaves raw that a terminal may obey: DEL and the C1 controls (U+0080-U+009F,
+#: in UTF-8 0xC2 and a byte from 0x80 to 0x9F); they only occur inside JSON strings.
+_RAW_CONTROLS = rb"\x7f|\xc2[\x80-\x9f]"
+
+
 def emit_json(value) -> None:
-    """``value`` as indented JSON, as bytes to stdout's buffer (as ``click.echo`` writes bytes)."""
+    """``value`` as indented JSON, as bytes to stdout's buffer (as ``click.echo`` writes
+    bytes), with no control character raw: JSON escapes C0 controls, this the rest."""
     import msgspec
 
     data = msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n"
+    if b"\x7f" in data or b"\xc2" in data:
+        import re
+
+        data = re.sub(_RAW_CONTROLS, lambda m: b"\\u%04x" % ord(m.group().decode()), data)
     stream = sys.stdout
     if stream is None:
         return

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .app import EXIT_FALLBACK, CliReporter, common, emit_json, main, open_context
+from .app import EXIT_FALLBACK, CliReporter, common, echo, emit_json, main, open_context
 
 AT_HELP = "The newest checkpoint at or before this (a sequence number or an ISO-8601 time; default: the newest)."
 
@@ -27,7 +27,7 @@ def _fallback_exit(notes: list[str], op: str, seq: int | None) -> None:
     """Say that the answer is a fallback, and exit 3; nothing when it is not."""
     if notes:
         where = f", checkpoint {seq}" if seq is not None else ""
-        click.echo(f"{op}: answered from a FALLBACK (exit {EXIT_FALLBACK}){where}: {'; '.join(notes)}", err=True)
+        echo(f"{op}: answered from a FALLBACK (exit {EXIT_FALLBACK}){where}: {'; '.join(notes)}", err=True)
         sys.exit(EXIT_FALLBACK)
 
 
@@ -86,11 +86,11 @@ def ls(config_path, store_url, as_json, at, long_, where):
     if as_json:
         emit_json(listing)
     elif listing.seq is None:
-        click.echo("no checkpoint in the store yet")
+        echo("no checkpoint in the store yet")
     else:
-        click.echo(f"{shown(listing.path) or 'trees'} at checkpoint {listing.seq} ({listing.created}):")
+        echo(f"{shown(listing.path) or 'trees'} at checkpoint {listing.seq} ({listing.created}):")
         for item in listing.entries:
-            click.echo(_ls_line(item, long_))
+            echo(_ls_line(item, long_))
     _fallback_exit(listing.skipped, "ls", listing.seq)
 
 
@@ -165,9 +165,9 @@ def diff(config_path, store_url, as_json, no_lines, a, b, where):
         emit_json(result.changes)
     else:
         counts = {kind: sum(c.change == kind for c in result.changes) for kind in _MARKS}
-        click.echo(f"checkpoint {result.a} -> {result.b}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+        echo(f"checkpoint {result.a} -> {result.b}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
         for change in result.changes:
-            click.echo(_diff_line(change))
+            echo(_diff_line(change))
     _fallback_exit(result.skipped, "diff", result.b)
 
 
@@ -200,11 +200,11 @@ def find(config_path, store_url, as_json, tree, since, pattern):
         emit_json(result.found)
     else:
         if not result.found:
-            click.echo(f"no path matches {pattern!r} in {result.manifests} checkpoint(s)")
+            echo(f"no path matches {pattern!r} in {result.manifests} checkpoint(s)")
         for found in result.found:
-            click.echo(shown(found.path))
+            echo(shown(found.path))
             for v in found.versions:
                 span = f"{v.first}" if v.first == v.last else f"{v.first}-{v.last}"
                 what = "absent" if v.kind is None else f"{v.kind:7} {v.size:>15,}  {_when(v.mtime_ns)}"
-                click.echo(f"  {span:>13}  {what}")
+                echo(f"  {span:>13}  {what}")
     _fallback_exit(result.skipped, "find", None)

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .app import EXIT_FALLBACK, CliReporter, common, durable_url, emit_json, handle_errors, main, open_context
+from .app import EXIT_FALLBACK, CliReporter, common, durable_url, echo, emit_json, handle_errors, main, open_context
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
 # a timer every few seconds) loads only what it uses.
@@ -53,19 +53,19 @@ def init(config_path, store_url, as_json, encrypt, key_file):
     if made:
         from .keys import keep_copy_note
 
-        click.echo(keep_copy_note(key), err=True)
+        echo(keep_copy_note(key), err=True)
     if as_json:
         emit_json({"store": cfg.store, "store_id": repo.store_id, "created": repo.info.created,
                    "encrypted": repo.codec.encrypted, "key": key.describe() if repo.codec.encrypted else None,
                    "key_file_created": made,
                    "followed_store": other.store_id if other else None})
         return
-    click.echo(f"store {cfg.store} ready (id {repo.store_id}"
-               + (f", encrypted; opened with {key.describe()})" if repo.codec.encrypted else ")"))
+    echo(f"store {cfg.store} ready (id {repo.store_id}"
+         + (f", encrypted; opened with {key.describe()})" if repo.codec.encrypted else ")"))
     if other is not None:
-        click.echo(f"note: this machine still follows store {other.store_id} (it knew checkpoint {other.seq} "
-                   f"there) and goes on checkpointing to it; to follow this store instead, run `journal takeover` "
-                   f"with this store configured", err=True)
+        echo(f"note: this machine still follows store {other.store_id} (it knew checkpoint {other.seq} "
+             f"there) and goes on checkpointing to it; to follow this store instead, run `journal takeover` "
+             f"with this store configured", err=True)
 
 
 @main.command()
@@ -108,7 +108,7 @@ def log(config_path, store_url, as_json, limit):
     from .render import log_lines
 
     for line in log_lines(entries):
-        click.echo(line)
+        echo(line)
 
 
 @main.command()
@@ -161,31 +161,31 @@ def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, dry_
     else:
         verb = "would restore" if dry_run else "restored"
         if not result.trees:
-            click.echo("nothing to restore: the store has no checkpoint of a configured tree")
+            echo("nothing to restore: the store has no checkpoint of a configured tree")
         for t in result.trees:
             if t.error:
-                click.echo(f"{t.name}: FAILED: {t.error}")
+                echo(f"{t.name}: FAILED: {t.error}")
                 continue
             acts = ", ".join(f"{n} {a}" for a, n in sorted(t.actions.items()))
-            click.echo(f"{t.name}: {verb} from checkpoint {t.seq} into {t.dest}: {acts}; {t.bytes:,} bytes")
+            echo(f"{t.name}: {verb} from checkpoint {t.seq} into {t.dest}: {acts}; {t.bytes:,} bytes")
             for path in t.lost:
                 why = f"refused: {t.refused[path]}" if path in t.refused else "no good copy in any checkpoint"
-                click.echo(f"{t.name}: LOST {shown(path)}: {why}")
+                echo(f"{t.name}: LOST {shown(path)}: {why}")
             for path in t.uncreatable:
-                click.echo(f"{t.name}: LOST {shown(path)}: too long a path to create under {t.dest}")
+                echo(f"{t.name}: LOST {shown(path)}: too long a path to create under {t.dest}")
             for path in t.removed:
-                click.echo(f"{t.name}: {'would take out' if dry_run else 'took out'} {shown(path)} (not in "
-                           f"checkpoint {t.seq})")
+                echo(f"{t.name}: {'would take out' if dry_run else 'took out'} {shown(path)} (not in "
+                     f"checkpoint {t.seq})")
         for w in result.warnings:
-            click.echo(f"warning: {w}", err=True)
+            echo(f"warning: {w}", err=True)
         would = "dry run, nothing was changed: the restore would be" if dry_run else "restore"
         if not result.complete:
-            click.echo(f"{would} INCOMPLETE", err=True)
+            echo(f"{would} INCOMPLETE", err=True)
         elif result.fallback:
             notes = "; ".join(result.fallback_notes())
-            click.echo(f"{would} complete from a FALLBACK (exit {EXIT_FALLBACK}): {notes}")
+            echo(f"{would} complete from a FALLBACK (exit {EXIT_FALLBACK}): {notes}")
         else:
-            click.echo(f"{would} complete")
+            echo(f"{would} complete")
     if not result.complete:
         sys.exit(1)
     if result.fallback:
@@ -213,15 +213,15 @@ def verify(config_path, store_url, as_json, full):
     else:
         for f in result.findings:
             where = f"manifest {f.manifest}" if f.manifest is not None else "store"
-            click.echo(f"{'warning: ' if f.severity == WARNING else ''}{f.kind}: {where}: {f.key}: {f.detail}")
+            echo(f"{'warning: ' if f.severity == WARNING else ''}{f.kind}: {where}: {f.key}: {f.detail}")
         what = f"{result.manifests} manifest(s), {result.pages} page(s), {result.packs} pack(s)"
         if result.inputs:
             what += f", {result.inputs} input(s)"
         if full:
             what += f", {result.blobs} blob(s) re-hashed"
         warnings = len(result.findings) - len(result.errors)
-        click.echo(f"{'ok' if result.ok else 'FINDINGS'}: {what}, {len(result.errors)} finding(s)"
-                   + (f", {warnings} warning(s)" if warnings else ""))
+        echo(f"{'ok' if result.ok else 'FINDINGS'}: {what}, {len(result.errors)} finding(s)"
+             + (f", {warnings} warning(s)" if warnings else ""))
     if not result.ok:
         sys.exit(1)
 
@@ -253,19 +253,19 @@ def trees(config_path, store_url, as_json):
     if as_json:
         emit_json(cfg)
         return
-    click.echo(f"config:    {cfg.source or '(none: presets only)'}")
-    click.echo(f"store:     {cfg.store}{' (the default: JOURNAL_STORE is not set)' if cfg.default_store else ''}")
-    click.echo(f"local:     {cfg.local or '(unset: set AM_LOCAL)'}")
-    click.echo(f"state dir: {cfg.state_dir}")
-    click.echo(f"interval:  {cfg.interval:g}s")
-    click.echo(f"inputs:    at most {cfg.input_limit:,} bytes each; socket {cfg.input_socket}")
+    echo(f"config:    {cfg.source or '(none: presets only)'}")
+    echo(f"store:     {cfg.store}{' (the default: JOURNAL_STORE is not set)' if cfg.default_store else ''}")
+    echo(f"local:     {cfg.local or '(unset: set AM_LOCAL)'}")
+    echo(f"state dir: {cfg.state_dir}")
+    echo(f"interval:  {cfg.interval:g}s")
+    echo(f"inputs:    at most {cfg.input_limit:,} bytes each; socket {cfg.input_socket}")
     if not cfg.trees:
-        click.echo(f"trees:     none: {no_trees_hint(cfg)}")
+        echo(f"trees:     none: {no_trees_hint(cfg)}")
     for t in cfg.trees:
         extra = f"  exclude {', '.join(t.exclude)}" if t.exclude else ""
         if t.sqlite:
             extra += f"  sqlite {', '.join(t.sqlite)}"
-        click.echo(f"  {t.name:10} {t.path}{extra}")
+        echo(f"  {t.name:10} {t.path}{extra}")
 
 
 @main.command()
@@ -289,7 +289,7 @@ def demo(workdir, as_json):
         emit_json(result)
     else:
         for line in result.lines:
-            click.echo(line)
+            echo(line)
     if not result.ok:
         sys.exit(1)
 
@@ -307,15 +307,21 @@ def demo(workdir, as_json):
               help="Do not serve the input journal's socket ($JOURNAL_INPUT_SOCKET) for CMD.")
 @click.option("--metrics-file", metavar="FILE",
               help="Write Prometheus text-format metrics to FILE after every tick (replaced atomically).")
+@click.option("--pass-key-env", is_flag=True,
+              help="Pass $JOURNAL_PASSPHRASE, $JOURNAL_KEY_FILE and $JOURNAL_NEW_PASSPHRASE on to CMD "
+                   "(by default CMD runs without them).")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_input_socket, metrics_file, cmd):
+def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_input_socket, metrics_file,
+              pass_key_env, cmd):
     """Restore, run CMD, checkpoint on a timer, and take a final checkpoint on exit.
 
     Use it as a container's PID 1. CMD never starts if the restore is incomplete
     (exit 1; 2 for a configuration error). It exits with CMD's status. With --json,
     a JSON summary (exit status, error, status file) is printed on stdout at exit;
     warnings still go to stderr. CMD finds the input journal's socket in
-    $JOURNAL_INPUT_SOCKET (see `journal input --help`). --metrics-file writes the
+    $JOURNAL_INPUT_SOCKET (see `journal input --help`). CMD runs without the
+    variables that open an encrypted store ($JOURNAL_PASSPHRASE, $JOURNAL_KEY_FILE,
+    $JOURNAL_NEW_PASSPHRASE) unless --pass-key-env. --metrics-file writes the
     last checkpoint's time and seq, bytes and objects uploaded, tick duration,
     errors and skipped ticks in Prometheus's text format (for node_exporter's
     textfile collector).
@@ -339,7 +345,8 @@ def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_i
     durable_url(cfg.store)
     sup = Supervisor(cfg, lambda: open_store(cfg.store, make_parents=cfg.default_store), list(cmd),
                      interval=interval or cfg.interval, grace=grace, restore_first=not no_restore,
-                     reporter=CliReporter(), serve_inputs=not no_input_socket, metrics_file=metrics_file)
+                     reporter=CliReporter(), serve_inputs=not no_input_socket, metrics_file=metrics_file,
+                     pass_key_env=pass_key_env)
     code = sup.run()
     if as_json:
         emit_json(sup.summary(code))
@@ -353,6 +360,8 @@ def status(config_path, store_url, as_json):
 
     Every checkpoint and restore records what it did, however it runs (cron, by
     hand, migrate, the supervisor); an error says whether a later run cleared it.
+    It also shows the bytes the state directory holds, and those of its caches
+    (chunks, sqlite-base, maps, pages).
 
     Example:
 
@@ -369,7 +378,7 @@ def status(config_path, store_url, as_json):
     from .render import status_lines
 
     for line in status_lines(rep):
-        click.echo(line)
+        echo(line)
 
 
 @main.command()
@@ -395,17 +404,17 @@ def takeover(config_path, store_url, as_json):
         emit_json(result)
         return
     if result.seq:
-        click.echo(f"took over store {result.store_id} after checkpoint {result.seq} ({result.previous_writer}); "
-                   "the next `journal checkpoint` publishes this container's files")
+        echo(f"took over store {result.store_id} after checkpoint {result.seq} ({result.previous_writer}); "
+             "the next `journal checkpoint` publishes this container's files")
     else:
-        click.echo(f"took over store {result.store_id}, which holds no checkpoint; the next `journal checkpoint` "
-                   "publishes this container's files as checkpoint 1")
+        echo(f"took over store {result.store_id}, which holds no checkpoint; the next `journal checkpoint` "
+             "publishes this container's files as checkpoint 1")
     if result.left_store is not None:
-        click.echo(f"this machine no longer follows store {result.left_store} (it knew checkpoint {result.left_seq} "
-                   "there); that store is left as it is")
+        echo(f"this machine no longer follows store {result.left_store} (it knew checkpoint {result.left_seq} "
+             "there); that store is left as it is")
     elif result.left_seq is not None:
-        click.echo(f"checkpoint(s) {result.seq + 1}-{result.left_seq} that this machine knew are not in the store "
-                   "any more; they are left behind")
+        echo(f"checkpoint(s) {result.seq + 1}-{result.left_seq} that this machine knew are not in the store "
+             "any more; they are left behind")
 
 
 @main.command("gc")
@@ -462,38 +471,38 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
         emit_json({"dry_run": dry_run, "plan": plan, "result": result})
         return
     verb = "would" if dry_run else "will"
-    click.echo(f"keep {len(plan.kept)} checkpoint(s): " + ", ".join(str(s) for s in sorted(plan.kept)))
-    click.echo(f"expire {len(plan.expire)} checkpoint(s): " + (", ".join(str(s) for s in plan.expire) or "none"))
+    echo(f"keep {len(plan.kept)} checkpoint(s): " + ", ".join(str(s) for s in sorted(plan.kept)))
+    echo(f"expire {len(plan.expire)} checkpoint(s): " + (", ".join(str(s) for s in plan.expire) or "none"))
     if plan.unreadable:
-        click.echo(f"left alone (unreadable): {', '.join(str(s) for s in plan.unreadable)}")
+        echo(f"left alone (unreadable): {', '.join(str(s) for s in plan.unreadable)}")
     for seq, parent in sorted(plan.forks.items()):
         fate = "; ".join(plan.kept[seq]) if seq in plan.kept else f"{verb} expire: its parent is not kept"
-        click.echo(f"  fork {seq} (built on checkpoint {parent}): {'kept: ' if seq in plan.kept else ''}{fate}")
+        echo(f"  fork {seq} (built on checkpoint {parent}): {'kept: ' if seq in plan.kept else ''}{fate}")
     kinds = ", ".join(f"{n:,} {kind}(s)" for kind, n in sorted(plan.tombstone_kinds.items()))
-    click.echo(f"tombstone {plan.tombstone_count} object(s) ({plan.tombstone_bytes:,} bytes)"
-               + (f": {kinds}" if kinds else ""))
+    echo(f"tombstone {plan.tombstone_count} object(s) ({plan.tombstone_bytes:,} bytes)"
+         + (f": {kinds}" if kinds else ""))
     for item in plan.tombstone[:3]:
         why = {"manifest": "expired checkpoint", "pack": "no kept checkpoint needs it",
                "orphan": "no checkpoint ever named it", "input": "expired input"}.get(item.kind, item.kind)
-        click.echo(f"  e.g. {item.key} ({item.bytes:,} bytes): {why}")
-    click.echo(f"delete {plan.delete_count} object(s) tombstoned more than {grace} ago: "
-               f"{plan.bytes_freed:,} bytes {verb} be freed")
+        echo(f"  e.g. {item.key} ({item.bytes:,} bytes): {why}")
+    echo(f"delete {plan.delete_count} object(s) tombstoned more than {grace} ago: "
+         f"{plan.bytes_freed:,} bytes {verb} be freed")
     for item in plan.delete[:3]:
-        click.echo(f"  e.g. {item.key} ({item.kind}, {item.bytes:,} bytes)")
+        echo(f"  e.g. {item.key} ({item.kind}, {item.bytes:,} bytes)")
     if plan.waiting:
-        click.echo(f"wait: {plan.waiting} orphan pack(s) stay until a checkpoint newer than their mark is "
-                   f"committed (an upload in flight when they were marked may still commit)")
+        echo(f"wait: {plan.waiting} orphan pack(s) stay until a checkpoint newer than their mark is "
+             f"committed (an upload in flight when they were marked may still commit)")
     for key, why in list(plan.kept_samples.items())[:5]:
-        click.echo(f"  kept {key}: {why}")
+        echo(f"  kept {key}: {why}")
     if result is not None:
         first, written = result.tombstone_key or "none", result.tombstones_written
         if written > 1:
             first = f"{first}+{written - 1}"  # the first key, and how many more: one word
         if result.protected:
-            click.echo(f"kept {result.protected} planned deletion(s): a checkpoint committed during gc needs them")
-        click.echo(f"done: tombstone {first}, deleted {result.deleted} object(s), "
-                   f"{result.bytes_freed:,} bytes freed, {result.tombstones_removed} tombstone(s) swept"
-                   + (f" ({result.tombstones_rewritten} written again with only what still waits)"
+            echo(f"kept {result.protected} planned deletion(s): a checkpoint committed during gc needs them")
+        echo(f"done: tombstone {first}, deleted {result.deleted} object(s), "
+             f"{result.bytes_freed:,} bytes freed, {result.tombstones_removed} tombstone(s) swept"
+             + (f" ({result.tombstones_rewritten} written again with only what still waits)"
                       if result.tombstones_rewritten else ""))
         if result.lease_renewals:
-            click.echo(f"the gc lease was renewed {result.lease_renewals} time(s) during this long run")
+            echo(f"the gc lease was renewed {result.lease_renewals} time(s) during this long run")

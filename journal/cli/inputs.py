@@ -8,7 +8,7 @@ import time
 
 import click
 
-from .app import CliReporter, common, durable_url, emit_json, main
+from .app import CliReporter, common, durable_url, echo, emit_json, main
 from ..errors import ConfigError, InputTooLarge, describe_os_error
 
 
@@ -63,10 +63,10 @@ def append(config_path, store_url, as_json, harness, session, pane, client_id, f
     if as_json:
         emit_json(done)
         return
-    click.echo(f"{done.id} {done.seq}")
+    echo(f"{done.id} {done.seq}")
     if done.duplicate:
-        click.echo(f"input append: client id {client_id!r} was stored already, as {done.id}; nothing new was stored",
-                   err=True)
+        echo(f"input append: client id {client_id!r} was stored already, as {done.id}; nothing new was stored",
+             err=True)
 
 
 def _read_text(path: str | None, limit: int) -> bytes:
@@ -109,7 +109,7 @@ def list_inputs(config_path, store_url, as_json, harness, session, since, undeli
     for info in found:
         where = f"{info.harness}/{info.session}" + (f" pane {info.pane}" if info.pane else "")
         state = "delivered" if info.delivered else "UNDELIVERED"
-        click.echo(f"{info.id}  {info.submitted}  {info.size:>9,} bytes  {state:11}  {where}")
+        echo(f"{info.id}  {info.submitted}  {info.size:>9,} bytes  {state:11}  {where}")
 
 
 def _since(text: str) -> int:
@@ -173,31 +173,34 @@ def mark_delivered(config_path, store_url, as_json, input_id):
     if as_json:
         emit_json(done)
     elif done.already:
-        click.echo(f"{done.id} was delivered already, at {done.delivered_at}")
+        echo(f"{done.id} was delivered already, at {done.delivered_at}")
     else:
-        click.echo(f"{done.id} delivered at {done.delivered_at}")
+        echo(f"{done.id} delivered at {done.delivered_at}")
 
 
 @input_group.command("serve")
 @common
 @click.option("--socket", "socket_path", metavar="PATH",
               help="The socket to serve (else $JOURNAL_INPUT_SOCKET, input_socket, <state dir>/input.sock).")
+@click.option("--read-timeout", type=click.FloatRange(min=0, min_open=True), envvar="JOURNAL_INPUT_READ_TIMEOUT",
+              metavar="SECONDS", help="Close a connection whose request line is not in full within SECONDS of its "
+                                      "first byte (default 30; $JOURNAL_INPUT_READ_TIMEOUT).")
 @click.option("--ready-fd", type=int, hidden=True)
 @click.option("--parent-pid", type=int, hidden=True)
-def serve(config_path, store_url, as_json, socket_path, ready_fd, parent_pid):
+def serve(config_path, store_url, as_json, socket_path, read_timeout, ready_fd, parent_pid):
     """Serve the input journal on a Unix socket, one JSON object per line.
 
     `journal supervise` runs this for CMD; run it yourself to serve inputs
-    without supervise. It stops on SIGTERM or SIGINT. The protocol is in the
-    README ("The input journal").
+    without supervise. It stops on SIGTERM or SIGINT. The protocol and the
+    socket's limits are in the README ("The input journal").
 
     Example:
 
         journal input serve --socket /run/journal-input.sock
     """
     from ..paths import abs_path
-    from ..inputs.server import run_server
+    from ..inputs.server import READ_TIMEOUT, run_server
 
     cfg, open_log = _open(config_path, store_url, create=True, quiet=as_json)
     run_server(open_log, abs_path(socket_path) or cfg.input_socket, CliReporter(quiet=as_json),
-               ready_fd=ready_fd, parent_pid=parent_pid)
+               ready_fd=ready_fd, parent_pid=parent_pid, read_timeout=read_timeout or READ_TIMEOUT)

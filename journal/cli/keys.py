@@ -6,7 +6,7 @@ import os
 
 import click
 
-from .app import common, emit_json, main, open_context
+from .app import common, echo, emit_json, main, open_context
 from ..config import NEW_PASSPHRASE_ENV, KeySource
 from ..errors import ConfigError
 
@@ -69,7 +69,7 @@ def key_list(config_path, store_url, as_json):
 
         journal key list
     """
-    from ..crypto.keys import list_keys
+    from ..crypto.manage import list_keys
 
     repo = _open(config_path, store_url, "key list")
     keys = list_keys(repo.store, repo.store_id, repo.key_id)
@@ -77,7 +77,7 @@ def key_list(config_path, store_url, as_json):
         emit_json(keys)
         return
     for k in keys:
-        click.echo(f"{'*' if k.current else ' '} {k.id}  {k.kind:10}  {k.created or '-'}")
+        echo(f"{'*' if k.current else ' '} {k.id}  {k.kind:10}  {k.created or '-'}")
 
 
 @key_group.command("add")
@@ -90,18 +90,18 @@ def key_add(config_path, store_url, as_json, new_key_file):
 
         journal key add --new-key-file /run/secrets/journal-2.key
     """
-    from ..crypto.keys import add_key
+    from ..crypto.manage import add_key
     from ..repository.repository import utc_now
 
     repo = _open(config_path, store_url, "key add")
     source, created = new_key("key add", new_key_file)
-    kid = add_key(repo.store, repo.store_id, repo.codec, source, utc_now())
+    kid = add_key(repo.store, repo.store_id, repo.codec, repo.key_id, source, utc_now())
     if as_json:
         emit_json({"added": kid, "key": source.describe(), "key_file_created": created})
         return
     if created:
-        click.echo(keep_copy_note(source), err=True)
-    click.echo(f"added key {kid} ({source.describe()})")
+        echo(keep_copy_note(source), err=True)
+    echo(f"added key {kid} ({source.describe()})")
 
 
 @key_group.command("remove")
@@ -115,14 +115,14 @@ def key_remove(config_path, store_url, as_json, key_id):
 
         journal key remove 3f2a
     """
-    from ..crypto.keys import remove_key
+    from ..crypto.manage import remove_key
 
     repo = _open(config_path, store_url, "key remove")
-    kid = remove_key(repo.store, repo.store_id, repo.key_id, key_id)
+    kid = remove_key(repo.store, repo.store_id, repo.codec, repo.key_id, key_id)
     if as_json:
         emit_json({"removed": kid})
         return
-    click.echo(f"removed key {kid}")
+    echo(f"removed key {kid}")
 
 
 @key_group.command("rotate")
@@ -136,7 +136,7 @@ def key_rotate(config_path, store_url, as_json, new_key_file):
 
         JOURNAL_KEY_FILE=~/old.key journal key rotate --new-key-file ~/new.key
     """
-    from ..crypto.keys import rotate_key
+    from ..crypto.manage import rotate_key
     from ..repository.repository import utc_now
 
     repo = _open(config_path, store_url, "key rotate")
@@ -146,5 +146,5 @@ def key_rotate(config_path, store_url, as_json, new_key_file):
         emit_json({"added": kid, "removed": repo.key_id, "key": source.describe(), "key_file_created": created})
         return
     if created:
-        click.echo(keep_copy_note(source), err=True)
-    click.echo(f"replaced key {repo.key_id} by key {kid} ({source.describe()}); open the store with it from now on")
+        echo(keep_copy_note(source), err=True)
+    echo(f"replaced key {repo.key_id} by key {kid} ({source.describe()}); open the store with it from now on")

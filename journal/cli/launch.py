@@ -216,6 +216,9 @@ def _quiet_checkpoint(opts: dict):
         return None  # the config file may name the state directory: let the full path read it
     state_dir = paths.state_dir(env, None, paths.abs_path(env.get("AM_LOCAL")))
     try:
+        mode = os.stat(state_dir).st_mode
+        if mode & 0o077 and not mode & 0o1000:
+            return None  # an earlier version's state directory: the full command tightens it (local/private.py)
         lock = os.open(os.path.join(state_dir, paths.LOCK_FILE), os.O_RDWR | os.O_CLOEXEC)
     except OSError:
         return None

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .app import CliReporter, common, emit_json, main, open_context
+from .app import CliReporter, common, echo, emit_json, main, open_context
 
 
 @main.command()
@@ -48,7 +48,7 @@ def migrate(config_path, store_url, as_json, legacy_root, old_home, dry_run):
 def _render(report) -> None:
     plan = report.plan
     head = "plan (dry run: nothing is changed)" if report.dry_run else "migration"
-    click.echo(f"{head}: legacy root {plan.legacy_root}, old home {plan.old_home}, store {plan.store}")
+    echo(f"{head}: legacy root {plan.legacy_root}, old home {plan.old_home}, store {plan.store}")
     for r in report.results:
         s = r.step
         line = f"{r.outcome:8} {s.op:16} {s.path}"
@@ -59,18 +59,18 @@ def _render(report) -> None:
         line += f": {s.reason}"
         if r.detail:
             line += f" [{r.detail}]"
-        click.echo(line)
+        echo(line)
     for o in plan.open_transcripts:
-        click.echo(f"open     transcript       {o.path} (tree {o.tree}, pid {', '.join(map(str, o.pids))})")
+        echo(f"open     transcript       {o.path} (tree {o.tree}, pid {', '.join(map(str, o.pids))})")
     for c in report.captures:
         state = "ok" if c.ok else "NOT CAPTURED"
-        click.echo(f"captured {state:16} {c.path}: {c.complete:,} complete bytes, checkpoint holds {c.stored:,}"
-                   + (f" ({c.detail})" if c.detail else ""))
+        echo(f"captured {state:16} {c.path}: {c.complete:,} complete bytes, checkpoint holds {c.stored:,}"
+             + (f" ({c.detail})" if c.detail else ""))
     for w in report.warnings:
-        click.echo(f"warning: {w}")
+        echo(f"warning: {w}")
     for p in report.problems:
-        click.echo(f"problem: {p}")
-    click.echo(_summary(report), err=not report.ok)
+        echo(f"problem: {p}")
+    echo(_summary(report), err=not report.ok)
 
 
 def _summary(report) -> str:

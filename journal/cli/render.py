@@ -90,6 +90,9 @@ def status_lines(rep, now: float | None = None) -> list[str]:
             lines.append("  this disk was stale (the store had moved on): the live trees became the newest checkpoint")
         if rs.fork is not None:
             lines.append(f"  FORK {rs.fork}: {rs.fork_note}")
+    size = rep.local_state
+    lines.append(f"local state: {size.bytes:,} bytes (chunks {size.chunks:,}, sqlite-base {size.sqlite_base:,}, "
+                 f"maps {size.maps:,}, pages {size.pages:,})")
     st = rep.status
     if st.input_socket:
         lines.append(f"input socket: {st.input_socket}" + (f" NOT SERVED: {st.input_error}" if st.input_error

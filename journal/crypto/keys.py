@@ -17,7 +17,8 @@ passphrase. ``check`` is HMAC-SHA-256 under the master key's check key
 (``keyring.py``) of the object's JSON with ``check`` set to ``""``: ``verify`` finds a
 changed byte in every key object, also in one it has no user key for. Several key
 objects wrap the same master key, so a key is added, removed or rotated without
-rewriting any data.
+rewriting any data. Which key objects are the store's keys is the newest key set's
+(``keyset.py``): a key change (``manage.py``) claims the next set.
 
 A key file is at least 32 bytes, used whole as they are (``journal init --encrypt``
 creates one of 32 random bytes, mode 0600, when the path is free); a passphrase is
@@ -28,8 +29,8 @@ anywhere but the wrapped master key in the store.
 
 from __future__ import annotations
 
+import errno
 import hashlib
-import hmac
 import os
 import stat
 import uuid
@@ -40,10 +41,11 @@ import msgspec
 
 from ..atomic import write_file_atomic
 from ..config import KeySource
-from ..errors import CorruptObject, KeyRefused, KeyUnusable, NoKey, ObjectNotFound, WrongKey
+from ..errors import CorruptObject, KeyUnusable, NoKey, ObjectNotFound, WrongKey
 from ..format.codec import KEYS_PREFIX
 from ..format.model import Text, decode, encode
 from .keyring import KEY_BYTES, NONCE_BYTES, Keyring, aes_gcm, hkdf_sha256, require
+from .keyset import list_keys_dir, members
 
 HKDF = "hkdf-sha256"
 SCRYPT = "scrypt"
@@ -56,7 +58,6 @@ KEY_FILE_INFO = b"journal key file"
 #: allocate more.
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
 SCRYPT_MEMORY = 128 << 20
-_KEY_ID = r"[0-9a-f]{32}"
 
 
 class ScryptCost(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -86,15 +87,6 @@ class Secret(NamedTuple):
     source: str       # as messages name it
 
 
-class KeyInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """One key object as ``journal key list`` shows it."""
-
-    id: str
-    kind: str                 # "key file", "passphrase", or "damaged" (an object that does not decode)
-    created: str | None
-    current: bool             # the key this command opened the store with
-
-
 def read_secret(source: KeySource) -> Secret:
     """The key a source gives; ``KeyUnusable`` naming the source when it gives none."""
     if source.file is None:
@@ -109,21 +101,41 @@ def read_secret(source: KeySource) -> Secret:
     return Secret(HKDF, data, source.describe())
 
 
+def _not_regular(mode: int) -> str | None:
+    """What a key file of ``mode`` is when it is not a regular file, as messages say it."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    return f"is {'a FIFO' if stat.S_ISFIFO(mode) else 'a socket' if stat.S_ISSOCK(mode) else 'a device'}, " \
+           "not a regular file"
+
+
 def _read_key_file(source: KeySource) -> bytes:
+    """The key file's bytes. It is opened without blocking (a FIFO there would otherwise
+    hang every command until something writes to it) and must be a regular file; a
+    symlink is followed (a mounted secret is often one)."""
     try:
-        with open(source.file, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise KeyUnusable(source.describe(), "is not a regular file", "point it at the store's key file")
-            data = fh.read(KEY_FILE_MAX + 1)
+        fd = os.open(source.file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise KeyUnusable(source.describe(), "does not exist",
                           "point it at the store's key file (`journal init --encrypt --key-file PATH` creates "
                           "one; a key file that was lost cannot be made again)") from None
-    except IsADirectoryError:
-        raise KeyUnusable(source.describe(), "is a directory", "point it at the store's key file") from None
     except OSError as err:
+        if err.errno == errno.ENXIO:  # a socket: it cannot be opened
+            raise KeyUnusable(source.describe(), _not_regular(stat.S_IFSOCK),
+                              "point it at the store's key file") from None
         raise KeyUnusable(source.describe(), f"cannot be read ({err.strerror})",
                           f"check its permissions for uid {os.getuid()}") from None
+    with os.fdopen(fd, "rb") as fh:
+        problem = _not_regular(os.fstat(fd).st_mode)
+        if problem is not None:
+            raise KeyUnusable(source.describe(), problem, "point it at the store's key file")
+        try:
+            data = fh.read(KEY_FILE_MAX + 1)
+        except OSError as err:
+            raise KeyUnusable(source.describe(), f"cannot be read ({err.strerror})",
+                              "check the file system that holds it") from None
     if len(data) > KEY_FILE_MAX:
         raise KeyUnusable(source.describe(), f"holds more than {KEY_FILE_MAX:,} bytes: it is not a key file",
                           "point it at the store's key file")
@@ -195,16 +207,13 @@ def read_key_object(raw: bytes, key: str) -> KeyObject:
         raise CorruptObject(key, f"does not decode as a key object: {err}") from None
 
 
-def key_objects(store, store_id: str) -> Iterator[tuple[str, KeyObject | None]]:
-    """``(id, key object)`` of every key of the store, in listing order; None for one that
-    does not decode. Objects of another store id (an init that stopped before its
-    config) and names of another shape are left out: they cannot unlock this store."""
-    for key in store.list(KEYS_PREFIX):
-        kid = key[len(KEYS_PREFIX):]
-        if len(kid) != 32 or not all(c in "0123456789abcdef" for c in kid):
-            continue
+def key_objects(store, store_id: str, ids: list[str] | None = None) -> Iterator[tuple[str, KeyObject | None]]:
+    """``(id, key object)`` of every key object of the store (of ``ids`` if given), in
+    listing order; None for one that does not decode. Objects of another store id (an
+    init that stopped before its config) are left out: they cannot unlock this store."""
+    for kid in list_keys_dir(store).ids if ids is None else ids:
         try:
-            obj = read_key_object(store.get(key), key)
+            obj = read_key_object(store.get(KEYS_PREFIX + kid), KEYS_PREFIX + kid)
         except ObjectNotFound:
             continue  # removed since the listing
         except CorruptObject:
@@ -212,6 +221,18 @@ def key_objects(store, store_id: str) -> Iterator[tuple[str, KeyObject | None]]:
             continue
         if obj.store_id == store_id:
             yield kid, obj
+
+
+def own_ids(store, store_id: str, ids: list[str]) -> list[str]:
+    """Those of ``ids`` whose key objects are this store's (or do not decode)."""
+    return [kid for kid, _obj in key_objects(store, store_id, ids)]
+
+
+def own_key_object(store, store_id: str) -> str | None:
+    """The id of a key object of store ``store_id`` that decodes, or None: a plain
+    store has none (``repository/lineage.py``'s downgrade guard). Read as JSON: no
+    ``cryptography`` import."""
+    return next((kid for kid, obj in key_objects(store, store_id) if obj is not None), None)
 
 
 #: Stores this process has unlocked: (store id, kdf, SHA-256 of the key) -> (keyring, key id).
@@ -225,7 +246,8 @@ def _memo(store_id: str, secret: Secret) -> tuple[str, str, bytes]:
 def unlock(store, store_id: str, source: KeySource | None) -> tuple[Keyring, str]:
     """The keyring of an encrypted store and the id of the key object that opened it:
     ``NoKey`` without a source, ``WrongKey`` when the source's key unwraps none of the
-    store's keys. Once per process: a store unlocked before is not read again."""
+    store's keys (the newest key set's members, ``keyset.py``). Once per process: a
+    store unlocked before is not read again."""
     if source is None:
         raise NoKey(store.location)
     require(f"open store: {store.location} is encrypted, and opening it")
@@ -233,8 +255,10 @@ def unlock(store, store_id: str, source: KeySource | None) -> tuple[Keyring, str
     got = _UNLOCKED.get(_memo(store_id, secret))
     if got is not None:
         return got
+    listing = list_keys_dir(store)
+    named = members(store, store_id, listing)
     count = damaged = 0
-    for kid, obj in key_objects(store, store_id):
+    for kid, obj in key_objects(store, store_id, [k for k in listing.ids if named is None or k in named]):
         count += 1
         damaged += obj is None
         master = None if obj is None else unwrap(obj, secret, store_id)
@@ -244,13 +268,19 @@ def unlock(store, store_id: str, source: KeySource | None) -> tuple[Keyring, str
     raise WrongKey(secret.source, store.location, count, damaged)
 
 
+def forget_unlocked(kid: str) -> None:
+    """Forget that this process unlocked a store with key ``kid`` (rotated away)."""
+    for memo in [m for m, (_k, used) in _UNLOCKED.items() if used == kid]:
+        del _UNLOCKED[memo]
+
+
 def create_keys(store, store_id: str, source: KeySource, created: str) -> tuple[Keyring, str]:
     """A new store's master key, and its first key object, put before the store's config
     (``Repository._init``): ``(keyring, key id)``."""
     require("creating an encrypted store")
     secret = read_secret(source)
     keyring = Keyring(os.urandom(KEY_BYTES))
-    kid = _put(store, wrap(keyring, secret, store_id, created))
+    kid = put_key_object(store, wrap(keyring, secret, store_id, created))
     got = _UNLOCKED[_memo(store_id, secret)] = (keyring, kid)
     return got
 
@@ -262,80 +292,8 @@ def discard_keys(store, store_id: str, kid: str) -> None:
         del _UNLOCKED[memo]
 
 
-def _put(store, obj: KeyObject) -> str:
+def put_key_object(store, obj: KeyObject) -> str:
+    """Put ``obj`` under a new random id; its id."""
     kid = uuid.uuid4().hex
     store.put_if_absent(KEYS_PREFIX + kid, encode(obj))
     return kid
-
-
-def list_keys(store, store_id: str, current: str | None) -> list[KeyInfo]:
-    """Every key of the store, oldest first."""
-    out = [KeyInfo(id=kid, kind="damaged" if obj is None else ("key file" if obj.kdf == HKDF else "passphrase"),
-                   created=None if obj is None else obj.created, current=kid == current)
-           for kid, obj in key_objects(store, store_id)]
-    return sorted(out, key=lambda k: (k.created or "", k.id))
-
-
-def add_key(store, store_id: str, keyring: Keyring, source: KeySource, created: str) -> str:
-    """Wrap the master key under a new user key; the new key object's id. It is read
-    back and must unlock the store before this returns."""
-    secret = read_secret(source)
-    kid = _put(store, wrap(keyring, secret, store_id, created))
-    back = read_key_object(store.get(KEYS_PREFIX + kid), KEYS_PREFIX + kid)
-    if unwrap(back, secret, store_id) != keyring.master:
-        raise KeyRefused("key add", f"key object {kid} did not read back as written; remove it with "
-                                    f"`journal key remove {kid}`")
-    return kid
-
-
-def remove_key(store, store_id: str, current: str, which: str) -> str:
-    """Delete the one key object whose id starts with ``which``; never the key this
-    command opened the store with, nor the last one. Returns its id."""
-    op, location = "key remove", store.location
-    ids = [kid for kid, _obj in key_objects(store, store_id)]
-    matches = [kid for kid in ids if which and kid.startswith(which)]
-    if len(matches) != 1:
-        raise KeyRefused(op, f"{which!r} names {len(matches) or 'no'} key(s) of {location}; "
-                             "`journal key list` shows their ids")
-    kid = matches[0]
-    if len(ids) < 2:
-        raise KeyRefused(op, f"key {kid} is the last key of {location}: without it nothing could open the store "
-                             "(`journal key rotate` replaces it)")
-    if kid == current:
-        raise KeyRefused(op, f"key {kid} is the one this command opened {location} with; open the store with "
-                             "another of its keys to remove it, or replace it with `journal key rotate`")
-    store.delete(KEYS_PREFIX + kid)
-    return kid
-
-
-def rotate_key(store, store_id: str, keyring: Keyring, current: str, source: KeySource, created: str) -> str:
-    """Replace the key this command opened the store with by a new one: the new key is
-    added (and read back) before the old one is deleted, so a rotate that stops in
-    between leaves both. Returns the new key's id."""
-    kid = add_key(store, store_id, keyring, source, created)
-    store.delete(KEYS_PREFIX + current)
-    for memo in [m for m, (_k, used) in _UNLOCKED.items() if used == current]:
-        del _UNLOCKED[memo]
-    return kid
-
-
-def key_problems(store, store_id: str, keyring: Keyring) -> Iterator[tuple[str, str]]:
-    """``(key, problem)`` for every object under ``keys/`` that is not an intact key
-    object of this store: a name of another shape, bytes that do not decode, another
-    store's id, or a ``check`` that does not match (a changed byte). For ``verify``."""
-    for key in store.list(KEYS_PREFIX):
-        kid = key[len(KEYS_PREFIX):]
-        if len(kid) != 32 or not all(c in "0123456789abcdef" for c in kid):
-            yield key, "is not named as a key object (keys/<32 hex>)"
-            continue
-        try:
-            obj = read_key_object(store.get(key), key)
-        except ObjectNotFound:
-            continue  # removed since the listing
-        except CorruptObject as err:
-            yield key, err.detail
-            continue
-        if obj.store_id != store_id:
-            yield key, f"belongs to store {obj.store_id}, not to this one (an init that stopped before its config)"
-        elif not hmac.compare_digest(obj.check, key_check(keyring, obj)):
-            yield key, "fails its check: a byte changed after it was written"

@@ -24,6 +24,13 @@ harness and the first 20 of that of ``harness NUL session``, and a claim is
 ``c<keyed digest of the client id>`` (``codec.name_digest``: HMAC-SHA-256 under a key
 derived from the master key); the three records are sealed like every record.
 
+Each record names its own place, and a reader checks it against the key it read: an
+input's head its harness, session and sequence, a marker its sequence and the id of
+the input record it marks, a claim its client id. So an object copied to another key
+is refused, in a plain store as in an encrypted one, where the seal authenticates
+those fields too. Input heads of version 1 (before heads named their sequence) are
+read as before and are not bound to their sequence.
+
 An input's id, as commands and the socket show it, is ``<session dir>/<seq>``.
 """
 
@@ -62,14 +69,23 @@ Name = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=r"^[^\x
 TextSize = Annotated[int, msgspec.Meta(ge=0, le=MAX_INPUT_LIMIT)]
 
 
-class InputHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What an input record says about its text (the JSON line before it). Its sequence
-    is its key's: the same bytes are tried at one sequence after another until one is
-    free, written once."""
+#: An input head that names its sequence (``seq``): the record's whole identity,
+#: harness, session and sequence, is in what its id (and, encrypted, its tag) covers.
+INPUT_VERSION = 2
+#: Format 10 and earlier: no ``seq``; read as before, not bound to its sequence.
+UNBOUND_INPUT_VERSION = 1
 
-    version: Literal[1] = 1
+
+class InputHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What an input record says about its text (the JSON line before it), its identity
+    included: a reader checks ``harness``, ``session`` and ``seq`` against the key it
+    read the record from, so a record copied to another key is refused. ``seq`` is
+    None only in a version 1 head (written before heads named it)."""
+
+    version: Literal[1, 2] = INPUT_VERSION
     harness: Harness
     session: Name
+    seq: Seq | None = None
     pane: Name | None = None
     client_id: Name | None = None
     submitted: Text
@@ -79,8 +95,9 @@ class InputHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 class Delivery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A delivery marker: input ``seq`` (the record ``input``) was delivered. It repeats what
-    gc needs of the input (its time, its client id), so gc reads only the marker."""
+    """A delivery marker: input ``seq`` (the record ``input``) was delivered. It counts only
+    while the input stored at ``seq`` is that record: a marker left by an input that was
+    lost, its sequence taken again, marks nothing. It repeats the input's time and client id."""
 
     version: Literal[1] = 1
     input: Id
@@ -228,8 +245,8 @@ def encode_input(head: InputHead, text: bytes, codec: Codec = PLAIN) -> tuple[st
 
 def decode_input(data: bytes, key: str, codec: Codec = PLAIN) -> tuple[InputHead, bytes, str]:
     """Verify one input's stored bytes read at ``key`` and return ``(head, text, record
-    id)``: ``CorruptObject`` unless it decodes and its harness and session are those its
-    key names."""
+    id)``: ``CorruptObject`` unless it decodes and its identity is its key's (harness,
+    session and, from version 2 on, sequence)."""
     payload = _decode(data, key, KIND_INPUT, codec)
     line, newline, text = payload.partition(b"\n")
     try:
@@ -240,9 +257,15 @@ def decode_input(data: bytes, key: str, codec: Codec = PLAIN) -> tuple[InputHead
         raise CorruptObject(key, f"input head does not decode: {err}") from None
     if len(text) != head.size:
         raise CorruptObject(key, f"input says {head.size:,} bytes of text, holds {len(text):,}")
+    if (head.seq is None) != (head.version == UNBOUND_INPUT_VERSION):
+        raise CorruptObject(key, f"input head of version {head.version} {'without' if head.seq is None else 'with'} "
+                                 "a sequence")
     parsed = parse_key(key)
     if parsed is None or parsed[1] != INPUT_LETTER or parsed[0] != session_dir(head.harness, head.session, codec):
         raise CorruptObject(key, f"input of session {head.harness}/{head.session} stored under another key")
+    if head.seq is not None and head.seq != parsed[2]:
+        raise CorruptObject(key, f"input #{head.seq} stored under the key of #{parsed[2]} (copied there; it is "
+                                 "never listed)")
     return head, bytes(text), blob_id(payload, codec)
 
 

@@ -10,9 +10,11 @@ items and are deleted by a later sweep past the grace, when that run's policy st
 expires them, in this order: claim and input, then, in a later run, the marker (an
 input that lost its marker first would read as undelivered, and be replayed).
 
-Deciding reads one small record per candidate: the marker of a delivered input (it
-repeats the input's time and client id), the input itself of an undelivered one (only
-with ``--include-undelivered``). The listing is streamed one session at a time.
+Deciding reads each candidate input (an undelivered one only with
+``--include-undelivered``) and the marker of a delivered one: a marker counts only
+when it names the input's record, as everywhere (design §20), so a marker left by a
+lost input never expires the new prompt stored at its sequence. The listing is
+streamed one session at a time.
 """
 
 from __future__ import annotations
@@ -98,28 +100,33 @@ class _Session:
         marker_size = self.markers.pop(seq, None)
         if marker_size is None and not self.policy.include_undelivered:
             return
+        key = input_key(self.sdir, seq)
         try:
-            if marker_size is not None:
-                key = delivery_key(self.sdir, seq)
-                marker = decode_delivery(self.store.get(key), key, self.codec)
-                submitted_ns, client_id = marker.submitted_ns, marker.client_id
-            else:
-                key = input_key(self.sdir, seq)
-                head, _text, _rid = decode_input(self.store.get(key), key, self.codec)
-                submitted_ns, client_id = head.submitted_ns, head.client_id
+            head, _text, rid = decode_input(self.store.get(key), key, self.codec)
+            delivered = marker_size is not None and self._marks(seq, rid)
         except ObjectNotFound:
             return  # gone since the listing
         except CorruptObject as err:
-            self.reporter.warn(f"gc: keeping input {input_key(self.sdir, seq)}: {err}")
+            self.reporter.warn(f"gc: keeping input {key}: {err}")
             return
-        if submitted_ns >= self.cutoff:
+        if not (delivered or self.policy.include_undelivered) or head.submitted_ns >= self.cutoff:
             return
-        claim = claim_key(self.sdir, client_id, self.codec) if client_id is not None else None
+        claim = claim_key(self.sdir, head.client_id, self.codec) if head.client_id is not None else None
         if claim in self.claims:
             self.out.append((claim, self.claims[claim]))
-        self.out.append((input_key(self.sdir, seq), size))
+        self.out.append((key, size))
         if marker_size is not None:
             self.out.append((delivery_key(self.sdir, seq), marker_size))
+
+    def _marks(self, seq: int, rid: str) -> bool:
+        """Whether the marker at ``seq`` names the input record ``rid`` (else it is stale:
+        the input counts as undelivered, with a warning)."""
+        key = delivery_key(self.sdir, seq)
+        marker = decode_delivery(self.store.get(key), key, self.codec)
+        if marker.input != rid:
+            self.reporter.warn(f"gc: {key} names input record {marker.input[:12]}, the input at #{seq} is "
+                               f"{rid[:12]}: it counts as undelivered")
+        return marker.input == rid
 
 
 def input_fate(key: str, expired: Callable[[str], bool]) -> Fate:

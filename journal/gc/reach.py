@@ -18,6 +18,7 @@ from ..format.index import decode_page
 from ..format.model import KIND_SQLITE, BlobRef, Manifest
 from ..format.objects import KIND_PAGEMAP
 from ..format.pagemap import decode_map
+from ..paths import shown
 from ..repository.repository import Repository
 
 SAMPLE = 10
@@ -66,10 +67,10 @@ class Reach:
                 stack.append(child.ref if child.ref.pack else msgspec.structs.replace(child.ref, pack=ref.pack))
             for e in page.entries:
                 for r in e.refs:
-                    self._need(r.pack, lambda: f"{tree}/{e.path} in manifest {seq}")
+                    self._need(r.pack, lambda: f"{tree}/{shown(e.path)} in manifest {seq}")
                 for r in e.bases:  # a delta chunk's base
                     if r is not None:
-                        self._need(r.pack, lambda: f"base of a chunk of {tree}/{e.path} in manifest {seq}")
+                        self._need(r.pack, lambda: f"base of a chunk of {tree}/{shown(e.path)} in manifest {seq}")
                 if e.kind == KIND_SQLITE:
                     self._walk_maps(seq, tree, e)
 
@@ -80,8 +81,8 @@ class Reach:
             self._maps.add((ref.pack, ref.id))
             payload, base = self.repo.read_based(ref, KIND_PAGEMAP)
             if base is not None:  # a map delta needs its base map's pack too
-                self._need(base.pack, lambda: f"base of a page map of {tree}/{entry.path} in manifest {seq}")
+                self._need(base.pack, lambda: f"base of a page map of {tree}/{shown(entry.path)} in manifest {seq}")
             pm, pages = decode_map(payload, ref.pack, f"pagemap {ref.id[:12]}")
             what = "database page or page-delta base" if pm.full else "database page"
             for page in pages.values():  # a full map's pages: every one may be a delta's base
-                self._need(page.pack, lambda: f"{what} of {tree}/{entry.path} in manifest {seq}")
+                self._need(page.pack, lambda: f"{what} of {tree}/{shown(entry.path)} in manifest {seq}")

@@ -5,9 +5,10 @@ and returns only once the store has it (a local store: written, fsynced, renamed
 its directory fsynced; S3: the conditional PUT answered). The record *is* the sequence
 slot: an appender tries the sequence after the newest it knows of (one listing of the
 session, or the newest this process saw stored there), and on ``KeyExists`` the next
-one, listing the session again after ``RELIST`` misses in a row
-(``Store.put_first_absent``: on a local store the record is written and fsynced once,
-and a taken sequence costs one more rename). It only ever tries ``s`` once ``s - 1``
+one, listing the session again after ``RELIST`` misses in a row. The record names its
+sequence (design §20: a copy at another key is refused), so it is encoded for each
+sequence tried; after a miss, a HEAD finds a taken sequence before anything is
+written there. It only ever tries ``s`` once ``s - 1``
 is known to be stored (listed, stored by itself, or taken by another), so every
 stored input's predecessors were stored before it: once every append has returned,
 a listing shows no gap (gc's expiries aside).
@@ -44,7 +45,7 @@ from ..format.inputs import (DELIVERY_LETTER, INPUT_LETTER, MAX_SEQ, Claim, Deli
                              encode_delivery, encode_input, input_id, input_key, parse_id, parse_key, session_dir,
                              session_prefix)
 from ..report import SILENT, Reporter
-from ..repository.lineage import open_repository
+from ..repository.lineage import open_repository, refuse_downgrade
 from ..repository.repository import Repository
 from ..store import open_store
 
@@ -80,8 +81,8 @@ class InputInfo(msgspec.Struct, kw_only=True):
     submitted_ns: int
     size: int
     sha256: str
-    delivered: bool
-    delivered_at: str | None = None     # ``show`` reads the marker; ``list`` only knows it exists
+    delivered: bool                     # the marker at its sequence names this record
+    delivered_at: str | None = None
 
 
 class Delivered(msgspec.Struct, kw_only=True):
@@ -102,8 +103,11 @@ def open_log(cfg, store=None, *, create: bool = False, reporter: Reporter = SILE
     """The input journal of ``cfg``'s store. ``create`` (an append) creates an absent store
     as a checkpoint would (never where this machine's store vanished); reading needs one."""
     store = store or open_store(cfg.store)
-    repo = (open_repository(store, cfg.state_dir, create=True, key=cfg.key) if create
-            else Repository.open(store, key=cfg.key))
+    if create:
+        repo = open_repository(store, cfg.state_dir, create=True, key=cfg.key)
+    else:
+        repo = Repository.open(store, key=cfg.key)
+        refuse_downgrade(repo, cfg.state_dir)  # `input delivered` writes a marker: never in the clear (§22)
     return InputLog(repo, limit=cfg.input_limit, reporter=reporter)
 
 
@@ -230,29 +234,36 @@ class InputLog:
 
     def _store(self, sdir: str, harness: str, session: str, pane: str | None, client_id: str | None,
                text: bytes) -> Appended:
-        """Put the input at the first free sequence after the newest known one."""
+        """Put the input at the first free sequence after the newest known one. Its
+        record names the sequence, so each sequence tried gets its own encoding; after
+        the first miss a HEAD skips a taken sequence without writing there."""
         now = self.clock()
         head = InputHead(harness=harness, session=session, pane=pane, client_id=client_id, submitted=utc(now),
                          submitted_ns=now, size=len(text), host=self.host)
-        rid, record = encode_input(head, text, self.codec)
-        key = self.store.put_first_absent(self._slots(sdir), record)
-        if key is None:
-            raise InputBusy(sdir, MAX_TRIES)
-        seq = parse_key(key)[2]
-        with self._guard:
-            self._newest[sdir] = max(self._newest.get(sdir, 0), seq)
-        return Appended(id=input_id(sdir, seq), seq=seq, harness=harness, session=session, sha256=rid)
+        for tried, seq in enumerate(self._slots(sdir)):
+            key = input_key(sdir, seq)
+            if tried and self.store.exists(key):
+                continue
+            rid, record = encode_input(msgspec.structs.replace(head, seq=seq), text, self.codec)
+            try:
+                self.store.put_if_absent(key, record)
+            except KeyExists:
+                continue
+            with self._guard:
+                self._newest[sdir] = max(self._newest.get(sdir, 0), seq)
+            return Appended(id=input_id(sdir, seq), seq=seq, harness=harness, session=session, sha256=rid)
+        raise InputBusy(sdir, MAX_TRIES)
 
-    def _slots(self, sdir: str) -> Iterator[str]:
-        """The keys an append tries, each only once the one before is known stored: the
-        sequence after the newest known, then after each miss the next one, or further
+    def _slots(self, sdir: str) -> Iterator[int]:
+        """The sequences an append tries, each only once the one before is known stored:
+        the one after the newest known, then after each miss the next one, or further
         when this process stored further meanwhile; every ``RELIST`` misses, past the
         newest a listing shows (other processes are appending)."""
         seq = self._known(sdir) + 1
         for misses in range(1, MAX_TRIES + 1):
             if seq > MAX_SEQ:
                 return
-            yield input_key(sdir, seq)   # resumed: ``seq`` is taken, so stored
+            yield seq   # resumed: ``seq`` is taken, so stored
             listed = self._listed(sdir) if misses % RELIST == 0 else 0
             with self._guard:
                 known = self._newest[sdir] = max(self._newest.get(sdir, 0), seq, listed)
@@ -291,19 +302,21 @@ class InputLog:
     def list(self, *, harness: str | None = None, session: str | None = None, since_ns: int | None = None,
              undelivered: bool = False) -> Iterator[InputInfo]:
         """Every stored input (or one harness's, or one session's), by session then
-        sequence: each read and verified, except those ``undelivered`` leaves out, which
-        the listing alone decides. A damaged input is skipped with a warning."""
-        current, delivered = None, set()
+        sequence, each read and verified; a damaged one is skipped with a warning. An
+        input is delivered only when the marker at its sequence names its record
+        (``_delivery``), so a delivered one is read with its marker, an undelivered
+        one alone."""
+        current, marked = None, set()
         for key in self.store.list(session_prefix(harness, session, self.codec)):
             parsed = parse_key(key)
             if parsed is None:
                 continue
             sdir, letter, seq = parsed
             if sdir != current:   # a directory lists its markers before its inputs
-                current, delivered = sdir, set()
+                current, marked = sdir, set()
             if letter == DELIVERY_LETTER:
-                delivered.add(seq)
-            if letter != INPUT_LETTER or (undelivered and seq in delivered):
+                marked.add(seq)
+            if letter != INPUT_LETTER:
                 continue
             try:
                 head, _text, rid = decode_input(self.store.get(key), key, self.codec)
@@ -312,17 +325,15 @@ class InputLog:
             except CorruptObject as err:
                 self.reporter.warn(f"list inputs: skipping {err}; `journal verify --full` lists every damaged object")
                 continue
-            if since_ns is None or head.submitted_ns >= since_ns:
-                yield _info(sdir, seq, head, rid, seq in delivered)
+            marker = self._delivery(sdir, seq, rid, "list inputs") if seq in marked else None
+            if not (undelivered and marker) and (since_ns is None or head.submitted_ns >= since_ns):
+                yield _info(sdir, seq, head, rid, marker)
 
     def show(self, text_id: str) -> tuple[InputInfo, bytes]:
         """One input, verified, and its text byte for byte."""
         sdir, seq = parse_id(text_id)
         head, text, rid = self._read(text_id, sdir, seq)
-        marker = self._marker(sdir, seq, rid)
-        info = _info(sdir, seq, head, rid, marker is not None)
-        info.delivered_at = marker.delivered if marker is not None else None
-        return info, text
+        return _info(sdir, seq, head, rid, self._delivery(sdir, seq, rid, "show input")), text
 
     def _read(self, text_id: str, sdir: str, seq: int) -> tuple[InputHead, bytes, str]:
         key = input_key(sdir, seq)
@@ -331,34 +342,52 @@ class InputLog:
         except ObjectNotFound:
             raise InputNotFound(text_id, key) from None
 
-    def _marker(self, sdir: str, seq: int, rid: str) -> Delivery | None:
+    def _delivery(self, sdir: str, seq: int, rid: str, doing: str) -> Delivery | None:
+        """The delivery marker of input ``seq`` (record ``rid``), or None: none stored,
+        or one that is damaged or names another record (the input it marked was lost and
+        its sequence taken again), which is ignored with a warning: the input reads as
+        undelivered, to be delivered again rather than never."""
         key = delivery_key(sdir, seq)
         try:
             marker = decode_delivery(self.store.get(key), key, self.codec)
         except ObjectNotFound:
             return None
+        except CorruptObject as err:
+            self.reporter.warn(f"{doing}: ignoring {err}; `journal verify --full` lists every damaged object")
+            return None
         if marker.input != rid:
-            raise CorruptObject(key, f"delivery marker names input record {marker.input[:12]}, the input is {rid[:12]}")
+            self.reporter.warn(f"{doing}: ignoring the delivery marker {key}: {_stale(marker, rid)}")
+            return None
         return marker
 
     # ------------------------------------------------------------------ deliver
 
     def mark_delivered(self, text_id: str) -> Delivered:
         """Record that input ``text_id`` was delivered: a marker, put-if-absent, naming the
-        input record it read and verified. Marking it again changes nothing (``already``)."""
+        input record it read and verified. Marking it again changes nothing (``already``).
+        A marker found there that names another record is stale (``_delivery``): it is
+        replaced, with a warning."""
         sdir, seq = parse_id(text_id)
         head, _text, rid = self._read(text_id, sdir, seq)
         now = self.clock()
         marker = Delivery(input=rid, seq=seq, client_id=head.client_id, submitted_ns=head.submitted_ns,
                           delivered=utc(now), delivered_ns=now, host=self.host)
-        try:
-            self.store.put_if_absent(delivery_key(sdir, seq), encode_delivery(marker, self.codec))
-        except KeyExists:
-            existing = self._marker(sdir, seq, rid)
-            if existing is None:   # gc expired it since the put: the input goes with it
+        key = delivery_key(sdir, seq)
+        for _ in range(2):
+            try:
+                self.store.put_if_absent(key, encode_delivery(marker, self.codec))
+                return Delivered(id=input_id(sdir, seq), seq=seq, delivered_at=marker.delivered)
+            except KeyExists:
+                pass
+            try:
+                existing = decode_delivery(self.store.get(key), key, self.codec)
+            except ObjectNotFound:   # gc expired it since the put: the input goes with it
                 raise InputNotFound(text_id, input_key(sdir, seq)) from None
-            return Delivered(id=input_id(sdir, seq), seq=seq, delivered_at=existing.delivered, already=True)
-        return Delivered(id=input_id(sdir, seq), seq=seq, delivered_at=marker.delivered)
+            if existing.input == rid:
+                return Delivered(id=input_id(sdir, seq), seq=seq, delivered_at=existing.delivered, already=True)
+            self.reporter.warn(f"mark delivered: replacing the delivery marker {key}: {_stale(existing, rid)}")
+            self.store.delete(key)
+        raise CorruptObject(key, f"delivery marker {_stale(existing, rid)}, again after it was replaced")
 
 
 class _Held:
@@ -375,7 +404,13 @@ class _Held:
         self.log._release(self.name)
 
 
-def _info(sdir: str, seq: int, head: InputHead, rid: str, delivered: bool) -> InputInfo:
+def _stale(marker: Delivery, rid: str) -> str:
+    return (f"it names input record {marker.input[:12]}, the input at #{marker.seq} is {rid[:12]} (the input it "
+            "marked was lost and its sequence taken again)")
+
+
+def _info(sdir: str, seq: int, head: InputHead, rid: str, marker: Delivery | None) -> InputInfo:
     return InputInfo(id=input_id(sdir, seq), seq=seq, harness=head.harness, session=head.session,
                      pane=head.pane, client_id=head.client_id, submitted=head.submitted,
-                     submitted_ns=head.submitted_ns, size=head.size, sha256=rid, delivered=delivered)
+                     submitted_ns=head.submitted_ns, size=head.size, sha256=rid, delivered=marker is not None,
+                     delivered_at=marker.delivered if marker is not None else None)

@@ -24,8 +24,8 @@ import time
 
 import msgspec
 
-from ..atomic import replace_file
-from ..paths import ACTIVITY_DIR, ACTIVITY_OK
+from ..atomic import makedirs, replace_file
+from ..paths import ACTIVITY_DIR, ACTIVITY_OK, PRIVATE_DIR, PRIVATE_FILE
 
 CHECKPOINT, RUN, ERROR, RESTORE = "checkpoint.json", "run.json", "error.json", "restore.json"
 
@@ -133,8 +133,8 @@ def touch_ok(state_dir: str) -> None:
         os.utime(path)
     except FileNotFoundError:
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644))
+            makedirs(os.path.dirname(path), PRIVATE_DIR)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, PRIVATE_FILE))
         except OSError:
             pass
     except OSError:
@@ -164,5 +164,5 @@ def _write(state_dir: str, name: str, record) -> None:
     """Replace one record whole (a temp file renamed over it); best effort."""
     where = os.path.join(state_dir, ACTIVITY_DIR)
     with contextlib.suppress(OSError):
-        os.makedirs(where, exist_ok=True)
+        makedirs(where, PRIVATE_DIR)
         replace_file(os.path.join(where, name), msgspec.json.encode(record))

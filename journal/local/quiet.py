@@ -33,8 +33,8 @@ import os
 import stat as stat_mod
 import sys
 
-from ..paths import QUIET_FILE, TMP_DIR
-from ..signatures import file_stamp, live_signature
+from ..paths import PRIVATE_DIR, PRIVATE_FILE, QUIET_FILE, TMP_DIR
+from ..signatures import clamp_mtime, file_stamp, live_signature
 
 FORMAT = 7
 _TAG = (FORMAT, sys.version_info[:2])
@@ -105,9 +105,10 @@ def save(state_dir: str, quiet: Quiet) -> None:
     header = marshal.dumps((_TAG, quiet.fields(), names, [len(part) for part in parts]))
     path = quiet_path(state_dir)
     tmp = os.path.join(state_dir, TMP_DIR, f"{QUIET_FILE}.{os.getpid()}")
-    os.makedirs(os.path.dirname(tmp), exist_ok=True)
+    os.makedirs(os.path.dirname(tmp), PRIVATE_DIR, exist_ok=True)  # its parent, the state directory, is there
     try:
-        with open(tmp, "wb") as fh:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE),
+                  "wb") as fh:
             fh.write(b"".join([len(header).to_bytes(4, "big"), header, *parts]))
         os.replace(tmp, path)
     except BaseException:
@@ -409,13 +410,19 @@ def unchanged(dirs) -> bool:
                     if _other(what, got[i][3], path, names[i]) != want:
                         return False
                     got[i] = None
-                if got != sigs:
+                if got != sigs and _clamped(got) != sigs:
                     return False
             finally:
                 os.close(fd)
     except (OSError, ValueError, TypeError, IndexError):
         return False
     return True
+
+
+def _clamped(got: list) -> list:
+    """``got`` as signatures hold it: each time clamped (``signatures.mtime_ns``). Only a
+    listing that differs is looked at again this way (a file's time past 2262)."""
+    return [g and (g[0], clamp_mtime(g[1]), g[2], g[3]) for g in got]
 
 
 def _other(what: int, mode: int, path: str, name: str):

@@ -30,13 +30,14 @@ import uuid
 
 import msgspec
 
-from ..atomic import write_file_atomic
+from ..atomic import makedirs, write_file_atomic
 from ..errors import LockBusy, StateDirUnusable
 from ..format.model import BlobRef
 from ..localfs import open_regular
-from ..paths import LOCK_FILE, STATE_BASE_DIR, STATE_FILE, TMP_DIR
+from ..paths import LOCK_FILE, PRIVATE_DIR, PRIVATE_FILE, STATE_BASE_DIR, STATE_FILE, TMP_DIR
 from ..signatures import Stamp, file_stamp, stamp
 from .files import FileState, Files, Group, GroupRecord
+from .private import open_state_dir
 
 #: Version 2: entries may name chunk bases (``Entry.bases``). Code that knows only
 #: version 1 would drop them silently and publish delta chunks as whole ones, so it
@@ -161,6 +162,8 @@ class LocalState(msgspec.Struct, kw_only=True):
     trees: dict[str, TreeCache] = {}
     pending_seq: int | None = None      # a manifest written to the state but maybe not the store
     pending: bytes | None = None        # ... its record bytes, republished on the next run
+    encrypted: bool | None = None       # the store was encrypted at the last save (None: a state older than this)
+    key_id: str | None = None           # ... the key object that opened it then (design §22)
 
 
 class StateFile(LocalState, kw_only=True):
@@ -210,6 +213,31 @@ def read_state(state_dir: str) -> LocalState | None:
     return _read(state_dir)[0]
 
 
+class StoreMark(msgspec.Struct):
+    """What a state file says of the store it follows, read without its trees."""
+
+    store_id: str
+    encrypted: bool | None = None
+    key_id: str | None = None
+
+
+def read_store_mark(state_dir: str) -> StoreMark | None:
+    """The store the state file follows and whether it was encrypted (the downgrade
+    guard, design §22), without decoding its trees; None when missing or unreadable."""
+    path = os.path.join(state_dir, STATE_FILE)
+    memo = _memo.get(path)
+    if memo is not None and memo[0] == file_stamp(path):
+        return StoreMark(store_id=memo[1].store_id, encrypted=memo[1].encrypted, key_id=memo[1].key_id)
+    try:
+        fh = open_regular(path)
+        if fh is None:
+            return None
+        with fh:
+            return msgspec.msgpack.decode(fh.read(), type=StoreMark)
+    except (OSError, msgspec.DecodeError):
+        return None
+
+
 def _read(state_dir: str) -> tuple[LocalState | None, bool]:
     """``(state, whole)``: the state as it is (``read_state``), and whether it is the
     whole state of a version this code reads (False: only its scalars are told)."""
@@ -242,9 +270,7 @@ def _scalars(top: StateFile) -> LocalState:
     """What a state file tells without its trees: enough for the lineage guards, which
     refuse a vanished or foreign store even when the base is lost (never taken for no
     state: that would let a checkpoint start a new history over the one it follows)."""
-    return LocalState(version=top.version, store_id=top.store_id, writer=top.writer, seq=top.seq,
-                      manifest_id=top.manifest_id, restore_complete=top.restore_complete,
-                      pending_seq=top.pending_seq, pending=top.pending)
+    return LocalState(**{f: getattr(top, f) for f in LocalState.__struct_fields__ if f != "trees"})
 
 
 def _read_base(state_dir: str, name: str, digest: str | None) -> Base | None:
@@ -318,7 +344,7 @@ def clear_restore_marker(state_dir: str, store_id: str) -> None:
     if state is not None and state.restore_complete:
         save_state(state_dir, LocalState(store_id=store_id, writer=state.writer, seq=state.seq,
                                          manifest_id=state.manifest_id, pending_seq=state.pending_seq,
-                                         pending=state.pending))
+                                         pending=state.pending, encrypted=state.encrypted, key_id=state.key_id))
 
 
 def forget_state(state_dir: str) -> None:
@@ -342,7 +368,7 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
     its pending manifest): the trees are written as that save wrote them, without
     comparing every path with the base again. Taken only while the file on disk is
     the one that save wrote, of this very state; otherwise the save compares."""
-    os.makedirs(state_dir, exist_ok=True)
+    open_state_dir(state_dir)
     path = os.path.join(state_dir, STATE_FILE)
     tmp_dir = os.path.join(state_dir, TMP_DIR)
     state.version = STATE_VERSION   # a state of an earlier version read here is written back as this one
@@ -363,7 +389,7 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
                                 files=cache.files)
                 for name, cache in state.trees.items()})
             # ``state-base/`` made here is durable with the state file: its publish fsyncs this directory.
-            os.makedirs(os.path.join(state_dir, STATE_BASE_DIR), exist_ok=True)
+            makedirs(os.path.join(state_dir, STATE_BASE_DIR), PRIVATE_DIR)
             data = _encode_base(fresh)
             write_file_atomic(os.path.join(state_dir, STATE_BASE_DIR, fresh.token), data, tmp_dir)
             base, digest = fresh, hashlib.sha256(data).hexdigest()
@@ -504,8 +530,8 @@ class StateLock:
         else:
             state_dir = os.path.dirname(self.path)
             try:
-                os.makedirs(state_dir, exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                open_state_dir(state_dir)  # made private, or an earlier version's tightened (design §10)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
             except OSError as err:
                 raise StateDirUnusable(state_dir, err) from err
         deadline = time.monotonic() + self.patience

@@ -31,9 +31,9 @@ import fcntl
 import itertools
 import os
 
-from ..atomic import FsOps, fsync_dir, rename_noclobber, write_file_atomic
+from ..atomic import FsOps, fsync_dir, makedirs, rename_noclobber, write_file_atomic
 from ..errors import UnsafePath
-from ..paths import TREE_TMP_DIR
+from ..paths import PRIVATE_DIR, PRIVATE_FILE, TREE_TMP_DIR
 from ..paths import shown
 from .under import DIR_FLAGS, open_under, split_rel
 
@@ -55,7 +55,7 @@ class TreeTmp:
 
     def __init__(self, root: str, state_dir: str):
         records = os.path.join(state_dir, TREE_TMP_DIR)
-        os.makedirs(records, exist_ok=True)
+        makedirs(records, PRIVATE_DIR)
         token = os.urandom(8).hex()
         self.root = root
         self.path = os.path.join(root, PREFIX + token)
@@ -64,7 +64,7 @@ class TreeTmp:
         # Written and locked under a dot name, then renamed: a sweep never sees a
         # record that is not yet locked, nor one without its path.
         pending = os.path.join(records, "." + token)
-        record = os.open(pending, os.O_RDWR | _CREATE, 0o600)
+        record = os.open(pending, os.O_RDWR | _CREATE, PRIVATE_FILE)
         try:
             fcntl.flock(record, fcntl.LOCK_EX)
             os.write(record, os.fsencode(self.path))

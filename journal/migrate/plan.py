@@ -26,8 +26,9 @@ from ..errors import ConfigError, HistoryWithoutState, NoStore, SnapshotFailed
 from .legacy_db import CHECKPOINT_COPY, RAW_TRIO, DbCandidate, recover_db
 from ..repository.lineage import refuse_foreign, refuse_vanished
 from ..local.state import load_state
-from ..paths import STATE_FILE
+from ..paths import STATE_FILE, shown
 from ..report import SILENT, Reporter
+from ..signatures import mtime_ns
 from ..repository.repository import Repository, utc_now
 from ..sqlite.snapshot import check_live_db
 from ..store.base import Store
@@ -203,9 +204,9 @@ def _legacy_file(item, full: str, matcher: Matcher) -> LegacyFile:
         return LegacyFile(rel=item.path, src=full, kind="dir", mode=stat_mod.S_IMODE(st.st_mode))
     if item.kind == "symlink":
         return LegacyFile(rel=item.path, src=full, kind="symlink", target=os.readlink(full),
-                          mtime_ns=st.st_mtime_ns)
+                          mtime_ns=mtime_ns(st))
     return LegacyFile(rel=item.path, src=full, kind="jsonl" if matcher.is_jsonl(item.path) else "file",
-                      size=st.st_size, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns)
+                      size=st.st_size, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=mtime_ns(st))
 
 
 def open_files() -> dict[str, tuple[set[int], bool]]:
@@ -404,7 +405,7 @@ def _plan_tree(p: _Planner, name: str) -> None:
     left_out: list[tuple[str, str]] = []
     files, dbs = scan_sources(tree, sources, left_out)
     for path, why in left_out:
-        p.problem(f"migrate: {path}: {why}; left out (copy it into {tree.path} by hand under a name that "
+        p.problem(f"migrate: {shown(path)}: {why}; left out (copy it into {tree.path} by hand under a name that "
                   "fits; the next checkpoint publishes it)")
     same = 0
     for rel in sorted(files):
@@ -476,7 +477,7 @@ def _plan_file(p: _Planner, tree: TreeConfig, f: LegacyFile, unlinking: set[str]
     elif _same(f, full, st):
         return 1
     else:
-        p.add(KEEP_LOCAL, full, f"local copy differs (local {_when(st.st_mtime_ns)}, legacy {_when(f.mtime_ns)}); "
+        p.add(KEEP_LOCAL, full, f"local copy differs (local {_when(mtime_ns(st))}, legacy {_when(f.mtime_ns)}); "
               "the local path is kept, the legacy copy stays in place", tree=tree.name, source=f.src, kind=f.kind)
     return 0
 
@@ -505,7 +506,7 @@ def _plan_db(p: _Planner, tree: TreeConfig, rel: str, cands: list[DbCandidate], 
     full = os.path.join(tree.path, rel)
     st = _local(tree.path, rel, unlinking)
     if isinstance(st, str):
-        p.problem(f"migrate: {full}: {st}; no legacy database installed")
+        p.problem(f"migrate: {shown(full)}: {st}; no legacy database installed")
         return
     if st is not None:
         local_problem = check_live_db(full, p.tmp)
@@ -533,8 +534,9 @@ def _plan_db(p: _Planner, tree: TreeConfig, rel: str, cands: list[DbCandidate], 
               source=c.path, kind=c.kind)
     if chosen is None:
         local = "keeps its invalid database" if st is not None else "gets none"
-        p.problem(f"migrate: tree {tree.name}: no legacy copy of {rel} passes quick_check; they are left untouched "
-                  f"and {full} {local} (repair a copy and put it there; the next checkpoint publishes it)")
+        p.problem(f"migrate: tree {tree.name}: no legacy copy of {shown(rel)} passes quick_check; they are left "
+                  f"untouched and {shown(full)} {local} (repair a copy and put it there; the next checkpoint "
+                  "publishes it)")
 
 
 def _plan_old_home(p: _Planner) -> None:

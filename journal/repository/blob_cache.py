@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import msgspec
 
+from ..atomic import makedirs, replace_file
 from ..errors import LocalWriteError
 from ..format.model import BlobRef, decode, encode
 from ..format.objects import KIND_PAGEMAP
-from ..paths import MAPS_DIR
+from ..paths import MAPS_DIR, PRIVATE_DIR
 from .repository import Repository
 
 
@@ -52,14 +54,11 @@ class BlobCache:
         ``bases``, the base it is a delta of (None: it is whole)."""
         path = os.path.join(self.dir, blob_id)
         try:
-            os.makedirs(self.dir, exist_ok=True)
-            with open(path, "wb") as fh:
-                fh.write(payload)
+            makedirs(self.dir, PRIVATE_DIR)
+            replace_file(path, payload)  # mode 0600: a copy of a live file is no one else's to read
             if self.bases:
                 path += ".base"
-                with open(path + ".tmp", "wb") as fh:
-                    fh.write(self.WHOLE if base is None else encode(base))
-                os.replace(path + ".tmp", path)  # never a torn record: old or new, or none
+                replace_file(path, self.WHOLE if base is None else encode(base))  # never a torn record
         except OSError as err:  # a full disk: journal's own file, never a live path's
             raise LocalWriteError("keep a local copy", err, path) from err
 
@@ -88,9 +87,50 @@ class BlobCache:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return False, None
 
-    def holds(self, blob_id: str) -> bool:
-        """Whether a copy of ``blob_id`` is kept here (not read, not checked)."""
-        return os.path.lexists(os.path.join(self.dir, blob_id))
+    def names(self) -> set[str]:
+        """The names in the directory (none when it is missing)."""
+        try:
+            return set(os.listdir(self.dir))
+        except FileNotFoundError:
+            return set()
+
+    def touch(self, blob_id: str) -> None:
+        """Mark the copy of ``blob_id`` as just used (its mtime: ``bound`` drops the
+        least recently used first). Best effort."""
+        try:
+            os.utime(os.path.join(self.dir, blob_id))
+        except OSError:
+            pass
+
+    def bound(self, limit: int, named: Callable[[], set[str]]) -> None:
+        """Keep the copies within ``limit`` bytes: when they hold more, drop first those
+        whose id ``named()`` lacks (no entry uses them), then the least recently used
+        (oldest mtime first), until they fit."""
+        held = self._sizes()
+        total = sum(size for size, _ in held.values())
+        if total <= limit:
+            return
+        keep = named()
+        order = sorted(held, key=lambda name: (name.removesuffix(".base") in keep, held[name][1]))
+        for name in order:
+            if total <= limit:
+                break
+            try:
+                os.unlink(os.path.join(self.dir, name))
+            except FileNotFoundError:
+                pass
+            total -= held[name][0]
+
+    def _sizes(self) -> dict[str, tuple[int, int]]:
+        """``name -> (bytes, mtime_ns)`` of each file in the directory."""
+        out = {}
+        for name in self.names():
+            try:
+                st = os.lstat(os.path.join(self.dir, name))
+            except FileNotFoundError:
+                continue
+            out[name] = (st.st_size, st.st_mtime_ns)
+        return out
 
     def prune(self, keep: set[str]) -> None:
         """Drop cached blobs not in ``keep`` nor the base of one in it."""

@@ -29,8 +29,9 @@ import os
 import msgspec
 
 from ..config import KeySource
-from ..errors import CorruptObject, ForeignStore, HistoryLost, ManifestConflict, NoStore, ObjectNotFound, StoreVanished
-from ..local.state import LocalState, StateLock, read_state, save_state
+from ..errors import (CorruptObject, Downgraded, ForeignStore, HistoryLost, ManifestConflict, NoStore, ObjectNotFound,
+                      StoreVanished)
+from ..local.state import LocalState, StateLock, read_state, read_store_mark, save_state
 from ..paths import STATE_FILE
 from .repository import Repository, manifest_key
 from ..store.base import Store
@@ -42,12 +43,14 @@ def open_repository(store: Store, state_dir: str, *, create: bool, key: KeySourc
     set). A store that vanished (an unmounted volume) is not silently replaced by a new,
     empty one on local disk: ``journal init`` creates it on purpose."""
     try:
-        return Repository.open(store, key=key)
+        repo = Repository.open(store, key=key)
     except NoStore:
         if not create:
             raise
         refuse_vanished(store, state_dir)
-        return Repository.open(store, create=True, key=key)
+        repo = Repository.open(store, create=True, key=key)
+    refuse_downgrade(repo, state_dir)
+    return repo
 
 
 def open_existing(store: Store, state_dir: str, *, audit: bool = False, key: KeySource | None = None) -> Repository:
@@ -55,10 +58,34 @@ def open_existing(store: Store, state_dir: str, *, audit: bool = False, key: Key
     it is encrypted): a store that vanished after this machine checkpointed to it is
     ``StoreVanished``, as for a checkpoint."""
     try:
-        return Repository.open(store, audit=audit, key=key)
+        repo = Repository.open(store, audit=audit, key=key)
     except NoStore:
         refuse_vanished(store, state_dir)
         raise
+    refuse_downgrade(repo, state_dir)
+    return repo
+
+
+def refuse_downgrade(repo: Repository, state_dir: str) -> None:
+    """``Downgraded`` when the store's config says plain but the store was encrypted
+    (design §22): this machine's local state knew it encrypted, or (a state that does
+    not say: none, another store's, one older than the mark) the store holds key
+    objects of its own id, which only an encrypted store has. Writing it in the clear
+    is what replacing its config would achieve."""
+    if repo.info is None or repo.codec.encrypted:
+        return
+    mark = read_store_mark(state_dir)
+    if mark is not None and mark.store_id == repo.store_id and mark.encrypted is not None:
+        if mark.encrypted:
+            raise Downgraded(repo.store.location, "this machine's local state knew it encrypted, opened with key "
+                                                  f"{mark.key_id}")
+        return
+    from ..crypto.keys import own_key_object  # (no `cryptography` import: key objects are read as JSON)
+
+    kid = own_key_object(repo.store, repo.store_id)
+    if kid is not None:
+        raise Downgraded(repo.store.location, f"it holds key object keys/{kid} of its store id, which only an "
+                                              "encrypted store has")
 
 
 def refuse_vanished(store: Store, state_dir: str) -> None:

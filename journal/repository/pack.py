@@ -19,13 +19,14 @@ from collections import deque
 
 import msgspec
 
-from ..atomic import Writeback
+from ..atomic import Writeback, makedirs
 from ..background import Background
 from ..errors import JournalError, KeyExists, LocalWriteError
 from ..localfs import clear_dir
 from ..format.codec import PLAIN, RECORD, Codec
 from ..format.model import PENDING_PACK, BlobRef, is_pending
 from ..format.objects import encode_record
+from ..paths import PRIVATE_DIR, PRIVATE_FILE
 from ..store.base import Store
 from .repository import pack_key
 
@@ -279,9 +280,10 @@ class PackWriter:
         self._existing = []
 
     def _open(self) -> None:
-        os.makedirs(self.spool_dir, exist_ok=True)
+        makedirs(self.spool_dir, PRIVATE_DIR)
         self._path = os.path.join(self.spool_dir, f"{uuid.uuid4().hex}.pack")
-        self._fh = open(self._path, "xb")
+        self._fh = open(os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                PRIVATE_FILE), "wb")
         # A large pack leaves the page cache as it is spooled (``atomic.Writeback``): its
         # fsync at the upload finds it written, and a 2 GiB file's checkpoint writes into
         # pages just freed, not 2 GiB of new ones. Its name is hashed from the records in
@@ -371,7 +373,7 @@ class PackWriter:
         """
         kept = []
         for pack, path in self._existing:
-            os.makedirs(keep_dir, exist_ok=True)
+            makedirs(keep_dir, PRIVATE_DIR)
             kept.append(os.path.join(keep_dir, pack))
             os.replace(path, kept[-1])
             os.utime(kept[-1])

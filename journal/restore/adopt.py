@@ -57,24 +57,35 @@ class LocalWork:
         self.cache, self.dests, self.base, self.onto, self.exact = cache, dests, base, onto, exact
         self.check = CheckDir(None)
 
-    def __call__(self, trees: dict[str, TreeCache]) -> list[str]:
+    def __call__(self, trees: dict[str, TreeCache], before: dict[str, TreeCache]) -> list[str]:
+        """The local work in ``trees`` (as scanned); ``before``: the local state's trees
+        before the scan, whose entries also describe every path still at the signature
+        recorded with them (a database restore wrote, whose new snapshot names other
+        page ids for the same rows)."""
         work: list[str] = []
         try:
             for name, tree in sorted(trees.items()):
                 if name in self.dests:
-                    work += self._tree(name, self.dests[name], tree.files)
+                    was = before[name].files if name in before else {}
+                    work += self._tree(name, self.dests[name], tree.files, was)
         finally:
             self.check.cleanup()
         return work
 
-    def _tree(self, name: str, dest: str, files) -> list[str]:
+    def _tree(self, name: str, dest: str, files, was) -> list[str]:
         base, onto = self._entries(self.base, name), self._entries(self.onto, name)
         work = []
         for path, fs in files.items():
             live = fs.entry
-            if live.kind == KIND_DIR or self._same(dest, base.get(path), live):
+            if live.kind == KIND_DIR:
                 continue
-            if not self._covers(dest, onto.get(path), live):
+            old = was.get(path)
+            known = old.entry if old is not None and old.sig is not None and old.sig == fs.sig else None
+            if self._same(dest, base.get(path), live) or (known is not None and content(known) == content(
+                    base.get(path))):
+                continue
+            if not self._covers(dest, onto.get(path), live) and (known is None or content(known) != content(
+                    onto.get(path))):
                 work.append(f"{name}/{path}")
         for path, was in base.items():
             if was.kind != KIND_DIR and files.get(path) is None and content(onto.get(path)) == content(was):

@@ -12,7 +12,8 @@ The rule (docs/design.md §1, requirement 5: a hot restart never restores older 
   then renamed (``restore/publish.py``).
 
 Blobs are read and verified as they are written to the temp file, so a corrupt blob
-aborts before any byte reaches the live path.
+aborts before any byte reaches the live path. A file's whole chunks of zeros are not
+read and not written: they are holes in the new file (``local/sparse.py``).
 """
 
 from __future__ import annotations
@@ -23,19 +24,23 @@ import os
 import stat as stat_mod
 from collections.abc import Iterable
 
+import msgspec
+
 from ..atomic import Writeback, fsync_dir, makedirs, start_writeback
 from .publish import Staged
 from ..errors import CorruptObject, LocalWriteError, ObjectNotFound, UnsafePath, naming
 from ..format.codec import PLAIN, Codec
 from ..format.segments import anchor_refs
 from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_segment
-from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
+from ..format.model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
+from ..format.objects import CHUNK_BYTES
 from ..presets import SQLITE_COMPANIONS
+from ..local.sparse import zero_chunk_id
 from ..local.tree_tmp import TreeTmp
 from ..local.under import dir_under, make_under, sync
 from ..local.treepath import path_problem, target_problem
-from ..paths import shown
-from ..signatures import live_signature
+from ..paths import PRIVATE_DIR, shown
+from ..signatures import live_signature, mtime_ns
 
 WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB, KEEP_UNREADABLE = (
     "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db",
@@ -157,7 +162,7 @@ class CheckDir:
             where = self.parent
             try:
                 if where is not None:
-                    makedirs(where)
+                    makedirs(where, PRIVATE_DIR)
                 made = tempfile.mkdtemp(prefix="journal-check-", dir=where)   # mode 0700, a new name
             except OSError as err:
                 raise LocalWriteError("restore: cannot make the directory local databases are checked in",
@@ -224,7 +229,7 @@ def decide(root: str, entry: Entry, check_dir: CheckDir, parents: dict[str, str]
             return SAME
     elif stat_mod.S_ISREG(st.st_mode):
         codec = PLAIN if reader is None else reader.codec
-        if st.st_size == entry.size and (st.st_mtime_ns == entry.mtime_ns or _same_bytes(full, entry, codec)):
+        if st.st_size == entry.size and (mtime_ns(st) == entry.mtime_ns or _same_bytes(full, entry, codec)):
             return SAME
         if entry.kind == KIND_JSONL and st.st_size > entry.size and _same_bytes(full, entry, codec):
             return KEEP_EXTENDS
@@ -340,11 +345,22 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
     name, fd = tmp.new_file()
     pacer = Writeback(fd, entry.size)   # a large file: keep its dirty pages, and its clean ones, few
     try:
-        blobs = read_blobs(entry, reader, pieces=True) if records is None else decode_blobs(entry, records, chunk_reader(reader),
-                                                                                codec=reader.codec)
+        holes = _holes(entry, reader.codec)
+        written = entry
+        if holes is not None:   # whole chunks of zeros: never read, left holes (design §6, "Holes")
+            written = msgspec.structs.replace(entry, refs=_kept(entry.refs, holes), bases=_kept(entry.bases, holes))
+            records = None if records is None else _kept(tuple(records), holes)
+        blobs = read_blobs(written, reader, pieces=True) if records is None else decode_blobs(
+            written, records, chunk_reader(reader), codec=reader.codec)
         with naming(full):  # a full disk: the error names the file being restored
-            for payload in blobs:
+            for payload, gap in zip(blobs, _gaps(holes, len(written.refs))):
+                if gap:
+                    os.lseek(fd, gap, os.SEEK_CUR)
+                    pacer.skipped(gap)
                 pacer.wrote(_write_all(fd, payload))
+            if holes is not None:
+                os.ftruncate(fd, entry.size)   # a hole at the end too
+                pacer.skipped(entry.size - pacer.size)
             os.fchmod(fd, entry.mode & FILE_MODE_BITS)
             os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
             start_writeback(fd)
@@ -353,6 +369,35 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
         tmp.unlink(name)
         raise
     return Staged(full, tmp, name, fd, pacer.size)
+
+
+def _holes(entry: Entry, codec: Codec) -> list[bool] | None:
+    """Which chunks of a file are whole chunks of zeros (``local/sparse.py``), left holes
+    by a restore; None when none is (or it is no ordinary file)."""
+    if entry.kind != KIND_FILE or entry.size < CHUNK_BYTES:
+        return None
+    zero = zero_chunk_id(codec)
+    holes = [ref.id == zero and ref.size == CHUNK_BYTES for ref in entry.refs]
+    return holes if any(holes) else None
+
+
+def _kept(items: tuple, holes: list[bool]) -> tuple:
+    """``items`` (a file's refs, bases or records: one per chunk, or none) but the holes'."""
+    return tuple(item for item, hole in zip(items, holes) if not hole) if items else items
+
+
+def _gaps(holes: list[bool] | None, chunks: int) -> list[int]:
+    """For each of the ``chunks`` chunks written, the bytes of holes just before it."""
+    if holes is None:
+        return [0] * chunks
+    out, gap = [], 0
+    for hole in holes:
+        if hole:
+            gap += CHUNK_BYTES
+        else:
+            out.append(gap)
+            gap = 0
+    return out
 
 
 def _stage_db(full: str, tmp: TreeTmp, entry: Entry, reader) -> Staged:

@@ -27,7 +27,7 @@ from ..heap import cycles_paused
 from ..report import SILENT, Reporter
 from ..repository import fetch
 from ..local import activity, tree_tmp
-from ..paths import INVALID_DIR
+from ..paths import INVALID_DIR, shown
 from ..repository.repository import Repository, manifest_key, utc_now
 from .adopt import Adopt, LocalWork
 from .trees import TreeRestore, TreeRun, write_trees
@@ -133,6 +133,16 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
         trees = []
         for name, dest in names:
             tseqs, tchosen = _tree_seqs(known, name, seqs, adopt, at, chosen)
+            if tchosen is not None and tchosen not in tseqs:
+                # A rollback not published yet whose checkpoint a gc deleted since: the
+                # tree on disk is the only copy of it, and the newer local state.
+                caches[name] = known.trees[name]
+                result.trees.append(TreeRestore(name=name, dest=dest, seq=tchosen,
+                                                actions={"keep-rolled-back": len(known.trees[name].files)}))
+                reporter.warn(f"restore: tree {name} was rolled back to checkpoint {tchosen}, which the store no "
+                              "longer holds, and no checkpoint has published it yet: left as it is; the next "
+                              "checkpoint publishes it")
+                continue
             trees.append(TreeRun(repo, cache, tseqs, name, dest, reporter, cfg.state_dir,
                                  known.trees[name].files if known is not None and name in known.trees else None,
                                  adopt=adopt, chosen=tchosen))
@@ -179,8 +189,10 @@ def _where_this_disk_stands(cfg, repo: Repository, cache: ManifestCache, all_seq
     exact = result.rollback
     why = (f"rollback to checkpoint {target}" if exact else
            "refused writer" if position.refused is not None else "stale or diverged disk")
+    if position.case is Case.FRESH:
+        return None, None   # no local state: nothing here was ever checkpointed, so newer local files stay
     adopt = Adopt(onto=target, exact=exact)
-    if dry_run or position.case is Case.FRESH:
+    if dry_run:
         return adopt, None
     work = LocalWork(cache, dict(names), position.base, target, exact)
     result.fork, scanned = commit_fork(cfg, repo, onto=target, why=f"{why}: {position.describe()}"[:256], work=work,
@@ -190,8 +202,8 @@ def _where_this_disk_stands(cfg, repo: Repository, cache: ManifestCache, all_seq
     said = "" if exact else f"{position.describe()}; "
     if fork.seq is not None:
         reporter.warn(f"restore: {said}this disk's local work that checkpoint {target} lacks "
-                      f"({len(fork.work)} path(s), e.g. {fork.work[0]}) is kept as fork {fork.seq}; the live trees "
-                      f"become checkpoint {target}. `journal ls --at {fork.seq}` shows the fork, "
+                      f"({len(fork.work)} path(s), e.g. {shown(fork.work[0])}) is kept as fork {fork.seq}; the live "
+                      f"trees become checkpoint {target}. `journal ls --at {fork.seq}` shows the fork, "
                       f"`journal diff {target} {fork.seq}` what it adds, `journal restore --at {fork.seq} --to DIR` "
                       "exports it")
     else:
@@ -209,7 +221,7 @@ def _tree_seqs(known: LocalState | None, name: str, seqs: list[int], adopt: Adop
     tree = known.trees.get(name) if known is not None and adopt is None and at is None else None
     if tree is None or tree.restored is None or tree.restored_seq is None:
         return seqs, chosen
-    return [s for s in seqs if s <= tree.restored_seq], tree.restored_seq
+    return [s for s in seqs if s <= tree.restored_seq], tree.restored_seq   # it may be gone: the caller keeps it
 
 
 def _check_to(to: str) -> None:
@@ -264,7 +276,8 @@ def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, newest: in
     state = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
     restored = LocalState(store_id=repo.store_id, writer=state.writer,
                           seq=newest, manifest_id=cache.manifest_id(newest),
-                          restore_complete=complete, trees=_carry_forward(cache, all_seqs, caches))
+                          restore_complete=complete, trees=_carry_forward(cache, all_seqs, caches),
+                          encrypted=repo.codec.encrypted, key_id=repo.key_id)
     save_state(cfg.state_dir, restored)
 
 

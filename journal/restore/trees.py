@@ -21,7 +21,7 @@ from ..repository.history import ManifestCache
 from ..localfs import observe
 from ..paths import TMP_DIR
 from ..local.state import FileState, TreeCache, cache_from_entries
-from ..signatures import dir_signature, signature
+from ..signatures import dir_signature, mtime_ns, signature
 from .entry import (CANNOT_CREATE, CheckDir, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REFUSED,
                           REPLACE, SAME, WRITE, WRITES, decide, move_aside, refused_paths)
 from ..format.model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
@@ -214,7 +214,7 @@ class TreeRun:
                 raise
             action = KEEP_UNREADABLE
             full = os.path.join(dest, entry.path)
-            self.reporter.warn(f"restore: cannot read {full} ({err.strerror or err}); left it as it is; "
+            self.reporter.warn(f"restore: cannot read {shown(full)} ({err.strerror or err}); left it as it is; "
                                f"{os_error_hint(err, full)}")
         if entry.kind == KIND_SQLITE:
             try:
@@ -230,8 +230,8 @@ class TreeRun:
         if action == CANNOT_CREATE:
             full = os.path.join(dest, entry.path)
             err = OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), full)
-            self.reporter.warn(f"restore: cannot create {full} ({err.strerror}); nothing is there, so it is lost "
-                               f"and the restore is incomplete; {os_error_hint(err, full)}")
+            self.reporter.warn(f"restore: cannot create {shown(full)} ({err.strerror}); nothing is there, so it is "
+                               f"lost and the restore is incomplete; {os_error_hint(err, full)}")
             tr.uncreatable.append(entry.path)
             self.used[entry.path] = None
             return
@@ -294,17 +294,17 @@ class TreeRun:
         """Stage and publish the newest older copy of ``entry``'s path that verifies (older
         manifests are read only now); None when there is none: the path is lost."""
         tr, reporter = self.tr, self.reporter
-        reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {tr.seq} is damaged ({damage})")
+        reporter.warn(f"restore: {tr.name}/{shown(entry.path)}: copy in manifest {tr.seq} is damaged ({damage})")
         for seq, cand in _older_copies(self.cache, [s for s in self.seqs if not self.cache.is_fork(s)], tr.seq,
                                        tr.name, entry):
             try:
                 staged = self.writer.stage_now(cand)
             except (CorruptObject, ObjectNotFound) as err:
-                reporter.warn(f"restore: {tr.name}/{entry.path}: copy in manifest {seq} is damaged ({err})")
+                reporter.warn(f"restore: {tr.name}/{shown(entry.path)}: copy in manifest {seq} is damaged ({err})")
                 continue
             self.writer.publish(staged)
             tr.bytes += staged.size
-            msg = f"{tr.name}/{entry.path}: restored from manifest {seq} (manifest {tr.seq}'s copy is damaged)"
+            msg = f"{tr.name}/{shown(entry.path)}: restored from manifest {seq} (manifest {tr.seq}'s copy is damaged)"
             tr.fallbacks.append(msg)
             reporter.warn(f"restore: {msg}")
             return cand
@@ -313,9 +313,12 @@ class TreeRun:
 
     def _chmodded_since(self, entry: Entry) -> bool:
         """Whether ``entry`` is a directory whose mode was changed on this machine since
-        the local state last saw it (a newer local change, kept as a file's is)."""
+        the local state last saw it (a newer local change, kept as a file's is). One this
+        restore made (it was missing: made 0700, ``local/under.py``) never was: it takes
+        the checkpointed mode."""
         known = self.known.get(entry.path)
-        if entry.kind != KIND_DIR or known is None or known.sig is None or self.adopt is not None:
+        if entry.kind != KIND_DIR or known is None or known.sig is None or self.adopt is not None \
+                or self.actions.get(entry.path) in WRITES:
             return False
         try:
             st = os.lstat(os.path.join(self.tr.dest, entry.path))
@@ -381,9 +384,11 @@ class TreeRun:
         if note or tr.lost:
             # What is on disk came (partly) from a manifest gc may expire at any time, so
             # the next checkpoint must not lean on its blobs: it re-reads and re-uploads,
-            # and its manifest says which checkpoint the tree came back from.
-            return cache_from_entries(None, {}, (f.entry for f in files.values()), dirty=True, reupload=True,
-                                      restored=note, restored_seq=None if tr.fallback_note() else tr.seq)
+            # and its manifest says which checkpoint the tree came back from. The
+            # signatures stay: they say which paths still hold what restore wrote (a
+            # fork's judge compares by them, ``restore/adopt.py``).
+            return TreeCache(root=None, pages={}, files=files, dirty=True, reupload=True,
+                             restored=note, restored_seq=None if tr.fallback_note() else tr.seq)
         return TreeCache(root=self.cache.manifest(tr.seq)[0].trees[tr.name].root, pages=self.pages, files=files)
 
 
@@ -404,18 +409,18 @@ def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, as
             return
         moved = move_aside(dest, entry, aside)
         kept = f"its content is in fork {adopt.fork}" if adopt.fork else "nothing in it is newer than a checkpoint"
-        msg = (f"restore: local database {full} is not checkpoint {adopt.onto}'s ({kept}); moved it (and its "
-               f"-wal, -shm, -journal) to {moved}")
+        msg = (f"restore: local database {shown(full)} is not checkpoint {adopt.onto}'s ({kept}); moved it (and its "
+               f"-wal, -shm, -journal) to {shown(moved)}")
         reporter.note(msg)
         tr.databases.append(msg)
     elif action == KEEP_VALID_DB:
-        msg = f"restore: kept the valid local database {full} (it passes quick_check; it is authoritative)"
+        msg = f"restore: kept the valid local database {shown(full)} (it passes quick_check; it is authoritative)"
         reporter.note(msg)
         tr.databases.append(msg)
     elif action == REPLACE and not dry_run:
         moved = move_aside(dest, entry, aside)
-        msg = (f"restore: local database {full} is not valid (it fails quick_check, or a -wal, -shm or -journal "
-               f"beside it is not a regular file); moved it (and those) to {moved}")
+        msg = (f"restore: local database {shown(full)} is not valid (it fails quick_check, or a -wal, -shm or -journal "
+               f"beside it is not a regular file); moved it (and those) to {shown(moved)}")
         reporter.warn(msg)
         tr.databases.append(msg)
 
@@ -455,6 +460,6 @@ def _sig_after(dest: str, entry: Entry, action: str):
         return live_signature(os.path.join(dest, entry.path))
     if entry.kind == KIND_DIR:   # a mode kept that is not the entry's: the next checkpoint reads it
         return dir_signature(st) if stat.S_IMODE(st.st_mode) == entry.mode else None
-    if action == SAME and (stat.S_IMODE(st.st_mode) != entry.mode or st.st_mtime_ns != entry.mtime_ns):
+    if action == SAME and (stat.S_IMODE(st.st_mode) != entry.mode or mtime_ns(st) != entry.mtime_ns):
         return None
     return signature(st)

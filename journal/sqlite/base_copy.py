@@ -32,11 +32,11 @@ from typing import NamedTuple
 
 import msgspec
 
-from ..atomic import replace_file
+from ..atomic import makedirs, replace_file
 from ..errors import CorruptObject, ObjectNotFound
 from ..format.codec import PLAIN, Codec
 from ..format.pagemap import PageLoc
-from ..paths import BASE_DIR
+from ..paths import BASE_DIR, PRIVATE_DIR
 
 
 def base_path(state_dir: str, full_map_id: str) -> str:
@@ -128,7 +128,7 @@ def _mark_same(path: str, differs) -> None:
     if boot is None:
         return
     rec = _SameRecord(boot=boot, file=_stamp(path), differs=sorted(differs))
-    replace_file(path + SAME_SUFFIX, msgspec.json.encode(rec), mode=0o600)
+    replace_file(path + SAME_SUFFIX, msgspec.json.encode(rec))
 
 
 def _drop(path: str) -> None:
@@ -213,7 +213,7 @@ class BaseCopy:
         """
         target = base_path(self.state_dir, full_map_id)
         if target != self.path:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+            makedirs(os.path.dirname(target), PRIVATE_DIR)
             _unlink(target + SAME_SUFFIX)
             os.replace(staging, target)
             _mark_same(target, ())
@@ -225,7 +225,7 @@ class BaseCopy:
         with open(staging, "r+b") as fh:
             for pgno, data in sorted(self.fetched.items()):
                 _write_within(fh.fileno(), data, pgno * self.page_size)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        makedirs(os.path.dirname(target), PRIVATE_DIR)
         _unlink(target + SAME_SUFFIX)
         os.replace(staging, target)
         _mark_same(target, set(differs) - self.fetched.keys())

@@ -42,7 +42,7 @@ from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT,
                               PageLoc, Snapshot, decode_map, encode_map, load_snapshot)
 from ..background import Background
 from .base_copy import BaseCopy, SamePages, same_pages
-from ..signatures import live_signature
+from ..signatures import live_signature, mtime_ns
 from .snapshot import page_size_of, remove_staging, snapshot_db
 
 #: New pages whose base pages are fetched together (bounds memory to this many pages x 2).
@@ -105,7 +105,7 @@ def capture_sqlite(full_path: str, rel: str, prev: FileState | None, staging_dir
     finally:
         remove_staging(staging)
     st = _regular(full_path)
-    return FileState(started.sig, Entry(path=rel, kind=KIND_SQLITE, mode=mode, mtime_ns=st.st_mtime_ns,
+    return FileState(started.sig, Entry(path=rel, kind=KIND_SQLITE, mode=mode, mtime_ns=mtime_ns(st),
                                         size=size, refs=refs))
 
 

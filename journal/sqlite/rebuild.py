@@ -26,6 +26,7 @@ from typing import BinaryIO
 
 from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
 from ..local.under import sync
+from ..paths import shown
 from ..repository.fetch import RawReader, fetch_in_order
 from ..format.model import BlobRef, Entry
 from ..format.objects import FLAG_DELTA, KIND_DBPAGE, decode_record, embedded_members, parse_header_flags
@@ -64,8 +65,8 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
     ``strict`` (an audit): when any record of its full map is."""
     snap = load_snapshot(entry.refs, reader.read_blob)
     if len(snap.pages) * snap.page_size != entry.size:
-        raise CorruptObject(f"snapshot of {entry.path}", f"the entry says {entry.size:,} bytes, its page maps "
-                                                        f"{len(snap.pages):,} pages of {snap.page_size:,}")
+        raise CorruptObject(f"snapshot of {shown(entry.path)}", f"the entry says {entry.size:,} bytes, its page "
+                                                                f"maps {len(snap.pages):,} pages of {snap.page_size:,}")
     with naming(shown_as or check_path):
         try:
             _write_full(fd, snap, reader, snap.base.items())
@@ -85,7 +86,7 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
         os.fsync(fd)
     problem = quick_check(check_path)
     if problem:
-        raise CorruptObject(f"snapshot of {entry.path}", f"rebuilt database fails quick_check: {problem}")
+        raise CorruptObject(f"snapshot of {shown(entry.path)}", f"rebuilt database fails quick_check: {problem}")
 
 
 def _by_record(pages) -> tuple[list[BlobRef], dict[tuple[str, int], list[tuple[int, int]]]]:

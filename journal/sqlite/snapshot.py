@@ -28,9 +28,11 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
+from ..atomic import makedirs
 from ..background import Background
 from ..errors import SnapshotFailed, os_error_hint
 from ..localfs import clear_dir, observe, open_regular
+from ..paths import PRIVATE_DIR, PRIVATE_FILE
 from ..signatures import Stamp
 
 BUSY_TIMEOUT = 2.0
@@ -66,7 +68,7 @@ def snapshot_db(path: str, staging_dir: str, while_checking: Callable[[str], T] 
     file open, this process must hold a descriptor on that identity, else
     ``SnapshotFailed`` (another database is never copied under this path).
     """
-    os.makedirs(staging_dir, exist_ok=True)
+    makedirs(staging_dir, PRIVATE_DIR)
     staging = os.path.join(staging_dir, f"{uuid.uuid4().hex}.db")
     last = ""
     for attempt in range(RETRIES):
@@ -134,6 +136,9 @@ def _backup_once(path: str, staging: str, expect: tuple[int, int] | None = None)
             raise SnapshotFailed(path, "it was replaced while SQLite opened it (by a symlink or another file); "
                                        "not copied this time, its last checkpoint stays")
         src.execute(f"PRAGMA cache_size={STREAM_CACHE_PAGES}")
+        # Made here, mode 0600, for SQLite to open: it would make it 0644 less the umask
+        # (and its companions take the database's mode).
+        os.close(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE))
         dst = sqlite3.connect(staging, isolation_level=None)
         try:
             _private(dst)
@@ -210,7 +215,7 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
     they are taken: the files' inode, size and mtime are compared before and after, and
     a copy they changed under is taken again.
     """
-    os.makedirs(tmp_dir, exist_ok=True)
+    makedirs(tmp_dir, PRIVATE_DIR)
     copy = os.path.join(tmp_dir, f"check-{uuid.uuid4().hex}.db")
     for attempt in range(CHECK_TRIES):
         if attempt:
@@ -265,7 +270,7 @@ def _copy_private(src: str, dst: str) -> None:
     fin = open_regular(src)
     if fin is None:
         raise FileNotFoundError(errno.ENOENT, "no longer a regular file", src)
-    with fin, open(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600),
+    with fin, open(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE),
                    "wb") as out:
         shutil.copyfileobj(fin, out, 1 << 20)
 

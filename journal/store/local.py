@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import time
 import stat
 import threading
@@ -24,6 +23,7 @@ from typing import BinaryIO
 
 from ..atomic import OS_FS, FsOps, discard_temp, publish_temp, write_file_atomic, write_temp
 from ..errors import KeyExists, ObjectNotFound, StoreError, describe_os_error
+from ..localfs import find_mount
 from .base import Store, check_key
 
 __all__ = ["FsOps", "LocalStore", "TMP_DIR"]
@@ -41,32 +41,10 @@ _PARENT_RETRIES = 3
 LOCAL_FS_TYPES = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs", "ramfs", "overlay", "zfs"})
 
 
-#: mountinfo writes a space, tab, newline or backslash in a path as an octal escape.
-_OCTAL = re.compile(r"\\([0-7]{3})")
-
-
 def mount_type(path: str) -> str | None:
-    """The filesystem type of the mount holding ``path`` (from ``/proc/self/mountinfo``;
-    the longest mount point that is ``path`` or one of its parents), or None."""
-    path = os.path.realpath(path)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    best, kind = "", None
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                fields = line.split()
-                try:
-                    point = _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
-                    fstype = fields[fields.index("-") + 1]
-                except (IndexError, ValueError):
-                    continue
-                inside = path == point or path.startswith(point.rstrip("/") + "/")
-                if inside and len(point) >= len(best):
-                    best, kind = point, fstype
-    except OSError:
-        return None
-    return kind
+    """The filesystem type of the mount holding ``path`` (``localfs.find_mount``), or None."""
+    found = find_mount(path)
+    return found.fstype if found is not None else None
 
 
 class LocalStore(Store):

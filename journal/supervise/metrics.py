@@ -2,7 +2,10 @@
 
 The file is rewritten after every tick (and after the startup restore and the final
 checkpoint) as a whole: a temp file beside it, renamed over it, so a reader (the
-node_exporter textfile collector, a sidecar) never sees half of it. Counters count
+node_exporter textfile collector, a sidecar) never sees half of it. A new file is made
+0644 (the collector may run as another user); an existing one keeps its mode, less any
+bit beyond 0644 (it holds no secret, but is never made executable or writable by
+others). Counters count
 from this supervisor's start; a gauge with no value yet (no checkpoint committed) is
 left out rather than written as a guess.
 """
@@ -67,9 +70,18 @@ def render(status) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+#: The widest mode a metrics file is given: readable by all, written only by its owner.
+METRICS_MODE = 0o644
+
+
 def write_metrics(path: str, status) -> None:
-    """Replace ``path`` with the metrics of ``status``: a temp file beside it, renamed over it."""
-    replace_file(path, render(status))
+    """Replace ``path`` with the metrics of ``status``: a temp file beside it, renamed over
+    it, with the mode the file had (0644 when new), never wider than 0644."""
+    try:
+        mode = os.stat(path).st_mode & METRICS_MODE
+    except OSError:
+        mode = METRICS_MODE
+    replace_file(path, render(status), mode=mode)
 
 
 def _number(value) -> str:

@@ -25,13 +25,14 @@ import signal
 import subprocess
 import termios
 import time
+from collections.abc import Mapping
 
 import msgspec
 
 from ..checkpoint.run import checkpoint
 from ..errors import ConfigError, JournalError, LockBusy, RestoreIncomplete, SupervisorRunning, describe_error
 from ..local.state import StateLock
-from ..paths import SUPERVISE_LOCK
+from ..paths import KEY_VARS, SUPERVISE_LOCK
 from ..report import SILENT, Reporter
 from ..restore.run import restore
 from ..local.activity import restore_record
@@ -60,8 +61,9 @@ class Supervisor:
 
     def __init__(self, cfg, open_store, cmd: list[str], *, interval: float, grace: float = 1.0,
                  restore_first: bool = True, reporter: Reporter = SILENT, serve_inputs: bool = True,
-                 metrics_file: str | None = None):
+                 metrics_file: str | None = None, pass_key_env: bool = False):
         self.cfg = cfg
+        self.pass_key_env = pass_key_env          # CMD gets the variables that open the store (KEY_VARS)
         self.metrics_file = metrics_file          # Prometheus text format, rewritten with the status
         self.metrics_error: str | None = None     # the last failure to write it, said once
         self.open_store = open_store
@@ -108,14 +110,18 @@ class Supervisor:
             return 128 + self.signal
         env = None
         if self.inputs is not None:
-            self._serve_inputs(self.inputs.start(stopping=lambda: self.signal is not None))
-            env = {**os.environ, "JOURNAL_INPUT_SOCKET": self.inputs.path}
+            served = self.inputs.start(stopping=lambda: self.signal is not None)
+            self._serve_inputs(served)
+            env = {k: v for k, v in os.environ.items() if k != "JOURNAL_INPUT_SOCKET"}
+            if served:   # only a path something listens on: CMD never waits on a socket nobody serves
+                env["JOURNAL_INPUT_SOCKET"] = self.inputs.path
             if self.signal is not None:   # it came while the server was starting
                 self._stop_inputs()
                 self._record_stop(f"stopped by signal {self.signal} before {self.cmd[0]} started")
                 return 128 + self.signal
         try:
-            self.child = subprocess.Popen(self.cmd, process_group=0, env=env)
+            self.child = subprocess.Popen(self.cmd, process_group=0,
+                                          env=cmd_env(os.environ if env is None else env, self.pass_key_env))
         except OSError as err:
             self._stop_inputs()
             self._record_stop(f"start {self.cmd[0]}: {err.strerror or err}")
@@ -372,6 +378,13 @@ class Supervisor:
             if message != self.metrics_error:  # once per cause, not on every tick
                 self.metrics_error = message
                 self.reporter.warn(message)
+
+
+def cmd_env(env: Mapping[str, str], pass_key_env: bool) -> dict[str, str]:
+    """CMD's environment: ``env`` without the variables that open an encrypted store
+    (``paths.KEY_VARS``: the agent needs none of them to work, and a passphrase there is
+    one ``env`` away from any tool it runs), unless ``pass_key_env``."""
+    return {k: v for k, v in env.items() if pass_key_env or k not in KEY_VARS}
 
 
 class _Unbroken(Reporter):

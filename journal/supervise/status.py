@@ -12,6 +12,7 @@ namespace).
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 import msgspec
@@ -19,8 +20,9 @@ import msgspec
 from ..atomic import write_file_atomic
 from ..local import activity
 from ..local.activity import CheckpointRecord, RestoreRecord
+from ..local.private import open_state_dir
 from ..local.state import lock_held
-from ..paths import STATUS_FILE, SUPERVISE_LOCK, TMP_DIR
+from ..paths import BASE_DIR, CHUNKS_DIR, MAPS_DIR, PAGES_DIR, STATUS_FILE, SUPERVISE_LOCK, TMP_DIR
 
 
 class LastCheckpoint(msgspec.Struct, kw_only=True):
@@ -66,6 +68,16 @@ class ErrorReport(msgspec.Struct, kw_only=True):
     cleared_at: float | None = None     # the newest success after it
 
 
+class LocalSize(msgspec.Struct, kw_only=True):
+    """The bytes of the state directory's regular files, and of its four caches (design §10)."""
+
+    bytes: int = 0
+    chunks: int = msgspec.field(default=0, name="chunks_bytes")
+    sqlite_base: int = msgspec.field(default=0, name="sqlite_base_bytes")
+    maps: int = msgspec.field(default=0, name="maps_bytes")
+    pages: int = msgspec.field(default=0, name="pages_bytes")
+
+
 class StatusReport(msgspec.Struct, kw_only=True):
     """What ``journal status`` shows: every way journal runs here (cron, by hand,
     migrate, the supervisor) records its checkpoints, restores and errors
@@ -80,6 +92,7 @@ class StatusReport(msgspec.Struct, kw_only=True):
     last_error: ErrorReport | None
     restore: RestoreRecord | None
     warnings: list[str] = []
+    local_state: LocalSize = msgspec.field(default_factory=LocalSize)
     status: Status
 
 
@@ -93,7 +106,7 @@ def read_status(state_dir: str) -> Status:
 
 
 def write_status(state_dir: str, status: Status) -> None:
-    os.makedirs(state_dir, exist_ok=True)
+    open_state_dir(state_dir)
     write_file_atomic(os.path.join(state_dir, STATUS_FILE), msgspec.json.encode(status),
                       os.path.join(state_dir, TMP_DIR))
 
@@ -112,7 +125,33 @@ def report_status(state_dir: str, now: float | None = None) -> StatusReport:
                         lag_seconds=None if success is None else max(0.0, now - success), last_success=success,
                         last_checkpoint=act.checkpoint, last_run=act.run,
                         last_error=_last_error(act, status, success, restore), restore=restore,
-                        warnings=warnings, status=status)
+                        warnings=warnings, local_state=local_size(state_dir), status=status)
+
+
+def local_size(state_dir: str) -> LocalSize:
+    """What the state directory holds (a missing one holds nothing), in one walk."""
+    top = {name: _bytes(path) for name, path in _listing(state_dir)}
+    return LocalSize(bytes=sum(top.values()), chunks=top.get(CHUNKS_DIR, 0), sqlite_base=top.get(BASE_DIR, 0),
+                     maps=top.get(MAPS_DIR, 0), pages=top.get(PAGES_DIR, 0))
+
+
+def _listing(folder: str) -> list[tuple[str, str]]:
+    try:
+        return [(entry.name, entry.path) for entry in os.scandir(folder)]
+    except OSError:
+        return []
+
+
+def _bytes(path: str) -> int:
+    """The size of a regular file, or of the regular files under a directory, added up
+    (symlinks are not followed; what vanished meanwhile counts nothing)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    if stat.S_ISDIR(st.st_mode):
+        return sum(_bytes(child) for _, child in _listing(path))
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def _last_error(act: activity.Activity, status: Status, success: float | None,

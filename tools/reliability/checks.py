@@ -25,6 +25,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from journal.paths import shown
+
 OK, KILLED, FAILED = "ok", "killed", "failed"
 Trees = dict[str, dict[str, tuple]]
 
@@ -61,7 +63,7 @@ def differences(got: Trees, want: Trees, limit: int = 4) -> list[str]:
         g, w = got.get(tree, {}), want.get(tree, {})
         for path in sorted(set(g) | set(w)):
             if g.get(path) != w.get(path):
-                out.append(f"{tree}/{path}: restored {_short(g.get(path))}, expected {_short(w.get(path))}")
+                out.append(f"{tree}/{shown(path)}: restored {_short(g.get(path))}, expected {_short(w.get(path))}")
                 if len(out) >= limit:
                     return out
     return out
@@ -70,7 +72,13 @@ def differences(got: Trees, want: Trees, limit: int = 4) -> list[str]:
 def _short(value: tuple | None) -> str:
     if value is None:
         return "nothing"
-    return "(" + ", ".join(str(v)[:16] for v in value) + ")"
+    return "(" + ", ".join(shown(str(v)[:16]) for v in value) + ")"
+
+
+def unprintable(warnings: list[str]) -> list[str]:
+    """Each warning that is not one printable line: it named a path raw (design §11.12),
+    and a name holding an escape sequence or a newline would reach the terminal."""
+    return [f"a warning is not one printable line: {shown(w)}" for w in warnings if not w.isprintable()]
 
 
 def judge(restored: Trees, versions: list[Version]) -> list[str]:
@@ -93,24 +101,25 @@ def explain(restored: Trees, versions: list[Version], start: int | None) -> list
         for path, value in sorted(paths.items()):
             held = [v.trees.get(tree, {}).get(path) for v in versions]
             floor = base.get(tree, {}).get(path)
+            where = f"{tree}/{shown(path)}"
             if value[0] == "db-bad":
-                out.append(f"{tree}/{path}: restored database is bad: {value[1]}")
+                out.append(f"{where}: restored database is bad: {value[1]}")
             elif value[0] == "db":
                 if floor is not None and floor[0] == "db" and value[1] < floor[1]:
-                    out.append(f"{tree}/{path}: restored database holds commit {value[1]}, the last successful "
+                    out.append(f"{where}: restored database holds commit {value[1]}, the last successful "
                                f"checkpoint had {floor[1]}")
             elif value[0] == "jsonl":
                 if floor is not None and floor[0] == "jsonl" and value[2] < floor[2]:
-                    out.append(f"{tree}/{path}: restored transcript has {value[2]} bytes of complete lines, the "
+                    out.append(f"{where}: restored transcript has {value[2]} bytes of complete lines, the "
                                f"last successful checkpoint had {floor[2]}")
                 elif value not in held:
-                    out.append(f"{tree}/{path}: restored transcript is no checkpointed version of it")
+                    out.append(f"{where}: restored transcript is no checkpointed version of it")
             elif value not in held:
-                out.append(f"{tree}/{path}: restored {_short(value)}, which no checkpoint held")
+                out.append(f"{where}: restored {_short(value)}, which no checkpoint held")
     for tree, paths in sorted(base.items()):
         for path in sorted(paths):
             if path not in restored.get(tree, {}) and all(path in v.trees.get(tree, {}) for v in later):
-                out.append(f"{tree}/{path}: lost (the last successful checkpoint held it)")
+                out.append(f"{tree}/{shown(path)}: lost (the last successful checkpoint held it)")
     if not out:
         diff = differences(restored, versions[-1].trees)
         out.append("the restored trees mix versions: they equal no single checkpoint (against the last attempt: "
@@ -127,7 +136,7 @@ def judge_partial(present: Trees, want: Trees) -> list[str]:
             expected = want.get(tree, {}).get(path)
             if value == expected or (value[0] == "dir" and expected is not None and expected[0] == "dir"):
                 continue
-            out.append(f"{tree}/{path}: a killed restore left {_short(value)} at a live path, expected "
+            out.append(f"{tree}/{shown(path)}: a killed restore left {_short(value)} at a live path, expected "
                        f"{_short(expected)}")
     return out
 
@@ -142,26 +151,26 @@ def judge_concurrent(restored: Trees, floors: Floors, live: Trees, live_bytes: d
         tree, _, path = key.partition("/")
         value = restored.get(tree, {}).get(path)
         if value is None:
-            out.append(f"{key}: lost")
+            out.append(f"{shown(key)}: lost")
             continue
         data = live_bytes[key]
         if value[2] < length:
-            out.append(f"{key}: restored {value[2]} bytes of complete lines, {length} were complete before the "
+            out.append(f"{shown(key)}: restored {value[2]} bytes of complete lines, {length} were complete before the "
                        "last successful checkpoint began")
         if value[2] > len(data) or hashlib.sha256(data[:value[2]]).hexdigest() != value[1] \
                 or (value[2] and data[value[2] - 1:value[2]] != b"\n"):
-            out.append(f"{key}: restored transcript is not a complete-line prefix of the live one")
+            out.append(f"{shown(key)}: restored transcript is not a complete-line prefix of the live one")
     for key, floor in sorted(floors.dbs.items()):
         tree, _, path = key.partition("/")
         value = restored.get(tree, {}).get(path)
         top = live.get(tree, {}).get(path)
         if value is None:
-            out.append(f"{key}: lost")
+            out.append(f"{shown(key)}: lost")
         elif value[0] != "db":
-            out.append(f"{key}: restored database is bad: {value[1]}")
+            out.append(f"{shown(key)}: restored database is bad: {value[1]}")
         elif value[1] < floor:
-            out.append(f"{key}: restored commit {value[1]}, commit {floor} was done before the last successful "
+            out.append(f"{shown(key)}: restored commit {value[1]}, commit {floor} was done before the last successful "
                        "checkpoint began")
         elif top is not None and top[0] == "db" and value[1] > top[1]:
-            out.append(f"{key}: restored commit {value[1]}, the live database never got past {top[1]}")
+            out.append(f"{shown(key)}: restored commit {value[1]}, the live database never got past {top[1]}")
     return out

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .afterwards import after_killed_restore, failed, manifests_restore_whole, restore_new, verify_clean
-from .checks import FAILED, KILLED, OK, Floors, Trees, Version, differences, judge, judge_concurrent
+from .checks import FAILED, KILLED, OK, Floors, Trees, Version, differences, judge, judge_concurrent, unprintable
 from .faults import FS_FAULTS, PUT_FAULTS
 from .procs import CRASH, ERROR, Outcome, run_forked
 from .world import TRANSCRIPTS, Agent, Container, complete_prefix
@@ -220,6 +220,8 @@ class _Trial:
         status = OK if out.ok else KILLED if out.status == "killed" else FAILED
         if out.ok and kill_after is None and fault is None:
             self.durations["checkpoint"] = out.seconds
+        if out.ok:
+            self.problems(unprintable(out.value["warnings"]), f"{label}: ")
         self.versions.append(Version(label, trees, status, out.value["seq"] if out.ok else None))
         return out
 
@@ -237,6 +239,7 @@ class _Trial:
         trees, problems, out = restore_new(self.base, self.url, name)
         self.problems(problems)
         if out.ok:
+            self.problems(unprintable(out.value["warnings"]), f"the restore of new container {name}: ")
             self.durations["restore"] = out.seconds
         return trees
 

@@ -1,8 +1,8 @@
 """A container and the agent that writes it, and what a tree holds, described.
 
 A ``Container`` is a local root with two trees (``agent``: transcripts, WAL
-databases, files rewritten, edited in place, created, deleted and linked; ``side``:
-small files), its own state directory and configuration, on a shared store. Its
+databases, files rewritten, edited in place, created, deleted and linked, a sparse
+file, a file with a time no entry holds; ``side``: small files), its own state directory and configuration, on a shared store. Its
 operations (``checkpoint``, ``restore``, ``gc``, ``verify``) are functions a forked
 child runs (``procs.run_forked``), each returning a small summary.
 
@@ -38,6 +38,7 @@ from pathlib import Path
 from journal.config import load_config
 from journal.errors import JournalError
 from journal.report import Collector
+from journal.signatures import clamp_mtime
 
 from .faults import fired, open_faulty
 
@@ -51,10 +52,19 @@ sqlite = ["*.db"]
 name = "side"
 path = "side"
 """
-TRANSCRIPTS = ("sessions/rollout-0.jsonl", "sessions/rollout-1.jsonl")
-DATABASES = ("state.db", "logs.db")
-SIDE_FILES = ("a.txt", "b.txt", "c.txt", "d.txt")
+#: What an agent may put in a name (design §8, the path rule): escape sequences (an OSC
+#: title change ended by BEL, a CSI screen clear, a C1 CSI), a newline, a tab, a
+#: backslash, a right-to-left override and a space. Every copy must round-trip them and
+#: every message must name them escaped (§11.12); some transcripts, a database, a
+#: directory and new files carry them.
+HOSTILE = ("\x1b]0;pwned\x07", "\x1b[2J", "\u009b31m", "\n", "\t", "\\", "\u202e", " ")
+TRANSCRIPTS = ("sessions/rollout-0.jsonl", "sessions/rollout\x1b]0;pwned\x07\n-1.jsonl")
+DATABASES = ("state.db", "\x1b[2Jlogs\u009b.db")
+SIDE_FILES = ("a.txt", "b.txt", "c.txt", "dir\x1b]0;d\x07\n/d.txt")
 COMPANIONS = ("-wal", "-shm", "-journal")
+#: Modification times outside what an entry holds (int64 ns: 1677 to 2262), stored and
+#: restored clamped (``signatures.mtime_ns``); and 2300-01-01, ``touch``'s way there.
+FAR_TIMES = (10 ** 20, -(10 ** 20), 10_413_792_000 * 10 ** 9)
 #: Where the agent says how far each database's commits got (outside the trees).
 PROGRESS = "agent-progress.json"
 
@@ -144,7 +154,8 @@ def complete_prefix(data: bytes) -> bytes:
 
 def describe_tree(root: str | Path, dbs: dict[str, int] | None = None, skip_tmp: bool = True) -> dict[str, tuple]:
     """path -> what a restore must reproduce: ``("dir", mode)``, ``("link", target)``,
-    ``("file", sha256, mode, mtime_ns)``, ``("jsonl", sha256, length, mode)`` of its
+    ``("file", sha256, mode, mtime_ns)`` (the time clamped as an entry holds it),
+    ``("jsonl", sha256, length, mode)`` of its
     complete lines (no mtime: a checkpoint that finds only a torn tail added keeps
     the entry it had, with that entry's mtime), and for a database ``("db", c)``: from ``dbs`` (the agent's
     counters: a live database is never opened here) or read (``describe_db``).
@@ -174,7 +185,7 @@ def describe_tree(root: str | Path, dbs: dict[str, int] | None = None, skip_tmp:
                     lines = complete_prefix(data)
                     out[rel] = ("jsonl", hashlib.sha256(lines).hexdigest(), len(lines), mode)
                 else:
-                    out[rel] = ("file", hashlib.sha256(data).hexdigest(), mode, st.st_mtime_ns)
+                    out[rel] = ("file", hashlib.sha256(data).hexdigest(), mode, clamp_mtime(st.st_mtime_ns))
     return out
 
 
@@ -365,6 +376,7 @@ class _AgentLoop:
             self.cons[name] = con
         for name in SIDE_FILES:
             if not (self.side / name).exists():
+                (self.side / name).parent.mkdir(exist_ok=True)
                 (self.side / name).write_bytes(self._text(40, 400))
         self.made = sorted(p.name for p in (self.agent / "files").iterdir())
 
@@ -440,8 +452,15 @@ class _AgentLoop:
                 os.pwrite(fd, rng.randbytes(64), rng.randint(0, max(size - 64, 0)))
             finally:
                 os.close(fd)
+        if rng.random() < 0.2:
+            self._sparse()
+        if rng.random() < 0.2:  # a time no entry holds (``touch -d 2300-01-01``, a bogus tar timestamp)
+            path = agent / "far-time.txt"
+            path.write_bytes(self._text(0, 200))
+            ns = rng.choice(FAR_TIMES)
+            os.utime(path, ns=(ns, ns))
         if rng.random() < 0.4:
-            name = f"f-{rng.randint(0, 10**6):07d}.txt"
+            name = f"f-{rng.randint(0, 10**6):07d}{rng.choice(('',) + HOSTILE)}.txt"
             (agent / "files" / name).write_bytes(self._text(0, 5000))
             self.made.append(name)
         if len(self.made) > 4 and rng.random() < 0.3:  # one at a time: never most of a tree
@@ -454,6 +473,21 @@ class _AgentLoop:
         if rng.random() < 0.1:
             path = self.side / rng.choice(SIDE_FILES)
             path.chmod(rng.choice((0o600, 0o640, 0o644)))
+
+    def _sparse(self) -> None:
+        """A sparse file (design §6, "Holes"): made with holes (one spanning several
+        chunks, the size past the last data), or a few bytes written into a hole."""
+        rng, path = self.rng, self.agent / "sparse.bin"
+        if not path.exists() or rng.random() < 0.2:
+            with open(path, "wb") as fh:
+                fh.truncate(rng.choice((3, 12)) * (1 << 20) + rng.randint(0, 4096))
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            size = os.fstat(fd).st_size
+            for _ in range(rng.randint(1, 3)):
+                os.pwrite(fd, rng.randbytes(rng.randint(1, 5000)), rng.randint(0, size - 5000))
+        finally:
+            os.close(fd)
 
     def _burst(self) -> None:
         """Append and commit until killed; after each commit, the counters go to PROGRESS."""
