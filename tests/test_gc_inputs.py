@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from journal.format.inputs import claim_key, delivery_key, input_key, parse_id
+from journal.format.inputs import claim_key, delivery_key, input_key, parse_id, session_dir
 from journal.gc.inputs import InputPolicy
 from journal.gc.retention import Policy
 from journal.gc.run import gc
@@ -175,3 +175,24 @@ def test_a_long_lived_appender_never_reuses_a_sequence_gc_expired(repo, log, clo
     assert new.seq == 11
     listed = {i.seq: i for i in server.list(harness="codex", session="S")}
     assert not listed[11].delivered
+
+
+def test_a_marker_left_by_a_lost_input_never_expires_the_new_prompt_at_its_sequence(repo, log, clock):
+    """Input 2 is lost, its marker stays, a new prompt takes sequence 2 (and another 3):
+    the marker names the lost record, so gc counts the new prompt undelivered and keeps it."""
+    for text in (b"first", b"second"):
+        log.mark_delivered(log.append("codex", "S", text).id)
+    sdir = session_dir("codex", "S")
+    repo.store.delete(input_key(sdir, 2))
+    new = log.append("codex", "S", b"the new prompt")
+    log.append("codex", "S", b"newest")
+    assert new.seq == 2
+    clock.advance(2 * DAY)
+
+    reporter = Collector()
+    for _ in range(2):   # mark, then sweep
+        gc(repo, Policy(), 0, inputs=KEEP_A_DAY, now_ns=clock(), reporter=reporter)
+        clock.advance(1)
+    assert [i.seq for i in log.list(undelivered=True)] == [2, 3], "the new prompt is still there, undelivered"
+    assert input_key(sdir, 1) not in keys(repo), "the delivered one expired"
+    assert any(f"{delivery_key(sdir, 2)} names input record" in w for w in reporter.warnings)

@@ -19,7 +19,9 @@ from journal.repository.repository import Repository
 from journal.store import open_store
 from journal.format.inputs import (INPUT_PREFIX, claim_key, delivery_key, input_key, parse_id, parse_key,
                                    session_dir)
+from journal.format.objects import KIND_INPUT, encode_record
 from journal.store.base import check_key
+from journal.verify import verify
 
 from conftest import Live, clean_env, container_env, run_journal, wait_for
 from tripwire import write_tripwire
@@ -344,6 +346,87 @@ def test_an_unknown_or_damaged_input_is_named_with_exit_1(tmp_path):
     listed = stores.run("input", "list")
     assert listed.stdout == b"" and "skipping" in listed.stderr.decode()
     assert not (tmp_path / "store" / delivery_key(sdir, 1)).exists()
+
+
+# ---------------------------------------------------------------- an input's identity, a marker's input
+
+
+def _copy(store: Path, src: str, dst: str) -> None:
+    (store / dst).write_bytes((store / src).read_bytes())
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "encrypted"])
+def test_an_input_copied_to_the_next_sequence_is_refused_never_listed_and_verify_reports_it(tmp_path, sealed):
+    """Copying a delivered input's object to the next free sequence would make a new,
+    undelivered prompt of it (replayed after a restart): its record names its sequence,
+    so the copy is refused everywhere, in a plain store as under the seal."""
+    key = tmp_path / "store.key"
+    stores = Stores(str(tmp_path / "store"), tmp_path, {"JOURNAL_KEY_FILE": str(key)} if sealed else {})
+    if sealed:
+        stores.run("init", "--encrypt", "--key-file", str(key))
+    ident = stores.run("input", "append", "--harness", "codex", "--session", "S", "-", stdin=b"rm -rf build")
+    ident = ident.stdout.decode().split()[0]
+    stores.run("input", "mark-delivered", ident)
+    sdir, _ = parse_id(ident)
+    _copy(tmp_path / "store", input_key(sdir, 1), input_key(sdir, 2))
+
+    undelivered = stores.run("input", "list", "--undelivered")
+    assert undelivered.stdout == b"", "the copy is no new prompt"
+    assert f"{input_key(sdir, 2)} is corrupt: input #1 stored under the key of #2" in undelivered.stderr.decode()
+    assert [i["seq"] for i in stores.inputs()] == [1]
+    shown = stores.run("input", "show", f"{sdir}/2", expect=1)
+    assert "input #1 stored under the key of #2" in shown.stderr.decode()
+    found = json.loads(stores.run("verify", "--full", "--json", expect=1).stdout)["findings"]
+    assert [(f["kind"], f["key"]) for f in found] == [("corrupt-input", input_key(sdir, 2))]
+    nxt = stores.run("input", "append", "--harness", "codex", "--session", "S", "-", stdin=b"next")
+    assert nxt.stdout.decode().split()[1] == "3", "the copy still takes its sequence: none is given twice"
+
+
+def test_an_input_written_before_heads_named_their_sequence_is_read_as_before(tmp_path):
+    """A version 1 head (format 10 and earlier) names no sequence: it is listed, shown,
+    delivered and verified as it always was (and not protected against a copy)."""
+    repo = Repository.open(open_store(str(tmp_path / "store")), create=True)
+    sdir = session_dir("codex", "S")
+    head = {"version": 1, "harness": "codex", "session": "S", "pane": None, "client_id": "c-1",
+            "submitted": "2026-01-02T03:04:05.000Z", "submitted_ns": 1767323045000000000, "size": 3, "host": "old"}
+    _rid, record = encode_record(KIND_INPUT, json.dumps(head).encode() + b"\nold", codec=repo.codec)
+    repo.store.put_if_absent(input_key(sdir, 1), record)
+    log = InputLog(repo)
+
+    assert [(i.seq, i.client_id, i.delivered) for i in log.list()] == [(1, "c-1", False)]
+    assert log.show(f"{sdir}/1")[1] == b"old"
+    log.mark_delivered(f"{sdir}/1")
+    assert log.append("codex", "S", b"new").seq == 2
+    assert [i.delivered for i in log.list()] == [True, False]
+    assert verify(repo, full=True).findings == []
+
+
+def test_a_delivery_marker_left_by_a_lost_input_marks_nothing_and_the_new_prompt_is_undelivered(tmp_path):
+    """The newest input is lost, its marker stays, and the next append takes its
+    sequence: the marker names the lost record, so the new prompt is undelivered (with a
+    warning, and a finding of verify) until it is marked delivered, which replaces it."""
+    stores = Stores(str(tmp_path / "store"), tmp_path)
+    ids = [stores.run("input", "append", "--harness", "codex", "--session", "S", "-", stdin=text).stdout.split()[0]
+           .decode() for text in (b"first", b"second")]
+    for ident in ids:
+        stores.run("input", "mark-delivered", ident)
+    sdir, _ = parse_id(ids[1])
+    (tmp_path / "store" / input_key(sdir, 2)).unlink()
+    new = stores.run("input", "append", "--harness", "codex", "--session", "S", "-", stdin=b"the new prompt")
+    assert new.stdout.decode().split() == [ids[1], "2"], "the lost input's sequence, taken again"
+
+    listed = stores.run("input", "list", "--undelivered")
+    assert [line.split()[0] for line in listed.stdout.decode().splitlines()] == [ids[1]]
+    assert f"ignoring the delivery marker {delivery_key(sdir, 2)}: it names input record" in listed.stderr.decode()
+    assert json.loads(stores.run("input", "show", ids[1], "--json").stdout)["delivered"] is False
+    found = json.loads(stores.run("verify", "--full", "--json", expect=1).stdout)["findings"]
+    assert [(f["kind"], f["key"]) for f in found] == [("corrupt-input", delivery_key(sdir, 2))]
+
+    marked = stores.run("input", "mark-delivered", ids[1])
+    assert marked.stdout.decode().startswith(f"{ids[1]} delivered at ")
+    assert f"replacing the delivery marker {delivery_key(sdir, 2)}" in marked.stderr.decode()
+    assert stores.inputs("--undelivered") == [] and [i["delivered"] for i in stores.inputs()] == [True, True]
+    assert json.loads(stores.run("verify", "--full", "--json").stdout)["findings"] == []
 
 
 # ---------------------------------------------------------------- the whole cycle, and restore

@@ -599,6 +599,73 @@ class LineageModel(RuleBasedStateMachine):
         assert not lost, f"lines or rows in no listed checkpoint and on no disk: {sorted(lost)}"
 
 
+# --- sequences the model found, pinned (each fails on the journal it was found on) ---------
+
+
+class Draws:
+    """Stands in for hypothesis's ``data`` in a replay: hands out the given draws (a
+    container's slot, then a checkpoint for ``rollback``), in order."""
+
+    def __init__(self, *values):
+        self.values = list(values)
+
+    def draw(self, strategy, label=None):
+        return self.values.pop(0)
+
+
+def replay(*steps: tuple[str, dict]) -> None:
+    """Run ``steps`` (a rule's name, its arguments) on a new machine, the oracle after
+    each, as hypothesis printed them."""
+    machine = LineageModel()
+    try:
+        for name, kwargs in steps:
+            getattr(machine, name)(**kwargs)
+            machine.nothing_lost()
+    finally:
+        machine.teardown()
+
+
+def test_found_checkpoints_after_a_takeover_restore_whole():
+    """Takeover adopts the newest checkpoint's index pages but not the bases of those
+    stored as deltas; the checkpoint after it keeps such a page, and the next one stores
+    its replacement as a delta of that delta: the index no reader can decode
+    ("a page delta read without its base"), every later checkpoint unusable."""
+    replay(("start", dict(lines=1, rows=1, others=1)),
+           ("turn", dict(data=Draws(0), n=1, rows=0)),
+           ("takeover", dict(data=Draws(0))),
+           ("checkpoint", dict(data=Draws(0))),
+           ("turn", dict(data=Draws(0), n=2, rows=2)))
+
+
+def test_found_a_fork_of_a_disk_whose_last_checkpoint_gc_expired_restores_whole():
+    """The first container's checkpoints 1 and 2 expire (another committed 3, gc keeps
+    one); its restart forks its unpublished line and row onto 3, building on what its
+    local state remembers of 2: the fork names an index page in a pack gc deleted, so
+    the fork does not restore and the row, taken off the live database, is lost."""
+    replay(("start", dict(lines=2, rows=1, others=2)),
+           ("restart", dict(data=Draws(0))),
+           ("turn", dict(data=Draws(0), n=0, rows=1)),
+           ("restart", dict(data=Draws(2))),
+           ("turn", dict(data=Draws(2), n=0, rows=1)),
+           ("collect", dict(keep=1)),
+           ("turn", dict(data=Draws(0), n=2, rows=1)),
+           ("restart", dict(data=Draws(0))))
+
+
+def test_found_a_restart_after_a_checkpoint_killed_above_a_fork_is_hot():
+    """A checkpoint whose next sequence a fork holds commits past it (4 over fork 3) and
+    is killed before its manifest; the restart takes the pending manifest's sequence
+    less one (the fork) for this disk's last checkpoint: a hot disk called stale, its
+    newer rows forked and its live database made the older checkpoint's."""
+    replay(("start", dict(lines=2, rows=2, others=1)),
+           ("turn", dict(data=Draws(0), n=2, rows=0)),
+           ("insert", dict(data=Draws(1), n=2, crash=False)),
+           ("restart", dict(data=Draws(1))),
+           ("append", dict(data=Draws(1), n=1)),
+           ("kill_checkpoint", dict(data=Draws(1), delay=0, moment="before-manifest")),
+           ("restart", dict(data=Draws(1))))
+
+
 SHORT = settings(max_examples=8, stateful_step_count=15, deadline=None, derandomize=True, database=None,
                  suppress_health_check=list(HealthCheck))
 LONG = settings(max_examples=200, stateful_step_count=50, deadline=None, database=None,

@@ -140,6 +140,34 @@ def test_torture_exits_1_naming_the_seed_and_trial_of_a_violation(tmp_path, monk
     assert out[-1].endswith(", 2 violations")
 
 
+def test_torture_runs_the_lineage_model_and_prints_one_summary_line(tmp_path, monkeypatch, capsys):
+    import tools.reliability.lineage as lineage
+    import tools.torture as torture_cli
+
+    monkeypatch.setattr(lineage, "STEPS", 4)
+    assert torture_cli.main(["--trials", "0", "--lineage", "1", "--seed", "3", "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [out[-1]] and out[-1].startswith("lineage: 1 examples of up to 4 steps on 2-3 containers ")
+    assert out[-1].endswith(" 0 violations")
+
+
+def test_torture_names_a_lineage_violation_with_its_saved_steps_and_exits_1(tmp_path, monkeypatch, capsys):
+    import test_model_lineage
+    import tools.reliability.lineage as lineage
+    import tools.torture as torture_cli
+
+    monkeypatch.setattr(lineage, "STEPS", 2)
+    for where in ("stored", "on_disks"):  # no checkpoint and no disk holds anything: every line is lost
+        monkeypatch.setattr(test_model_lineage.LineageModel, where, lambda self, *args: set())
+    assert torture_cli.main(["--trials", "0", "--lineage", "2", "--seed", "5", "--workdir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("VIOLATION lineage (seed 5): AssertionError: lines or rows in no listed checkpoint")
+    assert out[0].endswith("; replay: tools/torture.py --seed 5 --trials 0 --lineage 2]")
+    saved = tmp_path / "lineage" / "lineage-5-0.txt"
+    assert f"[steps saved as {saved};" in out[0] and "state.start(" in saved.read_text()
+    assert out[-1].startswith("lineage: 2 examples of up to 2 steps ") and out[-1].endswith(", 1 violations")
+
+
 # --- the long form: what `make torture` runs from tools/torture.py -------------------
 
 @pytest.mark.long

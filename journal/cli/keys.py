@@ -21,7 +21,9 @@ def key_group():
     A random master key encrypts the store; each key (a key file or a
     passphrase) wraps it, so keys are added, removed and replaced without
     rewriting any data. Every command opens the store with the key set now
-    ($JOURNAL_KEY_FILE or $JOURNAL_PASSPHRASE).
+    ($JOURNAL_KEY_FILE or $JOURNAL_PASSPHRASE). Key changes run at once from
+    several places are safe. No key change replaces the master key: after a
+    key leaks, move to a new store (docs/design.md §22).
 
     Example:
 
@@ -129,8 +131,9 @@ def key_remove(config_path, store_url, as_json, key_id):
 @common
 @click.option("--new-key-file", metavar="PATH", help=NEW_KEY_HELP)
 def key_rotate(config_path, store_url, as_json, new_key_file):
-    """Replace the key this command opened the store with by a new one (added
-    first, then the old one removed); no data is rewritten.
+    """Replace the key this command opened the store with by a new one, in one
+    step (the new key is written and checked first); no data is rewritten, and
+    the master key stays the same.
 
     Example:
 

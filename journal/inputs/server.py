@@ -9,9 +9,8 @@ snapshot check forks only while it runs one thread: design §10, §20). Requests
     {"op":"delivered","id":"..."}      -> {"ok":true,"id":"...","seq":7,"already":false}
     {"op":"list","undelivered":true}   -> {"ok":true,"inputs":[...]}   (harness, session optional)
     {"op":"show","id":"..."}           -> {"ok":true,"input":{...},"text":"..."}
-    anything that fails                -> {"ok":false,"error":"...","kind":"..."}
-
     {"op":"stats"}                     -> {"ok":true,"connections":3,"buffered":0,...}   (``SocketStats``)
+    anything that fails                -> {"ok":false,"error":"...","kind":"..."}
 
 ``text_base64`` may replace ``text`` both ways, for bytes that are not UTF-8. Each
 connection is served by a thread, its requests answered in order; the main thread

@@ -347,7 +347,8 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
     try:
         holes = _holes(entry, reader.codec)
         written = entry
-        if holes is not None:   # whole chunks of zeros: never read, left holes (design §6, "Holes")
+        if holes is not None:   # whole chunks of zeros: left holes (design §6, "Holes")
+            _verify_zero_chunks(entry, holes, reader)
             written = msgspec.structs.replace(entry, refs=_kept(entry.refs, holes), bases=_kept(entry.bases, holes))
             records = None if records is None else _kept(tuple(records), holes)
         blobs = read_blobs(written, reader, pieces=True) if records is None else decode_blobs(
@@ -379,6 +380,17 @@ def _holes(entry: Entry, codec: Codec) -> list[bool] | None:
     zero = zero_chunk_id(codec)
     holes = [ref.id == zero and ref.size == CHUNK_BYTES for ref in entry.refs]
     return holes if any(holes) else None
+
+
+def _verify_zero_chunks(entry: Entry, holes: list[bool], reader) -> None:
+    """Read and verify each stored copy of the zero chunk ``entry`` names (once each,
+    however many holes name it): a hole is written from the chunk's id, but every object
+    a restore relies on is verified on read (a damaged or crafted copy is refused)."""
+    copies = {ref for ref, hole in zip(entry.refs, holes) if hole}
+    for ref in copies:
+        one = msgspec.structs.replace(entry, refs=(ref,), bases=(), size=ref.size)
+        for _ in read_blobs(one, reader, pieces=True):
+            pass
 
 
 def _kept(items: tuple, holes: list[bool]) -> tuple:

@@ -140,10 +140,10 @@ INPUT_KEY, DELIVERY_KEY, CLAIM_KEY = input_key(SESSION, 1), delivery_key(SESSION
 
 
 def _inputs() -> list[bytes]:
-    head = InputHead(harness="codex", session="s1", client_id="c1", submitted="2026-01-01T00:00:00.000Z",
+    head = InputHead(harness="codex", session="s1", seq=1, client_id="c1", submitted="2026-01-01T00:00:00.000Z",
                      submitted_ns=1, size=6, host="h")
-    return [encode_input(head, b"hello\n")[1], encode_input(msgspec.structs.replace(head, client_id=None,
-                                                                                      size=0), b"")[1]]
+    unbound = msgspec.structs.replace(head, version=1, seq=None, client_id=None, size=0)   # format 10 and earlier
+    return [encode_input(head, b"hello\n")[1], encode_input(unbound, b"")[1]]
 
 
 def _deliveries() -> list[bytes]:

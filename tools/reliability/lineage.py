@@ -33,6 +33,7 @@ STEPS = 50
 class LineageResult:
     examples: int                     # asked for
     seed: int
+    length: int = STEPS               # steps an example takes at most
     runs: int = 0                     # examples run (with a violation, shrinking's too)
     steps: int = 0
     kills: int = 0                    # checkpoint processes a SIGKILL landed on
@@ -45,15 +46,16 @@ class LineageResult:
     saved: list[Path] = field(default_factory=list)   # each problem's steps
 
     def line(self) -> str:
-        return (f"lineage: {self.examples} examples of up to {STEPS} steps on 2-3 containers sharing one store "
+        return (f"lineage: {self.examples} examples of up to {self.length} steps on 2-3 containers sharing one store "
                 f"({self.runs} runs, {self.steps} steps): {self.kills} checkpoints killed, {self.refusals} refused, "
                 f"{self.stale} stale restores, {self.forks} forks, {self.rollbacks} rollbacks, {self.expired} "
                 f"manifests expired by gc, {len(self.problems)} violations")
 
 
-def run_lineage(examples: int, seed: int, workdir: str | Path, steps: int = STEPS) -> LineageResult:
-    """Run ``examples`` examples of the lineage model from ``seed``, working under
-    ``workdir``; the violations found (hypothesis reports each distinct one)."""
+def run_lineage(examples: int, seed: int, workdir: str | Path, steps: int | None = None) -> LineageResult:
+    """Run ``examples`` examples of the lineage model from ``seed``, of up to ``steps``
+    steps (default ``STEPS``), working under ``workdir``; the violations found
+    (hypothesis reports each distinct one)."""
     tests = str(ROOT / "tests")
     if tests not in sys.path:
         sys.path.insert(0, tests)
@@ -68,10 +70,10 @@ def run_lineage(examples: int, seed: int, workdir: str | Path, steps: int = STEP
     tally = model.Tally()
     machine = type("LineageTorture", (model.LineageModel,), {"tally": tally, "workdir": workdir})
     hypothesis.seed(seed)(machine)
-    machine.TestCase.settings = settings(max_examples=examples, stateful_step_count=steps, deadline=None,
+    machine.TestCase.settings = settings(max_examples=examples, stateful_step_count=steps or STEPS, deadline=None,
                                          database=None, print_blob=True, suppress_health_check=list(HealthCheck))
     report: list[str] = []
-    result = LineageResult(examples, seed)
+    result = LineageResult(examples, seed, steps or STEPS)
     try:
         with with_reporter(report.append):
             machine.TestCase().runTest()
