@@ -37,7 +37,7 @@ torture: $(BIN)/.installed
 	@seed=$${TORTURE_SEED:-$$(date +%s)}; dir=$${TORTURE_DIR:-$$(mktemp -d -t journal-torture-XXXXXX)}; \
 	echo "torture: seed $$seed, in $$dir"; \
 	$(BIN)/python tools/torture.py --seed $$seed --workdir $$dir --store local --trials 500 --sweeps 1 \
-		--fuzz 100000 --damage --json $$dir/local.json && \
+		--fuzz 100000 --damage --lineage 200 --json $$dir/local.json && \
 	$(BIN)/python tools/torture.py --seed $$seed --workdir $$dir --store hfsim --trials 200 --sweeps 1 \
 		--json $$dir/hfsim.json && \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --long tests/test_model_based.py

@@ -26,10 +26,11 @@ import msgspec
 from ..errors import ObjectNotFound
 from ..format.model import Fork
 from ..local import quiet
-from ..local.state import LocalState, TreeCache, load_state, save_state
+from ..local.state import LocalState, TreeCache, cache_from_entries, load_state, save_state
+from ..repository.history import ManifestCache
 from ..repository.repository import Repository, manifest_key
 from ..report import SILENT, Reporter
-from .run import CheckpointResult, ForkPlan, _capture_and_commit, drop_pending
+from .run import CheckpointResult, ForkPlan, _capture_and_commit, drop_pending, reupload_all
 
 
 class ForkResult(msgspec.Struct, kw_only=True):
@@ -50,10 +51,13 @@ class ForkResult(msgspec.Struct, kw_only=True):
 
 def commit_fork(cfg, repo: Repository, *, onto: int, why: str,
                 work: Callable[[dict[str, TreeCache], dict[str, TreeCache]], list[str]],
-                reporter: Reporter = SILENT) -> tuple[ForkResult, dict[str, TreeCache]]:
+                reupload: bool = False, reporter: Reporter = SILENT) -> tuple[ForkResult, dict[str, TreeCache]]:
     """Keep this disk's local work that checkpoint ``onto`` lacks as a fork (see the
     module docstring). The caller holds the state lock and found a local state of this
-    store. Any error (a path that cannot be read, a failed upload) is raised: the
+    store. ``reupload``: this disk's last checkpoint is not the store's newest, so a gc
+    may have expired it and taken its packs: every file is read and uploaded again, and
+    a tree not configured here is carried as ``onto`` holds it. Any error (a path that
+    cannot be read, a failed upload) is raised: the
     caller must then change no live file. Returns what it did, and the trees as scanned
     (each path's signature now: what the live trees held when the work was judged;
     their entries are only for comparing, never to be saved when no fork was made)."""
@@ -61,7 +65,10 @@ def commit_fork(cfg, repo: Repository, *, onto: int, why: str,
     result = CheckpointResult()
     if state.pending is not None:
         _settle_pending(cfg, repo, state, result, reporter)
-    plan = ForkPlan(work, lambda r: (r.manifest_seqs() or [0])[-1] + 1,
+    before = dict(state.trees)   # what the judge compares signatures with, before any re-upload
+    if reupload:
+        _from_scratch(cfg, repo, state, onto)
+    plan = ForkPlan(lambda trees, _old: work(trees, before), lambda r: (r.manifest_seqs() or [0])[-1] + 1,
                     Fork(onto=onto, why=why))
     base = state.seq
     try:
@@ -71,6 +78,20 @@ def commit_fork(cfg, repo: Repository, *, onto: int, why: str,
     done = ForkResult(seq=result.seq, base=base, onto=onto, why=why, work=sorted(plan.found),
                       objects_uploaded=result.objects, bytes_uploaded=result.bytes, warnings=result.warnings)
     return done, plan.trees if plan.trees is not None else state.trees
+
+
+def _from_scratch(cfg, repo: Repository, state: LocalState, onto: int) -> None:
+    """Lean on nothing this disk's last checkpoint stored (see ``commit_fork``)."""
+    reupload_all(cfg, state)
+    active = {t.name for t in cfg.active_trees()}
+    history = ManifestCache(repo)
+    kept = history.manifest(onto)[0].trees
+    for name in [n for n in state.trees if n not in active]:
+        if name not in kept:
+            del state.trees[name]
+            continue
+        entries, pages = history.tree(onto, name)
+        state.trees[name] = cache_from_entries(kept[name].root, pages, entries, bases=history.page_bases(onto, name))
 
 
 def _settle_pending(cfg, repo: Repository, state: LocalState, result: CheckpointResult, reporter: Reporter) -> None:

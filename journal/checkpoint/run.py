@@ -235,14 +235,14 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
         # was already in the store, or the sweep ran between the check and the put).
         _warn(result, reporter, f"checkpoint: manifest {manifest.seq} names pack(s) the store lost after it was "
               "committed; this checkpoint re-uploads every file")
-        _reupload_all(cfg, state)
+        reupload_all(cfg, state)
     elif gc_running(repo.store):
         # A gc running now may still delete a pack it names (planned before the put, or
         # before the crashed attempt's); this checkpoint's own uploads are checked after
         # its commit, so the newest checkpoint is whole whatever that sweep takes.
         _warn(result, reporter, f"checkpoint: manifest {manifest.seq} was published after a crash while a gc "
               "runs; this checkpoint re-uploads every file")
-        _reupload_all(cfg, state)
+        reupload_all(cfg, state)
     save_state(cfg.state_dir, state)
 
 
@@ -257,7 +257,7 @@ def drop_pending(cfg: Config, repo: Repository, state: LocalState, result: Check
     state.seq, state.manifest_id = manifest.parent or 0, manifest.parent_id
     state.pending = state.pending_seq = None
     _inactive_as_in_parent(cfg, repo, state, result, reporter)
-    _reupload_all(cfg, state)
+    reupload_all(cfg, state)
     save_state(cfg.state_dir, state)
 
 
@@ -278,7 +278,7 @@ def _missing_packs(repo: Repository, manifest: Manifest) -> list[str]:
     return [p for p in manifest.packs if repo.store.head(pack_key(p)) is None]
 
 
-def _reupload_all(cfg: Config, state: LocalState) -> None:
+def reupload_all(cfg: Config, state: LocalState) -> None:
     """Make the capture re-read every file of every active tree and upload fresh blobs,
     reusing none. A tree not active now (its live directory is gone) has nothing to
     re-read: it keeps its cache, so the next manifest still names it."""
@@ -306,7 +306,8 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
                   "directory is gone; it is left out of this checkpoint")
             continue
         entries, pages = history.tree(state.seq, name)
-        state.trees[name] = cache_from_entries(parent.trees[name].root, pages, entries)
+        state.trees[name] = cache_from_entries(parent.trees[name].root, pages, entries,
+                                               bases=history.page_bases(state.seq, name))
 
 
 def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
@@ -501,6 +502,7 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         mid, record = encode_manifest(manifest, repo.codec)
         for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
             trees[name].restored = trees[name].restored_seq = None
+        state.pending_parent = state.seq
         state.trees, state.seq, state.manifest_id = trees, seq, mid
         state.pending, state.pending_seq = record, seq
         # The spool copies of packs found already stored go to recheck/ before anything

@@ -162,6 +162,8 @@ class LocalState(msgspec.Struct, kw_only=True):
     trees: dict[str, TreeCache] = {}
     pending_seq: int | None = None      # a manifest written to the state but maybe not the store
     pending: bytes | None = None        # ... its record bytes, republished on the next run
+    pending_parent: int | None = None   # ... the checkpoint it builds on (None: ``pending_seq - 1``; a
+                                        # manifest committed past forks has a gap below it)
     encrypted: bool | None = None       # the store was encrypted at the last save (None: a state older than this)
     key_id: str | None = None           # ... the key object that opened it then (design §22)
 
@@ -344,7 +346,8 @@ def clear_restore_marker(state_dir: str, store_id: str) -> None:
     if state is not None and state.restore_complete:
         save_state(state_dir, LocalState(store_id=store_id, writer=state.writer, seq=state.seq,
                                          manifest_id=state.manifest_id, pending_seq=state.pending_seq,
-                                         pending=state.pending, encrypted=state.encrypted, key_id=state.key_id))
+                                         pending=state.pending, pending_parent=state.pending_parent,
+                                         encrypted=state.encrypted, key_id=state.key_id))
 
 
 def forget_state(state_dir: str) -> None:

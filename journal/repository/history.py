@@ -112,6 +112,7 @@ class ManifestCache:
         self.repo = repo
         self._manifests: dict[int, tuple[Manifest, str] | Exception] = {}
         self._trees: dict[tuple[int, str], tuple[list[Entry], dict[str, BlobRef]] | Exception] = {}
+        self._bases: dict[tuple[int, str], dict[str, BlobRef]] = {}
 
     def manifest(self, seq: int) -> tuple[Manifest, str]:
         if seq not in self._manifests:
@@ -140,14 +141,28 @@ class ManifestCache:
         except (CorruptObject, ObjectNotFound):
             return None
 
+    def page_bases(self, seq: int, name: str) -> dict[str, BlobRef]:
+        """Of the pages of tree ``name`` in manifest ``seq``, those stored as deltas, with
+        each one's base: a writer that keeps such a page must never take it for a whole
+        page to make a delta of (a delta over a delta is unreadable)."""
+        self.tree(seq, name)
+        return dict(self._bases.get((seq, name), {}))
+
     def tree(self, seq: int, name: str) -> tuple[list[Entry], dict[str, BlobRef]]:
         """Entries and pages of tree ``name`` in manifest ``seq``; KeyError if absent."""
         key = (seq, name)
         if key not in self._trees:
             manifest, _ = self.manifest(seq)
             tree = manifest.trees[name]
+            bases = self._bases[key] = {}
+
+            def read(ref: BlobRef) -> bytes:
+                payload, base = self.repo.read_page(ref)
+                if base is not None:
+                    bases[ref.id] = base
+                return payload
             try:
-                self._trees[key] = load_entries(tree.root, lambda r: self.repo.read_page(r)[0], tree)
+                self._trees[key] = load_entries(tree.root, read, tree)
             except (CorruptObject, ObjectNotFound) as err:
                 self._trees[key] = err
         got = self._trees[key]

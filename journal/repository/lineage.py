@@ -103,7 +103,9 @@ def refuse_vanished(store: Store, state_dir: str) -> None:
 def committed_seq(state: LocalState) -> int:
     """The newest checkpoint ``state`` knows to be committed: a pending manifest may
     never have reached the store, so it counts its parent."""
-    return state.seq - 1 if state.pending is not None else state.seq
+    if state.pending is None:
+        return state.seq
+    return state.pending_parent if state.pending_parent is not None else state.seq - 1
 
 
 def followed(state_dir: str, repo: Repository) -> LocalState | None:

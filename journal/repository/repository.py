@@ -8,6 +8,7 @@ Layout (see docs/design.md)::
     leases/gc                    the lease of the one gc running (``gc/lease.py``)
     leases/renewing              there while that gc renews its lease (delete, then put)
     keys/<32 hex>                an encrypted store's key objects (``journal/crypto/keys.py``)
+    keys/set-<seq, 12 digits>    ... its key sets: which key objects are its keys (``crypto/keyset.py``)
 
 Every record read or written goes through the store's codec (``repo.codec``,
 ``format/codec.py``): the identity and SHA-256 ids in a plain store; sealed objects and

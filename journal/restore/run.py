@@ -196,7 +196,7 @@ def _where_this_disk_stands(cfg, repo: Repository, cache: ManifestCache, all_seq
         return adopt, None
     work = LocalWork(cache, dict(names), position.base, target, exact)
     result.fork, scanned = commit_fork(cfg, repo, onto=target, why=f"{why}: {position.describe()}"[:256], work=work,
-                              reporter=reporter)
+                                       reupload=position.base != position.newest, reporter=reporter)
     adopt.fork = result.fork.seq
     fork = result.fork
     said = "" if exact else f"{position.describe()}; "
@@ -301,6 +301,6 @@ def _carry_forward(cache: ManifestCache, seqs: list[int], caches: dict[str, Tree
                 entries, pages = cache.tree(seq, name)
             except (CorruptObject, ObjectNotFound):
                 continue
-            trees[name] = cache_from_entries(root.root, pages, entries)
+            trees[name] = cache_from_entries(root.root, pages, entries, bases=cache.page_bases(seq, name))
         break
     return trees

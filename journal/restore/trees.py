@@ -389,7 +389,8 @@ class TreeRun:
             # fork's judge compares by them, ``restore/adopt.py``).
             return TreeCache(root=None, pages={}, files=files, dirty=True, reupload=True,
                              restored=note, restored_seq=None if tr.fallback_note() else tr.seq)
-        return TreeCache(root=self.cache.manifest(tr.seq)[0].trees[tr.name].root, pages=self.pages, files=files)
+        return TreeCache(root=self.cache.manifest(tr.seq)[0].trees[tr.name].root, pages=self.pages, files=files,
+                         bases=self.cache.page_bases(tr.seq, tr.name))
 
 
 def _tree_names_at(cache: ManifestCache, seq: int) -> set[str]:

@@ -3,18 +3,18 @@ N examples from a seed.
 
 Two or three containers share one local store: fresh starts, hot and stale restarts,
 lines and rows written (some by a writer SIGKILLed after its commit), checkpoints
-(refused on a stale disk), ``journal checkpoint`` SIGKILLed at a hook or after a random
-delay, ``journal restore`` as a process, rollbacks, takeover, kill -9 of a container,
-and gc; after every step the oracle checks that no line or row is lost and that no
-command reported what it did not do (the module docstring of the test says what
-exactly). ``make test`` runs the test's short, derandomized form; ``tools/torture.py
+(refused on a stale disk), ``journal checkpoint`` SIGKILLed at a hook or before its
+Nth file-system call, ``journal restore`` as a process, rollbacks, takeover, kill -9
+of a container, and gc; after every step the oracle checks that no line or row is
+lost and that no command reported what it did not do (the module docstring of the
+test says what exactly). ``make test`` runs the test's short, derandomized form; ``tools/torture.py
 --lineage N`` runs this.
 
 A violation is hypothesis's falsifying example, shrunk: its steps are saved to a file
 under the work directory, named on the violation's line with the command that reruns
-the seed (a SIGKILL after a random delay lands where it lands, so a rerun may take
-another path; the saved steps, and the ``@reproduce_failure`` line in them, are the
-replay).
+the seed. The steps, and the ``@reproduce_failure`` line after them, are the replay
+(a kill at a counted call can land elsewhere when threads race to it, so a rerun of the
+seed may take another path).
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ class LineageResult:
 
 def run_lineage(examples: int, seed: int, workdir: str | Path, steps: int | None = None) -> LineageResult:
     """Run ``examples`` examples of the lineage model from ``seed``, of up to ``steps``
-    steps (default ``STEPS``), working under ``workdir``; the violations found
-    (hypothesis reports each distinct one)."""
+    steps (default ``STEPS``); the violations found (hypothesis reports each distinct
+    one), their steps saved under ``workdir``. Examples work on tmpfs when there is one
+    (journal fsyncs what it publishes), as the test does."""
     tests = str(ROOT / "tests")
     if tests not in sys.path:
         sys.path.insert(0, tests)
@@ -68,7 +69,7 @@ def run_lineage(examples: int, seed: int, workdir: str | Path, steps: int | None
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     tally = model.Tally()
-    machine = type("LineageTorture", (model.LineageModel,), {"tally": tally, "workdir": workdir})
+    machine = type("LineageTorture", (model.LineageModel,), {"tally": tally})
     hypothesis.seed(seed)(machine)
     machine.TestCase.settings = settings(max_examples=examples, stateful_step_count=steps or STEPS, deadline=None,
                                          database=None, print_blob=True, suppress_health_check=list(HealthCheck))
