@@ -708,6 +708,20 @@ def test_found_a_restart_after_a_checkpoint_killed_above_a_fork_is_hot():
            ("restart", dict(data=Draws(1))))
 
 
+def test_found_a_writer_killed_before_its_manifest_restarts_after_gc_expired_its_checkpoint():
+    """The second container's checkpoint 2 is killed before its manifest; the first
+    commits 2 and gc keeps only that. The second's restart drops its pending manifest
+    and then reads its parent, checkpoint 1, which gc deleted: every ``journal
+    restore`` fails ("manifests/000000000001 does not exist"), and its checkpoint is
+    refused, saying to run ``journal restore``: the container cannot recover."""
+    replay(("start", dict(lines=1, rows=1, others=1)),
+           ("insert", dict(data=Draws(1), n=1, crash=False)),
+           ("kill_checkpoint", dict(data=Draws(1), call=1, moment="before-manifest")),
+           ("turn", dict(data=Draws(0), n=1, rows=0)),
+           ("collect", dict(keep=1)),
+           ("restart", dict(data=Draws(1))))
+
+
 SHORT = settings(max_examples=12, stateful_step_count=18, deadline=None, derandomize=True, database=None,
                  suppress_health_check=list(HealthCheck))
 LONG = settings(max_examples=200, stateful_step_count=50, deadline=None, database=None,

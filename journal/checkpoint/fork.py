@@ -86,10 +86,9 @@ def _from_scratch(cfg, repo: Repository, state: LocalState, onto: int) -> None:
     active = {t.name for t in cfg.active_trees()}
     history = ManifestCache(repo)
     kept = history.manifest(onto)[0].trees
-    for name in [n for n in state.trees if n not in active]:
-        if name not in kept:
-            del state.trees[name]
-            continue
+    for name in [n for n in state.trees if n not in active and n not in kept]:
+        del state.trees[name]
+    for name in [n for n in kept if n not in active]:
         entries, pages = history.tree(onto, name)
         state.trees[name] = cache_from_entries(kept[name].root, pages, entries, bases=history.page_bases(onto, name))
 

@@ -37,8 +37,8 @@ import msgspec
 from ..background import Background
 from ..repository.blob_cache import BlobCache
 from ..config import Config, no_trees_hint
-from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, HistoryWithoutState,
-                      JournalError, KeyExists, ManifestConflict, describe_error)
+from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, CorruptObject,
+                      HistoryWithoutState, JournalError, KeyExists, ManifestConflict, ObjectNotFound, describe_error)
 from ..format.index import Previous, Update, build_index, decode_page, update_index
 from ..heap import cycles_paused
 from ..localfs import clear_dir
@@ -297,7 +297,10 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
     from ..repository.history import ManifestCache  # imported here: only a dropped pending manifest needs it
 
     active = {t.name for t in cfg.active_trees()}
-    parent = repo.load_manifest(state.seq)[0] if state.seq else None
+    try:
+        parent = repo.load_manifest(state.seq)[0] if state.seq else None
+    except (CorruptObject, ObjectNotFound):   # a gc expired it (a fork then takes them from its ``onto``)
+        parent = None
     history = ManifestCache(repo)
     for name in [n for n in state.trees if n not in active]:
         if parent is None or name not in parent.trees:
