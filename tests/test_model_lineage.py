@@ -722,6 +722,43 @@ def test_found_a_writer_killed_before_its_manifest_restarts_after_gc_expired_its
            ("restart", dict(data=Draws(1))))
 
 
+def test_found_an_idle_checkpoint_is_refused_when_gc_deleted_the_next_sequence_another_writer_committed():
+    """The second container commits 2 and 3 over the first's checkpoint 1, and gc keeps
+    only 3. The first container's idle checkpoint reports "idle" (the quiet snapshot
+    finds manifest 2 absent again: gc took it), not that the store moved on (design §11,
+    Lineage 5)."""
+    replay(("start", dict(lines=1, rows=1, others=1)),
+           ("turn", dict(data=Draws(1), n=0, rows=1)),
+           ("turn", dict(data=Draws(1), n=0, rows=1)),
+           ("collect", dict(keep=1)),
+           ("checkpoint", dict(data=Draws(0))))
+
+
+def test_found_a_rollback_survives_a_restart_after_its_first_checkpoint_was_killed():
+    """After ``restore --at 1 --rollback`` the first checkpoint (which would publish the
+    rolled-back trees) is killed before its manifest; the restart is hot and writes the
+    newest checkpoint's transcript back: the local state dropped the rollback's note
+    when it saved the pending manifest, which never committed."""
+    replay(("start", dict(lines=1, rows=1, others=1)),
+           ("append", dict(data=Draws(0), n=2)),
+           ("checkpoint", dict(data=Draws(0))),
+           ("rollback", dict(data=Draws(0, 1), cli=False)),
+           ("kill_checkpoint", dict(data=Draws(0), call=1, moment="before-manifest")),
+           ("restart", dict(data=Draws(0))))
+
+
+def test_found_a_restart_after_takeover_keeps_the_local_lines_it_did_not_publish():
+    """The second container has two unpublished lines; the first commits 2 (another
+    line); the second takes over (its files to be the next checkpoint) and restarts
+    before checkpointing: the restore is hot and the store's transcript, newer by mtime,
+    replaces the local one. The two lines are in no checkpoint and on no disk."""
+    replay(("start", dict(lines=1, rows=1, others=1)),
+           ("append", dict(data=Draws(1), n=2)),
+           ("turn", dict(data=Draws(0), n=1, rows=0)),
+           ("takeover", dict(data=Draws(1))),
+           ("restart", dict(data=Draws(1))))
+
+
 SHORT = settings(max_examples=12, stateful_step_count=18, deadline=None, derandomize=True, database=None,
                  suppress_health_check=list(HealthCheck))
 LONG = settings(max_examples=200, stateful_step_count=50, deadline=None, database=None,

@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -1055,3 +1056,28 @@ def test_a_restore_past_a_damaged_index_page_says_so_and_the_next_checkpoint_rec
     state = load_state(str(source.local / ".journal"), source.repo().store_id)
     assert all(t.restored is None for t in state.trees.values()), "said once, by checkpoint 3"
     assert source.run("restore").returncode == 0    # checkpoint 3 is whole: no fallback now
+
+
+def test_a_forked_child_of_a_process_whose_fetch_threads_run_makes_its_own(tmp_path):
+    """A process that read a large file (its fetch pool is up) and then forks: the child
+    holds none of those threads, and a pool inherited from the parent would take its
+    reads and never run them (a torture trial's forked restore waited for ever)."""
+    script = tmp_path / "fork.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        from journal.repository import fetch
+        fetch._executor().submit(lambda: 1).result()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os._exit(0 if fetch._executor().submit(lambda: 42).result(timeout=10) == 42 else 3)
+            except BaseException:
+                os._exit(4)
+        _, status = os.waitpid(pid, 0)
+        fetch.shutdown()
+        sys.exit(os.WEXITSTATUS(status))
+    """))
+
+    proc = subprocess.run([sys.executable, str(script)], cwd=Path(__file__).resolve().parent.parent, timeout=60)
+
+    assert proc.returncode == 0, "the forked child's read never ran"

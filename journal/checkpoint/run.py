@@ -113,7 +113,7 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
     state_file = os.path.join(cfg.state_dir, STATE_FILE)
     key = config_key(cfg)
     proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True)
-    if proven is not None and proven.remote is not None and store.head(proven.remote) is not None:
+    if proven is not None and proven.remote is not None and _moved_on(store, *proven.remote):
         proven = None   # another writer committed the next checkpoint: the full path says so
     if proven is not None:  # unchanged since the last clean checkpoint
         return msgspec.convert(proven.result, CheckpointResult)
@@ -130,8 +130,14 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
         forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
         quiet.discard(cfg.state_dir)
         raise
-    _save_quiet(cfg, key, state_file, result, rows, store, same, next_seq)
+    _save_quiet(cfg, key, state_file, result, rows, store, same, next_seq, state.seq)
     return None
+
+
+def _moved_on(store: Store, next_key: str, own_key: str | None) -> bool:
+    """Whether a cloud store moved on since the quiet snapshot: the next checkpoint's
+    manifest is there, or this writer's own is gone (a gc after another writer's)."""
+    return store.head(next_key) is not None or (own_key is not None and store.head(own_key) is None)
 
 
 def config_key(cfg: Config) -> str:
@@ -141,13 +147,15 @@ def config_key(cfg: Config) -> str:
 
 def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult,
                 rows: list[quiet.Row] | None, store: Store, same: dict[tuple[str, str], quiet.Row],
-                next_seq: int) -> None:
+                next_seq: int, own: int) -> None:
     """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise (and
     while packs wait for a recheck: every tick then takes the full path). A store that
     is a directory here (a mounted volume) is part of what the snapshot proves: its
     config file must still be there, so an idle tick never says "idle" over an
-    unmounted store. So is the next checkpoint's manifest (``next_seq``): while it is
-    absent no other writer moved the store on."""
+    unmounted store. So are the next checkpoint's manifest (``next_seq``) and this
+    writer's last (``own``): while the one is absent and the other there, no other
+    writer moved the store on (a gc after another writer's checkpoints takes the
+    second)."""
     state_sig = file_stamp(state_file)
     if rows is None or result.warnings or state_sig is None or rechecks_pending(cfg.state_dir):
         quiet.discard(cfg.state_dir)
@@ -167,9 +175,9 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
         inputs=cfg.inputs, config_key=key, state_sig=state_sig, result=msgspec.to_builtins(idle),
         result_json=msgspec.json.format(msgspec.json.encode(idle), indent=2).decode(),
         absent=[t.path for t in cfg.trees + cfg.dormant if t.name not in walked],
-        present=[path] if (path := store.local_file(CONFIG_KEY)) is not None else [],
+        present=[p for p in (store.local_file(CONFIG_KEY), own and store.local_file(manifest_key(own))) if p],
         unmade=[nxt] if (nxt := store.local_file(manifest_key(next_seq))) is not None else [],
-        remote=manifest_key(next_seq) if nxt is None else None, dirs=rows)
+        remote=(manifest_key(next_seq), manifest_key(own) if own else None) if nxt is None else None, dirs=rows)
     try:
         quiet.save(cfg.state_dir, snapshot)
     except OSError:  # a full disk: the checkpoint is committed; without a snapshot the next tick walks
@@ -224,6 +232,7 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
         drop_pending(cfg, repo, state, result, reporter, why)
         return
     manifest, _, record, put = _put_pending(cfg, repo, state, manifest)
+    _said(state, manifest.restored or {})
     if put:
         result.objects += 1
         result.bytes += len(record)
@@ -286,7 +295,8 @@ def reupload_all(cfg: Config, state: LocalState) -> None:
     for name, cache in state.trees.items():
         if name in active:
             state.trees[name] = cache_from_entries(None, {}, (f.entry for f in cache.files.values()),
-                                                   dirty=True, reupload=True)
+                                                   dirty=True, reupload=True, restored=cache.restored,
+                                                   restored_seq=cache.restored_seq, keep_local=cache.keep_local)
 
 
 def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
@@ -355,7 +365,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
                 changed_trees.append(tree.name)
             new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, page_keys=cache.page_keys,
                                              bases=cache.bases, files=files, restored=cache.restored,
-                                             restored_seq=cache.restored_seq)
+                                             restored_seq=cache.restored_seq)   # a scan ends a takeover's keep_local
         next_seq = state.seq + 1
         work = fork.work(new_trees, old_trees) if fork is not None and changed_trees else None
         if fork is not None:
@@ -363,6 +373,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
         if not changed_trees or (fork is not None and not work):
             ctx.data.abort()
             if fork is None:
+                require_committed(repo, state.seq, cfg.state_dir)  # gc may have taken what another put above it
                 next_seq = next_free(repo, state.seq)  # a store another writer moved on is no "idle"
             if touched and fork is None:
                 state.trees = new_trees
@@ -503,8 +514,6 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         save_state(cfg.state_dir, state)
     else:
         mid, record = encode_manifest(manifest, repo.codec)
-        for name in restored:  # said once, by this manifest (and by its pending copy until it is put)
-            trees[name].restored = trees[name].restored_seq = None
         state.pending_parent = state.seq
         state.trees, state.seq, state.manifest_id = trees, seq, mid
         state.pending, state.pending_seq = record, seq
@@ -515,12 +524,21 @@ def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str
         save_state(cfg.state_dir, state)
         manifest, mid, record, _ = _put_pending(cfg, repo, state, manifest)
         state.pending = state.pending_seq = None
-        save_state(cfg.state_dir, state, trees_as_saved=True)  # only the pending manifest changed since
+        _said(state, restored)   # said once, by this manifest: kept until it is committed
+        save_state(cfg.state_dir, state, trees_as_saved=not restored)  # else only the pending manifest changed
     touch_kept(kept)  # the commit time: when their recheck window starts
     recheck_kept(repo.store, keep)
     pages.prune(keep_pages(trees))
     return _Committed(seq=manifest.seq, manifest_id=mid, blobs=data.blobs + index.blobs,
                       objects=manifest.added_objects, bytes=manifest.added_bytes + len(record))
+
+
+def _said(state: LocalState, restored) -> None:
+    """Once a manifest naming them in ``restored`` is committed, those trees' notes are
+    said: the next manifest does not repeat them, and a hot restore writes the newest."""
+    for name in restored:
+        if name in state.trees:
+            state.trees[name].restored = state.trees[name].restored_seq = None
 
 
 def _put_pending(cfg: Config, repo: Repository, state: LocalState,

@@ -63,7 +63,7 @@ def takeover(cfg, store: Store) -> TakeoverResult:
             trees = {}
             for name, root in manifest.trees.items():
                 entries, pages = cache.tree(seq, name)
-                trees[name] = cache_from_entries(root.root, pages, entries, dirty=True,
+                trees[name] = cache_from_entries(root.root, pages, entries, dirty=True, keep_local=True,
                                                  bases=cache.page_bases(seq, name))
             save_state(cfg.state_dir, LocalState(store_id=repo.store_id, writer=old.writer, seq=newest,
                                                  manifest_id=cache.manifest_id(newest), restore_complete=True,

@@ -76,6 +76,7 @@ class _Tree(msgspec.Struct, kw_only=True):
     reupload: bool = False              # re-read every file and upload fresh blobs (no reuse)
     restored: str | None = None         # why this is not the newest checkpoint's version (said by the next manifest)
     restored_seq: int | None = None     # ... a rollback's checkpoint (a hot restore writes that one again)
+    keep_local: bool = False            # taken over: until a checkpoint publishes it, no live file is replaced
 
 
 class TreeCache(_Tree, kw_only=True):

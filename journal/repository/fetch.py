@@ -18,6 +18,7 @@ streams in turn), and the total stays below ``BUDGET`` plus one run per reader.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -70,6 +71,16 @@ def _executor():
 
             _pool = ThreadPoolExecutor(max_workers=WINDOW, thread_name_prefix="journal-fetch")
         return _pool
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child holds none of its parent's threads: a pool inherited from it would
+    take work and never run it (the child waits for ever). The child makes its own."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def shutdown() -> None:

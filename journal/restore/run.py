@@ -143,9 +143,10 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
                               "longer holds, and no checkpoint has published it yet: left as it is; the next "
                               "checkpoint publishes it")
                 continue
+            held = known.trees.get(name) if known is not None else None
             trees.append(TreeRun(repo, cache, tseqs, name, dest, reporter, cfg.state_dir,
-                                 known.trees[name].files if known is not None and name in known.trees else None,
-                                 adopt=adopt, chosen=tchosen))
+                                 held.files if held is not None else None, adopt=adopt, chosen=tchosen,
+                                 keep_local=adopt is None and at is None and held is not None and held.keep_local))
         for run in trees:
             run.emptied = dry_run and run.tr.name in old
         if want_state:

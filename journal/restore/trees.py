@@ -135,12 +135,14 @@ class TreeRun:
     entry each path ended up with (the newest copy, an older one, or None: lost)."""
 
     def __init__(self, repo, cache: ManifestCache, seqs: list[int], name: str, dest: str, reporter, state_dir: str,
-                 known: dict[str, FileState] | None = None, adopt: Adopt | None = None, chosen: int | None = None):
+                 known: dict[str, FileState] | None = None, adopt: Adopt | None = None, chosen: int | None = None,
+                 keep_local: bool = False):
         self.repo, self.cache, self.seqs, self.reporter = repo, cache, seqs, reporter
         self.state_dir = state_dir
         self.known = known or {}   # the local state's view of this tree (a database unchanged since is SAME)
         self.adopt = adopt         # a stale disk or a rollback: the checkpoint replaces local state
         self.chosen = chosen       # a fork asked for by number (``--at``)
+        self.keep_local = keep_local   # taken over, not yet published: no local file is replaced
         self.tr = TreeRestore(name=name, dest=dest)
         self.entries: list[Entry] = []
         self.pages: dict[str, BlobRef] = {}
@@ -209,6 +211,8 @@ class TreeRun:
                                                        self.known.get(entry.path))
             if self.adopt is not None:
                 action = self.adopt.overrule(dest, entry, action, self.known.get(entry.path))
+            elif self.keep_local and action == REPLACE and entry.kind != KIND_SQLITE:
+                action = KEEP_NEWER   # `journal takeover` made this disk's files the next checkpoint
         except OSError as err:  # the local path exists but cannot be read: never written over
             if isinstance(err, JournalError):
                 raise
@@ -387,10 +391,11 @@ class TreeRun:
             # and its manifest says which checkpoint the tree came back from. The
             # signatures stay: they say which paths still hold what restore wrote (a
             # fork's judge compares by them, ``restore/adopt.py``).
-            return TreeCache(root=None, pages={}, files=files, dirty=True, reupload=True,
+            return TreeCache(root=None, pages={}, files=files, dirty=True, reupload=True, keep_local=self.keep_local,
                              restored=note, restored_seq=None if tr.fallback_note() else tr.seq)
         return TreeCache(root=self.cache.manifest(tr.seq)[0].trees[tr.name].root, pages=self.pages, files=files,
-                         bases=self.cache.page_bases(tr.seq, tr.name))
+                         bases=self.cache.page_bases(tr.seq, tr.name), dirty=self.keep_local,
+                         keep_local=self.keep_local)
 
 
 def _tree_names_at(cache: ManifestCache, seq: int) -> set[str]:

@@ -114,6 +114,8 @@ def run_forked(fn: Callable[[], Any], *, kill_after: float | None = None, kill_a
                 deadline = time.monotonic() + timeout
     finally:
         os.close(read_end)
+        if not done:   # interrupted (a test's timeout, a Ctrl-C): never wait for ever on a child left running
+            os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     seconds = time.monotonic() - started
     if hung:
