@@ -17,7 +17,7 @@ import pytest
 
 from conftest import clean_env
 from helpers.container import Live
-from journal.checkpoint import run as checkpoint_run
+from journal.checkpoint import commit as checkpoint_commit
 from journal.format.model import BlobRef, Entry
 from journal.local import state as state_mod
 from journal.local.files import Files, Group
@@ -53,7 +53,7 @@ def test_a_one_change_commit_writes_two_small_state_files_and_no_base(bare_live,
     live.append(f"{TREE}/projects/d3/f0003.json", '{"n": "more"}\n')
 
     written, fsyncs, saving = [], [], []
-    real_write, real_fsync, real_save = state_mod.write_file_atomic, os.fsync, checkpoint_run.save_state
+    real_write, real_fsync, real_save = state_mod.write_file_atomic, os.fsync, checkpoint_commit.save_state
 
     def write(path, data, *args, **kwargs):
         written.append((os.path.basename(path), bytes(data)))
@@ -80,7 +80,7 @@ def test_a_one_change_commit_writes_two_small_state_files_and_no_base(bare_live,
     monkeypatch.setattr(state_mod, "write_file_atomic", write)
     monkeypatch.setattr(state_mod, "_deltas", deltas)
     monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(checkpoint_run, "save_state", save)
+    monkeypatch.setattr(checkpoint_commit, "save_state", save)   # the commit's two saves
     result = live.checkpoint()
 
     assert result.seq == 2 and sum(t.changed for t in result.trees) == 1

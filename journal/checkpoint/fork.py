@@ -30,7 +30,7 @@ from ..local.state import LocalState, TreeCache, cache_from_entries, load_state,
 from ..repository.history import ManifestCache
 from ..repository.repository import Repository, manifest_key
 from ..report import SILENT, Reporter
-from .run import CheckpointResult, ForkPlan, _capture_and_commit, drop_pending, reupload_all
+from .run import CheckpointResult, ForkPlan, capture_and_commit, drop_pending, reupload_all
 
 
 class ForkResult(msgspec.Struct, kw_only=True):
@@ -72,7 +72,7 @@ def commit_fork(cfg, repo: Repository, *, onto: int, why: str,
                     Fork(onto=onto, why=why))
     base = state.seq
     try:
-        _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions=False, fork=plan)
+        capture_and_commit(cfg, repo, state, result, reporter, allow_deletions=False, fork=plan)
     finally:
         quiet.discard(cfg.state_dir)   # the live trees change next: the next tick walks them
     done = ForkResult(seq=result.seq, base=base, onto=onto, why=why, work=sorted(plan.found),

@@ -28,7 +28,6 @@ is finished by the next run, which republishes the pending manifest bytes (step 
 from __future__ import annotations
 
 import hashlib
-import operator
 import os
 import time
 
@@ -38,34 +37,30 @@ from ..background import Background
 from ..repository.blob_cache import BlobCache
 from ..config import Config, no_trees_hint
 from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, CorruptObject,
-                      HistoryWithoutState, JournalError, KeyExists, ManifestConflict, ObjectNotFound, describe_error)
-from ..format.index import Previous, Update, build_index, decode_page, update_index
+                      HistoryWithoutState, JournalError, ObjectNotFound, describe_error)
 from ..heap import cycles_paused
 from ..localfs import clear_dir
 from ..local import activity, quiet
 from ..local import tree_tmp
-from ..repository.lineage import describe_writer, next_free, open_repository, refuse_foreign, require_committed
-from ..local.state import (STATE_FILE, FileState, LocalState, StateLock, TreeCache, cache_from_entries,
+from ..repository.lineage import next_free, open_repository, refuse_foreign, require_committed
+from ..local.state import (STATE_FILE, LocalState, StateLock, TreeCache, cache_from_entries,
                          forget_state, load_state, new_state, save_state)
 from .chunk_copies import keep_copies
+from .commit import commit_manifest, mark_said, put_pending
 from .file_delta import FileDeltas
 from ..local.files import HAS_DB, Files
-from ..format.model import FORK_MANIFEST_VERSION, KIND_SQLITE, BlobRef, Fork, Manifest, TreeRoot, decode
-from ..format.objects import KIND_CHUNK, KIND_PAGE
+from ..format.model import KIND_SQLITE, Fork, Manifest, decode
+from ..format.objects import KIND_CHUNK
 from ..repository.pack import PackWriter, clear_spool
-from ..paths import CHUNKS_DIR, PAGES_DIR, SPOOL_DIR, STAGING_DIR
-from .recheck import gc_running, recheck_dir, recheck_kept, rechecks_pending, touch_kept
-from .page_delta import IndexWriter, keep_pages
+from ..paths import CHUNKS_DIR, SPOOL_DIR, STAGING_DIR
+from .recheck import gc_running, recheck_dir, recheck_kept, rechecks_pending
 from ..report import SILENT, Reporter
 from ..signatures import file_stamp, signature_mtime
-from ..repository.repository import CONFIG_KEY, Repository, encode_manifest, manifest_key, pack_key, utc_now
+from ..repository.repository import CONFIG_KEY, Repository, manifest_key, pack_key
 from .scan import ScanContext, TreeResult, databases_ahead, scan_tree
 from ..sqlite.ahead import Ahead
 from ..sqlite.base_copy import prune_base_copies
 from ..store.base import Store
-
-#: An entry's path, the key ``_commit`` sorts a tree's entries by.
-_PATH = operator.attrgetter("path")
 
 
 class CheckpointResult(msgspec.Struct, kw_only=True):
@@ -125,7 +120,7 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
         _recheck_kept(cfg, repo, result, reporter)
         if state.pending is not None:
             _publish_pending(cfg, repo, state, result, reporter)
-        rows, next_seq = _capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same, loaded)
+        rows, next_seq = capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same, loaded)
     except BaseException:
         forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
         quiet.discard(cfg.state_dir)
@@ -136,8 +131,16 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
 
 def _moved_on(store: Store, next_key: str, own_key: str | None) -> bool:
     """Whether a cloud store moved on since the quiet snapshot: the next checkpoint's
-    manifest is there, or this writer's own is gone (a gc after another writer's)."""
-    return store.head(next_key) is not None or (own_key is not None and store.head(own_key) is None)
+    manifest is there, or this writer's own is gone (a gc after another writer's). The
+    two HEADs go out together, as the fence's do."""
+    if own_key is None:
+        return store.head(next_key) is not None
+    asked = Background(store.head, next_key, name="journal-fence")
+    try:
+        gone = store.head(own_key) is None
+    finally:
+        asked.join()
+    return gone or asked.result() is not None
 
 
 def config_key(cfg: Config) -> str:
@@ -231,8 +234,8 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
                f"it names {len(missing)} pack(s) the store does not hold")
         drop_pending(cfg, repo, state, result, reporter, why)
         return
-    manifest, _, record, put = _put_pending(cfg, repo, state, manifest)
-    _said(state, manifest.restored or {})
+    manifest, _, record, put = put_pending(cfg, repo, state, manifest)
+    mark_said(state, manifest.restored or {})
     if put:
         result.objects += 1
         result.bytes += len(record)
@@ -323,7 +326,7 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
                                                bases=history.page_bases(state.seq, name))
 
 
-def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
+def capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
                         reporter: Reporter, allow_deletions: bool,
                         same: dict[tuple[str, str], quiet.Row] | None = None,
                         loaded: dict[str, Files] | None = None,
@@ -373,16 +376,15 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
         if not changed_trees or (fork is not None and not work):
             ctx.data.abort()
             if fork is None:
-                require_committed(repo, state.seq, cfg.state_dir)  # gc may have taken what another put above it
-                next_seq = next_free(repo, state.seq)  # a store another writer moved on is no "idle"
+                next_seq = _fence(repo, state.seq, cfg.state_dir)  # a store another writer moved on is no "idle"
             if touched and fork is None:
                 state.trees = new_trees
                 save_state(cfg.state_dir, state)  # local only: fresher signatures, no store write
         else:
             seq = fork.next_seq(repo) if fork is not None else _fence(repo, state.seq, cfg.state_dir)
-            ctx.data.close()  # its upload overlaps the index's build; ``_commit`` waits for it
+            ctx.data.close()  # its upload overlaps the index's build; ``commit_manifest`` waits for it
             restored = {n: new_trees[n].restored for n in changed_trees if new_trees[n].restored}
-            committed = _commit(cfg, repo, state, trees=new_trees, changed=changed_trees, data=ctx.data,
+            committed = commit_manifest(cfg, repo, state, trees=new_trees, changed=changed_trees, data=ctx.data,
                                 captured=ctx.captured, restored=restored, seq=seq,
                                 fork=fork.fork if fork is not None else None)
             next_seq = committed.seq + 1
@@ -412,7 +414,7 @@ def _capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result
 
 
 class ForkPlan:
-    """How ``_capture_and_commit`` commits a fork (``checkpoint/fork.py``): ``work`` tells
+    """How ``capture_and_commit`` commits a fork (``checkpoint/fork.py``): ``work`` tells
     the local work among the scanned trees (tree/path strings; none: nothing is
     committed), ``next_seq`` the sequence to try first, ``fork`` the manifest's mark;
     ``found`` receives what ``work`` found, ``trees`` the scanned trees (whose entries
@@ -443,199 +445,3 @@ def _map_ids(trees: dict[str, TreeCache]) -> set[str]:
     """Every page map a database entry names (only directories that hold one are looked into)."""
     return {r.id for c in trees.values() for g in c.files.groups.values() if g.flags & HAS_DB
             for f in g.paths.values() if f.entry.kind == KIND_SQLITE for r in f.entry.refs}
-
-
-class _Committed(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``_commit`` published."""
-
-    seq: int
-    manifest_id: str
-    blobs: int      # blobs written to packs (data and index)
-    objects: int    # store objects written: the packs and the manifest
-    bytes: int      # their bytes
-
-
-def _commit(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str, TreeCache], changed: list[str],
-            data: PackWriter, captured: list[FileState], restored: dict[str, str], seq: int,
-            fork: Fork | None = None) -> _Committed:
-    """Publish the next manifest: ``trees`` as they are now, a new index for each tree in
-    ``changed``, on top of the packs ``data`` holds (closed, maybe still uploading:
-    waited for with the index pack's) for the files ``captured`` this time;
-    ``restored``: trees whose version is not the newest checkpoint's, and why (the
-    manifest says so, once). Advances ``state`` to the new
-    manifest and saves it twice: with the manifest pending, then committed, at ``seq`` or
-    the first sequence above it no fork holds.
-
-    A ``fork`` is not on the main line: it is put directly at the first free sequence from
-    ``seq`` on, and the state takes only its trees (this disk's last checkpoint stays
-    ``state.seq``); a kill before the put leaves orphans, after it a fork the next run
-    may make again."""
-    # Entries captured this time may name packs by placeholder until their upload.
-    for fs in captured:
-        resolved = tuple(data.resolve(r) for r in fs.entry.refs)
-        if resolved != fs.entry.refs:
-            fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
-    # One index pack, never rolled: inner pages name same-pack children relatively.
-    index = PackWriter(repo.store, os.path.join(cfg.state_dir, SPOOL_DIR), target=None, codec=repo.codec)
-    pages = BlobCache(cfg.state_dir, repo, PAGES_DIR, KIND_PAGE)
-    writer = IndexWriter(index, pages)
-    built = {}
-    for name in changed:
-        cache, keys = trees[name], {}
-        files, add = cache.files, writer.adder(cache)
-        update = _update_of(state.trees.get(name), files, captured)
-        done = update and _updated_index(update, repo, pages, cache, add, keys)
-        if not done:
-            keys = {}
-            entries = sorted([fs.entry for fs in files.values()], key=_PATH)
-            done = build_index(entries, cache.pages, add, keys, repo.codec, _previous_index(state.trees.get(name), files))
-        built[name] = (*done, keys)
-    index.finish()
-    data.finish()  # the data packs too, before the state names them as pending
-    for name, (root, used, keys) in built.items():
-        cache = trees[name]
-        writer.settle(cache, used, keys)
-        cache.root = index.resolve(root) if root else None
-        cache.pages = {pid: index.resolve(ref) for pid, ref in used.items()}
-    manifest = Manifest(
-        version=FORK_MANIFEST_VERSION if fork is not None else 1, fork=fork or msgspec.UNSET,
-        seq=seq, parent=state.seq or None, parent_id=state.manifest_id, created=utc_now(),
-        created_ns=time.time_ns(), host=os.uname().nodename, pid=os.getpid(), writer=state.writer,
-        trees={n: _tree_root(c) for n, c in sorted(trees.items())},
-        packs=tuple(data.packs + index.packs),
-        added_bytes=data.uploaded_bytes + index.uploaded_bytes,
-        added_objects=data.uploaded_objects + index.uploaded_objects + 1,
-        restored=(restored if fork is None else None) or msgspec.UNSET)
-    keep = recheck_dir(cfg.state_dir)
-    if fork is not None:
-        kept = data.keep_existing(keep) + index.keep_existing(keep)
-        manifest, mid, record = _put_fork(repo, manifest)
-        state.trees = trees
-        save_state(cfg.state_dir, state)
-    else:
-        mid, record = encode_manifest(manifest, repo.codec)
-        state.pending_parent = state.seq
-        state.trees, state.seq, state.manifest_id = trees, seq, mid
-        state.pending, state.pending_seq = record, seq
-        # The spool copies of packs found already stored go to recheck/ before anything
-        # names them: a kill anywhere from here on leaves them for the next checkpoint's
-        # recheck (a copy whose manifest never commits is only checked, and forgotten).
-        kept = data.keep_existing(keep) + index.keep_existing(keep)
-        save_state(cfg.state_dir, state)
-        manifest, mid, record, _ = _put_pending(cfg, repo, state, manifest)
-        state.pending = state.pending_seq = None
-        _said(state, restored)   # said once, by this manifest: kept until it is committed
-        save_state(cfg.state_dir, state, trees_as_saved=not restored)  # else only the pending manifest changed
-    touch_kept(kept)  # the commit time: when their recheck window starts
-    recheck_kept(repo.store, keep)
-    pages.prune(keep_pages(trees))
-    return _Committed(seq=manifest.seq, manifest_id=mid, blobs=data.blobs + index.blobs,
-                      objects=manifest.added_objects, bytes=manifest.added_bytes + len(record))
-
-
-def _said(state: LocalState, restored) -> None:
-    """Once a manifest naming them in ``restored`` is committed, those trees' notes are
-    said: the next manifest does not repeat them, and a hot restore writes the newest."""
-    for name in restored:
-        if name in state.trees:
-            state.trees[name].restored = state.trees[name].restored_seq = None
-
-
-def _put_pending(cfg: Config, repo: Repository, state: LocalState,
-                 manifest: Manifest) -> tuple[Manifest, str, bytes, bool]:
-    """Put the pending manifest ``state`` holds (``manifest``, encoded) put-if-absent: the
-    commit point. Its own bytes already there count as done (a retried put whose first
-    attempt landed); a fork there is passed over, the manifest renumbered to the next
-    free sequence (saved as pending first); another writer's manifest is
-    ``ManifestConflict``. Returns what was committed, and whether this call put it."""
-    cache = None
-    record = state.pending
-    while True:
-        try:
-            repo.put_manifest(record, manifest.seq)
-            put = True
-            break
-        except KeyExists:
-            if repo.store.get(manifest_key(manifest.seq)) == record:
-                put = False
-                break
-            if cache is None:
-                from ..repository.history import ManifestCache  # only once the put found a manifest there
-
-                cache = ManifestCache(repo)
-            if not cache.is_fork(manifest.seq):
-                raise ManifestConflict(manifest.seq, describe_writer(repo, manifest.seq)) from None
-        manifest = msgspec.structs.replace(manifest, seq=next_free(repo, manifest.seq, cache))
-        mid, record = encode_manifest(manifest, repo.codec)
-        state.seq, state.manifest_id, state.pending, state.pending_seq = manifest.seq, mid, record, manifest.seq
-        save_state(cfg.state_dir, state)
-    return manifest, state.manifest_id, record, put
-
-
-def _put_fork(repo: Repository, manifest: Manifest) -> tuple[Manifest, str, bytes]:
-    """Put a fork's manifest at the first sequence from its own that nothing holds."""
-    while True:
-        mid, record = encode_manifest(manifest, repo.codec)
-        try:
-            repo.put_manifest(record, manifest.seq)
-            return manifest, mid, record
-        except KeyExists:
-            manifest = msgspec.structs.replace(manifest, seq=manifest.seq + 1)
-
-
-def _update_of(old: TreeCache | None, files: Files, captured: list[FileState]) -> Update | None:
-    """The tree's last index and what changed since, for ``update_index``, found without
-    a pass over every path: a path the scan did not read this time holds the very
-    ``FileState`` it held (reused, kept or held back), so the paths whose entry differs
-    are among those read (``captured``, any tree's: this tree's are the ones its files
-    hold) and those gone (looked for only in the directories whose group is not the
-    one the last state held). None without a last index to update (a first checkpoint,
-    a re-upload)."""
-    if old is None or old.root is None or not old.files:
-        return None
-    held = old.files
-    differ = [path for fs in captured if files.get(path := fs.entry.path) is fs
-              and ((was := held.get(path)) is None or was.entry != fs.entry)]
-    differ += files.gone_from(held)
-    differ.sort()
-    return Update(old.root, differ, lambda path: fs.entry if (fs := files.get(path)) is not None else None)
-
-
-def _updated_index(update: Update, repo: Repository, pages: BlobCache, cache: TreeCache, add, keys: dict) -> tuple | None:
-    """``update_index`` of one tree, its last index's pages read from the local copies
-    (``pages/``) or else the store (and kept); None when it cannot answer or a page of
-    that index cannot be read (a full build needs none of them)."""
-    def load(ref: BlobRef, where: str):
-        payload = pages.cached(ref.id)
-        if payload is None:
-            payload = repo.read_blob(ref, KIND_PAGE)
-            pages.remember(ref.id, payload)
-        return decode_page(payload, where)
-
-    try:
-        return update_index(update, load, cache.pages, add, keys, repo.codec)
-    except JournalError:  # a damaged or missing page, a full disk: built whole instead
-        return None
-
-
-def _previous_index(old: TreeCache | None, files: dict[str, FileState]) -> Previous | None:
-    """The tree's last index as ``build_index`` takes its unchanged leaves back: its
-    leaf pages by first path (``page_keys``, which ``settle`` recorded when that index
-    was built from ``old.files``), and the paths whose entry is not the one it holds (a
-    ``FileState`` the scan reused keeps its very ``Entry``; entries are frozen) or that
-    are gone since."""
-    if old is None or not old.page_keys:
-        return None
-    leaves = {first: old.pages[pid] for pid, (level, first) in old.page_keys.items()
-              if level == 0 and pid in old.pages}
-    held = old.files
-    get = held.get   # a path the scan reused holds the very same FileState: one identity check
-    differ = [p for p, fs in files.items() if (was := get(p)) is not fs and (was is None or was.entry is not fs.entry)]
-    differ += [p for p in held if p not in files]
-    return Previous(leaves, sorted(differ))
-
-
-def _tree_root(cache: TreeCache) -> TreeRoot:
-    """The manifest's counts of a tree: its files (no directory) and their bytes, each
-    directory's group's totals added up."""
-    return TreeRoot(root=cache.root, files=cache.files.nfiles, bytes=cache.files.nbytes)

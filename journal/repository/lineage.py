@@ -29,9 +29,8 @@ import os
 import msgspec
 
 from ..config import KeySource
-from ..errors import (CorruptObject, Downgraded, ForeignStore, HistoryLost, ManifestConflict, NoStore, ObjectNotFound,
-                      StoreVanished)
-from ..local.state import LocalState, StateLock, read_state, read_store_mark, save_state
+from ..errors import Downgraded, ForeignStore, HistoryLost, ManifestConflict, NoStore, StoreVanished
+from ..local.state import LocalState, read_state, read_store_mark
 from ..paths import STATE_FILE
 from .repository import Repository, manifest_key
 from ..store.base import Store
@@ -197,18 +196,13 @@ def classify(state: LocalState | None, repo: Repository, cache, seqs: list[int])
         return Position(case=Case.FRESH, newest=newest)
     base, mid, refused = committed_seq(state), state.manifest_id, None
     if state.pending is not None:
-        key = manifest_key(state.pending_seq)
-        stored = repo.store.get(key) if state.pending_seq in seqs else None
+        stored = repo.store.get(manifest_key(state.pending_seq)) if state.pending_seq in seqs else None
         if stored == state.pending:
             base = state.pending_seq   # committed before the state could say so
-        elif stored is not None and not cache.is_fork(state.pending_seq):
-            refused = state.pending_seq
-        if base != state.pending_seq:
-            mid = None
-            try:
-                mid = repo.load_manifest(base)[1] if base else None
-            except (CorruptObject, ObjectNotFound):
-                pass
+        else:
+            mid = None   # the state's id is the pending manifest's, not its parent's
+            if stored is not None and not cache.is_fork(state.pending_seq):
+                refused = state.pending_seq
     same = newest == base and (mid is None or cache.manifest_id(base) in (None, mid))
     case = Case.HOT if same and refused is None else Case.STALE
     return Position(case=case, base=base, newest=newest, refused=refused)

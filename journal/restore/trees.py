@@ -20,7 +20,7 @@ from ..errors import CorruptObject, JournalError, ObjectNotFound, UnsafePath, de
 from ..repository.history import ManifestCache
 from ..localfs import observe
 from ..paths import TMP_DIR
-from ..local.state import FileState, TreeCache, cache_from_entries
+from ..local.state import FileState, TreeCache
 from ..signatures import dir_signature, mtime_ns, signature
 from .entry import (CANNOT_CREATE, CheckDir, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REFUSED,
                           REPLACE, SAME, WRITE, WRITES, decide, move_aside, refused_paths)

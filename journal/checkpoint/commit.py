@@ -1,0 +1,225 @@
+"""Publishing one checkpoint (design §12, steps 5-8): the changed trees' index pages,
+the packs, then the manifest, put-if-absent, as the commit point; and the put of a
+pending manifest a crash or a fork interrupted."""
+
+from __future__ import annotations
+
+import operator
+import os
+import time
+
+import msgspec
+
+from ..config import Config
+from ..errors import JournalError, KeyExists, ManifestConflict
+from ..format.index import Previous, Update, build_index, decode_page, update_index
+from ..format.model import FORK_MANIFEST_VERSION, BlobRef, Fork, Manifest, TreeRoot
+from ..format.objects import KIND_PAGE
+from ..local.files import Files
+from ..local.state import FileState, LocalState, TreeCache, save_state
+from ..paths import PAGES_DIR, SPOOL_DIR
+from ..repository.blob_cache import BlobCache
+from ..repository.lineage import describe_writer, next_free
+from ..repository.pack import PackWriter
+from ..repository.repository import Repository, encode_manifest, manifest_key, utc_now
+from .page_delta import IndexWriter, keep_pages
+from .recheck import recheck_dir, recheck_kept, touch_kept
+
+#: An entry's path, the key ``commit_manifest`` sorts a tree's entries by.
+_PATH = operator.attrgetter("path")
+
+
+class Committed(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``commit_manifest`` published."""
+
+    seq: int
+    manifest_id: str
+    blobs: int      # blobs written to packs (data and index)
+    objects: int    # store objects written: the packs and the manifest
+    bytes: int      # their bytes
+
+
+def commit_manifest(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str, TreeCache], changed: list[str],
+            data: PackWriter, captured: list[FileState], restored: dict[str, str], seq: int,
+            fork: Fork | None = None) -> Committed:
+    """Publish the next manifest: ``trees`` as they are now, a new index for each tree in
+    ``changed``, on top of the packs ``data`` holds (closed, maybe still uploading:
+    waited for with the index pack's) for the files ``captured`` this time;
+    ``restored``: trees whose version is not the newest checkpoint's, and why (the
+    manifest says so, once). Advances ``state`` to the new
+    manifest and saves it twice: with the manifest pending, then committed, at ``seq`` or
+    the first sequence above it no fork holds.
+
+    A ``fork`` is not on the main line: it is put directly at the first free sequence from
+    ``seq`` on, and the state takes only its trees (this disk's last checkpoint stays
+    ``state.seq``); a kill before the put leaves orphans, after it a fork the next run
+    may make again."""
+    # Entries captured this time may name packs by placeholder until their upload.
+    for fs in captured:
+        resolved = tuple(data.resolve(r) for r in fs.entry.refs)
+        if resolved != fs.entry.refs:
+            fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
+    # One index pack, never rolled: inner pages name same-pack children relatively.
+    index = PackWriter(repo.store, os.path.join(cfg.state_dir, SPOOL_DIR), target=None, codec=repo.codec)
+    pages = BlobCache(cfg.state_dir, repo, PAGES_DIR, KIND_PAGE)
+    writer = IndexWriter(index, pages)
+    built = {}
+    for name in changed:
+        cache, keys = trees[name], {}
+        files, add = cache.files, writer.adder(cache)
+        update = _update_of(state.trees.get(name), files, captured)
+        done = update and _updated_index(update, repo, pages, cache, add, keys)
+        if not done:
+            keys = {}
+            entries = sorted([fs.entry for fs in files.values()], key=_PATH)
+            done = build_index(entries, cache.pages, add, keys, repo.codec, _previous_index(state.trees.get(name), files))
+        built[name] = (*done, keys)
+    index.finish()
+    data.finish()  # the data packs too, before the state names them as pending
+    for name, (root, used, keys) in built.items():
+        cache = trees[name]
+        writer.settle(cache, used, keys)
+        cache.root = index.resolve(root) if root else None
+        cache.pages = {pid: index.resolve(ref) for pid, ref in used.items()}
+    manifest = Manifest(
+        version=FORK_MANIFEST_VERSION if fork is not None else 1, fork=fork or msgspec.UNSET,
+        seq=seq, parent=state.seq or None, parent_id=state.manifest_id, created=utc_now(),
+        created_ns=time.time_ns(), host=os.uname().nodename, pid=os.getpid(), writer=state.writer,
+        trees={n: tree_root(c) for n, c in sorted(trees.items())},
+        packs=tuple(data.packs + index.packs),
+        added_bytes=data.uploaded_bytes + index.uploaded_bytes,
+        added_objects=data.uploaded_objects + index.uploaded_objects + 1,
+        restored=(restored if fork is None else None) or msgspec.UNSET)
+    keep = recheck_dir(cfg.state_dir)
+    if fork is not None:
+        kept = data.keep_existing(keep) + index.keep_existing(keep)
+        manifest, mid, record = _put_fork(repo, manifest)
+        state.trees = trees
+        save_state(cfg.state_dir, state)
+    else:
+        mid, record = encode_manifest(manifest, repo.codec)
+        state.pending_parent = state.seq
+        state.trees, state.seq, state.manifest_id = trees, seq, mid
+        state.pending, state.pending_seq = record, seq
+        # The spool copies of packs found already stored go to recheck/ before anything
+        # names them: a kill anywhere from here on leaves them for the next checkpoint's
+        # recheck (a copy whose manifest never commits is only checked, and forgotten).
+        kept = data.keep_existing(keep) + index.keep_existing(keep)
+        save_state(cfg.state_dir, state)
+        manifest, mid, record, _ = put_pending(cfg, repo, state, manifest)
+        state.pending = state.pending_seq = None
+        mark_said(state, restored)   # said once, by this manifest: kept until it is committed
+        save_state(cfg.state_dir, state, trees_as_saved=not restored)  # else only the pending manifest changed
+    touch_kept(kept)  # the commit time: when their recheck window starts
+    recheck_kept(repo.store, keep)
+    pages.prune(keep_pages(trees))
+    return Committed(seq=manifest.seq, manifest_id=mid, blobs=data.blobs + index.blobs,
+                      objects=manifest.added_objects, bytes=manifest.added_bytes + len(record))
+
+
+def mark_said(state: LocalState, restored) -> None:
+    """Once a manifest naming them in ``restored`` is committed, those trees' notes are
+    said: the next manifest does not repeat them, and a hot restore writes the newest."""
+    for name in restored:
+        if name in state.trees:
+            state.trees[name].restored = state.trees[name].restored_seq = None
+
+
+def put_pending(cfg: Config, repo: Repository, state: LocalState,
+                 manifest: Manifest) -> tuple[Manifest, str, bytes, bool]:
+    """Put the pending manifest ``state`` holds (``manifest``, encoded) put-if-absent: the
+    commit point. Its own bytes already there count as done (a retried put whose first
+    attempt landed); a fork there is passed over, the manifest renumbered to the next
+    free sequence (saved as pending first); another writer's manifest is
+    ``ManifestConflict``. Returns what was committed, and whether this call put it."""
+    cache = None
+    record = state.pending
+    while True:
+        try:
+            repo.put_manifest(record, manifest.seq)
+            put = True
+            break
+        except KeyExists:
+            if repo.store.get(manifest_key(manifest.seq)) == record:
+                put = False
+                break
+            if cache is None:
+                from ..repository.history import ManifestCache  # only once the put found a manifest there
+
+                cache = ManifestCache(repo)
+            if not cache.is_fork(manifest.seq):
+                raise ManifestConflict(manifest.seq, describe_writer(repo, manifest.seq)) from None
+        manifest = msgspec.structs.replace(manifest, seq=next_free(repo, manifest.seq, cache))
+        mid, record = encode_manifest(manifest, repo.codec)
+        state.seq, state.manifest_id, state.pending, state.pending_seq = manifest.seq, mid, record, manifest.seq
+        save_state(cfg.state_dir, state)
+    return manifest, state.manifest_id, record, put
+
+
+def _put_fork(repo: Repository, manifest: Manifest) -> tuple[Manifest, str, bytes]:
+    """Put a fork's manifest at the first sequence from its own that nothing holds."""
+    while True:
+        mid, record = encode_manifest(manifest, repo.codec)
+        try:
+            repo.put_manifest(record, manifest.seq)
+            return manifest, mid, record
+        except KeyExists:
+            manifest = msgspec.structs.replace(manifest, seq=manifest.seq + 1)
+
+
+def _update_of(old: TreeCache | None, files: Files, captured: list[FileState]) -> Update | None:
+    """The tree's last index and what changed since, for ``update_index``, found without
+    a pass over every path: a path the scan did not read this time holds the very
+    ``FileState`` it held (reused, kept or held back), so the paths whose entry differs
+    are among those read (``captured``, any tree's: this tree's are the ones its files
+    hold) and those gone (looked for only in the directories whose group is not the
+    one the last state held). None without a last index to update (a first checkpoint,
+    a re-upload)."""
+    if old is None or old.root is None or not old.files:
+        return None
+    held = old.files
+    differ = [path for fs in captured if files.get(path := fs.entry.path) is fs
+              and ((was := held.get(path)) is None or was.entry != fs.entry)]
+    differ += files.gone_from(held)
+    differ.sort()
+    return Update(old.root, differ, lambda path: fs.entry if (fs := files.get(path)) is not None else None)
+
+
+def _updated_index(update: Update, repo: Repository, pages: BlobCache, cache: TreeCache, add, keys: dict) -> tuple | None:
+    """``update_index`` of one tree, its last index's pages read from the local copies
+    (``pages/``) or else the store (and kept); None when it cannot answer or a page of
+    that index cannot be read (a full build needs none of them)."""
+    def load(ref: BlobRef, where: str):
+        payload = pages.cached(ref.id)
+        if payload is None:
+            payload = repo.read_blob(ref, KIND_PAGE)
+            pages.remember(ref.id, payload)
+        return decode_page(payload, where)
+
+    try:
+        return update_index(update, load, cache.pages, add, keys, repo.codec)
+    except JournalError:  # a damaged or missing page, a full disk: built whole instead
+        return None
+
+
+def _previous_index(old: TreeCache | None, files: dict[str, FileState]) -> Previous | None:
+    """The tree's last index as ``build_index`` takes its unchanged leaves back: its
+    leaf pages by first path (``page_keys``, which ``settle`` recorded when that index
+    was built from ``old.files``), and the paths whose entry is not the one it holds (a
+    ``FileState`` the scan reused keeps its very ``Entry``; entries are frozen) or that
+    are gone since."""
+    if old is None or not old.page_keys:
+        return None
+    leaves = {first: old.pages[pid] for pid, (level, first) in old.page_keys.items()
+              if level == 0 and pid in old.pages}
+    held = old.files
+    get = held.get   # a path the scan reused holds the very same FileState: one identity check
+    differ = [p for p, fs in files.items() if (was := get(p)) is not fs and (was is None or was.entry is not fs.entry)]
+    differ += [p for p in held if p not in files]
+    return Previous(leaves, sorted(differ))
+
+
+def tree_root(cache: TreeCache) -> TreeRoot:
+    """The manifest's counts of a tree: its files (no directory) and their bytes, each
+    directory's group's totals added up."""
+    return TreeRoot(root=cache.root, files=cache.files.nfiles, bytes=cache.files.nbytes)
