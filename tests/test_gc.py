@@ -1397,8 +1397,8 @@ def test_restore_lists_manifests_once(box):
 #: before it stamps and checks the packs it found already stored.
 _KILLED_AFTER_COMMIT = textwrap.dedent("""
     import os, sys
-    import journal.checkpoint.run as run
-    run.touch_kept = lambda paths: os._exit(137)
+    import journal.checkpoint.commit as commit
+    commit.touch_kept = lambda paths: os._exit(137)
     from journal.cli.launch import main
     sys.exit(main())
 """)

@@ -292,11 +292,11 @@ def test_identical_pages_in_two_trees_keep_their_own_bases_through_gc(bare_live,
 def _counting_commit(monkeypatch):
     """Counts what a checkpoint's commit does to build its indexes: full builds, the
     pages of the last index it decodes (by level), and pages it reads from the store."""
-    from journal.checkpoint import run
+    from journal.checkpoint import commit
     from journal.repository.repository import Repository
 
     seen = {"full": 0, "decoded": [], "store": 0}
-    real_build, real_decode, real_read = run.build_index, run.decode_page, Repository.read_blob
+    real_build, real_decode, real_read = commit.build_index, commit.decode_page, Repository.read_blob
 
     def build(*args, **kwargs):
         seen["full"] += 1
@@ -311,8 +311,8 @@ def _counting_commit(monkeypatch):
         seen["store"] += kind == KIND_PAGE
         return real_read(self, ref, kind)
 
-    monkeypatch.setattr(run, "build_index", build)
-    monkeypatch.setattr(run, "decode_page", decode_page)
+    monkeypatch.setattr(commit, "build_index", build)
+    monkeypatch.setattr(commit, "decode_page", decode_page)
     monkeypatch.setattr(Repository, "read_blob", read_blob)
     return seen
 
