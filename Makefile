@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: demo test test-long torture bench clean
+.PHONY: demo test e2e test-long torture bench clean
 
 $(BIN)/.installed: pyproject.toml bin/journal
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,17 @@ demo: $(BIN)/.installed
 test: $(BIN)/.installed
 	bash tools/test-deps.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "no tests collected: failing"; exit 1; fi; exit $$rc
+
+# The real agent CLIs (Codex, Claude Code, opencode, Gemini CLI, Hermes), installed from
+# the npm registry and PyPI into $(E2E_CACHE), each run under `journal supervise` against
+# tests/e2e/mockmodel.py on 127.0.0.1 (docs/harnesses.md). The first line per CLI is its
+# version, or why it is skipped.
+E2E_CACHE ?= $(HOME)/.cache/journal-e2e
+e2e: $(BIN)/.installed
+	JOURNAL_E2E_CACHE=$(E2E_CACHE) $(BIN)/python -m tests.e2e.clis
+	JOURNAL_E2E=1 JOURNAL_E2E_CACHE=$(E2E_CACHE) $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 \
+		--dist loadfile tests/e2e $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests collected: failing"; exit 1; fi; exit $$rc
 
 test-long:

@@ -23,15 +23,21 @@ class Preset(msgspec.Struct, frozen=True, kw_only=True):
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset(name="codex", live="codex-home", env=("CODEX_HOME",),
-           exclude=("*.sqlite*", "*.db", "*.db-*", "*-wal", "*-shm", "db-backups/", "cache/", ".tmp/",
-                    "mcp-oauth-locks/")),
+    # Codex 0.171 keeps its threads, goals, queued prompts and memories only in SQLite
+    # (docs/harnesses.md); logs_*.sqlite is a log, skills/.system/ the skills it unpacks
+    # at every start, thread-writer-locks/ names live processes.
+    Preset(name="codex", live="codex-home", env=("CODEX_HOME",), sqlite=("*.sqlite",),
+           exclude=("logs_*.sqlite", "logs_*.sqlite-*", "*.db", "*.db-*", "db-backups/", "cache/", ".tmp/",
+                    "mcp-oauth-locks/", "thread-writer-locks/", "skills/.system/")),
     Preset(name="claude", live="agent-state/claude", env=("CLAUDE_CONFIG_DIR",)),
     Preset(name="gemini", live="agent-state/gemini-home/.gemini", env=("GEMINI_LIVE",)),
     Preset(name="openclaw", live="oc-home/.openclaw", env=("OPENCLAW_STATE_DIR",)),
     Preset(name="opencode", live="opencode-share", env=("OPENCODE_LIVE",), sqlite=("opencode*.db",)),
     Preset(name="hermes", live="hermes", env=("HERMES_LIVE",), sqlite=("state.db",)),
     Preset(name="fx", live="fx-home", env=("FX_LIVE",), exclude=("*.lock", "index.pending")),
+    # The Agent Manager's pane scrollback (``$DATA_DIR/state/terminal-history``, rewritten
+    # every 5 s through ``<id>.json.<pid>.tmp``): moved to local disk by a symlink.
+    Preset(name="terminal", live="terminal-history", env=("TERMINAL_HISTORY_LIVE",), exclude=("*.tmp",)),
 )}
 
 

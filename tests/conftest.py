@@ -41,6 +41,10 @@ __all__ = ["Audit", "CRAFTED_MEMORY", "CRAFTED_TIMEOUT", "CodexLive", "FIXTURES"
            "resident_pages", "run_journal", "run_on_crafted", "sha256_file", "sigint_as_at_a_terminal", "wait_for"]
 
 
+#: The real-CLI suite runs only under ``make e2e`` (it installs the CLIs first).
+collect_ignore = [] if os.environ.get("JOURNAL_E2E") else ["e2e"]
+
+
 def pytest_addoption(parser):
     parser.addoption("--long", action="store_true",
                      help="run the tests marked long at full size, and those without a short form (make test-long)")

@@ -588,21 +588,33 @@ def test_symlinks_are_stored_as_links_and_never_followed(live, tmp_path):
     assert (out / "outside-file").is_symlink()
 
 
-def test_codex_preset_leaves_out_databases_and_caches(live):
+def test_codex_preset_snapshots_its_databases_and_leaves_out_logs_and_caches(live):
+    """Codex 0.171 keeps user state only in SQLite (docs/harnesses.md): every
+    ``*.sqlite`` is a snapshot, but ``logs_*.sqlite`` (a log), the skills it unpacks at
+    start, its live locks and its caches stay out."""
     codex = live.local / "codex-home"
-    for rel in ["state_5.sqlite", "state_5.sqlite-wal", "state_5.sqlite-shm", "logs.db", "cache/models.json",
-                ".tmp/plugins.zip", "db-backups/state_4.sqlite", "mcp-oauth-locks/server.lock"]:
+    user_dbs = ["state_5.sqlite", "goals_1.sqlite", "queue_1.sqlite", "memories_1.sqlite", "thread_history_1.sqlite"]
+    for rel in [*user_dbs, "logs_2.sqlite"]:
+        with sqlite3.connect(codex / rel) as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE t (x)")
+            db.execute("INSERT INTO t VALUES (?)", (rel,))
+    for rel in ["logs.db", "cache/models.json", ".tmp/plugins.zip", "db-backups/state_4.sqlite",
+                "mcp-oauth-locks/server.lock", "thread-writer-locks/.coordination.lock", "skills/.system/imagegen/SKILL.md"]:
         (codex / rel).parent.mkdir(parents=True, exist_ok=True)
         (codex / rel).write_bytes(b"SQLite format 3\0" + b"x" * 100)
-    kept = ["auth.json", "config.toml", "history.jsonl", "session_index.jsonl"]
+    kept = ["auth.json", "config.toml", "history.jsonl", "session_index.jsonl", "skills/mine/SKILL.md"]
     for rel in kept:
+        (codex / rel).parent.mkdir(parents=True, exist_ok=True)
         (codex / rel).write_text("{}\n")
 
     live.checkpoint()
 
-    stored = {p for p, e in live.entries("codex").items() if e.kind != "dir"}
-    assert {p for p in stored if not p.startswith("sessions/")} == set(kept)
-    assert len(stored) == len(kept) + 6  # the six rollouts
+    stored = {p: e.kind for p, e in live.entries("codex").items() if e.kind != "dir"}
+    others = {p: kind for p, kind in stored.items() if not p.startswith("sessions/")}
+    assert others == {**{p: "jsonl" if p.endswith(".jsonl") else "file" for p in kept},
+                      **{p: "sqlite" for p in user_dbs}}
+    assert len(stored) == len(others) + 6  # the six rollouts
 
 
 def test_fx_preset_leaves_out_locks_and_pending_index(live):
@@ -618,6 +630,27 @@ def test_fx_preset_leaves_out_locks_and_pending_index(live):
 
     stored = {p for p, e in live.entries("fx").items() if e.kind != "dir"}
     assert stored == set(kept)
+
+
+def test_terminal_preset_keeps_pane_history_written_through_a_symlink(live, tmp_path):
+    """The Agent Manager writes ``$DATA_DIR/state/terminal-history/<id>.json`` through
+    ``<id>.json.<pid>.tmp`` and a rename; with that directory a symlink to
+    ``$AM_LOCAL/terminal-history`` the writes land on local disk, and the ``terminal``
+    preset checkpoints the histories and never a temp file."""
+    history = live.local / "terminal-history"
+    history.mkdir()
+    state = tmp_path / "data" / "state"
+    state.mkdir(parents=True)
+    (state / "terminal-history").symlink_to(history)
+    body = json.dumps({"version": 8, "cols": 80, "lines": ["$ codex", "hello"]})
+    (state / "terminal-history" / "pane-1.json.4242.tmp").write_text(body)
+    os.rename(state / "terminal-history" / "pane-1.json.4242.tmp", state / "terminal-history" / "pane-1.json")
+    (state / "terminal-history" / "pane-2.json.4243.tmp").write_text(body[:10])   # a write in flight
+
+    live.checkpoint()
+
+    stored = {p: e.kind for p, e in live.entries("terminal").items() if e.kind != "dir"}
+    assert stored == {"pane-1.json": "file"}
 
 
 def test_file_vanishing_between_walk_and_read_is_skipped(live):
