@@ -10,8 +10,8 @@ BIN = $(VENV)/bin
 $(BIN)/.installed: pyproject.toml bin/journal
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# compat: a plain path in a .pth file; the default editable finder adds ~15 ms to every start
-	$(BIN)/pip install -q -e '.[test]' --config-settings editable_mode=compat
+	# a plain path in a .pth file (pyproject's package-dir): no editable finder on every start
+	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
 demo: $(BIN)/.installed

@@ -239,13 +239,14 @@ def chunk_copies_limit(value: int | str | None, where: str | None) -> int:
                  f"0 to {MAX_CHUNK_COPIES:,} bytes (1024GiB), e.g. 0, 16MiB or 1GiB")
 
 
-def no_trees_hint(cfg: Config) -> str:
-    """Why no tree is configured, and what to set."""
+def no_trees_hint(cfg: Config, in_trees: bool = False) -> str:
+    """Why no tree is configured, and what to set; ``in_trees``: for ``journal trees``
+    itself, which is not told to run ``journal trees``."""
+    see = "" if in_trees else " (`journal trees` shows it)"
     if cfg.local and not os.path.isdir(cfg.local):
         return (f"AM_LOCAL is {cfg.local}, which does not exist (or is not a directory); set AM_LOCAL to the "
-                "directory holding the agents' state, or add [[trees]] to the config (`journal trees` shows it)")
-    return ("set AM_LOCAL to a directory holding harness state or add [[trees]] to the config "
-            "(`journal trees` shows it)")
+                f"directory holding the agents' state, or add [[trees]] to the config{see}")
+    return f"set AM_LOCAL to a directory holding harness state or add [[trees]] to the config{see}"
 
 
 def default_store_path(env: Mapping[str, str], home: str) -> str:

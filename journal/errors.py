@@ -77,6 +77,15 @@ class CorruptObject(JournalError, ValueError):
         super().__init__(f"verify object: {key} is corrupt: {detail}")
 
 
+def ids_apart(got: str, want: str, least: int = 12, past: int = 4) -> tuple[str, str]:
+    """Two ids a message names side by side ("holds X, expected Y"), each cut to
+    ``least`` characters, or to ``past`` characters past the first place they differ,
+    whichever is longer, so the two never read the same."""
+    differ = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    width = max(least, differ + 1 + past)
+    return got[:width], want[:width]
+
+
 class RecordTooLarge(JournalError):
     """A writer was about to store a record larger than readers accept for its kind."""
 
@@ -140,7 +149,8 @@ class LockBusy(JournalError):
 
     def __init__(self, path: str):
         self.path = path
-        super().__init__(f"lock state: another journal operation holds {path}; try again when it ends")
+        super().__init__(f"lock state: another journal operation holds {path}; try again when it ends, or "
+                         "pass --wait (`journal checkpoint --wait`) to wait for it")
 
 
 class SupervisorRunning(JournalError):
@@ -150,6 +160,16 @@ class SupervisorRunning(JournalError):
         self.path = path
         super().__init__(f"supervise: another supervisor runs on this state directory ({path} is locked); "
                          "stop it first, or give this one its own JOURNAL_STATE_DIR")
+
+
+class NoStoreNamed(ConfigError):
+    """``supervise`` with only the implicit default store: a container's own disk, which
+    dies with it."""
+
+    def __init__(self, default: str):
+        self.default = default
+        super().__init__(f"supervise: no store is named, and the default one ({default}) is on this machine's own "
+                         "disk; name a durable store with --store URL, $JOURNAL_STORE or `store` in the config file")
 
 
 class RestoreIncomplete(JournalError):
@@ -285,6 +305,15 @@ class NoKey(ConfigError):
         self.location = location
         super().__init__(f"open store: {location} is encrypted and no key is set; set JOURNAL_KEY_FILE to its key "
                          "file (or `key_file` in the config file), or JOURNAL_PASSPHRASE to its passphrase")
+
+
+class NoCloudCredentials(ConfigError):
+    """A cloud store and no credentials for it: none configured, and no metadata service
+    gave any (exit 2, as a missing key). ``backend_said``: the client's own words."""
+
+    def __init__(self, message: str, backend_said: str | None = None):
+        super().__init__(message)
+        self.backend_said = backend_said
 
 
 class WrongKey(JournalError):
@@ -514,6 +543,24 @@ class BadBrowsePath(ConfigError):
         super().__init__(f"{op}: {shown}: {detail}")
 
 
+class BadSessionId(ConfigError):
+    """``find --session``: an id no harness writes, or too short to name one session."""
+
+    def __init__(self, shown: str, detail: str):
+        self.shown = shown
+        super().__init__(f"find: session id {shown}: {detail}; give at least 8 leading characters of the id as the "
+                         "harness wrote it (letters, digits, '.', '_' and '-')")
+
+
+class NoSuchSession(JournalError):
+    """``find --session``: no checkpoint looked at holds a session whose id begins so."""
+
+    def __init__(self, session: str, detail: str):
+        self.session = session
+        super().__init__(f"find: no session id begins with {session!r} {detail}; check the id the harness printed "
+                         "(`journal find '*.jsonl'` lists the transcripts)")
+
+
 class NoGoodCopy(JournalError):
     """A path of a checkpoint whose every copy (its own and every older one) is damaged
     or missing; ``written`` bytes of it already went out when ``cat`` found that out."""
@@ -547,6 +594,18 @@ class InputNotFound(JournalError):
         self.key = key
         super().__init__(f"input: {input_id} is not in the store ({key} does not exist); "
                          "`journal input list` shows the stored inputs")
+
+
+class ClientIdReused(ConfigError):
+    """An append whose client id an input with another text already carries: a retry
+    sends the same text, so this is another prompt, and nothing is stored for it."""
+
+    def __init__(self, client_id: str, first: str):
+        self.client_id = client_id
+        self.first = first
+        super().__init__(f"append input: client id {client_id!r} was used already, by input {first}, with another "
+                         "text; nothing was stored: give this prompt a new client id (`journal input show "
+                         f"{first}` shows the first)")
 
 
 class InputBusy(JournalError):

@@ -14,6 +14,12 @@ longer than a segment goes on over several, design §6), every snapshot is rebui
 (each group delta decoded against its verified base pages) and integrity-checked, and
 every pack a manifest reaches is hashed against its name.
 
+Each distinct index page and page map is read once, however many manifests name it
+(``verify_shared``: gc's reach shares the reads, and what a tree or snapshot must be
+told of a subtree or map it shares comes from what the first read kept), and with
+``full`` each distinct blob is re-hashed once; only the rebuild of each distinct
+snapshot reads its pages' records again.
+
 Both also audit the input journal (``_check_inputs``: quick from its listing, full by
 reading every input, marker and claim) and, in an encrypted store, every key object
 (``corrupt-key``, design §22), and check the store's ``config`` (``corrupt-config``: missing, malformed, or not
@@ -22,6 +28,9 @@ tombstone names (``unreferenced-pack``; not while a manifest is unreadable, sinc
 name any pack). On a store with checkpoints such a pack is a warning, not a failure: a checkpoint that crashed, lost a commit race or is running now
 leaves exactly that (gc's orphans), and a pack whose manifest the store lost looks the
 same. On a store with packs and no manifest at all it is an error: the history is gone.
+Every pack no manifest names or reaches is counted (``orphans``, as gc calls them, with
+their bytes), and so are those of them a gc tombstone names already (``orphans_marked``:
+no finding, gc deletes them after its grace period): information, never damage.
 """
 
 from __future__ import annotations
@@ -29,13 +38,14 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from typing import NamedTuple
 
 import msgspec
 
-from .errors import CorruptObject, ObjectNotFound, UnsafePath
-from .format.index import iter_pages
-from .restore.entry import refused_paths
-from .format.model import KIND_FILE, KIND_JSONL, KIND_SQLITE, BlobRef, Entry
+from .errors import CorruptObject, ObjectNotFound, UnsafePath, ids_apart
+from .format.index import decode_page
+from .restore.entry import inside_problem, own_problem
+from .format.model import KIND_FILE, KIND_JSONL, KIND_SQLITE, BlobRef, Entry, Manifest, Page
 from .format.inputs import (CLAIM_LETTER, DELIVERY_LETTER, INPUT_LETTER, INPUT_PREFIX, decode_claim, decode_delivery,
                             decode_input, delivery_key)
 from .format.inputs import parse_key as parse_input_key
@@ -44,12 +54,13 @@ from .format.pagemap import load_snapshot
 from .gc.reach import Reach
 from .paths import shown
 from .report import SILENT, Reporter
-from .repository.repository import Repository, blob_location, manifest_key, pack_key
+from .repository.repository import RecordCache, Repository, blob_location, manifest_key, pack_key
 from .format.segments import anchor_refs
 from .repository.segments import chunk_reader, read_segment
 from .sqlite.rebuild import rebuild_db
 from .sqlite.snapshot import integrity_check, remove_staging
 from .format.tombstone import tombstoned_packs
+from .verify_shared import MapBook, Nested, TreeAudit
 
 TORN_MANIFEST = "torn-manifest"
 CORRUPT_PAGE = "corrupt-page"
@@ -70,6 +81,8 @@ DUPLICATE_CLIENT_ID = "duplicate-client-id"
 BLOB_KINDS = {KIND_FILE: KIND_CHUNK, KIND_JSONL: KIND_SEGMENT, KIND_SQLITE: KIND_PAGEMAP}
 #: Bytes of a pack ``--full`` reads at a time to check its name.
 PACK_READ = 8 << 20
+#: Bytes of whole index pages and page maps kept while the manifests are read (a delta's base).
+KEPT_BYTES = 8 << 20
 
 ERROR = "error"      # the store is damaged: verify fails
 WARNING = "warning"  # worth a look, but a healthy store can show it: verify still passes
@@ -91,6 +104,9 @@ class VerifyResult(msgspec.Struct, kw_only=True):
     blobs: int = 0
     packs_hashed: int = 0
     inputs: int = 0
+    orphans: int = 0            # packs no manifest names or reaches (gc's orphans: it deletes them)
+    orphans_marked: int = 0     # ... of them, those a gc tombstone names already
+    orphan_bytes: int = 0       # ... the bytes the orphans hold
     findings: list[Finding] = []
 
     @property
@@ -108,54 +124,175 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
     if repo.config_problem is not None:
         result.findings.append(Finding(kind=CORRUPT_CONFIG, manifest=None, key="config", detail=repo.config_problem))
     packs = repo.pack_sizes()  # listed before the manifests: a checkpoint committing meanwhile is seen
-    reach = Reach(repo)
-    page_ok: dict[str, bool] = {}
-    # (pack, offset) -> (seq, ref, its record kind, its anchor or base, is some entry's last segment)
-    blobs: dict[tuple[str, int], tuple[int, BlobRef, int, BlobRef | None, bool]] = {}
-    snapshots: dict[tuple[BlobRef, ...], tuple[int, str, Entry]] = {}
-    reported: set[tuple[int, str]] = set()  # (manifest, pack): one finding each
+    audit = _Manifests(repo, packs, result, full)
     for seq, manifest, mid in repo.iter_manifests_desc():
         result.manifests += 1
         if manifest is None:
             result.findings.append(Finding(kind=TORN_MANIFEST, manifest=seq, key=manifest_key(seq), detail=str(mid)))
             continue
-        reach.packs.update(manifest.packs)
-        for name, tree in sorted(manifest.trees.items()):
-            try:
-                reach.walk_tree(seq, name, tree.root)
-            except (CorruptObject, ObjectNotFound):
-                pass  # reported below, by the audit of that tree
-            entries = _tree_entries(repo, seq, name, tree, packs, page_ok, result)
-            if entries is None:
-                continue
-            for path, why in refused_paths(entries).items():
-                result.findings.append(Finding(kind=UNSAFE_PATH, manifest=seq, key=f"{name}/{path}",
-                                               detail=str(UnsafePath(path, why))))
-            for e in entries:
-                if e.kind == KIND_SQLITE:
-                    snapshots.setdefault(e.refs, (seq, name, e))
-                anchor_of = anchor_refs(e.refs) if e.kind == KIND_JSONL else [None] * len(e.refs)
-                base_of = e.bases or [None] * len(e.refs)
-                where = f"tree {name}: {shown(e.path)}"
-                for i, (ref, anchor, base) in enumerate(zip(e.refs, anchor_of, base_of)):
-                    if _pack_problem(ref, packs, seq, where, reported, result) or (
-                            base is not None and _pack_problem(base, packs, seq, f"{where} (a chunk's base)", reported,
-                                                               result)):
-                        continue
-                    last = e.kind == KIND_JSONL and i == len(e.refs) - 1
-                    got = blobs.get((ref.pack, ref.offset))
-                    if got is None or (last and not got[4]):
-                        blobs[(ref.pack, ref.offset)] = (seq, ref, BLOB_KINDS[e.kind], anchor or base, last)
+        audit.manifest(manifest)
+    result.findings.extend(audit.late)
     result.packs = len(packs)
-    _check_snapshot_packs(repo, snapshots, packs, reported, result)
-    _check_unreferenced(repo, packs, reach.packs, result)
+    _check_unreferenced(repo, packs, audit.reach.packs, result)
     if full:
-        _check_blobs(repo, blobs, result, reporter)
-        _check_snapshots(repo, snapshots, result)
-        _check_pack_names(repo, sorted(reach.packs & packs.keys()), packs, result, reporter)
+        _check_blobs(repo, audit.blobs, result, reporter)
+        _check_snapshots(repo, audit.snapshots, result)
+        _check_pack_names(repo, sorted(audit.reach.packs & packs.keys()), packs, result, reporter)
     _check_inputs(repo, result, full)
     _check_keys(repo, result)
     return result
+
+
+class _Refused(NamedTuple):
+    """An entry restore refuses whatever else its tree holds (``entry.own_problem``)."""
+
+    path: str
+    why: str
+
+
+class _Short(NamedTuple):
+    """A record of an entry whose pack is missing (``size`` None) or ends before ``end``."""
+
+    pack: str
+    path: str
+    base: bool      # the record is a chunk's base
+    end: int
+    size: int | None
+
+
+class _Manifests:
+    """The audit of every manifest's trees and snapshots, newest first, each distinct
+    index page and page map read once (``verify_shared``). Findings of a snapshot wait
+    in ``late`` until every manifest is read; ``blobs`` (with ``full``) and ``snapshots``
+    are what ``--full`` reads next; ``reach`` the packs the manifests reach."""
+
+    def __init__(self, repo: Repository, packs: dict[str, int], result: VerifyResult, full: bool):
+        self.repo, self.packs, self.result, self.full = repo, packs, result, full
+        self.kept = RecordCache(KEPT_BYTES)   # whole pages and maps: a delta's base is read once
+        self.reach = Reach(repo, self.kept)
+        self.maps = MapBook(self.reach.read_map, packs)
+        self.reach.load_map = self.maps.load
+        self.trees = TreeAudit(self._load_page, self._leaf)
+        # (pack, offset) -> (seq, ref, its record kind, its anchor or base, is some entry's last segment)
+        self.blobs: dict[tuple[str, int], tuple[int, BlobRef, int, BlobRef | None, bool]] = {}
+        self.snapshots: dict[tuple[BlobRef, ...], tuple[int, str, Entry]] = {}
+        self.reported: set[tuple[int, str]] = set()  # (manifest, pack): one finding each
+        self.late: list[Finding] = []
+        self._new: list[tuple[BlobRef, ...]] = []    # snapshots first met in this manifest
+        self.seq, self.tree = 0, ""
+
+    def manifest(self, manifest: Manifest) -> None:
+        self.reach.packs.update(manifest.packs)
+        for name, tree in sorted(manifest.trees.items()):
+            self.seq, self.tree = manifest.seq, name
+            try:
+                notes = self.trees.check(tree.root, tree)
+            except ObjectNotFound as err:
+                self.result.findings.append(Finding(kind=MISSING_OBJECT, manifest=manifest.seq, key=err.key,
+                                                    detail=f"tree {name}: index page"))
+                continue
+            except CorruptObject as err:
+                self.result.findings.append(Finding(kind=CORRUPT_PAGE, manifest=manifest.seq, key=err.key,
+                                                    detail=f"tree {name}: {err.detail}"))
+                continue
+            self._report(manifest.seq, name, notes)
+        for refs in self._new:
+            self._check_snapshot(*self.snapshots[refs])
+        self._new.clear()
+
+    def _report(self, seq: int, name: str, notes: tuple) -> None:
+        """One tree's findings: each entry restore refuses (why: its own problem, else the
+        shortest non-directory entry it lies inside), then each pack per manifest."""
+        refused: dict[str, tuple[int, str]] = {}
+        for note in notes:
+            if isinstance(note, (_Refused, Nested)):
+                rank, why = (-1, note.why) if isinstance(note, _Refused) else (
+                    len(note.parent), inside_problem(note.parent, note.kind))
+                if rank < refused.get(note.path, (len(note.path), ""))[0]:
+                    refused[note.path] = (rank, why)
+        for path in sorted(refused):
+            self.result.findings.append(Finding(kind=UNSAFE_PATH, manifest=seq, key=f"{name}/{path}",
+                                                detail=str(UnsafePath(path, refused[path][1]))))
+        for note in notes:
+            if isinstance(note, _Short):
+                who = f"tree {name}: {shown(note.path)}" + (" (a chunk's base)" if note.base else "")
+                _report_pack(note.pack, note.end, note.size, seq, who, self.reported, self.result.findings)
+
+    def _load_page(self, ref: BlobRef, key: str) -> Page:
+        """One index page, read and checked (``index.LoadPage``); the first read of it
+        tells ``reach`` what it needs (a bad page map is the snapshot check's to report)."""
+        fresh = self.reach.enter_page(self.seq, self.tree, ref)
+        if ref.pack not in self.packs:
+            raise ObjectNotFound(pack_key(ref.pack))
+        payload, base = self.repo.read_page(ref, self.kept)
+        if base is not None and base.pack not in self.packs:
+            raise ObjectNotFound(pack_key(base.pack))
+        if fresh:
+            self.reach.note_base(self.seq, self.tree, base)
+        page = decode_page(payload, key)
+        if fresh:
+            self.result.pages += 1
+            try:
+                self.reach.note_entries(self.seq, self.tree, page)
+            except (CorruptObject, ObjectNotFound):
+                pass
+        return page
+
+    def _check_snapshot(self, seq: int, name: str, entry: Entry) -> None:
+        """A snapshot's maps fit together and its size is its pages' (``MapBook.snapshot``);
+        every record its pages (and the bases of its group deltas) live in is in a pack
+        that exists and is long enough. Only when a map names a missing or short pack
+        are its pages resolved again, to name the records this snapshot needs."""
+        packs, late, where = self.packs, self.late, f"tree {name}: {shown(entry.path)}"
+        if any(ref.pack not in packs or ref.offset + ref.length > packs[ref.pack] for ref in entry.refs):
+            return  # already reported
+        try:
+            count, page_size, sound = self.maps.snapshot(entry.refs)
+        except ObjectNotFound as err:  # the pack of a map delta's base
+            _report_pack(err.key.rsplit("/", 1)[-1], 0, None, seq, f"{where} (a page map's base)", self.reported, late)
+            return
+        except CorruptObject as err:
+            late.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}", detail=f"page map: {err}"))
+            return
+        if count * page_size != entry.size:
+            late.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
+                                detail=f"the entry says {entry.size:,} bytes, its page maps {count:,} pages of "
+                                       f"{page_size:,}"))
+        if sound:
+            return
+        snap = load_snapshot(entry.refs, lambda ref: self.repo.read_blob(ref, KIND_PAGEMAP))
+        needed = {loc.rec: "database page" for loc in snap.pages}
+        if snap.deltas:  # any page of the full map may be a base of a group delta
+            for pgno, loc in snap.base.items():
+                needed.setdefault(loc.rec, f"base page {pgno} of a page delta")
+        for rec, what in sorted(needed.items(), key=lambda item: (item[0].pack, item[0].offset)):
+            _pack_problem(rec, packs, seq, f"{where} ({what})", self.reported, late)
+
+    def _leaf(self, page: Page) -> tuple:
+        """What one leaf page holds that a tree naming it reports (``_Refused``, ``_Short``);
+        its snapshots and, with ``full``, its blobs are noted once here."""
+        notes: list = []
+        packs = self.packs
+        for e in page.entries:
+            why = own_problem(e)
+            if why is not None:
+                notes.append(_Refused(e.path, why))
+            if e.kind == KIND_SQLITE and e.refs not in self.snapshots:
+                self.snapshots[e.refs] = (self.seq, self.tree, e)
+                self._new.append(e.refs)
+            anchor_of = anchor_refs(e.refs) if e.kind == KIND_JSONL else [None] * len(e.refs)
+            base_of = e.bases or [None] * len(e.refs)
+            for i, (ref, anchor, base) in enumerate(zip(e.refs, anchor_of, base_of)):
+                short = _short(ref, packs, e.path) or (base is not None and _short(base, packs, e.path, True))
+                if short:
+                    notes.append(short)
+                    continue
+                if self.full:
+                    last = e.kind == KIND_JSONL and i == len(e.refs) - 1
+                    got = self.blobs.get((ref.pack, ref.offset))
+                    if got is None or (last and not got[4]):
+                        self.blobs[(ref.pack, ref.offset)] = (self.seq, ref, BLOB_KINDS[e.kind], anchor or base, last)
+        return tuple(notes)
 
 
 def _check_keys(repo: Repository, result: VerifyResult) -> None:
@@ -226,8 +363,8 @@ class _InputSession:
     def _input(self, key: str, seq: int, data: bytes, named: str | None) -> None:
         head, _text, rid = decode_input(data, key, self.repo.codec)
         if named is not None and named != rid:
-            self._corrupt(delivery_key(self.sdir, seq), f"names input record {named[:12]}, the input at "
-                                                        f"#{seq} is {rid[:12]}")
+            said, held = ids_apart(named, rid)
+            self._corrupt(delivery_key(self.sdir, seq), f"names input record {said}, the input at #{seq} is {held}")
         if head.client_id is not None:
             first = self.clients.setdefault(head.client_id, seq)
             if first != seq:
@@ -246,31 +383,46 @@ class _InputSession:
         self.result.findings.append(Finding(kind=CORRUPT_INPUT, manifest=None, key=key, detail=detail))
 
 
-def _pack_problem(ref: BlobRef, packs: dict[str, int], seq: int, who: str, reported, result) -> bool:
+def _short(ref: BlobRef, packs: dict[str, int], path: str, base: bool = False) -> _Short | None:
+    """A ``_Short`` when ``ref``'s pack is missing or too short for it: a pack cut short
+    is found without reading it."""
+    size, end = packs.get(ref.pack), ref.offset + ref.length
+    return None if size is not None and end <= size else _Short(ref.pack, path, base, end, size)
+
+
+def _pack_problem(ref: BlobRef, packs: dict[str, int], seq: int, who: str, reported, findings) -> bool:
     """True (and one finding per manifest and pack) when ``ref``'s pack is missing or
-    too short for it: a pack cut short is found without reading it."""
-    size = packs.get(ref.pack)
-    if size is not None and ref.offset + ref.length <= size:
-        return False
-    if (seq, ref.pack) not in reported:
-        reported.add((seq, ref.pack))
-        if size is None:
-            result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=pack_key(ref.pack),
-                                           detail=f"{who} needs it"))
-        else:
-            result.findings.append(Finding(kind=SHORT_PACK, manifest=seq, key=pack_key(ref.pack),
-                                           detail=f"{who} needs bytes up to {ref.offset + ref.length:,}, "
-                                                  f"the pack holds {size:,}"))
-    return True
+    too short for it."""
+    short = _short(ref, packs, "")
+    if short is not None:
+        _report_pack(ref.pack, short.end, short.size, seq, who, reported, findings)
+    return short is not None
+
+
+def _report_pack(pack: str, end: int, size: int | None, seq: int, who: str, reported, findings) -> None:
+    """One finding per manifest and pack: missing (``size`` None), or ending before ``end``."""
+    if (seq, pack) in reported:
+        return
+    reported.add((seq, pack))
+    if size is None:
+        findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=pack_key(pack), detail=f"{who} needs it"))
+    else:
+        findings.append(Finding(kind=SHORT_PACK, manifest=seq, key=pack_key(pack),
+                                detail=f"{who} needs bytes up to {end:,}, the pack holds {size:,}"))
 
 
 def _check_unreferenced(repo: Repository, packs: dict[str, int], reached: set[str], result: VerifyResult) -> None:
-    """One finding per pack no manifest names or reaches and no tombstone names (gc
-    already knows those as garbage). Not when a manifest is unreadable: it may name any
+    """Count the orphans, the packs no manifest names or reaches (as gc counts them), and
+    those of them a tombstone names already; one finding per orphan no tombstone names
+    (gc knows the others as garbage). Not when a manifest is unreadable: it may name any
     of them (and it is a finding of its own)."""
     if any(f.kind == TORN_MANIFEST for f in result.findings):
         return
-    loose = sorted(packs.keys() - reached - tombstoned_packs(repo.store, repo.codec))
+    orphans = packs.keys() - reached
+    marked = tombstoned_packs(repo.store, repo.codec) & orphans if orphans else set()
+    result.orphans, result.orphans_marked = len(orphans), len(marked)
+    result.orphan_bytes = sum(packs[p] for p in orphans)
+    loose = sorted(orphans - marked)
     if not loose:
         return
     if result.manifests:
@@ -309,37 +461,6 @@ def _check_pack_names(repo, names: list[str], sizes: dict[str, int], result, rep
         reporter.progress(done, len(names))
 
 
-def _check_snapshot_packs(repo, snapshots, packs, reported, result) -> None:
-    """Every record a snapshot's pages (and the bases of its group deltas) live in is in
-    a pack that exists and is long enough."""
-    for seq, name, entry in snapshots.values():
-        if any(ref.pack not in packs or ref.offset + ref.length > packs[ref.pack] for ref in entry.refs):
-            continue  # already reported
-        try:
-            snap = load_snapshot(entry.refs, lambda r: repo.read_blob(r, KIND_PAGEMAP))
-        except ObjectNotFound as err:  # the pack of a map delta's base
-            pack = err.key.rsplit("/", 1)[-1]
-            if (seq, pack) not in reported:
-                reported.add((seq, pack))
-                result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=err.key,
-                                               detail=f"tree {name}: {shown(entry.path)} (a page map's base) needs it"))
-            continue
-        except CorruptObject as err:
-            result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
-                                           detail=f"page map: {err}"))
-            continue
-        if len(snap.pages) * snap.page_size != entry.size:
-            result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
-                                           detail=f"the entry says {entry.size:,} bytes, its page maps "
-                                                  f"{len(snap.pages):,} pages of {snap.page_size:,}"))
-        needed = {loc.rec: "database page" for loc in snap.pages}
-        if snap.deltas:  # any page of the full map may be a base of a group delta
-            for pgno, loc in snap.base.items():
-                needed.setdefault(loc.rec, f"base page {pgno} of a page delta")
-        for rec, what in sorted(needed.items(), key=lambda item: (item[0].pack, item[0].offset)):
-            _pack_problem(rec, packs, seq, f"tree {name}: {shown(entry.path)} ({what})", reported, result)
-
-
 def _check_snapshots(repo, snapshots, result) -> None:
     """Rebuild every SQLite snapshot into a temp file and run integrity_check on it."""
     with tempfile.TemporaryDirectory(prefix="journal-verify-") as tmp:
@@ -355,33 +476,6 @@ def _check_snapshots(repo, snapshots, result) -> None:
             if problem:
                 result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
                                                detail=problem))
-
-
-def _tree_entries(repo, seq, name, tree, packs, page_ok, result):
-    """Load one tree's entries, recording page findings; None when a page is bad."""
-    entries = []
-    try:
-        for ref, page in iter_pages(tree.root, lambda r: _read_page(repo, r, packs), tree):
-            if ref.id not in page_ok:
-                page_ok[ref.id] = True
-                result.pages += 1
-            entries.extend(page.entries)
-    except ObjectNotFound as err:
-        result.findings.append(Finding(kind=MISSING_OBJECT, manifest=seq, key=err.key, detail=f"tree {name}: index page"))
-        return None
-    except CorruptObject as err:
-        result.findings.append(Finding(kind=CORRUPT_PAGE, manifest=seq, key=err.key, detail=f"tree {name}: {err.detail}"))
-        return None
-    return entries
-
-
-def _read_page(repo: Repository, ref: BlobRef, packs: dict[str, int]) -> bytes:
-    if ref.pack not in packs:
-        raise ObjectNotFound(pack_key(ref.pack))
-    payload, base = repo.read_page(ref)
-    if base is not None and base.pack not in packs:
-        raise ObjectNotFound(pack_key(base.pack))
-    return payload
 
 
 def _check_blobs(repo, blobs, result, reporter) -> None:

@@ -23,7 +23,7 @@ INTERVAL = 0.3
 SESSION = "sessions/2026/03/01/rollout-1.jsonl"        # relative to codex-home (the ``codex`` preset)
 STRAY_ENV = ("JOURNAL_CONFIG", "JOURNAL_STATE_DIR", "JOURNAL_STORE", "AM_LOCAL", "AGENT_STATE_CHECKPOINT_SECONDS",
              "XDG_CONFIG_HOME", "XDG_DATA_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_LIVE", "GEMINI_CLI_HOME",
-             "OPENCLAW_STATE_DIR", "OPENCODE_LIVE", "HERMES_LIVE", "FX_LIVE", "JOURNAL_INPUT_SOCKET",
+             "OPENCLAW_STATE_DIR", "OPENCODE_LIVE", "HERMES_LIVE", "HERMES_HOME", "FX_LIVE", "JOURNAL_INPUT_SOCKET",
              "JOURNAL_INPUT_LIMIT", "JOURNAL_CHUNK_COPIES_LIMIT")
 #: The longest path a Unix socket address holds: a box whose state directory is deeper
 #: than that serves its input socket from a short temp directory of its own.

@@ -23,8 +23,8 @@ FIGURE = ("bytes", "objects", "wall_s", "cpu_s", "maxrss_kib")
 # the six of issue 4; the idle tick, the 20,000-file tick and the restore as supervise runs them; issue 6's three;
 # issue 23's socket append; issue 28's three (encrypted vs plain store); issue 27's active-tick CPU and
 # 20,000-file one-change tick, each both ways (the command line, as supervise runs it), and its initial
-# checkpoint, 256 MiB database tick, 2 GiB checkpoint and 2 GiB restore
-TARGETS = 24
+# checkpoint, 256 MiB database tick, 2 GiB checkpoint and 2 GiB restore; issue 46's verify over a week with retention
+TARGETS = 25
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def test_ratios_and_the_figure_of_every_target_without_a_verdict(result):
                  "active tick, as `journal supervise` runs it (in-process): CPU",
                  "-file one-change tick, as `journal supervise`", "initial checkpoint: wall <= 1.5x legacy",
                  "transactions: tick wall <= legacy", "MiB file, checkpoint: wall <=",
-                 "MiB file, restore: wall <="):
+                 "MiB file, restore: wall <=", "history, with retention: `verify` <= 2 s"):
         assert word in names, word
 
 
@@ -272,3 +272,25 @@ def test_link_part_figures(result):
     for other in ("legacy", "restic"):
         for what in ("tick", "restore"):
             assert f"link_{what}_wall_journal_over_{other}" in result["ratios"]
+
+
+def test_history_part_figures(result):
+    """Issue 46: the smoke run's two simulated weeks (200 ticks, four days of them), with
+    the daily gc of docs/deploy.md and without: every tick checkpointed, and at 1, 50
+    and 200 checkpoints the ticks, the sizes and every read command's figure."""
+    history = result["summary"]["history"]
+    assert history["at"] == [1, 50, 200] and set(history["policies"]) == {"deploy", "none"}
+    for policy, week in history["policies"].items():
+        points = week["checkpoints"]
+        assert [c["n"] for c in points] == [1, 50, 200], policy
+        for c in points:
+            assert c["store_objects"] > 0 and c["store_bytes"] > 0 and c["state_bytes"] > 0, (policy, c["n"])
+            assert c["busy"]["ticks"] >= 1 and c["busy"]["bytes"] > 0, (policy, c["n"])
+            for name in ("verify", "verify --full", "log", "ls", "find", "gc --dry-run", "restore"):
+                has_figure(c["commands"][name], f"history {policy} {c['n']}: {name}")
+            assert c["commands"]["restore"]["restored_bytes"] > 0
+        assert points[1]["quiet"]["ticks"] > points[1]["busy"]["ticks"], policy
+    kept, none = history["policies"]["deploy"], history["policies"]["none"]
+    assert none["checkpoints"][-1]["manifests"] == 200 and not none["gc_runs"]
+    assert len(kept["gc_runs"]) == 4 and kept["checkpoints"][-1]["manifests"] < 200
+    assert sum(g["deleted"] for g in kept["gc_runs"]) > 0

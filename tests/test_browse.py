@@ -612,6 +612,28 @@ def test_diff_marks_a_rewritten_transcript_and_counts_no_lines_for_it(live):
     assert change["rewritten"] is True and "lines_added" not in change
 
 
+def test_diff_counts_the_pages_a_database_changed_in_place(bare_live):
+    """Rows updated in place keep a database's size: the size change says +0, the pages
+    changed say what did (from the two snapshots' page maps)."""
+    db = bare_live.local / "opencode-share" / "opencode.db"
+    _database(db, 3000)
+    bare_live.checkpoint()
+    con = sqlite3.connect(db)
+    con.execute("UPDATE t SET body = upper(body) WHERE id % 500 = 0")
+    con.commit()
+    con.close()
+    bare_live.checkpoint()
+
+    (change,) = run_json(bare_live, "diff", "1", "2")
+    text = bare_live.run("diff", "1", "2").stdout.splitlines()
+    quiet = bare_live.run("diff", "1", "2", "--no-lines").stdout.splitlines()
+    pages = len(load_snapshot(bare_live.entries("opencode")["opencode.db"].refs, bare_live.repo().read_blob).pages)
+
+    assert change["size_change"] == 0 and 1 <= change["pages_changed"] <= 8 and change["pages"] == pages
+    assert text[1] == f"M {0:>+15,}  opencode/opencode.db  ({change['pages_changed']} of {pages} pages changed)"
+    assert quiet[1] == f"M {0:>+15,}  opencode/opencode.db"
+
+
 def test_diff_reads_only_the_pages_that_differ_and_no_data_pack(wide):
     repo = wide.repo()
     pages = index_pages(repo, 2, "codex")
@@ -719,7 +741,17 @@ def test_find_narrows_by_tree_since_and_whole_path_patterns(shared):
     assert codex == {p for p in everywhere if p.startswith("codex/")}
     assert {v["first"] for f in since for v in f["versions"]} == {2}
     assert whole and all(p.startswith("codex/sessions/") for p in whole)
-    assert nothing.returncode == 0 and "no path matches '*.nope' in 2 checkpoint(s)" in nothing.stdout
+    assert nothing.returncode == 0 and "no path matches '*.nope' in 2 checkpoints" in nothing.stdout
+
+
+def test_find_whole_path_star_stops_at_slash_and_double_star_crosses_it(shared):
+    top = {f["path"] for f in run_json(shared, "find", "codex/*")}
+    deep = {f["path"] for f in run_json(shared, "find", "codex/**/*.jsonl")}
+
+    assert "codex/late.jsonl" in top and "codex/sessions" in top
+    assert all(p.count("/") == 1 for p in top), sorted(top)
+    stored = {f"codex/{path}" for path in shared.entries("codex") if path.endswith(".jsonl")}
+    assert deep == stored and "codex/late.jsonl" in deep and any(p.count("/") > 3 for p in deep)
 
 
 def test_find_reads_every_manifest_once_and_each_page_once(wide):

@@ -632,6 +632,159 @@ def test_fx_preset_leaves_out_locks_and_pending_index(live):
     assert stored == set(kept)
 
 
+def open_wal_databases(root: Path, rels: list[str]) -> list[sqlite3.Connection]:
+    """A WAL database holding one row at each of ``rels`` under ``root``, its writer left
+    open (so its ``-wal`` and ``-shm`` stay) for the caller to close."""
+    writers = []
+    for rel in rels:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        writers.append(sqlite3.connect(root / rel, isolation_level=None))
+        writers[-1].execute("PRAGMA journal_mode=WAL")
+        writers[-1].execute("CREATE TABLE t (x)")
+        writers[-1].execute("INSERT INTO t VALUES (?)", (rel,))
+    return writers
+
+
+def test_hermes_preset_snapshots_its_stores_and_leaves_out_logs_caches_and_process_files(live):
+    """Hermes 0.19 (docs/harnesses.md): every database its own ``hermes backup --quick``
+    copies with the backup API is a snapshot, wherever it sits; its logs, the caches it
+    rebuilds, its own backups and the files naming live processes stay out (a skill named
+    ``logs`` stays in); its config, secrets, memories, skills, cron jobs and media are
+    plain files."""
+    hermes = live.local / "hermes"
+    dbs = ["state.db", "kanban.db", "projects.db", "response_store.db", "memory_store.db",
+           "verification_evidence.db", "cron/executions.db", "gateway/discord_message_recovery.db",
+           "kanban/boards/ops/kanban.db", "profiles/coder/state.db"]
+    writers = open_wal_databases(hermes, dbs)
+    kept = ["config.yaml", ".env", "auth.json", "SOUL.md", "memories/MEMORY.md", "skills/git/SKILL.md",
+            "skills/.curator_state", "skills/logs/SKILL.md", "cron/jobs.json", "gateway_state.json",
+            "cache/images/a.png", "profiles/coder/config.yaml"]
+    left_out = ["logs/agent.log", "logs/curator/run.md", ".update_check", ".skills_prompt_snapshot.json",
+                ".tirith-install-failed", "auth.lock", "gateway.lock", "gateway.pid", "cron.pid", "processes.json",
+                "checkpoints/4f2a/HEAD", "backups/hermes.zip", "node_modules/x/index.js", "skills/git/.venv/pyvenv.cfg",
+                "skills/git/__pycache__/a.pyc", ".cache/pip/x", "profiles/coder/gateway.pid", "profiles/coder/logs/a.log"]
+    for rel in kept + left_out:
+        (hermes / rel).parent.mkdir(parents=True, exist_ok=True)
+        (hermes / rel).write_text('{"pid": 4242}\n')
+
+    live.checkpoint()
+    for db in writers:
+        db.close()
+
+    stored = {p: e.kind for p, e in live.entries("hermes").items() if e.kind != "dir"}
+    assert stored == {**{p: "file" for p in kept}, **{p: "sqlite" for p in dbs}}
+
+
+def test_hermes_preset_follows_hermes_home(live, tmp_path):
+    """``HERMES_HOME`` points Hermes at its tree, so journal checkpoints that tree (journal's
+    own ``HERMES_LIVE``, when set, still wins)."""
+    home = tmp_path / "hermes-home"
+    (home / "memories").mkdir(parents=True)
+    (home / "memories" / "MEMORY.md").write_text("the build needs make\n")
+    live.env["HERMES_HOME"] = str(home)
+
+    live.checkpoint()
+
+    assert "memories/MEMORY.md" in live.entries("hermes")
+    live.env["HERMES_LIVE"] = str(live.local / "elsewhere")
+    assert [t.path for t in live.cfg.trees + live.cfg.dormant if t.name == "hermes"] == [str(live.local / "elsewhere")]
+
+
+def test_openclaw_preset_snapshots_its_databases_and_leaves_out_leases_and_managed_roots(bare_live):
+    """OpenClaw 2026.9 (docs/harnesses.md) keeps its sessions and transcripts in SQLite:
+    every ``*.sqlite`` is a snapshot, but the SQLite leases and reindex copies, the roots
+    it manages and reinstalls, logs, pid files and temp files stay out, as its own
+    ``openclaw backup`` leaves them out. Older releases' JSONL transcripts stay transcripts."""
+    oc = bare_live.local / "oc-home" / ".openclaw"
+    dbs = ["agents/main/agent/openclaw-agent.sqlite", "state/openclaw.sqlite", "state/openclaw-quarantine.sqlite"]
+    writers = open_wal_databases(oc, dbs)
+    kept = {"openclaw.json": "file", ".env": "file", "workspace/AGENTS.md": "file", "workspace/tmp/notes.md": "file",
+            "workspace/.git/HEAD": "file", "agents/main/sessions/s1.jsonl": "jsonl", "cron/runs/job.jsonl": "jsonl"}
+    left_out = ["agents/main/agent/openclaw-agent.sqlite.reindex-lock.sqlite",
+                "agents/main/agent/openclaw-agent.sqlite.reindex-lock.sqlite-journal",
+                "agents/main/agent/openclaw-agent.sqlite.generation-lock.sqlite",
+                "agents/main/agent/openclaw-agent.sqlite.memory-reindex-79c4d990-911c-415d-873b-851dcd42ca20",
+                "agents/main/agent/openclaw-agent.sqlite.memory-reindex-79c4d990-911c-415d-873b-851dcd42ca20-wal",
+                "agents/main/agent/tmp/upload.bin", "tmp/openclaw-0/gateway.20bb7d3a.lock.sqlite",
+                "tools/rg/rg", "npm/node_modules/x/index.js", "plugin-skills/canvas/SKILL.md",
+                "extensions/x/node_modules/y/index.js", "logs/gateway.log", "gateway.pid", "openclaw.json.4242.tmp"]
+    for rel in [*kept, *left_out]:
+        (oc / rel).parent.mkdir(parents=True, exist_ok=True)
+        (oc / rel).write_text('{"pid": 4242}\n')
+
+    bare_live.checkpoint()
+    for db in writers:
+        db.close()
+
+    stored = {p: e.kind for p, e in bare_live.entries("openclaw").items() if e.kind != "dir"}
+    assert stored == {**kept, **{p: "sqlite" for p in dbs}}
+
+
+def test_gemini_preset_leaves_out_temp_files_live_locks_and_downloads(live):
+    """Gemini CLI 0.61 (docs/harnesses.md): its chats, settings, registry, shadow git
+    and extensions are kept; a rename's temp file caught mid-write, a lock naming a
+    process of the lost container and re-fetchable downloads are not."""
+    gemini = live.local / "agent-state" / "gemini-home" / ".gemini"
+    kept = {"tmp/work/chats/session-2026-12-07T14-08-e975065a.jsonl": "jsonl", "tmp/work/logs.json": "file",
+            "tmp/work/chats/session-2026-12-07T14-08-e975065a.jsonl.unreadable-1765116000000": "file",
+            "tmp/work/.project_root": "file", "tmp/work/shell_history": "file", "settings.json": "file",
+            "projects.json": "file", "trustedFolders.json": "file", "installation_id": "file",
+            "history/work/.git/HEAD": "file", "history/work/.git/refs/heads/main": "file",
+            "extensions/tool/bin/run.sh": "file"}
+    left_out = ["projects.json.5f0c1a2b-9d3e-4f6a-8b7c-0d1e2f3a4b5c.tmp", "projects.json.lock/",
+                "tmp/work/chats/session-2026-12-07T14-08-e975065a.jsonl.tmp-4242",
+                "trustedFolders.json.tmp.5f0c1a2b-9d3e-4f6a-8b7c-0d1e2f3a4b5c", "policies/auto-saved.toml.9f8e7d6c.tmp",
+                "history/work/.git/index.lock", "history/work/.git/refs/heads/main.lock", "tmp/litert-server.pid",
+                "bin/litert/lit.linux_x86_64", "whisper_models/ggml-base.en.bin"]
+    for rel in [*kept, *left_out]:
+        (gemini / rel).parent.mkdir(parents=True, exist_ok=True)
+        if rel.endswith("/"):
+            (gemini / rel).mkdir()
+        else:
+            (gemini / rel).write_text('{"pid": 4242}\n')
+
+    live.checkpoint()
+
+    stored = {p: e.kind for p, e in live.entries("gemini").items() if e.kind != "dir"}
+    assert stored == kept
+    dirs = {p for p, e in live.entries("gemini").items() if e.kind == "dir"}
+    assert "projects.json.lock" not in dirs and "bin/litert" not in dirs and "bin" in dirs
+
+
+def test_claude_preset_leaves_out_temp_files_live_process_files_and_logs(bare_live):
+    """Claude Code 2.1 (docs/harnesses.md): transcripts, ``.claude.json``, memory,
+    todos, file history and installed plugins are kept; a rename's temp file, a mkdir
+    lock, the pid files of the lost container's sessions and IDEs, debug logs, the
+    telemetry spool, shell snapshots and downloads are not. Only the top-level
+    ``debug/`` is a log: a skill named ``debug`` is the user's."""
+    claude = bare_live.local / "agent-state" / "claude"
+    kept = {"projects/-work/6e29e5de-44b2-43e4-bf79-252d8c59028c.jsonl": "jsonl",
+            "projects/-work/6e29e5de-44b2-43e4-bf79-252d8c59028c/subagents/agent-a1.jsonl": "jsonl",
+            "projects/-work/memory/MEMORY.md": "file", "history.jsonl": "jsonl", ".claude.json": "file",
+            ".credentials.json": "file", "settings.json": "file", "backups/.claude.json.backup.1796652494454": "file",
+            "todos/6e29e5de-agent-6e29e5de.json": "file", "file-history/6e29e5de/0a1b2c3d4e5f6a7b@v1": "file",
+            "plugins/installed_plugins.json": "file", "plugins/cache/mkt/hello/1.0.0/commands/hi.md": "file",
+            "skills/debug/SKILL.md": "file"}
+    left_out = [".claude.json.tmp.29577.a56b139879a7", ".claude.json.lock/", "history.jsonl.lock/",
+                "sessions/29577.json", "sessions/.fleetview-heartbeat", "ide/41234.lock",
+                "debug/6e29e5de-44b2-43e4-bf79-252d8c59028c.txt", "telemetry/1p_failed_events.json",
+                "statsig/statsig.cached.evaluations.json", "cache/changelog.md",
+                "shell-snapshots/snapshot-bash-1796652494454-ab12cd.sh"]
+    for rel in [*kept, *left_out]:
+        (claude / rel).parent.mkdir(parents=True, exist_ok=True)
+        if rel.endswith("/"):
+            (claude / rel).mkdir()
+        else:
+            (claude / rel).write_text('{"pid": 29577}\n')
+
+    bare_live.checkpoint()
+
+    stored = {p: e.kind for p, e in bare_live.entries("claude").items() if e.kind != "dir"}
+    assert stored == kept
+    dirs = {p for p, e in bare_live.entries("claude").items() if e.kind == "dir"}
+    assert ".claude.json.lock" not in dirs and "sessions" in dirs
+
+
 def test_terminal_preset_keeps_pane_history_written_through_a_symlink(live, tmp_path):
     """The Agent Manager writes ``$DATA_DIR/state/terminal-history/<id>.json`` through
     ``<id>.json.<pid>.tmp`` and a rename; with that directory a symlink to
@@ -651,6 +804,45 @@ def test_terminal_preset_keeps_pane_history_written_through_a_symlink(live, tmp_
 
     stored = {p: e.kind for p, e in live.entries("terminal").items() if e.kind != "dir"}
     assert stored == {"pane-1.json": "file"}
+
+
+def test_opencode_preset_snapshots_its_database_and_leaves_out_its_log_and_clones(bare_live, tmp_path):
+    """opencode 1.18 (docs/harnesses.md) writes through ``$XDG_DATA_HOME/opencode``, a
+    symlink to ``$AM_LOCAL/opencode-share``: its databases are snapshots; auth, legacy
+    storage, project snapshots (git directories it reverts files from), plans, tool
+    output and worktrees are plain files; the top-level ``log/`` (a log), ``repos/``
+    (clones it fetches again) and a git lock in ``snapshot/`` (a process of the lost
+    container) stay out, and a worktree's own ``log/`` is kept."""
+    tree = bare_live.local / "opencode-share"
+    tree.mkdir()
+    data = tmp_path / "xdg-data"
+    data.mkdir()
+    (data / "opencode").symlink_to(tree)
+    dbs = ["opencode.db", "opencode-beta.db"]
+    writers = []                                          # left open: each -wal and -shm stays
+    for rel in dbs:
+        writers.append(sqlite3.connect(data / "opencode" / rel, isolation_level=None))
+        writers[-1].execute("PRAGMA journal_mode=WAL")
+        writers[-1].execute("CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT)")
+        writers[-1].execute("INSERT INTO session VALUES ('ses_daf2aa9eaffe5DYiFTDGByLV7T', '/home/node/work')")
+    kept = ["auth.json", "mcp-auth.json", "storage/migration", "storage/session/global/ses_1.json",
+            "snapshot/f164fd53/6e6888b4/HEAD", "snapshot/f164fd53/6e6888b4/index",
+            "snapshot/f164fd53/6e6888b4/objects/info/alternates", "snapshot/f164fd53/6e6888b4/objects/ab/cdef",
+            "plans/1796652488214-proud-comet.md", "tool-output/tool_250d5621d001", "worktree/f164fd53/feat/log/app.log"]
+    left_out = ["log/opencode.log", "log/direct/latest.json", "repos/github.com/acme/lib/README.md",
+                "snapshot/f164fd53/6e6888b4/index.lock"]
+    for rel in kept + left_out:
+        (data / "opencode" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (data / "opencode" / rel).write_text('{"v": 1}\n')
+
+    bare_live.checkpoint()
+    for db in writers:
+        db.close()
+
+    entries = bare_live.entries("opencode")
+    assert {p: e.kind for p, e in entries.items() if e.kind != "dir"} == {
+        **{p: "file" for p in kept}, **{p: "sqlite" for p in dbs}}
+    assert {"log", "repos", "worktree/f164fd53/feat/log"} <= {p for p, e in entries.items() if e.kind == "dir"}
 
 
 def test_file_vanishing_between_walk_and_read_is_skipped(live):

@@ -214,18 +214,22 @@ def test_log_json_lists_checkpoints_newest_first(live):
     assert [e["seq"] for e in json.loads(newest.stdout)] == [2]
 
 
-def test_log_marks_checkpoints_a_gc_tombstone_expired(live):
+def test_log_marks_expired_rows_and_says_what_expired_means_once(live):
     live.checkpoint()
-    (live.local / "codex-home" / "config.toml").write_text('model = "x"\n')
-    live.checkpoint()
+    for model in ("x", "y"):
+        (live.local / "codex-home" / "config.toml").write_text(f'model = "{model}"\n')
+        live.checkpoint()
     assert live.run("gc", "--keep-last", "1").returncode == 0
 
     text = live.run("log").stdout.splitlines()
     entries = json.loads(live.run("log", "--json").stdout)
 
-    assert [e["seq"] for e in entries] == [2, 1] and entries[0]["expired"] is None and entries[1]["expired"]
-    assert text[1].split()[0] == "2" and text[2].split()[0] == "1" and text[3].strip().startswith("EXPIRED: ")
-    assert not any("EXPIRED" in line for line in text[:3])
+    assert [e["seq"] for e in entries] == [3, 2, 1] and entries[0]["expired"] is None
+    assert entries[1]["expired"] and entries[2]["expired"]
+    assert [line.split()[0] for line in text[1:4]] == ["3", "2", "1"]
+    assert not text[1].endswith("EXPIRED") and text[2].endswith("  EXPIRED") and text[3].endswith("  EXPIRED")
+    assert len(text) == 5 and text[4].startswith("EXPIRED: a gc tombstone names the checkpoint")
+    assert sum("grace period" in line for line in text) == 1
 
 
 def test_log_lists_a_torn_manifest_as_unreadable(live):
@@ -254,7 +258,7 @@ def test_restore_dry_run_says_what_it_would_do(live):
 
     assert proc.returncode == 0, proc.stderr
     codex = next(line for line in proc.stdout.splitlines() if line.startswith("codex:"))
-    assert "would restore from checkpoint 1" in codex and "1 write" in codex
+    assert "would restore from checkpoint 1" in codex and "1 write)" in codex
     assert proc.stdout.splitlines()[-1] == "dry run, nothing was changed: the restore would be complete"
     assert "restore complete" not in proc.stdout
 
@@ -543,7 +547,8 @@ def test_a_config_click_would_refuse_goes_to_click(live, tmp_path):
 
 def test_a_store_error_of_a_busy_checkpoint_with_debug_and_json_is_the_click_commands(live, tmp_path):
     """What the store said in full: the ``--debug`` line and the JSON ``detail``, from
-    the launcher as from click (an S3 store without credentials: no network is asked)."""
+    the launcher as from click (an S3 store without credentials: exit 2, and only the
+    metadata address is asked, which is closed)."""
     from s3server import free_port
 
     closed = f"http://127.0.0.1:{free_port()}"
@@ -554,11 +559,11 @@ def test_a_store_error_of_a_busy_checkpoint_with_debug_and_json_is_the_click_com
         slow = _launched(live, tmp_path, "checkpoint", *flags, "--wait", env={**env, **extra})
         assert (fast[3], slow[3]) == (False, True)
         assert fast[0] == slow[0] and _without_times(fast[1] + fast[2]) == _without_times(slow[1] + slow[2]), flags
-        assert fast[0] == 1 and fast[2].startswith("journal: error: store s3://bucket/journal: no S3 credentials")
+        assert fast[0] == 2 and fast[2].startswith("journal: error: store s3://bucket/journal: no S3 credentials")
         assert ("\njournal: debug: " in fast[2]) == ("--debug" in flags or "JOURNAL_DEBUG" in extra)
         if "--json" in flags:
             doc = json.loads(fast[1])
-            assert (doc["kind"], doc["exit"]) == ("StoreError", 1) and "Debug source" in doc["detail"]
+            assert (doc["kind"], doc["exit"]) == ("NoCloudCredentials", 2) and closed in doc["detail"]
 
 
 def test_a_busy_checkpoint_whose_reader_went_away_ends_with_141_as_from_click(live, tmp_path):

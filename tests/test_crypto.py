@@ -9,6 +9,7 @@ and `cryptography` missing.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -265,6 +266,25 @@ def test_key_add_list_remove_rotate(tmp_path):
     env = clean_env({**{k: v for k, v in live.env.items() if k != "JOURNAL_KEY_FILE"}, "JOURNAL_PASSPHRASE": "pw 2"})
     listed = json.loads(run_journal("key", "list", "--json", env=env).stdout)
     assert [(k["id"], k["kind"], k["current"]) for k in listed] == [(rotated["added"], "passphrase", True)]
+
+
+def test_key_rotate_warns_that_a_running_supervisor_still_names_the_old_key(tmp_path):
+    live = encrypted_live(tmp_path)
+    live.run("checkpoint", expect=0)
+    second, third = tmp_path / "second.key", tmp_path / "third.key"
+    quiet = live.run("key", "rotate", "--new-key-file", str(second), expect=0)
+    fd = os.open(live.state_dir / "supervise.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)                  # a supervisor runs on this state directory
+        warned = live.run("key", "rotate", "--new-key-file", str(third), env={"JOURNAL_KEY_FILE": str(second)},
+                          expect=0)
+    finally:
+        os.close(fd)
+
+    assert "supervisor" not in quiet.stderr
+    (line,) = [ln for ln in warned.stderr.splitlines() if "supervisor" in ln]
+    assert line.startswith("warning: key rotate: a supervisor is running on ")
+    assert f"the old key (key file {second}" in line and f"the new key (key file {third}" in line
 
 
 def test_a_passphrase_store_round_trips_and_a_wrong_passphrase_is_one_line(tmp_path):

@@ -27,3 +27,15 @@ def test_demo_dir_is_kept(run_journal, tmp_path):
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (work / "store" / "config").is_file() and "removed" not in proc.stdout
+
+
+def test_demo_counts_the_files_and_directories_it_restored_apart(tmp_path):
+    from journal.cli.demo import run_demo
+
+    result = run_demo(str(tmp_path / "work"))
+
+    (made,) = [line for line in result.lines if line.startswith("work dir ")]
+    (restored,) = [line for line in result.lines if line.startswith("restored ")]
+    assert result.ok and ": 11 files in 4 trees" in made
+    assert restored.startswith("restored 10 files and 12 directories from checkpoint 4 (every file but "
+                               "codex-home/"), restored   # but the one file the codex preset leaves out

@@ -169,6 +169,7 @@ def test_the_dockerfile_and_start_script_migrate_then_run_the_server_under_super
         wait_for(lambda: "journal_checkpoints_total 2" in (metrics.read_text() if metrics.exists() else ""),
                  60, "two checkpoints in the metrics file")
         status = json.loads(site.run("status", "--json", expect=0).stdout)
+        unmount_for_a_while(site)
         container.send_signal(signal.SIGTERM)
         out, err = container.communicate(timeout=60)
     finally:
@@ -177,6 +178,7 @@ def test_the_dockerfile_and_start_script_migrate_then_run_the_server_under_super
             container.wait()
 
     assert container.returncode == 0, out + err
+    assert_logged_as_the_guide_shows(site, err)
     assert re.search(r"^migration complete: imported (codex, claude|claude, codex); checkpoint 1 verified$", out, re.M)
     assert status["running"] is True and status["last_checkpoint"]["seq"] >= 2
     export = root / "export"
@@ -185,6 +187,53 @@ def test_the_dockerfile_and_start_script_migrate_then_run_the_server_under_super
     lines_written = (site.local / "codex-home" / "sessions" / "2026" / "03" / "01" / "rollout-server.jsonl").read_text()
     assert rollout.read_text() == lines_written  # the final checkpoint holds every line the server wrote
     assert (export / "codex" / "sessions" / "2026" / "02" / "01" / "rollout-legacy.jsonl").is_file()
+
+
+def unmount_for_a_while(site: Site) -> None:
+    """``/data/journal`` goes away until two ticks failed, then comes back, and a tick
+    succeeds (the guide's log shows it)."""
+    status_file = site.state_dir / "status.json"
+
+    def recorded() -> dict:
+        try:
+            return json.loads(status_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    aside = site.store_path.with_name("journal-unmounted")
+    site.store_path.rename(aside)
+    wait_for(lambda: recorded().get("failed_ticks", 0) >= 2, 60, "two failed ticks")
+    aside.rename(site.store_path)
+    wait_for(lambda: (st := recorded()).get("last_success", 0) > st.get("last_error_time", 0), 60, "a tick after it")
+
+
+#: Which event a line of supervise's log is.
+EVENT = re.compile(r"^(?:error: |warning: )?supervise: (started|checkpoint failed|recovered|final checkpoint)")
+
+
+def log_shape(line: str) -> str:
+    """A log line with what changes from run to run (numbers, ids, plurals, what a
+    final checkpoint found) masked."""
+    line = re.sub(r"\b[0-9a-f]{32}\b", "ID", line)
+    line = re.sub(r"\d[\d,.]*", "N", line)
+    line = re.sub(r"final checkpoint(?:: nothing changed since checkpoint N| N: .*? in Ns);", "final checkpoint ...;",
+                  line)
+    return re.sub(r"\b(file|object|byte|failure)s\b", r"\1", line.replace("directories", "directory"))
+
+
+def assert_logged_as_the_guide_shows(site: Site, err: str) -> None:
+    """Every line of the guide's log is one supervise wrote (up to numbers), and it shows
+    every kind of line supervise wrote; its JSON form says the same lines."""
+    logged = [line for line in err.splitlines() if EVENT.match(line)]
+    shown = site.move(BLOCKS["log"][1]).splitlines()
+    shapes = {log_shape(line) for line in logged}
+    assert all(EVENT.match(line) and log_shape(line) in shapes for line in shown), (shown, logged)
+    assert {EVENT.match(line)[1] for line in logged} == {EVENT.match(line)[1] for line in shown}, logged
+    prefix = {"error": "error: ", "warning": "warning: "}
+    for line in BLOCKS["log-json"][1].splitlines():
+        doc = json.loads(line)
+        assert set(doc) == {"time", "level", "event", "message", "fields"}, doc
+        assert log_shape(prefix.get(doc["level"], "") + site.move(doc["message"])) in map(log_shape, shown), doc
 
 
 def test_the_look_commands(root):
@@ -275,7 +324,8 @@ def _deletions(site: Site):
     return site.run("checkpoint"), site
 
 
-KNOWN = {"dockerfile": None, "start-script": None, "look": None, "migrate": None, "s3": None, "gc": None, "cron": None,
+KNOWN = {"dockerfile": None, "start-script": None, "log": None, "log-json": None, "look": None, "migrate": None,
+         "s3": None, "gc": None, "cron": None,
          "refusal vanished": _vanished, "refusal no-local-state": _no_local_state, "refusal conflict": _conflict,
          "refusal no-trees": _no_trees, "refusal foreign": _foreign, "refusal history-lost": _history_lost,
          "refusal deletions": _deletions}
@@ -343,4 +393,4 @@ def test_the_gc_schedule(root):
     cron = subprocess.run(["bash", "-e", "-c", site.move(fields[5])], env=clean_env(site.env), capture_output=True,
                           text=True, timeout=120, cwd=site.root)
 
-    assert "keep 3 checkpoint(s)" in proc.stdout and cron.returncode == 0, cron.stderr
+    assert "keep 3 checkpoints" in proc.stdout and cron.returncode == 0, cron.stderr

@@ -465,10 +465,10 @@ def test_dry_run_prints_the_plan_and_changes_nothing(box):
     for key, why in plan["kept_samples"].items():
         assert key in before and "manifest" in why
     out = text.stdout
-    assert "expire 3 checkpoint(s): 1, 2, 3" in out
+    assert "expire 3 checkpoints: 1, 2, 3" in out
     assert plan["tombstone_count"] == len(plan["tombstone"]) and plan["delete_count"] == len(plan["delete"])
-    assert f"tombstone {plan['tombstone_count']} object(s) ({plan['tombstone_bytes']:,} bytes)" in out
-    assert f"delete {plan['delete_count']} object(s)" in out and f"{plan['bytes_freed']:,} bytes would be freed" in out
+    assert f"tombstone {plan['tombstone_count']} objects ({plan['tombstone_bytes']:,} bytes)" in out
+    assert f"delete {plan['delete_count']} objects" in out and f"{plan['bytes_freed']:,} bytes would be freed" in out
     assert f"  e.g. {plan['delete'][0][0]} (manifest, " in out
     assert "  kept packs/" in out
 

@@ -194,9 +194,9 @@ def test_a_retry_with_the_same_client_id_returns_the_first_and_stores_nothing(tm
     args = ("input", "append", "--harness", "codex", "--session", "S", "--client-id", "c-1", "--json", "-")
     first = json.loads(stores.run(*args, stdin=b"first").stdout)
     keys = local_keys(tmp_path / "store")
-    again = json.loads(stores.run(*args, stdin=b"a retry, even with other text").stdout)
+    again = json.loads(stores.run(*args, stdin=b"first").stdout)
     other = stores.container("b")
-    third = stores.run(*args[:-2], "-", env=other, stdin=b"from another container")
+    third = stores.run(*args[:-2], "-", env=other, stdin=b"first")
 
     assert (first["duplicate"], again["duplicate"]) == (False, True)
     assert again["id"] == first["id"] and again["seq"] == first["seq"] == 1
@@ -204,6 +204,21 @@ def test_a_retry_with_the_same_client_id_returns_the_first_and_stores_nothing(tm
     assert "was stored already" in third.stderr.decode()
     assert local_keys(tmp_path / "store") == keys, "a retry stores nothing"
     assert stores.run("input", "show", first["id"]).stdout == b"first"
+
+
+def test_a_reused_client_id_with_another_text_is_exit_2_naming_the_first_and_stores_nothing(tmp_path):
+    stores = Stores(str(tmp_path / "store"), tmp_path)
+    args = ("input", "append", "--harness", "codex", "--session", "S", "--client-id", "c-1", "-")
+    first = stores.run(*args, stdin=b"first").stdout.split()[0].decode()
+    keys = local_keys(tmp_path / "store")
+
+    other = stores.run(*args, "--json", stdin=b"another prompt", expect=2)
+
+    (line,) = other.stderr.decode().splitlines()
+    assert f"client id 'c-1' was used already, by input {first}, with another text" in line
+    assert json.loads(other.stdout)["kind"] == "ClientIdReused"
+    assert local_keys(tmp_path / "store") == keys, "nothing stored"
+    assert [i["id"] for i in stores.inputs()] == [first]
 
 
 @pytest.mark.parametrize("window", ["claim stored, input not", "input stored, not printed"])
@@ -438,7 +453,7 @@ def test_a_full_cycle_of_append_list_show_deliver_verify_and_gc(stores):
     first = json.loads(stores.run("input", "append", "--harness", "codex", "--session", "S/1", "--pane", "p1",
                                   "--client-id", "c1", "--file", str(stores.tmp / "prompt"), "--json").stdout)
     retry = json.loads(stores.run("input", "append", "--harness", "codex", "--session", "S/1", "--client-id", "c1",
-                                  "--json", "-", stdin=b"retried").stdout)
+                                  "--json", "-", stdin=prompt).stdout)
     second = stores.run("input", "append", "--harness", "codex", "--session", "S/1", "-", stdin=b"second")
     other = stores.run("input", "append", "--harness", "claude", "--session", "T", "-", stdin=b"other")
     assert retry["id"] == first["id"] and retry["duplicate"]

@@ -181,8 +181,10 @@ def test_the_socket_answers_every_request_of_a_connection_in_order(serve):
     first = c.ask({"op": "append", "harness": "codex", "session": "S", "pane": "p1", "client_id": "c1",
                    "text": "héllo"})
     assert first == {"ok": True, "id": first["id"], "seq": 1, "duplicate": False}
-    assert c.ask({"op": "append", "harness": "codex", "session": "S", "client_id": "c1", "text": "again"}) == \
+    assert c.ask({"op": "append", "harness": "codex", "session": "S", "client_id": "c1", "text": "héllo"}) == \
         {**first, "duplicate": True}
+    reused = c.ask({"op": "append", "harness": "codex", "session": "S", "client_id": "c1", "text": "another"})
+    assert (reused["ok"], reused["kind"]) == (False, "ClientIdReused") and first["id"] in reused["error"]
     binary = bytes([0, 255, 10, 13])
     second = c.ask({"op": "append", "harness": "codex", "session": "S", "text_base64": base64.b64encode(binary)
                     .decode()})
@@ -224,7 +226,7 @@ def test_several_clients_at_once_get_unique_gapless_sequences_and_their_own_answ
         answers[n] = [c.ask({"op": "append", "harness": "codex", "session": "shared" if i % 2 else f"own-{n}",
                              "client_id": f"{n}-{i}", "text": f"{n}:{i}"}) for i in range(20)]
         answers[n].append(c.ask({"op": "append", "harness": "codex", "session": "shared", "client_id": f"{n}-1",
-                                 "text": "a retry"}))
+                                 "text": f"{n}:1"}))   # a retry sends the same text
         c.close()
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(10)]
@@ -478,7 +480,7 @@ def test_a_socket_that_cannot_be_served_is_reported_and_cmd_runs_without_its_pat
     b, sup = started(lambda: in_the_way(box()), "wait", socket_path=socket_path)
     error = b.status()["input_error"]
     assert ("over the 107 a Unix socket path may hold" if where == "too long a path" else "is not a socket") in error
-    assert [p for p, _, _ in cmd_children(sup.pid)] and server_pid(sup.pid) is None
+    assert [p for p, _, _ in cmd_children(sup.pid)] and b.status_report()["supervisor"]["input_served"] is False
     assert json.loads((b.run_dir / "env").read_text())["socket"] is None, "no path to a socket nobody serves"
     sup.send_signal(signal.SIGTERM)
     assert finish(sup) == 0

@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
 )
 #: Top-level modules that belong to a unit of another name.
-ALIASES = {"__main__": "cli"}
+ALIASES = {"__main__": "cli", "verify_shared": "verify"}
 
 LEVEL = {unit: level for level, units in enumerate(LAYERS) for unit in units}
 

@@ -70,7 +70,7 @@ def test_idle_cli_checkpoint_is_answered_without_importing_the_cli(live):
     fast.pop("seconds"), slow.pop("seconds")
     assert fast == slow
     rc, out, imported_cli = launch(live, "checkpoint")
-    assert (rc, imported_cli) == (0, False) and out.startswith("idle: nothing changed in 3 tree(s)")
+    assert (rc, imported_cli) == (0, False) and out.startswith("idle: nothing changed in 3 trees")
 
 
 def sqlite_tree(live) -> sqlite3.Connection:

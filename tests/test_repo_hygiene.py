@@ -75,3 +75,25 @@ def test_the_package_metadata_uses_the_current_license_form():
     assert all((ROOT / name).is_file() for name in project["license-files"])
     (requirement,) = [r for r in meta["build-system"]["requires"] if r.startswith("setuptools")]
     assert re.fullmatch(r"setuptools>=(\d+)", requirement) and int(requirement.split(">=")[1]) >= 77
+
+
+def test_the_editable_install_is_a_plain_path_without_a_transitional_mode():
+    """setuptools warns on every `make` about the `compat` editable mode, which it will
+    remove. The root package directory mapped to the project root makes its default
+    (lenient) mode write a plain `.pth` of the project root, as `compat` did: no import
+    hook on every start, and no warning."""
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    make = (ROOT / "Makefile").read_text()
+    installs = [line for line in make.splitlines() if "pip install" in line and "-e " in line]
+
+    assert meta["tool"]["setuptools"]["package-dir"] == {"": "."}
+    assert installs and not any("editable_mode" in line for line in installs), installs
+
+
+def test_the_readme_says_how_long_make_test_takes_idle_and_under_load():
+    text = " ".join((ROOT / "README.md").read_text().split())
+    (said,) = re.findall(r"`make test` runs the suite in three pytest-xdist workers[^.]*\([^)]*\)", text)
+
+    assert re.search(r"about \d+ s on 2 idle cores", said) and re.search(r"about \d+ s under load", said), said

@@ -763,6 +763,32 @@ def test_hot_restart_keeps_a_valid_local_db_even_when_the_store_differs(tmp_path
     assert ids_of(tmp_path / "at1" / "opencode" / "opencode.db") == stored_ids
 
 
+def test_a_valid_local_db_whose_check_constraint_calls_a_function_this_sqlite_lacks_is_kept(tmp_path):
+    """OpenClaw 2026.9's schema calls ``octet_length()`` (SQLite 3.43) in CHECK
+    constraints. A read-write ``quick_check`` evaluates them and fails ("unknown
+    function") on an older SQLite; the live check recovers its private copy read-write,
+    then checks it read-only, as every snapshot is checked, so the newer valid local
+    database is kept, never moved into invalid/."""
+    a = Databases(tmp_path / "a", tmp_path / "store")
+    make_closed_db(a.opencode / "opencode.db")
+    a.checkpoint_ok()
+
+    b = Databases(tmp_path / "b", tmp_path / "store")
+    db = b.opencode / "opencode.db"
+    con = connect(db)
+    con.create_function("octet_length", 1, lambda text: len(text.encode()))  # this writer's SQLite has it
+    con.execute("CREATE TABLE message(id TEXT PRIMARY KEY CHECK (octet_length(id) < 64), data JSON)")
+    con.executemany("INSERT INTO message VALUES (?, '{}')", [(f"local-{i}",) for i in range(5)])
+    con.close()
+    before = sha(db)
+
+    r, result = json_restore(b)
+    assert r.returncode == 0, r.stderr
+    assert tree_actions(result, "opencode") == {"keep-valid-db": 1}
+    assert sha(db) == before
+    assert not list(b.state_dir.glob("invalid/**/opencode.db"))
+
+
 def test_a_restart_says_it_kept_the_local_db_only_when_it_differs_from_the_checkpoint(tmp_path):
     """Every `journal supervise` start restores first: a database unchanged since its
     checkpoint is the checkpoint's copy (no note, no quick_check); one changed since is
@@ -789,6 +815,28 @@ def test_a_restart_says_it_kept_the_local_db_only_when_it_differs_from_the_check
     assert "local-1" in ids_of(db)
 
 
+def test_a_restart_says_nothing_of_a_db_whose_file_changed_but_not_its_pages(tmp_path):
+    """The application still had its database open at the checkpoint and closed it
+    afterwards, writing its WAL back: the file changed, its content is the checkpoint's.
+    Restore finds its pages are the snapshot's: `same`, no note (design §7)."""
+    box = Databases(tmp_path / "a", tmp_path / "store")
+    db = box.opencode / "opencode.db"
+    make_closed_db(db)
+    con = connect(db)
+    con.execute("INSERT INTO message VALUES ('open-1', 's', 0, '{}')")
+    box.checkpoint_ok()
+    con.close()   # the WAL goes back into the database file
+    assert companions(db) == []
+
+    restored = box.run("restore", expect=0)
+    _, again = json_restore(box)
+
+    assert "kept the valid local database" not in restored.stderr, restored.stderr
+    assert ": 1 file (1 same)" in restored.stdout, restored.stdout
+    assert tree_actions(again, "opencode") == {"same": 1}
+    assert "open-1" in ids_of(db)
+
+
 @pytest.mark.parametrize("kind", ["garbage", "truncated"])
 def test_hot_restart_moves_an_invalid_local_db_aside_with_its_companions(tmp_path, kind):
     a = Databases(tmp_path / "a", tmp_path / "store")
@@ -810,7 +858,7 @@ def test_hot_restart_moves_an_invalid_local_db_aside_with_its_companions(tmp_pat
 
     r = c.run("restore")
     assert r.returncode == 0, r.stderr
-    assert ": 1 replace;" in r.stdout, r.stdout
+    assert ": 1 file (1 replace);" in r.stdout, r.stdout
     check_restored_db(db)
     assert ids_of(db) == stored_ids
     moved = list(c.state_dir.glob("invalid/*/opencode/opencode.db"))

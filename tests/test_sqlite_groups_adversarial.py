@@ -74,7 +74,7 @@ class Churned(OpencodeLive):
             self.run("gc", "--keep-last", "1", "--grace", "0s")
         _, got = self.restore_at(seq, out)
         assert_same_db(got, self.expected[seq], what)
-        assert "0 finding(s)" in self.run("verify", "--full").stdout
+        assert "0 errors" in self.run("verify", "--full").stdout
 
     def restore_at(self, seq: int, dest: Path, ok: bool = True) -> tuple[subprocess.CompletedProcess, Path]:
         proc = self.run("restore", "--at", str(seq), "--to", str(dest), expect=0 if ok else None)
@@ -234,7 +234,7 @@ def test_every_checkpoint_of_a_churning_database_restores_byte_exact(tmp_path, s
         _, got = box.restore_at(seq, tmp_path / f"out-{seq}")
         assert_same_db(got, box.expected[seq], f"checkpoint {seq}")
     proc = box.run("verify", "--full")
-    assert "0 finding(s)" in proc.stdout
+    assert "0 errors" in proc.stdout
 
 
 # --------------------------------------------------------------------------- 2. a writer during checkpoints
@@ -325,7 +325,7 @@ def test_a_writer_committing_during_checkpoints_restores_to_a_committed_state(tm
         last_n = n
         assert rows == expected_rows(n), f"checkpoint {seq} is not the committed state after commit {n}"
     proc = box.run("verify", "--full")
-    assert "0 finding(s)" in proc.stdout
+    assert "0 errors" in proc.stdout
 
 
 # --------------------------------------------------------------------------- 3. damaged page groups
@@ -437,7 +437,7 @@ def test_gc_keep_last_one_then_restore_continue_and_a_fresh_container(tmp_path):
     assert box.repo().manifest_seqs() == [kept]
     _, got = box.restore_at(kept, tmp_path / "out-kept")
     assert_same_db(got, box.expected[kept], "the kept checkpoint after gc")
-    assert "0 finding(s)" in box.run("verify", "--full").stdout
+    assert "0 errors" in box.run("verify", "--full").stdout
     # the same container keeps checkpointing on the kept snapshot's maps
     for tick in range(4):
         insert(con, rng, 7)
@@ -554,7 +554,7 @@ def test_a_single_page_database_and_an_empty_file(tmp_path):
     for seq, want in box.expected.items():
         _, got = box.restore_at(seq, tmp_path / f"out-{seq}")
         assert_same_db(got, want, f"checkpoint {seq}")
-    assert "0 finding(s)" in box.run("verify", "--full").stdout
+    assert "0 errors" in box.run("verify", "--full").stdout
 
 
 

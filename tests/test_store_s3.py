@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Live, run_journal
+from conftest import Live, run_journal, wait_for
 from store_contract import RecordingStream, StoreContract
 
 from journal.checkpoint.run import checkpoint
@@ -201,7 +201,7 @@ def test_checkpoint_wipe_restore_verify_round_trip_on_s3(s3_bucket, tmp_path):
     assert "restore complete" in restored.stdout
     assert Live.snapshot(box.local) == want
     verified = box.run("verify", "--full")
-    assert verified.stdout.strip().startswith("ok:") and "2 manifest(s)" in verified.stdout
+    assert verified.stdout.strip().startswith("ok:") and "2 manifests" in verified.stdout
     assert sorted(k.split("/")[0] for k in s3_bucket.objects()) == ["config"] + ["manifests"] * 2 + ["packs"] * 4
 
 
@@ -488,17 +488,88 @@ def _cli(bucket_url: str, tmp_path: Path, *args: str, **env: str) -> subprocess.
 
 
 def test_no_credentials_is_one_line_naming_what_to_set_and_the_rest_only_with_debug_or_json(s3_bucket, tmp_path):
-    plain = _cli(s3_bucket.url, tmp_path, "log")
-    debug = _cli(s3_bucket.url, tmp_path, "log", "--debug")
-    as_json = _cli(s3_bucket.url, tmp_path, "log", "--json")
+    from s3server import free_port
 
-    assert plain.returncode == debug.returncode == as_json.returncode == 1
+    closed = {"AWS_METADATA_ENDPOINT": f"http://127.0.0.1:{free_port()}"}   # one address: one message
+    plain = _cli(s3_bucket.url, tmp_path, "log", **closed)
+    debug = _cli(s3_bucket.url, tmp_path, "log", "--debug", **closed)
+    as_json = _cli(s3_bucket.url, tmp_path, "log", "--json", **closed)
+
+    assert plain.returncode == debug.returncode == as_json.returncode == 2   # bad environment, as a missing key
     (line,) = plain.stderr.splitlines()
     assert line.startswith("journal: error: store s3://") and "no S3 credentials" in line
     assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in line and "Debug source" not in line
-    assert debug.stderr.startswith(line + "\njournal: debug: ") and "Debug source" in debug.stderr
+    assert debug.stderr.startswith(line + "\njournal: debug: ") and "/latest/api/token" in debug.stderr
     doc = json.loads(as_json.stdout)
     assert doc["error"] == line.removeprefix("journal: error: ") and "/latest/api/token" in doc["detail"]
+    assert (doc["kind"], doc["exit"]) == ("NoCloudCredentials", 2)
+
+
+class SilentService:
+    """A TCP port that accepts connections and never answers: a metadata address
+    behind a firewall that drops replies. ``connections`` counts who came."""
+
+    def __init__(self):
+        import socket
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.connections: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.connections.append(self.sock.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.connections:
+            conn.close()
+
+
+@pytest.fixture
+def no_credentials(monkeypatch):
+    """This process without the test server's credentials, its metadata address silent."""
+    service = SilentService()
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", service.url)
+    yield service
+    service.close()
+
+
+def test_without_credentials_a_silent_metadata_service_is_probed_once_within_the_bound_and_named(
+        s3_bucket, no_credentials, monkeypatch):
+    from journal.store import cloud_credentials
+
+    monkeypatch.setattr(cloud_credentials, "PROBE_SECONDS", 0.2)
+    store = open_store(s3_bucket.url)
+
+    with pytest.raises(Exception) as first:
+        store.get("config")
+    with pytest.raises(Exception) as again:
+        list(store.list("manifests/"))
+
+    assert type(first.value).__name__ == type(again.value).__name__ == "NoCloudCredentials"
+    assert f"metadata service at {no_credentials.url} did not answer: no answer within 0.2 s" in str(first.value)
+    wait_for(lambda: len(no_credentials.connections) >= 2, 30, "the probes' connections to be accepted")
+    assert len(no_credentials.connections) == 2   # the probe of each request; obstore never asked it
+
+
+def test_a_credential_source_in_the_environment_is_not_probed(s3_bucket, no_credentials, monkeypatch, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("t")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+    monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/journal")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:9")
+
+    with pytest.raises(Exception):
+        open_store(s3_bucket.url).head("config")
+
+    assert no_credentials.connections == []
 
 
 def test_an_access_key_id_without_its_secret_is_named(s3_bucket, tmp_path):

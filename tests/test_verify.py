@@ -18,7 +18,7 @@ from journal.format.inputs import Delivery, claim_key, delivery_key, encode_deli
 from journal.inputs.log import InputLog
 from journal.verify import (CORRUPT_CONFIG, CORRUPT_INPUT, CORRUPT_OBJECT, DUPLICATE_CLIENT_ID, MISSING_OBJECT,
                             ODD_INPUT_KEY, SHORT_PACK, TORN_MANIFEST, UNREFERENCED_PACK, UNSAFE_PATH, verify)
-from conftest import run_journal
+from conftest import CodexLive, run_journal
 from conftest import one_line_error
 from test_restore import publish_crafted_manifest
 
@@ -42,7 +42,7 @@ def test_clean_store_verifies_ok(stored):
     quick, full = stored.run("verify"), stored.run("verify", "--full")
 
     assert (quick.returncode, full.returncode) == (0, 0), quick.stdout + full.stdout
-    assert quick.stdout.startswith("ok: 2 manifest(s)") and "0 finding(s)" in full.stdout
+    assert quick.stdout.startswith("ok: 2 manifests") and "0 errors" in full.stdout
 
 
 def test_clean_store_full_verify_rehashes_every_blob(stored):
@@ -212,7 +212,7 @@ def test_verify_warns_of_a_crashed_checkpoints_pack_and_still_passes(stored):
 
     assert proc.returncode == 0, proc.stdout
     assert f"warning: {UNREFERENCED_PACK}: store: {orphan}:" in proc.stdout
-    assert proc.stdout.strip().splitlines()[-1].endswith("0 finding(s), 1 warning(s)")
+    assert proc.stdout.strip().splitlines()[-1].endswith("0 errors, 1 warning")
     assert doc["ok"] is True
     assert [(f["kind"], f["severity"], f["key"]) for f in doc["findings"]] == [(UNREFERENCED_PACK, "warning", orphan)]
 
@@ -352,3 +352,42 @@ def test_verify_finds_a_marker_of_another_input_and_warns_of_odd_keys_and_twice_
         (DUPLICATE_CLIENT_ID, input_key(sdir, 3), "warning"),
         (ODD_INPUT_KEY, "inputs/notes.txt", "warning")]
     assert "names input record 000000000000" in found[0]["detail"]
+
+
+def test_verify_counts_the_orphans_gc_marked_as_information(stored):
+    """gc's orphans (packs no checkpoint names) are what verify counts as orphans: before
+    gc marks them (each a warning too) and after (no finding; gc deletes them later)."""
+    orphan = crash_a_checkpoint_after_its_data_pack(stored)
+    size = stored.pack_file(orphan.rsplit("/", 1)[-1]).stat().st_size
+    before = json.loads(stored.run("verify", "--json").stdout)
+    assert stored.run("gc", "--keep-last", "5", "--grace", "0s").returncode == 0
+
+    text = stored.run("verify").stdout
+    after = json.loads(stored.run("verify", "--json").stdout)
+    planned = stored.run("gc", "--keep-last", "5", "--grace", "0s", "--dry-run").stdout
+
+    assert (before["orphans"], before["orphans_marked"], before["orphan_bytes"]) == (1, 0, size)
+    assert [f["kind"] for f in before["findings"]] == [UNREFERENCED_PACK]
+    assert after["ok"] and after["findings"] == []
+    assert (after["orphans"], after["orphans_marked"], after["orphan_bytes"]) == (1, 1, size)
+    assert f"orphans: 1 pack ({size:,} bytes) that no checkpoint names, 1 of them marked by a gc tombstone" in text
+    assert "wait: 1 orphan pack, kept until" in planned
+
+
+def test_a_record_whose_id_differs_past_twelve_characters_names_the_two_ids_apart(tmp_path):
+    """A byte of a record's stored id changed past its first six: the finding shows as
+    much of each id as tells them apart, not the same twelve characters twice."""
+    box = CodexLive(tmp_path)
+    box.write("config.toml", 'model = "x"\n')
+    box.checkpoint()
+    ref = box.entries("codex")["config.toml"].refs[0]
+    path = box.pack_file(ref.pack)
+    data = bytearray(path.read_bytes())
+    data[ref.offset + HEADER.size - 32 + 20] ^= 0x01   # the id's 21st byte: its 41st and 42nd hex characters
+    path.write_bytes(bytes(data))
+
+    proc = box.run("verify", "--full")
+
+    held, expected = re.search(r"record holds blob (\w+), expected (\w+)", proc.stdout).groups()
+    assert proc.returncode == 1 and held != expected, proc.stdout
+    assert ref.id.startswith(expected) and len(held) == len(expected) == 46

@@ -4,7 +4,8 @@ Each command reads only what its answer needs (docs/design.md §19): ``where`` (
 a path as ``journal trees`` shows it, TREE/PATH, under the path rule), ``view`` (the
 manifests and index pages a command reads, each at most once; which checkpoint
 answers, ``--at`` as restore reads it, past damage as restore falls back), ``ls``,
-``cat``, ``diff`` and ``find``.
+``cat``, ``diff``, ``find`` and ``sessions`` (``find --session``: a harness's session by
+its id, from the rules of ``presets.SESSIONS``).
 
 May import: ``journal.repository``, ``journal.format``, ``journal.sqlite.rebuild`` and
 ``journal.sqlite.snapshot`` (the rebuild restore uses), ``journal.local.treepath`` (the

@@ -5,11 +5,13 @@ reach a child page with the same id, the whole subtree under it is the same (a p
 id covers its children's ids) and is skipped unread. So a diff reads the two manifests
 and only the pages on the paths of what changed (content-defined boundaries keep an
 unchanged page's id). No data pack is read, except to count a transcript's added lines
-(``lines``): then only the segments the newer copy does not share with the older one
-(and at most one anchor segment before them) are read. Whether those segments extend
-the older copy is checked against its segments' ids (a segment's id is the SHA-256 of
-its bytes), never by reading the older copy; a transcript that does not is marked
-``rewritten`` and its lines are not counted.
+and a database's changed pages (``lines``): then only the segments the newer copy does
+not share with the older one (and at most one anchor segment before them) are read.
+Whether those segments extend the older copy is checked against its segments' ids (a
+segment's id is the SHA-256 of its bytes), never by reading the older copy; a
+transcript that does not is marked ``rewritten`` and its lines are not counted. A
+database's pages are compared by the ids its page maps give them (``changed_pages``),
+never by reading a page: a database whose rows changed in place often keeps its size.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import msgspec
 
 from ..errors import BadBrowsePath, NoGoodCopy
 from ..format.index import Said, child_pages, load_child
-from ..format.model import KIND_JSONL, BlobRef, Entry, Manifest
+from ..format.model import KIND_JSONL, KIND_SQLITE, BlobRef, Entry, Manifest
+from ..format.objects import KIND_PAGEMAP
+from ..format.pagemap import load_snapshot
 from ..repository.repository import Repository
 from ..repository.segments import read_blobs
 from .view import DAMAGE, View
@@ -42,6 +46,8 @@ class Change(msgspec.Struct, kw_only=True, omit_defaults=True):
     b: int
     old_kind: str | None = None     # when the kind changed
     lines_added: int | None = None  # a transcript: complete lines ``b`` holds past ``a``'s bytes
+    pages_changed: int | None = None  # a database: pages of ``b`` that are not ``a``'s (and ``a``'s cut off)
+    pages: int | None = None        # ... and the pages ``b`` holds
     rewritten: bool = False         # a transcript ``b`` does not extend (lines not counted)
 
 
@@ -204,7 +210,26 @@ def _change(view: View, tree: str, old: Entry | None, new: Entry | None, seqs: l
             view.reporter.warn(f"{view.op}: {shown_path(tree, new.path)}: cannot count the lines added ({err})")
         else:
             change.rewritten = change.lines_added is None
+    if lines and new.kind == KIND_SQLITE and old is not None and old.kind == KIND_SQLITE:
+        try:
+            change.pages_changed, change.pages = changed_pages(view.repo, old, new)
+        except DAMAGE as err:
+            view.reporter.warn(f"{view.op}: {shown_path(tree, new.path)}: cannot count the pages changed ({err})")
     return change
+
+
+def changed_pages(repo: Repository, old: Entry, new: Entry) -> tuple[int, int]:
+    """``(changed, pages)``: how many pages of database ``new`` are not ``old``'s page of
+    the same number (a page ``old`` lacks, or one ``new`` cut off, counts too), and how
+    many ``new`` holds; from the two snapshots' page maps alone (a page's id is its hash)."""
+    def read(ref: BlobRef) -> bytes:
+        return repo.read_blob(ref, KIND_PAGEMAP)
+
+    before, after = load_snapshot(old.refs, read), load_snapshot(new.refs, read)
+    if before.page_size != after.page_size:
+        return max(len(before.pages), len(after.pages)), len(after.pages)
+    same = sum(a.id == b.id for a, b in zip(before.pages, after.pages))
+    return max(len(before.pages), len(after.pages)) - same, len(after.pages)
 
 
 def appended_lines(repo: Repository, old: Entry | None, new: Entry) -> int | None:

@@ -11,14 +11,16 @@ answer leaves it out; the command exits 3).
 
 from __future__ import annotations
 
-import fnmatch
+import re
+from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 import msgspec
 
 from ..errors import BadBrowsePath, CorruptObject
 from ..format.index import child_pages, load_child, page_key, page_span, span_problem
 from ..format.model import BlobRef, Entry
-from ..repository.history import parse_at
+from ..repository.moment import checkpoint_named, parse_moment
 from .view import DAMAGE, View
 from .where import joined
 
@@ -45,15 +47,38 @@ class FindResult(msgspec.Struct, kw_only=True):
     skipped: list[str] = []         # checkpoints (or trees in them) that could not be read, and why
 
 
+class PathHistory(NamedTuple):
+    """What ``find_paths`` saw: the answer, the trees some checkpoint looked at holds,
+    and each version's entry by (tree, path, the checkpoint it began at)."""
+
+    result: FindResult
+    trees: set[str]
+    entries: dict[tuple[str, str, int], Entry]
+
+
 def find(view: View, pattern: str, tree: str | None = None, since: str | None = None) -> FindResult:
     """See the module docstring. A pattern holding ``/`` matches the whole TREE/PATH,
-    any other the last name of the path (``fnmatch``: ``*`` also matches ``/``)."""
-    since_seq, since_ns = (None, None) if since is None else parse_at(since, view.op, "--since")
-    walker = _Walker(view, pattern)
+    any other the last name of the path (``glob_regex``: ``*`` stops at ``/``, ``**``
+    crosses it)."""
+    walk = find_paths(view, _glob_matcher(pattern), None if tree is None else (tree,), since)
+    if tree is not None and tree not in walk.trees and walk.result.manifests:
+        raise BadBrowsePath(view.op, tree, "no checkpoint looked at holds such a tree; `journal ls` lists the trees")
+    return walk.result
+
+
+def find_paths(view: View, match: Callable[[str, str], bool], trees: Collection[str] | None,
+               since: str | None) -> PathHistory:
+    """The versions of each path ``match(tree, path)`` keeps, in the trees ``trees``
+    (None: every tree of each checkpoint), from checkpoint ``since`` on."""
+    moment = None if since is None else parse_moment(since, view.op, "--since")
+    since_seq = None if moment is None else checkpoint_named(moment, view.seqs, view.is_fork, view.op, "--since")
+    since_ns = None if moment is None else moment.first_ns
+    walker = _Walker(view, match)
     result = FindResult(found=[], skipped=view.skipped)
     current: dict[tuple[str, str], tuple[Version, Entry | None]] = {}
     history: dict[tuple[str, str], list[Version]] = {}
-    seen_tree = False
+    seen: set[str] = set()
+    entries: dict[tuple[str, str, int], Entry] = {}
     for seq in view.seqs:
         if since_seq is not None and seq < since_seq:
             continue
@@ -65,20 +90,28 @@ def find(view: View, pattern: str, tree: str | None = None, since: str | None = 
         if since_ns is not None and manifest.created_ns < since_ns:
             continue
         result.manifests += 1
-        for name in sorted(manifest.trees) if tree is None else [tree]:
+        for name in sorted(manifest.trees) if trees is None else trees:
             root = manifest.trees.get(name)
-            seen_tree = seen_tree or root is not None
+            if root is not None:
+                seen.add(name)
             try:
                 now = walker.matches(name, root.root) if root is not None and root.root is not None else {}
             except DAMAGE as err:
                 _skip(view, f"tree {name} in checkpoint {seq} is unreadable ({err})")
                 continue
-            _advance(current, history, name, now, seq)
-    if tree is not None and not seen_tree and result.manifests:
-        raise BadBrowsePath(view.op, tree, "no checkpoint looked at holds such a tree; `journal ls` lists the trees")
+            _advance(current, history, entries, name, now, seq)
     result.found = [Found(path=joined(*key), versions=list(reversed(versions)))
                     for key, versions in sorted(history.items())]
-    return result
+    return PathHistory(result, seen, entries)
+
+
+def _glob_matcher(pattern: str) -> Callable[[str, str], bool]:
+    """``find``'s test of a path: ``pattern`` on the whole TREE/PATH when it holds
+    ``/``, else on the path's last name."""
+    regex = glob_regex(pattern)
+    if "/" in pattern:
+        return lambda tree, path: regex.match(joined(tree, path)) is not None
+    return lambda tree, path: regex.match(path.rpartition("/")[2]) is not None
 
 
 def _skip(view: View, note: str) -> None:
@@ -86,9 +119,10 @@ def _skip(view: View, note: str) -> None:
     view.reporter.warn(f"{view.op}: {note}; passed over")
 
 
-def _advance(current: dict, history: dict, tree: str, now: dict[str, Entry], seq: int) -> None:
+def _advance(current: dict, history: dict, entries: dict, tree: str, now: dict[str, Entry], seq: int) -> None:
     """Record checkpoint ``seq``'s matches in tree ``tree``: a path whose entry (or
-    absence) is what it was extends its version, any other starts a new one."""
+    absence) is what it was extends its version, any other starts a new one (its entry
+    kept in ``entries``)."""
     paths = set(now) | {path for (name, path) in current if name == tree}
     for path in paths:
         key, entry = (tree, path), now.get(path)
@@ -101,24 +135,58 @@ def _advance(current: dict, history: dict, tree: str, now: dict[str, Entry], seq
         version = Version(first=seq, last=seq, checkpoints=1)
         if entry is not None:
             version.kind, version.size, version.mtime_ns = entry.kind, entry.size, entry.mtime_ns
+            entries[(tree, path, seq)] = entry
         current[key] = (version, entry)
         history.setdefault(key, []).append(version)
+
+
+def glob_regex(pattern: str) -> re.Pattern:
+    """A glob as a path matcher: ``*`` and ``?`` stop at ``/`` (``codex/*``: the entries
+    right under ``codex``), ``**`` crosses it (``codex/**``: everything under it), and
+    ``**/`` also matches no directory at all (``codex/**/*.jsonl`` holds
+    ``codex/a.jsonl``); ``[...]`` and ``[!...]`` as ``fnmatch`` reads them."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] in "*?":
+            out.append("[^/]*" if pattern[i] == "*" else "[^/]")
+            i += 1
+        elif pattern[i] == "[" and (end := _class_end(pattern, i)) > 0:
+            inner = pattern[i + 1:end]
+            body = re.sub(r"([\\&~|\[^])", r"\\\1", inner[1:] if inner.startswith("!") else inner)
+            out.append(f"[^/{body}]" if inner.startswith("!") else f"[{body}]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z", re.S)
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """Where the ``[...]`` opened at ``start`` ends (a ``]`` right after ``[`` or ``[!``
+    is a member); -1 when it never does (the ``[`` is then a plain character)."""
+    j = start + 1
+    if j < len(pattern) and pattern[j] == "!":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    return pattern.find("]", j)
 
 
 class _Walker:
     """Each page's matches, read once, kept by (tree, page id): a page is the same
     subtree wherever it appears (its id covers its children's)."""
 
-    def __init__(self, view: View, pattern: str):
+    def __init__(self, view: View, match: Callable[[str, str], bool]):
         self.view = view
-        self.whole = "/" in pattern
-        self.pattern = pattern
+        self.match = match
         # (tree, page id) -> (what a parent must say of it, its children (an inner page) or its matches (a leaf))
         self.memo: dict[tuple[str, str], tuple[tuple, object]] = {}
-
-    def match(self, tree: str, path: str) -> bool:
-        name = joined(tree, path) if self.whole else path.rpartition("/")[2]
-        return fnmatch.fnmatchcase(name, self.pattern)
 
     def matches(self, tree: str, root: BlobRef) -> dict[str, Entry]:
         """The matching entries of the tree under ``root``, by path."""

@@ -1,8 +1,8 @@
 """What a browse command reads: manifests and index pages, each at most once, and
 which checkpoint answers.
 
-A checkpoint is chosen as ``restore --at`` chooses it (a sequence number or an ISO-8601
-time: the newest checkpoint at or before it; ``repository/history.parse_at``), and past
+A checkpoint is chosen as ``restore --at`` chooses it (``repository/moment.py``: a
+sequence number, ``latest~N``, or a time: the newest checkpoint at or before it), and past
 damage as restore falls back: a checkpoint whose manifest, or whose index pages the
 answer needs, fail their checks is passed over for the newest older one, with a
 warning, and noted in ``skipped`` (the command then exits 3, as a fallback restore
@@ -18,7 +18,7 @@ from ..errors import BadBrowsePath, ConfigError, CorruptObject, NoGoodCopy, NoRe
 from ..format.index import decode_page, walk_pages
 from ..format.model import BlobRef, Entry, Manifest, Page
 from ..report import SILENT, Reporter
-from ..repository.history import no_checkpoint_at, parse_at
+from ..repository.moment import before_oldest, checkpoint_named, parse_moment
 from ..repository.repository import RecordCache, Repository, manifest_key
 from .where import shown_path
 
@@ -84,15 +84,26 @@ class View:
         self.skipped.append(note)
         self.reporter.warn(f"{self.op}: {note}; trying an older one")
 
+    def is_fork(self, seq: int) -> bool:
+        """Whether manifest ``seq`` is a fork (False for one that cannot be read)."""
+        try:
+            return self.manifest(seq).is_fork
+        except DAMAGE:
+            return False
+
     def candidates(self, at: str | None, flag: str = "--at") -> Iterator[tuple[int, Manifest]]:
         """The readable checkpoints at or before ``at`` (all of them without it), newest
-        first; a fork (design §11, "Lineage") only when ``at`` is its number. A manifest that cannot be read is passed over (``pass_over``) when an older
-        one answers in its place. Raises ``ConfigError`` for an ``at`` before the oldest
-        checkpoint (or no checkpoint at all), ``NoReadableCheckpoint`` when none reads."""
+        first; a fork (design §11, "Lineage") only when ``at`` is its number. A manifest
+        that cannot be read is passed over (``pass_over``) when an older one answers in
+        its place. Raises ``ConfigError`` for an ``at`` that names no checkpoint the
+        store holds, or a time before the oldest (or no checkpoint at all),
+        ``NoReadableCheckpoint`` when none reads."""
         seqs = self.seqs
         if not seqs:
             raise ConfigError(f"{self.op}: the store holds no checkpoint yet; `journal checkpoint` makes one")
-        at_seq, at_ns = (None, None) if at is None else parse_at(at, self.op, flag)
+        moment = None if at is None else parse_moment(at, self.op, flag)
+        at_seq = None if moment is None else checkpoint_named(moment, seqs, self.is_fork, self.op, flag)
+        at_ns = None if moment is None else moment.last_ns
         pool = [s for s in seqs if at_seq is None or s <= at_seq]
         unreadable: list[tuple[int, Exception]] = []
         found = False
@@ -116,7 +127,7 @@ class View:
             return
         if unreadable:
             raise NoReadableCheckpoint(self.op, len(unreadable), manifest_key(unreadable[0][0]), str(unreadable[0][1]))
-        raise no_checkpoint_at(self.op, at, seqs)
+        raise before_oldest(self.op, flag, at, seqs)
 
     def answer(self, at: str | None, tree: str, read: Callable[[int, BlobRef | None], object],
                flag: str = "--at") -> tuple[int, object]:

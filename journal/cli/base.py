@@ -77,11 +77,7 @@ def emit_json(value) -> None:
     bytes), with no control character raw: JSON escapes C0 controls, this the rest."""
     import msgspec
 
-    data = msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n"
-    if b"\x7f" in data or b"\xc2" in data:
-        import re
-
-        data = re.sub(_RAW_CONTROLS, lambda m: b"\\u%04x" % ord(m.group().decode()), data)
+    data = escape_controls(msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n")
     stream = sys.stdout
     if stream is None:
         return
@@ -93,6 +89,15 @@ def emit_json(value) -> None:
     stream.flush()
     buffer.write(data)
     buffer.flush()
+
+
+def escape_controls(data: bytes) -> bytes:
+    """JSON ``data`` with the controls JSON leaves raw (DEL, C1) escaped."""
+    if b"\x7f" in data or b"\xc2" in data:
+        import re
+
+        data = re.sub(_RAW_CONTROLS, lambda m: b"\\u%04x" % ord(m.group().decode()), data)
+    return data
 
 
 @contextlib.contextmanager
@@ -143,12 +148,24 @@ def fail(err, code: int, as_json: bool | None, kind: str | None = None, debug: b
     sys.exit(code)
 
 
-def open_context(config_path, store_url):
+def open_context(config_path, store_url, *, writes: bool = False):
+    """The configuration and its store; a command that ``writes`` to the store says so
+    when that store is the implicit default (``default_store_warning``)."""
     from ..config import load_config
     from ..store import open_store
 
     cfg = load_config(config_path, store=store_url)
+    if writes:
+        default_store_warning(cfg)
     return cfg, open_store(durable_url(cfg.store), make_parents=cfg.default_store)
+
+
+def default_store_warning(cfg) -> None:
+    """One line on stderr (whatever ``--json`` says) when a command writes to the
+    implicit default store: nothing named a store, and this one lives on this disk."""
+    if cfg.default_store:
+        echo(f"warning: writing to the default store {cfg.store}, on this machine's own disk (fine to try journal "
+             "out); name a store with --store URL, $JOURNAL_STORE or `store` in the config file", err=True)
 
 
 def durable_url(url: str) -> str:

@@ -10,17 +10,22 @@ import sys
 
 import click
 
-from .app import EXIT_FALLBACK, CliReporter, common, echo, emit_json, main, open_context
+from .app import EXIT_FALLBACK, MOMENT, CliReporter, common, echo, emit_json, main, open_context
+from .render import count, number
 
-AT_HELP = "The newest checkpoint at or before this (a sequence number or an ISO-8601 time; default: the newest)."
+AT_HELP = f"The checkpoint to read: {MOMENT}; a time means the newest checkpoint at or before it (default: the newest)."
 
 
 def _view(config_path, store_url, op: str):
+    return _config_view(config_path, store_url, op)[1]
+
+
+def _config_view(config_path, store_url, op: str):
     from ..browse.view import View
     from ..repository.lineage import open_existing
 
     cfg, store = open_context(config_path, store_url)
-    return View(open_existing(store, cfg.state_dir, key=cfg.key), op, CliReporter())
+    return cfg, View(open_existing(store, cfg.state_dir, key=cfg.key), op, CliReporter())
 
 
 def _fallback_exit(notes: list[str], op: str, seq: int | None) -> None:
@@ -46,8 +51,8 @@ def _ls_line(item, long: bool) -> str:
     name = shown(item.name) + ("/" if item.kind in ("dir", "tree") else "")
     if item.target is not None:
         name += f" -> {shown(item.target)}"
-    size = f"{item.size:,}" if item.kind != "dir" else "-"
-    when = f"{item.files:,} files" if item.kind == "tree" else _when(item.mtime_ns)
+    size = number(item.size) if item.kind != "dir" else "-"
+    when = count(item.files, "file") if item.kind == "tree" else _when(item.mtime_ns)
     line = f"{item.kind:7} {size:>15}  {when:19}  {name}"
     if not long:
         return line
@@ -60,7 +65,7 @@ def _ls_line(item, long: bool) -> str:
 
 @main.command()
 @common
-@click.option("--at", metavar="SEQ|ISO-TIME", help=AT_HELP)
+@click.option("--at", metavar="SEQ|TIME", help=AT_HELP)
 @click.option("-l", "--long", "long_", is_flag=True,
               help="Also each entry's mode and the checkpoint that last changed it (looks back up to 100 "
                    "checkpoints; '<=N': unchanged since at least N).")
@@ -96,7 +101,7 @@ def ls(config_path, store_url, as_json, at, long_, where):
 
 @main.command()
 @common
-@click.option("--at", metavar="SEQ|ISO-TIME", help=AT_HELP)
+@click.option("--at", metavar="SEQ|TIME", help=AT_HELP)
 @click.argument("where", metavar="TREE/PATH")
 def cat(config_path, store_url, as_json, at, where):
     """Write one file's bytes, exactly as checkpointed, to stdout.
@@ -132,23 +137,30 @@ def _diff_line(change) -> str:
     elif change.rewritten:
         note = "  (rewritten, not appended to)"
     elif change.lines_added is not None:
-        note = f"  (+{change.lines_added:,} line{'s' * (change.lines_added != 1)})"
+        note = f"  (+{count(change.lines_added, 'line')})"
+    elif change.pages_changed is not None:
+        note = f"  ({number(change.pages_changed)} of {count(change.pages, 'page')} changed)"
     return f"{_MARKS[change.change]} {change.size_change:>+15,}  {shown(change.path)}{note}"
 
 
 @main.command()
 @common
-@click.option("--no-lines", is_flag=True, help="Do not count the lines added to transcripts: read no data pack.")
+@click.option("--no-lines", is_flag=True,
+              help="Do not count the lines added to transcripts or the pages changed in databases: read no data "
+                   "pack.")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
 @click.argument("where", metavar="[TREE[/PATH]]", required=False)
 def diff(config_path, store_url, as_json, no_lines, a, b, where):
     """List the paths added (A), removed (D) and changed (M) from checkpoint A to B.
 
-    A and B are sequence numbers or ISO-8601 times (the newest checkpoint at or before
-    each), optionally under TREE/PATH; each line gives the size change, and for a
-    transcript the complete lines added. Subtrees the two checkpoints share are
-    skipped unread; only the new segments of changed transcripts are read (none with
+    A and B each name a checkpoint as --at does (a sequence number, latest~N, or a
+    time: the newest checkpoint at or before it; UTC), optionally under TREE/PATH;
+    each line gives the size change, and for a
+    transcript the complete lines added, for a database the pages changed (a
+    database often keeps its size when its rows change). Subtrees the two
+    checkpoints share are skipped unread; only the new segments of changed
+    transcripts and the page maps of changed databases are read (none with
     --no-lines). --json gives the same as a list of records.
 
     Example:
@@ -165,7 +177,7 @@ def diff(config_path, store_url, as_json, no_lines, a, b, where):
         emit_json(result.changes)
     else:
         counts = {kind: sum(c.change == kind for c in result.changes) for kind in _MARKS}
-        echo(f"checkpoint {result.a} -> {result.b}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+        echo(f"checkpoint {result.a} -> {result.b}: " + ", ".join(f"{number(n)} {k}" for k, n in counts.items()))
         for change in result.changes:
             echo(_diff_line(change))
     _fallback_exit(result.skipped, "diff", result.b)
@@ -174,37 +186,103 @@ def diff(config_path, store_url, as_json, no_lines, a, b, where):
 @main.command()
 @common
 @click.option("--tree", metavar="TREE", help="Look in this tree only.")
-@click.option("--since", metavar="SEQ|ISO-TIME", help="Look only at checkpoints from this one (or time) on.")
-@click.argument("pattern")
-def find(config_path, store_url, as_json, tree, since, pattern):
+@click.option("--since", metavar="SEQ|TIME", help=f"Look only at checkpoints from this one on: {MOMENT}; a time "
+                                                  "means those made at or after it (a date: from its start).")
+@click.option("--session", metavar="ID", help="Instead of PATTERN: the harness sessions whose id begins with ID (at "
+                                              "least 8 characters), and the command that resumes each.")
+@click.argument("pattern", required=False)
+def find(config_path, store_url, as_json, tree, since, session, pattern):
     """For each path whose name matches PATTERN, the checkpoints holding it, newest first.
 
-    PATTERN is a glob ('*.jsonl', 'rollout-*'); one holding '/' matches the whole
-    TREE/PATH. Each line is one version of the path: the checkpoints from the one it
-    changed in to the newest still holding it (or a span in which it was absent).
-    Reads every manifest (from --since on) and each distinct index page once.
+    PATTERN is a glob ('*.jsonl', 'rollout-*') on each path's last name, at any
+    depth; one holding '/' matches the whole TREE/PATH, where '*' and '?' stop at
+    '/' and '**' crosses it: 'codex/*' is what lies right under codex,
+    'codex/**/*.jsonl' every transcript under it. Each line is one version of the
+    path: the checkpoints from the one it changed in to the newest still holding it
+    (or a span in which it was absent). Reads every manifest (from --since on) and
+    each distinct index page once.
+
+    --session ID finds a harness's session by its id (the whole id, or 8 or more of
+    its first characters: a prefix several share lists them all): for each, its
+    transcripts and database rows with the checkpoints holding them, its working
+    directory, and the command that resumes it there. A database is read only where
+    it changed (rebuilt in $TMPDIR, as cat does). No such session exits 1.
 
     Example:
 
         journal find 'rollout-*.jsonl' --tree codex --since 2026-03-01
+
+        journal find --session 019c8a4c-ed82-79a1-aa28-7738fc5ab61a
     """
     from ..browse.find import find as run_find
     from ..browse.where import parse_where
     from ..paths import shown
 
+    if (pattern is None) == (session is None):
+        raise click.UsageError("give PATTERN or --session ID, not both")
     if tree is not None:
         parse_where(tree, "find")
+    if session is not None:
+        _find_session(config_path, store_url, as_json, tree, since, session)
+        return
     view = _view(config_path, store_url, "find")
     result = run_find(view, pattern, tree=tree, since=since)
     if as_json:
         emit_json(result.found)
     else:
         if not result.found:
-            echo(f"no path matches {pattern!r} in {result.manifests} checkpoint(s)")
+            echo(f"no path matches {pattern!r} in {count(result.manifests, 'checkpoint')}")
         for found in result.found:
             echo(shown(found.path))
             for v in found.versions:
-                span = f"{v.first}" if v.first == v.last else f"{v.first}-{v.last}"
-                what = "absent" if v.kind is None else f"{v.kind:7} {v.size:>15,}  {_when(v.mtime_ns)}"
-                echo(f"  {span:>13}  {what}")
+                echo(_version_line(v))
     _fallback_exit(result.skipped, "find", None)
+
+
+def _version_line(v, indent: str = "  ") -> str:
+    span = f"{v.first}" if v.first == v.last else f"{v.first}-{v.last}"
+    what = "absent" if v.kind is None else f"{v.kind:7} {v.size:>15,}  {_when(v.mtime_ns)}"
+    return f"{indent}{span:>13}  {what}"
+
+
+def _find_session(config_path, store_url, as_json, tree, since, session) -> None:
+    from ..browse.sessions import check_session_id, find_sessions
+
+    check_session_id(session)
+    cfg, view = _config_view(config_path, store_url, "find")
+    harnesses = {t.name: t.preset for t in (*cfg.trees, *cfg.dormant) if t.preset}
+    result = find_sessions(view, session, harnesses, since=since, tree=tree)
+    if as_json:
+        emit_json(result.sessions)
+    else:
+        if len(result.sessions) > 1:
+            echo(f"{len(result.sessions)} sessions begin with {session!r} (give more of the id to name one):")
+        for found in result.sessions:
+            for line in _session_lines(found):
+                echo(line)
+    _fallback_exit(result.skipped, "find", None)
+
+
+def _session_lines(session) -> list[str]:
+    """A session: its id and harness, where to resume it, and its places' versions."""
+    import shlex
+
+    from ..paths import shown
+
+    span = f"checkpoint {session.first}" if session.first == session.last else \
+        f"checkpoints {session.first}-{session.last}"
+    lines = [f"{session.harness} session {session.id} (tree {session.tree}, {span})"]
+    if session.cwd is not None:
+        lines.append(f"  cwd     {shown(session.cwd)}")
+    command = shlex.join(session.resume)
+    if not session.resume:
+        command = f"no resume command is known for {session.harness}"
+    elif session.in_cwd and session.cwd is not None:
+        command = f"cd {shlex.quote(session.cwd)} && {command}"
+    elif session.in_cwd:
+        command += "  (in the session's working directory)"
+    lines.append(f"  resume  {command}")
+    for place in session.places:
+        lines.append(f"  {shown(place.path)} ({place.kind.value})")
+        lines.extend(_version_line(v, "    ") for v in place.versions)
+    return lines

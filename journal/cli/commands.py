@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from .app import EXIT_FALLBACK, CliReporter, common, durable_url, echo, emit_json, handle_errors, main, open_context
+from .app import (EXIT_FALLBACK, MOMENT, CliReporter, common, durable_url, echo, emit_json, handle_errors, main,
+                  open_context)
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
 # a timer every few seconds) loads only what it uses.
@@ -38,7 +39,7 @@ def init(config_path, store_url, as_json, encrypt, key_file):
     from ..repository.lineage import followed
     from ..repository.repository import Repository
 
-    cfg, store = open_context(config_path, store_url)
+    cfg, store = open_context(config_path, store_url, writes=True)
     key = KeySource(file=os.path.abspath(os.path.expanduser(key_file)), origin="--key-file") if key_file else cfg.key
     made = False
     try:
@@ -113,9 +114,9 @@ def log(config_path, store_url, as_json, limit):
 
 @main.command()
 @common
-@click.option("--at", metavar="SEQ|ISO-TIME",
-              help="Restore the newest checkpoint at or before this (a fork by its number); onto the live "
-                   "trees it needs --rollback.")
+@click.option("--at", metavar="SEQ|TIME",
+              help=f"Restore this checkpoint: {MOMENT}; a time means the newest checkpoint at or before it. Onto "
+                   "the live trees it needs --rollback.")
 @click.option("--rollback", is_flag=True,
               help="With --at: make the live trees exactly that checkpoint; local work it lacks is kept as a "
                    "fork first.")
@@ -152,22 +153,22 @@ def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, dry_
         from ..errors import ConfigError
         raise ConfigError("restore: --replace replaces an earlier export; add --to DIR (a live restore never "
                           "deletes local files)")
-    cfg, store = open_context(config_path, store_url)
+    cfg, store = open_context(config_path, store_url, writes=to_dir is None and not dry_run)
     reporter = CliReporter("restoring", quiet=as_json)
     result = run_restore(cfg, store, reporter, at=at, to=to_dir, dry_run=dry_run, replace=replace,
                          rollback=rollback)
     if as_json:
         emit_json(result)
     else:
-        verb = "would restore" if dry_run else "restored"
+        from .render import restored_line
+
         if not result.trees:
             echo("nothing to restore: the store has no checkpoint of a configured tree")
         for t in result.trees:
             if t.error:
                 echo(f"{t.name}: FAILED: {t.error}")
                 continue
-            acts = ", ".join(f"{n} {a}" for a, n in sorted(t.actions.items()))
-            echo(f"{t.name}: {verb} from checkpoint {t.seq} into {t.dest}: {acts}; {t.bytes:,} bytes")
+            echo(restored_line(t, dry_run))
             for path in t.lost:
                 why = f"refused: {t.refused[path]}" if path in t.refused else "no good copy in any checkpoint"
                 echo(f"{t.name}: LOST {shown(path)}: {why}")
@@ -203,7 +204,7 @@ def verify(config_path, store_url, as_json, full):
         journal verify --full --json
     """
     from ..repository.lineage import open_existing
-    from ..verify import WARNING, verify as run_verify
+    from ..verify import verify as run_verify
 
     cfg, store = open_context(config_path, store_url)
     result = run_verify(open_existing(store, cfg.state_dir, audit=True, key=cfg.key),
@@ -211,17 +212,10 @@ def verify(config_path, store_url, as_json, full):
     if as_json:
         emit_json({"ok": result.ok, **{f: getattr(result, f) for f in result.__struct_fields__}})
     else:
-        for f in result.findings:
-            where = f"manifest {f.manifest}" if f.manifest is not None else "store"
-            echo(f"{'warning: ' if f.severity == WARNING else ''}{f.kind}: {where}: {f.key}: {f.detail}")
-        what = f"{result.manifests} manifest(s), {result.pages} page(s), {result.packs} pack(s)"
-        if result.inputs:
-            what += f", {result.inputs} input(s)"
-        if full:
-            what += f", {result.blobs} blob(s) re-hashed"
-        warnings = len(result.findings) - len(result.errors)
-        echo(f"{'ok' if result.ok else 'FINDINGS'}: {what}, {len(result.errors)} finding(s)"
-             + (f", {warnings} warning(s)" if warnings else ""))
+        from .render import verify_lines
+
+        for line in verify_lines(result):
+            echo(line)
     if not result.ok:
         sys.exit(1)
 
@@ -247,7 +241,7 @@ def trees(config_path, store_url, as_json):
 
         journal trees --json
     """
-    from ..config import no_trees_hint
+    from ..config import DEFAULT_JSONL, no_trees_hint
 
     cfg, _ = open_context(config_path, store_url)
     if as_json:
@@ -260,9 +254,12 @@ def trees(config_path, store_url, as_json):
     echo(f"interval:  {cfg.interval:g}s")
     echo(f"inputs:    at most {cfg.input_limit:,} bytes each; socket {cfg.input_socket}")
     if not cfg.trees:
-        echo(f"trees:     none: {no_trees_hint(cfg)}")
+        echo(f"trees:     none: {no_trees_hint(cfg, in_trees=True)}")
     for t in cfg.trees:
         extra = f"  exclude {', '.join(t.exclude)}" if t.exclude else ""
+        jsonl = [p for p in t.jsonl if p not in DEFAULT_JSONL]   # every tree reads *.jsonl and *.ndjson so
+        if jsonl:
+            extra += f"  jsonl {', '.join(jsonl)}"
         if t.sqlite:
             extra += f"  sqlite {', '.join(t.sqlite)}"
         echo(f"  {t.name:10} {t.path}{extra}")
@@ -310,15 +307,28 @@ def demo(workdir, as_json):
 @click.option("--pass-key-env", is_flag=True,
               help="Pass $JOURNAL_PASSPHRASE, $JOURNAL_KEY_FILE and $JOURNAL_NEW_PASSPHRASE on to CMD "
                    "(by default CMD runs without them).")
+@click.option("-v", "--verbose", is_flag=True, help="Also log each checkpoint that committed, skipped ticks and notes.")
+@click.option("-q", "--quiet", is_flag=True, help="Log errors only.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, envvar="JOURNAL_LOG_FORMAT",
+              help="How the log lines on stderr are written: text, or one JSON object per line for a log "
+                   "collector ($JOURNAL_LOG_FORMAT).")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_input_socket, metrics_file,
-              pass_key_env, cmd):
+              pass_key_env, verbose, quiet, log_format, cmd):
     """Restore, run CMD, checkpoint on a timer, and take a final checkpoint on exit.
 
-    Use it as a container's PID 1. CMD never starts if the restore is incomplete
-    (exit 1; 2 for a configuration error). It exits with CMD's status. With --json,
-    a JSON summary (exit status, error, status file) is printed on stdout at exit;
-    warnings still go to stderr. CMD finds the input journal's socket in
+    Use it as a container's PID 1, with a store named (--store, $JOURNAL_STORE or
+    `store` in the config): it refuses the implicit default store, which lives on
+    the container's own disk (exit 2). CMD never starts if the restore is incomplete
+    (exit 1; 2 for a configuration error; 127 when CMD cannot run). It exits with
+    CMD's status, 137 when CMD outlived --grace and was killed, or 128+N when signal
+    N stopped it before CMD started. It logs on stderr
+    one line at start (the store, what was restored into which trees, how long it
+    took), one per error and per recovery, and one for the final checkpoint (-v: also
+    each checkpoint; -q: errors only; --log-format json: JSON objects). With --json,
+    a JSON summary (exit status, error, status file) is printed on stdout at exit.
+    CMD finds the input journal's socket in
     $JOURNAL_INPUT_SOCKET (see `journal input --help`). CMD runs without the
     variables that open an encrypted store ($JOURNAL_PASSPHRASE, $JOURNAL_KEY_FILE,
     $JOURNAL_NEW_PASSPHRASE) unless --pass-key-env. --metrics-file writes the
@@ -331,9 +341,14 @@ def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_i
         journal supervise --interval 15 --metrics-file /run/journal.prom -- node server.js
     """
     from ..config import check_interval, load_config, parse_duration
+    from ..errors import ConfigError
     from ..store import open_store
+    from ..supervise.events import Level
     from ..supervise.run import Supervisor
+    from .supervise_log import LogFormat, SuperviseLog
 
+    if verbose and quiet:
+        raise ConfigError("supervise: -v and -q ask for more and for less; give one of them")
     if interval is not None:
         interval = check_interval(parse_duration(interval, "--interval"), "--interval")
     grace = parse_duration(grace, "--grace")
@@ -345,8 +360,9 @@ def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_i
     durable_url(cfg.store)
     sup = Supervisor(cfg, lambda: open_store(cfg.store, make_parents=cfg.default_store), list(cmd),
                      interval=interval or cfg.interval, grace=grace, restore_first=not no_restore,
-                     reporter=CliReporter(), serve_inputs=not no_input_socket, metrics_file=metrics_file,
-                     pass_key_env=pass_key_env)
+                     log=SuperviseLog(Level.DEBUG if verbose else Level.ERROR if quiet else Level.INFO,
+                                      LogFormat(log_format)),
+                     serve_inputs=not no_input_socket, metrics_file=metrics_file, pass_key_env=pass_key_env)
     code = sup.run()
     if as_json:
         emit_json(sup.summary(code))
@@ -413,8 +429,10 @@ def takeover(config_path, store_url, as_json):
         echo(f"this machine no longer follows store {result.left_store} (it knew checkpoint {result.left_seq} "
              "there); that store is left as it is")
     elif result.left_seq is not None:
-        echo(f"checkpoint(s) {result.seq + 1}-{result.left_seq} that this machine knew are not in the store "
-             "any more; they are left behind")
+        gone = (f"checkpoint {result.left_seq}" if result.left_seq == result.seq + 1
+                else f"checkpoints {result.seq + 1}-{result.left_seq}")
+        echo(f"{gone}, which this machine knew, {'is' if result.left_seq == result.seq + 1 else 'are'} not in the "
+             "store any more; left behind")
 
 
 @main.command("gc")
@@ -436,10 +454,13 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
 
     Mark: unkept checkpoints and unreachable packs get a tombstone. Sweep: what a
     tombstone older than --grace names is deleted, unless a checkpoint present now
-    needs it. The newest checkpoint of every tree is always kept. Stored inputs
-    expire only with --keep-inputs-within (delivered ones; every one with
-    --include-undelivered), by the same two phases; each session's newest input
-    always stays. Given alone, it keeps every checkpoint.
+    needs it. A run sweeps only tombstones that were there when it started, so what
+    it marks is deleted by a later run (the next one, with --grace 0); it says so.
+    The newest checkpoint of every tree is always kept. With no --keep-* option gc
+    refuses: it never guesses what to keep. Stored inputs expire only with
+    --keep-inputs-within (delivered ones; every one with --include-undelivered), by
+    the same two phases; each session's newest input always stays;
+    --keep-inputs-within alone keeps every checkpoint.
 
     Example:
 
@@ -462,7 +483,7 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
     if policy.is_empty() and inputs.is_empty():
         raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
                           "--keep-within DURATION, --keep-hourly N, --keep-daily N, --keep-inputs-within DURATION")
-    cfg, store = open_context(config_path, store_url)
+    cfg, store = open_context(config_path, store_url, writes=not dry_run)
     seconds = parse_duration(grace, "--grace")
     plan, result = run_gc(open_existing(store, cfg.state_dir, key=cfg.key), policy, seconds, dry_run=dry_run,
                           reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
@@ -470,39 +491,7 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
     if as_json:
         emit_json({"dry_run": dry_run, "plan": plan, "result": result})
         return
-    verb = "would" if dry_run else "will"
-    echo(f"keep {len(plan.kept)} checkpoint(s): " + ", ".join(str(s) for s in sorted(plan.kept)))
-    echo(f"expire {len(plan.expire)} checkpoint(s): " + (", ".join(str(s) for s in plan.expire) or "none"))
-    if plan.unreadable:
-        echo(f"left alone (unreadable): {', '.join(str(s) for s in plan.unreadable)}")
-    for seq, parent in sorted(plan.forks.items()):
-        fate = "; ".join(plan.kept[seq]) if seq in plan.kept else f"{verb} expire: its parent is not kept"
-        echo(f"  fork {seq} (built on checkpoint {parent}): {'kept: ' if seq in plan.kept else ''}{fate}")
-    kinds = ", ".join(f"{n:,} {kind}(s)" for kind, n in sorted(plan.tombstone_kinds.items()))
-    echo(f"tombstone {plan.tombstone_count} object(s) ({plan.tombstone_bytes:,} bytes)"
-         + (f": {kinds}" if kinds else ""))
-    for item in plan.tombstone[:3]:
-        why = {"manifest": "expired checkpoint", "pack": "no kept checkpoint needs it",
-               "orphan": "no checkpoint ever named it", "input": "expired input"}.get(item.kind, item.kind)
-        echo(f"  e.g. {item.key} ({item.bytes:,} bytes): {why}")
-    echo(f"delete {plan.delete_count} object(s) tombstoned more than {grace} ago: "
-         f"{plan.bytes_freed:,} bytes {verb} be freed")
-    for item in plan.delete[:3]:
-        echo(f"  e.g. {item.key} ({item.kind}, {item.bytes:,} bytes)")
-    if plan.waiting:
-        echo(f"wait: {plan.waiting} orphan pack(s) stay until a checkpoint newer than their mark is "
-             f"committed (an upload in flight when they were marked may still commit)")
-    for key, why in list(plan.kept_samples.items())[:5]:
-        echo(f"  kept {key}: {why}")
-    if result is not None:
-        first, written = result.tombstone_key or "none", result.tombstones_written
-        if written > 1:
-            first = f"{first}+{written - 1}"  # the first key, and how many more: one word
-        if result.protected:
-            echo(f"kept {result.protected} planned deletion(s): a checkpoint committed during gc needs them")
-        echo(f"done: tombstone {first}, deleted {result.deleted} object(s), "
-             f"{result.bytes_freed:,} bytes freed, {result.tombstones_removed} tombstone(s) swept"
-             + (f" ({result.tombstones_rewritten} written again with only what still waits)"
-                      if result.tombstones_rewritten else ""))
-        if result.lease_renewals:
-            echo(f"the gc lease was renewed {result.lease_renewals} time(s) during this long run")
+    from .render import gc_lines
+
+    for line in gc_lines(plan, result, dry_run, grace):
+        echo(line)

@@ -27,8 +27,11 @@ from ..repository.repository import Repository
 from ..restore.run import restore
 from ..store import open_store
 from ..verify import verify
+from .output import count
 
 ROLLOUT = "codex-home/sessions/2026/12/02/rollout-2026-12-02T10-00-00-0193a6f0-demo.jsonl"
+#: A file of the tree the codex preset leaves out (a rebuildable cache): never checkpointed.
+CACHE = "codex-home/logs_2.sqlite"
 
 # The child: holds the rollout open for its whole life, appends a line every 20 ms
 # (flush, no fsync, no close), then starts one more line and hangs mid-write.
@@ -83,7 +86,8 @@ def _run(work: str, reporter: Reporter, child_lines: int) -> DemoResult:
     say = result.lines.append
     files = generate_tree(local)
     cfg = load_config(env={"AM_LOCAL": local, "JOURNAL_STORE": store_dir, "HOME": work})
-    say(f"work dir {work}: {files} files in {len(cfg.trees)} trees ({', '.join(t.name for t in cfg.trees)}), "
+    say(f"work dir {work}: {count(files, 'file')} in {count(len(cfg.trees), 'tree')} "
+        f"({', '.join(t.name for t in cfg.trees)}), "
         f"store {store_dir}")
     rollout = os.path.join(local, ROLLOUT)
     child = subprocess.Popen([sys.executable, "-c", _CHILD, rollout, str(child_lines)],
@@ -99,14 +103,14 @@ def _run(work: str, reporter: Reporter, child_lines: int) -> DemoResult:
         child.wait()
     idle = checkpoint(cfg, open_store(cfg.store), reporter)
     result.idle_objects = idle.objects
-    say(f"child killed with SIGKILL; an idle checkpoint then uploaded {idle.objects} objects")
+    say(f"child killed with SIGKILL; an idle checkpoint then uploaded {count(idle.objects, 'object')}")
     with open(rollout, "rb") as fh:
         live = fh.read()
     result.lines_written = live.count(b"\n")
     result.torn_bytes = len(live) - (live.rfind(b"\n") + 1)
     shutil.rmtree(local)
-    say(f"live tree wiped: {result.lines_written} complete lines and a torn tail of "
-        f"{result.torn_bytes} bytes were in the rollout")
+    say(f"live tree wiped: {count(result.lines_written, 'complete line')} and a torn tail of "
+        f"{count(result.torn_bytes, 'byte')} were in the rollout")
     restored = restore(cfg, open_store(cfg.store), reporter)
     with open(rollout, "rb") as fh:
         back = fh.read()
@@ -114,13 +118,16 @@ def _run(work: str, reporter: Reporter, child_lines: int) -> DemoResult:
     result.torn_restored = not back.endswith(b"\n")
     for line in back.splitlines():
         json.loads(line)
-    say(f"restored {sum(sum(t.actions.values()) for t in restored.trees)} paths from checkpoint {restored.seq}: "
-        f"{result.lines_restored} lines in the rollout, every one valid JSON; torn line "
+    files = sum(sum(t.actions.values()) for t in restored.trees)
+    dirs = sum(sum(t.directories.values()) for t in restored.trees)
+    say(f"restored {count(files, 'file')} and {count(dirs, 'directory')} from checkpoint {restored.seq} "
+        f"(every file but {CACHE}, a log the codex preset leaves out): "
+        f"{count(result.lines_restored, 'line')} in the rollout, every one valid JSON; torn line "
         f"{'RESTORED (bad)' if result.torn_restored else 'kept out'}")
     found = verify(Repository.open(open_store(cfg.store), key=cfg.key), full=True)
     result.verify_findings = len(found.errors)
-    say(f"verify --full: {found.manifests} manifests, {found.blobs} blobs re-hashed, "
-        f"{len(found.errors)} findings")
+    say(f"verify --full: {count(found.manifests, 'manifest')}, {count(found.blobs, 'blob')} hashed, "
+        f"{count(len(found.errors), 'error')}")
     result.ok = (restored.complete and result.lines_restored == result.lines_written
                  and back == live[: len(back)] and not result.torn_restored
                  and result.idle_objects == 0 and found.ok)
@@ -134,8 +141,8 @@ def _tick(cfg, reporter, result: DemoResult, when: str) -> None:
         lines = fh.read().count(b"\n")
     result.checkpoints.append({"seq": r.seq, "objects_uploaded": r.objects, "bytes_uploaded": r.bytes,
                                "rollout_lines": lines})
-    result.lines.append(f"checkpoint {r.seq} {when}: {r.objects} objects and {r.bytes:,} bytes uploaded "
-                        f"(rollout has {lines} complete lines)")
+    result.lines.append(f"checkpoint {r.seq} {when}: {count(r.objects, 'object')} and {count(r.bytes, 'byte')} "
+                        f"uploaded (rollout has {count(lines, 'complete line')})")
 
 
 def generate_tree(local: str) -> int:
@@ -146,7 +153,7 @@ def generate_tree(local: str) -> int:
         "codex-home/config.toml": 'model = "gpt-5.3-codex"\napproval_policy = "on-request"\n',
         "codex-home/history.jsonl": "".join(json.dumps({"session_id": sid, "ts": 1764669600 + i,
                                                         "text": f"prompt {i}"}) + "\n" for i in range(5)),
-        "codex-home/state_5.sqlite": "not copied: a rebuildable cache",
+        CACHE: "not copied: a log",
         ROLLOUT: json.dumps({"timestamp": "2026-12-02T10:00:00.000Z", "type": "session_meta",
                              "payload": {"id": sid, "cwd": "/home/node/work", "originator": "codex_cli_rs",
                                          "cli_version": "0.104.0", "instructions": "x" * 2000}}) + "\n",

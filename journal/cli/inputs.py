@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import sys
-import time
 
 import click
 
 from .app import CliReporter, common, durable_url, echo, emit_json, main
+from .base import default_store_warning
+from .output import count
 from ..errors import ConfigError, InputTooLarge, describe_os_error
 
 
@@ -26,12 +26,14 @@ def input_group():
     """
 
 
-def _open(config_path, store_url, *, create: bool, quiet: bool):
+def _open(config_path, store_url, *, create: bool, quiet: bool, writes: bool = False):
     from ..config import load_config
     from ..inputs.log import open_log
 
     cfg = load_config(config_path, store=store_url)
     durable_url(cfg.store)
+    if writes:
+        default_store_warning(cfg)
     return cfg, lambda: open_log(cfg, create=create, reporter=CliReporter(quiet=quiet))
 
 
@@ -57,7 +59,7 @@ def append(config_path, store_url, as_json, harness, session, pane, client_id, f
     """
     if (file_path is None) == (stdin is None) or stdin not in (None, "-"):
         raise ConfigError("input append: give the text as --file F or as - (standard input), one of the two")
-    cfg, open_log = _open(config_path, store_url, create=True, quiet=as_json)
+    cfg, open_log = _open(config_path, store_url, create=True, quiet=as_json, writes=True)
     text = _read_text(file_path, cfg.input_limit)
     done = open_log().append(harness, session, text, pane=pane, client_id=client_id)
     if as_json:
@@ -88,7 +90,8 @@ def _read_text(path: str | None, limit: int) -> bytes:
 @common
 @click.option("--harness", help="Only this harness's inputs.")
 @click.option("--session", help="Only this session's inputs (with --harness).")
-@click.option("--since", metavar="TIME", help="Only inputs submitted at or after TIME (ISO-8601, or 30m, 2h, 7d ago).")
+@click.option("--since", metavar="TIME", help="Only inputs submitted at or after TIME: an ISO-8601 time or date "
+                                             "(UTC; a date from its start), or a duration ago (30m, 2h, 7d).")
 @click.option("--undelivered", is_flag=True, help="Only inputs never marked delivered.")
 def list_inputs(config_path, store_url, as_json, harness, session, since, undelivered):
     """List stored inputs by session and sequence.
@@ -100,7 +103,9 @@ def list_inputs(config_path, store_url, as_json, harness, session, since, undeli
 
         journal input list --undelivered --json
     """
-    since_ns = _since(since) if since is not None else None
+    from ..repository.moment import parse_time
+
+    since_ns = parse_time(since, "input list", "--since").first_ns if since is not None else None
     _cfg, open_log = _open(config_path, store_url, create=False, quiet=as_json)
     found = open_log().list(harness=harness, session=session, since_ns=since_ns, undelivered=undelivered)
     if as_json:
@@ -109,23 +114,7 @@ def list_inputs(config_path, store_url, as_json, harness, session, since, undeli
     for info in found:
         where = f"{info.harness}/{info.session}" + (f" pane {info.pane}" if info.pane else "")
         state = "delivered" if info.delivered else "UNDELIVERED"
-        echo(f"{info.id}  {info.submitted}  {info.size:>9,} bytes  {state:11}  {where}")
-
-
-def _since(text: str) -> int:
-    from ..config import parse_duration
-
-    try:
-        when = _dt.datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            return time.time_ns() - int(parse_duration(text, "--since") * 1e9)
-        except ConfigError:
-            raise ConfigError(f"input list: --since {text!r} is neither an ISO-8601 time nor a duration "
-                              "(30m, 2h, 7d)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.timezone.utc)
-    return int(when.timestamp() * 1e9)
+        echo(f"{info.id}  {info.submitted}  {count(info.size, 'byte'):>15}  {state:11}  {where}")
 
 
 @input_group.command("show")
@@ -168,7 +157,7 @@ def mark_delivered(config_path, store_url, as_json, input_id):
 
         journal input mark-delivered codex.S1-0123456789abcdef0123/7
     """
-    _cfg, open_log = _open(config_path, store_url, create=False, quiet=as_json)
+    _cfg, open_log = _open(config_path, store_url, create=False, quiet=as_json, writes=True)
     done = open_log().mark_delivered(input_id)
     if as_json:
         emit_json(done)
@@ -201,6 +190,6 @@ def serve(config_path, store_url, as_json, socket_path, read_timeout, ready_fd, 
     from ..paths import abs_path
     from ..inputs.server import READ_TIMEOUT, run_server
 
-    cfg, open_log = _open(config_path, store_url, create=True, quiet=as_json)
+    cfg, open_log = _open(config_path, store_url, create=True, quiet=as_json, writes=True)
     run_server(open_log, abs_path(socket_path) or cfg.input_socket, CliReporter(quiet=as_json),
                ready_fd=ready_fd, parent_pid=parent_pid, read_timeout=read_timeout or READ_TIMEOUT)

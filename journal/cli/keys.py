@@ -34,12 +34,12 @@ def key_group():
 def _open(config_path, store_url, op: str):
     from ..repository.repository import Repository
 
-    cfg, store = open_context(config_path, store_url)
+    cfg, store = open_context(config_path, store_url, writes=op != "key list")
     repo = Repository.open(store, key=cfg.key)
     if not repo.codec.encrypted:
         raise ConfigError(f"{op}: {cfg.store} is not encrypted: only an encrypted store has keys "
                           "(`journal init --encrypt` starts one)")
-    return repo
+    return cfg, repo
 
 
 def new_key(op: str, new_key_file: str | None) -> tuple[KeySource, bool]:
@@ -73,7 +73,7 @@ def key_list(config_path, store_url, as_json):
     """
     from ..crypto.manage import list_keys
 
-    repo = _open(config_path, store_url, "key list")
+    _, repo = _open(config_path, store_url, "key list")
     keys = list_keys(repo.store, repo.store_id, repo.key_id)
     if as_json:
         emit_json(keys)
@@ -95,7 +95,7 @@ def key_add(config_path, store_url, as_json, new_key_file):
     from ..crypto.manage import add_key
     from ..repository.repository import utc_now
 
-    repo = _open(config_path, store_url, "key add")
+    _, repo = _open(config_path, store_url, "key add")
     source, created = new_key("key add", new_key_file)
     kid = add_key(repo.store, repo.store_id, repo.codec, repo.key_id, source, utc_now())
     if as_json:
@@ -119,7 +119,7 @@ def key_remove(config_path, store_url, as_json, key_id):
     """
     from ..crypto.manage import remove_key
 
-    repo = _open(config_path, store_url, "key remove")
+    _, repo = _open(config_path, store_url, "key remove")
     kid = remove_key(repo.store, repo.store_id, repo.codec, repo.key_id, key_id)
     if as_json:
         emit_json({"removed": kid})
@@ -133,7 +133,9 @@ def key_remove(config_path, store_url, as_json, key_id):
 def key_rotate(config_path, store_url, as_json, new_key_file):
     """Replace the key this command opened the store with by a new one, in one
     step (the new key is written and checked first); no data is rewritten, and
-    the master key stays the same.
+    the master key stays the same. A supervisor running here goes on with the key
+    it holds, but its environment still names the old one: a warning says so,
+    and it must be given the new key before it restarts.
 
     Example:
 
@@ -142,12 +144,26 @@ def key_rotate(config_path, store_url, as_json, new_key_file):
     from ..crypto.manage import rotate_key
     from ..repository.repository import utc_now
 
-    repo = _open(config_path, store_url, "key rotate")
+    cfg, repo = _open(config_path, store_url, "key rotate")
     source, created = new_key("key rotate", new_key_file)
     kid = rotate_key(repo.store, repo.store_id, repo.codec, repo.key_id, source, utc_now())
+    _warn_supervisor(cfg, source)
     if as_json:
         emit_json({"added": kid, "removed": repo.key_id, "key": source.describe(), "key_file_created": created})
         return
     if created:
         echo(keep_copy_note(source), err=True)
     echo(f"replaced key {repo.key_id} by key {kid} ({source.describe()}); open the store with it from now on")
+
+
+def _warn_supervisor(cfg, source: KeySource) -> None:
+    """After ``key rotate``: a supervisor running here opened the store with the old key,
+    which its environment still names; it goes on, but would not start again."""
+    from ..local.state import lock_held
+    from ..paths import SUPERVISE_LOCK
+
+    if lock_held(cfg.state_dir, SUPERVISE_LOCK):
+        echo(f"warning: key rotate: a supervisor is running on {cfg.state_dir} and its environment still names "
+             f"the old key ({cfg.key.describe()}), which no longer opens the store; it goes on with the key it "
+             f"holds, but would fail to start again: point it at the new key ({source.describe()}) before it "
+             "restarts", err=True)

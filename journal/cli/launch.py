@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from .output import IDLE_LINE, INTERRUPTED, OutputClosed, interrupted, output_closed, reader_gone, wants_json
+from .output import INTERRUPTED, OutputClosed, idle_line, interrupted, output_closed, reader_gone, wants_json
 
 
 def main(fast_exit: bool = False) -> int | None:
@@ -88,7 +88,7 @@ def _plain_checkpoint(opts: dict, started: float):
         if opts["json"]:  # as app.emit_json prints it, without importing json or msgspec
             print(proven.result_json.replace('"seconds": 0.0', f'"seconds": {seconds!r}', 1))
         else:
-            print(IDLE_LINE.format(len(proven.result["trees"])))
+            print(idle_line(len(proven.result["trees"])))
         return 0
     debug = _plain_debug(opts)
     if debug is None:
@@ -181,12 +181,18 @@ def _plain_debug(opts: dict) -> bool | None:
     return True if value in _YES else False if value in _NO else None
 
 
+#: The options ``journal`` itself takes before the command (``app.shared_options``).
+_GLOBAL = ("--json", "--debug", "--store", "--config")
+
+
 def _checkpoint_options(argv: list[str]) -> dict | None:
-    """The options of a plain ``journal checkpoint`` command line, else None."""
-    if not argv or argv[0] != "checkpoint":
+    """The options of a plain ``journal checkpoint`` command line (the ones every
+    command takes may come before ``checkpoint`` too), else None."""
+    at = _command_at(argv)
+    if at is None or argv[at] != "checkpoint":
         return None
     opts = {"json": False, "store": None, "config": None, "allow_deletions": False, "debug": False}
-    args = iter(argv[1:])
+    args = iter(argv[:at] + argv[at + 1:])
     for arg in args:
         name, eq, value = arg.partition("=")
         if arg == "--json":
@@ -203,6 +209,18 @@ def _checkpoint_options(argv: list[str]) -> dict | None:
         else:  # --wait, --help, anything new: the full command handles it
             return None
     return opts
+
+
+def _command_at(argv: list[str]) -> int | None:
+    """Where the command is in ``argv``, past the options of ``_GLOBAL`` (each value
+    of ``--store`` and ``--config`` with them); None when anything else comes first."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        name, eq, _ = argv[i].partition("=")
+        if name not in _GLOBAL or (eq and name in ("--json", "--debug")):
+            return None
+        i += 2 if name in ("--store", "--config") and not eq else 1
+    return i if i < len(argv) else None
 
 
 def _quiet_checkpoint(opts: dict):

@@ -7,6 +7,7 @@ import sys
 import click
 
 from .app import CliReporter, common, echo, emit_json, main, open_context
+from .output import count, number
 
 
 @main.command()
@@ -34,7 +35,7 @@ def migrate(config_path, store_url, as_json, legacy_root, old_home, dry_run):
     """
     from ..migrate.execute import migrate as run_migrate
 
-    cfg, store = open_context(config_path, store_url)
+    cfg, store = open_context(config_path, store_url, writes=not dry_run)
     report = run_migrate(cfg, store, legacy_root, old_home=old_home, dry_run=dry_run,
                          reporter=CliReporter("verifying", quiet=as_json))
     if as_json:
@@ -64,7 +65,8 @@ def _render(report) -> None:
         echo(f"open     transcript       {o.path} (tree {o.tree}, pid {', '.join(map(str, o.pids))})")
     for c in report.captures:
         state = "ok" if c.ok else "NOT CAPTURED"
-        echo(f"captured {state:16} {c.path}: {c.complete:,} complete bytes, checkpoint holds {c.stored:,}"
+        echo(f"captured {state:16} {c.path}: {count(c.complete, 'complete byte')}, checkpoint holds "
+             f"{number(c.stored)}"
              + (f" ({c.detail})" if c.detail else ""))
     for w in report.warnings:
         echo(f"warning: {w}")

@@ -1,5 +1,6 @@
 """What both the idle fast path (``launch``) and the click app print on their own: the
-idle line, the interrupted line and its exit code, whether ``--json`` was asked, and
+idle line, how every command says a count (``count``, ``number``: ``render`` uses them
+too), the interrupted line and its exit code, whether ``--json`` was asked, and
 how a command ends when the reader of its output went away (``journal log | head -1``).
 
 ``launch`` imports this before click, so it imports nothing of journal or click.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-IDLE_LINE = "idle: nothing changed in {} tree(s); nothing written"
+IDLE_LINE = "idle: nothing changed in {}; nothing written"
 INTERRUPTED = 130  # 128 + SIGINT, as the command line exits on Ctrl-C
 READER_GONE = 141  # 128 + SIGPIPE, as a shell reports a tool that SIGPIPE ended (`| head`)
 
@@ -19,6 +20,32 @@ class OutputClosed(Exception):
     """stdout's (or stderr's) reader went away. Not an ``OSError``: click turns an
     ``EPIPE`` into exit 1, so the app raises this past click to the launcher, which
     ends the command with ``READER_GONE`` (``reader_gone``)."""
+
+
+def number(n: int) -> str:
+    """Every count and size a command prints, one way: with thousands separators (``12,345``)."""
+    return f"{n:,}"
+
+
+def plural(noun: str) -> str:
+    """``file`` -> ``files``, ``directory`` -> ``directories``, ``match`` -> ``matches``
+    (the last word of ``orphan pack`` -> ``orphan packs``)."""
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "o", "u", ""):
+        return noun[:-1] + "ies"
+    if noun.endswith(("s", "x", "ch", "sh")):
+        return noun + "es"
+    return noun + "s"
+
+
+def count(n: int, noun: str) -> str:
+    """A number and its noun, as every command says it: ``1 file``, ``3 files``,
+    ``12,345 bytes`` (never ``file(s)``, never ``1 files``)."""
+    return f"{number(n)} {noun if n == 1 else plural(noun)}"
+
+
+def idle_line(trees: int) -> str:
+    """The line of an idle checkpoint."""
+    return IDLE_LINE.format(count(trees, "tree"))
 
 
 def wants_json(argv: list[str]) -> bool:

@@ -1,8 +1,10 @@
-"""The words every command uses for what a checkpoint did (design §10, "One vocabulary"):
+"""The words every command uses (design §10, "One vocabulary"):
 
 *files* (every entry but directories), *directories*, *deletions* (vanished paths a
 checkpoint drops) and *bytes uploaded* (the manifest included), said the same way by
-``checkpoint``, ``log`` and ``status``; ``--json`` uses the same names.
+``checkpoint``, ``log``, ``status``, ``restore`` and the browse commands; ``--json``
+uses the same names. Every count is a number and its noun (``count``: ``1 file``,
+``3 files``, never ``file(s)``), every number has thousands separators (``number``).
 """
 
 from __future__ import annotations
@@ -10,12 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 
-_PLURALS = {"directory": "directories"}
-
-
-def count(n: int, noun: str) -> str:
-    """``1 file``, ``3 files``, ``2 directories``."""
-    return f"{n:,} {noun if n == 1 else _PLURALS.get(noun, noun + 's')}"
+from .output import count, number, plural  # noqa: F401 (the helpers every command prints with)
 
 
 def changes(files: int, dirs: int, files_deleted: int, dirs_deleted: int) -> str:
@@ -63,7 +60,7 @@ def ago(seconds: float) -> str:
 def status_lines(rep, now: float | None = None) -> list[str]:
     """``journal status`` as text, from a ``StatusReport``."""
     now = time.time() if now is None else now
-    lines = [f"supervisor: {'running, pid ' + str(rep.pid) if rep.running else 'not running'}"]
+    lines = supervisor_lines(rep.supervisor, rep.status, now)
     rec = rep.last_checkpoint
     if rec is None:
         lines.append("last checkpoint: none recorded")
@@ -91,31 +88,163 @@ def status_lines(rep, now: float | None = None) -> list[str]:
         if rs.fork is not None:
             lines.append(f"  FORK {rs.fork}: {rs.fork_note}")
     size = rep.local_state
-    lines.append(f"local state: {size.bytes:,} bytes (chunks {size.chunks:,}, sqlite-base {size.sqlite_base:,}, "
-                 f"maps {size.maps:,}, pages {size.pages:,})")
-    st = rep.status
-    if st.input_socket:
-        lines.append(f"input socket: {st.input_socket}" + (f" NOT SERVED: {st.input_error}" if st.input_error
-                                                            else " (served)"))
+    lines.append(f"local state: {count(size.bytes, 'byte')} (chunks {number(size.chunks)}, sqlite-base "
+                 f"{number(size.sqlite_base)}, maps {number(size.maps)}, pages {number(size.pages)})")
+    sup = rep.supervisor
+    if sup.input_socket:
+        lines.append(f"input socket: {sup.input_socket}" + (" (served)" if sup.input_served
+                                                             else f" NOT SERVED: {sup.input_error}"))
     lines += [f"warning: {w}" for w in rep.warnings]
     return lines
 
 
+def supervisor_lines(sup, recorded, now: float) -> list[str]:
+    """The supervisor as ``judge_supervisor`` found it (a ``SupervisorReport``), and what
+    of its record is stale."""
+    if sup.state == "running":
+        timer = f", a checkpoint every {sup.interval:g}s" if sup.interval else ""
+        cmd = f"CMD pid {sup.cmd_pid}" if sup.cmd_pid else "CMD not started"
+        return [f"supervisor: running, pid {sup.pid} ({cmd}{timer})"]
+    if sup.state == "died":
+        lines = [f"supervisor: NOT RUNNING (started {when(recorded.started, now)}, no stop recorded); "
+                 "status.json is stale:"]
+        return lines + [f"  stale: {item}" for item in sup.stale]
+    if sup.state == "stopped":
+        return [f"supervisor: not running (stopped {when(recorded.stopped, now)})"]
+    return ["supervisor: not running"]
+
+
+#: What ``journal log`` says once, under its table, when a row is marked ``EXPIRED``.
+EXPIRED_NOTE = ("EXPIRED: a gc tombstone names the checkpoint; a gc after the grace period deletes it "
+                "(`journal restore --at` may still use it until then)")
+
+
 def log_lines(entries) -> list[str]:
-    """``journal log`` as text, from ``ManifestInfo``s (newest first)."""
+    """``journal log`` as text, from ``ManifestInfo``s (newest first). An expired
+    checkpoint's row ends in ``EXPIRED``, said once under the table (``EXPIRED_NOTE``)."""
     lines = [f"{'seq':>6}  {'time':24}  {'host':16} {'files':>7} {'size':>13} {'uploaded':>11} {'objects':>7}"]
     for e in entries:
+        mark = "  EXPIRED" if e.expired else ""
         if e.error:
-            lines.append(f"{e.seq:>6}  UNREADABLE: {e.error}")
-        else:
-            lines.append(f"{e.seq:>6}  {e.created:24}  {e.host[:16]:16} {e.files:>7,} {e.size:>13,} "
-                         f"{e.bytes_uploaded:>11,} {e.objects_uploaded:>7}")
-            if e.fork is not None:
-                lines.append(f"{'':>6}  FORK of checkpoint {e.parent or 0}, not on the main line: {e.fork}; "
-                             f"`journal ls --at {e.seq}` shows it")
-            for name, why in sorted(e.restored.items()):
-                lines.append(f"{'':>6}  RESTORED {name}: {why}")
-        if e.expired:
-            lines.append(f"{'':>6}  EXPIRED: a gc tombstone of {e.expired} names it; a gc after the grace "
-                         "period deletes it (`journal restore --at` may still use it until then)")
+            lines.append(f"{e.seq:>6}  UNREADABLE: {e.error}{mark}")
+            continue
+        lines.append(f"{e.seq:>6}  {e.created:24}  {e.host[:16]:16} {number(e.files):>7} {number(e.size):>13} "
+                     f"{number(e.bytes_uploaded):>11} {number(e.objects_uploaded):>7}{mark}")
+        if e.fork is not None:
+            lines.append(f"{'':>6}  FORK of checkpoint {e.parent or 0}, not on the main line: {e.fork}; "
+                         f"`journal ls --at {e.seq}` shows it")
+        for name, why in sorted(e.restored.items()):
+            lines.append(f"{'':>6}  RESTORED {name}: {why}")
+    if any(e.expired for e in entries):
+        lines.append(EXPIRED_NOTE)
+    return lines
+
+
+def tally(what: dict[str, int]) -> str:
+    """Counts by label, as ``--json`` names them: ``1 same, 2 write``."""
+    return ", ".join(f"{number(n)} {label}" for label, n in sorted(what.items()))
+
+
+def restored_line(t, dry_run: bool) -> str:
+    """One tree of ``journal restore``, from a ``TreeRestore``: its files and its
+    directories counted apart, each by what was done (``actions``, ``directories``)."""
+    parts = [f"{count(sum(t.actions.values()), 'file')} ({tally(t.actions) or 'none'})"]
+    if t.directories:
+        parts.append(f"{count(sum(t.directories.values()), 'directory')} ({tally(t.directories)})")
+    verb = "would restore" if dry_run else "restored"
+    return (f"{t.name}: {verb} from checkpoint {t.seq} into {t.dest}: {', '.join(parts)}; "
+            f"{count(t.bytes, 'byte')} {'to write' if dry_run else 'written'}")
+
+
+def verify_lines(result) -> list[str]:
+    """``journal verify`` as text, from a ``VerifyResult``: each finding, the orphans,
+    and a summary that counts with ``--json``'s names (``packs_hashed``: packs hashed;
+    ``blobs``: blobs hashed; a finding's severity: errors and warnings)."""
+    from ..verify import WARNING
+
+    lines = []
+    for f in result.findings:
+        where = f"manifest {f.manifest}" if f.manifest is not None else "store"
+        lines.append(f"{'warning: ' if f.severity == WARNING else ''}{f.kind}: {where}: {f.key}: {f.detail}")
+    if result.orphans:
+        lines.append(f"orphans: {count(result.orphans, 'pack')} ({count(result.orphan_bytes, 'byte')}) that no "
+                     f"checkpoint names, {number(result.orphans_marked)} of them marked by a gc tombstone; "
+                     "`journal gc` deletes them (information, not damage)")
+    what = [count(result.manifests, "manifest"), count(result.pages, "page"), count(result.packs, "pack")]
+    if result.inputs:
+        what.append(count(result.inputs, "input"))
+    if result.full:
+        what += [f"{count(result.packs_hashed, 'pack')} hashed", f"{count(result.blobs, 'blob')} hashed"]
+    warnings = len(result.findings) - len(result.errors)
+    what.append(count(len(result.errors), "error"))
+    if warnings:
+        what.append(count(warnings, "warning"))
+    lines.append(f"{'ok' if result.ok else 'FINDINGS'}: {', '.join(what)}")
+    return lines
+
+
+#: Why ``journal gc`` tombstones an object, by its tombstone item's kind.
+_TOMBSTONE_WHY = {"manifest": "expired checkpoint", "pack": "no kept checkpoint needs it",
+                  "orphan": "no checkpoint ever named it", "input": "expired input"}
+
+
+def gc_lines(plan, result, dry_run: bool, grace: str) -> list[str]:
+    """``journal gc`` as text, from its ``GcPlan`` and (unless ``dry_run``) ``GcResult``;
+    ``grace`` as the command line gave it (``24h``)."""
+    verb = "would" if dry_run else "will"
+    lines = [f"keep {count(len(plan.kept), 'checkpoint')}: " + ", ".join(str(s) for s in sorted(plan.kept)),
+             f"expire {count(len(plan.expire), 'checkpoint')}: " + (", ".join(str(s) for s in plan.expire) or "none")]
+    if plan.unreadable:
+        lines.append(f"left alone (unreadable): {', '.join(str(s) for s in plan.unreadable)}")
+    for seq, parent in sorted(plan.forks.items()):
+        fate = "; ".join(plan.kept[seq]) if seq in plan.kept else f"{verb} expire: its parent is not kept"
+        lines.append(f"  fork {seq} (built on checkpoint {parent}): {'kept: ' if seq in plan.kept else ''}{fate}")
+    kinds = ", ".join(count(n, str(kind)) for kind, n in sorted(plan.tombstone_kinds.items()))
+    lines.append(f"tombstone {count(plan.tombstone_count, 'object')} ({count(plan.tombstone_bytes, 'byte')})"
+                 + (f": {kinds}" if kinds else ""))
+    lines += [f"  e.g. {item.key} ({count(item.bytes, 'byte')}): {_TOMBSTONE_WHY.get(item.kind, item.kind)}"
+              for item in plan.tombstone[:3]]
+    lines.append(f"delete {count(plan.delete_count, 'object')} tombstoned more than {grace} ago: "
+                 f"{count(plan.bytes_freed, 'byte')} {verb} be freed")
+    lines += [f"  e.g. {item.key} ({item.kind}, {count(item.bytes, 'byte')})" for item in plan.delete[:3]]
+    if plan.waiting:
+        lines.append(f"wait: {count(plan.waiting, 'orphan pack')}, kept until a checkpoint newer than the mark is "
+                     "committed (an upload in flight when it was made may still commit)")
+    if plan.tombstone_count:
+        lines.append(_later_line(plan, dry_run, grace))
+    samples = list(plan.kept_samples.items())[:5]
+    if samples:
+        lines.append("kept packs (a sample), each with what needs it:")
+        lines += [f"  kept {key}: {why}" for key, why in samples]
+    if result is not None:
+        lines += _gc_done(result)
+    return lines
+
+
+def _later_line(plan, dry_run: bool, grace: str) -> str:
+    """When what this run tombstones goes: a gc never sweeps the tombstones it writes
+    itself (design §16), so the next run past the grace deletes it; orphans wait for a
+    newer checkpoint too."""
+    marks = "would tombstone" if dry_run else "tombstoned"
+    when = "the next `journal gc`" if not plan.grace_seconds else f"a `journal gc` run at least {grace} from now"
+    orphans = (" (orphan packs: once a newer checkpoint is committed too)"
+               if plan.tombstone_kinds.get("orphan") else "")
+    return (f"later: what this run {marks} is deleted by {when}{orphans}; a gc never deletes what it "
+            "tombstoned itself, even with --grace 0")
+
+
+def _gc_done(result) -> list[str]:
+    first, written = result.tombstone_key or "none", result.tombstones_written
+    if written > 1:
+        first = f"{first}+{written - 1}"  # the first key, and how many more: one word
+    lines = []
+    if result.protected:
+        lines.append(f"kept {count(result.protected, 'planned deletion')}: a checkpoint committed during gc "
+                     "needs them")
+    lines.append(f"done: tombstone {first}, deleted {count(result.deleted, 'object')}, "
+                 f"{count(result.bytes_freed, 'byte')} freed, {count(result.tombstones_removed, 'tombstone')} swept"
+                 + (f" ({number(result.tombstones_rewritten)} written again with only what still waits)"
+                    if result.tombstones_rewritten else ""))
+    if result.lease_renewals:
+        lines.append(f"the gc lease was renewed {count(result.lease_renewals, 'time')} during this long run")
     return lines

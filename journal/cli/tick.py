@@ -8,14 +8,14 @@ busy plain ``journal checkpoint``, without importing click) run it; it imports n
 from __future__ import annotations
 
 from .base import CliReporter, echo, emit_json, open_context
-from .output import IDLE_LINE
+from .output import count, idle_line
 
 
 def checkpoint_command(config_path: str | None, store_url: str | None, as_json: bool, *,
                        allow_deletions: bool, wait: bool) -> None:
     from ..checkpoint.run import checkpoint as run_checkpoint
 
-    cfg, store = open_context(config_path, store_url)
+    cfg, store = open_context(config_path, store_url, writes=True)
     result = run_checkpoint(cfg, store, CliReporter(quiet=as_json), allow_deletions=allow_deletions, wait=wait)
     if as_json:
         emit_json(result)
@@ -25,8 +25,8 @@ def checkpoint_command(config_path: str | None, store_url: str | None, as_json: 
 
     rec = checkpoint_record(result)
     if result.seq is None and not result.objects:
-        echo(IDLE_LINE.format(len(result.trees)) if not rec.deletions_held else
-             f"nothing written: {len(result.trees)} tree(s) unchanged but for vanished files held back")
+        echo(idle_line(len(result.trees)) if not rec.deletions_held else
+             f"nothing written: {count(len(result.trees), 'tree')} unchanged but for vanished files held back")
     else:
         echo(checkpoint_line(rec))
     if rec.deletions_held:

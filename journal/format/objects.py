@@ -50,7 +50,7 @@ import threading
 
 import zstandard
 
-from ..errors import CorruptObject, RecordTooLarge
+from ..errors import CorruptObject, RecordTooLarge, ids_apart
 from .codec import PLAIN, Codec
 
 MAGIC = b"JRNL"
@@ -325,7 +325,7 @@ def decode_record(data: bytes, *, key: str, expect_id: str | None = None, expect
     if expect_kind is not None and kind != expect_kind:
         raise CorruptObject(key, f"expected a {KIND_NAMES[expect_kind]}, found a {KIND_NAMES[kind]}")
     if expect_id is not None and digest != expect_id:
-        raise CorruptObject(key, f"record holds blob {digest[:12]}, expected {expect_id[:12]}")
+        raise CorruptObject(key, "record holds blob {}, expected {}".format(*ids_apart(digest, expect_id)))
     if expect_size is not None and raw_size != expect_size:
         raise CorruptObject(key, f"record holds {raw_size:,} bytes, its reference says {expect_size:,}")
     if flags & FLAG_DELTA:

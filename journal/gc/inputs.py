@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 
 import msgspec
 
-from ..errors import CorruptObject, ObjectNotFound
+from ..errors import CorruptObject, ObjectNotFound, ids_apart
 from ..format.inputs import (CLAIM_LETTER, DELIVERY_LETTER, INPUT_LETTER, INPUT_PREFIX, claim_key, decode_delivery,
                              decode_input, delivery_key, input_key, parse_key)
 from ..format.codec import PLAIN, Codec
@@ -124,8 +124,9 @@ class _Session:
         key = delivery_key(self.sdir, seq)
         marker = decode_delivery(self.store.get(key), key, self.codec)
         if marker.input != rid:
-            self.reporter.warn(f"gc: {key} names input record {marker.input[:12]}, the input at #{seq} is "
-                               f"{rid[:12]}: it counts as undelivered")
+            said, held = ids_apart(marker.input, rid)
+            self.reporter.warn(f"gc: {key} names input record {said}, the input at #{seq} is {held}: it counts "
+                               "as undelivered")
         return marker.input == rid
 
 

@@ -17,7 +17,9 @@ a listing shows no gap (gc's expiries aside).
 *claim*, ``c<sha256(client id)>``, put-if-absent, naming ``after``: the newest sequence
 it knows of, below which its input cannot land. An append that finds the claim taken
 is a retry: it reads the inputs above ``after`` in order and answers with the first
-one carrying its client id, storing nothing. Finding none, the attempt that wrote the
+one carrying its client id, storing nothing; when that input's text is not the one
+given, the client id was reused for another prompt, which is refused
+(``ClientIdReused``, exit 2), nothing stored. Finding none, the attempt that wrote the
 claim stopped before its input (killed, or failed), and this one stores it in its place.
 
 Within one process, appends of one client id in one session take turns (a lock each),
@@ -39,7 +41,8 @@ from collections.abc import Callable, Iterator
 import msgspec
 
 from ..config import DEFAULT_INPUT_LIMIT
-from ..errors import CorruptObject, InputBusy, InputNotFound, InputTooLarge, KeyExists, ObjectNotFound
+from ..errors import (ClientIdReused, CorruptObject, InputBusy, InputNotFound, InputTooLarge, KeyExists, ObjectNotFound,
+                      ids_apart)
 from ..format.inputs import (DELIVERY_LETTER, INPUT_LETTER, MAX_SEQ, Claim, Delivery, InputHead, check_names,
                              claim_key, decode_claim, decode_delivery, decode_input, delivery_key, encode_claim,
                              encode_delivery, encode_input, input_id, input_key, parse_id, parse_key, session_dir,
@@ -142,7 +145,7 @@ class InputLog:
         if client_id is None:
             return self._store(sdir, harness, session, pane, client_id, text)
         with self._client_lock(sdir, client_id):
-            return self._claim(sdir, client_id) or self._store(sdir, harness, session, pane, client_id, text)
+            return self._claim(sdir, client_id, text) or self._store(sdir, harness, session, pane, client_id, text)
 
     def _client_lock(self, sdir: str, client_id: str):
         """One lock per session and client id while an append of it runs (dropped after)."""
@@ -159,9 +162,10 @@ class InputLog:
             else:
                 self._locks[name] = (lock, users - 1)
 
-    def _claim(self, sdir: str, client_id: str) -> Appended | None:
+    def _claim(self, sdir: str, client_id: str, text: bytes) -> Appended | None:
         """Take ``client_id`` in the session (None: go on and store the input), or find
-        the input an earlier attempt stored for it."""
+        the input an earlier attempt stored for it (``ClientIdReused`` when its text is
+        not ``text``)."""
         key = claim_key(sdir, client_id, self.codec)
         now = self.clock()
         claim = Claim(client_id=client_id, after=self._known(sdir), created=utc(now), created_ns=now,
@@ -174,20 +178,20 @@ class InputLog:
         try:
             taken = decode_claim(self.store.get(key), key, self.codec)
         except ObjectNotFound:   # gc expired it meanwhile, with its input
-            return self._first_with(sdir, client_id, 0)
+            return self._first_with(sdir, client_id, 0, text)
         except CorruptObject as err:
             self.reporter.warn(f"append input: {err}; looking through the whole session for client id {client_id!r}")
-            return self._first_with(sdir, client_id, 0)
+            return self._first_with(sdir, client_id, 0, text)
         if taken.client_id != client_id:
-            return self._first_with(sdir, client_id, 0)
-        return self._stored_by(sdir, client_id, taken)
+            return self._first_with(sdir, client_id, 0, text)
+        return self._stored_by(sdir, client_id, taken, text)
 
-    def _stored_by(self, sdir: str, client_id: str, taken: Claim) -> Appended | None:
+    def _stored_by(self, sdir: str, client_id: str, taken: Claim, text: bytes) -> Appended | None:
         """The input the attempt that wrote ``taken`` stored. While that attempt may still
         be running (``_may_run``), it is waited for, up to ``CLAIM_WAIT`` seconds: a retry
         that arrives while the first attempt is still uploading answers with its input
         instead of storing the prompt a second time. None: that attempt stored nothing."""
-        found = self._first_with(sdir, client_id, taken.after)
+        found = self._first_with(sdir, client_id, taken.after, text)
         if found is not None or not self._may_run(taken):
             return found
         self.reporter.warn(f"append input: client id {client_id!r} was claimed by pid {taken.pid} on {taken.host}, "
@@ -196,8 +200,8 @@ class InputLog:
         while found is None and time.monotonic() < deadline and self._may_run(taken):
             time.sleep(pause)
             pause = min(pause * 2, 0.5)
-            found = self._first_with(sdir, client_id, taken.after)
-        return found or self._first_with(sdir, client_id, taken.after)
+            found = self._first_with(sdir, client_id, taken.after, text)
+        return found or self._first_with(sdir, client_id, taken.after, text)
 
     def _may_run(self, taken: Claim) -> bool:
         """Whether the attempt that wrote ``taken`` may still be storing its input: on
@@ -216,18 +220,21 @@ class InputLog:
             return True
         return True
 
-    def _first_with(self, sdir: str, client_id: str, after: int) -> Appended | None:
-        """The first input above ``after`` that carries ``client_id``, or None."""
+    def _first_with(self, sdir: str, client_id: str, after: int, text: bytes) -> Appended | None:
+        """The first input above ``after`` that carries ``client_id``, or None;
+        ``ClientIdReused`` when its text is not ``text`` (a retry sends the same text)."""
         for seq in self._seqs(sdir, after):
             key = input_key(sdir, seq)
             try:
-                head, _text, rid = decode_input(self.store.get(key), key, self.codec)
+                head, stored, rid = decode_input(self.store.get(key), key, self.codec)
             except ObjectNotFound:
                 continue
             except CorruptObject as err:
                 self.reporter.warn(f"append input: skipping {err}")
                 continue
             if head.client_id == client_id:
+                if bytes(stored) != text:
+                    raise ClientIdReused(client_id, input_id(sdir, seq))
                 return Appended(id=input_id(sdir, seq), seq=seq, harness=head.harness, session=head.session,
                                 sha256=rid, duplicate=True)
         return None
@@ -405,7 +412,8 @@ class _Held:
 
 
 def _stale(marker: Delivery, rid: str) -> str:
-    return (f"it names input record {marker.input[:12]}, the input at #{marker.seq} is {rid[:12]} (the input it "
+    said, held = ids_apart(marker.input, rid)
+    return (f"it names input record {said}, the input at #{marker.seq} is {held} (the input it "
             "marked was lost and its sequence taken again)")
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-
 import msgspec
 
-from ..errors import ConfigError, CorruptObject, ObjectNotFound
+from ..errors import CorruptObject, ObjectNotFound
 from ..format.index import load_entries
 from ..format.model import BlobRef, Entry, Manifest
+from .moment import Moment, before_oldest, checkpoint_named
 from .repository import Repository, manifest_key
 
 
@@ -57,52 +56,27 @@ def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInf
     return out
 
 
-def select_seqs(repo: Repository, at: str | None, seqs: list[int]) -> list[int]:
-    """Of ``seqs`` (every manifest, ascending), those a restore may use: all, or those at/before ``at``.
-
-    ``at`` is a sequence number or an ISO-8601 time (a manifest created at or before it).
-    """
+def select_seqs(cache: "ManifestCache", at: Moment | None, seqs: list[int]) -> tuple[list[int], int | None]:
+    """Of ``seqs`` (every manifest, ascending), those a restore may use: all, or those
+    at or before ``at`` (``repository/moment.py``); and the checkpoint ``at`` names by
+    its number (a fork may be named so), else None. ``ConfigError`` when ``at`` names
+    no checkpoint the store holds, or a time before the oldest."""
     if at is None:
-        return seqs
-    keep = _at_or_before(repo, at, seqs)
-    if seqs and not keep:
-        raise no_checkpoint_at("restore", at, seqs)
-    return keep
-
-
-def no_checkpoint_at(op: str, at: str, seqs: list[int]) -> ConfigError:
-    """``--at`` names a moment before the oldest checkpoint."""
-    return ConfigError(f"{op}: no checkpoint at or before --at {at}; the oldest is checkpoint {seqs[0]} "
-                       "(`journal log` lists them)")
-
-
-def parse_at(at: str, op: str = "restore", flag: str = "--at") -> tuple[int | None, int | None]:
-    """``(seq, None)`` for a sequence number, ``(None, ns)`` for an ISO-8601 time (UTC
-    unless it says otherwise); a ``ConfigError`` for anything else."""
-    if at.isdigit():
-        return int(at), None
-    try:
-        when = _dt.datetime.fromisoformat(at)
-    except ValueError:
-        raise ConfigError(f"{op}: {flag} {at!r} is neither a sequence number nor an ISO-8601 time") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.timezone.utc)
-    return None, int(when.timestamp() * 1e9)
-
-
-def _at_or_before(repo: Repository, at: str, seqs: list[int]) -> list[int]:
-    seq, limit_ns = parse_at(at)
-    if seq is not None:
-        return [s for s in seqs if s <= seq]
+        return seqs, None
+    named = checkpoint_named(at, seqs, cache.is_fork, "restore", "--at")
+    if named is not None:
+        return [s for s in seqs if s <= named], at.seq
     keep = []
     for seq in seqs:
         try:
-            manifest, _ = repo.load_manifest(seq)
+            manifest, _ = cache.manifest(seq)
         except (CorruptObject, ObjectNotFound):
             continue
-        if manifest.created_ns <= limit_ns:
+        if manifest.created_ns <= at.last_ns:
             keep.append(seq)
-    return keep
+    if not keep:
+        raise before_oldest("restore", "--at", at.text, seqs)
+    return keep, None
 
 
 class ManifestCache:

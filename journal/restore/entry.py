@@ -28,7 +28,7 @@ import msgspec
 
 from ..atomic import Writeback, fsync_dir, makedirs, start_writeback
 from .publish import Staged
-from ..errors import CorruptObject, LocalWriteError, ObjectNotFound, UnsafePath, naming
+from ..errors import CorruptObject, LocalWriteError, ObjectNotFound, SnapshotFailed, UnsafePath, naming
 from ..format.codec import PLAIN, Codec
 from ..format.segments import anchor_refs
 from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_segment
@@ -65,23 +65,35 @@ def refused_paths(entries: list[Entry]) -> dict[str, str]:
     refused = {}
     for e in entries:
         p = e.path
-        problem = path_problem(p)
-        if problem is None and e.kind == KIND_SYMLINK:
-            problem = target_problem(e.target or "")
+        problem = own_problem(e)
         if problem is None and others:
             parts = p.split("/")
             for i in range(1, len(parts)):
                 parent = "/".join(parts[:i])
                 kind = others.get(parent)
-                if kind == KIND_SYMLINK:
-                    problem = f"it goes through the symlink {parent!r}"
-                elif kind is not None:
-                    problem = f"it is inside the {kind} entry {parent!r}, not a directory"
-                if problem is not None:
+                if kind is not None:
+                    problem = inside_problem(parent, kind)
                     break
         if problem is not None:
             refused[p] = problem
     return refused
+
+
+def own_problem(entry: Entry) -> str | None:
+    """Why restore refuses ``entry`` whatever else the tree holds (the path rule, a
+    symlink target it cannot make), or None. It comes before ``inside_problem``."""
+    problem = path_problem(entry.path)
+    if problem is None and entry.kind == KIND_SYMLINK:
+        problem = target_problem(entry.target or "")
+    return problem
+
+
+def inside_problem(parent: str, kind: str) -> str:
+    """Why restore refuses an entry under ``parent``, an entry of ``kind`` (not a
+    directory); the shortest such parent of a path is the one named."""
+    if kind == KIND_SYMLINK:
+        return f"it goes through the symlink {parent!r}"
+    return f"it is inside the {kind} entry {parent!r}, not a directory"
 
 
 def ensure_parents(root: str, path: str, known: set[str] | None = None, created: list[str] | None = None) -> None:
@@ -221,9 +233,7 @@ def decide(root: str, entry: Entry, check_dir: CheckDir, parents: dict[str, str]
         if known is not None and known.entry == entry and known.sig is not None \
                 and tuple(known.sig) == live_signature(full):
             return SAME
-        from ..sqlite.snapshot import check_live_db
-
-        return KEEP_VALID_DB if check_live_db(full, check_dir.path()) is None else REPLACE
+        return _judge_live_db(full, entry, check_dir, reader)
     if entry.kind == KIND_SYMLINK:
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
             return SAME
@@ -239,6 +249,44 @@ def decide(root: str, entry: Entry, check_dir: CheckDir, parents: dict[str, str]
     if st.st_mtime_ns > entry.mtime_ns:
         return KEEP_NEWER
     return REPLACE
+
+
+def _judge_live_db(full: str, entry: Entry, check_dir: CheckDir, reader) -> str:
+    """A live database the local state does not vouch for: ``REPLACE`` when it is invalid;
+    ``SAME`` when it is valid and its pages are the checkpoint's (its file changed, not its
+    content: an application that closed it after the checkpoint wrote its WAL back);
+    else ``KEEP_VALID_DB``, which restore says (design §7)."""
+    from ..sqlite.snapshot import check_live_copy
+
+    same = None if reader is None else (lambda copy: _holds_snapshot(copy, entry, reader, check_dir.path()))
+    problem, held = check_live_copy(full, check_dir.path(), same)
+    if problem is not None:
+        return REPLACE
+    return SAME if held else KEEP_VALID_DB
+
+
+def _holds_snapshot(copy: str, entry: Entry, reader, tmp_dir: str) -> bool:
+    """Whether the checked copy of a live database holds the pages of ``entry``'s
+    snapshot: backed up as a checkpoint backs a database up (``snapshot_db``), each page
+    hashed as a checkpoint hashes it, compared with the ids the snapshot's page maps
+    give (a few small records; no page is read from the store). Any doubt is a no."""
+    from ..format.objects import KIND_PAGEMAP
+    from ..format.pagemap import load_snapshot
+    from ..sqlite.snapshot import remove_staging, snapshot_db
+
+    try:
+        snap = load_snapshot(entry.refs, lambda ref: reader.read_blob(ref, KIND_PAGEMAP))
+        staging, ids = snapshot_db(copy, tmp_dir, lambda path: _page_ids(path, snap.page_size, reader.codec))
+    except (CorruptObject, ObjectNotFound, SnapshotFailed, OSError):
+        return False
+    remove_staging(staging)
+    return ids == [loc.id for loc in snap.pages]
+
+
+def _page_ids(path: str, page_size: int, codec: Codec) -> list[str]:
+    """The id of every page of the database file at ``path`` (``page_size`` bytes each)."""
+    with open(path, "rb") as fh:
+        return [codec.id(page) for page in iter(lambda: fh.read(page_size), b"")]
 
 
 def _absent(root: str, path: str) -> bool:

@@ -18,7 +18,9 @@ from ..config import TREE_NAME
 from ..errors import (ConfigError, CorruptObject, JournalError, NoReadableCheckpoint, ObjectNotFound, UnsafePath,
                       describe_error)
 from .export import ExportMark, begin_export, check_export_dir, write_mark
-from ..repository.history import ManifestCache, parse_at, select_seqs
+from ..format.model import KIND_DIR
+from ..repository.history import ManifestCache, select_seqs
+from ..repository.moment import Moment, parse_moment
 from ..checkpoint.fork import ForkResult, commit_fork
 from ..repository.lineage import Case, classify, newest_main, open_repository, require_history
 from ..local.state import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
@@ -66,8 +68,7 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
     with ``rollback``, which ``at`` onto the live trees needs), the local work the
     chosen checkpoint lacks is kept as a fork first, then the trees become that
     checkpoint (``restore/adopt.py``)."""
-    if at is not None:
-        parse_at(at)   # a malformed --at is named first, whatever else is wrong
+    moment = None if at is None else parse_moment(at, "restore", "--at")  # named first, whatever else is wrong
     if to is None and at is not None and not rollback:
         raise ConfigError(f"restore: --at {at} onto the live trees would roll them back; add --rollback to do "
                           "that (local work newer than that checkpoint is kept as a fork first), or export it "
@@ -78,7 +79,7 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
     live = to is None and not dry_run
     try:
         with cycles_paused():
-            result = _restore(cfg, store, reporter, at, to, dry_run, replace, rollback)
+            result = _restore(cfg, store, reporter, moment, to, dry_run, replace, rollback)
     except (JournalError, OSError) as err:
         if live:
             activity.failed(cfg.state_dir, "restore", describe_error(err))
@@ -90,7 +91,7 @@ def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = 
     return result
 
 
-def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | None, dry_run: bool,
+def _restore(cfg, store: Store, reporter: Reporter, at: Moment | None, to: str | None, dry_run: bool,
              replace: bool, rollback: bool) -> RestoreResult:
     old: list[str] = []
     if to is not None:
@@ -106,9 +107,8 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
             store.sweep_temp()  # a killed writer's temp files; at startup, not on every tick
             for warning in tree_tmp.sweep(cfg.state_dir)[1]:  # a killed restore's temp dirs in the trees
                 reporter.warn(f"restore: {warning}")
-        seqs = select_seqs(repo, at, all_seqs)
         cache = ManifestCache(repo)
-        chosen = int(at) if at is not None and at.isdigit() and int(at) in seqs else None
+        seqs, chosen = select_seqs(cache, at, all_seqs)
         target = chosen if chosen is not None else newest_main(cache, seqs)
         result = RestoreResult(dry_run=dry_run, seq=target or (seqs[-1] if seqs else None), rollback=rollback)
         names = _tree_names(cfg, cache, seqs, to, result, reporter)
@@ -137,8 +137,11 @@ def _restore(cfg, store: Store, reporter: Reporter, at: str | None, to: str | No
                 # A rollback not published yet whose checkpoint a gc deleted since: the
                 # tree on disk is the only copy of it, and the newer local state.
                 caches[name] = known.trees[name]
+                held = known.trees[name].files
+                dirs = sum(f.entry.kind == KIND_DIR for f in held.values())
                 result.trees.append(TreeRestore(name=name, dest=dest, seq=tchosen,
-                                                actions={"keep-rolled-back": len(known.trees[name].files)}))
+                                                actions={"keep-rolled-back": len(held) - dirs},
+                                                directories={"keep-rolled-back": dirs} if dirs else {}))
                 reporter.warn(f"restore: tree {name} was rolled back to checkpoint {tchosen}, which the store no "
                               "longer holds, and no checkpoint has published it yet: left as it is; the next "
                               "checkpoint publishes it")
@@ -213,7 +216,7 @@ def _where_this_disk_stands(cfg, repo: Repository, cache: ManifestCache, all_seq
     return adopt, scanned
 
 
-def _tree_seqs(known: LocalState | None, name: str, seqs: list[int], adopt: Adopt | None, at: str | None,
+def _tree_seqs(known: LocalState | None, name: str, seqs: list[int], adopt: Adopt | None, at: Moment | None,
                chosen: int | None) -> tuple[list[int], int | None]:
     """The checkpoints tree ``name`` may come from, and the fork it may (``chosen``):
     ``seqs``; on a hot restart, those up to the one a rollback or fallback restored it

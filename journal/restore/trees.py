@@ -35,7 +35,8 @@ class TreeRestore(msgspec.Struct, kw_only=True):
     name: str
     dest: str
     seq: int | None = None              # the checkpoint the tree came from
-    actions: dict[str, int] = {}
+    actions: dict[str, int] = {}        # what was done with each file (every entry but directories), by action
+    directories: dict[str, int] = {}    # ... and with each directory, counted apart (design §10)
     bytes: int = 0
     lost: list[str] = []
     refused: dict[str, str] = {}        # lost paths restore refused, with why (the rest had no good copy)
@@ -147,6 +148,7 @@ class TreeRun:
         self.entries: list[Entry] = []
         self.pages: dict[str, BlobRef] = {}
         self.actions: dict[str, str] = {}
+        self.dirs: set[str] = set()     # the paths of directory entries (counted apart from files)
         self.used: dict[str, Entry | None] = {}
         self.writer: TreeWriter | None = None
         self.emptied = False    # a dry run of ``--replace``: the destination is removed first
@@ -160,6 +162,7 @@ class TreeRun:
             tr.error = f"restore: tree {tr.name}: no manifest with a complete copy of it"
             return []
         tr.seq, entries, self.pages = found
+        self.dirs = {e.path for e in entries if e.kind == KIND_DIR}
         refused = refused_paths(entries)
         if refused:
             for path, why in refused.items():
@@ -200,8 +203,10 @@ class TreeRun:
         else:
             tr.removed = self.adopt.remove_extras(tr.dest, self.known, keep, os.path.join(aside, tr.name),
                                                   lambda msg: self.reporter.warn(f"restore: {tr.name}: {msg}"))
-        if tr.removed:
-            self.tr.actions[REMOVE] = len(tr.removed)
+        for path in tr.removed:
+            kind = self.known[path].entry.kind
+            counts = tr.directories if kind == KIND_DIR else tr.actions
+            counts[REMOVE] = counts.get(REMOVE, 0) + 1
 
     def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: CheckDir, parents: dict[str, str],
                 writes: list) -> None:
@@ -249,8 +254,9 @@ class TreeRun:
         self.used[entry.path] = entry
 
     def _count(self, path: str, action: str) -> None:
-        """Record ``action`` for ``path`` (counted once: a path decided before moves)."""
-        actions = self.tr.actions
+        """Record ``action`` for ``path`` (counted once: a path decided before moves), a
+        directory's apart from the files'."""
+        actions = self.tr.directories if path in self.dirs else self.tr.actions
         was = self.actions.get(path)
         if was is not None:
             actions[was] -= 1

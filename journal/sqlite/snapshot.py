@@ -206,12 +206,19 @@ CHECK_PAUSE = 0.05
 def check_live_db(path: str, tmp_dir: str) -> str | None:
     """quick_check a live database without touching its files; None when it is valid,
     or in use (a writer changed it under every copy, so it is live state, never to be
-    replaced), else SQLite's complaint.
+    replaced), else SQLite's complaint (``check_live_copy``)."""
+    return check_live_copy(path, tmp_dir)[0]
+
+
+def check_live_copy(path: str, tmp_dir: str, then: Callable[[str], T] | None = None) -> tuple[str | None, T | None]:
+    """``check_live_db``'s answer, and what ``then(copy)`` returns, run on the private
+    copy once it passed the check (None when it did not run: the database is invalid,
+    or in use, or there is no ``then``).
 
     A private copy (in ``tmp_dir``, outside the tree) of the db with its -wal and
-    -journal is checked read-write, so SQLite recovers the WAL or rolls back a hot
+    -journal is opened read-write, so SQLite recovers the WAL or rolls back a hot
     journal *in the copy* (opening the live files, even read-only, would rewrite their
-    -shm). Copies of several files are only consistent when no writer commits while
+    -shm), then checked read-only (``_recover``). Copies of several files are only consistent when no writer commits while
     they are taken: the files' inode, size and mtime are compared before and after, and
     a copy they changed under is taken again.
     """
@@ -223,18 +230,19 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
         try:
             before = _files_now(path)
             if before[""] is None:
-                return "the database file is gone"
+                return "the database file is gone", None
             if before[""].size == 0:
-                return "the database file is empty (0 bytes)"
+                return "the database file is empty (0 bytes)", None
             odd = _odd_companion(path)
             if odd is not None:
-                return odd
+                return odd, None
             _copy_private(path, copy)
             for suffix in ("-wal", "-journal"):
                 if before[suffix] is not None:
                     _copy_private(path + suffix, copy + suffix)
             if _files_now(path) == before:
-                return _check(copy, "quick_check", mode="rw")
+                problem = _recover(copy) or _check(copy, "quick_check")
+                return problem, (then(copy) if problem is None and then is not None else None)
         except FileNotFoundError:
             pass  # a companion went away while it was copied: a writer is at work
         except OSError as err:
@@ -242,6 +250,24 @@ def check_live_db(path: str, tmp_dir: str) -> str | None:
                 raise  # else a file was swapped for a symlink: never read through it
         finally:
             remove_staging(copy)
+    return None, None
+
+
+def _recover(copy: str) -> str | None:
+    """Let SQLite recover the private copy read-write (replay its WAL, roll back a hot
+    journal) and leave it one rollback-journal file, so that it is then checked
+    read-only like every other check: a read-write ``quick_check`` also evaluates CHECK
+    constraints, and one that calls a function this SQLite lacks (OpenClaw's schema
+    needs 3.43's ``octet_length``) would fail a valid database. None, or SQLite's
+    complaint."""
+    try:
+        con = sqlite3.connect(_uri(copy, "rw"), uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
+        try:
+            con.execute("PRAGMA journal_mode=DELETE").fetchall()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as err:
+        return str(err)
     return None
 
 

@@ -14,7 +14,10 @@ fails is settled again key by key (``delete``: a missing key is fine, any other
 failure raises naming its key).
 
 Transient failures (5xx, timeouts, connection resets) are retried with backoff by
-obstore's client (``retry_config``); what still fails raises ``StoreError``.
+obstore's client (``retry_config``); what still fails raises ``StoreError``. No
+credentials is ``NoCloudCredentials`` (exit 2); for S3 it is found out before the
+first request when none is configured (``cloud_credentials``), never by waiting on the
+metadata service.
 """
 
 from __future__ import annotations
@@ -22,15 +25,17 @@ from __future__ import annotations
 import datetime as _dt
 import io
 import itertools
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..atomic import COPY_CHUNK
-from ..errors import ConfigError, KeyExists, ObjectNotFound, StoreError
+from ..errors import ConfigError, KeyExists, NoCloudCredentials, ObjectNotFound, StoreError
 from .base import Store, check_key
-from .cloud_errors import explain, first_line
+from .cloud_credentials import check_s3_credentials
+from .cloud_errors import explain, family, first_line, no_credentials
 
 SINGLE_PUT_LIMIT = 64 << 20
 #: Keys per page of a listing (S3 returns at most 1,000 per request).
@@ -67,6 +72,9 @@ class CloudStore(Store):
         options = dict(parse_qsl(parts.query))
         client = {k: options.pop(k) for k in list(options) if k in CLIENT_OPTIONS}
         base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        self._unchecked = family(url) == "s3"   # its credentials, before the first request (``_ready``)
+        self._options = options
+        self._probe_lock = threading.Lock()
         retry = {"max_retries": 5, "backoff": {"init_backoff": _dt.timedelta(milliseconds=100),
                                                  "max_backoff": _dt.timedelta(seconds=5), "base": 2},
                  "retry_timeout": _dt.timedelta(seconds=60)}
@@ -79,6 +87,16 @@ class CloudStore(Store):
             failed.backend_said = raw
             raise failed from err
 
+    def _ready(self) -> None:
+        """Before the first request of an S3 store: ``NoCloudCredentials`` when none can
+        come (``cloud_credentials``); again on every request while that holds."""
+        if not self._unchecked:
+            return
+        with self._probe_lock:
+            if self._unchecked:
+                check_s3_credentials(self.location, self._options, os.environ)
+                self._unchecked = False
+
     def _translate(self, key: str, err: Exception) -> Exception:
         if isinstance(err, (FileNotFoundError, self._exc.NotFoundError)):
             return ObjectNotFound(key)
@@ -86,6 +104,8 @@ class CloudStore(Store):
             return KeyExists(key)
         raw = str(err)
         cause = explain(self.location, raw)
+        if cause is not None and no_credentials(raw):
+            return NoCloudCredentials(f"store {self.location}: {cause}", backend_said=raw)
         if cause is not None:
             return StoreError(f"store {self.location}: {cause}", backend_said=raw)
         return StoreError(f"store {self.location}: {key or 'listing'}: {first_line(raw)}", backend_said=raw)
@@ -93,6 +113,7 @@ class CloudStore(Store):
     def put_if_absent(self, key: str, data: bytes | BinaryIO) -> None:
         """Conditional create; ``KeyExists`` when the key is present (the old object stays)."""
         check_key(key)
+        self._ready()
         payload = data if isinstance(data, (bytes, bytearray, memoryview)) else _read_upto(data, SINGLE_PUT_LIMIT)
         try:
             if isinstance(payload, (bytes, bytearray, memoryview)):
@@ -126,6 +147,7 @@ class CloudStore(Store):
         check_key(key)
         if start < 0 or (end is not None and end < 0):
             raise ValueError(f"invalid byte range: [{start}, {end})")
+        self._ready()
         try:
             if start == 0 and end is None:
                 return bytes(self._ob.get(self._store, key).bytes())
@@ -152,6 +174,7 @@ class CloudStore(Store):
     def head(self, key: str) -> int | None:
         """The object's size, or ``None`` when missing."""
         check_key(key)
+        self._ready()
         try:
             return int(self._ob.head(self._store, key)["size"])
         except Exception as err:
@@ -197,6 +220,7 @@ class CloudStore(Store):
 
     def _pages(self, prefix: str, directory: str) -> Iterator[list[tuple[str, int]]]:
         """``(key, size)`` under ``directory``, one list per page, in the order obstore yields them."""
+        self._ready()
         try:
             stream = iter(self._ob.list(self._store, prefix=directory or None, chunk_size=LIST_PAGE))
         except Exception as err:
@@ -213,6 +237,7 @@ class CloudStore(Store):
     def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error."""
         check_key(key)
+        self._ready()
         try:
             self._ob.delete(self._store, key)
         except Exception as err:
@@ -225,6 +250,7 @@ class CloudStore(Store):
         request; a failed request is redone key by key, each after ``guard`` (see
         ``Store.delete_many``). Returns the keys ``guard`` kept."""
         keys = [check_key(key) for key in keys]
+        self._ready()
         kept: list[str] = []
         for start in range(0, len(keys), DELETE_REQUEST_KEYS):
             batch = keys[start:start + DELETE_REQUEST_KEYS]

@@ -43,6 +43,11 @@ def family(url: str) -> str:
     return _FAMILY.get(urlsplit(url).scheme.lower(), "s3")
 
 
+def no_credentials(raw: str) -> bool:
+    """Whether a cloud error's text ``raw`` says that no credentials were found."""
+    return _NO_CREDENTIALS.search(raw) is not None
+
+
 def explain(url: str, raw: str) -> str | None:
     """The cause and the fix for a cloud error's text ``raw`` on the store at ``url``,
     as "cause; fix", or None when the text says nothing this module knows."""

@@ -5,9 +5,13 @@ idle tick forks a helper to check the quiet snapshot only while it runs a single
 thread (design §10), and a thread serving the socket would turn that off for good.
 As a child it has its own process group (a Ctrl-C at the terminal goes to CMD, not
 to it), dies with the supervisor (``PR_SET_PDEATHSIG``), tells the supervisor through
-a pipe when it listens (or why it cannot), and is started again, one interval after
-it died, should it die while CMD runs. The supervisor stops it after CMD's group is
-gone (so CMD's last prompts are stored) and before the final checkpoint.
+a pipe when it listens (or why it cannot), and is started again should it die while
+CMD runs: at once after its first failure (prompts are refused while nothing listens),
+then after a delay that doubles with each failure in a row (``restart_delay``), so a
+server that cannot serve (a path in the way, a store that refuses it) is not started
+in a loop. A server that served for ``STABLE_SECONDS`` before it died starts the count
+again. The supervisor stops it after CMD's group is gone (so CMD's last prompts are
+stored) and before the final checkpoint.
 """
 
 from __future__ import annotations
@@ -19,26 +23,40 @@ import subprocess
 import sys
 import time
 
-from ..report import Reporter
-
 #: Seconds the server gets to start listening (Python start-up and the store's opening).
 READY_SECONDS = 60.0
 #: Seconds it gets to finish the requests in flight when stopped (it allows them 10).
 STOP_SECONDS = 15.0
 POLL = 0.02
+#: The delay before the second restart in a row; each further failure doubles it, up to ``BACKOFF_MAX``.
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 60.0
+#: Seconds a server must have served before it died for its restart to count as a first one.
+STABLE_SECONDS = 60.0
+
+
+def restart_delay(failures: int) -> float:
+    """Seconds to wait before starting the server again after ``failures`` failures in a
+    row: none after the first, then 1, 2, 4 ... up to 60."""
+    if failures <= 1:
+        return 0.0
+    return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (failures - 2))
 
 
 class InputSocket:
-    """The server child. ``error`` says why it does not serve (None while it does)."""
+    """The server child. ``error`` says why it does not serve (None while it does);
+    ``failures`` how many times in a row it failed, ``retry_in`` the delay until the next
+    start that followed the last failure."""
 
-    def __init__(self, cfg, reporter: Reporter, retry_after: float):
+    def __init__(self, cfg):
         self.cfg = cfg
         self.path = cfg.input_socket
-        self.reporter = reporter
-        self.retry_after = retry_after
         self.pid: int | None = None
         self.error: str | None = None
         self.retry_at: float | None = None
+        self.retry_in = 0.0
+        self.failures = 0
+        self.serving_since: float | None = None   # monotonic
         self.starts = 0
 
     def start(self, stopping=lambda: False) -> bool:
@@ -65,6 +83,7 @@ class InputSocket:
             os.close(read_end)
         if line == "ready":
             self.error = None
+            self.serving_since = time.monotonic()
             return True
         if line is None:  # no word in time (a store that does not answer), or a stop signal came
             self._kill()
@@ -77,16 +96,19 @@ class InputSocket:
                                                            f"{self.path}")
 
     def _failed(self, why: str) -> bool:
-        self.pid = None
+        now = time.monotonic()
+        if self.serving_since is not None and now - self.serving_since >= STABLE_SECONDS:
+            self.failures = 0   # it served a while: this failure is a first one
+        self.pid = self.serving_since = None
         self.error = why
-        self.retry_at = time.monotonic() + self.retry_after
-        self.reporter.warn(f"supervise: not serving inputs: {why}; CMD runs without {self.path} (retried in "
-                           f"{self.retry_after:g}s)")
+        self.failures += 1
+        self.retry_in = restart_delay(self.failures)
+        self.retry_at = now + self.retry_in
         return False
 
     def exited(self, pid: int, status: int) -> bool:
         """The supervisor reaped ``pid``: True when it was the server (it is started
-        again ``retry_after`` seconds later)."""
+        again after ``retry_in`` seconds: at once, unless it keeps failing)."""
         if pid != self.pid:
             return False
         self.pid = None
@@ -113,7 +135,7 @@ class InputSocket:
                 self._kill()
                 break
             time.sleep(POLL)
-        self.pid = None
+        self.pid = self.serving_since = None
         self.retry_at = None
 
     def _kill(self) -> None:

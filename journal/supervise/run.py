@@ -1,7 +1,8 @@
 """``journal supervise``: the PID-1 timer around an agent server.
 
-Lifecycle: take ``<state_dir>/supervise.lock`` for the whole run (one supervisor per
-state directory; ``journal status`` probes it) -> restore (unless told not to; an
+Lifecycle: refuse the implicit default store (a container's own disk) -> take
+``<state_dir>/supervise.lock`` for the whole run (one supervisor per state directory;
+``journal status`` probes it) -> restore (unless told not to; an
 incomplete restore never starts CMD) -> start CMD in its own process group, handing it
 the terminal when supervise has one -> checkpoint every interval (never overlapping:
 the state lock serializes timer, manual and final checkpoints; a tick that comes due
@@ -9,10 +10,11 @@ while one runs is skipped; a tick that fails for any reason is recorded and retr
 it never touches CMD) -> on SIGTERM/SIGINT/SIGHUP forward the signal to CMD's group at
 once (even while a tick runs), wait up to ``grace`` for the whole group to exit,
 SIGKILL what is left, then take the final checkpoint (nothing of CMD's group can
-write behind it) and exit with CMD's status, or 128+signal when CMD had to be
+write behind it) and exit with CMD's status, or 137 (128+SIGKILL) when CMD had to be
 killed. When CMD exits on its own: its group gets SIGTERM, ``grace``, SIGKILL; then
 the final checkpoint, and exit with CMD's status. Orphaned processes re-parented to us
-(as PID 1, or as a child subreaper) are reaped.
+(as PID 1, or as a child subreaper) are reaped. What happens is said as events
+(``events.py``) to the ``log`` the caller gives; nothing here prints.
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ from collections.abc import Mapping
 import msgspec
 
 from ..checkpoint.run import checkpoint
-from ..errors import ConfigError, JournalError, LockBusy, RestoreIncomplete, SupervisorRunning, describe_error
+from ..errors import (ConfigError, JournalError, LockBusy, NoStoreNamed, RestoreIncomplete, SupervisorRunning,
+                      describe_error)
 from ..local.state import StateLock
 from ..paths import KEY_VARS, SUPERVISE_LOCK
-from ..report import SILENT, Reporter
+from ..report import Reporter
 from ..restore.run import restore
-from ..local.activity import restore_record
+from ..local.activity import checkpoint_record, restore_record
+from .events import (Committed, Failed, Final, Level, Log, Noted, Part, Recovered, Skipped, Started, Stopped, Warned,
+                     What, event, ignore)
 from .inputs import InputSocket
 from .metrics import write_metrics
 from .status import LastCheckpoint, Status, write_status
@@ -44,6 +49,9 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 POLL = 0.05
 LOCK_PATIENCE = 1.0  # seconds: ``journal status`` probes supervise.lock for microseconds
 KILL_WAIT = 5.0      # seconds to wait for a SIGKILLed group (a process in D state may linger)
+KILLED = 128 + signal.SIGKILL   # the exit status when CMD outlived the grace and was killed
+#: Parts whose failure is said once per cause (they fail on every save); the others every time.
+ONCE_PER_CAUSE = frozenset({Part.STATUS, Part.METRICS})
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -60,18 +68,19 @@ class Supervisor:
     """One supervised run. ``run()`` returns the exit status for the process."""
 
     def __init__(self, cfg, open_store, cmd: list[str], *, interval: float, grace: float = 1.0,
-                 restore_first: bool = True, reporter: Reporter = SILENT, serve_inputs: bool = True,
+                 restore_first: bool = True, log: Log = ignore, serve_inputs: bool = True,
                  metrics_file: str | None = None, pass_key_env: bool = False):
         self.cfg = cfg
         self.pass_key_env = pass_key_env          # CMD gets the variables that open the store (KEY_VARS)
         self.metrics_file = metrics_file          # Prometheus text format, rewritten with the status
-        self.metrics_error: str | None = None     # the last failure to write it, said once
+        self.log = log
+        self.failing: dict[Part, tuple[int, str]] = {}   # what fails now: (failures in a row, the last error)
         self.open_store = open_store
         self.cmd = cmd
         self.interval = interval
         self.grace = grace
         self.restore_first = restore_first
-        self.reporter = _Unbroken(reporter)
+        self.reporter = _Reporting(self._say)
         self.status = Status(pid=os.getpid(), started=time.time(), interval=interval)
         self.signal: int | None = None
         self.stop_deadline: float | None = None   # monotonic; set with the stop signal
@@ -83,9 +92,14 @@ class Supervisor:
         self.tty_modes: list | None = None        # its modes before CMD had it (termios)
         self.continued = False                    # SIGCONT came: a shell resumed us (``fg``/``bg``)
         self.failure: tuple[str, str] | None = None  # (message, kind) when CMD never started
-        self.inputs = InputSocket(cfg, self.reporter, retry_after=interval) if serve_inputs else None
+        self.restore_seconds = 0.0
+        self.inputs = InputSocket(cfg) if serve_inputs else None
 
     def run(self) -> int:
+        """Supervise CMD; the exit status. ``NoStoreNamed`` when no store was named: the
+        implicit default store lives on this machine's disk, which a container loses."""
+        if self.cfg.default_store:
+            raise NoStoreNamed(self.cfg.store)
         try:
             lifetime = StateLock(self.cfg.state_dir, name=SUPERVISE_LOCK, patience=LOCK_PATIENCE).__enter__()
         except LockBusy as err:
@@ -106,8 +120,7 @@ class Supervisor:
             if refused is not None:
                 return refused
         if self.signal is not None:
-            self._record_stop(f"stopped by signal {self.signal} before {self.cmd[0]} started")
-            return 128 + self.signal
+            return self._stopped_early()
         env = None
         if self.inputs is not None:
             served = self.inputs.start(stopping=lambda: self.signal is not None)
@@ -117,8 +130,7 @@ class Supervisor:
                 env["JOURNAL_INPUT_SOCKET"] = self.inputs.path
             if self.signal is not None:   # it came while the server was starting
                 self._stop_inputs()
-                self._record_stop(f"stopped by signal {self.signal} before {self.cmd[0]} started")
-                return 128 + self.signal
+                return self._stopped_early()
         try:
             self.child = subprocess.Popen(self.cmd, process_group=0,
                                           env=cmd_env(os.environ if env is None else env, self.pass_key_env))
@@ -126,11 +138,13 @@ class Supervisor:
             self._stop_inputs()
             self._record_stop(f"start {self.cmd[0]}: {err.strerror or err}")
             self.failure = (self.status.last_error, type(err).__name__)
-            self.reporter.warn(f"supervise: cannot start {self.cmd[0]}: {err.strerror or err}")
+            self._fail(Part.CMD, f"{self.cmd[0]}: {err.strerror or err}", exit=127)
             return 127
         self._give_terminal()
         self.status.child_pid = self.child.pid
         self._save()
+        self._say(Level.INFO, Started(store=self.cfg.store, cmd=self.cmd[0], pid=self.child.pid,
+                                      restore=self.status.restore, restore_seconds=self.restore_seconds))
         if self.signal is not None:   # it came while CMD was starting
             self._forward()
         try:
@@ -167,6 +181,12 @@ class Supervisor:
             return True
         return True
 
+    def _stopped_early(self) -> int:
+        """A stop signal came before CMD started: record it, say it; the exit status."""
+        self._record_stop(f"stopped by signal {self.signal} before {self.cmd[0]} started")
+        self._say(Level.INFO, Stopped(signal=self.signal, exit=128 + self.signal))
+        return 128 + self.signal
+
     def _record_stop(self, why: str) -> None:
         self.status.last_error = why
         self.status.last_error_time = self.status.stopped = time.time()
@@ -178,8 +198,10 @@ class Supervisor:
         is complete but fell back to older checkpoints starts CMD (availability), and
         says so: a warning, ``status.json`` and the next checkpoint's manifest."""
         self.reporter.recent.clear()
+        started = time.monotonic()
         try:
             result = restore(self.cfg, self.open_store(), self.reporter)
+            self.restore_seconds = time.monotonic() - started
             self.status.warnings = (list(self.reporter.recent) + result.warnings)[-10:]
             self.status.restore = restore_record(result)
             if not result.complete:
@@ -188,8 +210,9 @@ class Supervisor:
         except JournalError as err:
             self._record_stop(f"restore: {err}")
             self.failure = (self.status.last_error, type(err).__name__)
-            self.reporter.warn(f"supervise: not starting {self.cmd[0]}: {err}")
-            return 2 if isinstance(err, ConfigError) else 1
+            code = 2 if isinstance(err, ConfigError) else 1
+            self._fail(Part.RESTORE, str(err), exit=code)
+            return code
         if result.fallback:
             self.reporter.warn(f"supervise: the restore fell back to older checkpoints "
                                f"({'; '.join(self.status.restore.notes)}); starting {self.cmd[0]} anyway "
@@ -210,7 +233,7 @@ class Supervisor:
             if self.inputs is not None and self.inputs.due():
                 self._serve_inputs(self.inputs.start())
             if time.monotonic() >= next_tick:
-                self._checkpoint(final=False)
+                self._tick()
                 next_tick = time.monotonic() + self.interval
             time.sleep(POLL)
 
@@ -234,13 +257,14 @@ class Supervisor:
         self._take_terminal_back()
         if self.child.returncode is not None and self.child.returncode < 0:
             self._restore_terminal_modes()  # as a shell does after a job dies of a signal
-        self._checkpoint(final=True)
+        # CMD's own status, unless it had to be killed: then 128+SIGKILL, as a shell reports a
+        # job SIGKILL ended (not 128+the stop signal, which CMD never died of).
+        code = self.child_status if self.child_status is not None and not self.killed else KILLED
+        self._final(code)
         self._reap()
         self.status.stopped = time.time()
         self._save()
-        if self.child_status is not None and not self.killed:
-            return self.child_status
-        return 128 + (self.signal or signal.SIGKILL)
+        return code
 
     def _wait_group(self, deadline: float) -> None:
         while True:
@@ -322,10 +346,17 @@ class Supervisor:
         self._signal_group(signal.SIGCONT)
 
     def _serve_inputs(self, serving: bool) -> None:
-        """Record whether the input socket is served (``status.json``), and why not."""
+        """Record whether the input socket is served (``status.json``), and why not; say
+        a failure, and the first success after one (not while stopping)."""
         self.status.input_socket = self.inputs.path
         self.status.input_error = None if serving else self.inputs.error
         self._save()
+        if self.signal is not None:
+            return
+        if serving:
+            self._ok(Part.INPUTS, path=self.inputs.path)
+        else:
+            self._fail(Part.INPUTS, self.inputs.error, retry_in=self.inputs.retry_in)
 
     def _stop_inputs(self) -> None:
         if self.inputs is not None and self.inputs.pid is not None:
@@ -333,22 +364,41 @@ class Supervisor:
             self.status.input_error = "stopped with CMD"
             self._save()
 
-    def _checkpoint(self, final: bool) -> None:
+    def _tick(self) -> None:
+        """A timer checkpoint: said when it committed one (debug), when it failed, and
+        when it succeeded after failures."""
+        result, error = self._checkpoint(final=False)
+        if error is not None:
+            self._fail(Part.CHECKPOINT, error, retry_in=self.interval)
+        elif result is not None:
+            self._ok(Part.CHECKPOINT, seq=self.status.last.seq)
+            if result.seq is not None:
+                self._say(Level.DEBUG, Committed(checkpoint=_record(result)))
+
+    def _final(self, code: int) -> None:
+        """The final checkpoint, said in one line with the exit status ``code``."""
+        result, error = self._checkpoint(final=True)
+        final = Final(checkpoint=_record(result) if result is not None else None, error=error,
+                      last_seq=self.status.last.seq if self.status.last else None, cmd_status=self.child_status,
+                      signal=self.signal, killed=self.killed, exit=code)
+        self._say(Level.ERROR if error else Level.INFO, final)
+
+    def _checkpoint(self, final: bool):
+        """One checkpoint, recorded in the status: ``(result, None)``, ``(None, error)``,
+        or ``(None, None)`` for a tick skipped because another checkpoint runs."""
         started = time.monotonic()
-        what = f"{'final ' if final else ''}checkpoint"
         try:
             result = checkpoint(self.cfg, self.open_store(), self.reporter, wait=final)
         except LockBusy:
             self.status.skipped_ticks += 1
-            self.reporter.note("supervise: a checkpoint is already running; skipping this tick")
+            self._say(Level.DEBUG, Skipped())
             self._save()
-            return
+            return None, None
         except Exception as err:  # noqa: BLE001 - PID 1 records a failed tick and keeps CMD running
             self.status.failed_ticks += 1
             self.status.last_error, self.status.last_error_time = describe_error(err), time.time()
-            self.reporter.warn(f"supervise: {what} failed: {self.status.last_error}")
             self._save()
-            return
+            return None, self.status.last_error
         now = time.time()
         idle = result.seq is None
         seq = self.status.last.seq if idle and self.status.last else result.seq
@@ -362,22 +412,40 @@ class Supervisor:
             self.status.last_commit_time = now
         self.status.warnings = list(result.warnings)[-10:]
         self._save()
+        return result, None
 
     def _save(self) -> None:
         try:
             write_status(self.cfg.state_dir, self.status)
+            self._ok(Part.STATUS)
         except OSError as err:
-            self.reporter.warn(f"supervise: cannot write status: {err}")
+            self._fail(Part.STATUS, describe_error(err))
         if self.metrics_file is None:
             return
         try:
             write_metrics(self.metrics_file, self.status)
-            self.metrics_error = None
+            self._ok(Part.METRICS)
         except OSError as err:
-            message = f"supervise: cannot write --metrics-file: {describe_error(err)}"
-            if message != self.metrics_error:  # once per cause, not on every tick
-                self.metrics_error = message
-                self.reporter.warn(message)
+            self._fail(Part.METRICS, describe_error(err))
+
+    def _say(self, level: Level, what: What) -> None:
+        """Hand one event to the log; an error there (a closed stderr pipe, a dead
+        ``| tee``) must not kill PID 1 and leave CMD unsupervised."""
+        with contextlib.suppress(OSError):
+            self.log(event(level, what))
+
+    def _fail(self, part: Part, error: str, **fields) -> None:
+        """Say a failure of ``part``: every time, or once per cause for ``ONCE_PER_CAUSE``."""
+        failures, last = self.failing.get(part, (0, None))
+        self.failing[part] = (failures + 1, error)
+        if part not in ONCE_PER_CAUSE or error != last:
+            self._say(Level.ERROR, Failed(part=part, error=error, **fields))
+
+    def _ok(self, part: Part, **fields) -> None:
+        """``part`` worked: say so when it had failed."""
+        if part in self.failing:
+            failures, _ = self.failing.pop(part)
+            self._say(Level.INFO, Recovered(part=part, failures=failures, **fields))
 
 
 def cmd_env(env: Mapping[str, str], pass_key_env: bool) -> dict[str, str]:
@@ -387,26 +455,26 @@ def cmd_env(env: Mapping[str, str], pass_key_env: bool) -> dict[str, str]:
     return {k: v for k, v in env.items() if pass_key_env or k not in KEY_VARS}
 
 
-class _Unbroken(Reporter):
-    """The reporter, minus its I/O errors: a closed stderr pipe (a dead ``| tee``) must
-    not kill PID 1 and leave CMD unsupervised. It keeps the last warnings (``recent``)."""
+class _Reporting(Reporter):
+    """What the operations supervise runs (restore, checkpoint) report, as events:
+    warnings at warning level, notes at debug level. It keeps the last warnings
+    (``recent``, for status.json)."""
 
-    def __init__(self, inner: Reporter):
-        self.inner = inner
-        self.recent: collections.deque[str] = collections.deque(maxlen=10)   # for status.json
+    def __init__(self, say):
+        self.say = say
+        self.recent: collections.deque[str] = collections.deque(maxlen=10)
 
     def warn(self, message: str) -> None:
         self.recent.append(message)
-        with contextlib.suppress(OSError):
-            self.inner.warn(message)
+        self.say(Level.WARNING, Warned(message=message))
 
     def note(self, message: str) -> None:
-        with contextlib.suppress(OSError):
-            self.inner.note(message)
+        self.say(Level.DEBUG, Noted(message=message))
 
-    def progress(self, done: int, total: int) -> None:
-        with contextlib.suppress(OSError):
-            self.inner.progress(done, total)
+
+def _record(result):
+    """A checkpoint's record, for an event: its warnings are said as events of their own."""
+    return msgspec.structs.replace(checkpoint_record(result), warnings=[])
 
 
 @contextlib.contextmanager

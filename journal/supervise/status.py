@@ -6,12 +6,17 @@ from ``local/activity.py``, which every checkpoint and restore writes however it
 (cron, by hand, migrate, the supervisor). Whether a supervisor runs is decided from
 the flock it holds on ``<state_dir>/supervise.lock`` for its lifetime, not from the
 recorded pid (a pid is reused, and a container's PID 1 is alive in every other PID
-namespace).
+namespace). Everything ``status.json`` says of a running supervisor is judged live
+(``judge_supervisor``): when none runs, its pid, CMD's pid, its timer and its input
+socket are stale, and the report says so; when one runs, its socket is served only
+if something answers on it.
 """
 
 from __future__ import annotations
 
+import enum
 import os
+import socket
 import stat
 import time
 
@@ -58,6 +63,26 @@ class Status(msgspec.Struct, kw_only=True):
     objects_uploaded: int = 0
 
 
+class SupervisorState(str, enum.Enum):
+    RUNNING = "running"     # a process holds supervise.lock
+    STOPPED = "stopped"     # none does, and the last one recorded its stop
+    DIED = "died"           # none does, and the last one recorded no stop: killed, or its container went away
+    NEVER = "never"         # no supervisor has run with this state directory
+
+
+class SupervisorReport(msgspec.Struct, kw_only=True):
+    """The supervisor as it is now, not as ``status.json`` last recorded it."""
+
+    state: SupervisorState
+    pid: int | None                 # the running supervisor's (None when none runs)
+    cmd_pid: int | None             # CMD's, while a supervisor runs
+    interval: float | None          # its checkpoint timer, while it runs
+    input_socket: str | None        # the path it serves (or served) inputs on
+    input_served: bool              # something answers on it now
+    input_error: str | None         # why it is not served, now
+    stale: list[str] = []           # what status.json says that no longer holds, one sentence each
+
+
 class ErrorReport(msgspec.Struct, kw_only=True):
     """The newest error of any run, and whether a success came after it."""
 
@@ -93,7 +118,8 @@ class StatusReport(msgspec.Struct, kw_only=True):
     restore: RestoreRecord | None
     warnings: list[str] = []
     local_state: LocalSize = msgspec.field(default_factory=LocalSize)
-    status: Status
+    supervisor: SupervisorReport
+    status: Status                            # status.json as recorded (``supervisor`` judges it live)
 
 
 def read_status(state_dir: str) -> Status:
@@ -125,7 +151,56 @@ def report_status(state_dir: str, now: float | None = None) -> StatusReport:
                         lag_seconds=None if success is None else max(0.0, now - success), last_success=success,
                         last_checkpoint=act.checkpoint, last_run=act.run,
                         last_error=_last_error(act, status, success, restore), restore=restore,
-                        warnings=warnings, local_state=local_size(state_dir), status=status)
+                        warnings=warnings, local_state=local_size(state_dir),
+                        supervisor=judge_supervisor(state_dir, status, running), status=status)
+
+
+def judge_supervisor(state_dir: str, status: Status, running: bool) -> SupervisorReport:
+    """``status`` judged against what runs now: ``running`` (the lifetime lock is held)
+    and whether anything answers on the input socket."""
+    path = status.input_socket
+    if running:
+        served = bool(path) and status.input_error is None and socket_answers(path)
+        why = None if served or not path else status.input_error or (
+            f"nothing answers on {path} (the supervisor starts its server again)")
+        return SupervisorReport(state=SupervisorState.RUNNING, pid=status.pid, cmd_pid=status.child_pid,
+                                interval=status.interval, input_socket=path, input_served=served, input_error=why)
+    state = (SupervisorState.NEVER if status.pid is None else
+             SupervisorState.STOPPED if status.stopped is not None else SupervisorState.DIED)
+    why = None
+    if path:
+        left = "is left behind" if os.path.lexists(path) else "is gone"
+        why = f"{status.input_error or 'its supervisor is not running'}; the socket file {left}"
+    return SupervisorReport(state=state, pid=None, cmd_pid=None, interval=None, input_socket=path,
+                            input_served=False, input_error=why,
+                            stale=_stale(state_dir, status) if state is SupervisorState.DIED else [])
+
+
+def _stale(state_dir: str, status: Status) -> list[str]:
+    """What a supervisor that died (no stop recorded) left in status.json that no longer holds."""
+    stale = [f"pid {status.pid}: not running, and it recorded no stop (killed, or its container went away); "
+             "no final checkpoint was taken",
+             f"lock {os.path.join(state_dir, SUPERVISE_LOCK)}: held by no process"]
+    if status.child_pid is not None:
+        stale.append(f"CMD pid {status.child_pid}: supervised by nothing, no checkpoint is taken behind it")
+    if status.interval is not None:
+        stale.append(f"timer: the {status.interval:g}s checkpoint timer no longer runs")
+    if status.input_socket and status.input_error is None:
+        stale.append(f"input socket {status.input_socket}: recorded as served, served by nothing")
+    return stale
+
+
+def socket_answers(path: str) -> bool:
+    """Whether a server accepts a connection on the Unix socket ``path`` now."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def local_size(state_dir: str) -> LocalSize:

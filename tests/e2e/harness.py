@@ -86,7 +86,9 @@ class Box:
                     "JOURNAL_INPUT_SOCKET": os.path.join(self.socket_dir, "input.sock"),
                     "HOME": str(self.home), "AM_LOCAL": str(self.local), "JOURNAL_STORE": str(self.store),
                     "JOURNAL_CONFIG": str(config), "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
-                    "NO_COLOR": "1", "TERM": "dumb", **self.env}
+                    "NO_COLOR": "1", "TERM": "dumb",
+                    "PWD": str(self.work),      # as a shell sets it: opencode takes its directory from $PWD
+                    **self.env}
 
     @property
     def local(self) -> Path:
@@ -294,6 +296,19 @@ def queued_texts(box: Box) -> list[str]:
     """The texts of every input the store's input journal holds (``journal input``)."""
     listed = json.loads(box.journal("input", "list", "--json").stdout)
     return [box.journal("input", "show", item["id"]).stdout for item in listed]
+
+
+def assert_resumed(seen: Outcome) -> None:
+    """What every CLI's resumed turn shows after ``lost_and_resumed``: a model request
+    holding the first turn's reply; after a kill -9 mid-stream, the killed turn's prompt
+    too, and the input queued meanwhile in the input journal."""
+    assert seen.resumed, "the resumed turn sent no model request"
+    assert any(m in r.raw for r in seen.resumed for m in seen.first_markers), \
+        "the resumed turn's request lacks the first turn's reply: the session was not restored"
+    if seen.killed_prompt is not None:
+        assert any(seen.killed_prompt in r.raw for r in seen.resumed), \
+            "the prompt of the turn killed mid-stream was lost"
+        assert seen.queued in queued_texts(seen.restored)
 
 
 def _last_success(metrics: Path) -> float:

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from tests.e2e.clis import installed
-from tests.e2e.harness import (Agent, Box, databases, legacy_torn_resume, lost_and_resumed, queued_texts,
+from tests.e2e.harness import (Agent, Box, assert_resumed, databases, legacy_torn_resume, lost_and_resumed,
                               quick_check, torn_lines)
 
 #: What Codex keeps in SQLite (docs/harnesses.md): user state journal snapshots.
@@ -63,15 +63,9 @@ def codex(mock):
 @pytest.mark.parametrize("how", ["clean", "kill9"])
 def test_codex_resumes_after_a_lost_container(codex, base, how):
     seen = lost_and_resumed(codex, base, how)
-    assert seen.resumed, "the resumed turn sent no model request"
-    assert any(m in r.raw for r in seen.resumed for m in seen.first_markers), \
-        "the resumed turn's request lacks the first turn's reply: the session was not restored"
+    assert_resumed(seen)
     assert torn_lines(codex.tree(seen.restored)) == []
     _databases_restored(seen.after_restore)
-    if how == "kill9":
-        assert any(seen.killed_prompt in r.raw for r in seen.resumed), \
-            "the prompt of the turn killed mid-stream was lost"
-        assert seen.queued in queued_texts(seen.restored)
 
 
 def _databases_restored(tree):

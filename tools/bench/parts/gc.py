@@ -60,14 +60,14 @@ sys.exit(main())
 '''
 
 _GC_OUTPUT = {
-    "kept": re.compile(r"^keep (\d+) checkpoint", re.M),
-    "expired": re.compile(r"^expire (\d+) checkpoint", re.M),
-    "tombstoned": re.compile(r"^tombstone (\d+) object", re.M),
-    "tombstoned_bytes": re.compile(r"^tombstone \d+ object\(s\) \(([\d,]+) bytes\)", re.M),
-    "planned_deletes": re.compile(r"^delete (\d+) object", re.M),
-    "deleted": re.compile(r"^done: tombstone \S+, deleted (\d+) object", re.M),
-    "bytes_freed": re.compile(r"^done: .* deleted \d+ object\(s\), ([\d,]+) bytes freed", re.M),
-    "tombstones_resolved": re.compile(r"^done: .* (\d+) tombstone\(s\) swept", re.M),
+    "kept": re.compile(r"^keep ([\d,]+) checkpoint", re.M),
+    "expired": re.compile(r"^expire ([\d,]+) checkpoint", re.M),
+    "tombstoned": re.compile(r"^tombstone ([\d,]+) object", re.M),
+    "tombstoned_bytes": re.compile(r"^tombstone [\d,]+ objects? \(([\d,]+) bytes?\)", re.M),
+    "planned_deletes": re.compile(r"^delete ([\d,]+) object", re.M),
+    "deleted": re.compile(r"^done: tombstone \S+, deleted ([\d,]+) object", re.M),
+    "bytes_freed": re.compile(r"^done: .* deleted [\d,]+ objects?, ([\d,]+) bytes? freed", re.M),
+    "tombstones_resolved": re.compile(r"^done: .* ([\d,]+) tombstones? swept", re.M),
 }
 
 
