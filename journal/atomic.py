@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
-from .errors import naming
+from .os_errors import naming
 from .paths import PRIVATE_DIR, PRIVATE_FILE
 
 #: The size of the pieces a stream is copied in (into a file here, into a store object by the backends).

@@ -7,6 +7,10 @@ override the file. An encrypted store's key comes from a key file
 (``$JOURNAL_KEY_FILE``, else the file's ``key_file``) or a passphrase
 (``$JOURNAL_PASSPHRASE``): the configuration names where (``KeySource``), never the
 key itself, which ``journal/crypto/keys.py`` reads when a store needs it.
+
+Each key of the file carries its documentation in its type (``_key``): what it sets,
+an example, its variable and default. ``tools/gen_config_docs.py`` writes
+``docs/config.md`` from them, and ``tests/test_docs.py`` fails when a key lacks a row.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from typing import Annotated
 
 import msgspec
 
@@ -31,30 +36,75 @@ MAX_CHUNK_COPIES = 1 << 40
 TREE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
-class TreeFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A ``[[trees]]`` table of the config file."""
+def _key(what: str, example, *, env: str | None = None, default: str | None = None) -> msgspec.Meta:
+    """What ``docs/config.md`` says of one key of the config file (``tools/gen_config_docs.py``
+    writes it from these): what it sets, an example value for the example file, the
+    environment variable that overrides it, and its default in words when the field's
+    own default (None, an empty list) does not say it."""
+    extra = {name: value for name, value in (("env", env), ("default", default)) if value is not None}
+    return msgspec.Meta(description=what, examples=[example], extra=extra)
 
-    name: str
-    path: str | None = None
-    preset: str | None = None
-    jsonl: list[str] = []
-    exclude: list[str] = []
-    sqlite: list[str] = []
+
+class TreeFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A ``[[trees]]`` table of the config file: a tree of its own, or a preset changed."""
+
+    name: Annotated[str, _key(
+        "The tree's name, as `journal trees`, `ls` and the store give it: lowercase letters, digits, `-` and `_`, "
+        "up to 64. A preset's name changes that preset's tree.", "codex")]
+    path: Annotated[str | None, _key(
+        "Where the tree lives: an absolute path, or one relative to `local`.", "/home/node/.codex",
+        default="the preset's path (with `preset`); required otherwise")] = None
+    preset: Annotated[str | None, _key(
+        "The built-in preset the tree starts from: its path, SQLite patterns and exclusions (the README's table "
+        "of presets).", "codex")] = None
+    jsonl: Annotated[list[str], _key(
+        "More patterns of append-only transcripts (stored as appended segments), besides `*.jsonl` and "
+        "`*.ndjson`.", ["*.log"], default="`[]` (`*.jsonl` and `*.ndjson` always)")] = []
+    exclude: Annotated[list[str], _key(
+        "Patterns left out of every checkpoint (`cache/`: directories only), added to the preset's.",
+        ["*.tmp", "cache/"])] = []
+    sqlite: Annotated[list[str], _key(
+        "Patterns of SQLite databases, stored as snapshots taken with SQLite's backup API, added to the "
+        "preset's.", ["*.sqlite"])] = []
 
 
 class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The config file's top level."""
 
-    store: str | None = None
-    local: str | None = None
-    state_dir: str | None = None
-    interval: float | None = None
-    presets: list[str] | None = None
-    trees: list[TreeFile] = []
-    input_limit: int | str | None = None    # bytes, or "512KiB", "4MiB"; $JOURNAL_INPUT_LIMIT overrides
-    input_socket: str | None = None         # $JOURNAL_INPUT_SOCKET overrides
-    key_file: str | None = None             # an encrypted store's key file; $JOURNAL_KEY_FILE overrides
-    chunk_copies_limit: int | str | None = None  # bytes, or "64MiB"; $JOURNAL_CHUNK_COPIES_LIMIT overrides
+    store: Annotated[str | None, _key(
+        "The store: an absolute path, or a URL (`s3://bucket/prefix`, `gs://`, `az://`, `file://`, `hfsim://`).",
+        "/data/journal", env="JOURNAL_STORE",
+        default="`$XDG_DATA_HOME/journal/store` (`~/.local/share/journal/store`), which `journal supervise` "
+                "refuses")] = None
+    local: Annotated[str | None, _key(
+        "The directory holding the agents' state: presets' paths and relative tree paths are under it.",
+        "/home/node/local", env="AM_LOCAL", default="unset: no preset is found")] = None
+    state_dir: Annotated[str | None, _key(
+        "journal's local state (what was last published, caches, the spool); outside every tree.",
+        "/home/node/local/.journal", env="JOURNAL_STATE_DIR",
+        default="`<local>/.journal`, else `~/.local/state/journal`")] = None
+    interval: Annotated[float | None, _key(
+        "Seconds between checkpoints under `journal supervise` (its `--interval` overrides both).", 15,
+        env="AGENT_STATE_CHECKPOINT_SECONDS", default=f"{DEFAULT_INTERVAL:g}")] = None
+    presets: Annotated[list[str] | None, _key(
+        "The built-in presets to checkpoint, by name; a preset listed here is a tree even before its path exists.",
+        ["codex", "claude"], default="every preset whose path exists (the others wait, and are restored into)")] = None
+    trees: Annotated[list[TreeFile], _key(
+        "Trees of their own, or presets changed: one `[[trees]]` table each (below).", [])] = []
+    input_limit: Annotated[int | str | None, _key(
+        "The largest input `journal input append` stores: bytes, or a size such as `512KiB` or `4MiB` (at most "
+        "16MiB).", "4MiB", env="JOURNAL_INPUT_LIMIT", default="`1MiB`")] = None
+    input_socket: Annotated[str | None, _key(
+        "Where `journal supervise` serves the input journal's socket.", "/run/journal/input.sock",
+        env="JOURNAL_INPUT_SOCKET", default=f"`<state_dir>/{INPUT_SOCKET}`")] = None
+    key_file: Annotated[str | None, _key(
+        "An encrypted store's key file (`journal init --encrypt --key-file` makes one); `$JOURNAL_PASSPHRASE` is "
+        "the other way to give the key.", "/home/node/.config/journal/store.key", env="JOURNAL_KEY_FILE",
+        default="unset: a plain store")] = None
+    chunk_copies_limit: Annotated[int | str | None, _key(
+        "The most bytes the local copies of rewritten files' chunks may hold (the bases of their next deltas): "
+        "bytes, or a size such as `16MiB` or `1GiB`; 0 keeps none.", "16MiB", env="JOURNAL_CHUNK_COPIES_LIMIT",
+        default="`64MiB`")] = None
 
 
 class TreeConfig(msgspec.Struct, frozen=True, kw_only=True):

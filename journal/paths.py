@@ -28,6 +28,7 @@ STATUS_FILE = "status.json"         # the supervisor's status (supervise/status.
 QUIET_FILE = "quiet.marshal"        # the quiet snapshot (local/quiet.py)
 TMP_DIR = "tmp"                     # temp files of atomic writes; private copies of live databases
 SPOOL_DIR = "spool"                 # packs being built (repository/pack.py)
+COPY_SPOOL_DIR = "copy-spool"       # packs being copied to another store (copy/packs.py, copy/reseal.py)
 STAGING_DIR = "sqlite-staging"      # online-backup copies being checked and cut (sqlite/snapshot.py)
 BASE_DIR = "sqlite-base"            # full maps' staging copies, kept (sqlite/base_copy.py)
 MAPS_DIR = "maps"                   # whole page maps and how each is stored (repository/blob_cache.py)
@@ -41,7 +42,7 @@ ACTIVITY_DIR = "activity"           # what the last checkpoint, run, restore and
 ACTIVITY_OK = "ok"                  # in it: an empty file whose mtime is the last successful checkpoint run
 STATE_NAMES = (STATE_FILE, STATE_BASE_DIR, LOCK_FILE, SUPERVISE_LOCK, STATUS_FILE, QUIET_FILE, TMP_DIR, SPOOL_DIR,
                STAGING_DIR, BASE_DIR, MAPS_DIR, PAGES_DIR, CHUNKS_DIR, RECHECK_DIR, TREE_TMP_DIR, INVALID_DIR, INPUT_SOCKET,
-               ACTIVITY_DIR)
+               ACTIVITY_DIR, COPY_SPOOL_DIR)
 
 # The state directory is private to its owner (docs/design.md §10): every directory
 # journal makes in it has mode 0700 and every file 0600, passed to the call that makes
@@ -76,10 +77,10 @@ SHELL_NOISE = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
 #: Variables holding a secret (an encrypted store's passphrase, design §22): the
 #: configuration depends only on whether each is set, so only that goes into the
 #: digest the quiet snapshot keeps, never a hash of the secret.
-SECRET_VARS = frozenset({"JOURNAL_PASSPHRASE", "JOURNAL_NEW_PASSPHRASE"})
-#: The variables that open an encrypted store (design §22): `journal supervise` keeps
-#: them from CMD unless --pass-key-env (§15).
-KEY_VARS = frozenset({"JOURNAL_KEY_FILE", *SECRET_VARS})
+SECRET_VARS = frozenset({"JOURNAL_PASSPHRASE", "JOURNAL_NEW_PASSPHRASE", "JOURNAL_TO_PASSPHRASE"})
+#: The variables that open an encrypted store (design §22; a copy's target, §23):
+#: `journal supervise` keeps them from CMD unless --pass-key-env (§15).
+KEY_VARS = frozenset({"JOURNAL_KEY_FILE", "JOURNAL_TO_KEY_FILE", *SECRET_VARS})
 
 
 def inputs_key(explicit: str | None, env: Mapping[str, str], store: str | None, local: str | None) -> str:

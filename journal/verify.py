@@ -12,7 +12,10 @@ of every base a delta names (an index page's, a page map's, a chunk's). Full
 its kind's size limit), every JSONL entry's last segment ends in ``\\n`` (a line
 longer than a segment goes on over several, design §6), every snapshot is rebuilt
 (each group delta decoded against its verified base pages) and integrity-checked, and
-every pack a manifest reaches is hashed against its name.
+every pack a manifest reaches is hashed against its name. Sampled (``--sample PERCENT``):
+the full checks on that share of the packs a manifest reaches (``sample_packs``, drawn by
+a seed the result records): the blobs in them, the snapshots whose page maps are in
+them, and their names.
 
 Each distinct index page and page map is read once, however many manifests name it
 (``verify_shared``: gc's reach shares the reads, and what a tree or snapshot must be
@@ -36,13 +39,15 @@ no finding, gc deletes them after its grace period): information, never damage.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tempfile
 from typing import NamedTuple
 
 import msgspec
 
-from .errors import CorruptObject, ObjectNotFound, UnsafePath, ids_apart
+from .errors import ConfigError, CorruptObject, ObjectNotFound, ids_apart
+from .local.errors import UnsafePath
 from .format.index import decode_page
 from .restore.entry import inside_problem, own_problem
 from .format.model import KIND_FILE, KIND_JSONL, KIND_SQLITE, BlobRef, Entry, Manifest, Page
@@ -107,6 +112,9 @@ class VerifyResult(msgspec.Struct, kw_only=True):
     orphans: int = 0            # packs no manifest names or reaches (gc's orphans: it deletes them)
     orphans_marked: int = 0     # ... of them, those a gc tombstone names already
     orphan_bytes: int = 0       # ... the bytes the orphans hold
+    sample: float | None = None  # --sample: the percentage of the reached packs whose content was checked
+    seed: int | None = None     # ... the seed that chose them: the same seed chooses the same packs again
+    packs_sampled: int = 0      # ... how many packs that was
     findings: list[Finding] = []
 
     @property
@@ -118,13 +126,17 @@ class VerifyResult(msgspec.Struct, kw_only=True):
         return [f for f in self.findings if f.severity == ERROR]
 
 
-def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False) -> VerifyResult:
-    """Audit the store; see the module docstring. Never modifies anything."""
-    result = VerifyResult(full=full)
+def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False, sample: float | None = None,
+           seed: int | None = None) -> VerifyResult:
+    """Audit the store; see the module docstring. Never modifies anything. With
+    ``sample`` (a percentage), ``full``'s content checks run on that share of the packs
+    the manifests reach, chosen by ``seed`` (``sample_packs``)."""
+    _check_sample_options(full, sample, seed)
+    result = VerifyResult(full=full, sample=sample)
     if repo.config_problem is not None:
         result.findings.append(Finding(kind=CORRUPT_CONFIG, manifest=None, key="config", detail=repo.config_problem))
     packs = repo.pack_sizes()  # listed before the manifests: a checkpoint committing meanwhile is seen
-    audit = _Manifests(repo, packs, result, full)
+    audit = _Manifests(repo, packs, result, full or sample is not None)
     for seq, manifest, mid in repo.iter_manifests_desc():
         result.manifests += 1
         if manifest is None:
@@ -138,9 +150,51 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False)
         _check_blobs(repo, audit.blobs, result, reporter)
         _check_snapshots(repo, audit.snapshots, result)
         _check_pack_names(repo, sorted(audit.reach.packs & packs.keys()), packs, result, reporter)
+    elif sample is not None:
+        _check_sample(repo, audit, packs, result, reporter, seed)
     _check_inputs(repo, result, full)
     _check_keys(repo, result)
     return result
+
+
+def _check_sample_options(full: bool, sample: float | None, seed: int | None) -> None:
+    if sample is None:
+        if seed is not None:
+            raise ConfigError("verify: a seed only chooses the packs a sample checks; no sample was asked for")
+        return
+    if full:
+        raise ConfigError("verify: a full check reads every pack and a sample a share of them; ask for one of them")
+    if not 0 < sample <= 100:
+        raise ConfigError(f"verify: a sample of {sample:g}% is not a percentage above 0 up to 100")
+
+
+def sample_packs(reached: list[str], percent: float, seed: int) -> list[str]:
+    """The packs ``--sample percent --seed seed`` checks, by name: ``percent`` of the
+    ``reached`` ones rounded up (one at least, of one or more), drawn by a generator
+    seeded with ``seed`` from them in name order, so the same seed on the same packs
+    draws the same ones."""
+    import random
+
+    names = sorted(reached)
+    return sorted(random.Random(seed).sample(names, min(len(names), math.ceil(len(names) * percent / 100))))
+
+
+def _check_sample(repo: Repository, audit: "_Manifests", packs: dict[str, int], result: VerifyResult,
+                  reporter: Reporter, seed: int | None) -> None:
+    """``--full``'s checks on a sample of the packs the manifests reach: each blob in
+    them re-hashed, each snapshot whose page map is in them rebuilt and checked, and
+    each of them hashed against its name. ``seed`` None: one is drawn (and recorded)."""
+    if seed is None:
+        import secrets
+
+        seed = secrets.randbelow(1 << 32)
+    chosen = sample_packs(list(audit.reach.packs & packs.keys()), result.sample, seed)
+    result.seed, result.packs_sampled = seed, len(chosen)
+    picked = set(chosen)
+    _check_blobs(repo, {at: blob for at, blob in audit.blobs.items() if at[0] in picked}, result, reporter)
+    _check_snapshots(repo, {refs: snap for refs, snap in audit.snapshots.items()
+                            if any(ref.pack in picked for ref in refs)}, result)
+    _check_pack_names(repo, chosen, packs, result, reporter)
 
 
 class _Refused(NamedTuple):

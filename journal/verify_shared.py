@@ -98,7 +98,7 @@ class _Memo(OrderedDict):
             self.popitem(last=False)
 
 
-def still_open(parent: str, path: str) -> bool:
+def _still_open(parent: str, path: str) -> bool:
     """Whether ``path`` and the paths after it may lie inside ``parent``."""
     return len(path) > len(parent) and path.startswith(parent) and path[len(parent)] <= "/"
 
@@ -113,7 +113,6 @@ class TreeAudit:
         self.load_page = load_page
         self.on_leaf = on_leaf
         self.seen = _Memo(kept)
-        self.reads = 0      # pages read (a page dropped from the memo and met again counts again)
 
     def check(self, root: BlobRef | None, tree: TreeRoot) -> tuple:
         """Check one tree as ``index.iter_pages`` does (raises ``CorruptObject`` or
@@ -146,7 +145,6 @@ class _Walk:
             self.bytes += seen.bytes
             return seen
         page = load_child(ref, said, self.audit.load_page)
-        self.audit.reads += 1
         seen = self._leaf(ref, page) if page.level == 0 else self._inner(ref, page, said)
         self.audit.seen.keep(ref, seen)
         return seen
@@ -158,7 +156,7 @@ class _Walk:
         for e in page.entries:
             path = e.path
             if opened:
-                opened = [x for x in opened if still_open(x[0], path)]
+                opened = [x for x in opened if _still_open(x[0], path)]
                 parent = next((x for x in opened if path[len(x[0])] == "/"), None)
                 if parent is not None:
                     nested.append(Nested(path, *parent))
@@ -180,11 +178,11 @@ class _Walk:
         edge = None
         for child_ref, child_said in child_pages(page, ref, said):
             child = self.visit(child_ref, child_said)
-            opened = [x for x in opened if still_open(x[0], child.span[1])]
+            opened = [x for x in opened if _still_open(x[0], child.span[1])]
             if opened:
                 notes.extend(self._under(child_ref, opened))
             notes.extend(child.notes)
-            opened = [x for x in opened if still_open(x[0], child.last)] + list(child.opened)
+            opened = [x for x in opened if _still_open(x[0], child.last)] + list(child.opened)
             files += child.files
             size += child.bytes
             edge = (child_ref, child)
@@ -200,7 +198,6 @@ class _Walk:
 
         out = []
         for _ref, page in walk_pages(ref, self.audit.load_page, outside):
-            self.audit.reads += 1
             for e in page.entries:
                 parent = next((x for x in opened if e.path.startswith(x[0] + "/")), None)
                 if parent is not None:
@@ -253,12 +250,10 @@ class MapBook:
     def __init__(self, read_map: ReadMap, packs: dict[str, int], kept: int = SHAPES_KEPT):
         self.read_map, self.packs = read_map, packs
         self.shapes = _Memo(kept)
-        self.reads = 0
 
     def load(self, ref: BlobRef) -> tuple[PageMap, dict[int, PageLoc], BlobRef | None]:
         """Read one map (``ReadMap``) and keep its shape."""
         pm, pages, base = self.read_map(ref)
-        self.reads += 1
         packs = self.packs
         sound = all(loc.rec.pack in packs and loc.rec.offset + loc.rec.length <= packs[loc.rec.pack]
                     for loc in pages.values())

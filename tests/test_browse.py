@@ -26,7 +26,7 @@ from journal.browse.ls import list_path
 from journal.browse.view import View
 from journal.browse.where import parse_where
 from journal.cli.app import EXIT_FALLBACK
-from journal.errors import BadBrowsePath
+from journal.browse.errors import BadBrowsePath
 from journal.format.index import iter_pages
 from journal.format.model import KIND_SQLITE
 from journal.format.pagemap import load_snapshot
@@ -684,6 +684,17 @@ def test_diff_takes_times_and_either_order(shared):
         ("codex/late.jsonl", "added"), ("codex/notes.txt", "added"), (rollout, "changed")]
     assert [(c["path"], c["change"], c["a"], c["b"]) for c in backward] == [
         ("codex/late.jsonl", "removed", 2, 1), ("codex/notes.txt", "removed", 2, 1), (rollout, "changed", 2, 1)]
+
+
+def test_diff_json_names_each_change_as_it_always_has():
+    """Diff's kinds are an enum now; ``--json`` shows its values (``change``), and users'
+    scripts read those names: they never change."""
+    import msgspec
+
+    from journal.browse.diff import ChangeKind
+
+    assert [k.value for k in ChangeKind] == ["added", "removed", "changed"]
+    assert msgspec.json.encode([ChangeKind.ADDED]) == b'["added"]'
 
 
 def test_diff_past_a_damaged_index_page_falls_back_as_restore_does(live):

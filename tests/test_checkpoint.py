@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import gc as collector
@@ -25,13 +26,14 @@ from heldfile import HeldFile
 from journal.checkpoint.capture import AHEAD_FILE, CHUNK, ROLL_BYTES, SEGMENT_TARGET, capture_item
 import journal.checkpoint.run as checkpoint_module
 from journal.checkpoint.run import checkpoint
-from journal.errors import (HistoryWithoutState, LocalWriteError, ManifestConflict, NotAStore, ObjectNotFound,
-                            StoreError)
+from journal.errors import ObjectNotFound, StoreError
+from journal.local.errors import LocalWriteError
+from journal.repository.errors import HistoryWithoutState, ManifestConflict, NotAStore
 from journal.gc.run import gc
 from journal.verify import verify
 from journal.repository.history import ManifestCache
 from journal.local.state import load_state
-from journal.format.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK, Manifest, decode
+from journal.format.model import KIND_FILE, KIND_JSONL, KIND_SYMLINK, Manifest, decode, is_pending
 from journal.format.objects import KIND_CHUNK, KIND_DBPAGE, KIND_SEGMENT, decode_record
 import journal.repository.pack as pack_module
 from journal.repository.pack import PackWriter
@@ -77,6 +79,30 @@ def test_first_checkpoint_publishes_every_tree_in_three_objects(live):
     assert result.objects == 3  # one data pack, one index pack, the manifest
     assert live.store.puts == 4  # ... plus the store's config object
     assert live.repo().manifest_seqs() == [1]
+
+
+def test_a_commit_saves_new_path_states_naming_the_stored_packs_and_leaves_the_scanned_ones_as_they_were(
+        live, monkeypatch):
+    """The scan's entries name packs by placeholder until the data pack is closed. The
+    commit replaces each such path state with a new one (a path state is never changed
+    in place: a save finds what changed by identity), and the state it saves names
+    only packs the manifest names."""
+    scanned = []
+    real = checkpoint_module.commit_manifest
+
+    def commit(*args, **kwargs):
+        scanned.extend((fs, fs.entry) for read in kwargs["captured"].values() for fs in read)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoint_module, "commit_manifest", commit)
+    result = live.checkpoint()
+
+    assert scanned and any(is_pending(r.pack) for fs, _ in scanned for r in fs.entry.refs)
+    assert all(fs.entry is entry for fs, entry in scanned)
+    packs = set(live.manifest(result.seq).packs)
+    saved = [fs for cache in load_state(str(live.state_dir), live.repo().store_id).trees.values()
+             for fs in cache.files.values()]
+    assert {r.pack for fs in saved for r in fs.entry.refs} <= packs
 
 
 def test_idle_checkpoint_writes_nothing(live):
@@ -994,6 +1020,106 @@ def test_deleting_a_transcript_of_a_few_lines_is_not_held_back(live):
 
     assert result.seq == 2 and "sessions/short.jsonl" not in live.entries("codex")
     assert not live.warnings
+
+
+# --- the transcript guard's rename rule: the same file, never merely the same number ---
+
+def _history(lines: int = 80) -> bytes:
+    """A transcript with more history than the transcript guard lets go."""
+    return b"".join(b'{"type": "event_msg", "payload": {"n": %d, "text": "%s"}}\n' % (i, b"x" * 40)
+                    for i in range(lines))
+
+
+def _kept_and_dropped(result, tree: str) -> tuple[int, int]:
+    t = next(t for t in result.trees if t.name == tree)
+    return t.kept_deleted, t.deleted
+
+
+def test_a_transcript_renamed_within_its_tree_is_let_go_under_its_old_name(live):
+    """A rename keeps the file (its device and inode, its bytes): the transcript is not
+    lost, so the guard does not hold its old name, whether the new name is a transcript's
+    or not."""
+    sessions = live.local / "codex-home" / "sessions"
+    first, second = sessions / "kept.jsonl", sessions / "archived.jsonl"
+    first.write_bytes(_history())
+    second.write_bytes(_history(90))
+    live.checkpoint()
+    first.rename(sessions / "renamed.jsonl")
+    second.rename(sessions / "archived.jsonl.bak")
+
+    result = live.checkpoint()
+
+    assert _kept_and_dropped(result, "codex") == (0, 2) and not live.warnings
+    entries = live.entries("codex")
+    assert "sessions/kept.jsonl" not in entries and entries["sessions/renamed.jsonl"].kind == KIND_JSONL
+    assert "sessions/archived.jsonl" not in entries and entries["sessions/archived.jsonl.bak"].kind == KIND_FILE
+
+
+def test_a_database_whose_wal_size_equals_a_vanished_transcripts_inode_does_not_pass_for_it(root):
+    """A database's signature holds its WAL's size where a file's holds the inode: a
+    WAL exactly as long as the vanished transcript's inode number is no rename."""
+    live = OpencodeLive(root / "home", root / "store")
+    transcript = live.write("opencode-share/exports/session.jsonl", _history())
+    live.write("opencode-share/auth.json", "{}\n")
+    with contextlib.closing(sqlite3.connect(live.db)) as conn, conn:
+        conn.execute("create table session (id text primary key, directory text, body blob)")
+        conn.executemany("insert into session values (?, ?, ?)", [(str(i), "/w", b"y" * 3000) for i in range(8)])
+    assert live.checkpoint().seq == 1
+    assert live.db.stat().st_size >= transcript.stat().st_size > 4096
+    inode = transcript.stat().st_ino
+    transcript.unlink()
+    with open(f"{live.db}-wal", "wb") as fh:   # a stray WAL (no valid header) that many bytes long
+        fh.truncate(inode)
+    # The agent holds its database open: the snapshot's connection is not the last one
+    # to close, so SQLite leaves the WAL as it is.
+    with contextlib.closing(sqlite3.connect(live.db)) as agent:
+        assert agent.execute("select count(*) from session").fetchone() == (8,)
+
+        result = live.checkpoint()
+
+    assert _kept_and_dropped(result, "opencode") == (1, 0)
+    assert "exports/session.jsonl" in live.entries("opencode")
+    assert any("1 transcript(s)" in w and "--allow-deletions" in w for w in live.warnings), live.warnings
+
+
+def test_a_file_with_a_vanished_transcripts_inode_on_another_device_does_not_pass_for_it(root):
+    """A tree spanning two filesystems: the transcript vanishes from one, and a file on
+    the other has its inode number and more bytes. Inode numbers repeat across devices,
+    so that file is not the transcript renamed."""
+    live = OpencodeLive(root / "home", root / "store")
+    tree = live.local / "opencode-share"
+    live.write("opencode-share/auth.json", "{}\n")
+    with _tmpfs(tree / "one") as one, _tmpfs(tree / "two") as two:
+        (one / "sessions").mkdir()
+        (two / "sessions").mkdir()
+        transcript = one / "sessions" / "session.jsonl"
+        transcript.write_bytes(_history())
+        other = two / "sessions" / "scratch.bin"
+        other.write_bytes(b"z" * 8192)
+        if transcript.stat().st_ino != other.stat().st_ino:
+            pytest.skip("this kernel's tmpfs does not number inodes per mount")
+        assert transcript.stat().st_dev != other.stat().st_dev
+        live.checkpoint()
+        transcript.unlink()
+
+        result = live.checkpoint()
+
+    assert _kept_and_dropped(result, "opencode") == (1, 0)
+    assert "one/sessions/session.jsonl" in live.entries("opencode")
+    assert any("1 transcript(s)" in w for w in live.warnings), live.warnings
+
+
+@contextlib.contextmanager
+def _tmpfs(point: Path):
+    """A new tmpfs mounted on ``point`` (made here); skips where mounting is refused."""
+    point.mkdir(parents=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(point)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=True)
 
 
 def test_emptied_tree_keeps_its_entries_and_warns(live):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Live, clean_env, journal_script, wait_for
+from conftest import Live, clean_env, describe, journal_script, wait_for
 from journal.repository.repository import Repository
 from journal.store import open_store
 from journal.verify import verify
@@ -325,7 +325,7 @@ def _deletions(site: Site):
 
 
 KNOWN = {"dockerfile": None, "start-script": None, "log": None, "log-json": None, "look": None, "migrate": None,
-         "s3": None, "gc": None, "cron": None,
+         "s3": None, "gc": None, "cron": None, "copy": None, "dr-restore": None,
          "refusal vanished": _vanished, "refusal no-local-state": _no_local_state, "refusal conflict": _conflict,
          "refusal no-trees": _no_trees, "refusal foreign": _foreign, "refusal history-lost": _history_lost,
          "refusal deletions": _deletions}
@@ -394,3 +394,21 @@ def test_the_gc_schedule(root):
                           text=True, timeout=120, cwd=site.root)
 
     assert "keep 3 checkpoints" in proc.stdout and cron.returncode == 0, cron.stderr
+
+
+def test_an_hourly_copy_and_a_new_container_restoring_from_it(root):
+    """The disaster-recovery section: the copy (to a directory here; to S3 in
+    ``tests/test_copy.py``), then a new container whose store is the copy."""
+    site = Site(root, fixtures=True)
+    site.tick()
+    _edit(site, "o3")
+    site.tick()
+    dr = {"s3://dr-bucket/agent-1": str(root / "dr")}
+
+    copied = site.sh("copy", replace=dr)
+    new = Site(root, "new")
+    restored = new.sh("dr-restore", replace=dr)
+
+    assert "would copy 2 checkpoint(s)" in copied.stdout and "copied 2 checkpoint(s)" in copied.stdout
+    assert "restore complete" in restored.stdout + restored.stderr
+    assert describe(new.local / "codex-home") == describe(site.local / "codex-home")

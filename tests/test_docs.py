@@ -3,10 +3,13 @@
 * ``docs/cli.md`` and the README's table of commands are what ``tools/gen_cli_docs.py``
   makes of the click commands now, and name every command and option (as sqlite-utils
   checks its docs): a new command or option fails here until the tool is rerun.
+* ``docs/config.md`` is what ``tools/gen_config_docs.py`` makes of the config file's
+  types now, has a row for every key, and its example file sets every key and loads.
 * Shell completion works as documented (click's ``_JOURNAL_COMPLETE``).
 * The README's performance figures are the current run's of ``docs/benchmarks.md``
-  (its "Current results" section): a new run that moves a figure fails here until the
-  README quotes it.
+  (its "Current results" section), or, for one the README dates, of that run in
+  ``docs/benchmarks-log.md``: a new run that moves a figure fails here until the README
+  quotes it.
 """
 
 from __future__ import annotations
@@ -14,25 +17,36 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
+from typing import Annotated
 
 import click
+import msgspec
 import pytest
+
+from journal.config import ConfigFile, TreeFile, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+BENCHMARKS_LOG = ROOT / "docs" / "benchmarks-log.md"
 CLI_MD = ROOT / "docs" / "cli.md"
+CONFIG_MD = ROOT / "docs" / "config.md"
 
 
-def gen_cli_docs():
-    spec = importlib.util.spec_from_file_location("gen_cli_docs", ROOT / "tools" / "gen_cli_docs.py")
+def tool(name: str):
+    """``tools/<name>.py``, loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-GEN = gen_cli_docs()
+GEN = tool("gen_cli_docs")
 COMMANDS = [(path, cmd) for path, cmd, _ in GEN.walk(GEN.main_group(), GEN.root_context())]
+CONFIG_GEN = tool("gen_config_docs")
+#: Every key of the config file: (its table in docs/config.md, its name).
+CONFIG_KEYS = [(table, field.encode_name) for table, cls in (("top", ConfigFile), ("trees", TreeFile))
+               for field in msgspec.inspect.type_info(cls).fields]
 
 
 def test_the_cli_reference_and_the_readme_table_are_what_the_tool_makes_now():
@@ -55,6 +69,43 @@ def test_every_command_and_option_is_in_the_cli_reference_and_the_readme(path, c
                 assert name in section, f"docs/cli.md does not document {name} of `journal {path}`"
             longest = max(param.opts + param.secondary_opts, key=len)
             assert longest in GEN.COMMON or f"`{longest}`" in row, f"the README's row of `journal {path}` lacks {longest}"
+
+
+def test_the_config_reference_is_what_the_tool_makes_now():
+    assert CONFIG_MD.read_text() == CONFIG_GEN.config_md(), "docs/config.md is out of date: run tools/gen_cli_docs.py"
+
+
+@pytest.mark.parametrize(("table", "key"), CONFIG_KEYS, ids=[f"{t}.{k}" for t, k in CONFIG_KEYS])
+def test_every_key_of_the_config_file_is_in_the_config_reference(table, key):
+    top, trees = CONFIG_MD.read_text().split("\n## `[[trees]]`\n", 1)
+    row = next((ln for ln in (trees if table == "trees" else top).splitlines() if ln.startswith(f"| `{key}` |")), None)
+    assert row is not None, f"docs/config.md has no row for the config key {key!r}: run tools/gen_cli_docs.py"
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert len(cells) == 5 and all(cells), f"docs/config.md's row of {key!r} lacks its type, default or text: {row}"
+
+
+def test_the_config_reference_example_sets_every_key_and_loads(tmp_path):
+    example = CONFIG_MD.read_text().split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "config.toml"
+    path.write_text(example)
+
+    decoded = msgspec.toml.decode(example.encode(), type=ConfigFile)
+    cfg = load_config(str(path), env={"HOME": str(tmp_path)})
+
+    unset = [f for f in ConfigFile.__struct_fields__ if getattr(decoded, f) == getattr(ConfigFile(), f)]
+    unset += [f for f in TreeFile.__struct_fields__ if getattr(decoded.trees[0], f) == getattr(TreeFile(name=""), f)]
+    assert unset == [], f"the example file leaves out {unset}"
+    assert (cfg.store, cfg.source, cfg.chunk_copies_limit) == ("/data/journal", str(path), 16 << 20)
+    assert {t.name: t.path for t in cfg.trees}["codex"] == decoded.trees[0].path
+
+
+def test_a_config_key_without_a_description_stops_the_config_generator():
+    class Bare(msgspec.Struct, kw_only=True):
+        said: Annotated[int, msgspec.Meta(description="a key", examples=[1])] = 1
+        bare: str | None = None
+
+    with pytest.raises(CONFIG_GEN.KeyUndocumented, match="'bare'"):
+        CONFIG_GEN.key_table(Bare)
 
 
 def test_the_generator_finds_commands_it_does_not_name():
@@ -97,10 +148,12 @@ def flat(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
-def bench_section(heading: str, until: str) -> str:
-    text = BENCHMARKS.read_text()
+def bench_section(heading: str, until: str, doc: Path = BENCHMARKS) -> str:
+    """``doc`` from ``heading`` to ``until`` (or to its end), flattened."""
+    text = doc.read_text()
     start = text.index(heading)
-    return flat(text[start:text.index(until, start + len(heading))])
+    end = text.find(until, start + len(heading))
+    return flat(text[start:end if end >= 0 else len(text)])
 
 
 def current() -> str:
@@ -113,7 +166,7 @@ def tree_20k() -> str:
 
 
 def ninth() -> str:
-    return bench_section("### Ninth run", "\n### Eighth run")
+    return bench_section("### Ninth run", "\n### Eighth run", BENCHMARKS_LOG)
 
 
 def link() -> str:

@@ -28,7 +28,9 @@ from faults import FaultyStore
 
 from journal.checkpoint.run import checkpoint
 from journal.config import load_config
-from journal.errors import CheckpointErrors, JournalError, ManifestConflict, StoreError
+from journal.errors import JournalError, StoreError
+from journal.checkpoint.errors import CheckpointErrors
+from journal.repository.errors import ManifestConflict
 from journal.repository.repository import Repository, manifest_key
 from journal.restore.run import restore
 from journal.store import open_store

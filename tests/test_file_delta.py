@@ -11,7 +11,7 @@ import pytest
 from journal.errors import CorruptObject
 from journal.format.index import decode_page
 from journal.format.model import BlobRef, Entry, Page, encode
-from journal.format.objects import FLAG_DELTA, parse_header_flags
+from journal.format.objects import FLAG_DELTA, parse_header
 from journal.verify import verify
 
 TREE, NAME = "gemini", "logs.json"
@@ -34,7 +34,7 @@ def rewrite(path, data: bytes) -> None:
 
 def flags_of(live, ref: BlobRef) -> int:
     data = live.pack_file(ref.pack).read_bytes()[ref.offset:ref.offset + ref.length]
-    return parse_header_flags(data, key="chunk")[1]
+    return parse_header(data, key="chunk").flags
 
 
 @pytest.fixture

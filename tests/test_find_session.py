@@ -20,7 +20,7 @@ import pytest
 
 from journal.browse.sessions import PlaceKind, find_sessions
 from journal.browse.view import View
-from journal.errors import BadSessionId, NoSuchSession
+from journal.browse.errors import BadSessionId, NoSuchSession
 from journal.presets import PRESETS, SESSIONS
 from journal.report import Collector
 

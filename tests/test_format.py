@@ -115,7 +115,7 @@ class Reader(StoreFiles):
         return out
 
     def entries(self, root_ref: list | None) -> list[dict]:
-        """Every entry under a root page, in path order (§7: empty child pack = same pack)."""
+        """Every entry under a root page, in path order (§5: empty child pack = same pack)."""
         if root_ref is None:
             return []
         out, stack = [], [root_ref]

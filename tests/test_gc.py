@@ -26,8 +26,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from journal.errors import ConfigError, GcBusy, GcPlanStale
+from journal.errors import ConfigError
+from journal.gc.errors import GcBusy, GcPlanStale
 import journal.gc.run as gc_module
+from journal.gc.delete import FALLBACK_RELIST
 from journal.gc.run import TOMBSTONE_PREFIX, Tombstone, execute_gc, gc, plan_gc
 from journal.format.index import iter_pages
 from journal.gc.lease import LEASE_KEY, Lease, LeaseRecord
@@ -47,7 +49,7 @@ from conftest import CodexLive, FakeClock, Live, clean_env, container_env, one_l
 
 TREE = "codex"            # the codex preset: $AM_LOCAL/codex-home
 HOUR_NS = 3600 * 10**9
-POLICY_FLAGS = ("--keep-last", "--keep-within", "--keep-hourly", "--keep-daily")
+POLICY_FLAGS = ("--keep-last", "--keep-within", "--keep-hourly", "--keep-daily", "--keep-inputs-within")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -204,9 +206,23 @@ def test_empty_policy_is_refused_naming_the_flags(box):
         assert all(flag in proc.stderr for flag in POLICY_FLAGS), proc.stderr
 
     assert store_listing(box) == before
-    with pytest.raises(ConfigError) as err:
-        plan_gc(box.repo(), Policy(), 0.0)
-    assert all(flag in str(err.value) for flag in POLICY_FLAGS)
+
+
+def test_gc_checks_its_policy_itself_and_names_both_retentions_but_no_option(box):
+    """An empty policy is refused by its own check, whatever the store holds (it was
+    the side effect of choosing what to keep from no manifests, which spoke of
+    checkpoints only), in words: the options are the command line's to add."""
+    box.write("a.txt", "a\n")
+    box.checkpoint()
+
+    for run in (lambda: plan_gc(box.repo(), Policy(), 0.0), lambda: gc(box.repo(), Policy(), 0.0),
+                lambda: gc(box.repo(), Policy(), 0.0, dry_run=True)):
+        with pytest.raises(ConfigError) as err:
+            run()
+        message = str(err.value)
+        assert "checkpoints to keep" in message and "inputs" in message, message
+        assert "--" not in message, message
+    assert box.seqs() == [1]
 
 
 def test_a_bad_duration_is_a_usage_error(box):
@@ -848,6 +864,58 @@ def test_the_sweep_deletes_a_batch_of_keys_per_request(box):
     assert len(lease_reads) == 1 + 1 + len(counting.bulk) + 1  # taking it, a check per write, releasing it
     assert not set(orphans) & box.keys(PACK_PREFIX) and result.tombstones_removed == 1
     assert verify(box.repo(), full=True).ok
+
+
+class KeyByKeyStore(CountingStore):
+    """A store whose bulk deletes fail, as a cloud store's may: each is redone key by
+    key, ``guard`` asked first (``CloudStore.delete_many``). ``relists`` holds, for
+    each listing of the manifests made meanwhile, the kind of key being deleted."""
+
+    def __init__(self, inner: Store):
+        super().__init__(inner)
+        self.deleting: str | None = None
+        self.relists: list[str] = []
+
+    def _listing(self, prefix: str) -> None:
+        if self.deleting is not None and prefix.startswith(MANIFEST_PREFIX):
+            self.relists.append(self.deleting)
+
+    def list(self, prefix=""):
+        self._listing(prefix)
+        return super().list(prefix)
+
+    def list_sizes(self, prefix=""):
+        self._listing(prefix)
+        return super().list_sizes(prefix)
+
+    def delete_many(self, keys, guard=None):
+        self.bulk.append(list(keys))
+        kept = []
+        for key in keys:
+            self.deleting = key.split("/")[0]
+            if guard is not None and not guard(key):
+                kept.append(key)
+                continue
+            self.inner.delete(key)
+        self.deleting = None
+        return kept
+
+
+def test_a_bulk_delete_redone_key_by_key_lists_the_manifests_again_for_packs_only(box):
+    """When a bulk delete is redone key by key, the manifests are listed again every
+    ``FALLBACK_RELIST`` keys while packs are deleted (a new manifest may need one),
+    and never while the expired manifests themselves are deleted."""
+    _swept_after_a_mark(box, 40)
+    store = KeyByKeyStore(open_store(str(box.store_path)))
+
+    _, result = gc(box.repo(store), Policy(keep_last=1), 0.0)
+
+    manifests = [keys for keys in store.bulk if keys[0].startswith(MANIFEST_PREFIX)]
+    packs = [keys for keys in store.bulk if keys[0].startswith(PACK_PREFIX)]
+    assert [len(keys) for keys in manifests] == [2] and sum(map(len, packs)) > 40
+    assert store.relists.count("manifests") == 0, store.relists
+    assert store.relists.count("packs") == sum(-(-len(keys) // FALLBACK_RELIST) for keys in packs)
+    assert box.seqs() == [3, 4] and result.protected == 0   # (3 is marked now: a later gc deletes it)
 
 
 def test_gc_makes_no_head_request_however_many_packs(box):

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "journal"
 
 #: The top-level modules every layer may use; they import only each other.
-BASE = frozenset({"journal", "errors", "paths", "signatures", "report", "localfs", "atomic", "presets",
-                  "heap", "background"})
+BASE = frozenset({"journal", "errors", "os_errors", "paths", "signatures", "report", "localfs", "atomic",
+                  "presets", "heap", "background"})
 #: Lowest first. A module may import its own unit (its subpackage; the base modules
 #: count as one unit) and any unit of a lower layer; the units of one layer are
 #: independent of each other.
@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("repository",),
     ("sqlite",),
     ("checkpoint", "gc", "browse", "inputs"),
-    ("restore",),   # a restore over a diverged disk first checkpoints its local work as a fork
+    ("restore", "copy"),   # a restore over a diverged disk first checkpoints its local work as a fork
     ("verify",),
     ("migrate", "supervise"),
     ("cli",),

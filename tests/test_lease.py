@@ -14,7 +14,8 @@ import msgspec
 import pytest
 
 from conftest import run_on_crafted
-from journal.errors import GcBusy, KeyExists
+from journal.errors import KeyExists
+from journal.gc.errors import GcBusy
 from journal.checkpoint.recheck import gc_running
 from journal.gc.lease import LEASE_KEY, Lease, LeaseLost, LeaseRecord
 from journal.repository.repository import RENEWING_KEY

@@ -93,3 +93,25 @@ def test_a_stored_group_that_holds_another_count_than_its_record_is_refused():
     raw = msgspec.Raw(files_mod._encode(made({"d/x": (1, "file")})))
     with pytest.raises(ValueError, match="holds 1 paths, its record says 2"):
         Group.stored(files_mod.GroupRecord(2, 2, 2, 0, raw)).paths
+
+
+def test_a_file_state_is_never_changed_in_place():
+    """A save finds what changed by identity first, so a path's new state is a new object."""
+    fs = state("d/x", 1)
+    for field, value in [("sig", None), ("entry", state("d/x", 2).entry), ("roll", 5), ("dev", 7)]:
+        with pytest.raises(AttributeError):
+            setattr(fs, field, value)
+    assert fs == state("d/x", 1)
+
+
+def test_a_file_state_without_a_device_reads_as_unknown_and_a_reader_without_the_field_skips_it():
+    class Older(msgspec.Struct, array_like=True):   # the path's state as a reader before ``dev`` knew it
+        sig: tuple[int, int, int, int] | None
+        entry: Entry
+        roll: int = 0
+
+    fs = FileState((1, 2, 3, 0o100644), Entry(path="t.jsonl", kind="jsonl", mode=0o644, size=1), 9, 2049)
+    older = msgspec.msgpack.decode(msgspec.msgpack.encode(fs), type=Older)
+    assert (older.sig, older.entry, older.roll) == (fs.sig, fs.entry, 9)
+    again = msgspec.msgpack.decode(msgspec.msgpack.encode(older), type=FileState)
+    assert again.dev == 0 and again == msgspec.structs.replace(fs, dev=0)

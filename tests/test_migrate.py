@@ -520,6 +520,19 @@ def test_an_open_transcript_is_captured_even_when_nothing_is_imported(tmp_path):
 # --------------------------------------------------------------------------- dry run, second run, rollback
 
 
+def test_migrate_json_names_each_action_and_outcome_as_it_always_has():
+    """Migrate's actions and outcomes are enums now; ``--json`` and ``--dry-run`` show
+    their values, and users' scripts read those names: they never change."""
+    from journal.migrate.execute import Outcome
+    from journal.migrate.plan import Action
+
+    assert [a.value for a in Action] == [
+        "import-tree", "skip-tree", "unlink-symlink", "create-dir", "copy", "copy-symlink", "unchanged",
+        "keep-local", "install-db", "reject-db", "unused-db", "keep-local-db", "move-invalid-db", "checkpoint",
+        "verify", "rename", "leave"]
+    assert [o.value for o in Outcome] == ["done", "skipped", "failed", "planned", "noted"]
+
+
 def test_dry_run_prints_the_full_plan_and_changes_nothing(lay):
     holding(lay)
     before = lay.areas()

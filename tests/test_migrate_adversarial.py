@@ -131,7 +131,7 @@ def test_a_legacy_file_swapped_after_the_plan_fails_its_step_and_no_checkpoint_i
     target.write_text("legacy notes\n")
     secret = site.root / "secret"
     secret.write_text("not for the store\n")
-    real = mig._HANDLERS[mig.COPY]
+    real = mig._HANDLERS[mig.Action.COPY]
 
     def swap_then_copy(run, step):
         if step.source == str(target) and target.is_file() and not target.is_symlink():
@@ -141,7 +141,7 @@ def test_a_legacy_file_swapped_after_the_plan_fails_its_step_and_no_checkpoint_i
             else:
                 os.mkfifo(target)
         return real(run, step)
-    monkeypatch.setitem(mig._HANDLERS, mig.COPY, swap_then_copy)
+    monkeypatch.setitem(mig._HANDLERS, mig.Action.COPY, swap_then_copy)
     from journal.config import load_config
     from journal.store import open_store
     cfg = load_config(env={**site.env, "PATH": os.environ.get("PATH", "")})
@@ -150,7 +150,7 @@ def test_a_legacy_file_swapped_after_the_plan_fails_its_step_and_no_checkpoint_i
     assert any(r.outcome == "failed" and r.step.source == str(target) for r in report.results)
     assert not (site.local / "agent-state" / "claude" / "zzz.txt").exists()
     assert not (site.root / "store" / "manifests").exists() or not os.listdir(site.root / "store" / "manifests")
-    monkeypatch.setitem(mig._HANDLERS, mig.COPY, real)
+    monkeypatch.setitem(mig._HANDLERS, mig.Action.COPY, real)
     target.unlink()
     (site.root / "zzz.saved").rename(target)
     proc = site.migrate_cli()

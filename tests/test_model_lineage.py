@@ -77,7 +77,7 @@ from hypothesis import HealthCheck, settings, strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule  # noqa: E402
 
 from journal.checkpoint.takeover import takeover  # noqa: E402
-from journal.errors import ManifestConflict  # noqa: E402
+from journal.repository.errors import ManifestConflict  # noqa: E402
 from journal.gc.retention import Policy  # noqa: E402
 from journal.gc.run import gc  # noqa: E402
 from journal.repository.history import list_history  # noqa: E402

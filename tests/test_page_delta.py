@@ -11,7 +11,7 @@ import pytest
 from journal.errors import CorruptObject
 from journal.format.codec import PLAIN
 from journal.format.model import BlobRef, Page, decode, encode
-from journal.format.objects import FLAG_BASE_AT, FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header_flags
+from journal.format.objects import FLAG_BASE_AT, FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header
 from journal.repository.repository import pack_key
 from journal.verify import verify
 
@@ -34,7 +34,7 @@ def pages(live, tree: str = "claude"):
     while stack:
         ref = stack.pop()
         data = repo.store.get(pack_key(ref.pack), ref.offset, ref.offset + ref.length)
-        _, flags, _, _, _ = parse_header_flags(data, key="page")
+        flags = parse_header(data, key="page").flags
         payload, base = repo.read_page(ref)
         page = decode(payload, Page)
         out.append((ref, flags, base, page))
@@ -189,7 +189,7 @@ def test_a_format_3_delta_naming_its_base_as_json_still_reads(bare_live):
     live = bare_live
     repo, ref, base, _, payload = _delta_fixture(live)
     pid, record = encode_record(KIND_PAGE, payload, base=repo.read_blob(base, KIND_PAGE), base_ref=encode(base))
-    assert parse_header_flags(record, key="x")[1] == FLAG_DELTA
+    assert parse_header(record, key="x").flags == FLAG_DELTA
     pack = _put_record(live, record)
     got, got_base = repo.read_page(BlobRef(pid, pack, 0, len(record), len(payload)))
     assert got == payload and got_base == base
@@ -251,7 +251,7 @@ def test_a_delta_page_is_never_made_the_base_of_another(bare_live):
     page = decode(payload, Page)
     changed = encode(msgspec.structs.replace(page, entries=page.entries[:-1]))
     IndexWriter(pack, pages)._add(changed, ref)   # offered a delta as the base
-    assert parse_header_flags(pack.record, key="new")[1] == 0
+    assert parse_header(pack.record, key="new").flags == 0
 
 
 def test_identical_pages_in_two_trees_keep_their_own_bases_through_gc(bare_live, tmp_path):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from conftest import clean_env
@@ -467,8 +468,10 @@ def test_a_directory_whose_row_the_cache_does_not_hold_is_walked(bare_live):
     assert "projects/-home-p01" in rows and whole["projects/-home-p01"] is cache.files.groups["projects/-home-p01"]
 
     file, subdir = cache.files["projects/-home-p01/s1.jsonl"], cache.files["projects/-home-p01"]
-    file.sig = (file.sig[0] + 1, *file.sig[1:])  # a file's signature differs from the row's
-    subdir.sig = (subdir.sig[0], subdir.sig[1] + 1, *subdir.sig[2:])  # and a directory's value
+    cache.files = cache.files.changed({
+        file.entry.path: msgspec.structs.replace(file, sig=(file.sig[0] + 1, *file.sig[1:])),  # a file's signature
+        subdir.entry.path: msgspec.structs.replace(subdir, sig=(subdir.sig[0], subdir.sig[1] + 1, *subdir.sig[2:])),
+    })  # ... and a directory's value differ from the rows'
     taken, whole = _same_dirs(tree, cache, same, False)
 
     assert not whole

@@ -17,11 +17,11 @@ import msgspec
 import pytest
 
 from conftest import Live, clean_env
-from journal.errors import HistoryWithoutState
+from journal.repository.errors import HistoryWithoutState
 from journal.gc.run import gc
 from journal.repository.history import ManifestCache
 from journal.local.state import load_state
-from journal.restore.entry import KEEP_EXTENDS, KEEP_NEWER, REPLACE, SAME, WRITE
+from journal.restore.entry import Verdict
 from journal.format.model import KIND_FILE, KIND_SYMLINK, Entry, TreeRoot
 from journal.format.objects import CHUNK_BYTES, KIND_CHUNK, encode_record
 from journal.repository.segments import AHEAD_BYTES
@@ -144,7 +144,7 @@ def test_hot_restart_keeps_a_newer_local_file(source):
     result = source.restore()
 
     assert config.read_text() == 'model = "gpt-5.4"\n'
-    assert actions(result, "codex").get(KEEP_NEWER) == 1
+    assert actions(result, "codex").get(Verdict.KEEP_NEWER) == 1
 
 
 def test_restore_keeps_a_local_jsonl_that_extends_the_checkpoint(source):
@@ -158,7 +158,7 @@ def test_restore_keeps_a_local_jsonl_that_extends_the_checkpoint(source):
     result = source.restore()
 
     assert rollout.read_bytes() == grown
-    assert actions(result, "codex").get(KEEP_EXTENDS) == 1
+    assert actions(result, "codex").get(Verdict.KEEP_EXTENDS) == 1
 
 
 def test_restore_replaces_an_older_different_local_file(source):
@@ -172,7 +172,7 @@ def test_restore_replaces_an_older_different_local_file(source):
 
     assert session.read_bytes() == want
     assert session.stat().st_mtime_ns == checkpointed.mtime_ns
-    assert actions(result, "openclaw").get(REPLACE) == 1
+    assert actions(result, "openclaw").get(Verdict.REPLACE) == 1
 
 
 def test_restore_writes_back_a_missing_file(source):
@@ -183,7 +183,7 @@ def test_restore_writes_back_a_missing_file(source):
     result = source.restore()
 
     assert rollout.read_bytes() == want
-    assert actions(result, "codex").get(WRITE) == 1
+    assert actions(result, "codex").get(Verdict.WRITE) == 1
 
 
 @pytest.mark.parametrize("change", ["mode", "mtime"])
@@ -200,7 +200,7 @@ def test_a_file_restore_leaves_as_it_is_with_other_metadata_is_checkpointed_as_i
         set_mtime(config, checkpointed.mtime_ns + 60 * SECOND)
 
     result = source.restore()
-    assert actions(result, "codex").get(SAME, 0) >= 1 and config.read_text() == 'model = "gpt-5.3-codex"\n'
+    assert actions(result, "codex").get(Verdict.SAME, 0) >= 1 and config.read_text() == 'model = "gpt-5.3-codex"\n'
     assert source.checkpoint(allow_deletions=True).seq == 2
 
     entry = source.entries("codex")["config.toml"]
@@ -285,7 +285,7 @@ def test_restore_keeps_a_newer_shorter_transcript_that_is_not_a_prefix(source):
 
     result = source.restore()
 
-    assert actions(result, "codex").get(KEEP_NEWER) == 1
+    assert actions(result, "codex").get(Verdict.KEEP_NEWER) == 1
     assert rollout.read_bytes() == mine
 
 
@@ -319,6 +319,35 @@ def test_restore_at_an_older_seq_gives_the_older_content(source, tmp_path):
     assert (tmp_path / "at2" / "codex" / "config.toml").read_text() == 'model = "second"\n'
 
 
+def test_restore_json_names_each_verdict_as_it_always_has(bare_live):
+    """Restore's verdicts are an enum now; ``--json`` counts paths by its values, and
+    users' scripts read those names: they never change."""
+    assert [v.value for v in Verdict] == [
+        "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict",
+        "keep-valid-db", "keep-unreadable", "cannot-create", "refused", "remove", "keep-rolled-back"]
+    home = bare_live.local / "fx-home"
+    home.mkdir()
+    (home / "same.txt").write_text("a")
+    (home / "gone.txt").write_text("b")
+    bare_live.run("checkpoint")
+    (home / "gone.txt").unlink()
+
+    proc = bare_live.run("restore", "--dry-run", "--json")
+
+    assert proc.returncode == 0, proc.stderr
+    fx = next(t for t in json.loads(proc.stdout)["trees"] if t["name"] == "fx")
+    assert fx["actions"] == {"same": 1, "write": 1}
+
+
+def test_a_repository_is_what_restore_reads(source):
+    """Restore's functions name what they read from the store as narrow protocols
+    (``restore/reads.py``); the repository restore opens must be each of them."""
+    from journal.restore.reads import BlobReads, StagingReads
+
+    repo = source.repo()
+    assert isinstance(repo, BlobReads) and isinstance(repo, StagingReads)
+
+
 def test_dry_run_reports_the_plan_and_writes_nothing(source):
     rollout = source.local / "codex-home" / ROLLOUT
     rollout.unlink()
@@ -327,7 +356,7 @@ def test_dry_run_reports_the_plan_and_writes_nothing(source):
 
     result = source.restore(dry_run=True)
 
-    assert result.dry_run and actions(result, "codex").get(WRITE) == 1
+    assert result.dry_run and actions(result, "codex").get(Verdict.WRITE) == 1
     assert not rollout.exists()
     assert source.state_file.read_bytes() == state_before
     assert sorted(p.relative_to(source.store_path) for p in source.store_path.rglob("*")) == store_before

@@ -165,7 +165,7 @@ def test_a_check_directory_that_cannot_be_made_is_a_local_write_error_not_an_unr
     file here; a full disk alike), restore says so, naming it, as journal's own write
     error: the database is never taken for one that cannot be read, nothing is left
     recorded, and cleaning up after it is quiet."""
-    from journal.errors import LocalWriteError
+    from journal.local.errors import LocalWriteError
     from journal.restore.entry import CheckDir
 
     (tmp_path / "state-tmp").write_text("a file where the directory belongs")
@@ -419,24 +419,31 @@ def test_a_fifo_or_symlink_planted_beside_a_database_never_blocks_or_is_followed
     con.close()
 
 
-def test_a_restored_file_is_never_setuid_or_setgid(bare_live, tmp_path):
+def test_restore_never_sets_setuid_or_setgid_on_a_file_or_a_directory(bare_live, tmp_path):
     """A store's bytes are only as trusted as whoever could write it: a restore run as
     root made a file it names setuid (or setgid) as the store said, a root program for
-    anyone. Restored files get neither bit; the sticky bit and the rest stay."""
-    tool = bare_live.local / "fx-home" / "tool.sh"
-    tool.parent.mkdir(parents=True)
-    tool.write_text("#!/bin/sh\necho hi\n")
-    tool.chmod(0o6755)
-    (bare_live.local / "fx-home" / "plain.sh").write_text("x\n")
-    (bare_live.local / "fx-home" / "plain.sh").chmod(0o1750)
+    anyone. Restored files lost both bits, but restored directories kept them (a
+    setgid directory hands its group to every file made in it). One rule now: restore
+    never sets either bit; the sticky bit and the rest of the mode stay. A directory
+    already at its entry's mode is left as it is."""
+    home = bare_live.local / "fx-home"
+    (home / "shared").mkdir(parents=True)
+    (home / "drop").mkdir()
+    (home / "tool.sh").write_text("#!/bin/sh\necho hi\n")
+    (home / "plain.sh").write_text("x\n")
+    modes = {"tool.sh": 0o6755, "plain.sh": 0o1750, "shared": 0o6755, "drop": 0o1777}
+    for name, mode in modes.items():
+        (home / name).chmod(mode)
     bare_live.run("checkpoint")
-    assert bare_live.entries("fx")["tool.sh"].mode == 0o6755   # stored as it was
+    assert {name: bare_live.entries("fx")[name].mode for name in modes} == modes   # stored as they were
 
     out = tmp_path / "out"
     bare_live.run("restore", "--to", str(out))
 
-    assert (out / "fx" / "tool.sh").stat().st_mode & 0o7777 == 0o755
-    assert (out / "fx" / "plain.sh").stat().st_mode & 0o7777 == 0o1750
+    restored = {name: (out / "fx" / name).stat().st_mode & 0o7777 for name in modes}
+    assert restored == {"tool.sh": 0o755, "plain.sh": 0o1750, "shared": 0o755, "drop": 0o1777}
+    bare_live.run("restore")   # a hot restart: the live directory holds its entry's mode already
+    assert (home / "shared").stat().st_mode & 0o7777 == 0o6755
 
 
 def test_a_hot_restore_keeps_a_newer_local_directory_mode(bare_live):
@@ -566,7 +573,7 @@ def _swapped(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_parents_made_for_a_new_file_are_never_made_through_a_swapped_directory(tmp_path):
-    from journal.errors import UnsafePath
+    from journal.local.errors import UnsafePath
     from journal.restore.entry import ensure_parents
     root, outside = _swapped(tmp_path)
     known = {str(root / "a")}  # looked at (a directory then) earlier in this restore
@@ -585,9 +592,9 @@ def test_a_directory_mode_is_never_set_through_a_swapped_directory(tmp_path):
 
 
 def test_a_database_is_never_moved_aside_from_outside_the_tree(tmp_path):
-    from journal.errors import UnsafePath
+    from journal.local.errors import UnsafePath
     from journal.format.model import KIND_SQLITE, Entry
-    from journal.restore.entry import move_aside
+    from journal.restore.aside import move_aside
     root, outside = _swapped(tmp_path)
     with pytest.raises(UnsafePath):
         move_aside(str(root), Entry(path="a/state.db", kind=KIND_SQLITE, mode=0o600), str(tmp_path / "aside"))
@@ -596,7 +603,8 @@ def test_a_database_is_never_moved_aside_from_outside_the_tree(tmp_path):
 
 def test_modes_and_moves_still_reach_real_directories_even_unreadable_ones(tmp_path):
     from journal.format.model import KIND_SQLITE, Entry
-    from journal.restore.entry import ensure_parents, move_aside
+    from journal.restore.aside import move_aside
+    from journal.restore.entry import ensure_parents
     root = tmp_path / "root"
     (root / "a" / "b").mkdir(parents=True)
     (root / "a" / "state.db").write_bytes(b"not a database\n")
@@ -668,7 +676,7 @@ def test_a_fifo_beside_an_invalid_db_moved_aside_across_filesystems_never_blocks
     (tree / "state.db-shm").write_bytes(b"shm\n")
     aside = tmp_path / "aside"
     script = ("import sys\nfrom journal.format.model import KIND_SQLITE, Entry\n"
-              "from journal.restore.entry import move_aside\n"
+              "from journal.restore.aside import move_aside\n"
               "print(move_aside(sys.argv[1], Entry(path='state.db', kind=KIND_SQLITE, mode=0o600), sys.argv[2]))\n")
     done = subprocess.run([sys.executable, "-c", script, str(tree), str(aside)], capture_output=True, text=True,
                           timeout=60, env=clean_env())
@@ -688,7 +696,8 @@ def test_a_directory_its_owner_may_only_search_is_walked_through(tmp_path):
     (root / "a").chmod(0o311)
     script = textwrap.dedent(f"""
         from journal.format.model import KIND_DIR, KIND_SQLITE, Entry
-        from journal.restore.entry import ensure_parents, finish_dirs, move_aside
+        from journal.restore.aside import move_aside
+        from journal.restore.entry import ensure_parents, finish_dirs
         root = {str(root)!r}
         made = []
         ensure_parents(root, "a/new/f.txt", set(), made)
@@ -762,7 +771,7 @@ def test_a_database_beside_a_directory_or_socket_companion_is_moved_aside_on_the
 def test_a_companion_gone_before_it_is_moved_aside_is_skipped(tmp_path):
     """SQLite removes -wal and -shm at its last close: one gone between the look and
     the move is no error (it aborted every tree's restore), there is just nothing to move."""
-    from journal.restore.entry import _copy_aside
+    from journal.restore.aside import _copy_aside
     (tmp_path / "aside").mkdir()
     wal = tmp_path / "state.db-wal"
     wal.write_bytes(b"frames\n")
@@ -779,13 +788,13 @@ def test_a_companion_gone_before_it_is_moved_aside_is_skipped(tmp_path):
 def test_a_file_written_while_it_is_copied_aside_is_left_in_place(tmp_path, monkeypatch):
     """Across filesystems a move aside is a copy, then an unlink: bytes a writer adds
     meanwhile were deleted with the name. The name is unlinked only if nothing changed it."""
-    from journal.errors import UnsafePath
-    from journal.restore import entry as entry_mod
+    from journal.local.errors import UnsafePath
+    from journal.restore import aside as aside_mod
     (tmp_path / "aside").mkdir()
     wal = tmp_path / "state.db-wal"
     wal.write_bytes(b"frame1")
     st = wal.lstat()
-    real = entry_mod._copy_file
+    real = aside_mod._copy_file
 
     def copy_then_append(*args):
         done = real(*args)
@@ -793,11 +802,11 @@ def test_a_file_written_while_it_is_copied_aside_is_left_in_place(tmp_path, monk
             fh.write(b"+frame2")  # a writer commits right after the copy
         return done
 
-    monkeypatch.setattr(entry_mod, "_copy_file", copy_then_append)
+    monkeypatch.setattr(aside_mod, "_copy_file", copy_then_append)
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with pytest.raises(UnsafePath, match="left in place"):
-            entry_mod._copy_aside(fd, "state.db-wal", st, str(tmp_path / "aside" / "state.db-wal"), "state.db-wal")
+            aside_mod._copy_aside(fd, "state.db-wal", st, str(tmp_path / "aside" / "state.db-wal"), "state.db-wal")
     finally:
         os.close(fd)
     assert wal.read_bytes() == b"frame1+frame2"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from journal.checkpoint.capture import TAILS
-from journal.format.objects import FLAG_DELTA, HEADER, parse_header_flags
+from journal.format.objects import FLAG_DELTA, HEADER, parse_header
 from journal.repository.repository import pack_key
 from journal.format.segments import ANCHOR_MIN, anchor_refs, anchors
 from journal.repository.segments import read_segment
@@ -49,7 +49,7 @@ def assert_restores_intact(live, path, tmp_path) -> None:
 
 def flags_of(live, ref) -> int:
     data = live.store.get(pack_key(ref.pack), ref.offset, ref.offset + HEADER.size)
-    return parse_header_flags(data, key="segment")[1]
+    return parse_header(data, key="segment").flags
 
 
 def test_anchor_rule():

@@ -1,5 +1,7 @@
-"""File times outside what an entry holds (int64 ns: 1677-09-21 to 2262-04-11): clamped,
-with one warning naming the path, and never a reason to commit nothing."""
+"""Change signatures (``journal/signatures.py``): one named type per kind of entry, each
+stored as a plain tuple; file times outside what an entry holds (int64 ns: 1677-09-21
+to 2262-04-11) are clamped, with one warning naming the path, and never a reason to
+commit nothing."""
 
 from __future__ import annotations
 
@@ -94,3 +96,25 @@ def test_signatures_of_far_times_are_stored_clamped(far):
     assert signature(os.lstat(far.codex / "future.txt"))[1] == MTIME_MAX
     assert signature(os.lstat(far.codex / "past.txt"))[1] == MTIME_MIN
     assert live_signature(str(db))[1] == MTIME_MAX
+
+
+def test_each_kind_of_signature_names_its_fields_and_equals_the_tuple_it_is_stored_as(root):
+    from journal.signatures import NO_WAL, DbSignature, DirSignature, Signature, dir_signature
+
+    path = root / "notes.txt"
+    path.write_bytes(b"x" * 10)
+    st = os.lstat(path)
+    sig = Signature.of(signature(st))
+    assert (sig.size, sig.mtime_ns, sig.ino, sig.mode) == (10, st.st_mtime_ns, st.st_ino, st.st_mode)
+    assert sig == signature(st) == Signature(10, st.st_mtime_ns, st.st_ino, st.st_mode)
+
+    folder = dir_signature(os.lstat(root))
+    assert isinstance(folder, DirSignature) and folder == (0, 0, 0, folder.mode)
+
+    db = root / "state.db"
+    db.write_bytes(b"\0" * 4096)
+    alone = live_signature(str(db))
+    assert isinstance(alone, DbSignature) and (alone.size, alone.wal_size, alone.wal_stamp) == (4096, *NO_WAL)
+    (root / "state.db-wal").write_bytes(b"w" * 100)
+    with_wal = DbSignature.of(tuple(live_signature(str(db))))
+    assert with_wal.wal_size == 100 and with_wal.wal_stamp not in NO_WAL

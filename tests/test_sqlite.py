@@ -30,7 +30,7 @@ from journal.format.pagemap import load_snapshot
 from journal.report import Collector
 from journal.restore.run import restore
 from journal.store import open_store
-from journal.errors import SnapshotFailed
+from journal.sqlite.errors import SnapshotFailed
 from journal.sqlite.snapshot import STREAM_CACHE_PAGES, quick_check, snapshot_db
 from journal.local.tree_tmp import PREFIX as TMP_PREFIX
 

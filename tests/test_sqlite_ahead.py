@@ -19,7 +19,8 @@ import pytest
 
 from journal.checkpoint import run as checkpoint_run
 from journal.checkpoint.run import checkpoint
-from journal.errors import CheckpointErrors, JournalError
+from journal.errors import JournalError
+from journal.checkpoint.errors import CheckpointErrors
 from journal.format.codec import PLAIN
 from journal.format.model import KIND_SQLITE, KIND_SYMLINK, Entry
 from journal.local.state import FileState

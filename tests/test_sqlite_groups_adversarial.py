@@ -46,7 +46,7 @@ from pathlib import Path
 import pytest
 
 from conftest import OpencodeLive, wait_for
-from journal.format.objects import FLAG_DELTA, FLAG_MEMBERS, HEADER, embedded_members, parse_header_flags
+from journal.format.objects import FLAG_DELTA, FLAG_MEMBERS, HEADER, embedded_members, parse_header
 from journal.repository.repository import pack_key
 from journal.format.pagemap import decode_map
 
@@ -139,7 +139,7 @@ def group_records(box: Churned, seq: int):
         if (rec.pack, rec.offset) in seen:
             continue
         raw = (box.store_path / pack_key(rec.pack)).read_bytes()[rec.offset:rec.offset + rec.length]
-        _k, flags, _r, _s, _i = parse_header_flags(raw, key="t")
+        flags = parse_header(raw, key="t").flags
         seen[(rec.pack, rec.offset)] = (rec, flags, embedded_members(raw, key="t"))
     return list(seen.values())
 

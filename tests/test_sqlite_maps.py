@@ -276,13 +276,13 @@ def test_a_full_map_names_a_bounded_number_of_packs_and_every_checkpoint_restore
 
 def _map_records(box, refs):
     """(flags, stored bytes, base) of each map record an entry names (format 6)."""
-    from journal.format.objects import parse_header_flags
+    from journal.format.objects import parse_header
     from journal.repository.repository import pack_key
 
     repo, out = box.repo(), []
     for ref in refs:
         data = repo.store.get(pack_key(ref.pack), ref.offset, ref.offset + ref.length)
-        flags = parse_header_flags(data, key="map")[1]
+        flags = parse_header(data, key="map").flags
         _, base = repo.read_based(ref, KIND_PAGEMAP)
         out.append((flags, ref.length, base))
     return out

@@ -232,7 +232,7 @@ def test_a_save_after_another_process_replaced_the_state_writes_a_new_base(tmp_p
     other = reread(state_dir)   # the other process: a new base, the first removed
     forget_state(state_dir)
     save_state(state_dir, other)
-    assert len(bases(state_dir)) == 1 and bases(state_dir) != [known[2].token]
+    assert len(bases(state_dir)) == 1 and bases(state_dir) != [known.base.token]
 
     state_mod._memo[os.path.join(state_dir, STATE_FILE)] = known   # the first process again
     state.seq = 5
@@ -578,3 +578,18 @@ def test_a_checkpoint_killed_at_any_call_while_it_writes_a_new_base_leaves_a_rea
         top = msgspec.msgpack.decode(live.state_file.read_bytes(), type=StateFile)
         assert top.base in bases(live.state_dir) and len(bases(live.state_dir)) <= 2
         shutil.rmtree(tmp_path / f"kill-{fn}-{n}")
+
+
+def test_every_map_a_tree_holds_is_a_declared_table():
+    """A state file holds each table of a tree as changes to its base and a base holds it
+    whole; every other field is a scalar. A map added to a tree without being declared
+    a table (with its ``_gone`` field and its place in a base) fails here."""
+    def maps(cls) -> set[str]:
+        return {f.name for f in msgspec.structs.fields(cls)
+                if f.default_factory is dict or f.type is Files or getattr(f.type, "__origin__", None) is dict}
+
+    assert maps(TreeCache) == set(state_mod._TABLES)
+    assert maps(state_mod.TreeDelta) == set(state_mod._TABLES)
+    assert {f"{t}_gone" for t in state_mod._TABLES} <= set(state_mod.TreeDelta.__struct_fields__)
+    assert set(state_mod._TABLES) - {"files"} | {"groups"} == set(state_mod.BaseTree.__struct_fields__)
+    assert not set(state_mod._SCALARS) & set(state_mod._TABLES)

@@ -68,7 +68,7 @@ def test_no_store_file_is_opened_for_append_or_update(tmp_path):
     store = LocalStore(str(tmp_path), fs=fs)
     for n in range(3):
         store.put_if_absent(f"k/{n}", b"v")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(KeyExists):
         store.put_if_absent("k/0", b"again")
     opens = [call for call in fs.calls if call[0] == "open"]
     for _, path, flags, _mode in opens:

@@ -270,7 +270,7 @@ def test_cmd_on_a_terminal_can_read_it(box):
 def test_local_disk_full_is_a_failed_tick_not_a_dead_supervisor(box):
     """$AM_LOCAL (and the state dir's spool) on a small filesystem that fills up: the
     tick fails, is recorded, CMD keeps running, and checkpoints resume once space is
-    back (docs/design.md section 15 step 3: a failing checkpoint never touches CMD)."""
+    back (docs/design.md section 15 step 4: a failing checkpoint never touches CMD)."""
     b = box()
     cmd = b.writer_cmd("term-exit", period=0.02)
     shutil.rmtree(b.codex)  # recreated inside the tmpfs

@@ -10,7 +10,8 @@ import pytest
 from faults import FaultyStore
 
 from journal.checkpoint.run import checkpoint
-from journal.errors import CorruptObject, DamagedConfig, StoreError
+from journal.errors import CorruptObject, StoreError
+from journal.repository.errors import DamagedConfig
 from journal.format.objects import HEADER, decode_record
 from journal.repository.repository import pack_key
 from journal.repository.repository import Repository, blob_location, manifest_key

@@ -8,13 +8,19 @@ import random
 import sqlite3
 from collections import Counter
 
+import msgspec
+import pytest
+
 from conftest import CodexLive, OpencodeLive
+from journal.errors import CorruptObject
 from journal.format.index import page_key
-from journal.format.model import KIND_DIR, Entry, Page, PageRef, TreeRoot
+from journal.format.model import Page, PageRef, TreeRoot
+from journal.format.objects import KIND_PAGEMAP, encode_record
+from journal.format.pagemap import encode_map, load_snapshot
 from journal.repository.history import ManifestCache
 from journal.repository.repository import PACK_PREFIX, Repository
 from journal.store import open_store
-from journal.verify import CORRUPT_PAGE, UNSAFE_PATH, verify
+from journal.verify import BAD_SNAPSHOT, CORRUPT_PAGE, UNSAFE_PATH, verify
 from test_gc import CountingStore
 
 
@@ -58,22 +64,27 @@ def test_verify_reads_each_distinct_index_page_once_however_many_checkpoints_nam
     assert max(reads.values()) == 1, [r for r, n in reads.items() if n > 1][:5]
 
 
-def test_verify_reads_each_page_map_once_though_every_snapshot_names_the_full_map(tmp_path):
-    """Six snapshots of a database, each a few rows on: every one names the same full
-    map (and the later ones the same cumulative delta map). Each map was read and
-    decoded again for every snapshot naming it, and once more for gc's reach."""
-    box = OpencodeLive(tmp_path, tmp_path / "store")
+def database_ticks(box: OpencodeLive, ticks: int) -> None:
+    """A database of 1,500 rows, then ``ticks`` ticks of a row added and one changed each."""
     con = sqlite3.connect(box.db, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("CREATE TABLE message(id INTEGER PRIMARY KEY, data TEXT)")
     rng = random.Random(1)
     con.executemany("INSERT INTO message(data) VALUES (?)", [(f"{rng.getrandbits(256):064x}" * 8,) for _ in range(1500)])
     box.tick()
-    for n in range(5):
+    for n in range(ticks):
         con.execute("INSERT INTO message(data) VALUES (?)", (f"row {n}",))
         con.execute("UPDATE message SET data = ? WHERE id = ?", (f"changed {n}", rng.randrange(1, 1500)))
         box.tick()
     con.close()
+
+
+def test_verify_reads_each_page_map_once_though_every_snapshot_names_the_full_map(tmp_path):
+    """Six snapshots of a database, each a few rows on: every one names the same full
+    map (and the later ones the same cumulative delta map). Each map was read and
+    decoded again for every snapshot naming it, and once more for gc's reach."""
+    box = OpencodeLive(tmp_path, tmp_path / "store")
+    database_ticks(box, 5)
     full_maps = {box.entry(seq).refs[0] for seq in box.seqs()}
 
     result, reads = counted_verify(box)
@@ -134,3 +145,33 @@ def test_a_remembered_subtree_is_checked_against_each_parent_that_names_it(tmp_p
         (CORRUPT_PAGE, 4, page_key(left), "tree codex: the tree holds more than the 1 files its manifest says"),
         (CORRUPT_PAGE, 2, page_key(right),
          "tree codex: the page spans 'c' to 'd', its parent says from 'c' to before 'd'")]
+
+
+@pytest.mark.parametrize("case", ["a delta first", "two full maps", "pages past the maps", "a size not its pages'"])
+def test_a_snapshot_whose_maps_do_not_fit_is_reported_as_its_rebuild_finds_it(tmp_path, case):
+    """Checked from its maps' shapes, a snapshot is refused where ``load_snapshot``
+    refuses it, in the same words: a delta map first, a full map where a delta must be,
+    a page count past every page its maps hold, a size that is not its pages'."""
+    box = OpencodeLive(tmp_path, tmp_path / "store")
+    database_ticks(box, 1)
+    entry, repo = box.entry(), box.repo()
+    full, delta = entry.refs[:2]
+    count = len(load_snapshot(entry.refs, repo.read_blob).pages)
+    payload = encode_map(False, 4096, count + 3, {}, lambda ref: ref.pack)
+    (past,) = box.put_records([encode_record(KIND_PAGEMAP, payload) + (len(payload),)])
+    refs = {"a delta first": (delta,), "two full maps": (full, full), "pages past the maps": (full, past),
+            "a size not its pages'": entry.refs}[case]
+    size = entry.size + (4096 if case == "a size not its pages'" else 0)
+    crafted = msgspec.structs.replace(entry, refs=refs, size=size)
+    seq = box.publish({box.TREE: TreeRoot(root=box.put_tree([crafted]), files=1, bytes=size)})
+    try:
+        expected = f"the entry says {size:,} bytes, its page maps {count:,} pages of 4,096"
+        load_snapshot(refs, repo.read_blob)
+    except CorruptObject as err:
+        expected = f"page map: {err}"
+
+    result = verify(box.repo())
+
+    assert [(f.kind, f.manifest, f.key, f.detail) for f in result.errors] == [
+        (BAD_SNAPSHOT, seq, f"{box.TREE}/{entry.path}", expected)]
+    assert case != "pages past the maps" or f"page {count} of {count + 3} is missing" in expected

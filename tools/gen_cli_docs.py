@@ -2,10 +2,11 @@
 table of commands (between its ``<!-- cli-commands -->`` markers) and of presets
 (between its ``<!-- presets -->`` markers, from ``journal/presets.py``).
 
-Run it after adding or changing a command, a group of commands or an option:
+Run it after adding or changing a command, a group of commands, an option or a key of
+the config file (it also writes ``docs/config.md`` through ``tools/gen_config_docs.py``):
 
-    .venv/bin/python tools/gen_cli_docs.py           # rewrite both
-    .venv/bin/python tools/gen_cli_docs.py --check   # exit 1 when either is out of date
+    .venv/bin/python tools/gen_cli_docs.py           # rewrite them
+    .venv/bin/python tools/gen_cli_docs.py --check   # exit 1 when one is out of date
 
 Nothing here names a command: every command and group registered on ``main`` (through
 ``journal.cli.entry``, which imports every command module) is found by walking it, so a new command needs only a rerun.
@@ -148,11 +149,21 @@ def between(text: str, begin: str, end: str, table: str) -> str:
     return text[:start] + table + text[stop + len(end):]
 
 
+def config_doc() -> dict[Path, str]:
+    """``docs/config.md`` as ``tools/gen_config_docs.py`` makes it: one run rewrites every generated doc."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_config_docs", Path(__file__).with_name("gen_config_docs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {module.CONFIG_MD: module.config_md()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check; exit 1 when a file is out of date")
     args = parser.parse_args(argv)
-    wanted = {CLI_MD: cli_md(), README: readme_with_table(README.read_text())}
+    wanted = {CLI_MD: cli_md(), README: readme_with_table(README.read_text()), **config_doc()}
     stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
     if args.check:
         for path in stale:

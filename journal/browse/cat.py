@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 import msgspec
 
-from ..errors import BadBrowsePath, NoGoodCopy
+from .errors import BadBrowsePath, NoGoodCopy
 from ..format.model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, BlobRef, Entry
 from ..repository.segments import read_blobs
 from .ls import lookup

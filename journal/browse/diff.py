@@ -1,27 +1,30 @@
 """``journal diff A B``: the paths added, removed and changed between two checkpoints.
 
-The two trees' index pages are walked side by side, in path order; where both sides
-reach a child page with the same id, the whole subtree under it is the same (a page's
-id covers its children's ids) and is skipped unread. So a diff reads the two manifests
-and only the pages on the paths of what changed (content-defined boundaries keep an
-unchanged page's id). No data pack is read, except to count a transcript's added lines
-and a database's changed pages (``lines``): then only the segments the newer copy does
-not share with the older one (and at most one anchor segment before them) are read.
-Whether those segments extend the older copy is checked against its segments' ids (a
-segment's id is the SHA-256 of its bytes), never by reading the older copy; a
-transcript that does not is marked ``rewritten`` and its lines are not counted. A
-database's pages are compared by the ids its page maps give them (``changed_pages``),
-never by reading a page: a database whose rows changed in place often keeps its size.
+The two trees' index pages are walked side by side, in path order. A page's id
+covers its children's ids, so where both sides reach a child page with the same id,
+the subtree under it is the same and is skipped unread. A diff thus reads the two
+manifests and only the pages on the paths of what changed.
+
+No data pack is read, except to count (``lines``):
+
+* a transcript's added lines: only the segments the newer copy does not share with
+  the older one are read (and at most one anchor segment before them). They must
+  hash to the older copy's segment ids where the two overlap; a transcript that does
+  not extend the older one is marked ``rewritten``, its lines not counted.
+* a database's changed pages: compared by the ids its page maps give them
+  (``changed_pages``), never by reading a page. A database whose rows changed in
+  place often keeps its size.
 """
 
 from __future__ import annotations
 
+import enum
 from collections import deque
 from collections.abc import Iterator
 
 import msgspec
 
-from ..errors import BadBrowsePath, NoGoodCopy
+from .errors import BadBrowsePath, NoGoodCopy
 from ..format.index import Said, child_pages, load_child
 from ..format.model import KIND_JSONL, KIND_SQLITE, BlobRef, Entry, Manifest
 from ..format.objects import KIND_PAGEMAP
@@ -31,14 +34,20 @@ from ..repository.segments import read_blobs
 from .view import DAMAGE, View
 from .where import Where, joined, shown_path, subtree_prune, under
 
-ADDED, REMOVED, CHANGED = "added", "removed", "changed"
+class ChangeKind(enum.StrEnum):
+    """How a path differs from checkpoint ``a`` to ``b``. ``--json`` shows these
+    values: users' scripts read them, so a value never changes."""
+
+    ADDED = "added"         # only in ``b``
+    REMOVED = "removed"     # only in ``a``
+    CHANGED = "changed"     # in both, as different entries
 
 
 class Change(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One path that differs between checkpoints ``a`` and ``b``."""
 
     path: str                       # TREE/PATH
-    change: str                     # added, removed, changed
+    change: ChangeKind
     kind: str                       # in ``b`` (in ``a`` when removed)
     size: int                       # in ``b`` (in ``a`` when removed)
     size_change: int                # ``b``'s size minus ``a``'s (an absent side counts 0)
@@ -197,11 +206,11 @@ def _pairs(a: _Side, b: _Side) -> Iterator[tuple[Entry | None, Entry | None]]:
 def _change(view: View, tree: str, old: Entry | None, new: Entry | None, seqs: list[int], lines: bool) -> Change:
     both = dict(path=joined(tree, (old or new).path), a=seqs[0], b=seqs[1])
     if new is None:
-        return Change(change=REMOVED, kind=old.kind, size=old.size, size_change=-old.size, **both)
+        return Change(change=ChangeKind.REMOVED, kind=old.kind, size=old.size, size_change=-old.size, **both)
     if old is None:
-        change = Change(change=ADDED, kind=new.kind, size=new.size, size_change=new.size, **both)
+        change = Change(change=ChangeKind.ADDED, kind=new.kind, size=new.size, size_change=new.size, **both)
     else:
-        change = Change(change=CHANGED, kind=new.kind, size=new.size, size_change=new.size - old.size,
+        change = Change(change=ChangeKind.CHANGED, kind=new.kind, size=new.size, size_change=new.size - old.size,
                         old_kind=old.kind if old.kind != new.kind else None, **both)
     if lines and new.kind == KIND_JSONL and (old is None or old.kind == KIND_JSONL):
         try:
@@ -233,9 +242,11 @@ def changed_pages(repo: Repository, old: Entry, new: Entry) -> tuple[int, int]:
 
 
 def appended_lines(repo: Repository, old: Entry | None, new: Entry) -> int | None:
-    """The complete lines transcript ``new`` holds past ``old``'s bytes (all of them
-    when ``old`` is None), reading only ``new``'s segments past the ones the two share;
-    None when ``new`` does not begin with ``old``'s bytes (a rewrite): each of ``old``'s
+    """How many complete lines transcript ``new`` holds past ``old``'s bytes (all of its
+    lines when ``old`` is None). None when ``new`` does not begin with ``old``'s bytes:
+    a rewrite.
+
+    Only ``new``'s segments past the ones the two share are read. Each of ``old``'s
     later segments must hash, in ``new``'s bytes, to its own id."""
     old_refs = old.refs if old is not None else ()
     if old is not None and new.size < old.size:

@@ -17,7 +17,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from ..errors import BadBrowsePath, CorruptObject
+from ..errors import CorruptObject
+from .errors import BadBrowsePath
 from ..format.index import child_pages, load_child, page_key, page_span, span_problem
 from ..format.model import BlobRef, Entry
 from ..repository.moment import checkpoint_named, parse_moment

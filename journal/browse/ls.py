@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..errors import BadBrowsePath
+from .errors import BadBrowsePath
 from ..format.model import KIND_DIR, BlobRef, Entry, Manifest
 from .view import DAMAGE, View
 from .where import AFTER_SLASH, Where, joined, shown_path, subtree_prune
@@ -65,7 +65,7 @@ def list_path(view: View, where: Where, at: str | None = None, long: bool = Fals
                 item.changed, item.changed_exact = changed[item.name]
         return Listing(seq=seq, created=manifest.created, path="", entries=items, skipped=view.skipped)
     tree, path = where
-    seq, (own, names) = view.answer(at, tree, lambda _seq, root: _children(view, root, path))
+    seq, (own, names) = view.answer(at, tree, lambda _seq, root: children(view, root, path))
     if own is not None and own.kind != KIND_DIR:  # a file is listed as itself, as `ls FILE` does
         parent, found = path.rpartition("/")[0], {own.path.rpartition("/")[2]: own}
     elif own is None and not names and path:
@@ -92,7 +92,7 @@ def _item(tree: str, name: str, entry: Entry | None, parent: str) -> ListedEntry
                 mtime_ns=entry.mtime_ns, target=entry.target)
 
 
-def _children(view: View, root: BlobRef | None, path: str) -> tuple[Entry | None, dict[str, Entry | None]]:
+def children(view: View, root: BlobRef | None, path: str) -> tuple[Entry | None, dict[str, Entry | None]]:
     """The entry at ``path`` (None for a tree's root, or a directory only implied by the
     paths below it) and the entries directly under it, by name (None: a directory only
     implied). Pages wholly inside a subdirectory already seen are skipped unread."""

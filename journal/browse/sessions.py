@@ -42,7 +42,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from ..errors import BadSessionId, NoSuchSession
+from .errors import BadSessionId, NoSuchSession
 from ..format.model import KIND_FILE, KIND_JSONL, KIND_SQLITE, Entry
 from ..paths import shown
 from ..presets import PRESETS, SESSIONS, Sessions, SessionFiles, SessionTable

@@ -12,9 +12,11 @@ once, and each manifest and page is read when the answer needs it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 
-from ..errors import BadBrowsePath, ConfigError, CorruptObject, NoGoodCopy, NoReadableCheckpoint, ObjectNotFound
+from ..errors import ConfigError, CorruptObject, ObjectNotFound
+from .errors import BadBrowsePath, NoGoodCopy
+from ..repository.errors import NoReadableCheckpoint
 from ..format.index import decode_page, walk_pages
 from ..format.model import BlobRef, Entry, Manifest, Page
 from ..report import SILENT, Reporter
@@ -29,15 +31,21 @@ DAMAGE = (CorruptObject, ObjectNotFound)
 class View:
     """The checkpoints of one store as one command reads them (see the module docstring)."""
 
-    def __init__(self, repo: Repository, op: str, reporter: Reporter = SILENT):
+    def __init__(self, repo: Repository, op: str, reporter: Reporter = SILENT, *,
+                 manifests: MutableMapping[int, Manifest | Exception] | None = None,
+                 pages: MutableMapping[str, Page] | None = None, records: RecordCache | None = None):
+        """``manifests``, ``pages`` and ``records`` (whole page records, a delta's base):
+        where what is read is kept, by default for the whole command (records up to 64
+        MiB); a long-lived reader (``mount``) passes smaller bounded ones, and what is
+        dropped from them is read again when next needed."""
         self.repo = repo
         self.op = op
         self.reporter = reporter
         self.skipped: list[str] = []    # checkpoints passed over past damage, and why: the answer is a fallback
         self._seqs: list[int] | None = None
-        self._manifests: dict[int, Manifest | Exception] = {}
-        self._pages: dict[str, Page] = {}
-        self._records = RecordCache()   # whole pages by position: a delta's base is read once
+        self._manifests = {} if manifests is None else manifests
+        self._pages = {} if pages is None else pages
+        self._records = RecordCache() if records is None else records  # a delta's base is read once
 
     @property
     def seqs(self) -> list[int]:
@@ -45,6 +53,11 @@ class View:
         if self._seqs is None:
             self._seqs = self.repo.manifest_seqs()
         return self._seqs
+
+    def forget_listing(self) -> None:
+        """List ``manifests/`` again at the next ``seqs``: a long-lived reader sees new
+        checkpoints, and no more those gc deleted."""
+        self._seqs = None
 
     def manifest(self, seq: int) -> Manifest:
         """Manifest ``seq``, read and checked once; raises ``CorruptObject``/``ObjectNotFound``."""

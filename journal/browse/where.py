@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..config import TREE_NAME
-from ..errors import BadBrowsePath
+from .errors import BadBrowsePath
 from ..local.treepath import path_problem
 from ..paths import shown
 

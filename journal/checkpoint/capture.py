@@ -28,7 +28,7 @@ import stat as stat_mod
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 
-from ..errors import Unstorable
+from .errors import Unstorable
 from ..format.codec import PLAIN, Codec
 from ..heap import keep_freed
 from .file_delta import MAX_FILE, FileDeltas
@@ -116,7 +116,7 @@ def capture_item(root: str, item: Item, prev: FileState | None, is_jsonl: bool, 
         return None if prev is None else FileState(None, prev.entry)
     finally:
         os.close(fd)
-    return FileState(signature(st), entry, roll)
+    return FileState(signature(st), entry, roll, st.st_dev)
 
 
 class Changed(Exception):

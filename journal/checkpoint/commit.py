@@ -7,11 +7,12 @@ from __future__ import annotations
 import operator
 import os
 import time
+from collections.abc import Iterable
 
 import msgspec
 
-from ..config import Config
-from ..errors import JournalError, KeyExists, ManifestConflict
+from ..errors import JournalError, KeyExists
+from ..repository.errors import ManifestConflict
 from ..format.index import Previous, Update, build_index, decode_page, update_index
 from ..format.model import FORK_MANIFEST_VERSION, BlobRef, Fork, Manifest, TreeRoot
 from ..format.objects import KIND_PAGE
@@ -39,35 +40,31 @@ class Committed(msgspec.Struct, frozen=True, kw_only=True):
     bytes: int      # their bytes
 
 
-def commit_manifest(cfg: Config, repo: Repository, state: LocalState, *, trees: dict[str, TreeCache], changed: list[str],
-            data: PackWriter, captured: list[FileState], restored: dict[str, str], seq: int,
-            fork: Fork | None = None) -> Committed:
-    """Publish the next manifest: ``trees`` as they are now, a new index for each tree in
-    ``changed``, on top of the packs ``data`` holds (closed, maybe still uploading:
-    waited for with the index pack's) for the files ``captured`` this time;
-    ``restored``: trees whose version is not the newest checkpoint's, and why (the
-    manifest says so, once). Advances ``state`` to the new
-    manifest and saves it twice: with the manifest pending, then committed, at ``seq`` or
-    the first sequence above it no fork holds.
+def commit_manifest(state_dir: str, repo: Repository, state: LocalState, *, trees: dict[str, TreeCache],
+                    changed: list[str], data: PackWriter, captured: dict[str, list[FileState]],
+                    restored: dict[str, str], seq: int, fork: Fork | None = None) -> Committed:
+    """Publish the next manifest and advance ``state`` to it.
 
-    A ``fork`` is not on the main line: it is put directly at the first free sequence from
-    ``seq`` on, and the state takes only its trees (this disk's last checkpoint stays
-    ``state.seq``); a kill before the put leaves orphans, after it a fork the next run
-    may make again."""
-    # Entries captured this time may name packs by placeholder until their upload.
-    for fs in captured:
-        resolved = tuple(data.resolve(r) for r in fs.entry.refs)
-        if resolved != fs.entry.refs:
-            fs.entry = msgspec.structs.replace(fs.entry, refs=resolved)
+    ``trees`` are the trees as they are now; each tree in ``changed`` gets a new index.
+    ``data`` holds the packs of the paths ``captured`` this time, by tree (closed, maybe
+    still uploading). ``restored`` names the trees whose version is not the newest
+    checkpoint's, and why: the manifest says so once. The manifest goes at ``seq``, or
+    the first sequence above it that no fork holds. The state is saved twice: with the
+    manifest pending, then committed.
+
+    A ``fork`` is off the main line: it goes at the first free sequence from ``seq``,
+    and the state takes only its trees (``state.seq`` stays this disk's last checkpoint).
+    A kill before its put leaves orphans; after it, a fork the next run may make again."""
+    captured = _resolved(trees, captured, data)
     # One index pack, never rolled: inner pages name same-pack children relatively.
-    index = PackWriter(repo.store, os.path.join(cfg.state_dir, SPOOL_DIR), target=None, codec=repo.codec)
-    pages = BlobCache(cfg.state_dir, repo, PAGES_DIR, KIND_PAGE)
+    index = PackWriter(repo.store, os.path.join(state_dir, SPOOL_DIR), target=None, codec=repo.codec)
+    pages = BlobCache(state_dir, repo, PAGES_DIR, KIND_PAGE)
     writer = IndexWriter(index, pages)
     built = {}
     for name in changed:
         cache, keys = trees[name], {}
         files, add = cache.files, writer.adder(cache)
-        update = _update_of(state.trees.get(name), files, captured)
+        update = _update_of(state.trees.get(name), files, captured.get(name, ()))
         done = update and _updated_index(update, repo, pages, cache, add, keys)
         if not done:
             keys = {}
@@ -90,12 +87,12 @@ def commit_manifest(cfg: Config, repo: Repository, state: LocalState, *, trees: 
         added_bytes=data.uploaded_bytes + index.uploaded_bytes,
         added_objects=data.uploaded_objects + index.uploaded_objects + 1,
         restored=(restored if fork is None else None) or msgspec.UNSET)
-    keep = recheck_dir(cfg.state_dir)
+    keep = recheck_dir(state_dir)
     if fork is not None:
         kept = data.keep_existing(keep) + index.keep_existing(keep)
         manifest, mid, record = _put_fork(repo, manifest)
         state.trees = trees
-        save_state(cfg.state_dir, state)
+        save_state(state_dir, state)
     else:
         mid, record = encode_manifest(manifest, repo.codec)
         state.pending_parent = state.seq
@@ -105,16 +102,39 @@ def commit_manifest(cfg: Config, repo: Repository, state: LocalState, *, trees: 
         # names them: a kill anywhere from here on leaves them for the next checkpoint's
         # recheck (a copy whose manifest never commits is only checked, and forgotten).
         kept = data.keep_existing(keep) + index.keep_existing(keep)
-        save_state(cfg.state_dir, state)
-        manifest, mid, record, _ = put_pending(cfg, repo, state, manifest)
+        save_state(state_dir, state)
+        manifest, mid, record, _ = put_pending(state_dir, repo, state, manifest)
         state.pending = state.pending_seq = None
         mark_said(state, restored)   # said once, by this manifest: kept until it is committed
-        save_state(cfg.state_dir, state, trees_as_saved=not restored)  # else only the pending manifest changed
+        save_state(state_dir, state, trees_as_saved=not restored)  # else only the pending manifest changed
     touch_kept(kept)  # the commit time: when their recheck window starts
     recheck_kept(repo.store, keep)
     pages.prune(keep_pages(trees))
     return Committed(seq=manifest.seq, manifest_id=mid, blobs=data.blobs + index.blobs,
                       objects=manifest.added_objects, bytes=manifest.added_bytes + len(record))
+
+
+def _resolved(trees: dict[str, TreeCache], captured: dict[str, list[FileState]],
+              data: PackWriter) -> dict[str, list[FileState]]:
+    """``captured`` with each placeholder pack its entries name replaced by the pack's
+    id, now that ``data`` is closed. A ``FileState`` is never changed in place: each
+    one that changes is a new object, put in its tree's paths in place of the old."""
+    out: dict[str, list[FileState]] = {}
+    for name, read in captured.items():
+        now: list[FileState] = []
+        swapped: dict[str, FileState] = {}
+        files = trees[name].files
+        for fs in read:
+            refs = tuple(data.resolve(r) for r in fs.entry.refs)
+            if refs != fs.entry.refs:
+                was, fs = fs, msgspec.structs.replace(fs, entry=msgspec.structs.replace(fs.entry, refs=refs))
+                if files.get(fs.entry.path) is was:
+                    swapped[fs.entry.path] = fs
+            now.append(fs)
+        if swapped:
+            trees[name].files = files.changed(swapped)
+        out[name] = now
+    return out
 
 
 def mark_said(state: LocalState, restored) -> None:
@@ -125,8 +145,8 @@ def mark_said(state: LocalState, restored) -> None:
             state.trees[name].restored = state.trees[name].restored_seq = None
 
 
-def put_pending(cfg: Config, repo: Repository, state: LocalState,
-                 manifest: Manifest) -> tuple[Manifest, str, bytes, bool]:
+def put_pending(state_dir: str, repo: Repository, state: LocalState,
+                manifest: Manifest) -> tuple[Manifest, str, bytes, bool]:
     """Put the pending manifest ``state`` holds (``manifest``, encoded) put-if-absent: the
     commit point. Its own bytes already there count as done (a retried put whose first
     attempt landed); a fork there is passed over, the manifest renumbered to the next
@@ -152,7 +172,7 @@ def put_pending(cfg: Config, repo: Repository, state: LocalState,
         manifest = msgspec.structs.replace(manifest, seq=next_free(repo, manifest.seq, cache))
         mid, record = encode_manifest(manifest, repo.codec)
         state.seq, state.manifest_id, state.pending, state.pending_seq = manifest.seq, mid, record, manifest.seq
-        save_state(cfg.state_dir, state)
+        save_state(state_dir, state)
     return manifest, state.manifest_id, record, put
 
 
@@ -167,14 +187,13 @@ def _put_fork(repo: Repository, manifest: Manifest) -> tuple[Manifest, str, byte
             manifest = msgspec.structs.replace(manifest, seq=manifest.seq + 1)
 
 
-def _update_of(old: TreeCache | None, files: Files, captured: list[FileState]) -> Update | None:
-    """The tree's last index and what changed since, for ``update_index``, found without
-    a pass over every path: a path the scan did not read this time holds the very
-    ``FileState`` it held (reused, kept or held back), so the paths whose entry differs
-    are among those read (``captured``, any tree's: this tree's are the ones its files
-    hold) and those gone (looked for only in the directories whose group is not the
-    one the last state held). None without a last index to update (a first checkpoint,
-    a re-upload)."""
+def _update_of(old: TreeCache | None, files: Files, captured: Iterable[FileState]) -> Update | None:
+    """The tree's last index and what changed since, for ``update_index``; None without
+    a last index (a first checkpoint, a re-upload).
+
+    Found without a pass over every path: a path the scan did not read holds the very
+    ``FileState`` it held, so the paths whose entry differs are among those read this
+    time (``captured``) and those gone (looked for only in directories whose group changed)."""
     if old is None or old.root is None or not old.files:
         return None
     held = old.files

@@ -72,7 +72,7 @@ def commit_fork(cfg, repo: Repository, *, onto: int, why: str,
                     Fork(onto=onto, why=why))
     base = state.seq
     try:
-        capture_and_commit(cfg, repo, state, result, reporter, allow_deletions=False, fork=plan)
+        capture_and_commit(cfg, repo, state, result, reporter, fork=plan)
     finally:
         quiet.discard(cfg.state_dir)   # the live trees change next: the next tick walks them
     done = ForkResult(seq=result.seq, base=base, onto=onto, why=why, work=sorted(plan.found),

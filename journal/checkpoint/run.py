@@ -35,9 +35,11 @@ import msgspec
 
 from ..background import Background
 from ..repository.blob_cache import BlobCache
-from ..config import Config, no_trees_hint
-from ..errors import (CheckpointAfterIncompleteRestore, CheckpointErrors, ConfigError, CorruptObject,
-                      HistoryWithoutState, JournalError, ObjectNotFound, describe_error)
+from ..config import Config, TreeConfig, no_trees_hint
+from ..errors import ConfigError, CorruptObject, JournalError, ObjectNotFound
+from .errors import CheckpointAfterIncompleteRestore, CheckpointErrors
+from ..os_errors import describe_error
+from ..repository.errors import HistoryWithoutState
 from ..heap import cycles_paused
 from ..localfs import clear_dir
 from ..local import activity, quiet
@@ -48,14 +50,14 @@ from ..local.state import (STATE_FILE, LocalState, StateLock, TreeCache, cache_f
 from .chunk_copies import keep_copies
 from .commit import commit_manifest, mark_said, put_pending
 from .file_delta import FileDeltas
-from ..local.files import HAS_DB, Files
+from ..local.files import HAS_DB, FileState, Files
 from ..format.model import KIND_SQLITE, Fork, Manifest, decode
 from ..format.objects import KIND_CHUNK
 from ..repository.pack import PackWriter, clear_spool
 from ..paths import CHUNKS_DIR, SPOOL_DIR, STAGING_DIR
 from .recheck import gc_running, recheck_dir, recheck_kept, rechecks_pending
 from ..report import SILENT, Reporter
-from ..signatures import file_stamp, signature_mtime
+from ..signatures import Signature, file_stamp
 from ..repository.repository import CONFIG_KEY, Repository, manifest_key, pack_key
 from .scan import ScanContext, TreeResult, databases_ahead, scan_tree
 from ..sqlite.ahead import Ahead
@@ -113,14 +115,15 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
     if proven is not None:  # unchanged since the last clean checkpoint
         return msgspec.convert(proven.result, CheckpointResult)
     repo = open_repository(store, cfg.state_dir, create=True, key=cfg.key)
-    state = _load_or_refuse(cfg, repo)
+    state = _load_or_refuse(cfg.state_dir, repo)
     state.encrypted, state.key_id = repo.codec.encrypted, repo.key_id  # a store once encrypted stays so (§22)
     loaded = {name: cache.files for name, cache in state.trees.items()}  # as the quiet snapshot's state holds them
     try:
-        _recheck_kept(cfg, repo, result, reporter)
+        _recheck_kept(cfg.state_dir, repo, result, reporter)
         if state.pending is not None:
             _publish_pending(cfg, repo, state, result, reporter)
-        rows, next_seq = capture_and_commit(cfg, repo, state, result, reporter, allow_deletions, same, loaded)
+        rows, next_seq = capture_and_commit(cfg, repo, state, result, reporter,
+                                            ScanOptions(allow_deletions=allow_deletions, same=same or {}, loaded=loaded))
     except BaseException:
         forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
         quiet.discard(cfg.state_dir)
@@ -151,14 +154,12 @@ def config_key(cfg: Config) -> str:
 def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult,
                 rows: list[quiet.Row] | None, store: Store, same: dict[tuple[str, str], quiet.Row],
                 next_seq: int, own: int) -> None:
-    """Save the quiet snapshot after a clean checkpoint; drop a stale one otherwise (and
-    while packs wait for a recheck: every tick then takes the full path). A store that
-    is a directory here (a mounted volume) is part of what the snapshot proves: its
-    config file must still be there, so an idle tick never says "idle" over an
-    unmounted store. So are the next checkpoint's manifest (``next_seq``) and this
-    writer's last (``own``): while the one is absent and the other there, no other
-    writer moved the store on (a gc after another writer's checkpoints takes the
-    second)."""
+    """Save the quiet snapshot after a clean checkpoint, else drop the stale one (also
+    while packs wait for a recheck, so that every tick takes the full path).
+
+    The snapshot also proves the store did not move on: a local store's config file is
+    still there (never "idle" over an unmounted store), the next checkpoint's manifest
+    (``next_seq``) is still absent, and this writer's last one (``own``) still there."""
     state_sig = file_stamp(state_file)
     if rows is None or result.warnings or state_sig is None or rechecks_pending(cfg.state_dir):
         quiet.discard(cfg.state_dir)
@@ -187,23 +188,28 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
         quiet.discard(cfg.state_dir)
 
 
+#: The time a ``Signature`` holds, read from the plain tuple a row keeps (no object made per path).
+_mtime_of = Signature.mtime_ns.fget
+
+
 def _last_change(row: quiet.Row) -> int:
     """The newest modification time among a row's files and links (0: none)."""
-    return max(map(signature_mtime, filter(None, row.sigs)), default=0)
+    return max(map(_mtime_of, filter(None, row.sigs)), default=0)
 
 
-def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
-    state = load_state(cfg.state_dir, repo.store_id)
+def _load_or_refuse(state_dir: str, repo: Repository) -> LocalState:
+    """The local state of ``repo``'s store; a new one only for a first checkpoint into an empty store."""
+    state = load_state(state_dir, repo.store_id)
     if state is not None:
         if not state.restore_complete:
             # A partial restore must not become the next checkpoint: trees it could not
             # rebuild would drop out of history (a new lineage over the real one, design §10).
-            raise CheckpointAfterIncompleteRestore(os.path.join(cfg.state_dir, STATE_FILE))
+            raise CheckpointAfterIncompleteRestore(os.path.join(state_dir, STATE_FILE))
         return state
-    refuse_foreign("checkpoint", cfg.state_dir, repo)  # a state of another store is no "first run"
+    refuse_foreign("checkpoint", state_dir, repo)  # a state of another store is no "first run"
     seqs = repo.manifest_seqs()  # listing only when there is no state (first run)
     if seqs:
-        raise HistoryWithoutState(os.path.join(cfg.state_dir, STATE_FILE), seqs[-1])
+        raise HistoryWithoutState(os.path.join(state_dir, STATE_FILE), seqs[-1])
     fresh = new_state(repo.store_id)
     fresh.restore_complete = True  # an empty store: nothing to restore
     return fresh
@@ -211,14 +217,12 @@ def _load_or_refuse(cfg: Config, repo: Repository) -> LocalState:
 
 def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
                      reporter: Reporter) -> None:
-    """Finish a commit that a crash interrupted between the state write and the manifest put.
+    """Finish a commit that a crash interrupted between the state save and the manifest put.
 
-    A pending manifest naming a pack the store does not hold (its put failed in a way
-    that looked like success, or a gc sweep took a pre-existing copy) is dropped, not
-    published: the state goes back to its parent and this checkpoint re-reads and
-    re-uploads every file under the same seq. If the store already holds that manifest
-    (it was committed before the pack went), it stands, and this checkpoint commits
-    the next seq with every file uploaded again."""
+    A pending manifest that names a pack the store lacks is dropped unless the store
+    already holds it: the state goes back to its parent, and this checkpoint uploads
+    every file again. A manifest the store already holds stands, and this checkpoint
+    uploads every file again on top of it."""
     published = state.pending
     manifest = decode(repo.decode_manifest_record(published, manifest_key(state.pending_seq)), Manifest)
     stored = repo.store.head(manifest_key(state.pending_seq)) is not None
@@ -234,7 +238,7 @@ def _publish_pending(cfg: Config, repo: Repository, state: LocalState, result: C
                f"it names {len(missing)} pack(s) the store does not hold")
         drop_pending(cfg, repo, state, result, reporter, why)
         return
-    manifest, _, record, put = put_pending(cfg, repo, state, manifest)
+    manifest, _, record, put = put_pending(cfg.state_dir, repo, state, manifest)
     mark_said(state, manifest.restored or {})
     if put:
         result.objects += 1
@@ -273,10 +277,10 @@ def drop_pending(cfg: Config, repo: Repository, state: LocalState, result: Check
     save_state(cfg.state_dir, state)
 
 
-def _recheck_kept(cfg: Config, repo: Repository, result: CheckpointResult, reporter: Reporter) -> None:
+def _recheck_kept(state_dir: str, repo: Repository, result: CheckpointResult, reporter: Reporter) -> None:
     """Packs earlier checkpoints found already stored stay checked for one gc lease
     after their commit: a sweep batch planned before that commit may delete them."""
-    for pack in recheck_kept(repo.store, recheck_dir(cfg.state_dir)):
+    for pack in recheck_kept(repo.store, recheck_dir(state_dir)):
         _warn(result, reporter, f"checkpoint: pack {pack} (named by a committed checkpoint) was deleted by a gc "
               "sweep planned before that commit; uploaded it again")
 
@@ -326,99 +330,23 @@ def _inactive_as_in_parent(cfg: Config, repo: Repository, state: LocalState, res
                                                bases=history.page_bases(state.seq, name))
 
 
-def capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
-                        reporter: Reporter, allow_deletions: bool,
-                        same: dict[tuple[str, str], quiet.Row] | None = None,
-                        loaded: dict[str, Files] | None = None,
-                        fork: ForkPlan | None = None) -> tuple[list[quiet.Row] | None, int]:
-    """Scan every tree (taking the directories in ``same`` as the quiet snapshot holds
-    them), then commit what changed; returns the new quiet snapshot's rows, or None, and
-    the sequence the next checkpoint commits. With ``fork``, what changed is committed
-    as a fork, only when ``fork.work`` finds local work in it (``checkpoint/fork.py``).
-    The local copies of page maps and databases are pruned when what they serve may
-    have changed: a database read, a path or tree gone, or trees other than ``loaded``
-    (those of the state as this run read it, with their paths: a tree whose cache still
-    holds those very paths takes the unchanged directories ``same`` names whole)."""
-    spool = os.path.join(cfg.state_dir, SPOOL_DIR)
-    staging = os.path.join(cfg.state_dir, STAGING_DIR)
-    clear_spool(spool)
-    clear_dir(staging)  # sqlite.snapshot.clear_staging, without importing sqlite3
-    data = PackWriter(repo.store, spool, codec=repo.codec)
-    chunks = BlobCache(cfg.state_dir, repo, CHUNKS_DIR, KIND_CHUNK)
-    ctx = ScanContext(data=data, maps=BlobCache(cfg.state_dir, repo, bases=True), staging_dir=staging,
-                      reporter=reporter, allow_deletions=allow_deletions, same=same or {}, trusted=loaded or {},
-                      deltas=FileDeltas(data, chunks))
-    ctx.busy_tmp, swept = tree_tmp.sweep(cfg.state_dir)  # a killed restore's or migrate's temp dirs
-    for warning in swept:
-        ctx.warn(f"checkpoint: {warning}")
-    ctx.ahead = Ahead(staging, data.codec)
-    old_trees, new_trees = state.trees, dict(state.trees)
-    changed_trees: list[str] = []
-    touched = False
-    try:
-        for tree in cfg.active_trees():
-            for full, prev, reached in databases_ahead(tree, state.trees.get(tree.name), ctx.busy_tmp):
-                ctx.ahead.want(full, prev, reached)
-        for tree in cfg.active_trees():
-            cache = state.trees.get(tree.name, TreeCache())
-            tr, files, changed = scan_tree(tree, cache, ctx)
-            result.trees.append(tr)
-            touched = touched or files is not cache.files
-            if changed:
-                changed_trees.append(tree.name)
-            new_trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, page_keys=cache.page_keys,
-                                             bases=cache.bases, files=files, restored=cache.restored,
-                                             restored_seq=cache.restored_seq)   # a scan ends a takeover's keep_local
-        next_seq = state.seq + 1
-        work = fork.work(new_trees, old_trees) if fork is not None and changed_trees else None
-        if fork is not None:
-            fork.found, fork.trees = work or [], new_trees
-        if not changed_trees or (fork is not None and not work):
-            ctx.data.abort()
-            if fork is None:
-                next_seq = _fence(repo, state.seq, cfg.state_dir)  # a store another writer moved on is no "idle"
-            if touched and fork is None:
-                state.trees = new_trees
-                save_state(cfg.state_dir, state)  # local only: fresher signatures, no store write
-        else:
-            seq = fork.next_seq(repo) if fork is not None else _fence(repo, state.seq, cfg.state_dir)
-            ctx.data.close()  # its upload overlaps the index's build; ``commit_manifest`` waits for it
-            restored = {n: new_trees[n].restored for n in changed_trees if new_trees[n].restored}
-            committed = commit_manifest(cfg, repo, state, trees=new_trees, changed=changed_trees, data=ctx.data,
-                                captured=ctx.captured, restored=restored, seq=seq,
-                                fork=fork.fork if fork is not None else None)
-            next_seq = committed.seq + 1
-            result.seq, result.manifest_id = committed.seq, committed.manifest_id
-            result.blobs += committed.blobs
-            result.objects += committed.objects
-            result.bytes += committed.bytes
-            for name, why in restored.items():
-                _warn(result, reporter, f"checkpoint {result.seq}: tree {name}: {why}; this checkpoint makes that "
-                      "version the newest (its manifest records it: `journal log`)")
-            if any(fs.entry.kind == KIND_SQLITE for fs in ctx.captured) or new_trees.keys() != (loaded or {}).keys() \
-                    or any(t.deleted or t.dirs_deleted for t in result.trees):
-                live_maps = _map_ids(new_trees)  # a snapshot, a tree or a path came or went: maybe stale copies
-                ctx.maps.prune(live_maps)
-                prune_base_copies(cfg.state_dir, live_maps)
-            keep_copies(chunks, old_trees, new_trees, ctx.captured, ctx.deltas.remembered, cfg.chunk_copies_limit)
-    except BaseException:
-        ctx.data.abort()
-        raise
-    finally:
-        ctx.ahead.close()  # before the staging copies go: it waits for a snapshot under way
-        clear_dir(staging)
-    result.warnings += ctx.warnings + ctx.errors
-    if ctx.errors:
-        raise CheckpointErrors(ctx.errors, result.seq)
-    return ctx.quiet_rows, next_seq
+class ScanOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """What a checkpoint's scans may drop, and what they may take as it was."""
+
+    allow_deletions: bool = False                   # vanished paths are dropped whatever the guards say
+    same: dict[tuple[str, str], quiet.Row] = {}     # directories the quiet snapshot found unchanged
+    loaded: dict[str, Files] = {}                   # each tree's paths as this run loaded the state:
+                                                    # a tree still holding them takes ``same``'s directories whole
 
 
 class ForkPlan:
-    """How ``capture_and_commit`` commits a fork (``checkpoint/fork.py``): ``work`` tells
-    the local work among the scanned trees (tree/path strings; none: nothing is
-    committed), ``next_seq`` the sequence to try first, ``fork`` the manifest's mark;
-    ``found`` receives what ``work`` found, ``trees`` the scanned trees (whose entries
-    name packs that are never uploaded when no fork is committed: never to be saved)."""
+    """How ``capture_and_commit`` commits a fork (``checkpoint/fork.py``).
+
+    ``work(trees, before)`` names the local work among the scanned trees (tree/path
+    strings); none means nothing is committed. ``next_seq(repo)`` is the sequence to try
+    first, ``fork`` the manifest's mark. The scan fills in ``found`` (what ``work``
+    found) and ``trees`` (the scanned trees; when no fork is committed their entries
+    name packs never uploaded, so they are never to be saved)."""
 
     def __init__(self, work, next_seq, fork: Fork):
         self.work, self.next_seq, self.fork = work, next_seq, fork
@@ -426,11 +354,144 @@ class ForkPlan:
         self.trees: dict[str, TreeCache] | None = None
 
 
+class _Scanned(msgspec.Struct, kw_only=True):
+    """What scanning every active tree found."""
+
+    before: dict[str, TreeCache]                    # the trees as the state held them
+    trees: dict[str, TreeCache]                     # ... as they are now (one not scanned: as it was)
+    changed: list[str] = []                         # the trees with something to commit
+    captured: dict[str, list[FileState]] = {}       # the paths read this time, by tree
+    touched: bool = False                           # some tree's paths are not the state's (fresher signatures)
+
+
+def capture_and_commit(cfg: Config, repo: Repository, state: LocalState, result: CheckpointResult,
+                       reporter: Reporter, options: ScanOptions | None = None,
+                       fork: ForkPlan | None = None) -> tuple[list[quiet.Row] | None, int]:
+    """Scan every active tree, commit what changed, then prune the local copies it no
+    longer needs. Returns the new quiet snapshot's rows (None: no snapshot this time)
+    and the sequence the next checkpoint commits. With ``fork``, what changed is
+    committed as a fork, and only when ``fork.work`` finds local work in it."""
+    options = options or ScanOptions()
+    ctx = _scan_context(cfg.state_dir, repo, reporter, options)
+    try:
+        scanned = _scan_trees(cfg.active_trees(), state, ctx, result)
+        if fork is not None:
+            fork.found = (fork.work(scanned.trees, scanned.before) if scanned.changed else None) or []
+            fork.trees = scanned.trees
+        if not scanned.changed or (fork is not None and not fork.found):
+            next_seq = _commit_nothing(cfg.state_dir, repo, state, scanned, ctx, local=fork is None)
+        else:
+            next_seq = _commit(cfg.state_dir, repo, state, scanned, ctx, result, fork)
+            _prune_copies(cfg.state_dir, cfg.chunk_copies_limit, ctx, scanned, options.loaded, result)
+    except BaseException:
+        ctx.data.abort()
+        raise
+    finally:
+        ctx.ahead.close()  # before the staging copies go: it waits for a snapshot under way
+        clear_dir(ctx.staging_dir)
+    result.warnings += ctx.warnings + ctx.errors
+    if ctx.errors:
+        raise CheckpointErrors(ctx.errors, result.seq)
+    return ctx.quiet_rows, next_seq
+
+
+def _scan_context(state_dir: str, repo: Repository, reporter: Reporter, options: ScanOptions) -> ScanContext:
+    """What one checkpoint's scans share: a new data pack (the spool and the staging
+    copies emptied first), the local copies of page maps and chunks, and the databases'
+    snapshots started ahead. journal's temp directories a killed restore or migrate
+    left in the trees are swept."""
+    spool = os.path.join(state_dir, SPOOL_DIR)
+    staging = os.path.join(state_dir, STAGING_DIR)
+    clear_spool(spool)
+    clear_dir(staging)  # sqlite.snapshot.clear_staging, without importing sqlite3
+    data = PackWriter(repo.store, spool, codec=repo.codec)
+    chunks = BlobCache(state_dir, repo, CHUNKS_DIR, KIND_CHUNK)
+    ctx = ScanContext(data=data, maps=BlobCache(state_dir, repo, bases=True), staging_dir=staging,
+                      reporter=reporter, allow_deletions=options.allow_deletions, same=options.same,
+                      trusted=options.loaded, deltas=FileDeltas(data, chunks))
+    ctx.busy_tmp, swept = tree_tmp.sweep(state_dir)
+    for warning in swept:
+        ctx.warn(f"checkpoint: {warning}")
+    ctx.ahead = Ahead(staging, data.codec)
+    return ctx
+
+
+def _scan_trees(trees: tuple[TreeConfig, ...], state: LocalState, ctx: ScanContext,
+                result: CheckpointResult) -> _Scanned:
+    """Start the snapshots of the databases known to have changed, then scan each tree."""
+    scanned = _Scanned(before=state.trees, trees=dict(state.trees))
+    for tree in trees:
+        for full, prev, reached in databases_ahead(tree, state.trees.get(tree.name), ctx.busy_tmp):
+            ctx.ahead.want(full, prev, reached)
+    for tree in trees:
+        cache = state.trees.get(tree.name, TreeCache())
+        scan = scan_tree(tree, cache, ctx)
+        result.trees.append(scan.result)
+        scanned.touched = scanned.touched or scan.files is not cache.files
+        if scan.changed:
+            scanned.changed.append(tree.name)
+        scanned.captured[tree.name] = scan.captured
+        scanned.trees[tree.name] = TreeCache(root=cache.root, pages=cache.pages, page_keys=cache.page_keys,
+                                             bases=cache.bases, files=scan.files, restored=cache.restored,
+                                             restored_seq=cache.restored_seq)   # a scan ends a takeover's keep_local
+    return scanned
+
+
+def _commit_nothing(state_dir: str, repo: Repository, state: LocalState, scanned: _Scanned, ctx: ScanContext,
+                    local: bool) -> int:
+    """Nothing to commit: the data pack is dropped. A checkpoint (``local``; not a fork)
+    still passes the fence, since a store another writer moved on is not idle, and saves
+    the fresher signatures to the local state only. Returns the next sequence."""
+    ctx.data.abort()
+    if not local:
+        return state.seq + 1
+    next_seq = _fence(repo, state.seq, state_dir)
+    if scanned.touched:
+        state.trees = scanned.trees
+        save_state(state_dir, state)
+    return next_seq
+
+
+def _commit(state_dir: str, repo: Repository, state: LocalState, scanned: _Scanned, ctx: ScanContext,
+            result: CheckpointResult, fork: ForkPlan | None) -> int:
+    """Commit the scanned trees (``commit_manifest``): past the fence, or as a fork.
+    Returns the sequence the next checkpoint commits."""
+    seq = fork.next_seq(repo) if fork is not None else _fence(repo, state.seq, state_dir)
+    ctx.data.close()  # its upload overlaps the index's build; ``commit_manifest`` waits for it
+    trees = scanned.trees
+    restored = {n: trees[n].restored for n in scanned.changed if trees[n].restored}
+    committed = commit_manifest(state_dir, repo, state, trees=trees, changed=scanned.changed, data=ctx.data,
+                                captured=scanned.captured, restored=restored, seq=seq,
+                                fork=fork.fork if fork is not None else None)
+    result.seq, result.manifest_id = committed.seq, committed.manifest_id
+    result.blobs += committed.blobs
+    result.objects += committed.objects
+    result.bytes += committed.bytes
+    for name, why in restored.items():
+        _warn(result, ctx.reporter, f"checkpoint {result.seq}: tree {name}: {why}; this checkpoint makes that "
+              "version the newest (its manifest records it: `journal log`)")
+    return committed.seq + 1
+
+
+def _prune_copies(state_dir: str, limit: int, ctx: ScanContext, scanned: _Scanned, loaded: dict[str, Files],
+                  result: CheckpointResult) -> None:
+    """After a commit, remove the local copies no entry needs any more. Page maps and
+    database base copies are looked at only when a snapshot, a tree or a path came or
+    went; chunk copies as ``chunk_copies.py`` says (bounded by ``limit`` bytes)."""
+    captured = [fs for read in scanned.captured.values() for fs in read]
+    if any(fs.entry.kind == KIND_SQLITE for fs in captured) or scanned.trees.keys() != loaded.keys() \
+            or any(t.deleted or t.dirs_deleted for t in result.trees):
+        live_maps = _map_ids(scanned.trees)
+        ctx.maps.prune(live_maps)
+        prune_base_copies(state_dir, live_maps)
+    keep_copies(ctx.deltas.cache, scanned.before, scanned.trees, captured, ctx.deltas.remembered, limit)
+
+
 def _fence(repo: Repository, seq: int, state_dir: str) -> int:
-    """Before uploading anything more: the store must still hold ``seq`` (or the history
-    this writer builds on is lost), and another writer may own ``seq + 1``; returns the
-    sequence to commit (past forks other disks made above ``seq``: they are not on the
-    main line). The two HEADs go out together: on a bucket, one round trip instead of two."""
+    """The fence, before anything more is uploaded: the store must still hold ``seq``
+    (else the history this writer builds on is lost), and ``seq + 1`` must be free or a
+    fork (another writer's checkpoint there is refused). Returns the sequence to commit.
+    The two HEADs go out together: one round trip on a bucket."""
     asked = Background(repo.store.head, manifest_key(seq + 1), name="journal-fence")
     try:
         require_committed(repo, seq, state_dir)

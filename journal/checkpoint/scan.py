@@ -19,15 +19,18 @@ from .capture import capture_item
 from ..sqlite.ahead import Ahead
 from .file_delta import FileDeltas
 from ..config import TreeConfig
-from ..errors import CorruptObject, JournalError, ObjectNotFound, SnapshotFailed, Unstorable, os_error_hint
+from ..errors import CorruptObject, ObjectNotFound
+from .errors import Unstorable
+from ..os_errors import os_error_hint
+from ..sqlite.errors import SnapshotFailed
 from ..local.files import HAS_DB, Files, Group
 from ..local.state import FileState, TreeCache
 from ..paths import shown
-from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE
+from ..format.model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SQLITE
 from ..repository.pack import PackWriter
 from ..report import Reporter
 from ..local.quiet import DB, DIR, OTHER, Row
-from ..signatures import clamp_mtime, dir_signature, live_signature, signature
+from ..signatures import Signature, clamp_mtime, dir_signature, live_signature, signature
 from ..local.walk import QUIET_ROW, UNREADABLE, Item, Matcher, same_paths, walk_tree
 
 
@@ -69,7 +72,6 @@ class ScanContext(msgspec.Struct, kw_only=True):
     allow_deletions: bool = False
     errors: list[str] = []
     warnings: list[str] = []
-    captured: list[FileState] = []        # read this time (refs may be placeholders)
     # The quiet snapshot's rows (``local/quiet.py``); None once any path was not read cleanly.
     quiet_rows: list[Row] | None = []
     # The last snapshot's rows of the directories it found unchanged, by (tree, absolute path).
@@ -90,106 +92,138 @@ class ScanContext(msgspec.Struct, kw_only=True):
         self.reporter.warn(message)
 
 
-def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> tuple[TreeResult, Files, bool]:
-    """Walk one tree; returns (result, files, changed). ``files is cache.files`` when untouched."""
-    tr = TreeResult(name=tree.name)
+class TreeScan(msgspec.Struct, kw_only=True):
+    """What ``scan_tree`` found in one tree."""
+
+    result: TreeResult
+    files: Files                          # the tree's paths now: ``cache.files`` itself when none differs
+    changed: bool                         # something to commit (a path new, changed or dropped; a dirty cache)
+    captured: list[FileState] = []        # the paths read this time (refs may name placeholder packs)
+
+
+class _Tally(msgspec.Struct, kw_only=True):
+    """What ``scan_tree`` gathers while it walks one tree."""
+
+    result: TreeResult
+    held: Files                           # the cache's paths
+    files: dict[str, FileState] = {}      # paths read, or taken one by one
+    taken: dict[str, Group] = {}          # directories taken whole, as the cache holds them
+    ntaken: int = 0                       # ... their paths
+    reused: int = 0                       # paths taken from the cache as they were
+    added: int = 0                        # paths put in ``files`` that the cache lacks
+    seen_files: int = 0                   # paths the walk saw that are no directory
+    nondir: int = 0                       # paths kept (``files``, ``taken``) that are no directory
+    changed: bool = False
+    captured: list[FileState] = []
+    unreadable: list[str] = []            # paths that exist but could not be read: they keep their last checkpoint
+    listing: list | None = None           # the walk's listing for the quiet snapshot; None once a path was not read cleanly
+    in_dir: str | None = None             # the directory the walk is in ...
+    here: dict[str, FileState] = {}       # ... and its cached paths (the walk yields a directory's names together)
+
+    def keep(self, path: str, fs: FileState) -> None:
+        """Put ``fs`` in the tree's paths now."""
+        self.files[path] = fs
+        self.nondir += fs.entry.kind != KIND_DIR
+
+
+def scan_tree(tree: TreeConfig, cache: TreeCache, ctx: ScanContext) -> TreeScan:
+    """Walk one tree against its cache: reuse each path whose signature is unchanged,
+    read the others, and drop what vanished unless a deletion guard keeps it."""
     if not os.path.isdir(tree.path):
-        tr.absent = True
         if cache.files:
             ctx.warn(f"checkpoint: tree {tree.name}: {tree.path} is missing; keeping its last checkpoint")
-        return tr, cache.files, False
+        return TreeScan(result=TreeResult(name=tree.name, absent=True), files=cache.files, changed=False)
+    tally = _Tally(result=TreeResult(name=tree.name), held=cache.files, changed=cache.dirty,
+                   listing=[] if ctx.quiet_rows is not None else None)
     matcher = _matcher(tree, ctx.busy_tmp)
-    files: dict[str, FileState] = {}  # paths read, or taken one by one
-    taken: dict[str, Group] = {}  # directories taken whole as the cache holds them
-    ntaken = 0  # their paths
     skipped: list[tuple[str, str]] = []
-    changed = cache.dirty
-    reused = walked_files = 0  # paths taken from the cache as they were; non-directories seen
-    nondir = added = 0  # of the paths put in ``files``: those no directory, those the cache lacks
-    listing: list | None = [] if ctx.quiet_rows is not None else None
-    unreadable: list[str] = []  # paths that exist but could not be read: they keep their last checkpoint
-    held = cache.files
-    in_dir, here = None, {}  # the cached paths of the directory the walk is in (looked up on its first name)
-    same, whole = _same_dirs(tree, cache, ctx.same, ctx.trusted.get(tree.name) is held)
-    reupload = cache.reupload   # every path is read again, whatever its signature
-    for item in walk_tree(tree.path, matcher, skipped, listing, same):
-        if item.kind == QUIET_ROW:  # a directory the quiet snapshot found unchanged: its paths as they were
-            group = whole.get(item.path)
-            if group is not None:
-                taken[item.path] = group
-                ntaken += group.n
-                walked_files += group.nfiles
-                nondir += group.nfiles
-                reused += group.n
-                continue
-            paths, quiet_files, _ = same_paths(item.path, item.quiet)
-            for path in paths:
-                files[path] = held[path]
-            walked_files += quiet_files
-            nondir += quiet_files
-            reused += len(paths)
-            continue
-        try:
-            if item.kind == UNREADABLE:
-                raise item.error
-            sig = _sig(tree.path, item)
-        except OSError as err:
-            warn_unreadable(ctx, os.path.join(tree.path, item.path), err)
-            unreadable.append(item.path)
-            listing = None  # not read cleanly: no quiet snapshot this time
-            continue
-        walked_files += item.kind != KIND_DIR
-        parent = item.path.rpartition("/")[0]
-        if parent != in_dir:  # the walk yields a directory's names together
-            in_dir, here = parent, held.in_dir(parent)
-        prev = here.get(item.path)
-        if prev is not None and prev.sig is not None and prev.sig == sig and not reupload:
-            files[item.path] = prev
-            nondir += prev.entry.kind != KIND_DIR
-            reused += 1
-            continue
-        fs = _capture(tree, item, None if cache.reupload else prev, matcher, ctx)
-        if fs is None or fs is _KEEP:
-            listing = None  # not read cleanly: no quiet snapshot this time
-            if prev is not None and (fs is _KEEP or item.kind == "sqlite"):
-                files[item.path] = prev  # unreadable, or a failed snapshot: the last one stays
-                nondir += prev.entry.kind != KIND_DIR
-            continue
-        files[item.path] = fs
-        nondir += fs.entry.kind != KIND_DIR
-        added += prev is None
-        ctx.captured.append(fs)
-        if item.kind != KIND_DIR and clamp_mtime(item.stat.st_mtime_ns) != item.stat.st_mtime_ns:
-            warn_clamped(ctx, os.path.join(tree.path, item.path), item.stat.st_mtime_ns)
-        if prev is None or prev.entry != fs.entry:
-            changed = True
-            if fs.entry.kind == KIND_DIR:
-                tr.dirs_changed += 1
-            else:
-                tr.changed += 1
+    same, whole = _same_dirs(tree, cache, ctx.same, ctx.trusted.get(tree.name) is cache.files)
+    for item in walk_tree(tree.path, matcher, skipped, tally.listing, same):
+        if item.kind == QUIET_ROW:
+            _take_unchanged(tally, item, whole.get(item.path))
+        else:
+            _scan_item(tree, item, cache.reupload, matcher, ctx, tally)
     for path, why in skipped:
         ctx.warn(str(Unstorable(path, why)))
-    kept, kept_files = _keep_unreadable(cache, taken, files, unreadable)
-    reused += kept
-    walked_files += kept_files
-    nondir += kept_files
+    _keep_unreadable(cache, tally)
     # Every cached path is in ``files`` or a taken group unless fewer of them are than
     # the cache holds; the gone ones are looked for outside the taken groups only.
-    if len(files) + ntaken - added < len(cache.files):
-        changed = _apply_deletions(tree, cache, taken, files, tr, ctx) or changed
-    if not changed and reused == len(files) + ntaken == len(cache.files):
+    if len(tally.files) + tally.ntaken - tally.added < len(cache.files):
+        tally.changed = _apply_deletions(tree, cache, tally, ctx) or tally.changed
+    tr = tally.result
+    if not tally.changed and tally.reused == len(tally.files) + tally.ntaken == len(cache.files):
         out = cache.files  # every path reused, none gone: the cache stands as it was
-        tr.files = walked_files
+        tr.files = tally.seen_files
     else:
-        out = Files.build(taken, files, cache.files)
-        tr.files = nondir + tr.kept_deleted  # counted as each path was put in; held ones by ``_hold``
+        out = Files.build(tally.taken, tally.files, cache.files)
+        tr.files = tally.nondir + tr.kept_deleted  # counted as each path was put in; held ones by ``_hold``
     tr.directories = len(out) - tr.files
-    rows = None if listing is None or ctx.quiet_rows is None else quiet_rows(tree, listing, out)
+    rows = None if tally.listing is None or ctx.quiet_rows is None else quiet_rows(tree, tally.listing, out)
     if rows is None:
         ctx.quiet_rows = None
     else:
         ctx.quiet_rows.extend(rows)
-    return tr, out, changed
+    return TreeScan(result=tr, files=out, changed=tally.changed, captured=tally.captured)
+
+
+def _take_unchanged(tally: _Tally, item: Item, group: Group | None) -> None:
+    """A directory the quiet snapshot found unchanged: its paths as the cache holds them,
+    as the group itself when the scan may take it whole (``_same_dirs``)."""
+    if group is not None:
+        tally.taken[item.path] = group
+        tally.ntaken += group.n
+        tally.seen_files += group.nfiles
+        tally.nondir += group.nfiles
+        tally.reused += group.n
+        return
+    paths, quiet_files, _ = same_paths(item.path, item.quiet)
+    for path in paths:
+        tally.files[path] = tally.held[path]
+    tally.seen_files += quiet_files
+    tally.nondir += quiet_files
+    tally.reused += len(paths)
+
+
+def _scan_item(tree: TreeConfig, item: Item, reupload: bool, matcher: Matcher, ctx: ScanContext,
+               tally: _Tally) -> None:
+    """One walked path: reused when its signature is the cache's (unless ``reupload``:
+    every path is read again), else read; a path that cannot be read keeps its last
+    checkpoint."""
+    try:
+        if item.kind == UNREADABLE:
+            raise item.error
+        sig = _sig(tree.path, item)
+    except OSError as err:
+        warn_unreadable(ctx, os.path.join(tree.path, item.path), err)
+        tally.unreadable.append(item.path)
+        tally.listing = None  # not read cleanly: no quiet snapshot this time
+        return
+    tally.seen_files += item.kind != KIND_DIR
+    parent = item.path.rpartition("/")[0]
+    if parent != tally.in_dir:
+        tally.in_dir, tally.here = parent, tally.held.in_dir(parent)
+    prev = tally.here.get(item.path)
+    if prev is not None and prev.sig is not None and prev.sig == sig and not reupload:
+        tally.keep(item.path, prev)
+        tally.reused += 1
+        return
+    fs = _capture(tree, item, None if reupload else prev, matcher, ctx)
+    if fs is None or fs is _KEEP:
+        tally.listing = None  # not read cleanly: no quiet snapshot this time
+        if prev is not None and (fs is _KEEP or item.kind == KIND_SQLITE):
+            tally.keep(item.path, prev)  # unreadable, or a failed snapshot: the last one stays
+        return
+    tally.keep(item.path, fs)
+    tally.added += prev is None
+    tally.captured.append(fs)
+    if item.kind != KIND_DIR and clamp_mtime(item.stat.st_mtime_ns) != item.stat.st_mtime_ns:
+        warn_clamped(ctx, os.path.join(tree.path, item.path), item.stat.st_mtime_ns)
+    if prev is None or prev.entry != fs.entry:
+        tally.changed = True
+        if fs.entry.kind == KIND_DIR:
+            tally.result.dirs_changed += 1
+        else:
+            tally.result.changed += 1
 
 
 def warn_unreadable(ctx: ScanContext, full: str, err: OSError) -> None:
@@ -218,20 +252,17 @@ def _outside(cache: TreeCache, taken: dict[str, Group]) -> Iterator[tuple[str, F
             yield from group.paths.items()
 
 
-def _keep_unreadable(cache: TreeCache, taken: dict[str, Group], files: dict[str, FileState],
-                     unreadable: list[str]) -> tuple[int, int]:
+def _keep_unreadable(cache: TreeCache, tally: _Tally) -> None:
     """Every cached path at or under an unreadable one that the walk did not see keeps
-    its last checkpoint (it is not deleted). Returns (paths kept, files among them)."""
-    if not unreadable:
-        return 0, 0
-    roots = set(unreadable)
-    kept = kept_files = 0
-    for path, fs in _outside(cache, taken):
-        if path not in files and _under(path, roots):
-            files[path] = fs
-            kept += 1
-            kept_files += fs.entry.kind != KIND_DIR
-    return kept, kept_files
+    its last checkpoint (it is not deleted)."""
+    if not tally.unreadable:
+        return
+    roots = set(tally.unreadable)
+    for path, fs in _outside(cache, tally.taken):
+        if path not in tally.files and _under(path, roots):
+            tally.keep(path, fs)
+            tally.reused += 1
+            tally.seen_files += fs.entry.kind != KIND_DIR
 
 
 def _under(path: str, roots: set[str]) -> bool:
@@ -249,18 +280,14 @@ def _under(path: str, roots: set[str]) -> bool:
 
 def _same_dirs(tree: TreeConfig, cache: TreeCache, same: dict[tuple[str, str], Row],
                trusted: bool) -> tuple[dict[str, Row], dict[str, Group]]:
-    """``(rows, whole)``: this tree's unchanged directories, by relative path: rows this
-    tree's own walk wrote (a directory another tree also walks has that tree's row,
-    with that tree's rules), whose every included name the cache holds with the
-    signature the snapshot compared; and of those, the ones whose group the scan takes
-    whole.
+    """``(rows, whole)``: the directories of this tree the quiet snapshot found
+    unchanged, by relative path, and those of them the scan takes whole.
 
-    With ``trusted`` (the cache is the one of the state the snapshot was written after,
-    whose rows were made from these very paths), a directory whose group holds as many
-    paths as its row includes is taken whole without a look at its paths (their map
-    stays as the state file's base stored it). Otherwise each included name is looked
-    up (``_cache_holds``; always so when the state is the one the snapshot was saved
-    with)."""
+    A row counts only when this tree's own walk wrote it (another tree's rules may
+    differ) and the cache holds every name it includes with the signature it compared.
+    ``trusted``: the cache is the very one the snapshot's rows were made from, so a
+    group with as many paths as the row includes is taken whole, unread. Otherwise
+    each name is looked up (``_cache_holds``)."""
     out: dict[str, Row] = {}
     whole: dict[str, Group] = {}
     groups = cache.files.groups
@@ -290,12 +317,11 @@ def _included(row: Row) -> int:
 
 
 def _cache_holds(rel_dir: str, row: Row, files: Files) -> bool:
-    """Whether ``files`` holds every name the row includes (``same_paths``) with exactly
-    the row's signature: a file's or link's in ``sigs``, a directory's or database's
-    in ``others``. Compared in place, without an item per name (a row per directory
-    of a 20,000-file tree, every busy tick). Signatures are tuples on both sides (the
-    state's are decoded as tuples, a row's are written and read as tuples); a value of
-    another type is no match, and the directory is walked."""
+    """Whether ``files`` holds every name the row includes (``same_paths``) with the
+    row's signature: a file's or link's in ``sigs``, a directory's or database's in
+    ``others``. Compared in place, without an item per name: this runs for every row on
+    every busy tick. Signatures compare as tuples; a value of another type is no match,
+    and the directory is walked."""
     prefix = f"{rel_dir}/" if rel_dir else ""
     get = files.in_dir(rel_dir).get
     names = row.names
@@ -344,7 +370,7 @@ def quiet_rows(tree: TreeConfig, listing: list, files: Files) -> list[Row] | Non
 def _sig(root: str, item: Item):
     if item.kind == KIND_DIR:
         return dir_signature(item.stat)
-    if item.kind == "sqlite":
+    if item.kind == KIND_SQLITE:
         try:
             return live_signature(os.path.join(root, item.path))
         except FileNotFoundError:
@@ -353,22 +379,21 @@ def _sig(root: str, item: Item):
 
 
 def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str] = frozenset()) -> list[tuple]:
-    """The databases of ``tree`` that its scan will snapshot, as far as is known before
-    the scan: ``(full path, last entry, reached)``, ``reached()`` giving the file's
-    ``(st_dev, st_ino)`` while it is a regular file reached without a symlink, else
-    None (asked again before and after the snapshot made ahead). From the cache: each
-    database the last checkpoint captured that the tree's rules still include and
-    whose live signature differs now (only the directories holding a database are
-    looked into). A tree not captured yet that declares database patterns is walked
-    for them (its first checkpoint: the walk the scan makes again costs little beside
-    the capture). ``sqlite/ahead.py`` starts their snapshots; the scan still decides,
-    path by path, what it captures."""
+    """The databases of ``tree`` its scan will likely snapshot, so that
+    ``sqlite/ahead.py`` can start their snapshots early; the scan still decides what
+    it captures. Each is ``(full path, last entry, reached)``; ``reached()`` gives the
+    file's ``(st_dev, st_ino)`` while it is a regular file reached without a symlink,
+    else None.
+
+    From the cache: each database the tree still includes whose live signature
+    changed. A tree with no cache yet is walked for its databases (its first
+    checkpoint, where the capture costs far more than the walk)."""
     if cache is None or not cache.files:
         if not tree.sqlite or not os.path.isdir(tree.path):
             return []
         root = os.path.realpath(tree.path)
         return [(os.path.join(tree.path, item.path), None, _reached(tree, root, item.path))
-                for item in walk_tree(tree.path, _matcher(tree, busy_tmp)) if item.kind == "sqlite"]
+                for item in walk_tree(tree.path, _matcher(tree, busy_tmp)) if item.kind == KIND_SQLITE]
     if cache.reupload:
         return []
     matcher = _matcher(tree, busy_tmp)
@@ -421,16 +446,14 @@ def _matcher(tree: TreeConfig, busy_tmp: set[str]) -> Matcher:
 
 
 def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matcher, ctx: ScanContext):
-    if item.kind != "sqlite":
+    if item.kind != KIND_SQLITE:
         try:
             return capture_item(tree.path, item, prev, matcher.is_jsonl(item.path), ctx.data.add_ahead, ctx.deltas,
                                 ctx.warn, ctx.data.codec)
         except Unstorable as err:  # like a name the walk refuses: left out, loudly, every time
             ctx.warn(str(err))
             return None
-        except JournalError:
-            raise  # the store or journal's own files failed, not the live path
-        except OSError as err:
+        except OSError as err:  # the live path (the store's and journal's own files raise journal errors)
             ctx.data.check()  # a pack's upload that failed meanwhile is the store's failure, never the file's
             warn_unreadable(ctx, os.path.join(tree.path, item.path), err)
             return _KEEP
@@ -457,30 +480,26 @@ def _capture(tree: TreeConfig, item: Item, prev: FileState | None, matcher: Matc
         return None
     except OSError as err:
         ctx.data.check()
-        if isinstance(err, JournalError) or err.filename != full:
-            raise  # the store, or journal's own files (the staging copy, the base copy)
+        if err.filename != full:
+            raise  # journal's own files (the staging copy, the base copy)
         warn_unreadable(ctx, full, err)  # the live path (a symlink loop now, no permission)
         return _KEEP
 
 
-def _apply_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group], files: dict[str, FileState],
-                     tr: TreeResult, ctx: ScanContext) -> bool:
-    """Drop vanished paths, unless a deletion guard keeps them (``--allow-deletions``
-    lifts both): the mass-deletion guard keeps every vanished path when most of a tree's
-    files are gone; the transcript guard keeps each vanished transcript that held more
-    than ``TRANSCRIPT_GUARD_BYTES``, whatever the share, unless it was renamed within the
-    tree. True when anything was dropped. Only the directories not ``taken`` whole are
-    looked into (the totals of the others are their groups'). A vanished path under a
-    name that is no longer a directory (a file or symlink took its directory's name) is
-    dropped whatever the guards say: nothing may live inside a file, and a manifest
-    keeping it fails ``verify`` and every restore of it."""
-    gone = [p for p, _ in _outside(cache, taken) if p not in files]
+def _apply_deletions(tree: TreeConfig, cache: TreeCache, tally: _Tally, ctx: ScanContext) -> bool:
+    """Drop the cached paths the walk did not find, unless a deletion guard keeps them
+    (``_guard_deletions``). True when anything was dropped.
+
+    Only directories not taken whole are looked into. A vanished path under a name that
+    is now a file or symlink is dropped whatever the guards say: nothing may live inside
+    a file, and a manifest keeping it would fail ``verify`` and every restore."""
+    gone = [p for p, _ in _outside(cache, tally.taken) if p not in tally.files]
     if not gone:
         return False
-    displaced = _displaced(gone, files)
-    dropped = _guard_deletions(tree, cache, taken, files, tr, ctx, [p for p in gone if p not in displaced])
-    tr.deleted += sum(1 for p in displaced if cache.files[p].entry.kind != KIND_DIR)
-    tr.dirs_deleted += sum(1 for p in displaced if cache.files[p].entry.kind == KIND_DIR)
+    displaced = _displaced(gone, tally.files)
+    dropped = _guard_deletions(tree, cache, tally, ctx, [p for p in gone if p not in displaced])
+    tally.result.deleted += sum(1 for p in displaced if cache.files[p].entry.kind != KIND_DIR)
+    tally.result.dirs_deleted += sum(1 for p in displaced if cache.files[p].entry.kind == KIND_DIR)
     return dropped or bool(displaced)
 
 
@@ -499,30 +518,36 @@ def _displaced(gone: list[str], files: dict[str, FileState]) -> set[str]:
     return out
 
 
-def _guard_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group], files: dict[str, FileState],
-                     tr: TreeResult, ctx: ScanContext, gone: list[str]) -> bool:
-    """``_apply_deletions`` of ``gone``, the vanished paths the guards may keep."""
+def _guard_deletions(tree: TreeConfig, cache: TreeCache, tally: _Tally, ctx: ScanContext, gone: list[str]) -> bool:
+    """Drop the vanished paths ``gone`` unless a guard keeps them; ``--allow-deletions``
+    lifts both guards. True when anything was dropped.
+
+    * The mass-deletion guard keeps them all when more than ``DELETION_GUARD`` of the
+      tree's files (or all of them) vanished: an unmounted or half-restored tree.
+    * The transcript guard keeps each vanished transcript of more than
+      ``TRANSCRIPT_GUARD_BYTES``, whatever the share, unless it was renamed (``_not_renamed``)."""
     if not gone:
         return False
+    tr = tally.result
     live_before = cache.files.nfiles
     dropped = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
     if not ctx.allow_deletions and dropped and (dropped > live_before * DELETION_GUARD or dropped == live_before):
         ctx.warn(f"checkpoint: tree {tree.name}: {dropped} of {live_before} files vanished from "
                  f"{tree.path}; keeping them in the checkpoint (a partial or unmounted tree looks "
                  "like this); run `journal checkpoint --allow-deletions` if they were really deleted")
-        return _hold(gone, cache, files, tr)
+        return _hold(gone, cache, tally)
     held = [] if ctx.allow_deletions else [
         p for p in gone if cache.files[p].entry.kind == KIND_JSONL and cache.files[p].entry.size > TRANSCRIPT_GUARD_BYTES]
     if held:
-        held = _not_renamed(held, cache, chain(files.values(), *(g.paths.values() for g in taken.values())))
+        held = _not_renamed(held, cache, chain(tally.files.values(), *(g.paths.values() for g in tally.taken.values())))
     if held:
         history = sum(cache.files[p].entry.size for p in held)
         ctx.warn(f"checkpoint: tree {tree.name}: {len(held)} transcript(s) with {history:,} bytes of history "
                  f"vanished from {tree.path} ({', '.join(shown(p) for p in held[:3])}"
                  f"{' ...' if len(held) > 3 else ''}); keeping them in the checkpoint; run "
                  "`journal checkpoint --allow-deletions` if they were really deleted")
-        _hold(held, cache, files, tr)
-        gone = [p for p in gone if p not in files]
+        _hold(held, cache, tally)
+        gone = [p for p in gone if p not in tally.files]
         if not gone:
             return False
     tr.deleted = sum(1 for p in gone if cache.files[p].entry.kind != KIND_DIR)
@@ -530,22 +555,36 @@ def _guard_deletions(tree: TreeConfig, cache: TreeCache, taken: dict[str, Group]
     return True
 
 
+#: The kinds of entry that are regular files, whose signature is a ``Signature`` (with
+#: the inode): the only ones a renamed transcript can be now.
+_REGULAR = frozenset((KIND_FILE, KIND_JSONL))
+
+
 def _not_renamed(paths: list[str], cache: TreeCache, now: Iterable[FileState]) -> list[str]:
-    """Of vanished ``paths``, those whose file is not in the tree under another name now
-    (``now``: every path's state; a rename keeps the inode, and the file keeps at least
-    its bytes)."""
-    present = {fs.sig[2]: fs.sig[0] for fs in now if fs.sig is not None and fs.entry.kind != KIND_DIR}
+    """Of the vanished transcripts ``paths``, those not in the tree under another name
+    now (``now``: every path's state).
+
+    A rename keeps the file: the same device and inode, and at least the bytes it had.
+    Only regular files can be that file. A database's signature holds its WAL's size
+    where a file's holds the inode, so it is never compared. A device of 0 (unknown: a
+    state from before devices were kept, a path restore wrote) matches any device."""
+    present: dict[int, list[tuple[int, int]]] = {}   # inode -> (device, size) of each regular file now
+    for fs in now:
+        if fs.sig is not None and fs.entry.kind in _REGULAR:
+            sig = Signature.of(fs.sig)
+            present.setdefault(sig.ino, []).append((fs.dev, sig.size))
     out = []
     for p in paths:
-        sig = cache.files[p].sig
-        if sig is None or present.get(sig[2], -1) < cache.files[p].entry.size:
+        was = cache.files[p]
+        if was.sig is None or not any(size >= was.entry.size and (dev == was.dev or not dev or not was.dev)
+                                      for dev, size in present.get(Signature.of(was.sig).ino, ())):
             out.append(p)
     return out
 
 
-def _hold(paths: list[str], cache: TreeCache, files: dict[str, FileState], tr: TreeResult) -> bool:
+def _hold(paths: list[str], cache: TreeCache, tally: _Tally) -> bool:
     """Keep vanished ``paths`` as the cache has them; counts the files among them."""
     for p in paths:
-        files[p] = cache.files[p]
-    tr.kept_deleted += sum(1 for p in paths if cache.files[p].entry.kind != KIND_DIR)
+        tally.files[p] = cache.files[p]
+    tally.result.kept_deleted += sum(1 for p in paths if cache.files[p].entry.kind != KIND_DIR)
     return False

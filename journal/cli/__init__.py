@@ -7,8 +7,11 @@
 - ``entry``: the full command line, ``app.main`` with every command module imported;
 - ``app``: the click group and what every command shares (options, errors, JSON);
 - ``base``: what every command does past its parsing without click (the error renderer,
-  JSON, the reporter, opening the store), for ``app`` and ``launch`` alike; ``tick``: the
-  body of ``journal checkpoint``, for ``commands`` and ``launch`` alike;
+  JSON, the reporter, opening the store), for ``app`` and ``launch`` alike; ``hints``: the
+  option that fixes a library error, said after its message; ``tick``: the body of
+  ``journal checkpoint``, for ``commands`` and ``launch`` alike;
+- ``options``: one struct per command that takes many options (``gc``, ``supervise``);
+  ``render``: every command's text, from the values the library returns;
 - command modules: ``commands`` (init, checkpoint, log, restore, verify, ...),
   ``migrate``, ``browse`` (ls, cat, diff, find), ``inputs`` (``journal input``); ``demo``
   is the demo's library side.

@@ -15,10 +15,10 @@ import sys
 import click
 
 from .. import __version__
-from ..errors import ConfigError
+from ..errors import EXIT_ERROR, EXIT_USAGE, ConfigError
 from ..format.model import FORMAT
-from .base import (EXIT_ERROR, EXIT_FALLBACK, EXIT_FINDINGS, EXIT_USAGE, CliReporter, command_errors, durable_url,
-                   echo, emit_json, fail, open_context, past_click)
+from .base import (EXIT_FALLBACK, EXIT_FINDINGS, CliReporter, command_errors, durable_url, echo, emit_json, fail,
+                   open_context, past_click)
 from .output import INTERRUPTED, interrupted, wants_json
 
 __all__ = ["EXIT_ERROR", "EXIT_FALLBACK", "EXIT_FINDINGS", "EXIT_USAGE", "MOMENT", "CliReporter", "common",

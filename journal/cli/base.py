@@ -1,6 +1,7 @@
 """What every command does past its parsing, without click: print a line, print JSON,
-report warnings, open the configuration and the store, and turn an error into one line,
-its ``--debug`` detail, the ``--json`` error object and the exit status.
+report warnings, open the configuration and the store, and turn an error into one line
+(its message, then the hints naming this command's options: ``hints``), its ``--debug``
+detail, the ``--json`` error object and the exit status its class carries.
 
 The click app (``app``) and the launcher (``launch``, which runs a busy plain ``journal
 checkpoint`` without importing click) both use it: one renderer for both.
@@ -11,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from ..errors import CheckpointErrors, ConfigError, JournalError, describe_os_error
+from ..errors import EXIT_ERROR, ConfigError, JournalError
+from ..checkpoint.errors import CheckpointErrors
+from ..os_errors import describe_os_error
 from ..paths import shown
 from ..report import Reporter
 from .output import OutputClosed, output_closed
 
-EXIT_FINDINGS = 1
-EXIT_ERROR = 1
-EXIT_USAGE = 2
+EXIT_FINDINGS = 1   # verify: findings (every other failure is an error's own ``exit_code``: 1, or 2 for bad input)
 EXIT_FALLBACK = 3   # restore: complete, but some tree or file came from an older checkpoint than the newest
 
 
@@ -116,15 +117,17 @@ def past_click():
 
 @contextlib.contextmanager
 def command_errors(as_json: bool | None, debug: bool = False):
-    """Turn library errors into one clear line and a non-zero exit; with ``as_json``,
-    also a JSON object on stdout, so a script always gets JSON (``fail``)."""
+    """Turn library errors into one clear line and the exit status the error's class
+    carries (``exit_code``), with the hint naming this command's option that fixes it
+    (``hints.FLAG_HINTS``); with ``as_json``, also a JSON object on stdout, so a script
+    always gets JSON (``fail``)."""
     try:
         with past_click():
             yield
-    except ConfigError as err:
-        fail(err, EXIT_USAGE, as_json, debug=debug)
     except JournalError as err:
-        fail(err, EXIT_ERROR, as_json, debug=debug)
+        from .hints import with_flag_hint   # here: only a failed command needs the table
+
+        fail(with_flag_hint(err), err.exit_code, as_json, debug=debug)
     except OSError as err:  # a local path the library did not expect to fail
         fail(describe_os_error(err), EXIT_ERROR, as_json, kind="OSError", debug=debug)
 
@@ -133,7 +136,7 @@ def fail(err, code: int, as_json: bool | None, kind: str | None = None, debug: b
     """Print one error line (and the JSON error object) and exit with ``code``. What a
     backend said in full (an error's ``backend_said``) follows with ``debug``
     (``--debug``), and is the JSON object's ``detail``."""
-    message = str(err)
+    message = "; ".join((str(err), *getattr(err, "hints", ())))
     detail = getattr(err, "backend_said", None) if isinstance(err, Exception) else None
     echo(f"journal: error: {message}", err=True)
     if detail and debug:

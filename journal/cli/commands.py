@@ -9,6 +9,7 @@ import click
 
 from .app import (EXIT_FALLBACK, MOMENT, CliReporter, common, durable_url, echo, emit_json, handle_errors, main,
                   open_context)
+from .options import GcOptions, SuperviseOptions, gathered
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
 # a timer every few seconds) loads only what it uses.
@@ -35,7 +36,7 @@ def init(config_path, store_url, as_json, encrypt, key_file):
         journal init --encrypt --key-file ~/.config/journal/store.key
     """
     from ..config import KeySource
-    from ..errors import NoStore
+    from ..repository.errors import NoStore
     from ..repository.lineage import followed
     from ..repository.repository import Repository
 
@@ -61,12 +62,10 @@ def init(config_path, store_url, as_json, encrypt, key_file):
                    "key_file_created": made,
                    "followed_store": other.store_id if other else None})
         return
-    echo(f"store {cfg.store} ready (id {repo.store_id}"
-         + (f", encrypted; opened with {key.describe()})" if repo.codec.encrypted else ")"))
-    if other is not None:
-        echo(f"note: this machine still follows store {other.store_id} (it knew checkpoint {other.seq} "
-             f"there) and goes on checkpointing to it; to follow this store instead, run `journal takeover` "
-             f"with this store configured", err=True)
+    from .render import init_lines
+
+    for line, err in init_lines(cfg.store, repo, key, other):
+        echo(line, err=err)
 
 
 @main.command()
@@ -147,7 +146,6 @@ def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, dry_
         journal restore --at 42 --rollback
     """
     from ..restore.run import restore as run_restore
-    from ..paths import shown
 
     if replace and to_dir is None:
         from ..errors import ConfigError
@@ -160,33 +158,10 @@ def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, dry_
     if as_json:
         emit_json(result)
     else:
-        from .render import restored_line
+        from .render import restore_lines
 
-        if not result.trees:
-            echo("nothing to restore: the store has no checkpoint of a configured tree")
-        for t in result.trees:
-            if t.error:
-                echo(f"{t.name}: FAILED: {t.error}")
-                continue
-            echo(restored_line(t, dry_run))
-            for path in t.lost:
-                why = f"refused: {t.refused[path]}" if path in t.refused else "no good copy in any checkpoint"
-                echo(f"{t.name}: LOST {shown(path)}: {why}")
-            for path in t.uncreatable:
-                echo(f"{t.name}: LOST {shown(path)}: too long a path to create under {t.dest}")
-            for path in t.removed:
-                echo(f"{t.name}: {'would take out' if dry_run else 'took out'} {shown(path)} (not in "
-                     f"checkpoint {t.seq})")
-        for w in result.warnings:
-            echo(f"warning: {w}", err=True)
-        would = "dry run, nothing was changed: the restore would be" if dry_run else "restore"
-        if not result.complete:
-            echo(f"{would} INCOMPLETE", err=True)
-        elif result.fallback:
-            notes = "; ".join(result.fallback_notes())
-            echo(f"{would} complete from a FALLBACK (exit {EXIT_FALLBACK}): {notes}")
-        else:
-            echo(f"{would} complete")
+        for line, err in restore_lines(result):
+            echo(line, err=err)
     if not result.complete:
         sys.exit(1)
     if result.fallback:
@@ -196,19 +171,30 @@ def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, dry_
 @main.command()
 @common
 @click.option("--full", is_flag=True, help="Also read and re-hash every object.")
-def verify(config_path, store_url, as_json, full):
+@click.option("--sample", type=click.FloatRange(0, 100, min_open=True), metavar="PERCENT",
+              help="Check PERCENT of the packs by content, as --full does every pack: drawn at random, a new draw "
+                   "each run (its seed is printed).")
+@click.option("--seed", type=int, metavar="N", help="With --sample: draw the packs with seed N (the same N, the "
+                                                     "same packs).")
+def verify(config_path, store_url, as_json, full, sample, seed):
     """Audit the store: exit 0 when clean, 1 with findings.
 
     Example:
 
         journal verify --full --json
+
+        journal verify --sample 5 --seed 1
     """
     from ..repository.lineage import open_existing
     from ..verify import verify as run_verify
 
+    if seed is not None and sample is None:
+        raise click.UsageError("--seed chooses the packs --sample checks; add --sample PERCENT")
+    if full and sample is not None:
+        raise click.UsageError("--full checks every pack and --sample a share of them; give one of them")
     cfg, store = open_context(config_path, store_url)
     result = run_verify(open_existing(store, cfg.state_dir, audit=True, key=cfg.key),
-                        CliReporter("verifying", quiet=as_json), full=full)
+                        CliReporter("verifying", quiet=as_json), full=full, sample=sample, seed=seed)
     if as_json:
         emit_json({"ok": result.ok, **{f: getattr(result, f) for f in result.__struct_fields__}})
     else:
@@ -241,28 +227,14 @@ def trees(config_path, store_url, as_json):
 
         journal trees --json
     """
-    from ..config import DEFAULT_JSONL, no_trees_hint
-
     cfg, _ = open_context(config_path, store_url)
     if as_json:
         emit_json(cfg)
         return
-    echo(f"config:    {cfg.source or '(none: presets only)'}")
-    echo(f"store:     {cfg.store}{' (the default: JOURNAL_STORE is not set)' if cfg.default_store else ''}")
-    echo(f"local:     {cfg.local or '(unset: set AM_LOCAL)'}")
-    echo(f"state dir: {cfg.state_dir}")
-    echo(f"interval:  {cfg.interval:g}s")
-    echo(f"inputs:    at most {cfg.input_limit:,} bytes each; socket {cfg.input_socket}")
-    if not cfg.trees:
-        echo(f"trees:     none: {no_trees_hint(cfg, in_trees=True)}")
-    for t in cfg.trees:
-        extra = f"  exclude {', '.join(t.exclude)}" if t.exclude else ""
-        jsonl = [p for p in t.jsonl if p not in DEFAULT_JSONL]   # every tree reads *.jsonl and *.ndjson so
-        if jsonl:
-            extra += f"  jsonl {', '.join(jsonl)}"
-        if t.sqlite:
-            extra += f"  sqlite {', '.join(t.sqlite)}"
-        echo(f"  {t.name:10} {t.path}{extra}")
+    from .render import trees_lines
+
+    for line in trees_lines(cfg):
+        echo(line)
 
 
 @main.command()
@@ -313,9 +285,15 @@ def demo(workdir, as_json):
               show_default=True, envvar="JOURNAL_LOG_FORMAT",
               help="How the log lines on stderr are written: text, or one JSON object per line for a log "
                    "collector ($JOURNAL_LOG_FORMAT).")
+@click.option("--copy-to", metavar="URL", envvar="JOURNAL_COPY_TO",
+              help="Also copy the store to URL on a timer, each time `journal copy --to URL` in a process of its "
+                   "own ($JOURNAL_COPY_TO); the target's key: $JOURNAL_TO_KEY_FILE or $JOURNAL_TO_PASSPHRASE.")
+@click.option("--copy-every", metavar="DURATION", envvar="JOURNAL_COPY_EVERY",
+              help="Time from the start of one copy (--copy-to) to the start of the next, e.g. 30m, 1h "
+                   "($JOURNAL_COPY_EVERY, else 1h). The first starts with CMD.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_input_socket, metrics_file,
-              pass_key_env, verbose, quiet, log_format, cmd):
+@gathered(SuperviseOptions)
+def supervise(config_path, store_url, as_json, opts: SuperviseOptions):
     """Restore, run CMD, checkpoint on a timer, and take a final checkpoint on exit.
 
     Use it as a container's PID 1, with a store named (--store, $JOURNAL_STORE or
@@ -340,29 +318,25 @@ def supervise(config_path, store_url, as_json, interval, grace, no_restore, no_i
 
         journal supervise --interval 15 --metrics-file /run/journal.prom -- node server.js
     """
-    from ..config import check_interval, load_config, parse_duration
-    from ..errors import ConfigError
+    from ..config import load_config
     from ..store import open_store
-    from ..supervise.events import Level
+    from ..supervise.copying import COPY_EVERY_ENV, COPY_TO_ENV, copy_schedule
     from ..supervise.run import Supervisor
     from .supervise_log import LogFormat, SuperviseLog
 
-    if verbose and quiet:
-        raise ConfigError("supervise: -v and -q ask for more and for less; give one of them")
-    if interval is not None:
-        interval = check_interval(parse_duration(interval, "--interval"), "--interval")
-    grace = parse_duration(grace, "--grace")
+    level, interval, grace = opts.level(), opts.interval_seconds(), opts.grace_seconds()
+    metrics_file = opts.metrics_file
     if metrics_file is not None:
         from ..supervise.metrics import check_metrics_file
 
         metrics_file = check_metrics_file(metrics_file)
     cfg = load_config(config_path, store=store_url)
     durable_url(cfg.store)
-    sup = Supervisor(cfg, lambda: open_store(cfg.store, make_parents=cfg.default_store), list(cmd),
-                     interval=interval or cfg.interval, grace=grace, restore_first=not no_restore,
-                     log=SuperviseLog(Level.DEBUG if verbose else Level.ERROR if quiet else Level.INFO,
-                                      LogFormat(log_format)),
-                     serve_inputs=not no_input_socket, metrics_file=metrics_file, pass_key_env=pass_key_env)
+    sup = Supervisor(cfg, lambda: open_store(cfg.store, make_parents=cfg.default_store), list(opts.cmd),
+                     interval=interval or cfg.interval, grace=grace, restore_first=not opts.no_restore,
+                     log=SuperviseLog(level, LogFormat(opts.log_format)), serve_inputs=not opts.no_input_socket,
+                     metrics_file=metrics_file, pass_key_env=opts.pass_key_env,
+                     copy=copy_schedule({COPY_TO_ENV: opts.copy_to, COPY_EVERY_ENV: opts.copy_every}))
     code = sup.run()
     if as_json:
         emit_json(sup.summary(code))
@@ -419,20 +393,10 @@ def takeover(config_path, store_url, as_json):
     if as_json:
         emit_json(result)
         return
-    if result.seq:
-        echo(f"took over store {result.store_id} after checkpoint {result.seq} ({result.previous_writer}); "
-             "the next `journal checkpoint` publishes this container's files")
-    else:
-        echo(f"took over store {result.store_id}, which holds no checkpoint; the next `journal checkpoint` "
-             "publishes this container's files as checkpoint 1")
-    if result.left_store is not None:
-        echo(f"this machine no longer follows store {result.left_store} (it knew checkpoint {result.left_seq} "
-             "there); that store is left as it is")
-    elif result.left_seq is not None:
-        gone = (f"checkpoint {result.left_seq}" if result.left_seq == result.seq + 1
-                else f"checkpoints {result.seq + 1}-{result.left_seq}")
-        echo(f"{gone}, which this machine knew, {'is' if result.left_seq == result.seq + 1 else 'are'} not in the "
-             "store any more; left behind")
+    from .render import takeover_lines
+
+    for line in takeover_lines(result):
+        echo(line)
 
 
 @main.command("gc")
@@ -448,8 +412,8 @@ def takeover(config_path, store_url, as_json):
               help="Expire delivered inputs submitted longer ago than this (seconds, or 30m, 24h, 7d; default: keep every input).")
 @click.option("--include-undelivered", is_flag=True,
               help="With --keep-inputs-within: expire undelivered inputs too.")
-def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within, keep_hourly, keep_daily, grace,
-               keep_inputs_within, include_undelivered):
+@gathered(GcOptions)
+def gc_command(config_path, store_url, as_json, opts: GcOptions):
     """Expire old checkpoints and delete what nothing needs, in two phases.
 
     Mark: unkept checkpoints and unreachable packs get a tombstone. Sweep: what a
@@ -466,32 +430,19 @@ def gc_command(config_path, store_url, as_json, dry_run, keep_last, keep_within,
 
         journal gc --keep-daily 7 --keep-last 20 --dry-run
     """
-    from ..errors import ConfigError
-    from ..gc.inputs import InputPolicy
+    from ..gc.retention import check_policy
     from ..gc.run import gc as run_gc
     from ..repository.lineage import open_existing
-    from ..config import parse_duration
-    from ..gc.retention import Policy
 
-    policy = Policy(keep_last=keep_last, keep_hourly=keep_hourly, keep_daily=keep_daily,
-                    keep_within=parse_duration(keep_within, "--keep-within") if keep_within else None)
-    inputs = InputPolicy(include_undelivered=include_undelivered, keep_within=parse_duration(
-        keep_inputs_within, "--keep-inputs-within") if keep_inputs_within else None)
-    if include_undelivered and inputs.is_empty():
-        raise ConfigError("gc: --include-undelivered expires undelivered inputs older than --keep-inputs-within; "
-                          "add --keep-inputs-within DURATION")
-    if policy.is_empty() and inputs.is_empty():
-        raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
-                          "--keep-within DURATION, --keep-hourly N, --keep-daily N, --keep-inputs-within DURATION")
-    cfg, store = open_context(config_path, store_url, writes=not dry_run)
-    seconds = parse_duration(grace, "--grace")
-    plan, result = run_gc(open_existing(store, cfg.state_dir, key=cfg.key), policy, seconds, dry_run=dry_run,
-                          reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
-    grace = grace.strip() + ("s" if grace.strip()[-1:].isdigit() else "")
+    policy, inputs = opts.policy(), opts.input_policy()
+    check_policy(policy, inputs_expire=not inputs.is_empty())   # before the store is opened
+    cfg, store = open_context(config_path, store_url, writes=not opts.dry_run)
+    plan, result = run_gc(open_existing(store, cfg.state_dir, key=cfg.key), policy, opts.grace_seconds(),
+                          dry_run=opts.dry_run, reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
     if as_json:
-        emit_json({"dry_run": dry_run, "plan": plan, "result": result})
+        emit_json({"dry_run": opts.dry_run, "plan": plan, "result": result})
         return
     from .render import gc_lines
 
-    for line in gc_lines(plan, result, dry_run, grace):
+    for line in gc_lines(plan, result, opts.dry_run, opts.grace_shown()):
         echo(line)

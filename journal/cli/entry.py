@@ -15,9 +15,12 @@ from .app import main
 #: Command name -> the module of ``journal.cli`` that registers it.
 LAZY = {
     "ls": "browse", "cat": "browse", "diff": "browse", "find": "browse",
+    "copy": "copying",
     "input": "inputs",
     "key": "keys",
     "migrate": "migrate",
+    "mount": "mount",
+    "stats": "stats",
 }
 main.lazy = LAZY
 

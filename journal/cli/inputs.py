@@ -9,7 +9,9 @@ import click
 from .app import CliReporter, common, durable_url, echo, emit_json, main
 from .base import default_store_warning
 from .output import count
-from ..errors import ConfigError, InputTooLarge, describe_os_error
+from ..errors import ConfigError
+from ..inputs.errors import InputTooLarge
+from ..os_errors import describe_os_error
 
 
 @main.group("input")
@@ -105,6 +107,8 @@ def list_inputs(config_path, store_url, as_json, harness, session, since, undeli
     """
     from ..repository.moment import parse_time
 
+    if session is not None and harness is None:
+        raise ConfigError("input list: --session needs --harness (a session belongs to a harness)")
     since_ns = parse_time(since, "input list", "--since").first_ns if since is not None else None
     _cfg, open_log = _open(config_path, store_url, create=False, quiet=as_json)
     found = open_log().list(harness=harness, session=session, since_ns=since_ns, undelivered=undelivered)

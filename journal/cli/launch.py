@@ -106,7 +106,7 @@ def import_msgspec() -> None:
     types need nothing ``typing`` lacks on Python 3.11, and this process runs only
     journal, so the library is imported here as on a machine without it. Only the
     import is steered: ``typing_extensions`` stays importable for whoever asks later
-    (the cloud stores). A library user's process is never touched (design §12)."""
+    (the cloud stores). A library user's process is never touched (design §10)."""
     if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
         return
     sys.modules["typing_extensions"] = None   # an import of it raises ImportError, which msgspec expects

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 
+from ..paths import shown
 from .output import count, number, plural  # noqa: F401 (the helpers every command prints with)
 
 
@@ -180,6 +181,10 @@ def verify_lines(result) -> list[str]:
     if warnings:
         what.append(count(warnings, "warning"))
     lines.append(f"{'ok' if result.ok else 'FINDINGS'}: {', '.join(what)}")
+    if result.sample is not None:
+        lines.append(f"sample: {result.sample:g}% of the packs checkpoints reach, {number(result.packs_sampled)} "
+                     f"(--seed {result.seed} draws the same ones): {number(result.packs_hashed)} hashed, "
+                     f"{count(result.blobs, 'blob')} hashed")
     return lines
 
 
@@ -247,4 +252,98 @@ def _gc_done(result) -> list[str]:
                     if result.tombstones_rewritten else ""))
     if result.lease_renewals:
         lines.append(f"the gc lease was renewed {count(result.lease_renewals, 'time')} during this long run")
+    return lines
+
+
+#: A line to print, and whether it goes to stderr (a warning, a failure's last word).
+Said = tuple[str, bool]
+
+
+def restore_lines(result) -> list[Said]:
+    """``journal restore`` as text, from a ``RestoreResult``: each tree (what was
+    restored, lost, taken out), the warnings (stderr), and how the restore ended
+    (INCOMPLETE on stderr; a FALLBACK says its exit status)."""
+    from .base import EXIT_FALLBACK
+
+    dry_run = result.dry_run
+    said: list[Said] = []
+    if not result.trees:
+        said.append(("nothing to restore: the store has no checkpoint of a configured tree", False))
+    for t in result.trees:
+        if t.error:
+            said.append((f"{t.name}: FAILED: {t.error}", False))
+            continue
+        said.append((restored_line(t, dry_run), False))
+        for path in t.lost:
+            why = f"refused: {t.refused[path]}" if path in t.refused else "no good copy in any checkpoint"
+            said.append((f"{t.name}: LOST {shown(path)}: {why}", False))
+        said += [(f"{t.name}: LOST {shown(path)}: too long a path to create under {t.dest}", False)
+                 for path in t.uncreatable]
+        said += [(f"{t.name}: {'would take out' if dry_run else 'took out'} {shown(path)} (not in checkpoint "
+                  f"{t.seq})", False) for path in t.removed]
+    said += [(f"warning: {w}", True) for w in result.warnings]
+    would = "dry run, nothing was changed: the restore would be" if dry_run else "restore"
+    if not result.complete:
+        said.append((f"{would} INCOMPLETE", True))
+    elif result.fallback:
+        said.append((f"{would} complete from a FALLBACK (exit {EXIT_FALLBACK}): "
+                     f"{'; '.join(result.fallback_notes())}", False))
+    else:
+        said.append((f"{would} complete", False))
+    return said
+
+
+def init_lines(store: str, repo, key, other) -> list[Said]:
+    """``journal init`` as text: the store ready (opened with which key), and, on
+    stderr, the store this machine still follows (``other``, from ``followed``)."""
+    said = [(f"store {store} ready (id {repo.store_id}"
+             + (f", encrypted; opened with {key.describe()})" if repo.codec.encrypted else ")"), False)]
+    if other is not None:
+        said.append((f"note: this machine still follows store {other.store_id} (it knew checkpoint {other.seq} "
+                     f"there) and goes on checkpointing to it; to follow this store instead, run `journal takeover` "
+                     f"with this store configured", True))
+    return said
+
+
+def takeover_lines(result) -> list[str]:
+    """``journal takeover`` as text, from a ``TakeoverResult``: the checkpoint taken over,
+    and the store or the checkpoints this machine leaves behind."""
+    if result.seq:
+        lines = [f"took over store {result.store_id} after checkpoint {result.seq} ({result.previous_writer}); "
+                 "the next `journal checkpoint` publishes this container's files"]
+    else:
+        lines = [f"took over store {result.store_id}, which holds no checkpoint; the next `journal checkpoint` "
+                 "publishes this container's files as checkpoint 1"]
+    if result.left_store is not None:
+        lines.append(f"this machine no longer follows store {result.left_store} (it knew checkpoint "
+                     f"{result.left_seq} there); that store is left as it is")
+    elif result.left_seq is not None:
+        one = result.left_seq == result.seq + 1
+        gone = f"checkpoint {result.left_seq}" if one else f"checkpoints {result.seq + 1}-{result.left_seq}"
+        lines.append(f"{gone}, which this machine knew, {'is' if one else 'are'} not in the store any more; "
+                     "left behind")
+    return lines
+
+
+def trees_lines(cfg) -> list[str]:
+    """``journal trees`` as text, from the effective ``Config``: where each setting
+    points, and each tree with the rules it adds to the defaults."""
+    from ..config import DEFAULT_JSONL, no_trees_hint
+
+    lines = [f"config:    {cfg.source or '(none: presets only)'}",
+             f"store:     {cfg.store}{' (the default: JOURNAL_STORE is not set)' if cfg.default_store else ''}",
+             f"local:     {cfg.local or '(unset: set AM_LOCAL)'}",
+             f"state dir: {cfg.state_dir}",
+             f"interval:  {cfg.interval:g}s",
+             f"inputs:    at most {cfg.input_limit:,} bytes each; socket {cfg.input_socket}"]
+    if not cfg.trees:
+        lines.append(f"trees:     none: {no_trees_hint(cfg, in_trees=True)}")
+    for t in cfg.trees:
+        extra = f"  exclude {', '.join(t.exclude)}" if t.exclude else ""
+        jsonl = [p for p in t.jsonl if p not in DEFAULT_JSONL]   # every tree reads *.jsonl and *.ndjson so
+        if jsonl:
+            extra += f"  jsonl {', '.join(jsonl)}"
+        if t.sqlite:
+            extra += f"  sqlite {', '.join(t.sqlite)}"
+        lines.append(f"  {t.name:10} {t.path}{extra}")
     return lines

@@ -98,7 +98,7 @@ def _restored(w: Started) -> str:
 
 _FAILED = {Part.RESTORE: "not starting CMD: {}", Part.CMD: "cannot start {}", Part.CHECKPOINT: "checkpoint failed: {}",
            Part.INPUTS: "not serving inputs: {}", Part.STATUS: "cannot write status.json: {}",
-           Part.METRICS: "cannot write --metrics-file: {}"}
+           Part.METRICS: "cannot write --metrics-file: {}", Part.COPY: "{}"}
 
 
 def _failed(w: Failed) -> str:
@@ -111,7 +111,7 @@ def _failed(w: Failed) -> str:
 
 
 _RECOVERED = {Part.CHECKPOINT: "checkpoints", Part.INPUTS: "the input server", Part.STATUS: "writing status.json",
-              Part.METRICS: "writing --metrics-file"}
+              Part.METRICS: "writing --metrics-file", Part.COPY: "the copy (--copy-to)"}
 
 
 def _recovered(w: Recovered) -> str:

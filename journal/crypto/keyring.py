@@ -35,7 +35,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from ..errors import CorruptObject, CryptoUnavailable
+from ..errors import CorruptObject
+from .errors import CryptoUnavailable
 from ..format.codec import Codec
 
 CIPHER = "aes-256-gcm"

@@ -41,7 +41,8 @@ import msgspec
 
 from ..atomic import write_file_atomic
 from ..config import KeySource
-from ..errors import CorruptObject, KeyUnusable, NoKey, ObjectNotFound, WrongKey
+from ..errors import CorruptObject, ObjectNotFound
+from .errors import KeyUnusable, NoKey, WrongKey
 from ..format.codec import KEYS_PREFIX
 from ..format.model import Text, decode, encode
 from .keyring import KEY_BYTES, NONCE_BYTES, Keyring, aes_gcm, hkdf_sha256, require

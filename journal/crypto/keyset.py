@@ -33,7 +33,8 @@ from typing import Annotated, Literal, NamedTuple
 
 import msgspec
 
-from ..errors import CorruptObject, KeyExists, KeyRefused, ObjectNotFound
+from ..errors import CorruptObject, KeyExists, ObjectNotFound
+from .errors import KeyRefused
 from ..format.codec import KEYS_PREFIX
 from ..format.model import decode, encode
 from .keyring import Keyring

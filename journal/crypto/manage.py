@@ -18,7 +18,8 @@ from typing import NamedTuple
 import msgspec
 
 from ..config import KeySource
-from ..errors import CorruptObject, KeyRefused, ObjectNotFound
+from ..errors import CorruptObject, ObjectNotFound
+from .errors import KeyRefused
 from ..format.codec import KEYS_PREFIX
 from .keyring import Keyring
 from .keys import (HKDF, Secret, forget_unlocked, key_check, key_objects, own_ids, put_key_object, read_key_object,

@@ -174,7 +174,7 @@ def session_prefix(harness: str | None = None, session: str | None = None, codec
     """The listing prefix of every input, one harness's, or one session's."""
     if session is not None:
         if harness is None:
-            raise ConfigError("list inputs: --session needs --harness (a session belongs to a harness)")
+            raise ConfigError("list inputs: a session is named without its harness (a session belongs to a harness)")
         return f"{INPUT_PREFIX}{session_dir(harness, session, codec)}/"
     if harness is not None:
         check_names(harness, "-")

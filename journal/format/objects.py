@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 import struct
 import threading
+from typing import NamedTuple
 
 import zstandard
 
@@ -280,14 +281,20 @@ def delta_pays(delta: bytes, whole: bytes, named: int = _BASE_LEN.size + BASE_AT
     return len(delta) < len(whole) and len(delta) - fixed <= (len(whole) - HEADER.size) * DELTA_MAX_SHARE
 
 
-def parse_header(data: bytes, *, key: str) -> tuple[int, int, int, str]:
-    """Return ``(kind, raw_size, stored_size, id)`` from a record's first bytes."""
-    kind, _flags, raw_size, stored, digest = parse_header_flags(data, key=key)
-    return kind, raw_size, stored, digest
+class RecordHeader(NamedTuple):
+    """What a record's header says, checked (``parse_header``)."""
+
+    kind: int           # KIND_*
+    flags: int          # FLAG_*, only those the kind allows
+    raw_size: int       # the payload's size
+    stored_size: int    # the frame's size after the header
+    id: str             # the payload's id, hex
 
 
-def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, str]:
-    """Return ``(kind, flags, raw_size, stored_size, id)`` from a record's first bytes."""
+def parse_header(data: bytes, *, key: str) -> RecordHeader:
+    """The header at the start of ``data``. Raises ``CorruptObject(key)`` when it is
+    truncated, has a bad magic or version, an unknown kind or flags, or claims more
+    bytes than its kind may hold."""
     if len(data) < HEADER.size:
         raise CorruptObject(key, f"record header truncated ({len(data)} bytes)")
     magic, version, kind, flags, raw_size, stored, digest = HEADER.unpack_from(data)
@@ -303,7 +310,7 @@ def parse_header_flags(data: bytes, *, key: str) -> tuple[int, int, int, int, st
     if raw_size > RAW_LIMITS[kind]:
         raise CorruptObject(key, f"a {KIND_NAMES[kind]} record claims {raw_size:,} bytes, over the "
                                  f"{RAW_LIMITS[kind]:,} a {KIND_NAMES[kind]} may hold")
-    return kind, flags, raw_size, stored, digest.hex()
+    return RecordHeader(kind, flags, raw_size, stored, digest.hex())
 
 
 def decode_record(data: bytes, *, key: str, expect_id: str | None = None, expect_kind: int | None = None,
@@ -319,7 +326,7 @@ def decode_record(data: bytes, *, key: str, expect_id: str | None = None, expect
     the expected id, kind or payload size (the reference's ``size``) do not hold;
     every check but the hash's is made before anything is decompressed.
     """
-    kind, flags, raw_size, stored, digest = parse_header_flags(data, key=key)
+    kind, flags, raw_size, stored, digest = parse_header(data, key=key)
     if len(data) != HEADER.size + stored:
         raise CorruptObject(key, f"record is {len(data)} bytes, header says {HEADER.size + stored}")
     if expect_kind is not None and kind != expect_kind:
@@ -374,7 +381,7 @@ def _has_prefix(kind: int, flags: int) -> bool:
 
 def embedded_members(data, *, key: str) -> list[int] | None:
     """The page numbers a dbpage group delta stores (``FLAG_MEMBERS``), else None."""
-    _kind, flags, _raw, _stored, _digest = parse_header_flags(data, key=key)
+    flags = parse_header(data, key=key).flags
     if not flags & FLAG_MEMBERS:
         return None
     start = HEADER.size + _BASE_LEN.size
@@ -388,8 +395,9 @@ def embedded_base(data, *, key: str) -> bytes | tuple[str, int, int] | None:
     """Where a delta says its base is: ``(pack, offset, length)`` (``FLAG_BASE_AT``: an
     index page or a page map) or the encoded JSON reference (an index page delta
     without it, read only); None for any other record."""
-    kind, flags, _raw, _stored, _digest = parse_header_flags(data, key=key)
-    if not (flags & FLAG_BASE_AT or (flags & FLAG_DELTA and kind == KIND_PAGE)):
+    header = parse_header(data, key=key)
+    flags = header.flags
+    if not (flags & FLAG_BASE_AT or (flags & FLAG_DELTA and header.kind == KIND_PAGE)):
         return None
     start = HEADER.size + _BASE_LEN.size
     raw = bytes(data[start:start + _embedded_len(data, key)])

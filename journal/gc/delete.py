@@ -20,6 +20,8 @@ from .reach import Reach
 #: When a bulk delete fails and is redone key by key, the manifests are listed again
 #: every this many single requests (and the lease is checked before each).
 FALLBACK_RELIST = 32
+#: The items that name a pack: a new manifest may need one, never a manifest or an input key.
+PACK_KINDS = frozenset({ItemKind.PACK, ItemKind.ORPHAN})
 
 
 def named_pack(item: TombstoneItem) -> str:
@@ -52,8 +54,8 @@ class Deleter:
     def items(self, items: list[TombstoneItem], result) -> int:
         """Delete the packs (or manifests, or input keys) ``items`` name; returns how many a
         manifest committed meanwhile turned out to need (only found when a bulk request of
-        packs is redone key by key)."""
-        packs = any(item.kind != ItemKind.INPUT for item in items)
+        packs is redone key by key: only packs are checked against the manifests)."""
+        packs = any(item.kind in PACK_KINDS for item in items)
         kept = set(self._keys([item.key for item in items], packs=packs))
         gone = [item for item in items if item.key not in kept]
         result.deleted += len(gone)

@@ -31,7 +31,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..errors import CorruptObject, GcBusy, JournalError, KeyExists, ObjectNotFound
+from ..errors import CorruptObject, JournalError, KeyExists, ObjectNotFound
+from .errors import GcBusy
 from ..format.codec import LEASE, PLAIN, Codec
 from ..format.model import Count, Text
 from ..repository.repository import LEASE_KEY, LEASE_SECONDS, RENEWING_KEY

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..errors import CorruptObject, GcBlocked, ObjectNotFound
+from ..errors import CorruptObject, ObjectNotFound
+from .errors import GcBlocked
 from ..format.index import decode_page
 from ..format.model import KIND_SQLITE, BlobRef, Manifest, Page
 from ..format.objects import KIND_PAGEMAP

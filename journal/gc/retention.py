@@ -16,8 +16,8 @@ import datetime as _dt
 
 import msgspec
 
-from ..errors import ConfigError
 from ..format.model import Manifest
+from .errors import NoRetentionPolicy
 
 
 
@@ -40,13 +40,18 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
         return all(v is None for v in (self.keep_last, self.keep_within, self.keep_hourly, self.keep_daily))
 
 
+def check_policy(policy: Policy, inputs_expire: bool = False) -> None:
+    """Refuse a gc told to keep nothing in particular (``NoRetentionPolicy``): no
+    checkpoint retention in ``policy``, and no input retention (``inputs_expire``)."""
+    if policy.is_empty() and not inputs_expire:
+        raise NoRetentionPolicy()
+
+
 def choose_kept(manifests: list[Manifest] | list[ManifestInfo], policy: Policy, now_ns: int) -> dict[int, list[str]]:
     """Map each kept manifest's seq to the reasons it is kept; ``manifests`` are valid ones
     (``Manifest`` or ``ManifestInfo``: only ``seq``, ``created_ns``, the tree names and
     whether it is a fork are read)."""
-    if policy.is_empty():
-        raise ConfigError("gc: no retention policy given; pass at least one of --keep-last N, "
-                          "--keep-within DURATION, --keep-hourly N, --keep-daily N")
+    check_policy(policy)
     forks = [m for m in manifests if _fork_of(m) is not None]
     reasons = _main_line([m for m in manifests if _fork_of(m) is None], policy, now_ns)
     oldest_kept = min((m.created_ns for m in manifests if m.seq in reasons), default=None)

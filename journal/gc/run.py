@@ -56,7 +56,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
-from ..errors import CorruptObject, GcPlanStale, ObjectNotFound
+from ..errors import CorruptObject, ObjectNotFound
+from .errors import GcPlanStale
 from ..format.codec import TOMBSTONE
 from ..format.inputs import parse_key as parse_input_key
 from ..format.tombstone import (TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, ItemKind, LazyTombstone, Tombstone,
@@ -71,7 +72,7 @@ from .inputs import InputPolicy, expired_inputs, input_fate
 from .lease import LEASE_SECONDS, Lease
 from .plan import GcPlan, GcResult
 from .reach import Reach
-from .retention import ManifestInfo, Policy, choose_kept
+from .retention import ManifestInfo, Policy, check_policy, choose_kept
 from .spill import Spill, Table
 
 #: The sweep deletes at most this many keys per request (S3's DeleteObjects limit), each
@@ -201,8 +202,7 @@ class _Gc:
 
     def __init__(self, repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter, now_ns: int,
                  lease: Lease | None = None, inputs: InputPolicy = InputPolicy()):
-        if policy.is_empty() and inputs.is_empty():
-            choose_kept([], policy, now_ns)  # raises the usage error naming the flags
+        check_policy(policy, inputs_expire=not inputs.is_empty())
         self.repo = repo
         self.policy = policy
         self.inputs = inputs

@@ -15,7 +15,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable
 
-from ..errors import LocalWriteError
+from ..local.errors import LocalWriteError
 
 #: Rows a ``Batch`` holds before it writes them.
 BATCH_ROWS = 4096

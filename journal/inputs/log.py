@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterator
 import msgspec
 
 from ..config import DEFAULT_INPUT_LIMIT
-from ..errors import (ClientIdReused, CorruptObject, InputBusy, InputNotFound, InputTooLarge, KeyExists, ObjectNotFound,
-                      ids_apart)
+from ..errors import CorruptObject, KeyExists, ObjectNotFound, ids_apart
+from .errors import ClientIdReused, InputBusy, InputNotFound, InputTooLarge
 from ..format.inputs import (DELIVERY_LETTER, INPUT_LETTER, MAX_SEQ, Claim, Delivery, InputHead, check_names,
                              claim_key, decode_claim, decode_delivery, decode_input, delivery_key, encode_claim,
                              encode_delivery, encode_input, input_id, input_key, parse_id, parse_key, session_dir,

@@ -50,7 +50,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..errors import ConfigError, JournalError, describe_os_error
+from ..errors import ConfigError, JournalError
+from ..os_errors import describe_os_error
 from ..report import Reporter
 from .log import InputLog
 

@@ -22,19 +22,26 @@ import msgspec
 from ..format.model import KIND_DIR, KIND_SQLITE, Entry
 
 
-class FileState(msgspec.Struct, array_like=True, gc=False):
-    """A path's stat signature when last read (``None``: re-read it) and its entry.
+class FileState(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A path as the last scan left it: its signature when last read, and its entry.
 
-    ``roll``: for a transcript, the checkpointed offset where the next growing capture's
-    rolling re-check starts (``capture.check_prefix``, design §6). A reader that does not
-    know the trailing field ignores it; a state without it reads as 0. Not tracked by the
-    garbage collector (one per path; its fields can form no cycle: ``format/model.py``).
-    Never changed in place once a state holds it: a save finds the paths that differ
-    from the base by identity first (``state._changes``), so a new value is a new object."""
+    * ``sig``: a ``Signature``, ``DbSignature`` or ``DirSignature`` by the entry's kind
+      (``signatures.py``), stored as a plain 4-tuple; None: read the path again.
+    * ``roll``: for a transcript, where the next growing capture's rolling re-check
+      starts (``capture.check_prefix``, design §6).
+    * ``dev``: the device a regular file was read on (``st_dev``); 0 when unknown (a
+      state written before this field, a path restore wrote, a database). With the
+      inode, it tells a renamed transcript (``scan._not_renamed``).
+
+    The trailing fields are ones an older reader ignores; a state without them reads
+    as 0. Frozen: a save finds the paths that differ from the base by identity first
+    (``state._changes``), so a new value must be a new object. Not tracked by the
+    garbage collector (one per path; its fields form no cycle: ``format/model.py``)."""
 
     sig: tuple[int, int, int, int] | None
     entry: Entry
     roll: int = 0
+    dev: int = 0
 
 
 #: ``Group.flags``: the group holds a database snapshot entry.

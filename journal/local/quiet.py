@@ -34,7 +34,7 @@ import stat as stat_mod
 import sys
 
 from ..paths import PRIVATE_DIR, PRIVATE_FILE, QUIET_FILE, TMP_DIR
-from ..signatures import clamp_mtime, file_stamp, live_signature
+from ..signatures import Signature, clamp_mtime, file_stamp, live_signature
 
 FORMAT = 7
 _TAG = (FORMAT, sys.version_info[:2])
@@ -405,6 +405,7 @@ def unchanged(dirs) -> bool:
             try:
                 if os.listdir(fd) != names:
                     return False
+                # Each name's ``Signature`` (``signatures.py``), as the plain tuple a row holds.
                 got = [(st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode) for st in [lstat(n, dir_fd=fd) for n in names]]
                 for i, what, want in others:
                     if _other(what, got[i][3], path, names[i]) != want:
@@ -422,12 +423,13 @@ def unchanged(dirs) -> bool:
 def _clamped(got: list) -> list:
     """``got`` as signatures hold it: each time clamped (``signatures.mtime_ns``). Only a
     listing that differs is looked at again this way (a file's time past 2262)."""
-    return [g and (g[0], clamp_mtime(g[1]), g[2], g[3]) for g in got]
+    named = (None if g is None else Signature.of(g) for g in got)
+    return [sig and Signature(sig.size, clamp_mtime(sig.mtime_ns), sig.ino, sig.mode) for sig in named]
 
 
 def _other(what: int, mode: int, path: str, name: str):
     if what == DIR:
-        return (0, 0, 0, mode)
+        return (0, 0, 0, mode)   # a ``DirSignature``, as the plain tuple a row holds
     if what == OTHER:
         return stat_mod.S_IFMT(mode)
     return live_signature(os.path.join(path, name)) if stat_mod.S_ISREG(mode) else None

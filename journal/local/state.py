@@ -31,7 +31,7 @@ import uuid
 import msgspec
 
 from ..atomic import makedirs, write_file_atomic
-from ..errors import LockBusy, StateDirUnusable
+from .errors import LockBusy, StateDirUnusable
 from ..format.model import BlobRef
 from ..localfs import open_regular
 from ..paths import LOCK_FILE, PRIVATE_DIR, PRIVATE_FILE, STATE_BASE_DIR, STATE_FILE, TMP_DIR
@@ -39,16 +39,16 @@ from ..signatures import Stamp, file_stamp, stamp
 from .files import FileState, Files, Group, GroupRecord
 from .private import open_state_dir
 
-#: Version 2: entries may name chunk bases (``Entry.bases``). Code that knows only
-#: version 1 would drop them silently and publish delta chunks as whole ones, so it
-#: must refuse a version 2 state (its ``load_state`` does). Version 3: the state file
-#: holds each tree as changes to a base file (``StateFile.base``); code that knows only
-#: version 2 would take the changes for the whole tree, so it must refuse version 3
-#: (its ``load_state`` does). Version 4: a base holds each tree's paths grouped by
-#: directory (``BaseTree.groups``), which version 3 code cannot read, so a state file
-#: that may name such a base says version 4 (the state file itself is as in version 3).
-#: This code reads all four: a version 1 or 2 file is a state file with no base, its
-#: trees whole; a base says its own version (3: paths in one map per tree).
+#: The state's version. ``load_state`` refuses a version newer than it knows; each one
+#: marks what older code would misread:
+#:
+#: * 2: entries may name chunk bases (``Entry.bases``);
+#: * 3: the state file holds each tree as changes to a base (``StateFile.base``);
+#: * 4: a base groups each tree's paths by directory (``BaseTree.groups``); the state
+#:   file itself is as in version 3.
+#:
+#: This code reads all four: a version 1 or 2 file is a state file with no base, and a
+#: base says its own version (3: one map of paths per tree).
 STATE_VERSION = 4
 READ_STATE_VERSIONS = (1, 2, 3, 4)
 
@@ -92,9 +92,13 @@ class TreeCache(_Tree, kw_only=True):
             self.files = Files.of(self.files)
 
 
-#: The tables of a tree that a state file holds as changes to its base: ``files`` and
-#: the maps of its last index.
-_TABLES = (*(f.name for f in msgspec.structs.fields(_Tree) if f.default_factory is dict), "files")
+#: A tree's tables: the maps of its last index and its paths (``files``). A state file
+#: holds each as changes to the base's (entries set or changed; ``<table>_gone``: keys
+#: gone), a base holds each whole. Every other field of a tree is a scalar, held whole in
+#: the state file. Declared here, field by field: a new map is a table only once it is
+#: listed, with its ``_gone`` field in ``TreeDelta`` and its place in ``BaseTree``
+#: (``tests/test_state.py`` checks that every map of a tree is listed).
+_TABLES = tuple(field.__name__ for field in (_Tree.pages, _Tree.page_keys, _Tree.bases, TreeCache.files))
 _SCALARS = tuple(f for f in _Tree.__struct_fields__ if f not in _TABLES)
 
 
@@ -187,14 +191,28 @@ def new_state(store_id: str) -> LocalState:
     return LocalState(store_id=store_id, writer=uuid.uuid4().hex)
 
 
-# A long-running process (``journal supervise``) checkpoints every few seconds; the
-# decoded state is kept between runs while the state file on disk is the one it saved
-# or read, with the base that file names (None: it names none).
-# With the base goes its SHA-256 (the next save's state file names it), and the trees as
-# the last save of this process wrote them (None after a read): ``save_state(...,
-# trees_as_saved=True)`` writes them again.
-# With them, each tree's paths as that read or save left them (``_stale``).
-_memo: dict[str, tuple[Stamp, LocalState, Base | None, str | None, dict | None, dict]] = {}
+class _Held(msgspec.Struct, frozen=True):
+    """The state file this process last read or saved, decoded. A long-running process
+    (``journal supervise``) checkpoints every few seconds and keeps it between runs while
+    the file on disk is still that one (``stamp``)."""
+
+    stamp: Stamp                    # the state file's, as read or saved
+    state: LocalState
+    base: Base | None               # the base the file names (None: it names none)
+    base_sha256: str | None         # ... its SHA-256, which the next save's state file names
+    written: dict[str, TreeDelta] | None   # the trees as this process's last save wrote them
+                                           # (None after a read): ``trees_as_saved`` writes them again
+    paths: dict[str, Files]         # each tree's paths as that read or save left them (``_stale``)
+
+
+#: ``_Held`` by state file path.
+_memo: dict[str, _Held] = {}
+
+
+def _held(path: str) -> _Held | None:
+    """What this process holds of the state file at ``path``, while the file is still that one."""
+    held = _memo.get(path)
+    return held if held is not None and held.stamp == file_stamp(path) else None
 
 
 def load_state(state_dir: str, store_id: str) -> LocalState | None:
@@ -228,9 +246,9 @@ def read_store_mark(state_dir: str) -> StoreMark | None:
     """The store the state file follows and whether it was encrypted (the downgrade
     guard, design §22), without decoding its trees; None when missing or unreadable."""
     path = os.path.join(state_dir, STATE_FILE)
-    memo = _memo.get(path)
-    if memo is not None and memo[0] == file_stamp(path):
-        return StoreMark(store_id=memo[1].store_id, encrypted=memo[1].encrypted, key_id=memo[1].key_id)
+    held = _held(path)
+    if held is not None:
+        return StoreMark(store_id=held.state.store_id, encrypted=held.state.encrypted, key_id=held.state.key_id)
     try:
         fh = open_regular(path)
         if fh is None:
@@ -247,9 +265,9 @@ def _read(state_dir: str) -> tuple[LocalState | None, bool]:
     path = os.path.join(state_dir, STATE_FILE)
     top = None
     for _ in range(3):
-        memo = _memo.get(path)
-        if memo is not None and memo[0] == file_stamp(path):
-            return memo[1], True
+        held = _held(path)
+        if held is not None:
+            return held.state, True
         try:
             with open(path, "rb") as fh:
                 read = stamp(os.fstat(fh.fileno()))
@@ -264,7 +282,9 @@ def _read(state_dir: str) -> tuple[LocalState | None, bool]:
                 continue  # replaced meanwhile, with its base: read the new one
             break
         state = _merged(top, base)
-        _memo[path] = (read, state, base, top.base_sha256 if base is not None else None, None, _paths_of(state))
+        _memo[path] = _Held(stamp=read, state=state, base=base,
+                            base_sha256=top.base_sha256 if base is not None else None, written=None,
+                            paths=_paths_of(state))
         return state, True
     return _scalars(top), False
 
@@ -320,29 +340,37 @@ def _merged(top: StateFile, base: Base | None) -> LocalState:
     """The state a state file and its base hold together. Every table is a new dict or
     ``Files`` (the base's are never changed: the next save compares with them); the
     groups of directories with no change are the base's own."""
-    def merge(table: str, changes: dict, held, delta: TreeDelta, _name: str) -> dict:
-        if held is None:
-            return {table: changes}
-        if table == "files":
-            return {table: held.changed(changes, delta.files_gone)}
-        merged = dict(held)
-        for key in getattr(delta, f"{table}_gone"):
-            merged.pop(key, None)
-        merged.update(changes)
-        return {table: merged}
-
     state = _scalars(top)
-    state.trees = _per_table(top.trees, base, TreeCache, merge)
+    state.trees = {}
+    for name, delta in top.trees.items():
+        held = _base_tree(base, name)
+        state.trees[name] = _with_scalars(TreeCache, delta, {
+            table: _merge_table(getattr(delta, table), getattr(delta, f"{table}_gone"),
+                                None if held is None else getattr(held, table))
+            for table in _TABLES})
     return state
 
 
+def _merge_table(changes: dict, gone: list, held):
+    """One table of a tree: the base's (``held``; None: the base lacks the tree, and
+    ``changes`` is the whole table) with ``changes`` set and the keys ``gone`` removed."""
+    if held is None:
+        return changes
+    if isinstance(held, Files):
+        return held.changed(changes, gone)
+    merged = dict(held)
+    for key in gone:
+        merged.pop(key, None)
+    merged.update(changes)
+    return merged
+
+
 def clear_restore_marker(state_dir: str, store_id: str) -> None:
-    """Before a restore's first change to a live tree: a state that says "restore
-    complete" is replaced by one that does not, so a restore killed part way leaves
-    checkpoints refused (``CheckpointAfterIncompleteRestore``), never the previous restore's marker
-    over a half-changed tree. The replacement keeps what the state knows of the store
-    (writer, sequence, a pending manifest) but not the trees' caches: they describe
-    files the restore is about to change, and its own final save rebuilds them."""
+    """Mark the state "restore incomplete" before a restore first changes a live tree,
+    so that a restore killed part way leaves checkpoints refused
+    (``CheckpointAfterIncompleteRestore``). The new state keeps what it knows of the
+    store (writer, sequence, pending manifest) but not the trees' caches: the restore
+    is about to change those files, and its final save rebuilds them."""
     state = load_state(state_dir, store_id)
     if state is not None and state.restore_complete:
         save_state(state_dir, LocalState(store_id=store_id, writer=state.writer, seq=state.seq,
@@ -357,31 +385,30 @@ def forget_state(state_dir: str) -> None:
 
 
 def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = False) -> None:
-    """Save ``state``: the state file replaced atomically (temp, fsync, rename, fsync dir),
-    holding what differs from the base the state file on disk names. When that base is
-    not the one this process read or wrote with the file on disk, or is no longer on
-    disk, or the difference reaches ``COMPACT_PART`` of the paths, or the changed
-    directories this save leaves as they were hold a ``COMPACT_STALE_PART``-th of them
-    (``_stale``), a new base is written
-    first (the same way, under a new name), and the other bases are removed only after
-    the state file that names the new one is in place; a save that fails after writing
-    a new base removes it (design §10).
+    """Save ``state``: the state file is replaced atomically and holds what differs from
+    its base (design §10).
 
-    ``trees_as_saved``: the caller changed no tree (no table, no scalar of one) since
-    this process saved ``state`` last, only the state's own scalars (a commit clears
-    its pending manifest): the trees are written as that save wrote them, without
-    comparing every path with the base again. Taken only while the file on disk is
-    the one that save wrote, of this very state; otherwise the save compares."""
+    A new base is written first, under a new name, when the base is not the one this
+    process read or wrote with the file on disk, or is gone, or when the changes reach
+    ``COMPACT_PART`` of the paths, or the stale directories ``COMPACT_STALE_PART``
+    (``_stale``). The other bases are removed once the state file naming the new one is
+    in place; a save that fails removes the base it wrote.
+
+    ``trees_as_saved``: no tree changed since this process last saved ``state``, only
+    its own scalars (a commit clearing its pending manifest). The trees are written as
+    that save wrote them, without comparing every path again, while the file on disk
+    is still the one that save wrote."""
     open_state_dir(state_dir)
     path = os.path.join(state_dir, STATE_FILE)
     tmp_dir = os.path.join(state_dir, TMP_DIR)
     state.version = STATE_VERSION   # a state of an earlier version read here is written back as this one
-    memo = _memo.get(path)
-    base, digest, written, held = memo[2:] if memo is not None and memo[0] == file_stamp(path) else (None,) * 4
+    last = _held(path)
+    base, digest, written, held = (last.base, last.base_sha256, last.written, last.paths) if last is not None \
+        else (None,) * 4
     if base is not None and not _base_in_place(state_dir, base.token):
         base = written = None  # removed behind this process's back: the changes would name a base no reader finds
     fresh = None
-    if trees_as_saved and written is not None and memo[1] is state:
+    if trees_as_saved and written is not None and last.state is state:
         trees = written  # no tree changed since that save: the same changes to the same base
     else:
         trees, changed, dirs = _deltas(state.trees, base)
@@ -411,7 +438,8 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
         _remove_bases(state_dir, keep=fresh.token)
     saved = file_stamp(path)
     if saved is not None:
-        _memo[path] = (saved, state, base, digest if base is not None else None, trees, _paths_of(state))
+        _memo[path] = _Held(stamp=saved, state=state, base=base, base_sha256=digest if base is not None else None,
+                            written=trees, paths=_paths_of(state))
 
 
 def _base_in_place(state_dir: str, token: str) -> bool:
@@ -447,39 +475,36 @@ def _stale(trees: dict[str, TreeCache], dirs: dict[str, list[str]], base: Base |
 def _deltas(trees: dict[str, TreeCache], base: Base | None) -> tuple[dict[str, TreeDelta], int, dict[str, list[str]]]:
     """Each tree as changes to ``base``; how many entries and keys they name; the
     directories their paths fall in, by tree (a tree the base lacks: none named)."""
+    out: dict[str, TreeDelta] = {}
     changed = 0
     dirs: dict[str, list[str]] = {}
-
-    def delta(table: str, now, held, _cache: TreeCache, name: str) -> dict:
-        nonlocal changed
-        if held is None:
-            whole = dict(now.items()) if table == "files" else now
-            changed += len(whole)
-            return {table: whole}
-        if table == "files":
-            set_, gone, moved = now.diff(held)
-            dirs[name] = moved
-        else:
-            set_, gone = _changes(held, now)
-        changed += len(set_) + len(gone)
-        return {table: set_, f"{table}_gone": gone}
-
-    return _per_table(trees, base, TreeDelta, delta), changed, dirs
-
-
-def _per_table(trees: dict, base: Base | None, make, per_table) -> dict:
-    """``{name: make(**fields)}`` for each tree of ``trees``: its scalars, and for each
-    table what ``per_table(table, its value, the base's (None: the base lacks the tree),
-    the tree, its name)`` returns."""
-    out = {}
-    for name, tree in trees.items():
-        held = base.trees.get(name) if base is not None else None
-        fields = {f: getattr(tree, f) for f in _SCALARS}
+    for name, cache in trees.items():
+        held = _base_tree(base, name)
+        tables = {}
         for table in _TABLES:
-            fields.update(per_table(table, getattr(tree, table), None if held is None else getattr(held, table), tree,
-                                    name))
-        out[name] = make(**fields)
-    return out
+            now = getattr(cache, table)
+            if held is None:  # the base lacks the tree: the table whole
+                tables[table] = whole = dict(now.items()) if table == "files" else now
+                changed += len(whole)
+                continue
+            if table == "files":
+                set_, gone, dirs[name] = now.diff(held.files)
+            else:
+                set_, gone = _changes(getattr(held, table), now)
+            tables[table], tables[f"{table}_gone"] = set_, gone
+            changed += len(set_) + len(gone)
+        out[name] = _with_scalars(TreeDelta, cache, tables)
+    return out, changed, dirs
+
+
+def _base_tree(base: Base | None, name: str) -> TreeCache | None:
+    """The tree ``name`` as ``base`` holds it; None without a base, or when it lacks the tree."""
+    return base.trees.get(name) if base is not None else None
+
+
+def _with_scalars(make, tree: _Tree, tables: dict):
+    """``make`` (a tree type) of ``tree``'s scalars as they are, and of ``tables``."""
+    return make(**{f: getattr(tree, f) for f in _SCALARS}, **tables)
 
 
 _ABSENT = object()

@@ -32,7 +32,7 @@ import itertools
 import os
 
 from ..atomic import FsOps, fsync_dir, makedirs, rename_noclobber, write_file_atomic
-from ..errors import UnsafePath
+from .errors import UnsafePath
 from ..paths import PRIVATE_DIR, PRIVATE_FILE, TREE_TMP_DIR
 from ..paths import shown
 from .under import DIR_FLAGS, open_under, split_rel

@@ -22,7 +22,7 @@ import errno
 import fcntl
 import os
 
-from ..errors import UnsafePath
+from .errors import UnsafePath
 from ..paths import shown
 
 #: Opening a directory of the tree: never through a symlink, never a non-directory.

@@ -13,11 +13,12 @@ the processes' open files and the store, changes nothing, and returns a frozen
 5. ``verify --full``, then each open transcript's complete lines are read back;
 6. only then are the old opencode/Hermes/fx directories renamed ``*.pre-agent-state``.
 
-Nothing is ever deleted; see docs/design.md §18.
+Nothing is ever deleted; see docs/design.md §17.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import stat as stat_mod
@@ -28,15 +29,18 @@ import msgspec
 from ..atomic import rename_noclobber
 from ..checkpoint.run import checkpoint
 from ..config import Config
-from ..errors import CheckpointErrors, CorruptObject, ObjectNotFound, SnapshotFailed, UnsafePath
+from ..errors import CorruptObject, ObjectNotFound, StoreError
+from ..checkpoint.errors import CheckpointErrors
+from ..local.errors import UnsafePath
+from ..sqlite.errors import SnapshotFailed
 from ..repository.history import ManifestCache
-from .plan import (CHECKPOINT, COPY, IMPORT_TREE, INSTALL_DB, LEGACY_TREES, LINK, MKDIR, MOVE_DB,
-                     RENAME, UNLINK, VERIFY, MigrationPlan, OpenTranscript, Step, complete_length,
+from .plan import (LEGACY_TREES, Action, MigrationPlan, OpenTranscript, Step, complete_length,
                      find_open_transcripts, legacy_sources, plan_migration, retired_name)
 from .legacy_db import DbCandidate, recover_db
 from ..localfs import chmod_dir, open_regular
 from ..paths import INVALID_DIR
-from ..restore.entry import ensure_parents, move_aside
+from ..restore.aside import move_aside
+from ..restore.entry import ensure_parents
 from ..format.model import KIND_JSONL, KIND_SQLITE, Entry
 from ..presets import SQLITE_COMPANIONS
 from ..report import SILENT, Reporter
@@ -46,12 +50,19 @@ from ..store.base import Store
 from ..local.tree_tmp import TreeTmp
 from ..verify import verify
 
-DONE, SKIPPED, FAILED, PLANNED, NOTED = "done", "skipped", "failed", "planned", "noted"
+class Outcome(enum.StrEnum):
+    """What became of one step. ``--json`` shows these values: they never change."""
+
+    DONE = "done"
+    SKIPPED = "skipped"     # its precondition no longer holds (a path appeared since the plan): never forced
+    FAILED = "failed"
+    PLANNED = "planned"     # a dry run: nothing was done
+    NOTED = "noted"         # nothing to do (a step that leaves something alone)
 
 
 class StepResult(msgspec.Struct, kw_only=True):
     step: Step
-    outcome: str            # done, skipped, failed, noted (nothing to do), planned (dry run)
+    outcome: Outcome
     detail: str = ""
 
 
@@ -89,12 +100,12 @@ def migrate(cfg: Config, store: Store, legacy_root: str, *, old_home: str | None
     if not dry_run:
         return execute(plan, cfg, store, reporter)
     return MigrationReport(dry_run=True, ok=not plan.problems, noop=_noop(plan), plan=plan,
-                           results=[StepResult(step=s, outcome=PLANNED) for s in plan.steps],
+                           results=[StepResult(step=s, outcome=Outcome.PLANNED) for s in plan.steps],
                            problems=list(plan.problems), warnings=list(plan.warnings))
 
 
 def _noop(plan: MigrationPlan) -> bool:
-    return not any(s.op in (CHECKPOINT, RENAME, UNLINK) for s in plan.steps)
+    return not any(s.op in (Action.CHECKPOINT, Action.RENAME, Action.UNLINK) for s in plan.steps)
 
 
 def execute(plan: MigrationPlan, cfg: Config, store: Store, reporter: Reporter = SILENT) -> MigrationReport:
@@ -113,11 +124,11 @@ def execute(plan: MigrationPlan, cfg: Config, store: Store, reporter: Reporter =
             for step in plan.steps:
                 outcome, detail = _run_step(run, step)
                 report.results.append(StepResult(step=step, outcome=outcome, detail=detail))
-                if outcome == FAILED:
+                if outcome == Outcome.FAILED:
                     report.problems.append(f"migrate: {step.op} {step.path}: {detail}")
         finally:
             run.close_tree_tmps()
-    publishes = any(s.op == CHECKPOINT for s in plan.steps)
+    publishes = any(s.op == Action.CHECKPOINT for s in plan.steps)
     if not publishes:
         for c in report.captures:  # opened after the plan was made: the plan has no checkpoint for it
             report.problems.append(f"migrate: {c.path} was opened after the plan; run `journal migrate` again")
@@ -125,14 +136,16 @@ def execute(plan: MigrationPlan, cfg: Config, store: Store, reporter: Reporter =
     return report
 
 
-def _run_step(run: "_Run", step: Step) -> tuple[str, str]:
+def _run_step(run: "_Run", step: Step) -> tuple[Outcome, str]:
     handler = _HANDLERS.get(step.op)
     if handler is None:
-        return NOTED, ""
+        return Outcome.NOTED, ""
     try:
         return handler(run, step)
+    except StoreError as err:  # the checkpoint or verify step: it fails, and the report says why
+        return Outcome.FAILED, str(err)
     except OSError as err:
-        return FAILED, f"{err.strerror or err}: {err.filename or step.path}"
+        return Outcome.FAILED, f"{err.strerror or err}: {err.filename or step.path}"
 
 
 class _Run:
@@ -201,51 +214,51 @@ def _read_upto(fh, limit: int):
 # --------------------------------------------------------------------------- steps
 
 
-def _import_tree(run: _Run, step: Step):
+def _import_tree(run: _Run, step: Step) -> tuple[Outcome, str]:
     if os.path.isdir(step.path):
-        return NOTED, ""
+        return Outcome.NOTED, ""
     os.makedirs(step.path, 0o700, exist_ok=True)
-    return DONE, "created the live tree"
+    return Outcome.DONE, "created the live tree"
 
 
-def _unlink(run: _Run, step: Step):
+def _unlink(run: _Run, step: Step) -> tuple[Outcome, str]:
     # Only the link itself, and only if it still is the link the plan saw.
     if not os.path.islink(step.path) or os.readlink(step.path) != step.target:
-        return SKIPPED, "no longer the planned symlink; left alone"
+        return Outcome.SKIPPED, "no longer the planned symlink; left alone"
     os.unlink(step.path)
-    return DONE, f"unlinked; its target {step.target} is untouched"
+    return Outcome.DONE, f"unlinked; its target {step.target} is untouched"
 
 
 def _guarded(fn):
     """A per-path step: a path that appeared since the plan is kept; an unsafe parent fails."""
-    def run_step(run: _Run, step: Step):
+    def run_step(run: _Run, step: Step) -> tuple[Outcome, str]:
         if os.path.lexists(step.path):
-            return SKIPPED, "exists locally now (appeared since the plan); kept"
+            return Outcome.SKIPPED, "exists locally now (appeared since the plan); kept"
         root, rel = run.root_rel(step)
         try:
             ensure_parents(root, rel)
             return fn(run, step, root, rel)
         except (UnsafePath, OSError) as err:
-            return FAILED, str(err)
+            return Outcome.FAILED, str(err)
     return run_step
 
 
 @_guarded
-def _mkdir(run: _Run, step: Step, root: str, rel: str):
+def _mkdir(run: _Run, step: Step, root: str, rel: str) -> tuple[Outcome, str]:
     os.mkdir(step.path, 0o700)
     mode = stat_mod.S_IMODE(os.lstat(step.source).st_mode)
     if mode & 0o700 == 0o700:
         chmod_dir(step.path, mode)  # now: a run killed before the checkpoint leaves the right mode
     else:
         run.new_dirs.append((step.path, mode))  # stays writable until its files are in place
-    return DONE, ""
+    return Outcome.DONE, ""
 
 
 @_guarded
-def _copy(run: _Run, step: Step, root: str, rel: str):
+def _copy(run: _Run, step: Step, root: str, rel: str) -> tuple[Outcome, str]:
     fh = open_regular(step.source)  # still the regular file the plan saw, never a link or FIFO
     if fh is None:
-        return FAILED, "no longer a regular file (changed since the plan); nothing copied"
+        return Outcome.FAILED, "no longer a regular file (changed since the plan); nothing copied"
     with fh:
         st = os.fstat(fh.fileno())
         size = st.st_size
@@ -255,16 +268,16 @@ def _copy(run: _Run, step: Step, root: str, rel: str):
                                              mtime_ns=st.st_mtime_ns)
     cut = st.st_size - written
     if not cut:
-        return DONE, f"{written:,} bytes"
+        return Outcome.DONE, f"{written:,} bytes"
     if os.path.realpath(step.source) in run.trim:
-        return DONE, f"{written:,} bytes (an open writer's incomplete last {cut} bytes left out)"
+        return Outcome.DONE, f"{written:,} bytes (an open writer's incomplete last {cut} bytes left out)"
     run.report.warnings.append(f"migrate: {step.source}: its last {cut} bytes are not a complete line; left "
                                "out of the live copy (the legacy file keeps them)")
-    return DONE, f"{written:,} bytes (an incomplete last line of {cut} bytes left out)"
+    return Outcome.DONE, f"{written:,} bytes (an incomplete last line of {cut} bytes left out)"
 
 
 @_guarded
-def _link(run: _Run, step: Step, root: str, rel: str):
+def _link(run: _Run, step: Step, root: str, rel: str) -> tuple[Outcome, str]:
     tmp = run.tree_tmp(root)
     name = tmp.new_symlink(os.readlink(step.source))
     try:
@@ -272,25 +285,25 @@ def _link(run: _Run, step: Step, root: str, rel: str):
     except BaseException:
         tmp.unlink(name)
         raise
-    return DONE, ""
+    return Outcome.DONE, ""
 
 
-def _move_db(run: _Run, step: Step):
+def _move_db(run: _Run, step: Step) -> tuple[Outcome, str]:
     root, rel = run.root_rel(step)
     try:
         moved = move_aside(root, Entry(path=rel, kind=KIND_SQLITE, mode=0), os.path.join(run.aside, step.tree))
     except (UnsafePath, OSError) as err:  # nothing written over it: the step fails, the others go on
-        return FAILED, str(err)
-    return DONE, f"moved (with its -wal/-shm) to {moved}"
+        return Outcome.FAILED, str(err)
+    return Outcome.DONE, f"moved (with its -wal/-shm) to {moved}"
 
 
 @_guarded
-def _install_db(run: _Run, step: Step, root: str, rel: str):
+def _install_db(run: _Run, step: Step, root: str, rel: str) -> tuple[Outcome, str]:
     with tempfile.TemporaryDirectory(dir=run.tmp) as private:
         try:
             verified = recover_db(DbCandidate(path=step.source, kind=step.kind), private)
         except SnapshotFailed as err:
-            return FAILED, f"{err.detail}; the legacy copy is left untouched"
+            return Outcome.FAILED, f"{err.detail}; the legacy copy is left untouched"
         for suffix in SQLITE_COMPANIONS:
             if os.path.lexists(step.path + suffix):  # a stray WAL would be replayed into the new file
                 move_aside(root, Entry(path=rel + suffix, kind=KIND_SQLITE, mode=0), os.path.join(run.aside, step.tree))
@@ -298,16 +311,16 @@ def _install_db(run: _Run, step: Step, root: str, rel: str):
         with open(verified, "rb") as fh:
             size = run.tree_tmp(root).publish(step.path, fh, mode=stat_mod.S_IMODE(st.st_mode),
                                               mtime_ns=st.st_mtime_ns)
-    return DONE, f"{size:,} bytes from the {step.kind} {step.source}"
+    return Outcome.DONE, f"{size:,} bytes from the {step.kind} {step.source}"
 
 
-def _checkpoint(run: _Run, step: Step):
-    failed = sum(r.outcome == FAILED for r in run.report.results)
+def _checkpoint(run: _Run, step: Step) -> tuple[Outcome, str]:
+    failed = sum(r.outcome == Outcome.FAILED for r in run.report.results)
     if failed:
         # A committed checkpoint would make the next run skip these trees ("the store
         # already has it"), so the failed paths would never be imported.
-        return SKIPPED, (f"not taken: {failed} step(s) failed; what was copied stays in place, and the next "
-                         "`journal migrate` plans the rest again")
+        return Outcome.SKIPPED, (f"not taken: {failed} step(s) failed; what was copied stays in place, and the "
+                                 "next `journal migrate` plans the rest again")
     for path, mode in sorted(run.new_dirs, reverse=True):
         chmod_dir(path, mode)
     run.close_tree_tmps()
@@ -323,14 +336,14 @@ def _checkpoint(run: _Run, step: Step):
         detail = detail or f"nothing changed since checkpoint {seq}; it holds the live trees"
     run.report.seq = seq
     if seq is None:
-        return FAILED, "no checkpoint was committed"
-    return DONE, detail or f"committed checkpoint {seq}"
+        return Outcome.FAILED, "no checkpoint was committed"
+    return Outcome.DONE, detail or f"committed checkpoint {seq}"
 
 
-def _verify(run: _Run, step: Step):
+def _verify(run: _Run, step: Step) -> tuple[Outcome, str]:
     seq = run.report.seq
     if seq is None:
-        return SKIPPED, "no checkpoint to verify"
+        return Outcome.SKIPPED, "no checkpoint to verify"
     repo = Repository.open(run.store, key=run.cfg.key)
     result = verify(repo, run.reporter, full=True)
     mine = [f for f in result.errors if f.manifest == seq]
@@ -343,9 +356,10 @@ def _verify(run: _Run, step: Step):
     bad = [c for c in run.report.captures if not c.ok]
     run.report.verified = not mine and not bad
     if run.report.verified:
-        return DONE, f"checkpoint {seq} verifies in full; {len(run.report.captures)} open transcript(s) read back"
+        return Outcome.DONE, (f"checkpoint {seq} verifies in full; {len(run.report.captures)} open transcript(s) "
+                              "read back")
     what = [f"{f.kind} {f.key}: {f.detail}" for f in mine] + [f"{c.path}: {c.detail}" for c in bad]
-    return FAILED, "; ".join(what)
+    return Outcome.FAILED, "; ".join(what)
 
 
 def _confirm(repo: Repository, cache: ManifestCache, seq: int, cap: Capture) -> None:
@@ -374,23 +388,24 @@ def _confirm(repo: Repository, cache: ManifestCache, seq: int, cap: Capture) -> 
     cap.detail = "" if cap.ok else f"checkpoint {seq} holds different bytes (was the file rewritten?)"
 
 
-def _rename(run: _Run, step: Step):
+def _rename(run: _Run, step: Step) -> tuple[Outcome, str]:
     if run.report.problems or not run.report.verified:
-        if any(r.step.op == CHECKPOINT and r.outcome == DONE for r in run.report.results):
-            return SKIPPED, (f"left in place: the migration has problems; tree {step.tree} is in checkpoint "
-                             f"{run.report.seq} now, so a later run neither imports nor renames it: once the "
-                             f"problems are fixed, rename it by hand to {step.target}")
-        return SKIPPED, ("left in place: the migration has problems and committed no checkpoint; a later "
-                         "`journal migrate` imports this tree again and renames it once its checkpoint verifies")
+        if any(r.step.op == Action.CHECKPOINT and r.outcome == Outcome.DONE for r in run.report.results):
+            return Outcome.SKIPPED, (f"left in place: the migration has problems; tree {step.tree} is in checkpoint "
+                                     f"{run.report.seq} now, so a later run neither imports nor renames it: once "
+                                     f"the problems are fixed, rename it by hand to {step.target}")
+        return Outcome.SKIPPED, ("left in place: the migration has problems and committed no checkpoint; a later "
+                                 "`journal migrate` imports this tree again and renames it once its checkpoint "
+                                 "verifies")
     target = step.target
     try:
         rename_noclobber(step.path, target)
     except FileExistsError:
         target = retired_name(step.path)  # taken since the plan: pick the next free name
         rename_noclobber(step.path, target)
-    return DONE, f"renamed to {target}"
+    return Outcome.DONE, f"renamed to {target}"
 
 
-_HANDLERS = {IMPORT_TREE: _import_tree, UNLINK: _unlink, MKDIR: _mkdir, COPY: _copy, LINK: _link,
-             MOVE_DB: _move_db, INSTALL_DB: _install_db, CHECKPOINT: _checkpoint, VERIFY: _verify,
-             RENAME: _rename}
+_HANDLERS = {Action.IMPORT_TREE: _import_tree, Action.UNLINK: _unlink, Action.MKDIR: _mkdir, Action.COPY: _copy,
+             Action.LINK: _link, Action.MOVE_DB: _move_db, Action.INSTALL_DB: _install_db,
+             Action.CHECKPOINT: _checkpoint, Action.VERIFY: _verify, Action.RENAME: _rename}

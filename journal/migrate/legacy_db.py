@@ -13,7 +13,7 @@ import stat
 
 import msgspec
 
-from ..errors import SnapshotFailed
+from ..sqlite.errors import SnapshotFailed
 from ..localfs import open_regular
 from ..sqlite.snapshot import snapshot_db
 
@@ -28,18 +28,21 @@ class DbCandidate(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def recover_db(cand: DbCandidate, private: str) -> str:
-    """Copy a candidate into the empty directory ``private``, let SQLite recover it there,
-    back it up and quick_check the backup; returns the verified copy (rollback-journal mode).
+    """Recover a legacy database from a private copy. Returns the verified copy, in
+    rollback-journal mode. SQLite never opens the legacy files themselves.
 
-    A raw trio is copied whole (db, then ``-wal`` and ``-shm`` when present); SQLite
-    rebuilds the copy's wal-index from the WAL, since no process holds that ``-shm``.
-    A ``-wal`` older than its db may be stale (an rsync without ``--delete`` keeps an
-    old one): SQLite would replay it over newer pages, so the db is also recovered
-    without it, and if the two differ the candidate is refused, naming the ``-wal``.
-    A ``checkpoints/`` copy is a closed backup and is copied alone. Every source must
-    be a regular file (never followed through a symlink), and a copy with no tables
-    (an empty file) is refused. Raises ``SnapshotFailed`` naming the legacy path; the
-    legacy files are never opened by SQLite.
+    The candidate is copied into the empty directory ``private``; SQLite recovers the
+    copy there; the copy is backed up and the backup quick_checked.
+
+    * A ``checkpoints/`` copy is a closed backup: it is copied alone.
+    * A raw trio is copied whole: the database, then its ``-wal`` and ``-shm``. SQLite
+      rebuilds the copy's wal-index from the WAL, since no process holds that ``-shm``.
+    * A ``-wal`` older than its database may be stale (an rsync without ``--delete``
+      keeps an old one), and replaying it would overwrite newer pages. So the database
+      is recovered without it too; if the two results differ, the candidate is refused.
+
+    Every source must be a regular file, never reached through a symlink. A copy with
+    no tables (an empty file) is refused. Raises ``SnapshotFailed`` naming the legacy path.
     """
     try:
         wal = _regular(cand.path + "-wal") if cand.kind == RAW_TRIO else None

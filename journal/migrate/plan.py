@@ -15,6 +15,7 @@ ever opened as a copy. ``plan_migration`` returns a frozen plan of every step.
 from __future__ import annotations
 
 import datetime as _dt
+import enum
 import os
 import stat as stat_mod
 import tempfile
@@ -22,7 +23,9 @@ import tempfile
 import msgspec
 
 from ..config import Config, TreeConfig
-from ..errors import ConfigError, HistoryWithoutState, NoStore, SnapshotFailed
+from ..errors import ConfigError
+from ..repository.errors import HistoryWithoutState, NoStore
+from ..sqlite.errors import SnapshotFailed
 from .legacy_db import CHECKPOINT_COPY, RAW_TRIO, DbCandidate, recover_db
 from ..repository.lineage import refuse_foreign, refuse_vanished
 from ..local.state import load_state
@@ -52,18 +55,36 @@ OLD_LOCAL_DIRS = {"agent-state-stamps": "the shell design's per-tree stamps; jou
                   "agent-state-invalid": "invalid local databases the shell design kept for diagnosis",
                   "agent-state-snapshots": "the shell design's SQLite staging directory"}
 
-IMPORT_TREE, SKIP_TREE, UNLINK, MKDIR, COPY, LINK, UNCHANGED, KEEP_LOCAL = (
-    "import-tree", "skip-tree", "unlink-symlink", "create-dir", "copy", "copy-symlink", "unchanged", "keep-local")
-INSTALL_DB, REJECT_DB, UNUSED_DB, KEEP_DB, MOVE_DB = (
-    "install-db", "reject-db", "unused-db", "keep-local-db", "move-invalid-db")
-CHECKPOINT, VERIFY, RENAME, LEAVE = "checkpoint", "verify", "rename", "leave"
 RETIRED = ".pre-agent-state"
+
+
+class Action(enum.StrEnum):
+    """What one step of a migration does, or what it leaves alone. ``--json`` and
+    ``--dry-run`` show these values: users' scripts read them, so a value never changes."""
+
+    IMPORT_TREE = "import-tree"         # a legacy tree no checkpoint has
+    SKIP_TREE = "skip-tree"             # a legacy tree not imported (not configured, stored, not a real dir)
+    UNLINK = "unlink-symlink"           # the old Codex sessions symlink into the legacy root (never its target)
+    MKDIR = "create-dir"                # a directory missing locally
+    COPY = "copy"                       # a file missing locally
+    LINK = "copy-symlink"               # a symlink missing locally
+    UNCHANGED = "unchanged"             # paths already identical locally (one step per tree)
+    KEEP_LOCAL = "keep-local"           # a local path that differs, or cannot be reached: kept
+    INSTALL_DB = "install-db"           # the first legacy copy of a database that SQLite recovers
+    REJECT_DB = "reject-db"             # a legacy copy that fails its checks: left untouched
+    UNUSED_DB = "unused-db"             # a legacy copy not needed: left untouched
+    KEEP_DB = "keep-local-db"           # a valid local database: kept, it is authoritative
+    MOVE_DB = "move-invalid-db"         # an invalid local database, moved aside (never deleted)
+    CHECKPOINT = "checkpoint"           # the imported trees and the open transcripts, as one checkpoint
+    VERIFY = "verify"                   # verify --full, then each open transcript's lines read back
+    RENAME = "rename"                   # an old-HOME directory renamed *.pre-agent-state once verified
+    LEAVE = "leave"                     # something left where it is, with the reason
 
 
 class Step(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One action of a migration, or one thing it leaves alone, with the reason."""
 
-    op: str
+    op: Action
     path: str
     reason: str
     tree: str | None = None
@@ -148,11 +169,13 @@ def scan_sources(tree: TreeConfig, sources: list[Source], left_out: list[tuple[s
                  ) -> tuple[dict[str, LegacyFile], dict[str, list[DbCandidate]]]:
     """Every path the sources hold under the tree's patterns, and every database's candidates.
 
-    Files matching the tree's SQLite patterns and their ``-wal``/``-shm`` are never
-    files of the import: each database gets candidates, ``checkpoints/<name>`` first,
-    then raw trios in source order. For a path in several sources the newest wins;
-    a kind conflict keeps the first source's, and what another source holds under a
-    path that is a file there cannot be placed. Those, and paths the path rule refuses
+    A database (the tree's SQLite patterns, with its ``-wal`` and ``-shm``) is never a
+    file of the import. It gets candidates instead: ``checkpoints/<name>`` first, then
+    the raw trios in source order.
+
+    For a path in several sources, the newest copy wins. When the kinds differ, the
+    first source's copy wins, and what another source holds under a path that is a
+    file there cannot be placed. Those paths, and the paths the path rule refuses
     (``local/treepath.py``), are appended to ``left_out`` as (legacy path, why).
     """
     left_out = [] if left_out is None else left_out
@@ -291,7 +314,7 @@ class _Planner:
         self.warnings: list[str] = []
         self.imports: list[str] = []
 
-    def add(self, op: str, path: str, reason: str, **kw) -> None:
+    def add(self, op: Action, path: str, reason: str, **kw) -> None:
         self.steps.append(Step(op=op, path=path, reason=reason, **kw))
 
     def problem(self, message: str) -> None:
@@ -300,17 +323,18 @@ class _Planner:
 
 def plan_migration(cfg: Config, store: Store, legacy_root: str, *, old_home: str | None = None,
                    reporter: Reporter = SILENT) -> MigrationPlan:
-    """Read everything the migration touches and return its plan; changes nothing.
+    """Read everything the migration touches and return its plan. Changes nothing.
 
-    Raises ``ConfigError`` for a missing legacy root or one that overlaps a live
-    tree, ``HistoryWithoutState`` when a checkpoint is needed but this machine's
-    local state does not know the store's history (run ``journal restore`` first), and
-    what the checkpoint would raise creating an absent store (``StoreVanished``, a
-    ``StoreError`` for a missing parent directory), so that a dry run says it too.
+    Raises ``ConfigError`` when the legacy root is missing or overlaps a live tree.
+    Raises ``HistoryWithoutState`` when a checkpoint is needed but this machine's local
+    state does not know the store's history (``journal restore`` comes first). When the
+    store is absent, raises what the checkpoint would raise creating it
+    (``StoreVanished``, a ``StoreError`` for a missing parent), so a dry run says it too.
     """
     legacy_root = os.path.abspath(legacy_root)
     if not os.path.isdir(legacy_root):
-        raise ConfigError(f"migrate: legacy root {legacy_root} is not a directory; pass --legacy-root PATH")
+        raise ConfigError(f"migrate: legacy root {legacy_root} is not a directory; name the legacy layout's root "
+                          "directory")
     old_home = os.path.abspath(old_home or os.path.join(os.path.dirname(legacy_root), "home"))
     repo, stored = _stored_trees(store, cfg.key, reporter)
     with tempfile.TemporaryDirectory(prefix="journal-migrate-plan-") as tmp:
@@ -336,8 +360,9 @@ def plan_migration(cfg: Config, store: Store, legacy_root: str, *, old_home: str
             if repo is None:  # the checkpoint would create the store: refuse now what it would refuse then
                 refuse_vanished(store, cfg.state_dir)
                 store.check_creatable(dry_run=True)
-            p.add(CHECKPOINT, cfg.store, "publish the imported trees and every open transcript as one checkpoint")
-            p.add(VERIFY, cfg.store, "verify --full, then read back each open transcript's complete lines")
+            p.add(Action.CHECKPOINT, cfg.store,
+                  "publish the imported trees and every open transcript as one checkpoint")
+            p.add(Action.VERIFY, cfg.store, "verify --full, then read back each open transcript's complete lines")
         _plan_old_home(p)
         _plan_leftovers(p)
     return MigrationPlan(legacy_root=legacy_root, old_home=old_home, store=cfg.store, created=utc_now(),
@@ -352,10 +377,10 @@ def _stored_trees(store: Store, key, reporter: Reporter) -> tuple[Repository | N
         repo = Repository.open(store, key=key)
     except NoStore:
         return None, set()
-    for seq, manifest, err in repo.iter_manifests_desc():
-        if manifest is not None:
-            return repo, set(manifest.trees)
-        reporter.warn(f"migrate: skipping unreadable manifest {seq}: {err}")
+    for read in repo.iter_manifests_desc():
+        if read.manifest is not None:
+            return repo, set(read.manifest.trees)
+        reporter.warn(f"migrate: skipping unreadable manifest {read.seq}: {read.error}")
     return repo, set()
 
 
@@ -388,19 +413,19 @@ def _plan_tree(p: _Planner, name: str) -> None:
     where = ", ".join(s.root for s in sources)
     tree = p.trees.get(name)
     if tree is None:
-        p.add(SKIP_TREE, where, f"tree {name} is not configured here; the legacy copy stays in place", tree=name)
+        p.add(Action.SKIP_TREE, where, f"tree {name} is not configured here; the legacy copy stays in place", tree=name)
         return
     if name in p.stored:
-        p.add(SKIP_TREE, tree.path, f"the store already has tree {name}, so it is not imported again; "
+        p.add(Action.SKIP_TREE, tree.path, f"the store already has tree {name}, so it is not imported again; "
               f"{where} stays in place", tree=name)
         return
     if os.path.islink(tree.path) or (os.path.lexists(tree.path) and not os.path.isdir(tree.path)):
         p.problem(f"migrate: live path {tree.path} of tree {name} is not a real directory; "
                   "journal never writes through symlinks; point the tree at a local directory")
-        p.add(SKIP_TREE, tree.path, "the live path is not a real directory", tree=name)
+        p.add(Action.SKIP_TREE, tree.path, "the live path is not a real directory", tree=name)
         return
     p.imports.append(name)
-    p.add(IMPORT_TREE, tree.path, f"no checkpoint has tree {name}; import {where}", tree=name)
+    p.add(Action.IMPORT_TREE, tree.path, f"no checkpoint has tree {name}; import {where}", tree=name)
     unlinking = _plan_link_unlink(p, tree)
     left_out: list[tuple[str, str]] = []
     files, dbs = scan_sources(tree, sources, left_out)
@@ -411,7 +436,7 @@ def _plan_tree(p: _Planner, name: str) -> None:
     for rel in sorted(files):
         same += _plan_file(p, tree, files[rel], unlinking)
     if same:
-        p.add(UNCHANGED, tree.path, f"{same} path(s) already identical locally", tree=name)
+        p.add(Action.UNCHANGED, tree.path, f"{same} path(s) already identical locally", tree=name)
     for rel in sorted(dbs):
         _plan_db(p, tree, rel, dbs[rel], unlinking)
 
@@ -436,7 +461,7 @@ def _plan_link_unlink(p: _Planner, tree: TreeConfig) -> set[str]:
     if found is None:
         return set()
     link, target = found
-    p.add(UNLINK, link, "the old sessions symlink into the legacy root; only this link is removed, "
+    p.add(Action.UNLINK, link, "the old sessions symlink into the legacy root; only this link is removed, "
           "never its target", tree="codex", target=target)
     return {link}
 
@@ -470,14 +495,14 @@ def _plan_file(p: _Planner, tree: TreeConfig, f: LegacyFile, unlinking: set[str]
     full = os.path.join(tree.path, f.rel)
     st = _local(tree.path, f.rel, unlinking)
     if isinstance(st, str):
-        p.add(KEEP_LOCAL, full, st, tree=tree.name, source=f.src, kind=f.kind)
+        p.add(Action.KEEP_LOCAL, full, st, tree=tree.name, source=f.src, kind=f.kind)
     elif st is None:
-        op = {"dir": MKDIR, "symlink": LINK}.get(f.kind, COPY)
+        op = {"dir": Action.MKDIR, "symlink": Action.LINK}.get(f.kind, Action.COPY)
         p.add(op, full, "missing locally", tree=tree.name, source=f.src, kind=f.kind, size=f.size)
     elif _same(f, full, st):
         return 1
     else:
-        p.add(KEEP_LOCAL, full, f"local copy differs (local {_when(mtime_ns(st))}, legacy {_when(f.mtime_ns)}); "
+        p.add(Action.KEEP_LOCAL, full, f"local copy differs (local {_when(mtime_ns(st))}, legacy {_when(f.mtime_ns)}); "
               "the local path is kept, the legacy copy stays in place", tree=tree.name, source=f.src, kind=f.kind)
     return 0
 
@@ -511,26 +536,28 @@ def _plan_db(p: _Planner, tree: TreeConfig, rel: str, cands: list[DbCandidate], 
     if st is not None:
         local_problem = check_live_db(full, p.tmp)
         if local_problem is None:
-            p.add(KEEP_DB, full, "the local database passes quick_check; it is authoritative", tree=tree.name)
+            p.add(Action.KEEP_DB, full, "the local database passes quick_check; it is authoritative", tree=tree.name)
             for c in cands:
-                p.add(UNUSED_DB, c.path, "not needed: the local database is valid", tree=tree.name, kind=c.kind)
+                p.add(Action.UNUSED_DB, c.path, "not needed: the local database is valid", tree=tree.name, kind=c.kind)
             return
     chosen = None
     for c in cands:
         if chosen is not None:
-            p.add(UNUSED_DB, c.path, "not needed: a preferred copy is valid; left untouched", tree=tree.name, kind=c.kind)
+            p.add(Action.UNUSED_DB, c.path, "not needed: a preferred copy is valid; left untouched", tree=tree.name,
+                  kind=c.kind)
             continue
         try:
             with tempfile.TemporaryDirectory(dir=p.tmp) as private:
                 recover_db(c, private)
         except SnapshotFailed as err:
-            p.add(REJECT_DB, c.path, f"{err.detail}; left untouched", tree=tree.name, kind=c.kind)
+            p.add(Action.REJECT_DB, c.path, f"{err.detail}; left untouched", tree=tree.name, kind=c.kind)
             continue
         chosen = c
         if st is not None:
-            p.add(MOVE_DB, full, f"the local database fails quick_check ({local_problem}); moved aside, never deleted",
+            p.add(Action.MOVE_DB, full,
+                  f"the local database fails quick_check ({local_problem}); moved aside, never deleted",
                   tree=tree.name)
-        p.add(INSTALL_DB, full, "recovered from a private copy, backed up and quick_checked", tree=tree.name,
+        p.add(Action.INSTALL_DB, full, "recovered from a private copy, backed up and quick_checked", tree=tree.name,
               source=c.path, kind=c.kind)
     if chosen is None:
         local = "keeps its invalid database" if st is not None else "gets none"
@@ -543,19 +570,19 @@ def _plan_old_home(p: _Planner) -> None:
     for tree, rel, retire in OLD_HOME_DIRS:
         path = os.path.join(p.old_home, rel)
         if os.path.islink(path):
-            p.add(LEAVE, path, f"already a symlink to {os.readlink(path)}; left alone", tree=tree)
+            p.add(Action.LEAVE, path, f"already a symlink to {os.readlink(path)}; left alone", tree=tree)
         elif os.path.isdir(path) and (live := _live_overlap(path, p.live)):
-            p.add(LEAVE, path, f"it is (or holds) the live tree {live}; neither imported nor renamed", tree=tree)
+            p.add(Action.LEAVE, path, f"it is (or holds) the live tree {live}; neither imported nor renamed", tree=tree)
         elif not os.path.isdir(path):
             continue
         elif tree not in p.imports:
             why = f"the store already has tree {tree}" if tree in p.stored else f"tree {tree} is not imported"
-            p.add(LEAVE, path, f"{why}; left in place", tree=tree)
+            p.add(Action.LEAVE, path, f"{why}; left in place", tree=tree)
         elif retire:
-            p.add(RENAME, path, "imported; renamed (never deleted) as the rollback copy once the checkpoint "
+            p.add(Action.RENAME, path, "imported; renamed (never deleted) as the rollback copy once the checkpoint "
                   "verifies", tree=tree, target=retired_name(path))
         else:
-            p.add(LEAVE, path, "imported; kept in place as the rollback copy", tree=tree)
+            p.add(Action.LEAVE, path, "imported; kept in place as the rollback copy", tree=tree)
 
 
 def retired_name(path: str) -> str:
@@ -573,12 +600,12 @@ def _plan_leftovers(p: _Planner) -> None:
     known = {d for d, _ in LEGACY_TREES}
     for name in sorted(os.listdir(p.legacy_root)):
         if name not in known:
-            p.add(LEAVE, os.path.join(p.legacy_root, name), "not a harness tree journal knows; left in place")
+            p.add(Action.LEAVE, os.path.join(p.legacy_root, name), "not a harness tree journal knows; left in place")
     for tree in p.imports:
         if p.trees[tree].exclude:
-            p.add(LEAVE, p.trees[tree].path, f"legacy paths matching {', '.join(p.trees[tree].exclude)} are "
+            p.add(Action.LEAVE, p.trees[tree].path, f"legacy paths matching {', '.join(p.trees[tree].exclude)} are "
                   "excluded by the tree and stay in the legacy root", tree=tree)
     for name, what in OLD_LOCAL_DIRS.items():
         path = os.path.join(p.cfg.local or "", name)
         if p.cfg.local and os.path.isdir(path):
-            p.add(LEAVE, path, f"{what}; journal does not use it; left in place")
+            p.add(Action.LEAVE, path, f"{what}; journal does not use it; left in place")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import msgspec
 
 from ..atomic import makedirs, replace_file
-from ..errors import LocalWriteError
+from ..local.errors import LocalWriteError
 from ..format.model import BlobRef, decode, encode
 from ..format.objects import KIND_PAGEMAP
 from ..paths import MAPS_DIR, PRIVATE_DIR

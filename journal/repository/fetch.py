@@ -183,7 +183,7 @@ class RawReader:
 
     def __init__(self, repo):
         self.repo = repo
-        self.read_ahead = repo.store.read_ahead
+        self.read_ahead = repo.read_ahead
 
     def read_run(self, refs: list[BlobRef]) -> list:
         return self.repo.read_records(refs)

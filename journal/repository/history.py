@@ -38,9 +38,10 @@ def list_history(repo: Repository, limit: int | None = None) -> list[ManifestInf
 
     sizes = repo.manifest_sizes()
     expired = tombstoned_manifests(repo.store, repo.codec)
-    for seq, manifest, mid in repo.iter_manifests_desc(sorted(sizes)):
+    for read in repo.iter_manifests_desc(sorted(sizes)):
+        seq, manifest = read.seq, read.manifest
         if manifest is None:
-            out.append(ManifestInfo(seq=seq, error=str(mid), expired=expired.get(manifest_key(seq))))
+            out.append(ManifestInfo(seq=seq, error=str(read.error), expired=expired.get(manifest_key(seq))))
         else:
             out.append(ManifestInfo(
                 seq=seq, created=manifest.created, host=manifest.host,
@@ -63,7 +64,7 @@ def select_seqs(cache: "ManifestCache", at: Moment | None, seqs: list[int]) -> t
     no checkpoint the store holds, or a time before the oldest."""
     if at is None:
         return seqs, None
-    named = checkpoint_named(at, seqs, cache.is_fork, "restore", "--at")
+    named = checkpoint_named(at, seqs, cache.is_fork, at.op, at.flag)
     if named is not None:
         return [s for s in seqs if s <= named], at.seq
     keep = []
@@ -75,7 +76,7 @@ def select_seqs(cache: "ManifestCache", at: Moment | None, seqs: list[int]) -> t
         if manifest.created_ns <= at.last_ns:
             keep.append(seq)
     if not keep:
-        raise before_oldest("restore", "--at", at.text, seqs)
+        raise before_oldest(at.op, at.flag, at.text, seqs)
     return keep, None
 
 

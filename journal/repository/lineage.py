@@ -29,7 +29,7 @@ import os
 import msgspec
 
 from ..config import KeySource
-from ..errors import Downgraded, ForeignStore, HistoryLost, ManifestConflict, NoStore, StoreVanished
+from .errors import Downgraded, ForeignStore, HistoryLost, ManifestConflict, NoStore, StoreVanished
 from ..local.state import LocalState, read_state, read_store_mark
 from ..paths import STATE_FILE
 from .repository import Repository, manifest_key

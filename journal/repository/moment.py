@@ -41,6 +41,8 @@ class Moment(msgspec.Struct, frozen=True, kw_only=True):
     """A checkpoint or a time as a command line names it (``parse_moment``)."""
 
     text: str
+    op: str = ""                    # the command that read it, and the option it came in:
+    flag: str = ""                  # what a message about it names ("restore", "--at")
     seq: int | None = None          # a sequence number: that checkpoint
     back: int | None = None         # ``latest~N``: N main-line checkpoints before the newest
     first_ns: int | None = None     # a time: the first nanosecond it names (UTC)
@@ -52,15 +54,15 @@ def parse_moment(text: str, op: str, flag: str, now_ns: int | None = None) -> Mo
     naming ``op``, ``flag`` and what may be written for anything else."""
     word = text.strip()
     if word.isdigit():
-        return Moment(text=text, seq=int(word))
+        return Moment(text=text, op=op, flag=flag, seq=int(word))
     latest = _LATEST.fullmatch(word.lower())
     if latest is not None:
-        return Moment(text=text, back=int(latest.group(1) or 0))
+        return Moment(text=text, op=op, flag=flag, back=int(latest.group(1) or 0))
     span = _time_span(word, now_ns)
     if span is None:
         raise ConfigError(f"{op}: {flag} {text!r} is neither a sequence number nor an ISO-8601 time; write "
                           f"{GRAMMAR}")
-    return Moment(text=text, first_ns=span[0], last_ns=span[1])
+    return Moment(text=text, op=op, flag=flag, first_ns=span[0], last_ns=span[1])
 
 
 def parse_time(text: str, op: str, flag: str, now_ns: int | None = None) -> Moment:
@@ -72,7 +74,7 @@ def parse_time(text: str, op: str, flag: str, now_ns: int | None = None) -> Mome
         hint = f"; {word}s means {word} seconds ago" if word.isdigit() else ""
         raise ConfigError(f"{op}: {flag} {text!r} is neither an ISO-8601 time nor a duration; write "
                           f"{TIME_GRAMMAR}{hint}")
-    return Moment(text=text, first_ns=span[0], last_ns=span[1])
+    return Moment(text=text, op=op, flag=flag, first_ns=span[0], last_ns=span[1])
 
 
 def _time_span(word: str, now_ns: int | None) -> tuple[int, int] | None:

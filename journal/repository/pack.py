@@ -21,7 +21,8 @@ import msgspec
 
 from ..atomic import Writeback, makedirs
 from ..background import Background
-from ..errors import JournalError, KeyExists, LocalWriteError
+from ..errors import KeyExists
+from ..local.errors import LocalWriteError
 from ..localfs import clear_dir
 from ..format.codec import PLAIN, RECORD, Codec
 from ..format.model import PENDING_PACK, BlobRef, is_pending
@@ -299,10 +300,8 @@ class PackWriter:
         live file's: ``LocalWriteError``, naming the spool file (the caller aborts)."""
         try:
             yield
-        except OSError as err:
-            if not isinstance(err, JournalError):
-                err = LocalWriteError("write spool", err, self._path or self.spool_dir)
-            raise self._fail(err)   # a record may be half written: nothing more goes in
+        except OSError as err:  # a record may be half written: nothing more goes in
+            raise self._fail(LocalWriteError("write spool", err, self._path or self.spool_dir)) from err
 
     def _close_and_upload(self, last: bool = False) -> None:
         """Close the open pack and start its upload: in the upload threads, or in a

@@ -23,12 +23,13 @@ import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import msgspec
 
 from ..config import KeySource
-from ..errors import (ConfigError, CorruptObject, DamagedConfig, KeyExists, NoStore, NotAStore, NotEncrypted,
-                      ObjectNotFound, StoreError)
+from ..errors import ConfigError, CorruptObject, KeyExists, ObjectNotFound, StoreError
+from .errors import DamagedConfig, NoStore, NotAStore, NotEncrypted
 from ..format.codec import KEYS_PREFIX, PLAIN, RECORD, Codec
 from ..format.model import (ENCRYPTED_STORE_VERSION, PLAIN_STORE_VERSION, STORE_FORMAT, STORE_VERSION, BlobRef,
                             Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem)
@@ -155,6 +156,24 @@ def _not_a_store(store: Store, problem: str) -> StoreError:
     return DamagedConfig(store.location, f"{problem}, yet the store holds checkpoints, packs or inputs")
 
 
+class ManifestRead(NamedTuple):
+    """One manifest as ``Repository.iter_manifests_desc`` reads it: loaded, or why not."""
+
+    seq: int
+    manifest: Manifest | None               # None: it failed its checks or is gone (``error``)
+    outcome: str | CorruptObject | ObjectNotFound   # the manifest's id; else the error
+
+    @property
+    def id(self) -> str | None:
+        """The manifest's id; None when it could not be read."""
+        return None if self.manifest is None else self.outcome
+
+    @property
+    def error(self) -> CorruptObject | ObjectNotFound | None:
+        """Why the manifest could not be read; None when it was."""
+        return self.outcome if self.manifest is None else None
+
+
 class Repository:
     """A journal store opened for reading and writing."""
 
@@ -182,8 +201,8 @@ class Repository:
         with ``encrypt`` (``journal init --encrypt``) a ``ConfigError``.
         """
         if encrypt and key is None:
-            raise ConfigError("init --encrypt: no key is set; give --key-file PATH (created if absent), or set "
-                              "JOURNAL_KEY_FILE or JOURNAL_PASSPHRASE")
+            raise ConfigError("create encrypted store: no key is set; set JOURNAL_KEY_FILE or JOURNAL_PASSPHRASE, or "
+                              "name a key file (`journal init --encrypt --key-file PATH` creates it if absent)")
         try:
             info = cls._read_info(store, create, key)
         except DamagedConfig as err:
@@ -192,8 +211,8 @@ class Repository:
             return cls(store, None, config_problem=err.problem)
         if info.encryption is msgspec.UNSET:
             if encrypt:
-                raise ConfigError(f"init --encrypt: {store.location} is already a store, and not an encrypted one; "
-                                  "start an encrypted store at another location")
+                raise ConfigError(f"create encrypted store: {store.location} is already a store, and not an "
+                                  "encrypted one; start an encrypted store at another location")
             if key is not None:
                 raise NotEncrypted(store.location, key.describe())
             return cls(store, info)
@@ -305,7 +324,7 @@ class Repository:
             if kept is not None:
                 kept.put(ref, kind, payload)
             return payload, None
-        own_kind = parse_header(data, key=where)[0]
+        own_kind = parse_header(data, key=where).kind
         if isinstance(named, tuple):
             base_ref = BlobRef("", *named, 0)
         else:
@@ -334,7 +353,7 @@ class Repository:
             return got
         where = blob_location(ref)
         data = self.read_record(ref)
-        _kind, _raw, _stored, digest = parse_header(data, key=where)
+        digest = parse_header(data, key=where).id
         payload = decode_record(data, key=where, expect_id=ref.id or None, expect_kind=kind,
                                 expect_size=ref.size or None, codec=self.codec)
         whole = BlobRef(digest, ref.pack, ref.offset, ref.length, len(payload))
@@ -387,15 +406,15 @@ class Repository:
         return decode_record(self.codec.open(stored, RECORD, key), key=key, expect_kind=KIND_MANIFEST,
                              codec=self.codec)
 
-    def iter_manifests_desc(self, seqs: list[int] | None = None) -> Iterator[tuple[int, Manifest | None, str | Exception]]:
-        """Yield ``(seq, manifest, id)`` newest first; a bad one yields ``(seq, None, error)``."""
+    def iter_manifests_desc(self, seqs: list[int] | None = None) -> Iterator[ManifestRead]:
+        """Every manifest of ``seqs`` (default: all), newest first, each loaded or with its error."""
         for seq in reversed(self.manifest_seqs() if seqs is None else seqs):
             try:
                 manifest, mid = self.load_manifest(seq)
             except (CorruptObject, ObjectNotFound) as err:
-                yield seq, None, err
+                yield ManifestRead(seq, None, err)
                 continue
-            yield seq, manifest, mid
+            yield ManifestRead(seq, manifest, mid)
 
     def pack_sizes(self) -> dict[str, int]:
         """Every pack id in the store and its size in bytes (one listing)."""

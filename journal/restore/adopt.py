@@ -25,18 +25,17 @@ import stat
 
 import msgspec
 
-from ..errors import CorruptObject, ObjectNotFound, UnsafePath, describe_os_error
+from ..errors import CorruptObject, ObjectNotFound, StoreError
+from ..local.errors import UnsafePath
+from ..os_errors import describe_os_error
 from ..format.model import KIND_DIR, KIND_JSONL, KIND_SQLITE, Entry
 from ..local.state import FileState, TreeCache
 from ..local.under import dir_under
 from ..paths import shown
 from ..repository.history import ManifestCache
 from ..signatures import live_signature, signature
-from .entry import (COMPLETE, KEEP_EXTENDS, KEEP_NEWER, KEEP_VALID_DB, REPLACE, SAME, CheckDir, decide,
-                    move_aside)
-
-#: The action restore counts for a local path the adopted checkpoint does not hold.
-REMOVE = "remove"
+from .aside import move_aside
+from .entry import CheckDir, Verdict, decide
 
 
 def content(entry: Entry | None) -> tuple | None:
@@ -47,11 +46,13 @@ def content(entry: Entry | None) -> tuple | None:
 
 
 class LocalWork:
-    """Which paths of a scan are local work checkpoint ``onto`` lacks: a file (not a
-    directory) whose content is not what this disk's last checkpoint ``base`` held
-    (changed or new here), unless ``onto`` holds the same bytes, or, on a stale disk
-    (not ``exact``), a transcript of which one side is a complete-line prefix of the
-    other; and a file deleted here that ``onto`` still holds as ``base`` did."""
+    """Which paths of a scan are local work that checkpoint ``onto`` lacks.
+
+    Local work is a file (not a directory) changed or made here: its content is not
+    what this disk's last checkpoint ``base`` held. It is not work when ``onto`` holds
+    the same bytes, nor, on a stale disk (not ``exact``), when it is a transcript of
+    which one side is a complete-line prefix of the other. A file deleted here is work
+    when ``onto`` still holds it as ``base`` did."""
 
     def __init__(self, cache: ManifestCache, dests: dict[str, str], base: int, onto: int, exact: bool):
         self.cache, self.dests, self.base, self.onto, self.exact = cache, dests, base, onto, exact
@@ -108,18 +109,18 @@ class LocalWork:
             return False
         if content(stored) == content(live):
             return True
-        return live.kind != KIND_SQLITE and self._verdict(dest, stored) == SAME
+        return live.kind != KIND_SQLITE and self._verdict(dest, stored) == Verdict.SAME
 
     def _covers(self, dest: str, stored: Entry | None, live: Entry) -> bool:
         if self._same(dest, stored, live):
             return True
         return (not self.exact and stored is not None and stored.kind == live.kind == KIND_JSONL
-                and self._verdict(dest, stored) in (KEEP_EXTENDS, COMPLETE))
+                and self._verdict(dest, stored) in (Verdict.KEEP_EXTENDS, Verdict.COMPLETE))
 
-    def _verdict(self, dest: str, stored: Entry) -> str | None:
+    def _verdict(self, dest: str, stored: Entry) -> Verdict | None:
         try:
             return decide(dest, stored, self.check, None, self.cache.repo)
-        except (OSError, UnsafePath):   # cannot be read, or not safely: it counts as work
+        except (OSError, StoreError, UnsafePath):   # cannot be read (nor its stored copy), or not safely: work
             return None
 
 
@@ -132,16 +133,16 @@ class Adopt(msgspec.Struct, kw_only=True):
     exact: bool
     fork: int | None = None
 
-    def overrule(self, dest: str, entry: Entry, action: str, known: FileState | None) -> str:
+    def overrule(self, dest: str, entry: Entry, action: Verdict, known: FileState | None) -> Verdict:
         """Restore's verdict for ``entry`` when adopting: a kept local file is replaced, and
         so is a file with the checkpoint's bytes and another mode (the scan's ``known``)."""
-        if action == KEEP_VALID_DB and _unchanged(dest, entry, known):
-            return SAME
-        if action == SAME and entry.kind not in (KIND_DIR, KIND_SQLITE) and known is not None \
+        if action == Verdict.KEEP_VALID_DB and _unchanged(dest, entry, known):
+            return Verdict.SAME
+        if action == Verdict.SAME and entry.kind not in (KIND_DIR, KIND_SQLITE) and known is not None \
                 and known.entry.mode != entry.mode:
-            return REPLACE
-        if action in (KEEP_NEWER, KEEP_VALID_DB) or (self.exact and action == KEEP_EXTENDS):
-            return REPLACE
+            return Verdict.REPLACE
+        if action in (Verdict.KEEP_NEWER, Verdict.KEEP_VALID_DB) or (self.exact and action == Verdict.KEEP_EXTENDS):
+            return Verdict.REPLACE
         return action
 
     def remove_extras(self, dest: str, known: dict[str, FileState], keep: set[str], aside: str,

@@ -1,15 +1,16 @@
 """Putting one entry on local disk: path safety, the keep-or-replace rule, the write.
 
-The rule (docs/design.md §1, requirement 5: a hot restart never restores older over newer):
+The rule (docs/design.md §1, requirement 5: a hot restart never restores older over newer);
+each case is a ``Verdict``:
 
-* a missing path is written;
-* a local file with the checkpointed size and mtime, or the same bytes, is left alone;
-* a JSONL file whose local bytes extend the checkpointed bytes is kept;
+* a missing path is written (``WRITE``);
+* a local file with the checkpointed size and mtime, or the same bytes, is left alone (``SAME``);
+* a JSONL file whose local bytes extend the checkpointed bytes is kept (``KEEP_EXTENDS``);
 * a JSONL file whose local bytes are a strict prefix of the checkpointed bytes is
-  completed from the checkpoint, whatever its mtime (it loses no local byte);
-* a local path newer than the checkpoint is kept;
-* anything else is replaced atomically: staged in full to a temp file, made durable,
-  then renamed (``restore/publish.py``).
+  completed from the checkpoint, whatever its mtime (``COMPLETE``: no local byte is lost);
+* a local path newer than the checkpoint is kept (``KEEP_NEWER``);
+* anything else is replaced atomically (``REPLACE``): staged in full to a temp file,
+  made durable, then renamed (``restore/publish.py``).
 
 Blobs are read and verified as they are written to the temp file, so a corrupt blob
 aborts before any byte reaches the live path. A file's whole chunks of zeros are not
@@ -18,6 +19,7 @@ read and not written: they are holes in the new file (``local/sparse.py``).
 
 from __future__ import annotations
 
+import enum
 import errno
 import fcntl
 import os
@@ -26,41 +28,77 @@ from collections.abc import Iterable
 
 import msgspec
 
-from ..atomic import Writeback, fsync_dir, makedirs, start_writeback
+from ..atomic import Writeback, makedirs, start_writeback
 from .publish import Staged
-from ..errors import CorruptObject, LocalWriteError, ObjectNotFound, SnapshotFailed, UnsafePath, naming
+from .reads import BlobReads, StagingReads
+from ..errors import CorruptObject, ObjectNotFound, StoreError
+from ..local.errors import LocalWriteError, UnsafePath
+from ..os_errors import naming
+from ..sqlite.errors import SnapshotFailed
 from ..format.codec import PLAIN, Codec
 from ..format.segments import anchor_refs
 from ..repository.segments import chunk_reader, decode_blobs, read_blobs, read_segment
 from ..format.model import KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SQLITE, KIND_SYMLINK, Entry
 from ..format.objects import CHUNK_BYTES
-from ..presets import SQLITE_COMPANIONS
 from ..local.sparse import zero_chunk_id
 from ..local.tree_tmp import TreeTmp
-from ..local.under import dir_under, make_under, sync
+from ..local.under import dir_under, make_under
 from ..local.treepath import path_problem, target_problem
-from ..paths import PRIVATE_DIR, shown
+from ..paths import PRIVATE_DIR
 from ..signatures import live_signature, mtime_ns
 
-WRITE, REPLACE, COMPLETE, SAME, KEEP_NEWER, KEEP_EXTENDS, KEEP_CONFLICT, KEEP_VALID_DB, KEEP_UNREADABLE = (
-    "write", "replace", "complete-prefix", "same", "keep-newer", "keep-extends", "keep-conflict", "keep-valid-db",
-    "keep-unreadable")
-#: A path that is not on disk and that restore cannot create (past the path length
-#: limits): it is lost, and the restore incomplete.
-CANNOT_CREATE = "cannot-create"
-#: An entry restore refuses (``refused_paths``, a local parent that is a symlink): lost.
-REFUSED = "refused"
-WRITES = (WRITE, REPLACE, COMPLETE)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..local.state import FileState
+
+
+
+class Verdict(enum.StrEnum):
+    """What restore does with one path. ``TreeRestore.actions`` counts paths by
+    verdict, and ``--json`` shows these values: users' scripts read them, so a value
+    never changes."""
+
+    #: Nothing is there: written.
+    WRITE = "write"
+    #: Older local content: replaced atomically.
+    REPLACE = "replace"
+    #: A local transcript that is a strict prefix of the checkpoint's: completed.
+    COMPLETE = "complete-prefix"
+    #: The checkpoint's content is there already: left alone.
+    SAME = "same"
+    #: A local path newer than the checkpoint: kept.
+    KEEP_NEWER = "keep-newer"
+    #: A local transcript that extends the checkpoint's bytes: kept.
+    KEEP_EXTENDS = "keep-extends"
+    #: A file where a directory belongs, or a directory where a file belongs: kept.
+    KEEP_CONFLICT = "keep-conflict"
+    #: A valid local database that is not the checkpoint's: kept (design §7).
+    KEEP_VALID_DB = "keep-valid-db"
+    #: A local path that cannot be read: kept, never written over.
+    KEEP_UNREADABLE = "keep-unreadable"
+    #: Not on disk, and past the path length limits here: lost (the restore is incomplete).
+    CANNOT_CREATE = "cannot-create"
+    #: Refused (``refused_paths``, a local parent that is a symlink): lost.
+    REFUSED = "refused"
+    #: Adopting a checkpoint: a local path it does not hold, taken out (``restore/adopt.py``).
+    REMOVE = "remove"
+    #: A rolled-back tree whose checkpoint gc deleted since: left as it is (``restore/run.py``).
+    KEEP_ROLLED_BACK = "keep-rolled-back"
+
+
+#: The verdicts that write the entry.
+WRITES = frozenset({Verdict.WRITE, Verdict.REPLACE, Verdict.COMPLETE})
 #: The most pieces one ``writev`` takes (Linux's ``IOV_MAX``).
 IOV_MAX = 1024
 
 
 def refused_paths(entries: list[Entry]) -> dict[str, str]:
-    """The entries restore refuses, each with why: a path the path rule refuses
-    (``local/treepath.py``), a path through a symlink entry or inside another entry that is
-    not a directory, a symlink target that cannot be made. Every other entry is fine,
-    whatever these are. (A path too long under this tree's root is found by ``decide``:
-    lost when nothing is there, else kept.)"""
+    """The entries restore refuses, each with why. Every other entry is restored.
+
+    Restore refuses a path the path rule refuses (``local/treepath.py``), a symlink
+    whose target it cannot make, and a path under another entry that is not a
+    directory (a symlink, a file). A path too long for this tree's root is not refused
+    here: ``decide`` finds it."""
     others = {e.path: e.kind for e in entries if e.kind != KIND_DIR}
     refused = {}
     for e in entries:
@@ -97,13 +135,14 @@ def inside_problem(parent: str, kind: str) -> str:
 
 
 def ensure_parents(root: str, path: str, known: set[str] | None = None, created: list[str] | None = None) -> None:
-    """Create the parents of ``root/path``; refuse any existing parent that is a symlink.
+    """Create the missing parents of ``root/path``. Raise ``UnsafePath`` when an
+    existing parent is a symlink or not a directory.
 
-    ``known`` holds directories already checked (or made) by this caller, so each is
-    looked at once per tree; ``created`` receives each directory this call made. The
-    missing ones are made through descriptors from the root (``local/under.py``): a
-    directory on the way swapped for a symlink after it was looked at is refused, and
-    nothing is made outside the tree.
+    ``known`` holds the directories this caller already checked or made: each is
+    looked at once per tree. ``created`` receives each directory this call made.
+    Missing directories are made through descriptors from the root (``local/under.py``),
+    so nothing is made outside the tree, even when a directory is swapped for a symlink
+    meanwhile.
     """
     parts = path.split("/")[:-1]
     current = root
@@ -124,41 +163,51 @@ def ensure_parents(root: str, path: str, known: set[str] | None = None, created:
             known.add(current)
 
 
-#: ``parent_kind``'s answers.
-MISSING, DIRECTORY, SYMLINK, OTHER, UNKNOWN = "missing", "directory", "symlink", "other", "unknown"
+class Parents(enum.Enum):
+    """What stands where a path's parents belong (``parent_kind``)."""
+
+    #: Every parent is a directory.
+    DIRECTORY = "directory"
+    #: The first parent that is not a directory is a symlink.
+    SYMLINK = "symlink"
+    #: The first parent that is not a directory is something else (a file).
+    OTHER = "other"
+    #: Some parent is missing.
+    MISSING = "missing"
+    #: Some parent cannot be looked at (a path too long, a directory that cannot be searched).
+    UNKNOWN = "unknown"
 
 
-def parent_kind(root: str, path: str, seen: dict[str, str]) -> str:
-    """What stands where ``path``'s parents belong, looked at without following any
-    link: ``SYMLINK`` or ``OTHER`` for the first parent that is not a directory, else
-    ``MISSING`` (some parent is missing), ``UNKNOWN`` (one cannot be looked at: a path
-    too long, a directory that cannot be searched) or ``DIRECTORY``. ``seen`` caches
-    answers per parent for one tree."""
+def parent_kind(root: str, path: str, seen: dict[str, Parents]) -> Parents:
+    """What stands where ``path``'s parents belong, looked at without following a link.
+    ``seen`` caches the answer for each parent, for one tree."""
     parent = path.rpartition("/")[0]
     if not parent:
-        return DIRECTORY
+        return Parents.DIRECTORY
     kind = seen.get(parent)
     if kind is None:
         kind = parent_kind(root, parent, seen)
-        if kind == DIRECTORY:
+        if kind is Parents.DIRECTORY:
             try:
                 mode = os.lstat(os.path.join(root, parent)).st_mode
             except FileNotFoundError:
-                kind = MISSING
+                kind = Parents.MISSING
             except OSError:
-                kind = UNKNOWN  # the entry's own lookup says what it can (``decide``)
+                kind = Parents.UNKNOWN  # the entry's own lookup says what it can (``decide``)
             else:
-                kind = DIRECTORY if stat_mod.S_ISDIR(mode) else SYMLINK if stat_mod.S_ISLNK(mode) else OTHER
+                kind = Parents.DIRECTORY if stat_mod.S_ISDIR(mode) else \
+                    Parents.SYMLINK if stat_mod.S_ISLNK(mode) else Parents.OTHER
         seen[parent] = kind
     return kind
 
 
 class CheckDir:
-    """The private directory a restore copies live databases into to check them
-    (``check_live_db``), outside every tree: made (mode 0700, a new name) under
-    ``parent`` the first time a database needs it, never when none does (a restore
-    into an empty directory); ``parent`` None is the system's temp directory (a dry
-    run creates nothing in the state directory). ``cleanup`` removes it and what it
+    """The private directory where restore copies live databases to check them
+    (``check_live_db``). It is outside every tree.
+
+    It is made (mode 0700, a new name) under ``parent`` when the first database needs
+    it, and never when none does. ``parent`` None means the system's temp directory: a
+    dry run creates nothing in the state directory. ``cleanup`` removes it and what it
     holds."""
 
     def __init__(self, parent: str | None):
@@ -193,79 +242,84 @@ class CheckDir:
                 pass   # removed meanwhile: nothing left to clean
 
 
-def decide(root: str, entry: Entry, check_dir: CheckDir, parents: dict[str, str] | None = None,
-           reader=None, known=None) -> str:
-    """What restore does with ``entry`` given what is on disk now. A live database is
-    checked through a private copy in ``check_dir`` (``CheckDir``, outside the tree), unless the local
-    state's ``known`` view of it (a ``FileState``) is this very entry and its live
-    signature is unchanged since: then it is the checkpoint's copy (``SAME``). ``parents``
-    caches ``parent_kind`` for the tree; ``reader`` (a Repository) reads the one segment
-    a shorter local transcript ends in, and its codec makes the ids local bytes are
-    compared by. Raises ``UnsafePath`` when a local parent of the
-    entry is a symlink: nothing is read, moved or written through one. A path too long
-    to look at or create is ``CANNOT_CREATE`` when nothing is there. Raises ``OSError``
-    when the local path exists, or may, but cannot be looked at (permissions, an I/O
-    error, a path too long): the caller keeps it (``KEEP_UNREADABLE``)."""
+def decide(root: str, entry: Entry, check_dir: CheckDir, parents: dict[str, Parents] | None = None,
+           reader: BlobReads | None = None, known: FileState | None = None) -> Verdict:
+    """What restore does with ``entry``, given what is on disk now (see the module docstring).
+
+    ``reader`` reads the last segment of a shorter local transcript; its codec makes
+    the ids that local bytes are compared by. Without it, no transcript is completed
+    and a live database is only checked for validity. ``parents`` caches
+    ``parent_kind`` for the tree.
+
+    A live database is checked through a private copy in ``check_dir``. When ``known``
+    (the local state's view of the path) is this very entry, and the live signature
+    has not changed since, the database is the checkpoint's copy: ``SAME``.
+
+    A path too long to look at or create is ``CANNOT_CREATE`` when nothing is there.
+    Raises ``UnsafePath`` when a local parent is a symlink: nothing is read, moved or
+    written through one. Raises ``OSError`` when the local path may exist but cannot
+    be looked at; the caller keeps it (``KEEP_UNREADABLE``).
+    """
     kind = parent_kind(root, entry.path, {} if parents is None else parents)
-    if kind == SYMLINK:
+    if kind is Parents.SYMLINK:
         parts = entry.path.split("/")
         link = next((p for p in ("/".join(parts[:i]) for i in range(1, len(parts)))
                      if os.path.islink(os.path.join(root, p))), entry.path.rpartition("/")[0])
         raise UnsafePath(entry.path, f"the local parent {link!r} is a symlink (symlinks are never followed)")
-    if kind == OTHER:
-        return KEEP_CONFLICT  # a local file where the entry's parent directory belongs
+    if kind is Parents.OTHER:
+        return Verdict.KEEP_CONFLICT  # a local file where the entry's parent directory belongs
     full = os.path.join(root, entry.path)
     try:
         st = os.lstat(full)
     except FileNotFoundError:
-        return WRITE
+        return Verdict.WRITE
     except NotADirectoryError:
-        return KEEP_CONFLICT  # a local file where the entry's parent directory belongs
+        return Verdict.KEEP_CONFLICT  # a local file where the entry's parent directory belongs
     except OSError as err:
         if err.errno == errno.ENAMETOOLONG and _absent(root, entry.path):
-            return CANNOT_CREATE
+            return Verdict.CANNOT_CREATE
         raise
     if entry.kind == KIND_DIR:
-        return SAME if stat_mod.S_ISDIR(st.st_mode) else KEEP_CONFLICT
+        return Verdict.SAME if stat_mod.S_ISDIR(st.st_mode) else Verdict.KEEP_CONFLICT
     if stat_mod.S_ISDIR(st.st_mode):
-        return KEEP_CONFLICT  # never replace a directory (and what is in it) with a file
+        return Verdict.KEEP_CONFLICT  # never replace a directory (and what is in it) with a file
     if entry.kind == KIND_SQLITE and stat_mod.S_ISREG(st.st_mode):
         if known is not None and known.entry == entry and known.sig is not None \
                 and tuple(known.sig) == live_signature(full):
-            return SAME
+            return Verdict.SAME
         return _judge_live_db(full, entry, check_dir, reader)
     if entry.kind == KIND_SYMLINK:
         if stat_mod.S_ISLNK(st.st_mode) and os.readlink(full) == entry.target:
-            return SAME
+            return Verdict.SAME
     elif stat_mod.S_ISREG(st.st_mode):
         codec = PLAIN if reader is None else reader.codec
         if st.st_size == entry.size and (mtime_ns(st) == entry.mtime_ns or _same_bytes(full, entry, codec)):
-            return SAME
+            return Verdict.SAME
         if entry.kind == KIND_JSONL and st.st_size > entry.size and _same_bytes(full, entry, codec):
-            return KEEP_EXTENDS
+            return Verdict.KEEP_EXTENDS
         if entry.kind == KIND_JSONL and st.st_size < entry.size and reader is not None \
                 and _is_prefix(full, entry, reader):
-            return COMPLETE  # an append-only transcript: its content, not its mtime, decides
+            return Verdict.COMPLETE  # an append-only transcript: its content, not its mtime, decides
     if st.st_mtime_ns > entry.mtime_ns:
-        return KEEP_NEWER
-    return REPLACE
+        return Verdict.KEEP_NEWER
+    return Verdict.REPLACE
 
 
-def _judge_live_db(full: str, entry: Entry, check_dir: CheckDir, reader) -> str:
-    """A live database the local state does not vouch for: ``REPLACE`` when it is invalid;
-    ``SAME`` when it is valid and its pages are the checkpoint's (its file changed, not its
-    content: an application that closed it after the checkpoint wrote its WAL back);
-    else ``KEEP_VALID_DB``, which restore says (design §7)."""
+def _judge_live_db(full: str, entry: Entry, check_dir: CheckDir, reader: BlobReads | None) -> Verdict:
+    """A live database the local state does not vouch for. ``REPLACE`` when it is
+    invalid. ``SAME`` when it is valid and holds the checkpoint's pages: its file
+    changed, not its content (an application closed it after the checkpoint and wrote
+    its WAL back). Else ``KEEP_VALID_DB``, which restore reports (design §7)."""
     from ..sqlite.snapshot import check_live_copy
 
     same = None if reader is None else (lambda copy: _holds_snapshot(copy, entry, reader, check_dir.path()))
     problem, held = check_live_copy(full, check_dir.path(), same)
     if problem is not None:
-        return REPLACE
-    return SAME if held else KEEP_VALID_DB
+        return Verdict.REPLACE
+    return Verdict.SAME if held else Verdict.KEEP_VALID_DB
 
 
-def _holds_snapshot(copy: str, entry: Entry, reader, tmp_dir: str) -> bool:
+def _holds_snapshot(copy: str, entry: Entry, reader: BlobReads, tmp_dir: str) -> bool:
     """Whether the checked copy of a live database holds the pages of ``entry``'s
     snapshot: backed up as a checkpoint backs a database up (``snapshot_db``), each page
     hashed as a checkpoint hashes it, compared with the ids the snapshot's page maps
@@ -277,7 +331,7 @@ def _holds_snapshot(copy: str, entry: Entry, reader, tmp_dir: str) -> bool:
     try:
         snap = load_snapshot(entry.refs, lambda ref: reader.read_blob(ref, KIND_PAGEMAP))
         staging, ids = snapshot_db(copy, tmp_dir, lambda path: _page_ids(path, snap.page_size, reader.codec))
-    except (CorruptObject, ObjectNotFound, SnapshotFailed, OSError):
+    except (CorruptObject, ObjectNotFound, StoreError, SnapshotFailed, OSError):
         return False
     remove_staging(staging)
     return ids == [loc.id for loc in snap.pages]
@@ -290,10 +344,12 @@ def _page_ids(path: str, page_size: int, codec: Codec) -> list[str]:
 
 
 def _absent(root: str, path: str) -> bool:
-    """Whether ``root/path`` is certainly not on disk, looked up one name at a time from
-    ``root`` (so a path past ``PATH_MAX`` can be looked at): a name on the way is missing,
-    or longer than any file system holds. False when it is there, or when that cannot be
-    told (a directory that cannot be searched, a symlink or a file on the way)."""
+    """Whether ``root/path`` is certainly not on disk: a name on the way is missing, or
+    longer than any file system holds. False when it is there, and when that cannot be
+    told (a directory that cannot be searched, a symlink or a file on the way).
+
+    It is looked up one name at a time from ``root``, so a path past ``PATH_MAX`` can be
+    looked at."""
     *parents, name = path.split("/")
     try:
         fd = os.open(root, os.O_PATH | os.O_DIRECTORY)
@@ -347,7 +403,7 @@ def _open_local(full: str) -> int | None:
         raise
 
 
-def _is_prefix(full: str, entry: Entry, reader) -> bool:
+def _is_prefix(full: str, entry: Entry, reader: BlobReads) -> bool:
     """True when the local file's bytes are the first bytes of the entry's: segments the
     file holds whole are compared by id, the one it ends inside by its bytes, read from
     the store and verified. A segment that cannot be read proves nothing (False); a
@@ -375,14 +431,17 @@ def _is_prefix(full: str, entry: Entry, reader) -> bool:
         os.close(fd)
 
 
-def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable[bytes] | None = None) -> Staged:
+def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader: StagingReads,
+                records: Iterable[bytes] | None = None) -> Staged:
     """Write ``entry`` (not a directory) in full to a new file in the tree's temp
-    directory ``tmp``, from ``reader`` (a Repository), or from ``records``: its blobs as
-    stored, already read (each is verified here, segment deltas against their anchor).
-    Its live path is not touched (see ``restore/publish.py``).
+    directory ``tmp``. Its live path is not touched (``restore/publish.py`` renames it).
 
-    Raises CorruptObject/ObjectNotFound on a bad blob, after removing the temp file.
-    Safe to call from several threads at once.
+    The blobs come from ``reader``, or from ``records``: the entry's blobs as stored,
+    already read together with other files'. Each blob is verified here, a segment
+    delta against its anchor.
+
+    Raises CorruptObject or ObjectNotFound on a bad blob, after removing the temp
+    file. Safe to call from several threads at once.
     """
     full = os.path.join(root, entry.path)
     if entry.kind == KIND_SQLITE:
@@ -410,7 +469,7 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader, records: Iterable
             if holes is not None:
                 os.ftruncate(fd, entry.size)   # a hole at the end too
                 pacer.skipped(entry.size - pacer.size)
-            os.fchmod(fd, entry.mode & FILE_MODE_BITS)
+            os.fchmod(fd, entry.mode & RESTORED_MODE_BITS)
             os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
             start_writeback(fd)
     except BaseException:
@@ -430,7 +489,7 @@ def _holes(entry: Entry, codec: Codec) -> list[bool] | None:
     return holes if any(holes) else None
 
 
-def _verify_zero_chunks(entry: Entry, holes: list[bool], reader) -> None:
+def _verify_zero_chunks(entry: Entry, holes: list[bool], reader: StagingReads) -> None:
     """Read and verify each stored copy of the zero chunk ``entry`` names (once each,
     however many holes name it): a hole is written from the chunk's id, but every object
     a restore relies on is verified on read (a damaged or crafted copy is refused)."""
@@ -460,7 +519,7 @@ def _gaps(holes: list[bool] | None, chunks: int) -> list[int]:
     return out
 
 
-def _stage_db(full: str, tmp: TreeTmp, entry: Entry, reader) -> Staged:
+def _stage_db(full: str, tmp: TreeTmp, entry: Entry, reader: StagingReads) -> Staged:
     """Rebuild a database into a new temp file, with its mode and mtime, durable and
     quick_checked (``build_db``)."""
     from ..sqlite.rebuild import build_db, install_db  # sqlite3 is imported only when needed
@@ -501,140 +560,30 @@ def _write_all(fd: int, payload: bytes | list) -> int:
     return total
 
 
-def move_aside(root: str, entry: Entry, aside_dir: str) -> str:
-    """Move an invalid local database and its companions into ``aside_dir``; never
-    delete. They are taken from their directory as reached from the root without a
-    symlink (``local/under.py``), so nothing outside the tree is ever moved. The first
-    name there is renamed; where that crosses filesystems (``EXDEV``: another
-    filesystem, or a bind mount of the same one) every name is copied instead, and a
-    companion that is neither a file, a symlink nor a FIFO then refuses the move
-    before anything moves. ``UnsafePath`` when something changes under the move
-    (another process); what was moved so far stays in ``aside_dir``."""
-    directory, name = os.path.split(entry.path)
-    target = os.path.join(aside_dir, entry.path)
-    made = makedirs(os.path.dirname(target), 0o700)
-    with dir_under(root, directory) as parent:
-        there = []
-        for suffix in ("",) + SQLITE_COMPANIONS:
-            try:
-                there.append((suffix, os.stat(name + suffix, dir_fd=parent, follow_symlinks=False)))
-            except FileNotFoundError:
-                continue
-        copy = False
-        for i, (suffix, st) in enumerate(there):
-            if not copy:
-                try:
-                    os.replace(name + suffix, target + suffix, src_dir_fd=parent)
-                    continue
-                except FileNotFoundError:
-                    continue  # gone meanwhile (SQLite's last close removes its -wal and -shm)
-                except OSError as err:
-                    if err.errno != errno.EXDEV:
-                        raise
-                copy = True
-                odd = [(s, t) for s, t in there[i:] if not _copyable(t.st_mode)]
-                if odd:
-                    moved = " (nothing was)" if i == 0 else f" (the rest is in {shown(os.path.dirname(target))})"
-                    raise UnsafePath(entry.path + odd[0][0], f"it is {_kind(odd[0][1].st_mode)}, and moving aside "
-                                                            f"to {shown(aside_dir)} is a copy here: not moved{moved}")
-            _copy_aside(parent, name + suffix, st, target + suffix, entry.path + suffix)
-        fsync_dir(os.path.dirname(target))  # the names' new place first, then their old one
-        for path in made:
-            fsync_dir(os.path.dirname(path))
-        sync(parent)
-    return target
-
-
-def _copyable(mode: int) -> bool:
-    return stat_mod.S_ISREG(mode) or stat_mod.S_ISLNK(mode) or stat_mod.S_ISFIFO(mode)
-
-
-def _kind(mode: int) -> str:
-    return "a directory" if stat_mod.S_ISDIR(mode) else "a socket" if stat_mod.S_ISSOCK(mode) else \
-        "a device" if stat_mod.S_ISCHR(mode) or stat_mod.S_ISBLK(mode) else "a special file"
-
-
-def _copy_aside(parent: int, name: str, st: os.stat_result, dst: str, shown_path: str) -> None:
-    """Copy ``name`` (in the directory ``parent``, as ``st`` saw it) to ``dst`` on
-    another filesystem, fsync, then unlink it: a symlink as a symlink, a FIFO as a new
-    FIFO (never opened: it would block), a file's bytes read through a descriptor
-    opened without blocking and checked to be that file, and unlinked only if nothing
-    changed it while it was copied (a writer's new bytes are never deleted). A name
-    gone meanwhile is skipped; anything else changing under the copy is ``UnsafePath``
-    (the name is left in place)."""
-    def changed(why: str) -> UnsafePath:
-        return UnsafePath(shown_path, f"{why}: another process is writing the tree; it is left in place, and "
-                                      f"what was moved aside so far is in {shown(os.path.dirname(dst))}")
-    try:
-        if stat_mod.S_ISLNK(st.st_mode):
-            os.symlink(os.readlink(name, dir_fd=parent), dst)
-        elif stat_mod.S_ISFIFO(st.st_mode):
-            os.mkfifo(dst, stat_mod.S_IMODE(st.st_mode))
-        elif stat_mod.S_ISREG(st.st_mode):
-            if not _copy_file(parent, name, st, dst):
-                raise changed("it changed while it was copied aside")
-        else:
-            raise changed(f"it became {_kind(st.st_mode)}")
-        now = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    except OSError as err:
-        if err.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise changed(f"it changed while it was moved aside ({err.strerror})") from err
-        raise
-    if _stamp(now) != _stamp(st):
-        raise changed("it changed while it was copied aside")
-    os.unlink(name, dir_fd=parent)
-
-
-def _stamp(st: os.stat_result) -> tuple:
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def _copy_file(parent: int, name: str, st: os.stat_result, dst: str) -> bool:
-    """Copy the regular file ``name`` to ``dst``; False when it is not the file ``st``
-    saw, before or after the copy."""
-    src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
-    try:
-        if not stat_mod.S_ISREG(os.fstat(src).st_mode) or _stamp(os.fstat(src)) != _stamp(st):
-            return False
-        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      stat_mod.S_IMODE(st.st_mode))
-        try:
-            while chunk := os.read(src, 1 << 20):
-                os.write(out, chunk)  # (a regular file: writes are whole)
-            os.fsync(out)
-        finally:
-            os.close(out)
-        if _stamp(os.fstat(src)) != _stamp(st):
-            return False
-    finally:
-        os.close(src)
-    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
-    return True
-
-
-#: The mode bits a restored file gets: never setuid or setgid. A store's bytes are only
-#: as trusted as whoever could write it, and a restore run as root would otherwise make
-#: any file it names a setuid-root program (``cp`` and ``tar`` drop them the same way).
-FILE_MODE_BITS = 0o1777
+#: The mode bits restore sets, on a file it writes or a directory it changes: never
+#: setuid or setgid. A store is only as trusted as whoever could write it: a restore
+#: run as root would otherwise make any file it names a setuid-root program (``cp``
+#: and ``tar`` drop these bits the same way). The sticky bit stays (design §12).
+RESTORED_MODE_BITS = 0o1777
 
 
 def finish_dirs(root: str, entries: list[Entry]) -> list[str]:
-    """Apply directory modes last (deepest first), so read-only dirs do not block writes.
+    """Apply directory modes last, deepest first, so a read-only directory does not
+    block the writes into it. Returns the directories whose mode changed.
 
-    Returns the directories whose mode changed. A path that is not a directory on disk
-    (a kept conflict, a symlink) is left alone: each directory is reached from the root
-    one name at a time without following a link (``local/under.py``), and its mode set
-    through its own descriptor (for a directory its owner may not read, an ``O_PATH``
-    one, through ``/proc/self/fd``).
+    A directory already at its entry's mode is left alone. Any other gets the entry's
+    mode without setuid and setgid (``RESTORED_MODE_BITS``), as a restored file does.
+
+    Each directory is reached from the root one name at a time, never through a link
+    (``local/under.py``), and its mode is set through its own descriptor. A path that
+    is not a directory on disk (a kept conflict, a symlink) is left alone.
     """
     changed = []
     for e in sorted((e for e in entries if e.kind == KIND_DIR), key=lambda e: e.path, reverse=True):
         try:
             with dir_under(root, e.path) as fd:
-                mode = e.mode & 0o7777
-                if stat_mod.S_IMODE(os.fstat(fd).st_mode) != mode:
+                mode = e.mode & RESTORED_MODE_BITS
+                if stat_mod.S_IMODE(os.fstat(fd).st_mode) not in (mode, e.mode & 0o7777):
                     if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_PATH:
                         os.chmod(f"/proc/self/fd/{fd}", mode)  # the directory the descriptor holds, never a link
                     else:

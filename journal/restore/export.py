@@ -28,7 +28,7 @@ import stat as stat_mod
 import msgspec
 
 from ..config import TREE_NAME
-from ..errors import ExportNotEmpty
+from .errors import ExportNotEmpty
 from ..local.tree_tmp import PREFIX as TMP_PREFIX, TreeTmp
 
 MARK = ".journal-export"
@@ -68,19 +68,19 @@ def check_export_dir(to: str, replace: bool) -> list[str]:
     except FileNotFoundError:
         return []
     except NotADirectoryError:
-        raise ExportNotEmpty(to, "not a directory; choose another --to") from None
+        raise ExportNotEmpty(to, "not a directory; choose another directory") from None
     if not names:
         return []
     mark = read_mark(to)
     if not replace:
         if mark is not None:
             what = "an interrupted export" if not mark.complete else f"the export of checkpoint {mark.seq}"
-            raise ExportNotEmpty(to, f"already holds {what}; add --replace to replace it, "
+            raise ExportNotEmpty(to, f"already holds {what}; replace it (`journal restore --to DIR --replace`), "
                                      "or choose an empty or new directory")
         raise ExportNotEmpty(to, f"not empty ({len(names)} entries, e.g. {names[0]!r}); "
                                  "choose an empty or new directory")
     if mark is None:
-        raise ExportNotEmpty(to, f"holds no journal export ({MARK} is missing or unreadable), so --replace "
+        raise ExportNotEmpty(to, f"holds no journal export ({MARK} is missing or unreadable), so replacing it "
                                  "would delete files journal did not write; choose an empty or new directory")
     ours = set(mark.trees) | {MARK}
     # journal's temp directory, as a killed export left it: never removed here (the
@@ -88,7 +88,8 @@ def check_export_dir(to: str, replace: bool) -> list[str]:
     foreign = [name for name in names if name not in ours and not name.startswith(TMP_PREFIX)]
     if foreign:
         raise ExportNotEmpty(to, f"{os.path.join(to, foreign[0])} was not written by the export there; "
-                                 "--replace deletes only an export's own trees: move it away or choose another --to")
+                                 "a replace deletes only an export's own trees: move it away or choose another "
+                                 "directory")
     return [name for name in mark.trees if name in names]
 
 

@@ -33,7 +33,8 @@ import os
 from collections.abc import Callable
 
 from ..atomic import fsync_dir
-from ..errors import UnsafePath, naming
+from ..local.errors import UnsafePath
+from ..os_errors import naming
 from ..localfs import observe
 
 #: A batch is flushed once its staged files hold this many bytes or this many files.

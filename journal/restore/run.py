@@ -1,4 +1,13 @@
-"""The restore operation: newest valid manifest -> live trees (or ``--to DIR``: ``restore/export.py``).
+"""The restore operation: the newest valid manifest -> the trees of one target.
+
+A restore has one target per mode (``Target``):
+
+* ``LiveTarget``: the configured live trees. Newer local state is kept, where this
+  disk stands decides what is adopted, and the local state is saved at the end.
+* ``ExportTarget``: ``--to DIR``, every stored tree under ``DIR`` (``restore/export.py``).
+  Neither the live trees nor the local state are touched.
+* ``LiveDryRun`` and ``ExportDryRun``: the same, planned and reported; nothing is
+  created or changed.
 
 For each tree, the newest manifest whose integrity holds and whose index pages load
 is used. Each file is written only from verified blobs, and reaches its live path only
@@ -14,25 +23,28 @@ import os
 
 import msgspec
 
-from ..config import TREE_NAME
-from ..errors import (ConfigError, CorruptObject, JournalError, NoReadableCheckpoint, ObjectNotFound, UnsafePath,
-                      describe_error)
+from ..config import TREE_NAME, Config, KeySource
+from ..errors import ConfigError, CorruptObject, JournalError, ObjectNotFound
+from ..local.errors import UnsafePath
+from ..os_errors import describe_error
+from ..repository.errors import NoReadableCheckpoint
 from .export import ExportMark, begin_export, check_export_dir, write_mark
 from ..format.model import KIND_DIR
 from ..repository.history import ManifestCache, select_seqs
 from ..repository.moment import Moment, parse_moment
 from ..checkpoint.fork import ForkResult, commit_fork
-from ..repository.lineage import Case, classify, newest_main, open_repository, require_history
+from ..repository.lineage import Case, Position, classify, newest_main, open_repository, require_history
 from ..local.state import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
                          new_state, save_state)
 from ..heap import cycles_paused
 from ..report import SILENT, Reporter
 from ..repository import fetch
 from ..local import activity, tree_tmp
-from ..paths import INVALID_DIR, shown
+from ..paths import INVALID_DIR, TMP_DIR, shown
 from ..repository.repository import Repository, manifest_key, utc_now
 from .adopt import Adopt, LocalWork
-from .trees import TreeRestore, TreeRun, write_trees
+from .entry import Verdict
+from .trees import RestorePaths, TreeRestore, TreeRun, write_trees
 from ..store.base import Store
 
 
@@ -54,178 +66,379 @@ class RestoreResult(msgspec.Struct, kw_only=True):
         return [f"{t.name}: {t.fallback_note()}" for t in self.trees if t.fallback_note()]
 
 
-def restore(cfg, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
+def restore(cfg: Config, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
             to: str | None = None, dry_run: bool = False, replace: bool = False,
             rollback: bool = False) -> RestoreResult:
-    """Restore every configured tree (every stored tree with ``to``). See the module docstring.
+    """Restore every configured tree into the live trees, or every stored tree into ``to``.
 
-    ``to`` must be absent or empty, or, with ``replace``, hold an earlier export only
-    (``restore/export.py``): an export is exactly the checkpoint asked for. A restore
-    into the live trees, or the error it ends with, is recorded for ``journal status``.
+    Into the live trees, where this disk stands decides (``lineage.classify``). On a
+    fresh or hot disk, newer local state is kept. On a stale disk (the store moved
+    on), or on a rollback (``at`` with ``rollback``), the local work that the chosen
+    checkpoint lacks is first kept as a fork; then the trees become that checkpoint
+    (``restore/adopt.py``). The outcome, or the error, is recorded for ``journal status``.
 
-    Into the live trees, where this disk stands decides (``lineage.classify``): fresh or
-    hot, newer local state is kept; stale (the store moved on), or a rollback (``at``
-    with ``rollback``, which ``at`` onto the live trees needs), the local work the
-    chosen checkpoint lacks is kept as a fork first, then the trees become that
-    checkpoint (``restore/adopt.py``)."""
+    ``to`` must be absent or empty, or hold an earlier export and ``replace`` be given
+    (``restore/export.py``): an export is exactly the checkpoint asked for.
+    ``dry_run`` plans and reports every tree, and changes nothing.
+    """
     moment = None if at is None else parse_moment(at, "restore", "--at")  # named first, whatever else is wrong
-    if to is None and at is not None and not rollback:
-        raise ConfigError(f"restore: --at {at} onto the live trees would roll them back; add --rollback to do "
-                          "that (local work newer than that checkpoint is kept as a fork first), or export it "
-                          "with --to DIR")
-    if rollback and (to is not None or at is None):
-        raise ConfigError("restore: --rollback makes the live trees an older checkpoint: it needs --at SEQ|TIME "
-                          "and no --to")
-    live = to is None and not dry_run
+    _check_options(at, to, rollback)
+    target = choose_target(cfg, to, replace, dry_run)
+    check = None if dry_run else os.path.join(cfg.state_dir, TMP_DIR)   # a dry run creates nothing there
+    paths = RestorePaths(state_dir=cfg.state_dir, check=check,
+                         aside=os.path.join(cfg.state_dir, INVALID_DIR, utc_now().replace(":", "")))
+    records = target.live and target.writes
     try:
         with cycles_paused():
-            result = _restore(cfg, store, reporter, moment, to, dry_run, replace, rollback)
+            result = Restoring(store, cfg.key, target, paths, reporter, moment, rollback).run()
     except (JournalError, OSError) as err:
-        if live:
+        if records:
             activity.failed(cfg.state_dir, "restore", describe_error(err))
         raise
     finally:
         fetch.shutdown()  # nothing more to fetch: no idle threads left behind
-    if live:
+    if records:
         activity.restore_done(cfg.state_dir, activity.restore_record(result))
     return result
 
 
-def _restore(cfg, store: Store, reporter: Reporter, at: Moment | None, to: str | None, dry_run: bool,
-             replace: bool, rollback: bool) -> RestoreResult:
-    old: list[str] = []
-    if to is not None:
-        to = os.path.abspath(to)
-        _check_to(to)
-        old = check_export_dir(to, replace)  # refused before anything is touched
-    with StateLock(cfg.state_dir, wait=True, create=not dry_run):
-        repo = open_repository(store, cfg.state_dir, create=not dry_run, key=cfg.key)
-        all_seqs = repo.manifest_seqs()  # the one listing a restore makes
-        if to is None:  # an export touches neither the live trees nor the local state
-            require_history("restore", cfg.state_dir, repo, all_seqs)
-        if not dry_run:
-            store.sweep_temp()  # a killed writer's temp files; at startup, not on every tick
-            for warning in tree_tmp.sweep(cfg.state_dir)[1]:  # a killed restore's temp dirs in the trees
-                reporter.warn(f"restore: {warning}")
-        cache = ManifestCache(repo)
-        seqs, chosen = select_seqs(cache, at, all_seqs)
-        target = chosen if chosen is not None else newest_main(cache, seqs)
-        result = RestoreResult(dry_run=dry_run, seq=target or (seqs[-1] if seqs else None), rollback=rollback)
-        names = _tree_names(cfg, cache, seqs, to, result, reporter)
-        caches: dict[str, TreeCache] = {}
-        aside = os.path.join(cfg.state_dir, INVALID_DIR, utc_now().replace(":", ""))
-        newest = newest_main(cache, all_seqs) if seqs else None
-        want_state = not dry_run and to is None
-        adopt, scanned = None, None
-        if to is None and seqs:
-            adopt, scanned = _where_this_disk_stands(cfg, repo, cache, all_seqs, target, names, result, reporter,
-                                                     dry_run)
-        if to is not None:
-            result.replaced = [os.path.join(to, name) for name in old]
-            for path in result.replaced:
-                reporter.note(f"restore: {'would remove' if dry_run else 'removing'} {path}, "
-                              "written by the earlier export there (--replace)")
-            if not dry_run:
-                begin_export(to, old, [name for name, _ in names], cfg.state_dir)
-        known = load_state(cfg.state_dir, repo.store_id) if to is None else None  # what this machine last had
+def _check_options(at: str | None, to: str | None, rollback: bool) -> None:
+    """Refuse ``--at`` onto the live trees without ``--rollback``, and ``--rollback`` without it."""
+    if to is None and at is not None and not rollback:
+        raise ConfigError(f"restore: checkpoint {at} onto the live trees would roll them back; `journal restore "
+                          f"--at {at} --rollback` does that (local work newer than that checkpoint is kept as a fork "
+                          f"first), `journal restore --at {at} --to DIR` exports it")
+    if rollback and (to is not None or at is None):
+        raise ConfigError("restore: a rollback makes the live trees an older checkpoint: it needs the checkpoint "
+                          "(`journal restore --at SEQ|TIME --rollback`), and no export directory")
+
+
+def choose_target(cfg: Config, to: str | None, replace: bool, dry_run: bool) -> Target:
+    """The target of one mode: the live trees or ``to``, for real or as a dry run."""
+    if to is None:
+        return LiveDryRun(cfg) if dry_run else LiveTarget(cfg)
+    return (ExportDryRun if dry_run else ExportTarget)(to, replace, cfg.state_dir)
+
+
+class Restoring:
+    """One restore under way, step by step (``run``). A target's steps read it."""
+
+    # Set once the store is open (``run``):
+    repo: Repository
+    cache: ManifestCache
+    all_seqs: list[int]     # every manifest, ascending: the one listing a restore makes
+    seqs: list[int]         # those the restore may use (up to ``at``)
+    chosen: int | None      # the checkpoint ``at`` names by number (a fork may be), else None
+
+    def __init__(self, store: Store, key: KeySource | None, target: Target, paths: RestorePaths,
+                 reporter: Reporter, at: Moment | None = None, rollback: bool = False):
+        self.store, self.key, self.target, self.paths, self.reporter = store, key, target, paths, reporter
+        self.at = at
+        self.result = RestoreResult(dry_run=not target.writes, rollback=rollback)
+        self.names: list[tuple[str, str]] = []   # (tree, directory) for each tree restored
+        self.runs: list[TreeRun] = []            # the trees written
+        self.kept: dict[str, TreeCache] = {}     # rolled-back trees left as they are (``_keep_rolled_back``)
+        self.newest = 0                          # the store's newest checkpoint on the main line; 0: none
+
+    def run(self) -> RestoreResult:
+        target, state_dir = self.target, self.paths.state_dir
+        target.prepare()  # refused before anything is touched
+        with StateLock(state_dir, wait=True, create=target.writes):
+            self.repo = open_repository(self.store, state_dir, create=target.writes, key=self.key)
+            self.all_seqs = self.repo.manifest_seqs()
+            if target.live:
+                require_history("restore", state_dir, self.repo, self.all_seqs)
+            if target.writes:
+                self._sweep()
+            self.cache = ManifestCache(self.repo)
+            self.seqs, self.chosen = select_seqs(self.cache, self.at, self.all_seqs)
+            seqs = self.seqs
+            onto = self.chosen if self.chosen is not None else newest_main(self.cache, seqs)
+            self.result.seq = onto or (seqs[-1] if seqs else None)
+            self.names = target.destinations(self._stored_trees(seqs), self.result)
+            self.newest = newest_main(self.cache, self.all_seqs) if seqs else 0
+            known, adopt = target.local_view(self, onto) if seqs else (target.local_state(self), None)
+            for name, dest in self.names:
+                self._plan_tree(name, dest, known, adopt)
+            target.begin(self)
+            write_trees(self.runs, not target.writes, self.reporter)
+            self._tally()
+            # Every tree's files and directories are durable here (restore/publish.py).
+            target.finish(self)
+            return self.result
+
+    def _sweep(self) -> None:
+        """Remove what a killed writer or restore left: at startup, not on every tick."""
+        self.store.sweep_temp()
+        for warning in tree_tmp.sweep(self.paths.state_dir)[1]:  # a killed restore's temp dirs in the trees
+            self.reporter.warn(f"restore: {warning}")
+
+    def _stored_trees(self, seqs: list[int]) -> list[str]:
+        """Every valid tree name the store holds, sorted. Every manifest carries every tree
+        the store has seen, so the newest readable one names them all: restore's metadata
+        reads do not grow with history. An invalid name is reported as a failed tree."""
+        stored: set[str] = set()
+        first_error: JournalError | None = None
+        for seq in reversed(seqs):
+            try:
+                stored.update(self.cache.manifest(seq)[0].trees)
+                break
+            except (CorruptObject, ObjectNotFound) as err:
+                first_error = first_error or err
+                self.reporter.warn(f"restore: skipping manifest {seq}: {err}")
+        else:
+            if seqs:  # history exists and none of it reads: "nothing to restore" would be a lie
+                raise NoReadableCheckpoint("restore", len(seqs), manifest_key(seqs[-1]), str(first_error))
+        for name in sorted(stored):
+            if not TREE_NAME.match(name):
+                stored.discard(name)
+                self.result.complete = False
+                self.result.trees.append(TreeRestore(name=name, dest="", error=str(UnsafePath(name, "not a valid "
+                                                                                                  "tree name"))))
+        return sorted(stored)
+
+    def _plan_tree(self, name: str, dest: str, known: LocalState | None, adopt: Adopt | None) -> None:
+        """Set up the restore of tree ``name`` into ``dest``. ``known`` is what this
+        machine last had of it; ``adopt`` says how the trees adopt a checkpoint."""
+        tseqs, tchosen = _tree_seqs(known, name, self.seqs, adopt, self.at, self.chosen)
+        if tchosen is not None and tchosen not in tseqs:
+            self._keep_rolled_back(name, dest, tchosen, known.trees[name])
+            return
+        held = known.trees.get(name) if known is not None else None
+        keep_local = adopt is None and self.at is None and held is not None and held.keep_local
+        run = TreeRun(self.repo, self.cache, tseqs, name, dest, self.reporter, self.paths,
+                      held.files if held is not None else None, adopt=adopt, chosen=tchosen, keep_local=keep_local)
+        run.emptied = self.target.emptied(name)
+        self.runs.append(run)
+
+    def _keep_rolled_back(self, name: str, dest: str, seq: int, held: TreeCache) -> None:
+        """A rollback not published yet whose checkpoint a gc deleted since: the tree on
+        disk is the only copy of it, and the newer local state. It is left as it is."""
+        self.kept[name] = held
+        dirs = sum(f.entry.kind == KIND_DIR for f in held.files.values())
+        self.result.trees.append(TreeRestore(
+            name=name, dest=dest, seq=seq, actions={Verdict.KEEP_ROLLED_BACK: len(held.files) - dirs},
+            directories={Verdict.KEEP_ROLLED_BACK: dirs} if dirs else {}))
+        self.reporter.warn(f"restore: tree {name} was rolled back to checkpoint {seq}, which the store no longer "
+                           "holds, and no checkpoint has published it yet: left as it is; the next checkpoint "
+                           "publishes it")
+
+    def _tally(self) -> None:
+        """Add each tree written to the result; a loss makes it incomplete."""
+        for run in self.runs:
+            self.result.trees.append(run.tr)
+            if run.tr.lost or run.tr.uncreatable or run.tr.error:
+                self.result.complete = False
+            if run.tr.fallback_note():
+                self.result.fallback = True
+
+
+class Target:
+    """Where a restore writes its trees. There is one subclass per mode; each step a
+    mode takes differently is a method here, a no-op by default."""
+
+    #: Into the live trees: this disk's history must be known, and where it stands decides.
+    live = False
+    #: Creates or changes anything; False in a dry run.
+    writes = True
+
+    def prepare(self) -> None:
+        """Refuse what this target cannot take, before anything is touched."""
+
+    def destinations(self, stored: list[str], result: RestoreResult) -> list[tuple[str, str]]:
+        """``(tree, directory)`` for each of the ``stored`` trees this target restores."""
+        raise NotImplementedError
+
+    def local_state(self, r: Restoring) -> LocalState | None:
+        """What this machine last had of the trees; None: newer local state is not known."""
+        return None
+
+    def local_view(self, r: Restoring, onto: int) -> tuple[LocalState | None, Adopt | None]:
+        """The local state, and how the trees adopt checkpoint ``onto`` (None: they do not)."""
+        return self.local_state(r), None
+
+    def emptied(self, name: str) -> bool:
+        """Whether tree ``name``'s directory counts as empty although it is not (yet)."""
+        return False
+
+    def begin(self, r: Restoring) -> None:
+        """Runs once every tree is set up, before the first one changes."""
+
+    def finish(self, r: Restoring) -> None:
+        """Runs once every tree's files and directories are durable."""
+
+
+class LiveTarget(Target):
+    """The configured live trees. Newer local state is kept (requirement 5), and the
+    local state is saved once every tree is durable."""
+
+    live = True
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg   # a stale disk's fork is a checkpoint of the whole configuration
+
+    def destinations(self, stored: list[str], result: RestoreResult) -> list[tuple[str, str]]:
+        configured = {t.name: t.path for t in self.cfg.trees + self.cfg.dormant}
+        if stored and not configured.keys() & set(stored):
+            # A container that forgot AM_LOCAL would "restore nothing" and start its agent
+            # on empty state, and its first checkpoint would publish that.
+            where = "AM_LOCAL is unset" if self.cfg.local is None else f"AM_LOCAL is {self.cfg.local}"
+            raise ConfigError(f"restore: the store holds tree(s) {', '.join(stored)} but none of them is "
+                              f"configured here ({where}); set AM_LOCAL to the directory that holds the agents' "
+                              "state, add the trees to the config (`journal trees` shows it), or point "
+                              "JOURNAL_STORE at this container's own store")
+        for name in stored:
+            if name not in configured:
+                result.warnings.append(f"restore: tree {name} is in the store but not configured here; left in "
+                                       "the store")
+        return [(name, configured[name]) for name in stored if name in configured]
+
+    def local_state(self, r: Restoring) -> LocalState | None:
+        return load_state(self.cfg.state_dir, r.repo.store_id)
+
+    def local_view(self, r: Restoring, onto: int) -> tuple[LocalState | None, Adopt | None]:
+        adopt, scanned = self._where_this_disk_stands(r, onto)
         if scanned is not None:   # adopting: the live trees as the fork's scan just saw them
-            known = LocalState(store_id=repo.store_id, writer="", trees=scanned)
-        trees = []
-        for name, dest in names:
-            tseqs, tchosen = _tree_seqs(known, name, seqs, adopt, at, chosen)
-            if tchosen is not None and tchosen not in tseqs:
-                # A rollback not published yet whose checkpoint a gc deleted since: the
-                # tree on disk is the only copy of it, and the newer local state.
-                caches[name] = known.trees[name]
-                held = known.trees[name].files
-                dirs = sum(f.entry.kind == KIND_DIR for f in held.values())
-                result.trees.append(TreeRestore(name=name, dest=dest, seq=tchosen,
-                                                actions={"keep-rolled-back": len(held) - dirs},
-                                                directories={"keep-rolled-back": dirs} if dirs else {}))
-                reporter.warn(f"restore: tree {name} was rolled back to checkpoint {tchosen}, which the store no "
-                              "longer holds, and no checkpoint has published it yet: left as it is; the next "
-                              "checkpoint publishes it")
-                continue
-            held = known.trees.get(name) if known is not None else None
-            trees.append(TreeRun(repo, cache, tseqs, name, dest, reporter, cfg.state_dir,
-                                 held.files if held is not None else None, adopt=adopt, chosen=tchosen,
-                                 keep_local=adopt is None and at is None and held is not None and held.keep_local))
-        for run in trees:
-            run.emptied = dry_run and run.tr.name in old
-        if want_state:
-            # No live tree has changed yet: from here on, until the save below, the state
-            # must not say that a restore completed (a kill mid-way would leave that marker
-            # over half-changed trees, and the next checkpoint would publish them).
-            clear_restore_marker(cfg.state_dir, repo.store_id)
-        write_trees(trees, dry_run, aside, reporter)
-        for run in trees:
-            result.trees.append(run.tr)
-            tcache = run.tree_cache(newest) if want_state else None
+            return LocalState(store_id=r.repo.store_id, writer="", trees=scanned), adopt
+        return self.local_state(r), adopt
+
+    def _where_this_disk_stands(self, r: Restoring, onto: int) -> tuple[Adopt | None, dict | None]:
+        """Classify this disk (``result.lineage``). A fresh or hot disk adopts nothing:
+        (None, None). A stale disk, or a rollback, keeps its local work as a fork
+        (``_keep_fork``), then adopts ``onto``: returns how, and the trees as the fork's
+        scan saw them."""
+        result = r.result
+        position = classify(self.local_state(r), r.repo, r.cache, r.all_seqs)
+        result.lineage = position.case.value
+        if position.case is Case.STALE:
+            result.lineage_note = position.describe()
+        if not result.rollback and position.case is not Case.STALE:
+            return None, None
+        if position.case is Case.FRESH:
+            return None, None   # no local state: nothing here was ever checkpointed, so newer local files stay
+        adopt = Adopt(onto=onto, exact=result.rollback)
+        fork = self._keep_fork(r, position, adopt)
+        if fork is None:
+            return adopt, None
+        result.fork, scanned = fork
+        adopt.fork = result.fork.seq
+        _say_fork(result.fork, onto, "" if adopt.exact else f"{position.describe()}; ", r.reporter)
+        return adopt, scanned
+
+    def _keep_fork(self, r: Restoring, position: Position, adopt: Adopt) -> tuple[ForkResult, dict] | None:
+        """Commit this disk's local work that ``adopt.onto`` lacks as a fork."""
+        onto = adopt.onto
+        why = (f"rollback to checkpoint {onto}" if adopt.exact else
+               "refused writer" if position.refused is not None else "stale or diverged disk")
+        work = LocalWork(r.cache, dict(r.names), position.base, onto, adopt.exact)
+        return commit_fork(self.cfg, r.repo, onto=onto, why=f"{why}: {position.describe()}"[:256], work=work,
+                           reupload=position.base != position.newest, reporter=r.reporter)
+
+    def begin(self, r: Restoring) -> None:
+        # No live tree has changed yet. From here until ``finish`` saves the state, it
+        # must not say that a restore completed: a kill mid-way would leave that marker
+        # over half-changed trees, and the next checkpoint would publish them.
+        clear_restore_marker(self.cfg.state_dir, r.repo.store_id)
+
+    def finish(self, r: Restoring) -> None:
+        """Save the local state, marked complete only when nothing was lost."""
+        caches = dict(r.kept)
+        for run in r.runs:
+            tcache = run.tree_cache(r.newest)
             if tcache is not None:
                 caches[run.tr.name] = tcache
-            if run.tr.lost or run.tr.uncreatable or run.tr.error:
-                result.complete = False
-            if run.tr.fallback_note():
-                result.fallback = True
-        # Every tree's files and directories are durable here (restore/publish.py): only now may
-        # the state say that the restore is complete.
-        if want_state:
-            _save_restored_state(cfg, repo, cache, newest or 0, all_seqs, caches, result.complete)
-        if to is not None and not dry_run:
-            write_mark(to, ExportMark(trees=[name for name, _ in names], seq=result.seq, complete=result.complete),
-                       cfg.state_dir)
-        return result
+        _save_restored_state(self.cfg.state_dir, r.repo, r.cache, r.newest, r.all_seqs, caches, r.result.complete)
 
 
-def _where_this_disk_stands(cfg, repo: Repository, cache: ManifestCache, all_seqs: list[int], target: int,
-                            names: list[tuple[str, str]], result: RestoreResult, reporter: Reporter,
-                            dry_run: bool) -> tuple[Adopt | None, dict | None]:
-    """A restore into the live trees: classify this disk (``result.lineage``); when it
-    is stale, or this is a rollback, keep its local work as a fork (not in a dry run)
-    and return how the trees adopt ``target`` with the trees as the fork's scan saw
-    them; (None, None) for a fresh or hot disk."""
-    position = classify(load_state(cfg.state_dir, repo.store_id), repo, cache, all_seqs)
-    result.lineage = position.case.value
-    if position.case is Case.STALE:
-        result.lineage_note = position.describe()
-    if not result.rollback and position.case is not Case.STALE:
-        return None, None
-    exact = result.rollback
-    why = (f"rollback to checkpoint {target}" if exact else
-           "refused writer" if position.refused is not None else "stale or diverged disk")
-    if position.case is Case.FRESH:
-        return None, None   # no local state: nothing here was ever checkpointed, so newer local files stay
-    adopt = Adopt(onto=target, exact=exact)
-    if dry_run:
-        return adopt, None
-    work = LocalWork(cache, dict(names), position.base, target, exact)
-    result.fork, scanned = commit_fork(cfg, repo, onto=target, why=f"{why}: {position.describe()}"[:256], work=work,
-                                       reupload=position.base != position.newest, reporter=reporter)
-    adopt.fork = result.fork.seq
-    fork = result.fork
-    said = "" if exact else f"{position.describe()}; "
+class LiveDryRun(LiveTarget):
+    """A dry run into the live trees: this disk is classified and every tree planned;
+    no fork is made and nothing is changed, the local state included."""
+
+    writes = False
+
+    def _keep_fork(self, r: Restoring, position: Position, adopt: Adopt) -> None:
+        return None
+
+    def begin(self, r: Restoring) -> None:
+        pass
+
+    def finish(self, r: Restoring) -> None:
+        pass
+
+
+class ExportTarget(Target):
+    """``--to DIR``: every stored tree under ``DIR``, exactly as the checkpoint holds it
+    (``restore/export.py``). Neither the live trees nor the local state are touched."""
+
+    def __init__(self, to: str, replace: bool, state_dir: str):
+        self.to, self.replace = os.path.abspath(to), replace
+        self.state_dir = state_dir   # where journal records its temp directory in ``to``
+        self.old: list[str] = []     # the earlier export's trees, removed first (``--replace``)
+
+    def prepare(self) -> None:
+        _check_to(self.to)
+        self.old = check_export_dir(self.to, self.replace)
+
+    def destinations(self, stored: list[str], result: RestoreResult) -> list[tuple[str, str]]:
+        return [(name, os.path.join(self.to, name)) for name in stored]
+
+    def begin(self, r: Restoring) -> None:
+        self._say_replaced(r, "removing")
+        begin_export(self.to, self.old, [name for name, _ in r.names], self.state_dir)
+
+    def _say_replaced(self, r: Restoring, verb: str) -> None:
+        r.result.replaced = [os.path.join(self.to, name) for name in self.old]
+        for path in r.result.replaced:
+            r.reporter.note(f"restore: {verb} {path}, written by the earlier export there (--replace)")
+
+    def finish(self, r: Restoring) -> None:
+        """Mark the export done, and complete when nothing was lost."""
+        mark = ExportMark(trees=[name for name, _ in r.names], seq=r.result.seq, complete=r.result.complete)
+        write_mark(self.to, mark, self.state_dir)
+
+
+class ExportDryRun(ExportTarget):
+    """A dry run of ``--to DIR``: the trees an earlier export holds there count as
+    removed (``--replace``), and nothing is changed."""
+
+    writes = False
+
+    def emptied(self, name: str) -> bool:
+        return name in self.old
+
+    def begin(self, r: Restoring) -> None:
+        self._say_replaced(r, "would remove")
+
+    def finish(self, r: Restoring) -> None:
+        pass
+
+
+def _say_fork(fork: ForkResult, onto: int, said: str, reporter: Reporter) -> None:
+    """Tell what became of this disk's local work before the live trees become ``onto``."""
     if fork.seq is not None:
-        reporter.warn(f"restore: {said}this disk's local work that checkpoint {target} lacks "
+        reporter.warn(f"restore: {said}this disk's local work that checkpoint {onto} lacks "
                       f"({len(fork.work)} path(s), e.g. {shown(fork.work[0])}) is kept as fork {fork.seq}; the live "
-                      f"trees become checkpoint {target}. `journal ls --at {fork.seq}` shows the fork, "
-                      f"`journal diff {target} {fork.seq}` what it adds, `journal restore --at {fork.seq} --to DIR` "
+                      f"trees become checkpoint {onto}. `journal ls --at {fork.seq}` shows the fork, "
+                      f"`journal diff {onto} {fork.seq}` what it adds, `journal restore --at {fork.seq} --to DIR` "
                       "exports it")
     else:
-        reporter.warn(f"restore: {said}nothing on this disk is newer than checkpoint {target}, so no fork was "
-                      f"needed; the live trees become checkpoint {target}")
-    return adopt, scanned
+        reporter.warn(f"restore: {said}nothing on this disk is newer than checkpoint {onto}, so no fork was "
+                      f"needed; the live trees become checkpoint {onto}")
 
 
 def _tree_seqs(known: LocalState | None, name: str, seqs: list[int], adopt: Adopt | None, at: Moment | None,
                chosen: int | None) -> tuple[list[int], int | None]:
-    """The checkpoints tree ``name`` may come from, and the fork it may (``chosen``):
-    ``seqs``; on a hot restart, those up to the one a rollback or fallback restored it
-    from while no checkpoint has published that version yet (the local state says so:
-    that version is the newer local state)."""
+    """The checkpoints tree ``name`` may come from, and the one asked for by number
+    (``chosen``, a fork may be). Usually ``seqs`` and ``chosen``.
+
+    On a hot restart after a rollback or a fallback that no checkpoint has published
+    yet, the local state names the checkpoint the tree was restored from: that version
+    is the newer local state, so only checkpoints up to it count. It may be gone since
+    (the caller keeps the tree as it is)."""
     tree = known.trees.get(name) if known is not None and adopt is None and at is None else None
     if tree is None or tree.restored is None or tree.restored_seq is None:
         return seqs, chosen
-    return [s for s in seqs if s <= tree.restored_seq], tree.restored_seq   # it may be gone: the caller keeps it
+    return [s for s in seqs if s <= tree.restored_seq], tree.restored_seq
 
 
 def _check_to(to: str) -> None:
@@ -234,62 +447,27 @@ def _check_to(to: str) -> None:
     while not os.path.lexists(path):
         path = os.path.dirname(path)
     if not os.path.isdir(path):
-        raise ConfigError(f"restore: --to {to}: {path} is not a directory; choose another --to")
+        raise ConfigError(f"restore: export directory {to}: {path} is not a directory; choose another directory")
 
 
-def _tree_names(cfg, cache: ManifestCache, seqs: list[int], to: str | None, result, reporter) -> list[tuple[str, str]]:
-    # Every manifest carries every tree the store has seen, so the newest readable
-    # one names them all: restore's metadata reads do not grow with history.
-    stored: set[str] = set()
-    first_error: JournalError | None = None
-    for seq in reversed(seqs):
-        try:
-            stored.update(cache.manifest(seq)[0].trees)
-            break
-        except (CorruptObject, ObjectNotFound) as err:
-            first_error = first_error or err
-            reporter.warn(f"restore: skipping manifest {seq}: {err}")
-    else:
-        if seqs:  # history exists and none of it reads: "nothing to restore" would be a lie
-            raise NoReadableCheckpoint("restore", len(seqs), manifest_key(seqs[-1]), str(first_error))
-    for name in sorted(stored):
-        if not TREE_NAME.match(name):
-            stored.discard(name)
-            result.complete = False
-            result.trees.append(TreeRestore(name=name, dest="", error=str(UnsafePath(name, "not a valid tree name"))))
-    if to is not None:
-        return [(name, os.path.join(to, name)) for name in sorted(stored)]
-    configured = {t.name: t.path for t in cfg.trees + cfg.dormant}
-    if stored and not stored & configured.keys():
-        # A container that forgot AM_LOCAL would "restore nothing" and start its agent
-        # on empty state, and its first checkpoint would publish that.
-        where = "AM_LOCAL is unset" if cfg.local is None else f"AM_LOCAL is {cfg.local}"
-        raise ConfigError(f"restore: the store holds tree(s) {', '.join(sorted(stored))} but none of them is "
-                          f"configured here ({where}); set AM_LOCAL to the directory that holds the agents' state, "
-                          "add the trees to the config (`journal trees` shows it), or point JOURNAL_STORE at this "
-                          "container's own store")
-    for name in sorted(stored - configured.keys()):
-        result.warnings.append(f"restore: tree {name} is in the store but not configured here; left in the store")
-    return [(name, configured[name]) for name in sorted(stored & configured.keys())]
-
-
-def _save_restored_state(cfg, repo: Repository, cache: ManifestCache, newest: int, all_seqs, caches,
-                         complete: bool) -> None:
-    """The local state after a restore into the live trees: it follows ``newest`` (the
-    store's newest checkpoint on the main line: the next checkpoint builds on it)."""
-    state = load_state(cfg.state_dir, repo.store_id) or new_state(repo.store_id)
+def _save_restored_state(state_dir: str, repo: Repository, cache: ManifestCache, newest: int, all_seqs: list[int],
+                         caches: dict[str, TreeCache], complete: bool) -> None:
+    """Save the local state after a restore into the live trees. It follows ``newest``,
+    the store's newest checkpoint on the main line: the next checkpoint builds on it."""
+    state = load_state(state_dir, repo.store_id) or new_state(repo.store_id)
     restored = LocalState(store_id=repo.store_id, writer=state.writer,
                           seq=newest, manifest_id=cache.manifest_id(newest),
                           restore_complete=complete, trees=_carry_forward(cache, all_seqs, caches),
                           encrypted=repo.codec.encrypted, key_id=repo.key_id)
-    save_state(cfg.state_dir, restored)
+    save_state(state_dir, restored)
 
 
 def _carry_forward(cache: ManifestCache, seqs: list[int], caches: dict[str, TreeCache]) -> dict[str, TreeCache]:
-    """Trees restored here, plus stored trees not configured here, kept as the newest
-    readable manifest of ``seqs`` (every manifest, even for ``restore --at``: this
-    machine did not roll those back, and a checkpoint may only name packs the newest
-    manifest reaches, which gc keeps)."""
+    """The trees of the saved state: those restored here, and the stored trees not
+    configured here, as the newest readable main-line manifest of ``seqs`` holds them.
+    All of ``seqs``, even for ``restore --at``: this machine did not roll those trees
+    back, and a checkpoint may only name packs the newest manifest reaches (gc keeps
+    those)."""
     trees = dict(caches)
     for seq in reversed(seqs):
         try:

@@ -16,27 +16,30 @@ import stat
 
 import msgspec
 
-from ..errors import CorruptObject, JournalError, ObjectNotFound, UnsafePath, describe_os_error, os_error_hint
+from ..errors import CorruptObject, ObjectNotFound
+from ..local.errors import UnsafePath
+from ..os_errors import describe_os_error, os_error_hint
 from ..repository.history import ManifestCache
 from ..localfs import observe
-from ..paths import TMP_DIR
 from ..local.state import FileState, TreeCache
 from ..signatures import dir_signature, mtime_ns, signature
-from .entry import (CANNOT_CREATE, CheckDir, KEEP_CONFLICT, KEEP_NEWER, KEEP_UNREADABLE, KEEP_VALID_DB, REFUSED,
-                          REPLACE, SAME, WRITE, WRITES, decide, move_aside, refused_paths)
+from .aside import move_aside
+from .entry import WRITES, CheckDir, Parents, Verdict, decide, refused_paths
 from ..format.model import KIND_DIR, KIND_SQLITE, BlobRef, Entry
 from .publish import Staged
+from .reads import StagingReads
 from .writer import LINK_WORKERS, WORKERS, Outcome, Pipeline, TreeWriter, make_pool, plan_jobs, stop_pool
 from ..paths import shown
-from .adopt import REMOVE, Adopt
+from ..report import Reporter
+from .adopt import Adopt
 
 
 class TreeRestore(msgspec.Struct, kw_only=True):
     name: str
     dest: str
     seq: int | None = None              # the checkpoint the tree came from
-    actions: dict[str, int] = {}        # what was done with each file (every entry but directories), by action
-    directories: dict[str, int] = {}    # ... and with each directory, counted apart (design §10)
+    actions: dict[Verdict, int] = {}    # what was done with each file (every entry but directories), by verdict
+    directories: dict[Verdict, int] = {}  # ... and with each directory, counted apart (design §10)
     bytes: int = 0
     lost: list[str] = []
     refused: dict[str, str] = {}        # lost paths restore refused, with why (the rest had no good copy)
@@ -59,19 +62,31 @@ class TreeRestore(msgspec.Struct, kw_only=True):
         return None
 
 
-def write_trees(trees: list[TreeRun], dry_run: bool, aside: str, reporter) -> None:
+class RestorePaths(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a restore keeps what is not in a tree: all of it in the state directory."""
+
+    #: The state directory: each tree's temp directory is recorded there (``local/tree_tmp.py``).
+    state_dir: str
+    #: Where invalid local databases are moved, one directory per tree below it.
+    aside: str
+    #: Where live databases are copied to be checked (``CheckDir``); None: the
+    #: system's temp directory (a dry run creates nothing in the state directory).
+    check: str | None
+
+
+def write_trees(trees: list[TreeRun], dry_run: bool, reporter: Reporter) -> None:
     """Decide every entry of every tree, then write them (see the module docstring).
 
     When it returns, every file written and every directory changed is durable."""
     if dry_run:
         for run in trees:
-            run.plan(aside, dry_run=True)
+            run.plan(dry_run=True)
         return
     workers = LINK_WORKERS if any(run.repo.read_ahead for run in trees) else WORKERS
     pool = make_pool(workers)
     pipeline = Pipeline(pool, in_flight=4 * workers)
     try:
-        writes = [(run, entry) for run in trees for entry in run.plan(aside, dry_run=False)]
+        writes = [(run, entry) for run in trees for entry in run.plan(dry_run=False)]
         progress = _Progress(reporter, sum(len(run.entries) for run in trees), len(writes))
         for run, entries in plan_jobs(writes):
             pipeline.submit(run.writer, entries, progress.wrap(run.settle))
@@ -95,7 +110,7 @@ def write_trees(trees: list[TreeRun], dry_run: bool, aside: str, reporter) -> No
 class _Progress:
     """Progress over every entry of every tree: decided ones count at once, writes when settled."""
 
-    def __init__(self, reporter, total: int, writes: int):
+    def __init__(self, reporter: Reporter, total: int, writes: int):
         self.reporter, self.total, self.done = reporter, total, total - writes
         if writes:
             reporter.progress(self.done, total)
@@ -108,7 +123,8 @@ class _Progress:
         return settled
 
 
-def _newest_good_tree(cache: ManifestCache, seqs: list[int], tr: TreeRestore, reporter, chosen: int | None = None):
+def _newest_good_tree(cache: ManifestCache, seqs: list[int], tr: TreeRestore, reporter: Reporter,
+                      chosen: int | None = None):
     """The newest (seq, entries, pages) of tree ``tr.name`` whose manifest and pages
     verify; each newer checkpoint passed over is noted in ``tr.skipped``. Forks are not
     on the main line: only the one asked for by number (``chosen``) is taken.
@@ -133,13 +149,16 @@ def _newest_good_tree(cache: ManifestCache, seqs: list[int], tr: TreeRestore, re
 
 class TreeRun:
     """One tree being restored: its entries, what was decided for each path, and which
-    entry each path ended up with (the newest copy, an older one, or None: lost)."""
+    entry each path ended up with (the newest copy, an older one, or None: lost).
 
-    def __init__(self, repo, cache: ManifestCache, seqs: list[int], name: str, dest: str, reporter, state_dir: str,
-                 known: dict[str, FileState] | None = None, adopt: Adopt | None = None, chosen: int | None = None,
-                 keep_local: bool = False):
+    ``repo`` is what the tree's files are read from; ``cache`` its manifests and
+    index pages; ``seqs`` the checkpoints the tree may come from, oldest first."""
+
+    def __init__(self, repo: StagingReads, cache: ManifestCache, seqs: list[int], name: str, dest: str,
+                 reporter: Reporter, paths: RestorePaths, known: dict[str, FileState] | None = None,
+                 adopt: Adopt | None = None, chosen: int | None = None, keep_local: bool = False):
         self.repo, self.cache, self.seqs, self.reporter = repo, cache, seqs, reporter
-        self.state_dir = state_dir
+        self.paths = paths
         self.known = known or {}   # the local state's view of this tree (a database unchanged since is SAME)
         self.adopt = adopt         # a stale disk or a rollback: the checkpoint replaces local state
         self.chosen = chosen       # a fork asked for by number (``--at``)
@@ -147,14 +166,14 @@ class TreeRun:
         self.tr = TreeRestore(name=name, dest=dest)
         self.entries: list[Entry] = []
         self.pages: dict[str, BlobRef] = {}
-        self.actions: dict[str, str] = {}
+        self.actions: dict[str, Verdict] = {}
         self.dirs: set[str] = set()     # the paths of directory entries (counted apart from files)
         self.used: dict[str, Entry | None] = {}
         self.writer: TreeWriter | None = None
         self.emptied = False    # a dry run of ``--replace``: the destination is removed first
 
-    def plan(self, aside: str, dry_run: bool) -> list[Entry]:
-        """Decide each entry (moving invalid local databases aside); returns those to write.
+    def plan(self, dry_run: bool) -> list[Entry]:
+        """Decide each entry, moving invalid local databases aside; return those to write.
         An entry restore must refuse is refused alone (``_refuse``): the rest are restored."""
         tr, dest = self.tr, self.tr.dest
         found = _newest_good_tree(self.cache, self.seqs, tr, self.reporter, self.chosen)
@@ -169,7 +188,7 @@ class TreeRun:
                 self._refuse(path, why)
             entries = [e for e in entries if e.path not in refused]
         if not dry_run:
-            writer = TreeWriter(dest, self.repo, self.state_dir)
+            writer = TreeWriter(dest, self.repo, self.paths.state_dir)
             try:
                 writer.make_root()
             except OSError as err:  # e.g. a regular file where the tree's directory belongs
@@ -177,66 +196,63 @@ class TreeRun:
                 return []
             self.writer = writer
         if self.adopt is not None:
-            self._take_out_extras(entries, aside, dry_run)
+            self._take_out_extras(entries, dry_run)
         self.entries = entries
         writes: list[Entry] = []
-        parents: dict[str, str] = {}
-        # Live databases are checked through private copies outside the tree; a dry run
-        # creates nothing, not even in the state directory.
-        check = CheckDir(None if dry_run else os.path.join(self.state_dir, TMP_DIR))
+        parents: dict[str, Parents] = {}
+        check = CheckDir(self.paths.check)  # live databases are checked through private copies outside the tree
         try:
             for entry in entries:
                 try:
-                    self._decide(entry, aside, dry_run, check, parents, writes)
+                    self._decide(entry, dry_run, check, parents, writes)
                 except UnsafePath as err:
                     self._refuse(entry.path, err.reason)
         finally:
             check.cleanup()
         return writes
 
-    def _take_out_extras(self, entries: list[Entry], aside: str, dry_run: bool) -> None:
+    def _aside(self) -> str:
+        """Where this tree's invalid local databases are moved."""
+        return os.path.join(self.paths.aside, self.tr.name)
+
+    def _take_out_extras(self, entries: list[Entry], dry_run: bool) -> None:
         """Adopting a checkpoint: the local paths it does not hold go (``Adopt.remove_extras``),
         before anything is decided (a file may stand where it has a directory)."""
         tr, keep = self.tr, {e.path for e in entries}
         if dry_run:
             tr.removed = sorted(p for p in self.known if p not in keep)
         else:
-            tr.removed = self.adopt.remove_extras(tr.dest, self.known, keep, os.path.join(aside, tr.name),
+            tr.removed = self.adopt.remove_extras(tr.dest, self.known, keep, self._aside(),
                                                   lambda msg: self.reporter.warn(f"restore: {tr.name}: {msg}"))
         for path in tr.removed:
             kind = self.known[path].entry.kind
             counts = tr.directories if kind == KIND_DIR else tr.actions
-            counts[REMOVE] = counts.get(REMOVE, 0) + 1
+            counts[Verdict.REMOVE] = counts.get(Verdict.REMOVE, 0) + 1
 
-    def _decide(self, entry: Entry, aside: str, dry_run: bool, check_dir: CheckDir, parents: dict[str, str],
-                writes: list) -> None:
+    def _decide(self, entry: Entry, dry_run: bool, check_dir: CheckDir, parents: dict[str, Parents],
+                writes: list[Entry]) -> None:
         tr, dest = self.tr, self.tr.dest
         try:
-            action = WRITE if self.emptied else decide(dest, entry, check_dir, parents, self.repo,
-                                                       self.known.get(entry.path))
+            action = Verdict.WRITE if self.emptied else decide(dest, entry, check_dir, parents, self.repo,
+                                                               self.known.get(entry.path))
             if self.adopt is not None:
                 action = self.adopt.overrule(dest, entry, action, self.known.get(entry.path))
-            elif self.keep_local and action == REPLACE and entry.kind != KIND_SQLITE:
-                action = KEEP_NEWER   # `journal takeover` made this disk's files the next checkpoint
+            elif self.keep_local and action == Verdict.REPLACE and entry.kind != KIND_SQLITE:
+                action = Verdict.KEEP_NEWER   # `journal takeover` made this disk's files the next checkpoint
         except OSError as err:  # the local path exists but cannot be read: never written over
-            if isinstance(err, JournalError):
-                raise
-            action = KEEP_UNREADABLE
+            action = Verdict.KEEP_UNREADABLE
             full = os.path.join(dest, entry.path)
             self.reporter.warn(f"restore: cannot read {shown(full)} ({err.strerror or err}); left it as it is; "
                                f"{os_error_hint(err, full)}")
         if entry.kind == KIND_SQLITE:
             try:
-                _report_db(dest, entry, action, dry_run, self.reporter, os.path.join(aside, tr.name), tr,
-                           self.adopt)
+                _report_db(dest, entry, action, dry_run, self.reporter, self._aside(), tr, self.adopt)
             except (UnsafePath, OSError) as err:  # its directory was swapped, a companion changed: nothing written
-                if isinstance(err, JournalError) and not isinstance(err, UnsafePath):
-                    raise
                 why = err.reason if isinstance(err, UnsafePath) else describe_os_error(err)
                 self._refuse(entry.path, f"the local database could not be moved aside: {why}")
                 return
         self._count(entry.path, action)
-        if action == CANNOT_CREATE:
+        if action == Verdict.CANNOT_CREATE:
             full = os.path.join(dest, entry.path)
             err = OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), full)
             self.reporter.warn(f"restore: cannot create {shown(full)} ({err.strerror}); nothing is there, so it is "
@@ -253,9 +269,9 @@ class TreeRun:
             tr.bytes += entry.size
         self.used[entry.path] = entry
 
-    def _count(self, path: str, action: str) -> None:
-        """Record ``action`` for ``path`` (counted once: a path decided before moves), a
-        directory's apart from the files'."""
+    def _count(self, path: str, action: Verdict) -> None:
+        """Record ``action`` for ``path``, a directory's apart from the files'. A path
+        is counted once: a later verdict (a path changed meanwhile) replaces the first."""
         actions = self.tr.directories if path in self.dirs else self.tr.actions
         was = self.actions.get(path)
         if was is not None:
@@ -268,7 +284,7 @@ class TreeRun:
     def _refuse(self, path: str, why: str) -> None:
         """Refuse one entry: it is lost (the restore is incomplete); nothing else is."""
         tr = self.tr
-        self._count(path, REFUSED)
+        self._count(path, Verdict.REFUSED)
         self.used[path] = None
         tr.lost.append(path)
         tr.refused[path] = why
@@ -322,10 +338,10 @@ class TreeRun:
         return None
 
     def _chmodded_since(self, entry: Entry) -> bool:
-        """Whether ``entry`` is a directory whose mode was changed on this machine since
-        the local state last saw it (a newer local change, kept as a file's is). One this
-        restore made (it was missing: made 0700, ``local/under.py``) never was: it takes
-        the checkpointed mode."""
+        """Whether ``entry`` is a directory whose mode was changed here since the local
+        state last saw it. That is a newer local change, kept as a newer file is. A
+        directory this restore made (at 0700, ``local/under.py``) was never changed
+        here: it takes the checkpointed mode."""
         known = self.known.get(entry.path)
         if entry.kind != KIND_DIR or known is None or known.sig is None or self.adopt is not None \
                 or self.actions.get(entry.path) in WRITES:
@@ -356,7 +372,7 @@ class TreeRun:
 
     def _changed_meanwhile(self, path: str) -> None:
         """A path another process created or changed while the restore ran: it is kept."""
-        self._count(path, KEEP_NEWER)
+        self._count(path, Verdict.KEEP_NEWER)
         self.reporter.warn(f"restore: {self.tr.name}/{shown(path)} was created or changed while the restore ran; "
                            "kept the local file")
 
@@ -383,7 +399,7 @@ class TreeRun:
         files: dict[str, FileState] = {}
         for entry in self.entries:
             got, action = self.used.get(entry.path), self.actions[entry.path]
-            if got is not None and action != KEEP_CONFLICT:
+            if got is not None and action != Verdict.KEEP_CONFLICT:
                 files[entry.path] = FileState(_sig_after(dest, got, action), got)
         # Publish the tree again at the next checkpoint when what is on disk is not the
         # newest manifest's version of it (a fallback, a loss, or a rollback with --at).
@@ -411,12 +427,12 @@ def _tree_names_at(cache: ManifestCache, seq: int) -> set[str]:
         return set()
 
 
-def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, aside: str, tr,
-               adopt: Adopt | None = None) -> None:
+def _report_db(dest: str, entry: Entry, action: Verdict, dry_run: bool, reporter: Reporter, aside: str,
+               tr: TreeRestore, adopt: Adopt | None = None) -> None:
     """Say what happens to a local database; move an invalid one aside (never delete it),
     and, when adopting a checkpoint, one that is not the checkpoint's."""
     full = os.path.join(dest, entry.path)
-    if action == REPLACE and adopt is not None and os.path.lexists(full):
+    if action == Verdict.REPLACE and adopt is not None and os.path.lexists(full):
         if dry_run:
             return
         moved = move_aside(dest, entry, aside)
@@ -425,11 +441,11 @@ def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, as
                f"-wal, -shm, -journal) to {shown(moved)}")
         reporter.note(msg)
         tr.databases.append(msg)
-    elif action == KEEP_VALID_DB:
+    elif action == Verdict.KEEP_VALID_DB:
         msg = f"restore: kept the valid local database {shown(full)} (it passes quick_check; it is authoritative)"
         reporter.note(msg)
         tr.databases.append(msg)
-    elif action == REPLACE and not dry_run:
+    elif action == Verdict.REPLACE and not dry_run:
         moved = move_aside(dest, entry, aside)
         msg = (f"restore: local database {shown(full)} is not valid (it fails quick_check, or a -wal, -shm or -journal "
                f"beside it is not a regular file); moved it (and those) to {shown(moved)}")
@@ -438,10 +454,9 @@ def _report_db(dest: str, entry: Entry, action: str, dry_run: bool, reporter, as
 
 
 def _older_copies(cache: ManifestCache, seqs: list[int], newest: int, name: str, entry: Entry):
-    """Older manifests' entries at ``entry``'s path that could stand in for it: of the
-    same kind (an older directory or symlink there is no copy of a file: it was staged
-    as an empty file, and the restore called it restored) and that restore would make
-    (``refused_paths``, as for the newest); newest first, each set of blobs once."""
+    """Older manifests' entries at ``entry``'s path that could stand in for it, newest
+    first, each set of blobs once. Such an entry has the same kind (an older directory
+    or symlink is no copy of a file) and is one restore would make (``refused_paths``)."""
     seen: set[tuple[BlobRef, ...]] = {entry.refs}
     for seq in reversed([s for s in seqs if s < newest]):
         try:
@@ -454,13 +469,13 @@ def _older_copies(cache: ManifestCache, seqs: list[int], newest: int, name: str,
                 yield seq, e
 
 
-def _sig_after(dest: str, entry: Entry, action: str):
+def _sig_after(dest: str, entry: Entry, action: Verdict):
     """The cache signature: the file as written or verified now; None forces a re-read.
 
     A file left as it is (``SAME``: the checkpointed bytes) whose mode or mtime are not
     the entry's is re-read too: the cache would otherwise say the entry describes it, and
     the next checkpoint would publish the entry's mode and mtime over the file's own."""
-    if action not in WRITES and action != SAME:
+    if action not in WRITES and action != Verdict.SAME:
         return None  # kept local content: the next checkpoint must capture it
     try:
         st = os.lstat(os.path.join(dest, entry.path))
@@ -472,6 +487,6 @@ def _sig_after(dest: str, entry: Entry, action: str):
         return live_signature(os.path.join(dest, entry.path))
     if entry.kind == KIND_DIR:   # a mode kept that is not the entry's: the next checkpoint reads it
         return dir_signature(st) if stat.S_IMODE(st.st_mode) == entry.mode else None
-    if action == SAME and (stat.S_IMODE(st.st_mode) != entry.mode or mtime_ns(st) != entry.mtime_ns):
+    if action == Verdict.SAME and (stat.S_IMODE(st.st_mode) != entry.mode or mtime_ns(st) != entry.mtime_ns):
         return None
     return signature(st)

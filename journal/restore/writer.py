@@ -25,6 +25,7 @@ from .publish import PublishBatch, Staged
 from ..atomic import makedirs
 from ..local.under import make_under
 from .entry import ensure_parents, finish_dirs, stage_entry
+from .reads import StagingReads
 from ..local.tree_tmp import TreeTmp
 from ..repository.fetch import RawReader, fetch_in_order
 from ..format.model import KIND_DIR, KIND_SQLITE, KIND_SYMLINK, Entry
@@ -86,7 +87,7 @@ def _join_started(thread, deadline: float) -> None:
 class TreeWriter:
     """One tree's writes: its directories, its temp directory and its publish batch."""
 
-    def __init__(self, root: str, reader, state_dir: str):
+    def __init__(self, root: str, reader: StagingReads, state_dir: str):
         self.root = root
         self.reader = reader
         self.state_dir = state_dir
@@ -162,7 +163,7 @@ class TreeWriter:
         self.batch.discard()
 
 
-def stage_group(root: str, tmp: TreeTmp, entries: list[Entry], reader) -> list[Staged | Exception]:
+def stage_group(root: str, tmp: TreeTmp, entries: list[Entry], reader: StagingReads) -> list[Staged | Exception]:
     """Stage several entries of one tree in turn (one pool job); each outcome on its own.
 
     The blobs of a group of small files usually sit back to back in one pack (a
@@ -186,7 +187,7 @@ def stage_group(root: str, tmp: TreeTmp, entries: list[Entry], reader) -> list[S
 _OWN_READ = (KIND_SQLITE, KIND_SYMLINK, KIND_DIR)
 
 
-def _read_together(entries: list[Entry], reader) -> deque | None:
+def _read_together(entries: list[Entry], reader: StagingReads) -> deque | None:
     """Every blob record of ``entries`` (not databases or links), as stored, in order
     (``stage_entry`` verifies each); None on any error (each entry then reads its own
     blobs, and meets its own error)."""
@@ -200,11 +201,13 @@ def _read_together(entries: list[Entry], reader) -> deque | None:
 def plan_jobs(writes: list[tuple[object, Entry]]) -> list[tuple[object, list[Entry]]]:
     """Cut ``(tree, entry)`` writes, in path order, into pool jobs ``(tree, entries)``.
 
-    Databases first, then the other large files, largest first, one per job: the longest
-    jobs start early and the rest fill the other core around them. Small files follow,
-    grouped by tree (``GROUP_FILES``, ``GROUP_BYTES``) in the order their blobs sit in the
-    packs, so a group is usually one ranged read (``stage_group``) and a tree of many
-    small files costs few reads and few handoffs between threads.
+    Databases come first, then the other large files, largest first, one per job: the
+    longest jobs start early, and the rest fill the other core around them.
+
+    Small files follow, grouped by tree (``GROUP_FILES``, ``GROUP_BYTES``) in the order
+    their blobs sit in the packs. A group is then usually one ranged read
+    (``stage_group``), so a tree of many small files costs few reads and few handoffs
+    between threads.
     """
     big = [w for w in writes if w[1].kind == KIND_SQLITE or w[1].size >= SMALL_FILE]
     big.sort(key=lambda w: (w[1].kind != KIND_SQLITE, -w[1].size))

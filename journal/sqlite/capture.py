@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterator
 
 from ..local.state import FileState
 from ..format.model import KIND_SQLITE, BlobRef, Entry
-from ..errors import CorruptObject, ObjectNotFound, RecordTooLarge, SnapshotFailed
+from ..errors import CorruptObject, ObjectNotFound, RecordTooLarge
+from .errors import SnapshotFailed
 from ..format.codec import Codec
 from ..format.objects import (DBPAGE_BYTES, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays, encode_record,
                               is_id)

@@ -24,12 +24,14 @@ import os
 from collections.abc import Callable
 from typing import BinaryIO
 
-from ..errors import CorruptObject, ObjectNotFound, UnsafePath, naming
+from ..errors import CorruptObject, ObjectNotFound
+from ..local.errors import UnsafePath
+from ..os_errors import naming
 from ..local.under import sync
 from ..paths import shown
 from ..repository.fetch import RawReader, fetch_in_order
 from ..format.model import BlobRef, Entry
-from ..format.objects import FLAG_DELTA, KIND_DBPAGE, decode_record, embedded_members, parse_header_flags
+from ..format.objects import FLAG_DELTA, KIND_DBPAGE, decode_record, embedded_members, parse_header
 from ..format.pagemap import PageLoc, Snapshot, group_base, load_snapshot
 from ..presets import SQLITE_COMPANIONS
 from ..repository.repository import blob_location
@@ -132,8 +134,7 @@ def _changed(snap: Snapshot) -> list[tuple[int, PageLoc]]:
 
 def _members(data, key: str, slot_uses: list[tuple[int, int]], snap: Snapshot) -> list[int] | None:
     """The base pages a delta map record decodes against; None for a whole record."""
-    _kind, flags, _raw, _stored, _id = parse_header_flags(data, key=key)
-    if not flags & FLAG_DELTA:
+    if not parse_header(data, key=key).flags & FLAG_DELTA:
         return None
     members = embedded_members(data, key=key)
     if members is None:  # a version 2 map's one-page delta: its base has its page number

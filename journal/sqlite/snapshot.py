@@ -30,7 +30,8 @@ from typing import TypeVar
 
 from ..atomic import makedirs
 from ..background import Background
-from ..errors import SnapshotFailed, os_error_hint
+from ..os_errors import os_error_hint
+from .errors import SnapshotFailed
 from ..localfs import clear_dir, observe, open_regular
 from ..paths import PRIVATE_DIR, PRIVATE_FILE
 from ..signatures import Stamp
@@ -254,16 +255,16 @@ def check_live_copy(path: str, tmp_dir: str, then: Callable[[str], T] | None = N
 
 
 def _recover(copy: str) -> str | None:
-    """Let SQLite recover the private copy read-write (replay its WAL, roll back a hot
-    journal) and leave it one rollback-journal file, so that it is then checked
+    """Let SQLite recover the private copy read-write (a first read replays its WAL or
+    rolls back a hot journal; the close folds the WAL in), so that it is then checked
     read-only like every other check: a read-write ``quick_check`` also evaluates CHECK
     constraints, and one that calls a function this SQLite lacks (OpenClaw's schema
-    needs 3.43's ``octet_length``) would fail a valid database. None, or SQLite's
-    complaint."""
+    needs 3.43's ``octet_length``) would fail a valid database. The copy's pages stay
+    what the live database holds (its journal mode too). None, or SQLite's complaint."""
     try:
         con = sqlite3.connect(_uri(copy, "rw"), uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
         try:
-            con.execute("PRAGMA journal_mode=DELETE").fetchall()
+            con.execute("PRAGMA user_version").fetchall()
         finally:
             con.close()
     except sqlite3.DatabaseError as err:

@@ -32,7 +32,8 @@ from typing import BinaryIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..atomic import COPY_CHUNK
-from ..errors import ConfigError, KeyExists, NoCloudCredentials, ObjectNotFound, StoreError
+from ..errors import ConfigError, KeyExists, ObjectNotFound, StoreError
+from .cloud_errors import NoCloudCredentials
 from .base import Store, check_key
 from .cloud_credentials import check_s3_credentials
 from .cloud_errors import explain, family, first_line, no_credentials

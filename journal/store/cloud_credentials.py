@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from ..errors import NoCloudCredentials
+from .cloud_errors import NoCloudCredentials
 
 #: How long the metadata service may take to answer the probe.
 PROBE_SECONDS = 2.0

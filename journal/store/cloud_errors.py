@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlsplit
 
+from ..errors import ConfigError
+
 #: Where each provider's credentials come from, when none were found.
 CREDENTIALS = {
     "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_REGION), or run where an instance or "
@@ -84,3 +86,12 @@ def first_line(raw: str, limit: int = 300) -> str:
     line = next((ln.strip() for ln in raw.splitlines() if ln.strip()), raw.strip())
     line = re.sub(r"^Generic \w+ error: ", "", line)
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+class NoCloudCredentials(ConfigError):
+    """A cloud store and no credentials for it: none configured, and no metadata service
+    gave any (exit 2, as a missing key). ``backend_said``: the client's own words."""
+
+    def __init__(self, message: str, backend_said: str | None = None):
+        super().__init__(message)
+        self.backend_said = backend_said

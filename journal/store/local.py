@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 from ..atomic import OS_FS, FsOps, discard_temp, publish_temp, write_file_atomic, write_temp
-from ..errors import KeyExists, ObjectNotFound, StoreError, describe_os_error
+from ..errors import KeyExists, ObjectNotFound, StoreError
+from ..os_errors import describe_os_error
 from ..localfs import find_mount
 from .base import Store, check_key
 

@@ -45,6 +45,7 @@ class Part(str, enum.Enum):
     CMD = "cmd"                 # CMD could not be started
     CHECKPOINT = "checkpoint"   # a timer tick
     INPUTS = "inputs"           # the input server (design §20)
+    COPY = "copy"               # a copy of the store on a timer (--copy-to, design §23)
     STATUS = "status"           # writing status.json
     METRICS = "metrics"         # writing --metrics-file
 

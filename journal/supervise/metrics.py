@@ -53,9 +53,9 @@ def check_metrics_file(path: str) -> str:
     path = os.path.abspath(path)
     where = os.path.dirname(path)
     if not os.path.isdir(where):
-        raise ConfigError(f"supervise: --metrics-file {path}: its directory {where} does not exist; create it first")
+        raise ConfigError(f"supervise: metrics file {path}: its directory {where} does not exist; create it first")
     if os.path.isdir(path):
-        raise ConfigError(f"supervise: --metrics-file {path} is a directory; name a file in it")
+        raise ConfigError(f"supervise: metrics file {path} is a directory; name a file in it")
     return path
 
 

@@ -7,7 +7,8 @@ incomplete restore never starts CMD) -> start CMD in its own process group, hand
 the terminal when supervise has one -> checkpoint every interval (never overlapping:
 the state lock serializes timer, manual and final checkpoints; a tick that comes due
 while one runs is skipped; a tick that fails for any reason is recorded and retried,
-it never touches CMD) -> on SIGTERM/SIGINT/SIGHUP forward the signal to CMD's group at
+it never touches CMD; with ``--copy-to``, a copy of the store on a timer of its own, ``copying.py``)
+-> on SIGTERM/SIGINT/SIGHUP forward the signal to CMD's group at
 once (even while a tick runs), wait up to ``grace`` for the whole group to exit,
 SIGKILL what is left, then take the final checkpoint (nothing of CMD's group can
 write behind it) and exit with CMD's status, or 137 (128+SIGKILL) when CMD had to be
@@ -32,8 +33,11 @@ from collections.abc import Mapping
 import msgspec
 
 from ..checkpoint.run import checkpoint
-from ..errors import (ConfigError, JournalError, LockBusy, NoStoreNamed, RestoreIncomplete, SupervisorRunning,
-                      describe_error)
+from ..errors import JournalError
+from ..local.errors import LockBusy
+from ..os_errors import describe_error
+from ..restore.errors import RestoreIncomplete
+from .errors import NoStoreNamed, SupervisorRunning
 from ..local.state import StateLock
 from ..paths import KEY_VARS, SUPERVISE_LOCK
 from ..report import Reporter
@@ -41,6 +45,7 @@ from ..restore.run import restore
 from ..local.activity import checkpoint_record, restore_record
 from .events import (Committed, Failed, Final, Level, Log, Noted, Part, Recovered, Skipped, Started, Stopped, Warned,
                      What, event, ignore)
+from .copying import Copier, CopySchedule
 from .inputs import InputSocket
 from .metrics import write_metrics
 from .status import LastCheckpoint, Status, write_status
@@ -69,7 +74,7 @@ class Supervisor:
 
     def __init__(self, cfg, open_store, cmd: list[str], *, interval: float, grace: float = 1.0,
                  restore_first: bool = True, log: Log = ignore, serve_inputs: bool = True,
-                 metrics_file: str | None = None, pass_key_env: bool = False):
+                 metrics_file: str | None = None, pass_key_env: bool = False, copy: CopySchedule | None = None):
         self.cfg = cfg
         self.pass_key_env = pass_key_env          # CMD gets the variables that open the store (KEY_VARS)
         self.metrics_file = metrics_file          # Prometheus text format, rewritten with the status
@@ -94,6 +99,7 @@ class Supervisor:
         self.failure: tuple[str, str] | None = None  # (message, kind) when CMD never started
         self.restore_seconds = 0.0
         self.inputs = InputSocket(cfg) if serve_inputs else None
+        self.copier = Copier(cfg, copy) if copy is not None else None
 
     def run(self) -> int:
         """Supervise CMD; the exit status. ``NoStoreNamed`` when no store was named: the
@@ -210,7 +216,7 @@ class Supervisor:
         except JournalError as err:
             self._record_stop(f"restore: {err}")
             self.failure = (self.status.last_error, type(err).__name__)
-            code = 2 if isinstance(err, ConfigError) else 1
+            code = err.exit_code
             self._fail(Part.RESTORE, str(err), exit=code)
             return code
         if result.fallback:
@@ -232,6 +238,8 @@ class Supervisor:
                 self._resume()
             if self.inputs is not None and self.inputs.due():
                 self._serve_inputs(self.inputs.start())
+            if self.copier is not None and self.copier.due():
+                self._copy()
             if time.monotonic() >= next_tick:
                 self._tick()
                 next_tick = time.monotonic() + self.interval
@@ -254,6 +262,8 @@ class Supervisor:
         for sig in STOP_SIGNALS:  # a second signal must not interrupt the final checkpoint
             signal.signal(sig, signal.SIG_IGN)
         self._stop_inputs()  # after CMD's group: its last prompts are stored
+        if self.copier is not None:
+            self.copier.stop()   # resumable: the next copy completes it
         self._take_terminal_back()
         if self.child.returncode is not None and self.child.returncode < 0:
             self._restore_terminal_modes()  # as a shell does after a job dies of a signal
@@ -284,6 +294,9 @@ class Supervisor:
                 return
             if self.inputs is not None and self.inputs.exited(pid, status):
                 self._serve_inputs(False)
+                continue
+            if self.copier is not None and (copied := self.copier.exited(pid, status)) is not None:
+                self._copied(copied)
                 continue
             if self.child is None or pid != self.child.pid:
                 continue
@@ -363,6 +376,20 @@ class Supervisor:
             self.inputs.stop()
             self.status.input_error = "stopped with CMD"
             self._save()
+
+    def _copy(self) -> None:
+        """Start the copy that is due (``--copy-to``); a failure to start is said."""
+        error = self.copier.start()
+        if error is not None:
+            self._fail(Part.COPY, error, retry_in=self.copier.retry_in())
+
+    def _copied(self, outcome) -> None:
+        """A copy ended: said when it failed, as a note when it did its work."""
+        if outcome.error is not None:
+            self._fail(Part.COPY, outcome.error, retry_in=self.copier.retry_in())
+            return
+        self._ok(Part.COPY)
+        self._say(Level.DEBUG, Noted(message=outcome.summary))
 
     def _tick(self) -> None:
         """A timer checkpoint: said when it committed one (debug), when it failed, and

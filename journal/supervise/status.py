@@ -27,7 +27,7 @@ from ..local import activity
 from ..local.activity import CheckpointRecord, RestoreRecord
 from ..local.private import open_state_dir
 from ..local.state import lock_held
-from ..paths import BASE_DIR, CHUNKS_DIR, MAPS_DIR, PAGES_DIR, STATUS_FILE, SUPERVISE_LOCK, TMP_DIR
+from ..paths import BASE_DIR, CHUNKS_DIR, MAPS_DIR, PAGES_DIR, SPOOL_DIR, STATUS_FILE, SUPERVISE_LOCK, TMP_DIR
 
 
 class LastCheckpoint(msgspec.Struct, kw_only=True):
@@ -94,13 +94,15 @@ class ErrorReport(msgspec.Struct, kw_only=True):
 
 
 class LocalSize(msgspec.Struct, kw_only=True):
-    """The bytes of the state directory's regular files, and of its four caches (design §10)."""
+    """The bytes of the state directory's regular files, of its four caches, and of the
+    packs being built in its spool (design §10)."""
 
     bytes: int = 0
     chunks: int = msgspec.field(default=0, name="chunks_bytes")
     sqlite_base: int = msgspec.field(default=0, name="sqlite_base_bytes")
     maps: int = msgspec.field(default=0, name="maps_bytes")
     pages: int = msgspec.field(default=0, name="pages_bytes")
+    spool: int = msgspec.field(default=0, name="spool_bytes")
 
 
 class StatusReport(msgspec.Struct, kw_only=True):
@@ -207,7 +209,7 @@ def local_size(state_dir: str) -> LocalSize:
     """What the state directory holds (a missing one holds nothing), in one walk."""
     top = {name: _bytes(path) for name, path in _listing(state_dir)}
     return LocalSize(bytes=sum(top.values()), chunks=top.get(CHUNKS_DIR, 0), sqlite_base=top.get(BASE_DIR, 0),
-                     maps=top.get(MAPS_DIR, 0), pages=top.get(PAGES_DIR, 0))
+                     maps=top.get(MAPS_DIR, 0), pages=top.get(PAGES_DIR, 0), spool=top.get(SPOOL_DIR, 0))
 
 
 def _listing(folder: str) -> list[tuple[str, str]]:

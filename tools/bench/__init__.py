@@ -18,8 +18,9 @@ the ``ru_maxrss`` that ``wait4`` returns for that child (``measure.py``).
 
 The package: ``workload`` (the generated agent state and the agents that change it),
 ``measure`` (children and figures), ``systems`` (journal, legacy, restic), ``parts``
-(main, tree, sqlite, big, gc, inputs, crypto: each runs, summarizes, judges and reports itself; a
-registry in ``parts/__init__.py``), ``report`` (summary, ratios, targets, tables) and
+(main, tree, sqlite, big, gc, inputs, crypto, link, history: each runs, summarizes,
+judges and reports itself; a registry in ``parts/__init__.py``), ``report`` (summary,
+ratios, targets, tables) and
 ``__main__`` (the command line).
 
 Usage::

@@ -90,6 +90,20 @@ def parse_args(argv=None):
     p.add_argument("--link-latency", type=float, default=30.0,
                    help="the link part's time added per request, in ms (default 30)")
     p.add_argument("--link-runs", type=int, default=1, help="runs of the link part (default 1)")
+    p.add_argument("--history-ticks", type=int, default=40320,
+                   help="ticks of the history part's simulated week (default 40,320: a week of 15 s ticks)")
+    p.add_argument("--history-at", type=_counts, default=[1, 1000, 10000],
+                   help="checkpoints after which the history part measures (default 1,1000,10000; and the last)")
+    p.add_argument("--history-scale", type=float, default=1.0, help="the history part's workload scale (default 1.0)")
+    p.add_argument("--history-busy-every", type=int, default=12,
+                   help="the history part's agents are busy every Nth tick, quiet (one event) on the others "
+                        "(default 12: a burst every 3 minutes)")
+    p.add_argument("--history-tick-seconds", type=float, default=15.0,
+                   help="simulated seconds between the history part's ticks (default 15)")
+    p.add_argument("--history-policies", type=lambda s: [x for x in s.split(",") if x], default=["deploy", "none"],
+                   help="the history part's weeks: deploy (docs/deploy.md's retention) and/or none (default both)")
+    p.add_argument("--history-full-limit", type=int, default=600,
+                   help="seconds after which the history part stops a `verify --full` (default 600)")
     p.add_argument("--parts", default=",".join(PARTS), help="parts to run (default: all)")
     p.add_argument("--smoke", action="store_true",
                    help="a tiny version (small scale, 1 run, small files, a fast link) that produces every figure and judges no "
@@ -107,11 +121,17 @@ def parse_args(argv=None):
         args.big_file_mib, args.tree_files, args.db_mib, args.db_txns = 8, 300, 2, 20
         args.gc_objects, args.gc_appends, args.gc_checkpoints = 3000, 100, 200
         args.link_rate, args.link_latency = 200.0, 3.0   # a fast link: the figures, not the waits
+        args.history_ticks, args.history_at, args.history_scale, args.history_busy_every = 200, [1, 50], 0.02, 4
+        args.history_tick_seconds = 1800.0   # four simulated days: the daily gc runs
     if args.smoke:
         args.big_runs = 1
     args.db_runs = args.db_runs or args.runs
     args.parts = [x for x in args.parts.split(",") if x]
     return args
+
+def _counts(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
 
 def main(argv=None) -> int:
     args = parse_args(argv)

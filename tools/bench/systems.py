@@ -192,6 +192,8 @@ class JournalSys:
                     "AM_LOCAL": local, "JOURNAL_STORE": store}
         if key_file:
             self.env["JOURNAL_KEY_FILE"] = key_file
+        if os.environ.get("PYTHONPATH"):   # a bench of a copy of the code runs that copy's CLI too
+            self.env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         if state_dir:
             self.env["JOURNAL_STATE_DIR"] = state_dir
 

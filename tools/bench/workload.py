@@ -598,6 +598,13 @@ class LiveWorkload:
         self.hermes.execute("UPDATE sessions SET message_count = message_count + 2, output_tokens = output_tokens + ?"
                             " WHERE id = ?", (rng.randint(10, 900), hs))
 
+    def light_tick(self, t: int) -> None:
+        """A quiet tick: one event appended to the open Codex rollout (its torn line
+        completed first, the new one torn again), nothing else."""
+        rng = random.Random(f"{self.seed}:light:{t}")
+        base = BASE_TIME + 30 * 86400 + 3600 + t * 15
+        self._append("codex", rng, 1, lambda j: self.lines.codex(rng, stamp(base, j * 0.2), "open"), torn=True)
+
     def close(self) -> None:
         for fh in self.handles.values():
             fh.close()

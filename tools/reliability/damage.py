@@ -165,10 +165,10 @@ class DamageSweep:
             key = str(path.relative_to(store))
             offset = 0
             while offset + HEADER.size <= len(data):
-                kind, _raw, stored, _id = parse_header(data[offset:offset + HEADER.size], key=key)
+                header = parse_header(data[offset:offset + HEADER.size], key=key)
                 if (key, offset) in reads:
-                    self.records.append((key, offset, HEADER.size + stored, kind))
-                offset += HEADER.size + stored
+                    self.records.append((key, offset, HEADER.size + header.stored_size, header.kind))
+                offset += HEADER.size + header.stored_size
 
     # --- cases -----------------------------------------------------------------------
 
@@ -342,7 +342,7 @@ class DamageSweep:
         # A damaged byte that changes nothing restore verifies (a bit of a zstd frame header
         # that still decodes to the same bytes, each checked against its content id) leaves
         # the newest checkpoint whole: verify --full finds it by the pack's name (design
-        # §13); a restore that wrote exactly the newest trees lost nothing.
+        # §11, invariant 3); a restore that wrote exactly the newest trees lost nothing.
         if code == 0 and case.newest_needs and not unseen and got != newest:
             problems.append("restore exited 0 though the newest checkpoint needs what is damaged")
         if code == 2:

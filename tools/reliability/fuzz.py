@@ -48,7 +48,7 @@ from journal.format.model import (KIND_DIR, KIND_FILE, KIND_JSONL, KIND_SQLITE, 
 from journal.format.objects import (FLAG_DELTA, HEADER, KIND_CHUNK, KIND_CLAIM, KIND_DBPAGE, KIND_DELIVERY,
                                     KIND_INPUT, KIND_MANIFEST, KIND_NAMES, KIND_PAGE, KIND_PAGEMAP, KIND_SEGMENT,
                                     decode_record, embedded_base, embedded_members, encode_record,
-                                    parse_header_flags)
+                                    parse_header)
 from journal.format.pagemap import PageLoc, PageMap, RECORD, decode_map, encode_map, load_snapshot
 from journal.format.tombstone import Chunk, Tombstone, TombstoneItem, read_item, read_tombstone
 from journal.gc.lease import LeaseRecord, _decode as decode_lease
@@ -237,7 +237,7 @@ class Decoder:
 
 
 DECODERS: dict[str, Decoder] = {d.name: d for d in (
-    Decoder("record-header", lambda b: parse_header_flags(b, key=KEY), _records, "record"),
+    Decoder("record-header", lambda b: parse_header(b, key=KEY), _records, "record"),
     Decoder("record", lambda b: decode_record(b, key=KEY, base=BASE), _records, "record"),
     Decoder("delta-base", lambda b: embedded_base(b, key=KEY), _records, "record"),
     Decoder("delta-members", lambda b: embedded_members(b, key=KEY), _records, "record"),

@@ -11,6 +11,7 @@ from .base import Part
 from .big import BigPart
 from .crypto import CryptoPart
 from .gc import GcPart
+from .history import HistoryPart
 from .inputs import InputsPart
 from .link import LinkPart
 from .main import MainPart
@@ -19,4 +20,4 @@ from .tree import TreePart
 
 PARTS: dict[str, Part] = {p.name: p for p in (MainPart(), TreePart(), SqlitePart(), BigPart(), GcPart(),
                                               InputsPart(), CryptoPart(),
-                                              LinkPart())}
+                                              LinkPart(), HistoryPart())}
