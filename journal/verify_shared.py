@@ -50,7 +50,7 @@ from .format.model import KIND_DIR, MAX_MAPS, BlobRef, Page, TreeRoot, ref_probl
 from .format.pagemap import PageLoc, PageMap
 
 #: Subtrees and map shapes kept (least recently used dropped first).
-SEEN_KEPT = 1 << 17
+SEEN_KEPT = 1 << 15
 SHAPES_KEPT = 1 << 10
 
 #: What a tree's leaf hook found in one leaf page (kept with the subtree).

@@ -235,13 +235,14 @@ def week_tables(h: dict, policy: str, week: dict) -> list[str]:
                    f"{fmt_bytes(c['live_bytes'])} |")
     out.append("")
     names = [*COMMANDS, "restore"]
-    out.append(f"| {head}: wall (peak RSS) | " + " | ".join(f"`{n}`" for n in names) + " |")
+    out.append(f"| {head}: wall / CPU (peak RSS) | " + " | ".join(f"`{n}`" for n in names) + " |")
     out.append("|---|" + "---:|" * len(names))
     for c in week["checkpoints"]:
         cells = []
         for name in names:
             f = c["commands"][name]
-            cells.append(f"{'> ' if f.get('stopped') else ''}{fmt_s(f['wall_s'])} ({f['maxrss_kib'] / KIB:.0f} MiB)")
+            cells.append(f"{'stopped at ' if f.get('stopped') else ''}{fmt_s(f['wall_s'])} / {fmt_s(f['cpu_s'])} "
+                         f"({f['maxrss_kib'] / KIB:.0f} MiB)")
         out.append(f"| after {c['n']:,} | " + " | ".join(cells) + " |")
     out.append("")
     if week["gc_runs"]:
