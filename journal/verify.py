@@ -289,7 +289,7 @@ class _Manifests:
             try:
                 self.reach.note_entries(self.seq, self.tree, page)
             except (CorruptObject, ObjectNotFound):
-                pass
+                pass  # a damaged page map: the snapshot checks report it, once, where it is named
         return page
 
     def _check_snapshot(self, seq: int, name: str, entry: Entry) -> None:
