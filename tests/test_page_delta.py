@@ -11,7 +11,7 @@ import pytest
 from journal.errors import CorruptObject
 from journal.format.codec import PLAIN
 from journal.format.model import BlobRef, Page, decode, encode
-from journal.format.objects import FLAG_BASE_AT, FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header
+from journal.format.objects import FLAG_BASE_AT, BaseAt, BaseRef, FLAG_DELTA, HEADER, KIND_PAGE, encode_record, parse_header
 from journal.repository.repository import pack_key
 from journal.verify import verify
 
@@ -106,7 +106,7 @@ def test_a_delta_over_a_delta_is_refused(bare_live):
     repo = live.repo()
     # a hand-made page delta whose "base" is itself a delta
     payload = encode(msgspec.structs.replace(page, entries=page.entries[:-1]))
-    pid, record = encode_record(KIND_PAGE, payload, base=repo.read_page(ref)[0], base_ref=encode(ref))
+    pid, record = encode_record(KIND_PAGE, payload, base=repo.read_page(ref)[0], names=BaseRef(encode(ref)))
     path = live.store_path / "packs" / "ff" / ("ff" * 32)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(record)
@@ -188,7 +188,7 @@ def _put_record(live, record: bytes) -> str:
 def test_a_format_3_delta_naming_its_base_as_json_still_reads(bare_live):
     live = bare_live
     repo, ref, base, _, payload = _delta_fixture(live)
-    pid, record = encode_record(KIND_PAGE, payload, base=repo.read_blob(base, KIND_PAGE), base_ref=encode(base))
+    pid, record = encode_record(KIND_PAGE, payload, base=repo.read_blob(base, KIND_PAGE), names=BaseRef(encode(base)))
     assert parse_header(record, key="x").flags == FLAG_DELTA
     pack = _put_record(live, record)
     got, got_base = repo.read_page(BlobRef(pid, pack, 0, len(record), len(payload)))
@@ -207,7 +207,7 @@ def test_a_base_position_naming_other_bytes_is_refused(bare_live):
              "past the pack's end": (BlobRef("", base.pack, base.offset + 10 ** 6, base.length, 0), "too short")}
     for name, (at, match) in cases.items():
         pid, record = encode_record(KIND_PAGE, payload, base=repo.read_blob(base, KIND_PAGE),
-                                    base_at=(at.pack, at.offset, at.length))
+                                    names=BaseAt(at.pack, at.offset, at.length))
         pack = _put_record(live, record)
         with pytest.raises(CorruptObject, match=match):
             repo.read_page(BlobRef(pid, pack, 0, len(record), len(payload)))
@@ -217,7 +217,7 @@ def test_a_torn_base_position_is_refused(bare_live):
     live = bare_live
     repo, ref, base, _, payload = _delta_fixture(live)
     pid, record = encode_record(KIND_PAGE, payload, base=repo.read_blob(base, KIND_PAGE),
-                                base_at=(base.pack, base.offset, base.length))
+                                names=BaseAt(base.pack, base.offset, base.length))
     n = HEADER.size
     torn = record[:n] + (43).to_bytes(2, "big") + record[n + 2:n + 2 + 43] + record[n + 2 + 44:]
     torn = torn[:16] + (len(torn) - n).to_bytes(8, "big") + torn[24:]   # stored_size matches the record

@@ -27,7 +27,7 @@ from journal.local.state import FileState
 from journal.restore.run import restore
 from journal.sqlite import capture as sqlite_capture
 from journal.sqlite import snapshot as snapshot_mod
-from journal.sqlite.ahead import Ahead
+from journal.sqlite.ahead import Ahead, Wanted
 from journal.sqlite.snapshot import remove_staging
 
 from conftest import Live
@@ -289,8 +289,8 @@ def test_snapshots_are_used_only_for_their_own_path_previous_entry_and_file(tmp_
         return lambda: identity(path) if not os.path.islink(path) else None
 
     ahead = Ahead(str(staging), PLAIN)
-    ahead.want(str(first), None, reached(first))
-    ahead.want(str(second), None, reached(second))
+    ahead.want(Wanted(str(first), None, reached(first)))
+    ahead.want(Wanted(str(second), None, reached(second)))
     assert ahead.take(str(second), None, identity(second)) is None, "not the one under way: the capture makes its own"
     got = ahead.take(str(first), None, identity(first))
     assert got is not None and got.path == str(first)
@@ -302,15 +302,15 @@ def test_snapshots_are_used_only_for_their_own_path_previous_entry_and_file(tmp_
     assert os.listdir(staging) == []
 
     prev = FileState(None, Entry(path="a.db", kind="file", mode=0o600))
-    ahead.want(str(first), prev, reached(first))
+    ahead.want(Wanted(str(first), prev, reached(first)))
     assert ahead.take(str(first), FileState(None, prev.entry), identity(first)) is None, \
         "made for another previous entry: discarded"
     assert os.listdir(staging) == []
-    ahead.want(str(first), None, reached(first))
+    ahead.want(Wanted(str(first), None, reached(first)))
     assert ahead.take(str(first), None, identity(second)) is None, "a copy of another file than the walk saw"
     assert os.listdir(staging) == []
-    ahead.want(str(tmp_path / "gone.db"), None, reached(tmp_path / "gone.db"))  # nothing to start
-    ahead.want(str(second), None, lambda: None)  # not reached without a symlink: never started
+    ahead.want(Wanted(str(tmp_path / "gone.db"), None, reached(tmp_path / "gone.db")))  # nothing to start
+    ahead.want(Wanted(str(second), None, lambda: None))  # not reached without a symlink: never started
     ahead.close()
     assert os.listdir(staging) == []
     assert not [t for t in threading.enumerate() if t.name == "journal-backup"]

@@ -34,7 +34,7 @@ from journal.format.codec import PLAIN, Codec
 from journal.gc.run import gc
 from journal.repository.history import ManifestCache
 from journal.format.model import BlobRef
-from journal.format.objects import (FLAG_DELTA, FLAG_MEMBERS, HEADER, KIND_DBPAGE, KIND_MANIFEST, KIND_PAGE, MAGIC, decode_record,
+from journal.format.objects import (FLAG_DELTA, Members, FLAG_MEMBERS, HEADER, KIND_DBPAGE, KIND_MANIFEST, KIND_PAGE, MAGIC, decode_record,
                              embedded_members, encode_record, is_delta)
 from journal.repository.repository import pack_key
 from journal.format.pagemap import GROUP, SLOT, PageLoc, decode_map, encode_map, group_base
@@ -656,13 +656,13 @@ def test_the_delta_flag_is_refused_on_any_other_kind_and_maps_that_break_the_rul
 
     # a group delta names its members; only a dbpage delta may, and only a delta
     members = struct.pack(">2I", 4, 9)
-    gid, gdata = encode_record(KIND_DBPAGE, page + page, base=base, members=members)
+    gid, gdata = encode_record(KIND_DBPAGE, page + page, base=base, names=Members(members))
     assert embedded_members(gdata, key="t") == [4, 9]
     assert decode_record(gdata, key="t", expect_id=gid, base=base) == page + page
     with pytest.raises(ValueError):
-        encode_record(KIND_DBPAGE, page, members=members)
+        encode_record(KIND_DBPAGE, page, names=Members(members))
     with pytest.raises(ValueError):
-        encode_record(KIND_PAGE, page, base=base, members=members)
+        encode_record(KIND_PAGE, page, base=base, names=Members(members))
     no_delta = bytearray(gdata)
     no_delta[6:8] = FLAG_MEMBERS.to_bytes(2, "big")  # members without the delta flag
     with pytest.raises(CorruptObject, match="unknown flags"):

@@ -13,7 +13,7 @@ import msgspec
 
 from ..errors import JournalError, KeyExists
 from ..repository.errors import ManifestConflict
-from ..format.index import Previous, Update, build_index, decode_page, update_index
+from ..format.index import Built, Previous, Update, build_index, decode_page, update_index
 from ..format.model import FORK_MANIFEST_VERSION, BlobRef, Fork, Manifest, TreeRoot
 from ..format.objects import KIND_PAGE
 from ..local.files import Files
@@ -65,19 +65,19 @@ def commit_manifest(state_dir: str, repo: Repository, state: LocalState, *, tree
         cache, keys = trees[name], {}
         files, add = cache.files, writer.adder(cache)
         update = _update_of(state.trees.get(name), files, captured.get(name, ()))
-        done = update and _updated_index(update, repo, pages, cache, add, keys)
-        if not done:
+        done = _updated_index(update, repo, pages, cache, add, keys) if update else None
+        if done is None:
             keys = {}
             entries = sorted([fs.entry for fs in files.values()], key=_PATH)
             done = build_index(entries, cache.pages, add, keys, repo.codec, _previous_index(state.trees.get(name), files))
-        built[name] = (*done, keys)
+        built[name] = (done, keys)
     index.finish()
     data.finish()  # the data packs too, before the state names them as pending
-    for name, (root, used, keys) in built.items():
+    for name, (done, keys) in built.items():
         cache = trees[name]
-        writer.settle(cache, used, keys)
-        cache.root = index.resolve(root) if root else None
-        cache.pages = {pid: index.resolve(ref) for pid, ref in used.items()}
+        writer.settle(cache, done.used, keys)
+        cache.root = index.resolve(done.root) if done.root else None
+        cache.pages = {pid: index.resolve(ref) for pid, ref in done.used.items()}
     manifest = Manifest(
         version=FORK_MANIFEST_VERSION if fork is not None else 1, fork=fork or msgspec.UNSET,
         seq=seq, parent=state.seq or None, parent_id=state.manifest_id, created=utc_now(),
@@ -204,7 +204,7 @@ def _update_of(old: TreeCache | None, files: Files, captured: Iterable[FileState
     return Update(old.root, differ, lambda path: fs.entry if (fs := files.get(path)) is not None else None)
 
 
-def _updated_index(update: Update, repo: Repository, pages: BlobCache, cache: TreeCache, add, keys: dict) -> tuple | None:
+def _updated_index(update: Update, repo: Repository, pages: BlobCache, cache: TreeCache, add, keys: dict) -> Built | None:
     """``update_index`` of one tree, its last index's pages read from the local copies
     (``pages/``) or else the store (and kept); None when it cannot answer or a page of
     that index cannot be read (a full build needs none of them)."""

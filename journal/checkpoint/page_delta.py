@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..errors import CorruptObject, ObjectNotFound
 from ..local.state import TreeCache
 from ..format.model import BlobRef, Page, decode
-from ..format.objects import FLAG_ENTRY_BASES, KIND_PAGE, delta_pays, encode_record, is_id
+from ..format.objects import FLAG_ENTRY_BASES, KIND_PAGE, BaseAt, delta_pays, encode_record, is_id
 from ..repository.pack import PackWriter
 from ..repository.blob_cache import BlobCache
 
@@ -69,7 +69,7 @@ class IndexWriter:
                 base = None
             if base is not None:
                 _, delta = encode_record(KIND_PAGE, payload, base=base, marks=marks, codec=self.pack.codec,
-                                         base_at=(base_ref.pack, base_ref.offset, base_ref.length))
+                                         names=BaseAt(base_ref.pack, base_ref.offset, base_ref.length))
                 if delta_pays(delta, whole):
                     ref = self.pack.add_record(pid, delta, len(payload))
                     self.bases[(ref.pack, ref.offset)] = base_ref

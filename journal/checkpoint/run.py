@@ -421,8 +421,8 @@ def _scan_trees(trees: tuple[TreeConfig, ...], state: LocalState, ctx: ScanConte
     """Start the snapshots of the databases known to have changed, then scan each tree."""
     scanned = _Scanned(before=state.trees, trees=dict(state.trees))
     for tree in trees:
-        for full, prev, reached in databases_ahead(tree, state.trees.get(tree.name), ctx.busy_tmp):
-            ctx.ahead.want(full, prev, reached)
+        for wanted in databases_ahead(tree, state.trees.get(tree.name), ctx.busy_tmp):
+            ctx.ahead.want(wanted)
     for tree in trees:
         cache = state.trees.get(tree.name, TreeCache())
         scan = scan_tree(tree, cache, ctx)

@@ -16,7 +16,7 @@ import msgspec
 
 from ..repository.blob_cache import BlobCache
 from .capture import capture_item
-from ..sqlite.ahead import Ahead
+from ..sqlite.ahead import Ahead, Wanted
 from .file_delta import FileDeltas
 from ..config import TreeConfig
 from ..errors import CorruptObject, ObjectNotFound
@@ -378,12 +378,10 @@ def _sig(root: str, item: Item):
     return signature(item.stat)
 
 
-def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str] = frozenset()) -> list[tuple]:
+def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str] = frozenset()) -> list[Wanted]:
     """The databases of ``tree`` its scan will likely snapshot, so that
     ``sqlite/ahead.py`` can start their snapshots early; the scan still decides what
-    it captures. Each is ``(full path, last entry, reached)``; ``reached()`` gives the
-    file's ``(st_dev, st_ino)`` while it is a regular file reached without a symlink,
-    else None.
+    it captures.
 
     From the cache: each database the tree still includes whose live signature
     changed. A tree with no cache yet is walked for its databases (its first
@@ -392,7 +390,7 @@ def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str
         if not tree.sqlite or not os.path.isdir(tree.path):
             return []
         root = os.path.realpath(tree.path)
-        return [(os.path.join(tree.path, item.path), None, _reached(tree, root, item.path))
+        return [Wanted(os.path.join(tree.path, item.path), None, _reached(tree, root, item.path))
                 for item in walk_tree(tree.path, _matcher(tree, busy_tmp)) if item.kind == KIND_SQLITE]
     if cache.reupload:
         return []
@@ -411,7 +409,7 @@ def databases_ahead(tree: TreeConfig, cache: TreeCache | None, busy_tmp: set[str
                     continue
             except OSError:
                 continue  # gone or unreadable: the walk finds out and says so
-            out.append((os.path.join(tree.path, path), fs, reached))
+            out.append(Wanted(os.path.join(tree.path, path), fs, reached))
     return out
 
 

@@ -103,9 +103,16 @@ class Previous(NamedTuple):
     differ: list[str]
 
 
+class Built(NamedTuple):
+    """A tree's index as ``build_index`` or ``update_index`` made it."""
+
+    root: BlobRef | None        # None for an empty tree
+    used: dict[str, BlobRef]    # every page the index uses, by id
+
+
 def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPage,
                 keys: dict[str, tuple[int, str]] | None = None,
-                codec: Codec = PLAIN, previous: Previous | None = None) -> tuple[BlobRef | None, dict[str, BlobRef]]:
+                codec: Codec = PLAIN, previous: Previous | None = None) -> Built:
     """Build the page tree of ``entries`` (sorted by path); page ids are ``codec``'s.
 
     ``known`` maps page ids already in the store to their refs; only pages not in it
@@ -116,9 +123,9 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
     ``previous``: the last index of the same tree, whose unchanged leaf pages are
     taken back as they are (``_same_leaf``).
     """
-    used: dict[str, BlobRef] = {}
     if not entries:
-        return None, used
+        return Built(None, {})
+    used: dict[str, BlobRef] = {}
     level_items: list[PageRef] = []
     groups, by_boundary = _leaves(entries, [e.path for e in entries], previous, codec.boundary_key)
     if previous is not None and not (by_boundary and _cut_by_boundary(groups, previous)):
@@ -133,7 +140,7 @@ def build_index(entries: list[Entry], known: dict[str, BlobRef], add_page: AddPa
             if keys is not None:
                 keys[ref.id] = (0, first)
         level_items.append(PageRef(first, ref, len(group), sum(map(_SIZE, group))))
-    return _upper(level_items, known, used, add_page, keys, codec), used
+    return Built(_upper(level_items, known, used, add_page, keys, codec), used)
 
 
 def _upper(level_items: list[PageRef], known: dict[str, BlobRef], used: dict[str, BlobRef], add_page: AddPage,
@@ -168,21 +175,18 @@ class Update(NamedTuple):
 
 def update_index(update: Update, load_page: LoadPage, known: dict[str, BlobRef], add_page: AddPage,
                  keys: dict[str, tuple[int, str]] | None = None,
-                 codec: Codec = PLAIN) -> tuple[BlobRef | None, dict[str, BlobRef]] | None:
-    """What ``build_index`` of the tree's entries now returns, made from its last index
-    (``update``) without the entries of the leaves no changed path falls in: the last
-    index's inner pages are read (``load_page``, each checked against its parent as a
-    walk checks it), and only the leaves a ``differ`` path falls in, from the first path
-    of one to before the next's, are read, changed and cut again. Leaf ends depend only
-    on the paths, so a re-cut run ends where a full cut would: it goes on into the next
-    leaf until a cut falls exactly where an old leaf ended and the next is unchanged.
-    The inner levels are then built as ``build_index`` builds them.
+                 codec: Codec = PLAIN) -> Built | None:
+    """Rebuild a tree's index from its last one (``update``), reading only the leaves
+    a changed path falls in.
 
-    None when that cannot be shown to equal the full build: a leaf of the last index
-    not among ``known``; no leaf of two paths or more whose first path is no boundary
-    (so the last index may have been cut by count, ``_chunk``); or every leaf of the new
-    one holding one path (the full build would cut by count). Raises ``CorruptObject``
-    for a page that fails its checks."""
+    The last index's inner pages are read and checked as a walk checks them. Each
+    touched leaf is cut again from its first path; the cut runs on into the next leaf
+    until it ends where an old leaf ended. Leaf ends depend only on the paths, so the
+    result equals ``build_index`` of the whole tree (design §8).
+
+    Returns an empty ``Built`` when every path is gone. Returns None when equality
+    cannot be shown: a leaf not in ``known``, or an index that may have been cut by
+    count; the caller then builds whole. Raises ``CorruptObject`` for a bad page."""
     leaves: list[tuple[BlobRef, Said]] = []
     pages: dict[int, Page] = {}
     stack: list[tuple[BlobRef, Said | None]] = [(update.root, None)]
@@ -235,10 +239,10 @@ def update_index(update: Update, load_page: LoadPage, known: dict[str, BlobRef],
         if current:  # the tree's last leaf, ended by its entries
             level_items.append(_leaf(current, known, used, add_page, keys, codec))
     if not level_items:
-        return None, {}
+        return Built(None, {})
     if len(level_items) > 1 and all(item.files == 1 for item in level_items):
         return None
-    return _upper(level_items, known, used, add_page, keys, codec), used
+    return Built(_upper(level_items, known, used, add_page, keys, codec), used)
 
 
 def _changed_leaf(i: int, leaves: list[tuple[BlobRef, Said]], pages: dict[int, Page], firsts: list[str],

@@ -204,9 +204,34 @@ def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
     return zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 
 
-def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
-                  base_ref: bytes | None = None, base_at: tuple[str, int, int] | None = None,
-                  members: bytes | None = None, level: int | None = None, marks: int = 0,
+class BaseAt(NamedTuple):
+    """How an index page or page map delta names its base: by position (``FLAG_BASE_AT``)."""
+
+    pack: str       # the committed pack's id
+    offset: int
+    length: int
+
+
+class BaseRef(NamedTuple):
+    """How an index page delta named its base before ``BaseAt``: the base's JSON
+    reference. Read-only form; tests still write it to check it is read."""
+
+    ref: bytes
+
+
+class Members(NamedTuple):
+    """What a dbpage group delta names instead of a base: its pages (``FLAG_MEMBERS``)."""
+
+    pgnos: bytes    # big-endian u32 page numbers
+
+
+#: What a delta record stores beside its frame; None for a segment or chunk delta,
+#: whose base its entry names.
+BaseName = BaseAt | BaseRef | Members
+
+
+def encode_record(kind: int, payload: bytes, *, base: bytes | None = None, names: BaseName | None = None,
+                  level: int | None = None, marks: int = 0,
                   codec: Codec = PLAIN, digest: bytes | None = None, joined: bool = True) -> tuple[str, bytes | list]:
     """Return ``(blob id, record bytes)`` for ``payload``; the id is ``codec``'s (the
     record is not sealed here: ``PackWriter`` and the writers of single records seal it).
@@ -214,11 +239,10 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
     writes them with one ``writev``: a raw frame's payload is never copied in memory).
 
     With ``base`` the frame is compressed against ``base`` as a raw-content dictionary
-    and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``. An index
-    page delta also stores where its base is: ``base_at``, its ``(pack, offset, length)``
-    (``FLAG_BASE_AT``), or ``base_ref``, its JSON reference (the read-only form; tests
-    write it to check it is still read); a dbpage
-    group delta stores ``members`` (``FLAG_MEMBERS``). ``level`` overrides the delta's
+    and the record is flagged ``FLAG_DELTA``; the id stays ``sha256(payload)``. ``names``
+    is what the delta stores beside its frame: an index page or page map delta MUST
+    name its base (``BaseAt``, or an index page's read-only ``BaseRef``), a dbpage group
+    delta its ``Members``, and no other record anything. ``level`` overrides the delta's
     compression level. ``marks``: flags that only tell readers what the payload holds
     (``FLAG_ENTRY_BASES``). ``digest``: the payload's id (``codec.digest``) when the caller has just
     computed it (to tell a chunk it already stored from a new one), so it is not hashed twice.
@@ -230,32 +254,41 @@ def encode_record(kind: int, payload: bytes, *, base: bytes | None = None,
     digest = codec.digest(payload) if digest is None else digest
     flags = 0
     if base is None:
-        if members is not None:
-            raise ValueError("only a delta names its members")
+        if names is not None:
+            raise ValueError("only a delta names its base or members")
         pieces = _chunk_frame(payload) if kind == KIND_CHUNK else [_compressor().compress(payload)]
     else:
         if kind not in KIND_FLAGS:
             raise ValueError(f"a {KIND_NAMES.get(kind, kind)} record cannot be a delta")
-        named = (base_ref is not None) + (base_at is not None)
-        names = kind == KIND_PAGE or kind in BASE_AT_KINDS
-        if names != (named == 1) or named > 1 or (base_ref is not None and kind != KIND_PAGE) \
-                or (members is not None and kind != KIND_DBPAGE):
+        if not _names_fit(kind, names):
             raise ValueError("an index page or page map delta, and only one, names its base once; "
                              "only a dbpage group its members")
         level = level or (DELTA_LEVEL_SMALL_BASE if len(base) <= SMALL_BASE else DELTA_LEVEL)
         frame = zstandard.ZstdCompressor(level=level, dict_data=_dict(base)).compress(payload)
-        prefix = base_ref if base_ref is not None else members
-        flags = FLAG_DELTA | (FLAG_MEMBERS if members is not None else 0)
-        if base_at is not None:
-            pack, offset, length = base_at
-            prefix = BASE_AT.pack(bytes.fromhex(pack), offset, length)
-            flags |= FLAG_BASE_AT
+        flags, prefix = FLAG_DELTA, None
+        if isinstance(names, BaseAt):
+            flags, prefix = flags | FLAG_BASE_AT, BASE_AT.pack(bytes.fromhex(names.pack), names.offset, names.length)
+        elif isinstance(names, BaseRef):
+            prefix = names.ref
+        elif isinstance(names, Members):
+            flags, prefix = flags | FLAG_MEMBERS, names.pgnos
         if prefix is not None:
             frame = _BASE_LEN.pack(len(prefix)) + prefix + frame
         pieces = [frame]
     header = HEADER.pack(MAGIC, RECORD_VERSION, kind, flags | marks, len(payload), sum(map(len, pieces)), digest)
     record = [header, *pieces]
     return digest.hex(), b"".join(record) if joined else record
+
+
+def _names_fit(kind: int, names: BaseName | None) -> bool:
+    """Whether a ``kind`` delta may store ``names``."""
+    if isinstance(names, BaseRef):
+        return kind == KIND_PAGE
+    if isinstance(names, BaseAt):
+        return kind == KIND_PAGE or kind in BASE_AT_KINDS
+    if isinstance(names, Members):
+        return kind == KIND_DBPAGE
+    return kind != KIND_PAGE and kind not in BASE_AT_KINDS
 
 
 #: A delta is kept only when its frame is at most this share of the whole record's.

@@ -34,8 +34,9 @@ from ..checkpoint.errors import CheckpointErrors
 from ..local.errors import UnsafePath
 from ..sqlite.errors import SnapshotFailed
 from ..repository.history import ManifestCache
-from .plan import (LEGACY_TREES, Action, MigrationPlan, OpenTranscript, Step, complete_length,
-                     find_open_transcripts, legacy_sources, plan_migration, retired_name)
+from .open_files import OpenTranscript, complete_length, find_open_transcripts
+from .plan import (LEGACY_TREES, Action, MigrationPlan, Step,
+                   legacy_sources, plan_migration, retired_name)
 from .legacy_db import DbCandidate, recover_db
 from ..localfs import chmod_dir, open_regular
 from ..paths import INVALID_DIR

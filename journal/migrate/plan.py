@@ -36,6 +36,7 @@ from ..repository.repository import Repository, utc_now
 from ..sqlite.snapshot import check_live_db
 from ..store.base import Store
 from ..local.walk import Matcher, walk_tree
+from .open_files import OpenTranscript, find_open_transcripts
 
 #: Legacy directory under the legacy root -> the tree it becomes.
 LEGACY_TREES: tuple[tuple[str, str], ...] = (
@@ -92,17 +93,6 @@ class Step(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     target: str | None = None   # a rename's new name, an unlinked symlink's target
     kind: str | None = None     # dir/file/jsonl/symlink for files; checkpoint-copy/raw-trio for databases
     size: int = 0
-
-
-class OpenTranscript(msgspec.Struct, frozen=True, kw_only=True):
-    """A transcript some process holds open."""
-
-    path: str               # as the kernel names it (symlinks resolved)
-    tree: str
-    rel: str                # its path in the tree
-    pids: tuple[int, ...]
-    writing: bool           # some holder has it open for writing
-    legacy: bool = False    # it lies in a legacy source, not in the live tree
 
 
 class MigrationPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -232,75 +222,6 @@ def _legacy_file(item, full: str, matcher: Matcher) -> LegacyFile:
                       size=st.st_size, mode=stat_mod.S_IMODE(st.st_mode), mtime_ns=mtime_ns(st))
 
 
-def open_files() -> dict[str, tuple[set[int], bool]]:
-    """Every file another process holds open: path -> (pids, open for writing by one)."""
-    found: dict[str, tuple[set[int], bool]] = {}
-    me = str(os.getpid())
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or pid == me:
-            continue
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue  # exited, or not ours to read
-        for fd in fds:
-            try:
-                path = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if not path.startswith("/") or path.endswith(" (deleted)"):
-                continue
-            pids, writing = found.get(path, (set(), False))
-            pids.add(int(pid))
-            found[path] = (pids, writing or _fd_writes(pid, fd))
-    return found
-
-
-def _fd_writes(pid: str, fd: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/fdinfo/{fd}") as fh:
-            for line in fh:
-                if line.startswith("flags:"):
-                    return int(line.split()[1], 8) & os.O_ACCMODE != os.O_RDONLY
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
-
-
-def find_open_transcripts(trees: dict[str, TreeConfig], sources: dict[str, list[Source]]) -> list[OpenTranscript]:
-    """Transcripts (the tree's JSONL patterns) held open under a live tree or a legacy source."""
-    roots = [(os.path.realpath(t.path), t, False) for t in trees.values()]
-    roots += [(os.path.realpath(s.root), trees[name], True) for name, srcs in sources.items() if name in trees
-              for s in srcs]
-    out = []
-    for path, (pids, writing) in sorted(open_files().items()):
-        for root, tree, legacy in roots:
-            if path.startswith(root + "/"):
-                rel = path[len(root) + 1:]
-                if _is_transcript(tree, rel) and os.path.isfile(path):
-                    out.append(OpenTranscript(path=path, tree=tree.name, rel=rel, pids=tuple(sorted(pids)),
-                                              writing=writing, legacy=legacy))
-                break
-    return out
-
-
-def _is_transcript(tree: TreeConfig, rel: str) -> bool:
-    matcher = Matcher(tree.exclude, tree.jsonl, tree.sqlite)
-    return matcher.is_jsonl(rel) and matcher.reaches(rel)
-
-
-def complete_length(fd: int, size: int) -> int:
-    """The length of the complete lines among the first ``size`` bytes (up to the last ``\\n``)."""
-    pos = size
-    while pos > 0:
-        start = max(0, pos - (1 << 16))
-        cut = os.pread(fd, pos - start, start).rfind(b"\n")
-        if cut >= 0:
-            return start + cut + 1
-        pos = start
-    return 0
-
-
 # --------------------------------------------------------------------------- planning
 
 
@@ -356,7 +277,7 @@ def plan_migration(cfg: Config, store: Store, legacy_root: str, *, old_home: str
                     p.problem(f"migrate: {o.path} is open (pid {pids}) in the legacy root and tree {o.tree} is "
                               "not imported; stop that process cleanly before restarting")
         if p.imports or any(not o.legacy or o.tree in p.imports for o in opened):
-            _require_history(cfg, repo)
+            _require_history(cfg.state_dir, repo)
             if repo is None:  # the checkpoint would create the store: refuse now what it would refuse then
                 refuse_vanished(store, cfg.state_dir)
                 store.check_creatable(dry_run=True)
@@ -384,12 +305,13 @@ def _stored_trees(store: Store, key, reporter: Reporter) -> tuple[Repository | N
     return repo, set()
 
 
-def _require_history(cfg: Config, repo: Repository | None) -> None:
-    if repo is not None and load_state(cfg.state_dir, repo.store_id) is None:
-        refuse_foreign("migrate", cfg.state_dir, repo)
+def _require_history(state_dir: str, repo: Repository | None) -> None:
+    """Refuse a store whose history this disk's local state does not know."""
+    if repo is not None and load_state(state_dir, repo.store_id) is None:
+        refuse_foreign("migrate", state_dir, repo)
         seqs = repo.manifest_seqs()
         if seqs:
-            raise HistoryWithoutState(os.path.join(cfg.state_dir, STATE_FILE), seqs[-1])
+            raise HistoryWithoutState(os.path.join(state_dir, STATE_FILE), seqs[-1])
 
 
 def _check_overlap(p: _Planner) -> None:

@@ -20,6 +20,18 @@ longer reaches (gone, excluded, a symlink now) is never published from here.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+Reached = Callable[[], "tuple[int, int] | None"]
+
+
+class Wanted(NamedTuple):
+    """A database whose snapshot may start before the walk reaches it."""
+
+    full_path: str
+    prev: Any               # its last ``FileState``, or None on a tree's first checkpoint
+    reached: Reached        # its ``(st_dev, st_ino)`` as reached without a symlink, or None
 
 
 class Ahead:
@@ -27,14 +39,13 @@ class Ahead:
 
     def __init__(self, staging_dir: str, codec):
         self.staging_dir, self.codec = staging_dir, codec
-        self._queue: deque = deque()   # (full path, previous FileState, reached), not started yet
+        self._queue: deque[Wanted] = deque()   # not started yet
         self._running = None           # the ``Started`` snapshot not taken yet
 
-    def want(self, full_path: str, prev, reached) -> None:
-        """Make ``full_path``'s snapshot (its last entry is ``prev``) after those wanted
-        before it; the first one starts now. ``reached()``: the file's ``(st_dev,
-        st_ino)`` as reached without a symlink, or None (``capture.Started``)."""
-        self._queue.append((full_path, prev, reached))
+    def want(self, wanted: Wanted) -> None:
+        """Make ``wanted``'s snapshot after those wanted before it; the first one
+        starts now."""
+        self._queue.append(wanted)
         if self._running is None:
             self._start_next()
 
@@ -44,7 +55,7 @@ class Ahead:
         walk saw (``seen``: its ``(st_dev, st_ino)``) before and after the backup; the
         next one starts. None when there is none (the capture then snapshots it
         itself). Waits for the snapshot to end."""
-        self._queue = deque(q for q in self._queue if q[0] != full_path)
+        self._queue = deque(w for w in self._queue if w.full_path != full_path)
         running = self._running
         if running is None or running.path != full_path:
             return None

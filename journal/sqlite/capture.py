@@ -36,7 +36,7 @@ from ..format.model import KIND_SQLITE, BlobRef, Entry
 from ..errors import CorruptObject, ObjectNotFound, RecordTooLarge
 from .errors import SnapshotFailed
 from ..format.codec import Codec
-from ..format.objects import (DBPAGE_BYTES, KIND_DBPAGE, KIND_PAGEMAP, blob_id, delta_pays, encode_record,
+from ..format.objects import (DBPAGE_BYTES, KIND_DBPAGE, KIND_PAGEMAP, BaseAt, Members, blob_id, delta_pays, encode_record,
                               is_id)
 from ..repository.pack import PackWriter
 from ..format.pagemap import (DELTA_MIN, DELTA_SHARE, MAP_PACKS, MAP_PACKS_KEPT, RECENT_MIN, RECENT_SHARE, MapPlace,
@@ -284,7 +284,7 @@ class _Cut:
         if base is not None:
             base_ref, base_payload = base
             _, delta = encode_record(KIND_PAGEMAP, payload, base=base_payload, codec=self.writer.codec,
-                                     base_at=(base_ref.pack, base_ref.offset, base_ref.length))
+                                     names=BaseAt(base_ref.pack, base_ref.offset, base_ref.length))
             if delta_pays(delta, whole):
                 maps.remember(mid, payload, base_ref)
                 return self.writer.add_record(mid, delta, len(payload), roll=False)
@@ -385,7 +385,7 @@ class _Cut:
             return
         base = b"".join(group.bases)
         members = struct.pack(f">{len(group.pgnos)}I", *group.pgnos)
-        rid, record = encode_record(KIND_DBPAGE, payload, base=base, members=members, level=GROUP_DELTA_LEVEL,
+        rid, record = encode_record(KIND_DBPAGE, payload, base=base, names=Members(members), level=GROUP_DELTA_LEVEL,
                                     codec=self.writer.codec)
         self._stored(group, self.writer.add_record(rid, record, len(payload)))
 

@@ -115,10 +115,10 @@ def _records() -> list[bytes]:
     out += [encode_record(KIND_MANIFEST, m)[1] for m in _manifests()]
     out.append(encode_record(KIND_SEGMENT, BASE[::-1], base=BASE)[1])
     out.append(encode_record(KIND_CHUNK, BASE + b"!", base=BASE)[1])
-    out.append(encode_record(KIND_PAGE, BASE.replace(b"base", b"next"), base=BASE, base_at=(PACK, 112, 300))[1])
-    out.append(encode_record(KIND_PAGE, BASE[:-1], base=BASE, base_ref=encode(_ref(11)))[1])
-    out.append(encode_record(KIND_PAGEMAP, BASE + b"?", base=BASE, base_at=(PACK, 0, 400))[1])
-    out.append(encode_record(KIND_DBPAGE, BASE * 2, base=BASE, members=struct.pack(">II", 3, 4))[1])
+    out.append(encode_record(KIND_PAGE, BASE.replace(b"base", b"next"), base=BASE, names=objects.BaseAt(PACK, 112, 300))[1])
+    out.append(encode_record(KIND_PAGE, BASE[:-1], base=BASE, names=objects.BaseRef(encode(_ref(11))))[1])
+    out.append(encode_record(KIND_PAGEMAP, BASE + b"?", base=BASE, names=objects.BaseAt(PACK, 0, 400))[1])
+    out.append(encode_record(KIND_DBPAGE, BASE * 2, base=BASE, names=objects.Members(struct.pack(">II", 3, 4)))[1])
     return out
 
 
@@ -349,7 +349,7 @@ def _mutate_record(data: bytes, rng: random.Random, seeds: list[bytes]) -> bytes
         if flags & FLAG_DELTA:
             prefix = data[HEADER.size:HEADER.size + 2 + struct.unpack_from(">H", data, HEADER.size)[0]] \
                 if objects._has_prefix(kind, flags) else b""
-            blob_id, record = encode_record(kind, mutated, base=BASE, **_naming(kind, flags, prefix))
+            blob_id, record = encode_record(kind, mutated, base=BASE, names=_naming(kind, flags, prefix))
         else:
             blob_id, record = encode_record(kind, mutated)
     except (JournalError, ValueError, struct.error):
@@ -357,17 +357,17 @@ def _mutate_record(data: bytes, rng: random.Random, seeds: list[bytes]) -> bytes
     return record
 
 
-def _naming(kind: int, flags: int, prefix: bytes) -> dict:
+def _naming(kind: int, flags: int, prefix: bytes) -> objects.BaseName | None:
     """How a delta record names its base or members, read back from its prefix."""
     body = prefix[2:]
     if flags & objects.FLAG_BASE_AT:
         pack, offset, length = objects.BASE_AT.unpack(body)
-        return {"base_at": (pack.hex(), offset, length)}
+        return objects.BaseAt(pack.hex(), offset, length)
     if flags & objects.FLAG_MEMBERS:
-        return {"members": body}
+        return objects.Members(body)
     if kind == KIND_PAGE:
-        return {"base_ref": body}
-    return {}
+        return objects.BaseRef(body)
+    return None
 
 
 def _mutate_value(value, rng: random.Random, depth: int = 0):
