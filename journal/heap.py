@@ -19,6 +19,19 @@ allocations, traversing what is tracked: a one-change tick of a 20,000-file tree
 ``cycles_paused`` suspends the collector for one operation and restores it after, so
 the few cycles made meanwhile (exceptions and their tracebacks) are collected at the
 next collection after it.
+
+A long-lived process gives the freed memory back between operations.
+
+``journal supervise`` runs a tick every few seconds for weeks. What a tick frees stays
+with malloc (the thresholds above), and glibc gives each thread that allocates while
+another holds the lock an arena of its own, up to eight per core: the backup, encoding
+and upload threads of the ticks spread their buffers over several arenas, each keeping
+its free memory and its fragments. Under the supervisor's loop the RSS grew by about
+2 KiB a tick (49 to 61 MiB over 9,000 ticks of the history bench, the Python heap
+flat). ``one_arena`` (called once, before the threads start) keeps every thread in the
+main arena, and ``release_freed`` (after each tick) returns its free pages to the kernel:
+the RSS then stays where the first tick left it. Within a tick the buffers are still
+reused.
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ from collections.abc import Iterator
 
 MMAP_THRESHOLD = 16 << 20
 TRIM_THRESHOLD = 32 << 20
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3   # mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8   # mallopt parameters (malloc.h)
 _tuned = False
 
 
@@ -39,15 +52,32 @@ def keep_freed() -> None:
     if _tuned:
         return
     _tuned = True
+    _libc_call("mallopt", _M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    _libc_call("mallopt", _M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+
+
+def one_arena() -> None:
+    """Make every thread allocate from malloc's main arena (see the module docstring);
+    once, in a long-lived process, before it starts threads. Without glibc, nothing."""
+    _libc_call("mallopt", _M_ARENA_MAX, 1)
+
+
+def release_freed() -> None:
+    """Give the free memory of every malloc arena back to the kernel (glibc's
+    ``malloc_trim(0)``: whole free pages anywhere in the heap, not only at its top).
+    Without glibc, nothing."""
+    _libc_call("malloc_trim", 0)
+
+
+def _libc_call(name: str, *args: int) -> None:
     try:
         import ctypes
 
-        mallopt = ctypes.CDLL(None).mallopt
+        func = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-    mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    func.argtypes = (ctypes.c_int,) * len(args)
+    func(*args)
 
 
 @contextlib.contextmanager

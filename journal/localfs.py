@@ -23,10 +23,11 @@ def clear_dir(directory: str, suffix: str = "") -> None:
                 pass
 
 
-def observe(path: str) -> Stamp | None:
-    """What is at ``path`` now (never followed): None when nothing, else its stamp."""
+def observe(path: str, dir_fd: int | None = None) -> Stamp | None:
+    """What is at ``path`` now (never followed; relative to ``dir_fd`` if given): None
+    when nothing, else its stamp."""
     try:
-        st = os.lstat(path)
+        st = os.lstat(path, dir_fd=dir_fd)
     except FileNotFoundError:
         return None
     return stamp(st)

@@ -111,6 +111,7 @@ class SessionFiles(msgspec.Struct, frozen=True, kw_only=True):
     id_field: tuple[str, ...] = ()      # the keys to the id in a record (needed with ``prefix``)
     cwd_field: tuple[str, ...] = ()     # the keys to the session's working directory in a record
     cwd_file: str = ""                  # or the file holding it, relative to the transcript's directory
+    format: str = ""                    # how `journal show` reads it (browse/conversations/); "": not known
 
 
 class SessionTable(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,6 +122,7 @@ class SessionTable(msgspec.Struct, frozen=True, kw_only=True):
     table: str
     id: str
     cwd: str = ""                       # the column holding the session's working directory
+    format: str = ""                    # how `journal show` reads its sessions; "": it holds no conversation
 
 
 class Sessions(msgspec.Struct, frozen=True, kw_only=True):
@@ -137,26 +139,28 @@ class Sessions(msgspec.Struct, frozen=True, kw_only=True):
 #: Each harness's sessions, checked against the real CLIs (docs/harnesses.md).
 SESSIONS: dict[str, Sessions] = {
     "codex": Sessions(
-        files=(SessionFiles(path="sessions/*/*/*/rollout-*-{id}.jsonl", cwd_field=("payload", "cwd")),),
+        files=(SessionFiles(path="sessions/*/*/*/rollout-*-{id}.jsonl", cwd_field=("payload", "cwd"),
+                            format="codex"),),
         tables=(SessionTable(database="state_*.sqlite", table="threads", id="id", cwd="cwd"),),
         resume=("codex", "resume", "{id}"), in_cwd=True),
     "claude": Sessions(
-        files=(SessionFiles(path="projects/*/{id}.jsonl", cwd_field=("cwd",)),),
+        files=(SessionFiles(path="projects/*/{id}.jsonl", cwd_field=("cwd",), format="claude"),),
         resume=("claude", "--resume", "{id}"), in_cwd=True),
     "gemini": Sessions(
         files=(SessionFiles(path="tmp/*/chats/session-*-{id}.jsonl", id="[0-9a-f]{8}", prefix=8,
-                            id_field=("sessionId",), cwd_file="../.project_root"),),
+                            id_field=("sessionId",), cwd_file="../.project_root", format="gemini"),),
         resume=("gemini", "--resume", "{id}"), in_cwd=True),
     "openclaw": Sessions(
-        files=(SessionFiles(path="agents/*/sessions/{id}.jsonl"),),
+        files=(SessionFiles(path="agents/*/sessions/{id}.jsonl", format="pi"),),     # before 2026.9
         tables=(SessionTable(database="agents/*/agent/openclaw-agent.sqlite", table="session_windows",
-                             id="session_id"),),
+                             id="session_id", format="openclaw"),),
         resume=("openclaw", "agent", "--session-id", "{id}")),
     "opencode": Sessions(
-        tables=(SessionTable(database="opencode*.db", table="session", id="id", cwd="directory"),),
+        tables=(SessionTable(database="opencode*.db", table="session", id="id", cwd="directory",
+                             format="opencode"),),
         resume=("opencode", "--session", "{id}"), in_cwd=True),
     "hermes": Sessions(
-        tables=(SessionTable(database="state.db", table="sessions", id="id", cwd="cwd"),),
+        tables=(SessionTable(database="state.db", table="sessions", id="id", cwd="cwd", format="hermes"),),
         resume=("hermes", "chat", "--resume", "{id}")),
     "fx": Sessions(files=(SessionFiles(path="sessions/{id}/events.jsonl", id=ANY_ID),)),
 }

@@ -54,12 +54,13 @@ from .format.model import KIND_FILE, KIND_JSONL, KIND_SQLITE, BlobRef, Entry, Ma
 from .format.inputs import (CLAIM_LETTER, DELIVERY_LETTER, INPUT_LETTER, INPUT_PREFIX, decode_claim, decode_delivery,
                             decode_input, delivery_key)
 from .format.inputs import parse_key as parse_input_key
-from .format.objects import HEADER, KIND_CHUNK, KIND_PAGEMAP, KIND_SEGMENT, decode_record
+from .format.objects import HEADER, KIND_CHUNK, KIND_PAGEMAP, KIND_SEGMENT, decode_record, is_id
 from .format.pagemap import load_snapshot
 from .gc.reach import Reach
 from .paths import shown
 from .report import SILENT, Reporter
-from .repository.repository import RecordCache, Repository, blob_location, manifest_key, pack_key
+from .repository.repository import RecordCache, Repository, blob_location, manifest_key, pack_key, pack_of
+from .store.whole import WholeReads
 from .format.segments import anchor_refs
 from .repository.segments import chunk_reader, read_segment
 from .sqlite.rebuild import rebuild_db
@@ -88,6 +89,9 @@ BLOB_KINDS = {KIND_FILE: KIND_CHUNK, KIND_JSONL: KIND_SEGMENT, KIND_SQLITE: KIND
 PACK_READ = 8 << 20
 #: Bytes of whole index pages and page maps kept while the manifests are read (a delta's base).
 KEPT_BYTES = 8 << 20
+#: Child page references found sound, kept so that a new inner page's unchanged children
+#: are not checked again (dropped all at once past this many).
+SOUND_REFS = 1 << 15
 
 ERROR = "error"      # the store is damaged: verify fails
 WARNING = "warning"  # worth a look, but a healthy store can show it: verify still passes
@@ -135,7 +139,9 @@ def verify(repo: Repository, reporter: Reporter = SILENT, *, full: bool = False,
     result = VerifyResult(full=full, sample=sample)
     if repo.config_problem is not None:
         result.findings.append(Finding(kind=CORRUPT_CONFIG, manifest=None, key="config", detail=repo.config_problem))
-    packs = repo.pack_sizes()  # listed before the manifests: a checkpoint committing meanwhile is seen
+    packs = repo.pack_sizes()  # listed before the manifests: each manifest's own packs are looked for again
+    # A checkpoint's index pages sit in one small pack: read once, whole, for all of them.
+    repo = repo.reading_through(WholeReads(repo.store, lambda key: packs.get(pack_of(key) or "")))
     audit = _Manifests(repo, packs, result, full or sample is not None)
     for seq, manifest, mid in repo.iter_manifests_desc():
         result.manifests += 1
@@ -231,12 +237,18 @@ class _Manifests:
         self.blobs: dict[tuple[str, int], tuple[int, BlobRef, int, BlobRef | None, bool]] = {}
         self.snapshots: dict[tuple[BlobRef, ...], tuple[int, str, Entry]] = {}
         self.reported: set[tuple[int, str]] = set()  # (manifest, pack): one finding each
+        self.looked: set[str] = set()                # packs the listing lacked, looked for again
+        # tree -> path -> the newest entry of it met with nothing to report: an equal entry
+        # in a later leaf (most of a leaf a tick replaces) is not checked or noted again
+        self.sound: dict[str, dict[str, Entry]] = {}
+        self.sound_refs: set[tuple[str, str]] = set()   # (id, pack) of child references found sound
         self.late: list[Finding] = []
         self._new: list[tuple[BlobRef, ...]] = []    # snapshots first met in this manifest
         self.seq, self.tree = 0, ""
 
     def manifest(self, manifest: Manifest) -> None:
         self.reach.packs.update(manifest.packs)
+        self._look_again(manifest.packs)
         for name, tree in sorted(manifest.trees.items()):
             self.seq, self.tree = manifest.seq, name
             try:
@@ -253,6 +265,19 @@ class _Manifests:
         for refs in self._new:
             self._check_snapshot(*self.snapshots[refs])
         self._new.clear()
+
+    def _look_again(self, named: tuple[str, ...]) -> None:
+        """HEAD each pack a manifest uploaded (``Manifest.packs``) that the listing lacks,
+        and add the ones found: a checkpoint committing while verify runs puts its packs
+        after the listing and its manifest before verify lists or reads the manifests;
+        that manifest is whole (design §12: objects before the manifest), and no pack
+        it names is missing. A pack still missing is reported where it is needed."""
+        for pack in named:
+            if pack not in self.packs and pack not in self.looked and is_id(pack):
+                self.looked.add(pack)
+                size = self.repo.store.head(pack_key(pack))
+                if size is not None:
+                    self.packs[pack] = size
 
     def _report(self, seq: int, name: str, notes: tuple) -> None:
         """One tree's findings: each entry restore refuses (why: its own problem, else the
@@ -283,11 +308,18 @@ class _Manifests:
             raise ObjectNotFound(pack_key(base.pack))
         if fresh:
             self.reach.note_base(self.seq, self.tree, base)
-        page = decode_page(payload, key)
+        known, refs = self.sound.setdefault(self.tree, {}), self.sound_refs
+        page = decode_page(payload, key, lambda item: known.get(item.path) == item if type(item) is Entry
+                           else (item.ref.id, item.ref.pack) in refs)
+        if page.level:
+            if len(refs) > SOUND_REFS:
+                refs.clear()
+            refs.update((c.ref.id, c.ref.pack) for c in page.children)
         if fresh:
             self.result.pages += 1
             try:
-                self.reach.note_entries(self.seq, self.tree, page)
+                new = [e for e in page.entries if known.get(e.path) != e]   # the rest are noted already
+                self.reach.note_entries(self.seq, self.tree, msgspec.structs.replace(page, entries=new))
             except (CorruptObject, ObjectNotFound):
                 pass  # a damaged page map: the snapshot checks report it, once, where it is named
         return page
@@ -326,8 +358,11 @@ class _Manifests:
         """What one leaf page holds that a tree naming it reports (``_Refused``, ``_Short``);
         its snapshots and, with ``full``, its blobs are noted once here."""
         notes: list = []
-        packs = self.packs
+        packs, known = self.packs, self.sound.setdefault(self.tree, {})
         for e in page.entries:
+            if known.get(e.path) == e:
+                continue
+            before = len(notes)
             why = own_problem(e)
             if why is not None:
                 notes.append(_Refused(e.path, why))
@@ -346,6 +381,8 @@ class _Manifests:
                     got = self.blobs.get((ref.pack, ref.offset))
                     if got is None or (last and not got[4]):
                         self.blobs[(ref.pack, ref.offset)] = (self.seq, ref, BLOB_KINDS[e.kind], anchor or base, last)
+            if len(notes) == before:
+                known[e.path] = e
         return tuple(notes)
 
 
@@ -521,7 +558,8 @@ def _check_snapshots(repo, snapshots, result) -> None:
         for seq, name, entry in snapshots.values():
             path = os.path.join(tmp, "snapshot.db")
             try:
-                rebuild_db(entry, repo, path, strict=True)  # every record the maps name
+                rebuild_db(entry, repo, path, strict=True, checked=False)  # every record the maps name
+                # integrity_check: all quick_check does, and more
                 problem = integrity_check(path)
             except (CorruptObject, ObjectNotFound) as err:
                 problem = str(err)

@@ -228,6 +228,26 @@ class StoreContract:
         assert store.put_first_absent(iter(["s/i1", "s/i2"]), b"none") is None
         assert list(store.list()) == ["s/i1", "s/i2", "s/i3"] and store.puts == 3
 
+    def test_staged_object_shows_under_no_key_until_published(self, store):
+        staged = store.stage("manifests/0001", b"staged")
+        assert list(store.list()) == [] and store.head("manifests/0001") is None and store.puts == 0
+        staged.publish()
+        staged.discard()
+        assert store.get("manifests/0001") == b"staged" and list(store.list()) == ["manifests/0001"]
+        assert store.puts == 1
+
+    def test_publish_of_a_staged_object_to_a_taken_key_raises_and_keeps_the_old(self, store):
+        staged = store.stage("k", b"second")
+        store.put_if_absent("k", b"first")
+        with pytest.raises(KeyExists):
+            staged.publish()
+        staged.discard()
+        assert store.get("k") == b"first" and list(store.list()) == ["k"] and store.puts == 1
+
+    def test_discarded_staged_object_leaves_nothing(self, store):
+        store.stage("k", b"dropped").discard()
+        assert list(store.list()) == [] and store.is_empty()
+
     def test_concurrent_put_first_absent_gives_every_writer_its_own_key(self, store):
         barrier = threading.Barrier(8)
         got: dict[int, str] = {}

@@ -23,8 +23,11 @@ FIGURE = ("bytes", "objects", "wall_s", "cpu_s", "maxrss_kib")
 # the six of issue 4; the idle tick, the 20,000-file tick and the restore as supervise runs them; issue 6's three;
 # issue 23's socket append; issue 28's three (encrypted vs plain store); issue 27's active-tick CPU and
 # 20,000-file one-change tick, each both ways (the command line, as supervise runs it), and its initial
-# checkpoint, 256 MiB database tick, 2 GiB checkpoint and 2 GiB restore; issue 46's verify over a week with retention
-TARGETS = 25
+# checkpoint, 256 MiB database tick, 2 GiB checkpoint and 2 GiB restore; issue 46's verify over a week with retention,
+# and for each of its two weeks the supervisor's RSS and the local state's share of the live trees, and its three
+# goals over the link (an active tick within 2x the floor, a restore within 0.7x restic's and 2x the floor), and
+# its four of a large tree (peak RSS, idle tick, one-change tick, a restore against restic's)
+TARGETS = 36
 
 
 @pytest.fixture(scope="module")
@@ -108,19 +111,29 @@ def test_journal_idle_tick_writes_nothing_and_active_ticks_few_objects(result):
         assert run["journal"]["idle"]["objects"] == 0
         assert run["journal"]["idle"]["bytes"] == 0
         assert all(f["objects"] <= 4 for f in run["journal"]["ticks"])
-    for run in result["tree"]["runs"]:
-        for name in ("journal", "journal-supervise"):
-            assert run[name]["idle"]["objects"] == 0
-            assert 1 <= run[name]["change"]["objects"] <= 4
+    for size in result["tree"]["sizes"]:
+        for run in size["runs"]:
+            for name in ("journal", "journal-supervise"):
+                assert run[name]["idle"]["objects"] == 0
+                assert 1 <= run[name]["change"]["objects"] <= 4
 
 
 def test_tree_sqlite_and_big_file_figures(result):
     s = result["summary"]
-    assert s["tree"]["files"] == result["meta"]["args"]["tree_files"]
+    trees = s["tree"]["sizes"]
+    assert [t["files"] for t in trees] == result["meta"]["args"]["tree_files"]
+    restic = result["meta"]["tools"]["restic"] is not None
+    for tree in trees:   # issue 46: each size's figures, its restore's with its peak RSS, restic's beside it
+        for name in ("journal", "legacy"):
+            for part in ("initial", "idle", "change"):
+                for key in FIGURE:
+                    assert key in tree[name][part], (name, part, key)
+        has_figure(tree["journal"]["restore"], f"tree {tree['files']} restore")
+        assert (tree["restic"] is not None) == restic
+        assert (result["ratios"][f"tree_{tree['files']}_restore_wall_journal_over_restic"] is not None) == restic
+    for size in result["tree"]["sizes"]:
+        assert all(r["journal"]["files"] >= size["files"] for r in size["restores"])   # and the export's mark
     for name in ("journal", "legacy"):
-        for part in ("initial", "idle", "change"):
-            for key in FIGURE:
-                assert key in s["tree"][name][part], (name, part, key)
         for part in ("initial", "tick"):
             for key in FIGURE:
                 assert key in s["sqlite"][name][part], (name, part, key)
@@ -157,7 +170,8 @@ def test_ratios_and_the_figure_of_every_target_without_a_verdict(result):
                  "active tick, as `journal supervise` runs it (in-process): CPU",
                  "-file one-change tick, as `journal supervise`", "initial checkpoint: wall <= 1.5x legacy",
                  "transactions: tick wall <= legacy", "MiB file, checkpoint: wall <=",
-                 "MiB file, restore: wall <=", "history, with retention: `verify` <= 2 s"):
+                 "MiB file, restore: wall <=", "history, with retention: `verify` <= 2 s",
+                 "-file tree: peak RSS <=", "-file restore --to: wall <= restic restore"):
         assert word in names, word
 
 
@@ -255,7 +269,8 @@ def test_crypto_part_figures(result):
 def test_link_part_figures(result):
     """Issue 27: over the throttled mount, each system's initial checkpoint, active
     ticks and restore (their walls are the time to durable), and journal's ratios to
-    both; a machine without FUSE says why the part was skipped."""
+    both; a machine without FUSE says why the part was skipped. Issue 46: each figure
+    with the link's floor under it, a restore's from the requests and bytes served."""
     link = result["link"]
     if link.get("skipped"):
         assert link["skipped"].startswith("needs "), link["skipped"]
@@ -268,6 +283,9 @@ def test_link_part_figures(result):
             for n, tick in enumerate(run[name]["ticks"]):
                 has_figure(tick, f"link {name} tick {n}")
             assert run[name]["restore"]["wall_s"] > 0, name
+            for fig in [run[name]["initial"], *run[name]["ticks"], run[name]["restore"]]:
+                assert 0 < fig["floor_all_s"] <= fig["floor_one_s"], (name, fig)
+            assert run[name]["restore"]["link_requests"] > 0 and run[name]["restore"]["link_bytes"] > 0, name
         assert max(t["objects"] for t in run["journal"]["ticks"]) <= 4
     for other in ("legacy", "restic"):
         for what in ("tick", "restore"):
@@ -276,8 +294,10 @@ def test_link_part_figures(result):
 
 def test_history_part_figures(result):
     """Issue 46: the smoke run's two simulated weeks (200 ticks, four days of them), with
-    the daily gc of docs/deploy.md and without: every tick checkpointed, and at 1, 50
-    and 200 checkpoints the ticks, the sizes and every read command's figure."""
+    the daily gc of docs/deploy.md and without: every tick checkpointed through the
+    supervisor's own tick in a child process, and at 1, 50 and 200 checkpoints the
+    ticks, the supervisor's RSS and peak, the sizes (the local state by part, as
+    `journal status` counts it) and every read command's figure."""
     history = result["summary"]["history"]
     assert history["at"] == [1, 50, 200] and set(history["policies"]) == {"deploy", "none"}
     for policy, week in history["policies"].items():
@@ -285,6 +305,8 @@ def test_history_part_figures(result):
         assert [c["n"] for c in points] == [1, 50, 200], policy
         for c in points:
             assert c["store_objects"] > 0 and c["store_bytes"] > 0 and c["state_bytes"] > 0, (policy, c["n"])
+            assert 0 < c["supervisor"]["rss_kib"] <= c["supervisor"]["peak_kib"], (policy, c["n"])
+            assert c["state"]["bytes"] > 0 and c["state"]["live_trees_bytes"] > 0, (policy, c["n"])
             assert c["busy"]["ticks"] >= 1 and c["busy"]["bytes"] > 0, (policy, c["n"])
             for name in ("verify", "verify --full", "log", "ls", "find", "gc --dry-run", "restore"):
                 has_figure(c["commands"][name], f"history {policy} {c['n']}: {name}")

@@ -1562,7 +1562,7 @@ def fx_notes(live) -> Path:
     return tree / "notes.txt"
 
 
-def failing_put(self, record, seq):
+def failing_put(self, record, seq, staged=None):
     raise ConnectionError("network down during the manifest put")
 
 
@@ -1577,6 +1577,25 @@ def restores_fx(live, tmp_path: Path, text: str) -> None:
     result = live.restore(to=str(out))
     assert result.complete, [(t.lost, t.error) for t in result.trees]
     assert (out / "fx" / "notes.txt").read_text() == text
+
+
+def test_a_checkpoint_whose_data_pack_is_stored_already_counts_only_what_it_uploaded(bare_live, tmp_path):
+    """The manifest is staged while its packs upload, as if every pack were new; a data
+    pack found already stored (the content came back: an earlier pack's very bytes)
+    makes the manifest say so, encoded again, and the staged record is dropped."""
+    notes = fx_notes(bare_live)
+    notes.write_text("X" * 1000)
+    assert bare_live.checkpoint().seq == 1
+    notes.write_text("Y" * 1000)
+    assert bare_live.checkpoint().seq == 2
+    notes.write_text("X" * 1000)
+
+    result = bare_live.checkpoint()
+
+    assert result.seq == 3 and result.objects == 2           # the index pack and the manifest
+    assert bare_live.manifest(3).added_objects == 2
+    assert list((Path(bare_live.store_path) / ".tmp").iterdir()) == []   # no staged record left behind
+    restores_fx(bare_live, tmp_path, "X" * 1000)
 
 
 def pending_on_a_tombstoned_pack(live, monkeypatch) -> str:
@@ -1623,8 +1642,8 @@ def test_a_pending_manifest_already_in_the_store_stands_and_the_next_checkpoint_
     notes.write_text("B" * 1000)
     real_put = Repository.put_manifest
 
-    def put_then_fail(self, record, seq):            # the put landed; its answer was lost
-        real_put(self, record, seq)
+    def put_then_fail(self, record, seq, staged=None):   # the put landed; its answer was lost
+        real_put(self, record, seq, staged)
         raise ConnectionError("connection reset after the manifest put")
     monkeypatch.setattr(Repository, "put_manifest", put_then_fail)
     with pytest.raises(ConnectionError):
@@ -1827,10 +1846,11 @@ def test_the_counts_of_a_tree_are_its_entries_through_adds_removals_held_deletio
     assert any(tr.kept_deleted for tr in result.trees)
 
 
-def test_the_data_pack_uploads_while_the_index_pack_is_built_and_both_land_before_the_manifest(tmp_path, monkeypatch):
+def test_the_packs_and_the_manifest_upload_together_and_the_manifest_is_published_after_both(tmp_path, monkeypatch):
     """Over a slow link (the hf-mount simulation, whose upload of a data pack is made to
     take 0.3 s at close) a busy checkpoint's two pack uploads overlap: the index pack's
-    starts before the data pack's has ended; the manifest only once both have."""
+    starts before the data pack's has ended, and so does the manifest's upload (a temp
+    file, outside the key space); its rename, the commit point, waits for both packs."""
     from journal.format.objects import HEADER, KIND_MANIFEST, KIND_PAGE
     from journal.store.hfmount import HfMountFsOps
 
@@ -1839,7 +1859,7 @@ def test_the_data_pack_uploads_while_the_index_pack_is_built_and_both_land_befor
     checkpoint(live.cfg, live.store)
     live.append("codex-home/sessions/2026/12/05/rollout-a.jsonl", '{"n": 1}\n' * 1000)
     events: list[tuple[str, str]] = []
-    real_pwrite, real_close = HfMountFsOps.pwrite, HfMountFsOps.close
+    real_pwrite, real_close, real_rename = HfMountFsOps.pwrite, HfMountFsOps.close, HfMountFsOps.rename_noclobber
 
     def holds(buf) -> str:
         kind = HEADER.unpack_from(bytes(buf[:HEADER.size]))[2]
@@ -1859,10 +1879,16 @@ def test_the_data_pack_uploads_while_the_index_pack_is_built_and_both_land_befor
         if what is not None:
             events.append(("landed", what))
 
+    def rename_noclobber(self, src, dst):
+        real_rename(self, src, dst)
+        if "/manifests/" in dst:
+            events.append(("published", "manifest"))
+
     monkeypatch.setattr(HfMountFsOps, "pwrite", pwrite)
+    monkeypatch.setattr(HfMountFsOps, "rename_noclobber", rename_noclobber)
     monkeypatch.setattr(HfMountFsOps, "close", close)
     assert checkpoint(live.cfg, live.store).seq == 2
     order = [e for e in events if e[1] in ("data", "index", "manifest")]
     assert order.index(("began", "index")) < order.index(("landed", "data")), order
-    assert order.index(("began", "manifest")) > max(order.index(("landed", "data")), order.index(("landed", "index")))
-    assert order[-1] == ("landed", "manifest")
+    assert order.index(("landed", "manifest")) < order.index(("landed", "data")), order
+    assert order[-1] == ("published", "manifest") and order.count(("published", "manifest")) == 1, order

@@ -65,9 +65,11 @@ def test_a_deleted_files_chunk_copies_go_at_the_checkpoint_that_drops_it(bare_li
 
     report = json.loads(live.run("status", "--json", expect=0).stdout)["local_state"]
     state = live.state_dir
+    live_bytes = tree_bytes(claude)
     assert report == {"bytes": tree_bytes(state), "chunks_bytes": tree_bytes(chunks),
                       "sqlite_base_bytes": 0, "maps_bytes": 0, "pages_bytes": tree_bytes(state / "pages"),
-                      "spool_bytes": 0}
+                      "spool_bytes": 0, "live_trees_bytes": live_bytes,
+                      "share_of_live_trees": round(tree_bytes(state) / live_bytes, 4)}
     assert report["pages_bytes"] > 0
     text = live.run("status", expect=0).stdout
     assert f"local state: {report['bytes']:,} bytes (chunks {report['chunks_bytes']:,}," in text

@@ -420,7 +420,7 @@ def holds(data: bytes) -> str | None:
 @pytest.mark.parametrize(("moment", "kill_at"), [
     ("mid-upload of the data pack", "data:8388608"),
     ("mid-upload of the index pack", "index:1"),
-    ("mid-upload of the manifest (state already says pending)", "manifest:1"),
+    ("mid-upload of the manifest (staged while the packs upload)", "manifest:1"),
 ])
 def test_hfmount_checkpoint_sigkilled_mid_upload_leaves_no_partial_object(tmp_path, moment, kill_at):
     box = crash_box(tmp_path, "hfsim")
@@ -437,30 +437,26 @@ def test_hfmount_checkpoint_sigkilled_mid_upload_leaves_no_partial_object(tmp_pa
     keys = set(assert_keys_are_whole_objects(box.store_path))
     new = keys - keys_before
     assert all(k.startswith("packs/") for k in new), f"killed {moment}: {sorted(new)}"
-    # The data pack uploads while the index pack is built and uploaded, so a kill during
-    # one of them may find the other whole; the manifest waits for both.
-    # The other pack may also have been closed (uploaded) and not yet renamed: a closed
-    # temp file is whole and outside the key space; an unclosed one never appears.
+    # The data pack uploads while the index pack is built and uploaded, and the manifest
+    # is staged (a temp file) while both upload (design §12 step 5), so a kill during one
+    # of them may find the others closed: a closed temp file is whole and outside the key
+    # space; an unclosed one never appears. Only the manifest's rename waits for both packs.
     left = tmp_files(box.store_path)
-    if kill_at.startswith("manifest:"):
-        assert len(new) == 2, "both packs are whole before the manifest is written"
-        assert left == [], "the manifest's temp file was never closed, so it never appears"
-    else:
-        assert len(new) + len(left) <= 1, f"killed {moment}: at most the other pack is whole: {sorted(new)} {left}"
-        for name in left:
-            data = (box.store_path / TMP_DIR / name).read_bytes()
-            assert holds(data) not in (None, kill_at.split(":")[0]), f"killed {moment}: {name} is the pack being written"
+    kinds = [holds((box.store_path / TMP_DIR / name).read_bytes()) for name in left]
+    being_written = kill_at.split(":")[0]
+    assert being_written not in kinds and None not in kinds, f"killed {moment}: {left} holds what was being written"
+    assert kinds.count("manifest") <= 1 and len(new) + len(kinds) - kinds.count("manifest") <= 2, \
+        f"killed {moment}: {sorted(new)} {left}"
+    if being_written != "manifest":
+        assert len(new) + len(kinds) - kinds.count("manifest") <= 1, f"killed {moment}: at most the other pack is whole"
     box.run("verify")
     assert good_seqs(box) == [1]
     assert describe(restore_to(box, "after-kill")) == first
 
     state = load_state(str(box.state_dir), box.repo().store_id)
-    pending = state.pending_seq is not None
-    assert pending == kill_at.startswith("manifest:")
+    assert state.pending_seq is None, "the state names a manifest pending only once every pack is stored (step 6)"
     result = json.loads(box.run("checkpoint", "--json").stdout)
     assert good_seqs(box) == [2, 1]
-    if pending:
-        assert box.store_path.joinpath("manifests", "000000000002").read_bytes() == state.pending
     box.run("verify", "--full")
     assert describe(restore_to(box, "final")) == second
     assert result["seq"] == 2, f"the checkpoint that committed manifest 2 reports seq {result['seq']}"

@@ -252,13 +252,13 @@ KILLER = textwrap.dedent(r'''
             die()
         pack.PackWriter._upload = _upload
     elif moment == "before-manifest":
-        def put_manifest(self, record, seq):
+        def put_manifest(self, record, seq, staged=None):
             die()
         repository.Repository.put_manifest = put_manifest
     elif moment == "after-manifest":
         put = repository.Repository.put_manifest
-        def put_manifest(self, record, seq):
-            put(self, record, seq)
+        def put_manifest(self, record, seq, staged=None):
+            put(self, record, seq, staged)
             die()
         repository.Repository.put_manifest = put_manifest
     sys.argv[0] = "journal"

@@ -293,7 +293,9 @@ def test_retention_counts_only_the_main_line_and_keeps_a_fork_as_long_as_its_par
     assert 3 not in kept                                                # parent gone, and older
 
 
-def test_gc_dry_run_lists_every_fork_with_why_it_is_kept_or_expires(make_live):
+def fork_on_one(make_live) -> Live:
+    """Checkpoints 1, 2 and 4 of container a, and fork 3 of container b, built on 1
+    (b's work, kept when a moved on); returns a."""
     a, b = make_live("a"), make_live("b", fixtures=False)
     a.checkpoint()
     b.restore()
@@ -303,6 +305,11 @@ def test_gc_dry_run_lists_every_fork_with_why_it_is_kept_or_expires(make_live):
     assert b.restore().fork.seq == 3                       # b's work is kept as fork 3, built on 1
     a.write("codex-home/memories/a.md", "a again\n")
     a.checkpoint()                                          # 4, past the fork
+    return a
+
+
+def test_gc_dry_run_lists_every_fork_with_why_it_is_kept_or_expires(make_live):
+    a = fork_on_one(make_live)
 
     short = a.run("gc", "--keep-last", "1", "--dry-run")
     doc = json.loads(a.run("gc", "--keep-last", "1", "--dry-run", "--json").stdout)
@@ -455,6 +462,54 @@ def test_a_gc_right_after_expiry_with_zero_grace_deletes_nothing_yet(box):
 
     assert result.deleted == 0 and plan.tombstone  # only marked: deletion needs an existing tombstone
     assert box.seqs() == [1, 2, 3]
+
+
+def test_grace_zero_with_yes_marks_and_deletes_in_one_run(box):
+    three_versions(box)
+    needed = needed_packs(box, 3)
+    garbage = box.keys(PACK_PREFIX) - needed
+    without = json.loads(box.run("gc", "--keep-last", "1", "--grace", "0", "--dry-run", "--json").stdout)
+    dry = json.loads(box.run("gc", "--keep-last", "1", "--grace", "0", "--yes", "--dry-run", "--json").stdout)
+
+    proc = box.run("gc", "--keep-last", "1", "--grace", "0", "--yes", "--json")
+
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)["result"]
+    assert without["plan"]["delete_count"] == 0     # without --yes a run never sweeps what it marks
+    assert result["deleted"] == dry["plan"]["delete_count"] == len(garbage) + 2
+    assert box.seqs() == [3] and box.keys(PACK_PREFIX) == needed
+    assert box.keys(TOMBSTONE_PREFIX) == set() and result["tombstones_removed"] == result["tombstones_written"] == 1
+    assert box.run("verify", "--full").returncode == 0
+    assert restore(box.cfg, box.store, to=str(box.root / "out")).complete
+
+
+def test_yes_needs_a_zero_grace_and_is_refused_without_one(box):
+    three_versions(box)
+    before = store_listing(box)
+
+    for grace in (("--grace", "1h"), ()):
+        proc = box.run("gc", "--keep-last", "1", *grace, "--yes")
+        assert proc.returncode == 2
+        assert "--yes needs --grace 0" in one_line_error(proc)
+
+    assert store_listing(box) == before
+
+
+def test_an_orphan_marked_by_a_run_with_yes_waits_for_a_newer_checkpoint(box):
+    three_versions(box)
+    orphans = set(garbage_packs(box, 3))
+
+    proc = box.run("gc", "--keep-last", "1", "--grace", "0", "--yes")
+
+    assert proc.returncode == 0, proc.stderr
+    assert "a later `journal gc` deletes its orphan packs" in proc.stdout
+    assert orphans <= box.keys(PACK_PREFIX) and box.seqs() == [3]
+    (stone,) = box.tombstones().values()
+    assert {(i.key, i.kind) for i in stone.items} == {(k, "orphan") for k in orphans}
+    box.write("a.txt", "version 4\n")
+    assert box.checkpoint().seq == 4                  # the store moved past the mark
+    assert box.run("gc", "--keep-last", "1", "--grace", "0", "--yes").returncode == 0
+    assert not orphans & box.keys(PACK_PREFIX) and box.keys(TOMBSTONE_PREFIX) == set()
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(box):
@@ -1153,14 +1208,16 @@ _WRITER = textwrap.dedent("""
 """)
 
 # One loop process: "ckpt" takes checkpoints until ``minimum`` of them committed,
-# "gc" runs ``minimum`` gc rounds (--keep-last 2 --grace 0s); each goes on until the
-# other has reached its minimum too, so the two overlap the whole time.
+# "gc" runs ``minimum`` gc rounds (--keep-last 2 --grace 0s, and with ``sweep`` "yes",
+# --yes: each round sweeps what it marked); each goes on until the other has reached its
+# minimum too, so the two overlap the whole time.
 _LOOP = textwrap.dedent("""
     import json, os, sys, time
     from journal.config import load_config
     from journal.store import open_store
     from journal.report import Collector
     role, minimum, flags, budget = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+    sweep_marked = sys.argv[5] == "yes"
     mine, peer = os.path.join(flags, role + ".min"), os.path.join(flags, ("gc" if role == "ckpt" else "ckpt") + ".min")
     deadline = time.monotonic() + budget
     while not os.path.exists(os.path.join(flags, "writer.started")) and time.monotonic() < deadline:
@@ -1179,7 +1236,7 @@ _LOOP = textwrap.dedent("""
             if role == "ckpt":
                 stats["commits"] += checkpoint(cfg, store, Collector(), wait=True).seq is not None
             else:
-                plan, result = gc(Repository.open(store), Policy(keep_last=2), 0.0)
+                plan, result = gc(Repository.open(store), Policy(keep_last=2), 0.0, sweep_marked=sweep_marked)
                 stats["deleted"] += result.deleted
                 stats["tombstoned"] += plan.tombstone_count
         except Exception as err:
@@ -1196,7 +1253,17 @@ _LOOP = textwrap.dedent("""
 
 @pytest.mark.long(short=40, full=110)
 def test_checkpoints_and_gc_in_separate_processes_never_lose_a_needed_object(box, long_size):
-    rounds = long_size
+    _race_checkpoints_and_gc(box, long_size, sweep_marked=False)
+
+
+@pytest.mark.long(short=12, full=60)
+def test_checkpoints_racing_a_gc_that_sweeps_what_it_marks_never_lose_a_needed_object(box, long_size):
+    """``gc --grace 0 --yes`` deletes in each run what that run marked, while another
+    process checkpoints: every committed checkpoint stays whole."""
+    _race_checkpoints_and_gc(box, long_size, sweep_marked=True)
+
+
+def _race_checkpoints_and_gc(box: CodexLive, rounds: int, sweep_marked: bool) -> None:
     jsonl = box.codex / "sessions" / "t.jsonl"
     jsonl.parent.mkdir(parents=True)
     jsonl.write_bytes(line(0))
@@ -1207,7 +1274,8 @@ def test_checkpoints_and_gc_in_separate_processes_never_lose_a_needed_object(box
     env = clean_env(box.env)
     writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(jsonl), str(flags)], env=env,
                               stdout=subprocess.PIPE, text=True)
-    loops = [subprocess.Popen([sys.executable, "-c", _LOOP, role, str(rounds), str(flags), "80"],
+    loops = [subprocess.Popen([sys.executable, "-c", _LOOP, role, str(rounds), str(flags), "80",
+                               "yes" if sweep_marked else "no"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for role in ("ckpt", "gc")]
     try:

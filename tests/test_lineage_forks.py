@@ -449,10 +449,10 @@ RACE = textwrap.dedent(r'''
     put = repository.Repository.put_manifest
     done = []
 
-    def put_manifest(self, record, seq):
+    def put_manifest(self, record, seq, staged=None):
         if not done:
             done.append(subprocess.run(rival["argv"], env=rival["env"], check=True, capture_output=True))
-        return put(self, record, seq)
+        return put(self, record, seq, staged)
 
     repository.Repository.put_manifest = put_manifest
     sys.argv[0] = "journal"

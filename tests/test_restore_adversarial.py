@@ -228,8 +228,8 @@ def test_a_path_created_or_appended_while_the_restore_runs_is_kept(live, make_li
     agent_line = b'{"type":"agent","note":"written while the restore ran"}\n'
     real = tree_writer.stage_group
 
-    def stage_then_agent_writes(root, tmp_dir, entries, reader):
-        out = real(root, tmp_dir, entries, reader)
+    def stage_then_agent_writes(root, tmp_dir, entries, reader, *args):
+        out = real(root, tmp_dir, entries, reader, *args)
         for e in entries:
             if os.path.join(root, e.path) in (str(b.local / created), str(b.local / replaced)):
                 with open(os.path.join(root, e.path), "ab") as fh:

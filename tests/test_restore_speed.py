@@ -423,7 +423,6 @@ def test_a_failed_sync_publishes_nothing_of_its_batch_and_leaves_no_temp_files(t
     import errno
 
     env = fresh_container(tmp_path, source)
-    local = Path(env["AM_LOCAL"])
     real_fsync, calls = os.fsync, []
 
     def failing_fsync(fd):
@@ -435,6 +434,14 @@ def test_a_failed_sync_publishes_nothing_of_its_batch_and_leaves_no_temp_files(t
         return real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
+    restore_fails_leaving_no_part_of_the_batch(env, source, monkeypatch)
+
+
+def restore_fails_leaving_no_part_of_the_batch(env, source, monkeypatch) -> None:
+    """A restore whose batch's sync fails (as ``monkeypatch`` arranged): it raises, no
+    file of that batch is at its live path, no temp file is left, no marker is written;
+    a restore after it (``monkeypatch`` undone) completes."""
+    local = Path(env["AM_LOCAL"])
     with pytest.raises(OSError, match="simulated"):
         restore(load_config(env=env), open_store(env["JOURNAL_STORE"]))
     monkeypatch.undo()
@@ -556,3 +563,92 @@ def test_a_large_restored_file_leaves_the_page_cache_as_it_is_written(tmp_path, 
     assert resident_pages(out / "fx" / "weights.bin") <= 2 * step_pages + step_pages // 2
     assert resident_pages(out / "fx" / "notes.txt") > 0
     assert (out / "fx" / "weights.bin").read_bytes() == (fx / "weights.bin").read_bytes()
+
+
+# --- 4. one syncfs a batch, where it makes the batch durable -------------------------------
+
+@pytest.fixture
+def whole_sync(monkeypatch):
+    """Restore as on ext4 or XFS, where one ``syncfs`` makes a batch durable and reports
+    a failure (``atomic.syncs_whole``): forced here, on tmpfs, where the call is real
+    too. Batches of 16 files, so the source's files take several."""
+    monkeypatch.setattr(batch, "syncs_whole", lambda path: True)
+    monkeypatch.setattr(batch, "WHOLE_BATCH_FILES", 16)
+
+
+def test_with_one_syncfs_a_batch_every_file_is_written_before_it_and_renamed_after(tmp_path, source, monkeypatch,
+                                                                                   whole_sync):
+    env = fresh_container(tmp_path, source)
+    local = tmp_path / "local"
+    rec = Recorder(monkeypatch)
+    real_sync, real_utime = batch.sync_filesystem, os.utime
+
+    def sync(fd):
+        real_sync(fd)
+        rec._add(("syncfs",))
+
+    def utime(path, *args, **kwargs):   # a staged file's last write: its times, through its descriptor
+        real_utime(path, *args, **kwargs)
+        if isinstance(path, int):
+            rec._add(("written", os.fstat(path).st_ino))
+
+    monkeypatch.setattr(batch, "sync_filesystem", sync)
+    monkeypatch.setattr(os, "utime", utime)
+    result = restore(load_config(env=env), open_store(env["JOURNAL_STORE"]))
+
+    assert result.complete
+    assert describe(local) == source[1]
+    events = rec.events
+    syncs = [i for i, e in enumerate(events) if e[0] == "syncfs"]
+    written = {e[1]: i for i, e in enumerate(events) if e[0] == "written"}
+    files = {str(local / p) for p, d in source[1].items() if d[0] == "file"}   # a database is staged durable
+    renames = [(i, e) for i, e in enumerate(events) if e[0] == "replace" and e[2] in files]
+    assert len(renames) == len(files)
+    for i, (_, _, dst, ino, _) in renames:
+        assert any(written[ino] < s < i for s in syncs), f"{dst} was renamed before a syncfs made it durable"
+    assert not [e for e in events if e[0] == "fsync" and not e[3] and e[2] in {r[3] for _, r in renames}], \
+        "no file is fsynced"
+    tree_dir_syncs = [e for e in events if e[0] == "fsync" and e[3] and "/.journal" not in e[1]
+                      and e[1] != str(local / "hermes")]   # a database's install syncs its own directory
+    assert tree_dir_syncs == [], "the directories are made durable by the last syncfs"
+    assert max(syncs) > max(i for i, _ in renames)
+    state_saves = [i for i, e in enumerate(events) if e[0] == "replace" and e[2].endswith("state.msgpack")]
+    assert len(state_saves) == 1 and state_saves[0] > max(syncs), "the marker comes after every syncfs"
+    assert len(files) // 16 <= len(syncs) <= len(files) // 16 + 4, "one syncfs a batch, one for the directories"
+
+
+def test_a_failed_syncfs_publishes_nothing_of_its_batch_and_leaves_no_temp_files(tmp_path, source, monkeypatch,
+                                                                                  whole_sync):
+    """A write-back failure reported by a batch's ``syncfs``: as a failed fsync, the
+    restore fails, no file of that batch reaches its live path, the staged files are
+    removed, and no marker is written."""
+    import errno
+
+    env = fresh_container(tmp_path, source)
+    real, calls = batch.sync_filesystem, []
+
+    def failing(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(errno.EIO, "simulated write-back failure")
+        real(fd)
+
+    monkeypatch.setattr(batch, "sync_filesystem", failing)
+    restore_fails_leaving_no_part_of_the_batch(env, source, monkeypatch)
+
+
+def test_syncfs_stands_for_fsyncs_only_where_it_makes_writes_durable_and_reports_failures(tmp_path, monkeypatch):
+    """ext4, XFS and btrfs from Linux 5.8 (where ``syncfs`` reports a write-back failure);
+    never tmpfs, an overlay, FUSE or NFS, an older kernel, nor a path whose device no
+    mount names."""
+    from journal import atomic, localfs
+
+    dev = os.stat(tmp_path).st_dev
+    for fstype, release, mount_dev, whole in (("ext4", "6.1.0", dev, True), ("xfs", "5.8.0-generic", dev, True),
+                                              ("btrfs", "5.10.2", dev, True), ("ext4", "5.7.19", dev, False),
+                                              ("tmpfs", "6.1.0", dev, False), ("overlay", "6.1.0", dev, False),
+                                              ("fuse.hf-mount", "6.1.0", dev, False), ("nfs4", "6.1.0", dev, False),
+                                              ("ext4", "6.1.0", dev + 1, False)):
+        monkeypatch.setattr(localfs, "mounts", lambda: [localfs.Mount("/", mount_dev, fstype)])
+        monkeypatch.setattr(os, "uname", lambda: os.uname_result(("Linux", "h", release, "#1", "x86_64")))
+        assert atomic.syncs_whole(str(tmp_path)) is whole, (fstype, release, mount_dev)

@@ -188,7 +188,7 @@ def test_stats_json_gives_the_store_the_local_state_and_the_requests(history):
     assert out["state_dir"] == str(history.state_dir)
     assert out["local_state"] == msgspec.to_builtins(local_size(str(history.state_dir)))
     assert set(out["local_state"]) == {"bytes", "chunks_bytes", "sqlite_base_bytes", "maps_bytes", "pages_bytes",
-                                       "spool_bytes"}
+                                       "spool_bytes", "live_trees_bytes", "share_of_live_trees"}
     assert out["total"]["dedup"] == pytest.approx(
         (out["total"]["history_bytes"] - out["total"]["database_bytes"]) / out["total"]["data_bytes"])
 

@@ -179,7 +179,7 @@ def test_list_reads_only_directories_that_can_match(tmp_path, monkeypatch):
     assert not any("packs" in path for path in scanned)
     scanned.clear()
     assert list(store.list("packs/01/")) == ["packs/01/01bb"]
-    assert [os.path.relpath(p, tmp_path) for p in scanned] == [".", "packs", "packs/01"]
+    assert [os.path.relpath(p, tmp_path) for p in scanned] == ["packs/01"]   # the prefix's directory only
 
 
 def test_delete_prunes_empty_parent_directories(tmp_path):

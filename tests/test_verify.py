@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from faults import FaultyStore
@@ -17,6 +19,7 @@ from journal.repository.repository import pack_key
 from journal.repository.repository import Repository, blob_location, manifest_key
 from journal.format.inputs import Delivery, claim_key, delivery_key, encode_delivery, input_key, parse_id
 from journal.inputs.log import InputLog
+from journal.store.counting import CountingStore
 from journal.verify import (CORRUPT_CONFIG, CORRUPT_INPUT, CORRUPT_OBJECT, DUPLICATE_CLIENT_ID, MISSING_OBJECT,
                             ODD_INPUT_KEY, SHORT_PACK, TORN_MANIFEST, UNREFERENCED_PACK, UNSAFE_PATH, verify)
 from conftest import CodexLive, run_journal
@@ -392,3 +395,54 @@ def test_a_record_whose_id_differs_past_twelve_characters_names_the_two_ids_apar
     held, expected = re.search(r"record holds blob (\w+), expected (\w+)", proc.stdout).groups()
     assert proc.returncode == 1 and held != expected, proc.stdout
     assert ref.id.startswith(expected) and len(held) == len(expected) == 46
+
+
+#: A checkpointer in a process of its own: for each line it reads, one event appended to
+#: the rollout (argv[1]), then one checkpoint; it answers with the sequence committed.
+CHECKPOINTER = r'''
+import sys
+from journal.checkpoint.run import checkpoint
+from journal.config import load_config
+from journal.store import open_store
+
+cfg = load_config()
+store = open_store(cfg.store)
+for n, _ in enumerate(sys.stdin):
+    with open(sys.argv[1], "a") as fh:
+        fh.write('{"type": "event", "n": %d}\n' % n)
+    print(checkpoint(cfg, store).seq, flush=True)
+'''
+
+
+class CommitsAfterThePackListing(CountingStore):
+    """The store as verify reads it, with a checkpoint committed by another process
+    right after verify's listing of ``packs/``, before it lists the manifests."""
+
+    def __init__(self, inner, checkpointer):
+        super().__init__(inner)
+        self.checkpointer = checkpointer
+        self.committed: list[int] = []
+
+    def list_sizes(self, prefix: str = ""):
+        listed = list(super().list_sizes(prefix))
+        if prefix == "packs/":
+            self.checkpointer.stdin.write("commit\n")
+            self.checkpointer.stdin.flush()
+            self.committed.append(int(self.checkpointer.stdout.readline()))
+        return iter(listed)
+
+
+def test_verify_during_concurrent_checkpoints_reports_no_pack_of_theirs_as_missing(stored):
+    checkpointer = stored.popen(str(stored.codex / ROLLOUT), cmd=[sys.executable, "-c", CHECKPOINTER],
+                                stdin=subprocess.PIPE)
+    try:
+        for n in range(3, 6):
+            store = CommitsAfterThePackListing(stored.store, checkpointer)
+            result = verify(Repository.open(store))
+            assert store.committed == [n], checkpointer.stderr.read() if checkpointer.poll() else store.committed
+            assert result.manifests == n                 # the checkpoint committed after the listing is audited
+            assert result.ok, [f for f in result.findings if f.severity == "error"]
+            assert not [f for f in result.findings if f.kind == MISSING_OBJECT]
+    finally:
+        checkpointer.stdin.close()
+        assert checkpointer.wait(timeout=60) == 0, checkpointer.stderr.read()

@@ -43,17 +43,24 @@ def pages_named(box) -> tuple[int, set]:
     return named, distinct
 
 
-def test_verify_reads_each_distinct_index_page_once_however_many_checkpoints_name_it(tmp_path):
-    """Eight checkpoints of a tree of 600 files, one file changed in each: the trees
-    name most of their pages in common. Verify fetched every page once for gc's reach
-    and again for each manifest naming it (24 ms a checkpoint at 1,000 checkpoints)."""
+def notes_box(tmp_path, changes: int, step: int) -> CodexLive:
+    """A tree of 600 notes checkpointed, then ``changes`` checkpoints of one note each
+    (every ``step``-th): the trees name most of their pages in common."""
     box = CodexLive(tmp_path)
     for i in range(600):
         box.write(f"notes/n{i:04d}.md", f"note {i}\n")
     box.checkpoint()
-    for i in range(7):
-        box.write(f"notes/n{i * 83:04d}.md", f"note {i} again\n")
+    for i in range(changes):
+        box.write(f"notes/n{i * step:04d}.md", f"note {i} again\n")
         box.checkpoint()
+    return box
+
+
+def test_verify_reads_each_distinct_index_page_once_however_many_checkpoints_name_it(tmp_path):
+    """Eight checkpoints of a tree of 600 files, one file changed in each: the trees
+    name most of their pages in common. Verify fetched every page once for gc's reach
+    and again for each manifest naming it (24 ms a checkpoint at 1,000 checkpoints)."""
+    box = notes_box(tmp_path, changes=7, step=83)
     named, distinct = pages_named(box)
 
     result, reads = counted_verify(box)
@@ -62,6 +69,18 @@ def test_verify_reads_each_distinct_index_page_once_however_many_checkpoints_nam
     assert named > 2 * len(distinct) > 20, (named, len(distinct))   # most pages are shared
     assert result.pages == len(distinct)
     assert max(reads.values()) == 1, [r for r, n in reads.items() if n > 1][:5]
+
+
+def test_verify_reads_a_checkpoint_s_index_pages_from_its_small_pack_with_one_read(tmp_path):
+    """A checkpoint's new index pages sit in its one small index pack: verify reads each
+    small pack once, whole, for all of its records (before: one read per page)."""
+    box = notes_box(tmp_path, changes=3, step=211)
+
+    result, reads = counted_verify(box)
+
+    per_pack = Counter(key for key, _start, _end in reads.elements())
+    assert result.ok and result.manifests == 4, result.findings
+    assert max(per_pack.values()) == 1 and len(per_pack) < result.pages, (per_pack, result.pages)
 
 
 def database_ticks(box: OpencodeLive, ticks: int) -> None:

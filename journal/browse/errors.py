@@ -1,5 +1,5 @@
-"""The errors of ``ls``, ``cat``, ``diff`` and ``find``: a TREE/PATH or session id
-that names nothing, a path with no good copy."""
+"""The errors of ``ls``, ``cat``, ``diff``, ``find``, ``sessions`` and ``show``: a
+TREE/PATH, harness or session id that names nothing, a path with no good copy."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ class BadBrowsePath(ConfigError):
 
 
 class BadSessionId(ConfigError):
-    """``find --session``: an id no harness writes, or too short to name one session."""
+    """``find --session``, ``show``: an id no harness writes, or too short to name one session."""
 
-    def __init__(self, shown: str, detail: str):
+    def __init__(self, shown: str, detail: str, op: str = "find"):
         self.shown = shown
-        super().__init__(f"find: session id {shown}: {detail}; give at least 8 leading characters of the id as the "
+        super().__init__(f"{op}: session id {shown}: {detail}; give at least 8 leading characters of the id as the "
                          "harness wrote it (letters, digits, '.', '_' and '-')")
 
 
@@ -32,6 +32,32 @@ class NoSuchSession(JournalError):
         self.session = session
         super().__init__(f"find: no session id begins with {session!r} {detail}; check the id the harness printed "
                          "(`journal find '*.jsonl'` lists the transcripts)")
+
+
+class UnknownHarness(ConfigError):
+    """``sessions --harness``: a name that is no harness whose sessions journal reads."""
+
+    def __init__(self, name: str, known: list[str]):
+        self.name = name
+        super().__init__(f"sessions: no harness {name!r}; the known ones are {', '.join(known)}")
+
+
+class SessionNotFound(JournalError):
+    """``show``: no harness tree of the checkpoint holds a session whose id begins so."""
+
+    def __init__(self, session: str, seq: int, detail: str):
+        self.session = session
+        super().__init__(f"show: no session id begins with {session!r} in checkpoint {seq} ({detail}); "
+                         f"`journal sessions --at {seq}` lists the sessions it holds")
+
+
+class AmbiguousSession(ConfigError):
+    """``show``: several sessions' ids begin with the id given."""
+
+    def __init__(self, session: str, seq: int, found: list[str]):
+        self.session = session
+        super().__init__(f"show: {len(found)} sessions begin with {session!r} in checkpoint {seq} "
+                         f"({', '.join(found)}); give more of the id")
 
 
 class NoGoodCopy(JournalError):

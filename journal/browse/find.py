@@ -2,11 +2,12 @@
 that hold it and where it changed, newest first.
 
 The one command that reads every manifest (from ``--since`` on) and every tree in
-them: but a page is read once however many checkpoints share it (the same id: the
-same subtree). Each page's matches are kept by id, so a later checkpoint sharing it
-costs a lookup, and checking it against what its parent says of it, never a read. A
-checkpoint whose manifest or index cannot be read is passed over with a warning (the
-answer leaves it out; the command exits 3).
+them: but a page is read once however many checkpoints in a row share it (the same id:
+the same subtree). Each page's matches are kept by id while the checkpoints go on
+naming it, so a later checkpoint sharing it costs a lookup, and checking it against
+what its parent says of it, never a read; what is kept is one checkpoint's pages per
+tree, not every page of the history. A checkpoint whose manifest or index cannot be
+read is passed over with a warning (the answer leaves it out; the command exits 3).
 """
 
 from __future__ import annotations
@@ -61,16 +62,18 @@ def find(view: View, pattern: str, tree: str | None = None, since: str | None = 
     """See the module docstring. A pattern holding ``/`` matches the whole TREE/PATH,
     any other the last name of the path (``glob_regex``: ``*`` stops at ``/``, ``**``
     crosses it)."""
-    walk = find_paths(view, _glob_matcher(pattern), None if tree is None else (tree,), since)
+    walk = find_paths(view, _glob_matcher(pattern), None if tree is None else (tree,), since, entries=False)
     if tree is not None and tree not in walk.trees and walk.result.manifests:
         raise BadBrowsePath(view.op, tree, "no checkpoint looked at holds such a tree; `journal ls` lists the trees")
     return walk.result
 
 
 def find_paths(view: View, match: Callable[[str, str], bool], trees: Collection[str] | None,
-               since: str | None) -> PathHistory:
+               since: str | None, *, entries: bool = True) -> PathHistory:
     """The versions of each path ``match(tree, path)`` keeps, in the trees ``trees``
-    (None: every tree of each checkpoint), from checkpoint ``since`` on."""
+    (None: every tree of each checkpoint), from checkpoint ``since`` on; with
+    ``entries``, each version's entry too (a growing transcript has a new one at every
+    checkpoint: ``find`` keeps none)."""
     moment = None if since is None else parse_moment(since, view.op, "--since")
     since_seq = None if moment is None else checkpoint_named(moment, view.seqs, view.is_fork, view.op, "--since")
     since_ns = None if moment is None else moment.first_ns
@@ -79,12 +82,12 @@ def find_paths(view: View, match: Callable[[str, str], bool], trees: Collection[
     current: dict[tuple[str, str], tuple[Version, Entry | None]] = {}
     history: dict[tuple[str, str], list[Version]] = {}
     seen: set[str] = set()
-    entries: dict[tuple[str, str, int], Entry] = {}
+    kept: dict[tuple[str, str, int], Entry] | None = {} if entries else None
     for seq in view.seqs:
         if since_seq is not None and seq < since_seq:
             continue
         try:
-            manifest = view.manifest(seq)
+            manifest = view.manifest_once(seq)
         except DAMAGE as err:
             _skip(view, f"checkpoint {seq} is unreadable ({err})")
             continue
@@ -100,10 +103,10 @@ def find_paths(view: View, match: Callable[[str, str], bool], trees: Collection[
             except DAMAGE as err:
                 _skip(view, f"tree {name} in checkpoint {seq} is unreadable ({err})")
                 continue
-            _advance(current, history, entries, name, now, seq)
+            _advance(current, history, kept, name, now, seq)
     result.found = [Found(path=joined(*key), versions=list(reversed(versions)))
                     for key, versions in sorted(history.items())]
-    return PathHistory(result, seen, entries)
+    return PathHistory(result, seen, kept or {})
 
 
 def _glob_matcher(pattern: str) -> Callable[[str, str], bool]:
@@ -120,10 +123,10 @@ def _skip(view: View, note: str) -> None:
     view.reporter.warn(f"{view.op}: {note}; passed over")
 
 
-def _advance(current: dict, history: dict, entries: dict, tree: str, now: dict[str, Entry], seq: int) -> None:
+def _advance(current: dict, history: dict, entries: dict | None, tree: str, now: dict[str, Entry], seq: int) -> None:
     """Record checkpoint ``seq``'s matches in tree ``tree``: a path whose entry (or
     absence) is what it was extends its version, any other starts a new one (its entry
-    kept in ``entries``)."""
+    kept in ``entries``, unless None)."""
     paths = set(now) | {path for (name, path) in current if name == tree}
     for path in paths:
         key, entry = (tree, path), now.get(path)
@@ -136,7 +139,8 @@ def _advance(current: dict, history: dict, entries: dict, tree: str, now: dict[s
         version = Version(first=seq, last=seq, checkpoints=1)
         if entry is not None:
             version.kind, version.size, version.mtime_ns = entry.kind, entry.size, entry.mtime_ns
-            entries[(tree, path, seq)] = entry
+            if entries is not None:
+                entries[(tree, path, seq)] = entry
         current[key] = (version, entry)
         history.setdefault(key, []).append(version)
 
@@ -180,36 +184,41 @@ def _class_end(pattern: str, start: int) -> int:
 
 
 class _Walker:
-    """Each page's matches, read once, kept by (tree, page id): a page is the same
-    subtree wherever it appears (its id covers its children's)."""
+    """Each page's matches, read once, kept by page id for the tree whose last walk met
+    it: a page is the same subtree wherever it appears (its id covers its children's),
+    and a checkpoint shares most pages with the one before. A page the last walk did
+    not meet is dropped, so what is kept stays one version of each tree, however long
+    the history (a page met again after that is read again)."""
 
     def __init__(self, view: View, match: Callable[[str, str], bool]):
         self.view = view
         self.match = match
-        # (tree, page id) -> (what a parent must say of it, its children (an inner page) or its matches (a leaf))
-        self.memo: dict[tuple[str, str], tuple[tuple, object]] = {}
+        # tree -> page id -> (what a parent must say of it, its children (an inner page) or its matches (a leaf))
+        self.memo: dict[str, dict[str, tuple[tuple, object]]] = {}
 
     def matches(self, tree: str, root: BlobRef) -> dict[str, Entry]:
         """The matching entries of the tree under ``root``, by path."""
         out: dict[str, Entry] = {}
+        last, met = self.memo.get(tree, {}), {}
         stack = [(root, None)]
         while stack:
             ref, said = stack.pop()
-            kept = self.memo.get((tree, ref.id))
+            kept = last.get(ref.id) or met.get(ref.id)
             if kept is None:
                 page = load_child(ref, said, self.view.fetch_page)
                 if page.level:
                     kept = (page_span(page), page)
                 else:
                     kept = (page_span(page), [(e.path, e) for e in page.entries if self.match(tree, e.path)])
-                self.memo[(tree, ref.id)] = kept
             else:
                 problem = said is not None and span_problem(kept[0], said)
                 if problem:
                     raise CorruptObject(page_key(ref), problem)
+            met[ref.id] = kept
             span, got = kept
             if span[0]:
                 stack.extend(reversed(child_pages(got, ref, said)))
             else:
                 out.update(got)
+        self.memo[tree] = met
         return out

@@ -76,7 +76,7 @@ def list_path(view: View, where: Where, at: str | None = None, long: bool = Fals
     pairs = [(_item(tree, name, entry, parent), entry) for name, entry in sorted(found.items())]
     if long:
         current = {entry.path: entry for _, entry in pairs if entry is not None}
-        changed = _entries_changed(view, seq, tree, current)
+        changed = entries_changed(view, seq, tree, current)
         for item, entry in pairs:
             if entry is not None:
                 item.changed, item.changed_exact = changed[entry.path]
@@ -170,7 +170,7 @@ def _walk_back(view: View, seq: int, current: dict, identify: Callable[[Manifest
     return found
 
 
-def _entries_changed(view: View, seq: int, tree: str, current: dict[str, Entry]) -> dict[str, tuple[int, bool]]:
+def entries_changed(view: View, seq: int, tree: str, current: dict[str, Entry]) -> dict[str, tuple[int, bool]]:
     """``_walk_back`` for entries of ``tree``: an older checkpoint whose tree root is the
     same page (the same id) as one looked at before answers from that one, unread."""
     by_root: dict[str | None, dict[str, Entry]] = {}

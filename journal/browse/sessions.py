@@ -32,13 +32,14 @@ session: ``NoSuchSession`` (exit 1). Damage is passed over with a warning and no
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import posixpath
 import re
 import sqlite3
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import msgspec
 
@@ -96,12 +97,12 @@ class SessionResult(msgspec.Struct, kw_only=True):
     skipped: list[str] = []         # what could not be read, and why
 
 
-def check_session_id(text: str) -> str:
+def check_session_id(text: str, op: str = "find") -> str:
     """``text`` as an ID to look for; ``BadSessionId`` (exit 2) for one no harness writes."""
     if not SESSION_ID.match(text):
-        raise BadSessionId(repr(shown(text)), "holds a character no session id has")
+        raise BadSessionId(repr(shown(text)), "holds a character no session id has", op)
     if len(text) < MIN_ID:
-        raise BadSessionId(repr(text), f"only {len(text)} characters")
+        raise BadSessionId(repr(text), f"only {len(text)} characters", op)
     return text
 
 
@@ -111,9 +112,7 @@ def find_sessions(view: View, query: str, harnesses: Mapping[str, str], since: s
     only if given. ``harnesses``: tree name -> preset, from the config; a tree it does
     not name is its preset's when its name is one."""
     query = check_session_id(query)
-    rules = {name: _Rules(preset, SESSIONS[preset]) for name, preset in
-             {**{p: p for p in PRESETS}, **harnesses}.items()
-             if preset in SESSIONS and (tree is None or name == tree)}
+    rules = harness_rules(harnesses, tree)
     walk = find_paths(view, lambda name, path: rules[name].keeps(path, query), sorted(rules), since)
     finder = _Finder(view, walk, query)
     for found in walk.result.found:
@@ -129,13 +128,22 @@ def find_sessions(view: View, query: str, harnesses: Mapping[str, str], since: s
     return result
 
 
+def harness_rules(harnesses: Mapping[str, str], tree: str | None = None) -> dict[str, SessionRules]:
+    """Each harness tree's session rules, by tree name (only ``tree`` if given).
+    ``harnesses``: tree name -> preset, from the config; a tree it does not name is
+    its preset's when its name is one."""
+    return {name: SessionRules(preset, SESSIONS[preset]) for name, preset in
+            {**{p: p for p in PRESETS}, **harnesses}.items()
+            if preset in SESSIONS and (tree is None or name == tree)}
+
+
 def _path_regex(path: str, id_regex: str = "") -> re.Pattern:
     """A rule's path as a regex: ``*`` is any part of one name, ``{id}`` the group ``id``."""
     pieces = [re.escape(piece).replace(r"\*", "[^/]*") for piece in path.split("{id}")]
     return re.compile(f"(?P<id>{id_regex})".join(pieces) + r"\Z")
 
 
-class _Rules:
+class SessionRules:
     """One tree's session rules, compiled."""
 
     def __init__(self, harness: str, sessions: Sessions):
@@ -144,12 +152,13 @@ class _Rules:
         self.files = [(rule, _path_regex(rule.path, rule.id)) for rule in sessions.files]
         self.tables = [(rule, _path_regex(rule.database)) for rule in sessions.tables]
 
-    def file_rule(self, path: str, query: str) -> tuple[SessionFiles, str] | None:
+    def file_rule(self, path: str, query: str = "") -> tuple[SessionFiles, str] | None:
         """The rule naming transcript ``path`` and the id (or prefix) its name holds,
-        when that id may begin with ``query``."""
+        when that id may begin with ``query`` (any id for "")."""
         for rule, regex in self.files:
             got = regex.match(path)
-            if got and (got["id"] == query[:rule.prefix] if rule.prefix else got["id"].startswith(query)):
+            if got and (not query or (got["id"] == query[:rule.prefix] if rule.prefix
+                                      else got["id"].startswith(query))):
                 return rule, got["id"]
         return None
 
@@ -174,7 +183,7 @@ class _Finder:
         self.found: dict[tuple[str, str], Session] = {}
         self.rows: dict[tuple, dict[str, str | None]] = {}      # a database's content -> its matching rows
 
-    def add(self, rules: _Rules, tree: str, path: str, found: Found) -> None:
+    def add(self, rules: SessionRules, tree: str, path: str, found: Found) -> None:
         present = [v for v in found.versions if v.kind is not None]
         if not present:
             return
@@ -192,7 +201,7 @@ class _Finder:
             session.last = max(p.last for p in session.places)
         return out
 
-    def _session(self, rules: _Rules, tree: str, session: str, cwd: str | None, place: Place) -> None:
+    def _session(self, rules: SessionRules, tree: str, session: str, cwd: str | None, place: Place) -> None:
         got = self.found.get((tree, session))
         if got is None:
             got = self.found[(tree, session)] = Session(
@@ -201,7 +210,7 @@ class _Finder:
         got.cwd = got.cwd or cwd
         got.places.append(place)
 
-    def _transcript(self, rules: _Rules, rule: SessionFiles, session: str, tree: str, path: str, found: Found,
+    def _transcript(self, rules: SessionRules, rule: SessionFiles, session: str, tree: str, path: str, found: Found,
                     present: list[Version]) -> None:
         entry = self.walk.entries[(tree, path, present[0].first)]
         if entry.kind not in (KIND_JSONL, KIND_FILE):
@@ -223,23 +232,9 @@ class _Finder:
         self._session(rules, tree, session, cwd, _place(found.path, PlaceKind.TRANSCRIPT, found.versions))
 
     def _cwd_file(self, tree: str, path: str, name: str, seq: int) -> str | None:
-        """The first line of the file ``name`` (relative to ``path``'s directory) in checkpoint ``seq``."""
-        rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), name))
-        if rel.startswith(("../", "/")) or rel in ("..", "."):
-            return None
-        try:
-            root = self.view.manifest(seq).trees[tree].root
-            entry = lookup(self.view, root, [rel]).get(rel)
-            if entry is None or entry.kind != KIND_FILE or entry.size > CWD_FILE_BYTES:
-                return None
-            data = b"".join(read_blobs(entry, self.view.repo))
-        except DAMAGE as err:
-            self._skip(f"{shown(tree + '/' + rel)} in checkpoint {seq} is unreadable ({err})")
-            return None
-        line = data.decode("utf-8", "replace").strip().partition("\n")[0]
-        return line or None
+        return cwd_file(self.view, tree, path, name, seq, self._skip)
 
-    def _database(self, rules: _Rules, table: SessionTable, tree: str, path: str, found: Found,
+    def _database(self, rules: SessionRules, table: SessionTable, tree: str, path: str, found: Found,
                   present: list[Version]) -> None:
         """Each version of the database, read once per distinct content; a version whose
         snapshot is damaged is passed over."""
@@ -265,26 +260,62 @@ class _Finder:
     def _rows(self, entry: Entry, table: SessionTable) -> dict[str, str | None]:
         """The rows of ``table`` whose id begins with the query (id -> working directory),
         from the snapshot rebuilt in a temp directory."""
-        from ..sqlite.rebuild import rebuild_db
-
-        with tempfile.TemporaryDirectory(prefix="journal-find-") as tmp:
-            db = os.path.join(tmp, "snapshot.db")
-            rebuild_db(entry, self.view.repo, db)
+        with snapshot_db(self.view, entry) as con:
             self.snapshots += 1
-            columns = _quoted(table.id) + (f", {_quoted(table.cwd)}" if table.cwd else "")
-            con = sqlite3.connect(db)
-            try:
-                rows = con.execute(f"SELECT {columns} FROM {_quoted(table.table)} WHERE substr({_quoted(table.id)}, "
-                                   "1, ?) = ?", (len(self.query), self.query)).fetchall()
-            except sqlite3.DatabaseError:
-                rows = []    # another version of the harness: no such table or column
-            finally:
-                con.close()
-        return {str(row[0]): (str(row[1]) if len(row) > 1 and row[1] else None) for row in rows}
+            return ids_with_prefix(con, table, self.query)
 
     def _skip(self, note: str) -> None:
         self.view.skipped.append(note)
         self.view.reporter.warn(f"{self.view.op}: {note}; passed over")
+
+
+@contextlib.contextmanager
+def snapshot_db(view: View, entry: Entry) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the database snapshot ``entry``, rebuilt into a temp
+    directory as ``cat`` rebuilds it (every record verified, ``quick_check``), removed
+    after; raises what a damaged snapshot raises (``DAMAGE``)."""
+    from ..sqlite.rebuild import rebuild_db
+
+    with tempfile.TemporaryDirectory(prefix="journal-read-") as tmp:
+        db = os.path.join(tmp, "snapshot.db")
+        rebuild_db(entry, view.repo, db)
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def ids_with_prefix(con: sqlite3.Connection, table: SessionTable, prefix: str) -> dict[str, str | None]:
+    """The ids in ``table`` that begin with ``prefix`` (compared as text), each with its
+    working directory; none when this version of the harness has no such table or column."""
+    columns = _quoted(table.id) + (f", {_quoted(table.cwd)}" if table.cwd else "")
+    try:
+        rows = con.execute(f"SELECT {columns} FROM {_quoted(table.table)} WHERE substr({_quoted(table.id)}, "
+                           "1, ?) = ?", (len(prefix), prefix)).fetchall()
+    except sqlite3.DatabaseError:
+        rows = []
+    return {str(row[0]): (str(row[1]) if len(row) > 1 and row[1] else None) for row in rows}
+
+
+def cwd_file(view: View, tree: str, path: str, name: str, seq: int, skip) -> str | None:
+    """The first line of the file ``name`` (relative to ``path``'s directory) in checkpoint
+    ``seq``: a session's working directory (Gemini's ``.project_root``). ``skip(note)``
+    is told when that file is damaged."""
+    rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), name))
+    if rel.startswith(("../", "/")) or rel in ("..", "."):
+        return None
+    try:
+        root = view.manifest(seq).trees[tree].root
+        entry = lookup(view, root, [rel]).get(rel)
+        if entry is None or entry.kind != KIND_FILE or entry.size > CWD_FILE_BYTES:
+            return None
+        data = b"".join(read_blobs(entry, view.repo))
+    except DAMAGE as err:
+        skip(f"{shown(tree + '/' + rel)} in checkpoint {seq} is unreadable ({err})")
+        return None
+    line = data.decode("utf-8", "replace").strip().partition("\n")[0]
+    return line or None
 
 
 def _quoted(name: str) -> str:

@@ -72,6 +72,17 @@ class View:
             raise got
         return got
 
+    def manifest_once(self, seq: int) -> Manifest:
+        """Manifest ``seq`` as ``manifest`` gives it, but not kept if it was not already:
+        for a reader that meets each checkpoint once (``find`` over a week of them would
+        otherwise hold every manifest until it ends)."""
+        got = self._manifests.get(seq)
+        if got is None:
+            return self.repo.load_manifest(seq)[0]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
     def fetch_page(self, ref: BlobRef, key: str) -> Page:
         """One index page, read, verified and checked (``index.decode_page``); not kept."""
         return decode_page(self.repo.read_page(ref, self._records)[0], key)

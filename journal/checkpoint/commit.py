@@ -23,6 +23,7 @@ from ..repository.blob_cache import BlobCache
 from ..repository.lineage import describe_writer, next_free
 from ..repository.pack import PackWriter
 from ..repository.repository import Repository, encode_manifest, manifest_key, utc_now
+from ..store.base import Staged
 from .page_delta import IndexWriter, keep_pages
 from .recheck import recheck_dir, recheck_kept, touch_kept
 
@@ -71,8 +72,7 @@ def commit_manifest(state_dir: str, repo: Repository, state: LocalState, *, tree
             entries = sorted([fs.entry for fs in files.values()], key=_PATH)
             done = build_index(entries, cache.pages, add, keys, repo.codec, _previous_index(state.trees.get(name), files))
         built[name] = (done, keys)
-    index.finish()
-    data.finish()  # the data packs too, before the state names them as pending
+    index.close()  # its upload starts beside the data packs': every page reference resolves from here
     for name, (done, keys) in built.items():
         cache = trees[name]
         writer.settle(cache, done.used, keys)
@@ -84,26 +84,31 @@ def commit_manifest(state_dir: str, repo: Repository, state: LocalState, *, tree
         created_ns=time.time_ns(), host=os.uname().nodename, pid=os.getpid(), writer=state.writer,
         trees={n: tree_root(c) for n, c in sorted(trees.items())},
         packs=tuple(data.packs + index.packs),
-        added_bytes=data.uploaded_bytes + index.uploaded_bytes,
-        added_objects=data.uploaded_objects + index.uploaded_objects + 1,
+        added_bytes=data.closed_bytes + index.closed_bytes,   # as if every pack were new: see _as_uploaded
+        added_objects=len(data.packs) + len(index.packs) + 1,
         restored=(restored if fork is None else None) or msgspec.UNSET)
     keep = recheck_dir(state_dir)
     if fork is not None:
+        _finish_uploads(index, data)
         kept = data.keep_existing(keep) + index.keep_existing(keep)
-        manifest, mid, record = _put_fork(repo, manifest)
+        manifest, mid, record = _put_fork(repo, _as_uploaded(manifest, index, data))
         state.trees = trees
         save_state(state_dir, state)
     else:
-        mid, record = encode_manifest(manifest, repo.codec)
-        state.pending_parent = state.seq
-        state.trees, state.seq, state.manifest_id = trees, seq, mid
-        state.pending, state.pending_seq = record, seq
-        # The spool copies of packs found already stored go to recheck/ before anything
-        # names them: a kill anywhere from here on leaves them for the next checkpoint's
-        # recheck (a copy whose manifest never commits is only checked, and forgotten).
-        kept = data.keep_existing(keep) + index.keep_existing(keep)
-        save_state(state_dir, state)
-        manifest, mid, record, _ = put_pending(state_dir, repo, state, manifest)
+        manifest, mid, record, staged = _stage_while_uploading(repo, manifest, index, data)
+        try:
+            state.pending_parent = state.seq
+            state.trees, state.seq, state.manifest_id = trees, seq, mid
+            state.pending, state.pending_seq = record, seq
+            # The spool copies of packs found already stored go to recheck/ before anything
+            # names them: a kill anywhere from here on leaves them for the next checkpoint's
+            # recheck (a copy whose manifest never commits is only checked, and forgotten).
+            kept = data.keep_existing(keep) + index.keep_existing(keep)
+            save_state(state_dir, state)
+            manifest, mid, record, _ = put_pending(state_dir, repo, state, manifest, staged)
+        finally:
+            if staged is not None:
+                staged.discard()
         state.pending = state.pending_seq = None
         mark_said(state, restored)   # said once, by this manifest: kept until it is committed
         save_state(state_dir, state, trees_as_saved=not restored)  # else only the pending manifest changed
@@ -114,13 +119,59 @@ def commit_manifest(state_dir: str, repo: Repository, state: LocalState, *, tree
                       objects=manifest.added_objects, bytes=manifest.added_bytes + len(record))
 
 
+def _stage_while_uploading(repo: Repository, manifest: Manifest, index: PackWriter,
+                           data: PackWriter) -> tuple[Manifest, str, bytes, Staged | None]:
+    """Wait for the packs ``manifest`` names to be stored, its record staged meanwhile
+    (``Store.stage``: on hf-mount the manifest uploads beside the packs, and only its
+    rename, the commit point, waits for them). Returns the manifest as committed next,
+    its id and record, and the staged record (None when a pack was found already
+    stored: the manifest then says fewer bytes uploaded and is made again)."""
+    mid, record = encode_manifest(manifest, repo.codec)
+    try:
+        staged = repo.stage_manifest(record, manifest.seq)
+    except BaseException:
+        index.abort()
+        raise
+    try:
+        _finish_uploads(index, data)
+    except BaseException:
+        staged.discard()
+        raise
+    uploaded = _as_uploaded(manifest, index, data)
+    if uploaded == manifest:
+        return manifest, mid, record, staged
+    staged.discard()
+    mid, record = encode_manifest(uploaded, repo.codec)
+    return uploaded, mid, record, None
+
+
+def _finish_uploads(index: PackWriter, data: PackWriter) -> None:
+    """Wait for every pack upload of the checkpoint; a failure stops the index pack's
+    too (the caller aborts the data pack)."""
+    try:
+        index.finish()
+        data.finish()
+    except BaseException:
+        index.abort()
+        raise
+
+
+def _as_uploaded(manifest: Manifest, index: PackWriter, data: PackWriter) -> Manifest:
+    """``manifest`` saying what its checkpoint uploaded: a pack found already stored
+    (its put answered ``KeyExists``) is not counted."""
+    return msgspec.structs.replace(manifest, added_bytes=data.uploaded_bytes + index.uploaded_bytes,
+                                   added_objects=data.uploaded_objects + index.uploaded_objects + 1)
+
+
 def _resolved(trees: dict[str, TreeCache], captured: dict[str, list[FileState]],
               data: PackWriter) -> dict[str, list[FileState]]:
     """``captured`` with each placeholder pack its entries name replaced by the pack's
     id, now that ``data`` is closed. A ``FileState`` is never changed in place: each
-    one that changes is a new object, put in its tree's paths in place of the old."""
-    out: dict[str, list[FileState]] = {}
-    for name, read in captured.items():
+    one that changes is a new object, put in its tree's paths in place of the old.
+    ``captured`` itself takes the new lists (and is returned): nothing then holds the
+    old objects, which a first checkpoint of 200,000 files would otherwise keep (50 MB)
+    until it ends."""
+    for name, read in list(captured.items()):
         now: list[FileState] = []
         swapped: dict[str, FileState] = {}
         files = trees[name].files
@@ -133,8 +184,8 @@ def _resolved(trees: dict[str, TreeCache], captured: dict[str, list[FileState]],
             now.append(fs)
         if swapped:
             trees[name].files = files.changed(swapped)
-        out[name] = now
-    return out
+        captured[name] = now
+    return captured
 
 
 def mark_said(state: LocalState, restored) -> None:
@@ -145,21 +196,23 @@ def mark_said(state: LocalState, restored) -> None:
             state.trees[name].restored = state.trees[name].restored_seq = None
 
 
-def put_pending(state_dir: str, repo: Repository, state: LocalState,
-                manifest: Manifest) -> tuple[Manifest, str, bytes, bool]:
+def put_pending(state_dir: str, repo: Repository, state: LocalState, manifest: Manifest,
+                staged: Staged | None = None) -> tuple[Manifest, str, bytes, bool]:
     """Put the pending manifest ``state`` holds (``manifest``, encoded) put-if-absent: the
-    commit point. Its own bytes already there count as done (a retried put whose first
-    attempt landed); a fork there is passed over, the manifest renumbered to the next
-    free sequence (saved as pending first); another writer's manifest is
-    ``ManifestConflict``. Returns what was committed, and whether this call put it."""
+    commit point (``staged``: its record staged already, published by a rename). Its
+    own bytes already there count as done (a retried put whose first attempt landed); a
+    fork there is passed over, the manifest renumbered to the next free sequence (saved
+    as pending first); another writer's manifest is ``ManifestConflict``. Returns what
+    was committed, and whether this call put it."""
     cache = None
     record = state.pending
     while True:
         try:
-            repo.put_manifest(record, manifest.seq)
+            repo.put_manifest(record, manifest.seq, staged)
             put = True
             break
         except KeyExists:
+            staged = None   # staged for the sequence taken: the caller discards it
             if repo.store.get(manifest_key(manifest.seq)) == record:
                 put = False
                 break

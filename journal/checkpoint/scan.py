@@ -115,6 +115,8 @@ class _Tally(msgspec.Struct, kw_only=True):
     nondir: int = 0                       # paths kept (``files``, ``taken``) that are no directory
     changed: bool = False
     captured: list[FileState] = []
+    settled: int = 0                      # ``captured[:settled]`` name their packs' ids (``_settle_closed``)
+    packs: int = 0                        # the data packs closed when that was looked at
     unreadable: list[str] = []            # paths that exist but could not be read: they keep their last checkpoint
     listing: list | None = None           # the walk's listing for the quiet snapshot; None once a path was not read cleanly
     in_dir: str | None = None             # the directory the walk is in ...
@@ -216,6 +218,8 @@ def _scan_item(tree: TreeConfig, item: Item, reupload: bool, matcher: Matcher, c
     tally.keep(item.path, fs)
     tally.added += prev is None
     tally.captured.append(fs)
+    if len(ctx.data.packs) != tally.packs:
+        _settle_closed(tally, ctx.data)
     if item.kind != KIND_DIR and clamp_mtime(item.stat.st_mtime_ns) != item.stat.st_mtime_ns:
         warn_clamped(ctx, os.path.join(tree.path, item.path), item.stat.st_mtime_ns)
     if prev is None or prev.entry != fs.entry:
@@ -224,6 +228,31 @@ def _scan_item(tree: TreeConfig, item: Item, reupload: bool, matcher: Matcher, c
             tally.result.dirs_changed += 1
         else:
             tally.result.changed += 1
+
+
+def _settle_closed(tally: _Tally, data: PackWriter) -> None:
+    """A data pack closed: the paths read before it name its placeholder until the
+    commit (``commit._resolved``) gives them the pack's id, each as a new ``FileState``.
+    Given now, as the scan goes, the old ones are freed while it runs and the commit
+    makes new ones only for the last pack's paths: a first checkpoint of 200,000 files
+    held both copies of every path at once (50 MB). Blobs are written in the order
+    they were added, so the paths read go into closed packs in order; the first one
+    whose blobs are not all in a closed pack ends the pass."""
+    tally.packs = len(data.packs)
+    captured, files = tally.captured, tally.files
+    i = tally.settled
+    while i < len(captured):
+        fs = captured[i]
+        refs = tuple(map(data.settled, fs.entry.refs))
+        if None in refs:
+            break
+        if refs != fs.entry.refs:
+            new = msgspec.structs.replace(fs, entry=msgspec.structs.replace(fs.entry, refs=refs))
+            captured[i] = new
+            if files.get(fs.entry.path) is fs:
+                files[fs.entry.path] = new
+        i += 1
+    tally.settled = i
 
 
 def warn_unreadable(ctx: ScanContext, full: str, err: OSError) -> None:
@@ -348,8 +377,8 @@ def quiet_rows(tree: TreeConfig, listing: list, files: Files) -> list[Row] | Non
             continue
         names, sigs, others = [], [], []
         get = files.in_dir(rel_dir).get
-        for name, st, walked in seen:
-            if st is None:
+        for name, file_type, walked in seen:
+            if file_type is None:
                 return None
             fs = get(f"{rel_dir}/{name}" if rel_dir else name) if walked else None
             if walked and (fs is None or fs.sig is None):
@@ -361,7 +390,7 @@ def quiet_rows(tree: TreeConfig, listing: list, files: Files) -> list[Row] | Non
                 sigs.append(None)
                 others.append((len(names), DIR, tuple(fs.sig)) if kind == KIND_DIR else
                               (len(names), DB, tuple(fs.sig)) if kind == KIND_SQLITE else
-                              (len(names), OTHER, stat_mod.S_IFMT(st.st_mode)))
+                              (len(names), OTHER, file_type))
             names.append(name)
         rows.append(Row(os.path.join(root, rel_dir) if rel_dir else root, names, sigs, others, tree.name))
     return rows

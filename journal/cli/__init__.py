@@ -13,7 +13,8 @@
 - ``options``: one struct per command that takes many options (``gc``, ``supervise``);
   ``render``: every command's text, from the values the library returns;
 - command modules: ``commands`` (init, checkpoint, log, restore, verify, ...),
-  ``migrate``, ``browse`` (ls, cat, diff, find), ``inputs`` (``journal input``); ``demo``
+  ``migrate``, ``browse`` (ls, cat, diff, find), ``sessions`` (sessions, show), ``inputs`` (``journal input``),
+  ``retention`` (gc, forget); ``demo``
   is the demo's library side.
   Each command module puts its commands on ``app.main``. A new command module is registered in one place: add its name to the
   import line in ``entry.py``.

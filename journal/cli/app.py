@@ -96,7 +96,7 @@ def common(fn):
 #: hint names it, never a command that writes and is merely spelt alike (`journal
 #: check` is not `journal checkpoint`).
 SYNONYMS = {"check": "verify", "audit": "verify", "fsck": "verify", "validate": "verify", "history": "log",
-            "list": "log", "show": "ls", "config": "trees", "info": "status"}
+            "list": "log", "config": "trees", "info": "status"}
 
 
 class OneLineGroup(click.Group):

@@ -17,10 +17,10 @@ AT_HELP = f"The checkpoint to read: {MOMENT}; a time means the newest checkpoint
 
 
 def _view(config_path, store_url, op: str):
-    return _config_view(config_path, store_url, op)[1]
+    return config_view(config_path, store_url, op)[1]
 
 
-def _config_view(config_path, store_url, op: str):
+def config_view(config_path, store_url, op: str):
     from ..browse.view import View
     from ..repository.lineage import open_existing
 
@@ -28,7 +28,7 @@ def _config_view(config_path, store_url, op: str):
     return cfg, View(open_existing(store, cfg.state_dir, key=cfg.key), op, CliReporter())
 
 
-def _fallback_exit(notes: list[str], op: str, seq: int | None) -> None:
+def fallback_exit(notes: list[str], op: str, seq: int | None) -> None:
     """Say that the answer is a fallback, and exit 3; nothing when it is not."""
     if notes:
         where = f", checkpoint {seq}" if seq is not None else ""
@@ -36,7 +36,7 @@ def _fallback_exit(notes: list[str], op: str, seq: int | None) -> None:
         sys.exit(EXIT_FALLBACK)
 
 
-def _when(ns: int | None) -> str:
+def when(ns: int | None) -> str:
     if not ns:
         return "-"
     return _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -52,8 +52,8 @@ def _ls_line(item, long: bool) -> str:
     if item.target is not None:
         name += f" -> {shown(item.target)}"
     size = number(item.size) if item.kind != "dir" else "-"
-    when = count(item.files, "file") if item.kind == "tree" else _when(item.mtime_ns)
-    line = f"{item.kind:7} {size:>15}  {when:19}  {name}"
+    time_or_files = count(item.files, "file") if item.kind == "tree" else when(item.mtime_ns)
+    line = f"{item.kind:7} {size:>15}  {time_or_files:19}  {name}"
     if not long:
         return line
     mode = "?" * 10 if item.mode is None else stat.filemode(_TYPE_BITS.get(item.kind, stat.S_IFREG) | item.mode)
@@ -96,7 +96,7 @@ def ls(config_path, store_url, as_json, at, long_, where):
         echo(f"{shown(listing.path) or 'trees'} at checkpoint {listing.seq} ({listing.created}):")
         for item in listing.entries:
             echo(_ls_line(item, long_))
-    _fallback_exit(listing.skipped, "ls", listing.seq)
+    fallback_exit(listing.skipped, "ls", listing.seq)
 
 
 @main.command()
@@ -122,7 +122,7 @@ def cat(config_path, store_url, as_json, at, where):
     target = parse_where(where, "cat")
     view = _view(config_path, store_url, "cat")
     result = run_cat(view, target, sys.stdout.buffer, at=at)
-    _fallback_exit(result.fallbacks + result.skipped, "cat", result.seq)
+    fallback_exit(result.fallbacks + result.skipped, "cat", result.seq)
 
 
 _MARKS = {"added": "A", "removed": "D", "changed": "M"}
@@ -180,7 +180,7 @@ def diff(config_path, store_url, as_json, no_lines, a, b, where):
         echo(f"checkpoint {result.a} -> {result.b}: " + ", ".join(f"{number(n)} {k}" for k, n in counts.items()))
         for change in result.changes:
             echo(_diff_line(change))
-    _fallback_exit(result.skipped, "diff", result.b)
+    fallback_exit(result.skipped, "diff", result.b)
 
 
 @main.command()
@@ -236,12 +236,12 @@ def find(config_path, store_url, as_json, tree, since, session, pattern):
             echo(shown(found.path))
             for v in found.versions:
                 echo(_version_line(v))
-    _fallback_exit(result.skipped, "find", None)
+    fallback_exit(result.skipped, "find", None)
 
 
 def _version_line(v, indent: str = "  ") -> str:
     span = f"{v.first}" if v.first == v.last else f"{v.first}-{v.last}"
-    what = "absent" if v.kind is None else f"{v.kind:7} {v.size:>15,}  {_when(v.mtime_ns)}"
+    what = "absent" if v.kind is None else f"{v.kind:7} {v.size:>15,}  {when(v.mtime_ns)}"
     return f"{indent}{span:>13}  {what}"
 
 
@@ -249,7 +249,7 @@ def _find_session(config_path, store_url, as_json, tree, since, session) -> None
     from ..browse.sessions import check_session_id, find_sessions
 
     check_session_id(session)
-    cfg, view = _config_view(config_path, store_url, "find")
+    cfg, view = config_view(config_path, store_url, "find")
     harnesses = {t.name: t.preset for t in (*cfg.trees, *cfg.dormant) if t.preset}
     result = find_sessions(view, session, harnesses, since=since, tree=tree)
     if as_json:
@@ -260,13 +260,23 @@ def _find_session(config_path, store_url, as_json, tree, since, session) -> None
         for found in result.sessions:
             for line in _session_lines(found):
                 echo(line)
-    _fallback_exit(result.skipped, "find", None)
+    fallback_exit(result.skipped, "find", None)
+
+
+def resume_line(harness: str, resume: list[str], in_cwd: bool, cwd: str | None) -> str:
+    """The command that resumes a session, run in its working directory where the harness needs it."""
+    import shlex
+
+    command = shlex.join(resume)
+    if not resume:
+        return f"no resume command is known for {harness}"
+    if in_cwd and cwd is not None:
+        return f"cd {shlex.quote(cwd)} && {command}"
+    return command + ("  (in the session's working directory)" if in_cwd else "")
 
 
 def _session_lines(session) -> list[str]:
     """A session: its id and harness, where to resume it, and its places' versions."""
-    import shlex
-
     from ..paths import shown
 
     span = f"checkpoint {session.first}" if session.first == session.last else \
@@ -274,14 +284,7 @@ def _session_lines(session) -> list[str]:
     lines = [f"{session.harness} session {session.id} (tree {session.tree}, {span})"]
     if session.cwd is not None:
         lines.append(f"  cwd     {shown(session.cwd)}")
-    command = shlex.join(session.resume)
-    if not session.resume:
-        command = f"no resume command is known for {session.harness}"
-    elif session.in_cwd and session.cwd is not None:
-        command = f"cd {shlex.quote(session.cwd)} && {command}"
-    elif session.in_cwd:
-        command += "  (in the session's working directory)"
-    lines.append(f"  resume  {command}")
+    lines.append(f"  resume  {resume_line(session.harness, session.resume, session.in_cwd, session.cwd)}")
     for place in session.places:
         lines.append(f"  {shown(place.path)} ({place.kind.value})")
         lines.extend(_version_line(v, "    ") for v in place.versions)

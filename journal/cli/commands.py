@@ -9,7 +9,7 @@ import click
 
 from .app import (EXIT_FALLBACK, MOMENT, CliReporter, common, durable_url, echo, emit_json, handle_errors, main,
                   open_context)
-from .options import GcOptions, SuperviseOptions, gathered
+from .options import SuperviseOptions, gathered
 
 # Operations are imported inside each command, so `journal checkpoint` (run by cron or
 # a timer every few seconds) loads only what it uses.
@@ -125,8 +125,11 @@ def log(config_path, store_url, as_json, limit):
 @click.option("--replace", is_flag=True,
               help="With --to: replace an earlier export in DIR (only the trees it wrote; anything else "
                    "in DIR is refused, never deleted).")
+@click.option("--include", "include", multiple=True, metavar="PATTERN",
+              help="Restore only the paths PATTERN matches (repeatable): TREE/PATH as `journal ls` shows it; a "
+                   "directory takes everything under it; '*' stops at '/', '**' crosses it ('**/*.db').")
 @click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
-def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, dry_run):
+def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, include, dry_run):
     """Restore the newest valid checkpoint into the live trees.
 
     On a hot restart (the newest checkpoint is this disk's last) newer local files are
@@ -139,11 +142,19 @@ def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, dry_
     checkpoint asked for: DIR must be empty, or hold an earlier export and --replace
     be given.
 
+    --include restores only the paths its patterns match, into DIR or the live trees
+    (a stale disk and --at are refused there: they need whole trees). Onto a fresh
+    container it leaves the restore incomplete: `journal checkpoint` refuses until a
+    whole `journal restore` ran, so the paths it did not restore are never published
+    as deleted. A pattern that matches nothing exits 2 and writes nothing.
+
     Example:
 
         journal restore --at 42 --to /tmp/export --dry-run
 
         journal restore --at 42 --rollback
+
+        journal restore --to /tmp/one --include 'codex/sessions/**/rollout-*.jsonl'
     """
     from ..restore.run import restore as run_restore
 
@@ -154,7 +165,7 @@ def restore(config_path, store_url, as_json, at, rollback, to_dir, replace, dry_
     cfg, store = open_context(config_path, store_url, writes=to_dir is None and not dry_run)
     reporter = CliReporter("restoring", quiet=as_json)
     result = run_restore(cfg, store, reporter, at=at, to=to_dir, dry_run=dry_run, replace=replace,
-                         rollback=rollback)
+                         rollback=rollback, include=list(include))
     if as_json:
         emit_json(result)
     else:
@@ -350,8 +361,8 @@ def status(config_path, store_url, as_json):
 
     Every checkpoint and restore records what it did, however it runs (cron, by
     hand, migrate, the supervisor); an error says whether a later run cleared it.
-    It also shows the bytes the state directory holds, and those of its caches
-    (chunks, sqlite-base, maps, pages).
+    It also shows the bytes the state directory holds, those of its caches
+    (chunks, sqlite-base, maps, pages), and their share of the live trees.
 
     Example:
 
@@ -396,53 +407,4 @@ def takeover(config_path, store_url, as_json):
     from .render import takeover_lines
 
     for line in takeover_lines(result):
-        echo(line)
-
-
-@main.command("gc")
-@common
-@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
-@click.option("--keep-last", type=click.IntRange(min=0), help="Keep the newest N checkpoints.")
-@click.option("--keep-within", metavar="DURATION", help="Keep checkpoints newer than this (seconds, or 30m, 24h, 7d).")
-@click.option("--keep-hourly", type=click.IntRange(min=0), help="Keep the newest checkpoint of each of the last N hours.")
-@click.option("--keep-daily", type=click.IntRange(min=0), help="Keep the newest checkpoint of each of the last N days.")
-@click.option("--grace", default="24h", show_default=True, metavar="DURATION",
-              help="Delete only what was tombstoned at least this long ago (seconds, or 30m, 24h, 7d).")
-@click.option("--keep-inputs-within", metavar="DURATION",
-              help="Expire delivered inputs submitted longer ago than this (seconds, or 30m, 24h, 7d; default: keep every input).")
-@click.option("--include-undelivered", is_flag=True,
-              help="With --keep-inputs-within: expire undelivered inputs too.")
-@gathered(GcOptions)
-def gc_command(config_path, store_url, as_json, opts: GcOptions):
-    """Expire old checkpoints and delete what nothing needs, in two phases.
-
-    Mark: unkept checkpoints and unreachable packs get a tombstone. Sweep: what a
-    tombstone older than --grace names is deleted, unless a checkpoint present now
-    needs it. A run sweeps only tombstones that were there when it started, so what
-    it marks is deleted by a later run (the next one, with --grace 0); it says so.
-    The newest checkpoint of every tree is always kept. With no --keep-* option gc
-    refuses: it never guesses what to keep. Stored inputs expire only with
-    --keep-inputs-within (delivered ones; every one with --include-undelivered), by
-    the same two phases; each session's newest input always stays;
-    --keep-inputs-within alone keeps every checkpoint.
-
-    Example:
-
-        journal gc --keep-daily 7 --keep-last 20 --dry-run
-    """
-    from ..gc.retention import check_policy
-    from ..gc.run import gc as run_gc
-    from ..repository.lineage import open_existing
-
-    policy, inputs = opts.policy(), opts.input_policy()
-    check_policy(policy, inputs_expire=not inputs.is_empty())   # before the store is opened
-    cfg, store = open_context(config_path, store_url, writes=not opts.dry_run)
-    plan, result = run_gc(open_existing(store, cfg.state_dir, key=cfg.key), policy, opts.grace_seconds(),
-                          dry_run=opts.dry_run, reporter=CliReporter("deleting", quiet=as_json), inputs=inputs)
-    if as_json:
-        emit_json({"dry_run": opts.dry_run, "plan": plan, "result": result})
-        return
-    from .render import gc_lines
-
-    for line in gc_lines(plan, result, opts.dry_run, opts.grace_shown()):
         echo(line)

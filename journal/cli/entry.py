@@ -16,11 +16,13 @@ from .app import main
 LAZY = {
     "ls": "browse", "cat": "browse", "diff": "browse", "find": "browse",
     "copy": "copying",
+    "forget": "retention", "gc": "retention",
     "input": "inputs",
     "key": "keys",
     "migrate": "migrate",
     "mount": "mount",
     "stats": "stats",
+    "sessions": "sessions", "show": "sessions",
 }
 main.lazy = LAZY
 

@@ -11,7 +11,7 @@ has a hint) and says the hint after its message, as ``JournalError.hints``.
 from __future__ import annotations
 
 from ..errors import JournalError
-from ..gc.errors import NoRetentionPolicy
+from ..gc.errors import NoRetentionPolicy, SweepNeedsNoGrace
 from ..local.errors import LockBusy
 from ..supervise.errors import NoStoreNamed
 
@@ -20,7 +20,8 @@ FLAG_HINTS: dict[type[JournalError], str] = {
     LockBusy: "pass --wait to wait for it (`journal checkpoint --wait`)",
     NoStoreNamed: "or pass --store URL",
     NoRetentionPolicy: "pass at least one of --keep-last N, --keep-within DURATION, --keep-hourly N, --keep-daily N, "
-                       "--keep-inputs-within DURATION",
+                       "--keep-weekly N, --keep-monthly N, --keep-yearly N, --keep-inputs-within DURATION",
+    SweepNeedsNoGrace: "--yes needs --grace 0: add it, or drop --yes",
 }
 
 

@@ -35,7 +35,12 @@ class GcOptions(msgspec.Struct, frozen=True, kw_only=True):
     keep_within: str | None = None
     keep_hourly: int | None = None
     keep_daily: int | None = None
+    keep_weekly: int | None = None
+    keep_monthly: int | None = None
+    keep_yearly: int | None = None
     grace: str = "24h"
+    yes: bool = False
+    explain: bool = False
     keep_inputs_within: str | None = None
     include_undelivered: bool = False
 
@@ -45,6 +50,7 @@ class GcOptions(msgspec.Struct, frozen=True, kw_only=True):
         from ..gc.retention import Policy
 
         return Policy(keep_last=self.keep_last, keep_hourly=self.keep_hourly, keep_daily=self.keep_daily,
+                      keep_weekly=self.keep_weekly, keep_monthly=self.keep_monthly, keep_yearly=self.keep_yearly,
                       keep_within=parse_duration(self.keep_within, "--keep-within") if self.keep_within else None)
 
     def input_policy(self):

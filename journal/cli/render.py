@@ -80,6 +80,8 @@ def status_lines(rep, now: float | None = None) -> list[str]:
     rs = rep.restore
     if rs is not None:
         how = "INCOMPLETE" if not rs.complete else "complete from a FALLBACK" if rs.fallback else "complete"
+        if rs.include:
+            how = f"PARTIAL (only {', '.join(map(repr, rs.include))}), {how}"
         trees = ", ".join(f"{name} from {'-' if seq is None else seq}" for name, seq in sorted(rs.trees.items()))
         lines.append(f"last restore: {how}, at {when(rs.time, now)}, newest checkpoint "
                      f"{'-' if rs.seq is None else rs.seq}{': ' + trees if trees else ''}")
@@ -90,13 +92,22 @@ def status_lines(rep, now: float | None = None) -> list[str]:
             lines.append(f"  FORK {rs.fork}: {rs.fork_note}")
     size = rep.local_state
     lines.append(f"local state: {count(size.bytes, 'byte')} (chunks {number(size.chunks)}, sqlite-base "
-                 f"{number(size.sqlite_base)}, maps {number(size.maps)}, pages {number(size.pages)})")
+                 f"{number(size.sqlite_base)}, maps {number(size.maps)}, pages {number(size.pages)})"
+                 + share_of_live(size))
     sup = rep.supervisor
     if sup.input_socket:
         lines.append(f"input socket: {sup.input_socket}" + (" (served)" if sup.input_served
                                                              else f" NOT SERVED: {sup.input_error}"))
     lines += [f"warning: {w}" for w in rep.warnings]
     return lines
+
+
+def share_of_live(size) -> str:
+    """``; 41% of the live trees' 75,431,226 bytes`` (a ``LocalSize``); nothing when the
+    local state records no tree."""
+    if not size.live:
+        return ""
+    return f"; {size.share:.0%} of the live trees' {count(size.live, 'byte')}"
 
 
 def supervisor_lines(sup, recorded, now: float) -> list[str]:
@@ -189,8 +200,9 @@ def verify_lines(result) -> list[str]:
 
 
 #: Why ``journal gc`` tombstones an object, by its tombstone item's kind.
-_TOMBSTONE_WHY = {"manifest": "expired checkpoint", "pack": "no kept checkpoint needs it",
-                  "orphan": "no checkpoint ever named it", "input": "expired input"}
+_TOMBSTONE_WHY = {"manifest": "expired checkpoint", "forgotten": "checkpoint `journal forget` named",
+                  "pack": "no kept checkpoint needs it", "orphan": "no checkpoint ever named it",
+                  "input": "expired input"}
 
 
 def gc_lines(plan, result, dry_run: bool, grace: str) -> list[str]:
@@ -204,19 +216,20 @@ def gc_lines(plan, result, dry_run: bool, grace: str) -> list[str]:
     for seq, parent in sorted(plan.forks.items()):
         fate = "; ".join(plan.kept[seq]) if seq in plan.kept else f"{verb} expire: its parent is not kept"
         lines.append(f"  fork {seq} (built on checkpoint {parent}): {'kept: ' if seq in plan.kept else ''}{fate}")
-    kinds = ", ".join(count(n, str(kind)) for kind, n in sorted(plan.tombstone_kinds.items()))
-    lines.append(f"tombstone {count(plan.tombstone_count, 'object')} ({count(plan.tombstone_bytes, 'byte')})"
-                 + (f": {kinds}" if kinds else ""))
-    lines += [f"  e.g. {item.key} ({count(item.bytes, 'byte')}): {_TOMBSTONE_WHY.get(item.kind, item.kind)}"
-              for item in plan.tombstone[:3]]
-    lines.append(f"delete {count(plan.delete_count, 'object')} tombstoned more than {grace} ago: "
+    if plan.explained:
+        lines.append("why, checkpoint by checkpoint (newest first):")
+        lines += [f"  {v.seq}  {v.created or '-'}  {v.decision}: {'; '.join(v.why)}" for v in plan.explained]
+    lines += _tombstone_lines(plan)
+    also = " or by this run (--yes)" if plan.sweep_marked else ""
+    lines.append(f"delete {count(plan.delete_count, 'object')} tombstoned more than {grace} ago{also}: "
                  f"{count(plan.bytes_freed, 'byte')} {verb} be freed")
     lines += [f"  e.g. {item.key} ({item.kind}, {count(item.bytes, 'byte')})" for item in plan.delete[:3]]
     if plan.waiting:
         lines.append(f"wait: {count(plan.waiting, 'orphan pack')}, kept until a checkpoint newer than the mark is "
                      "committed (an upload in flight when it was made may still commit)")
-    if plan.tombstone_count:
-        lines.append(_later_line(plan, dry_run, grace))
+    later = _later_line(plan, dry_run, grace) if plan.tombstone_count else None
+    if later:
+        lines.append(later)
     samples = list(plan.kept_samples.items())[:5]
     if samples:
         lines.append("kept packs (a sample), each with what needs it:")
@@ -226,11 +239,30 @@ def gc_lines(plan, result, dry_run: bool, grace: str) -> list[str]:
     return lines
 
 
-def _later_line(plan, dry_run: bool, grace: str) -> str:
-    """When what this run tombstones goes: a gc never sweeps the tombstones it writes
-    itself (design §16), so the next run past the grace deletes it; orphans wait for a
-    newer checkpoint too."""
+def _tombstone_lines(plan) -> list[str]:
+    """What a gc tombstones: counts, bytes, kinds and a few examples."""
+    lines = [_tombstoned(plan.tombstone_count, plan.tombstone_bytes, plan.tombstone_kinds)]
+    return lines + [f"  e.g. {item.key} ({count(item.bytes, 'byte')}): {_TOMBSTONE_WHY.get(item.kind, item.kind)}"
+                    for item in plan.tombstone[:3]]
+
+
+def _tombstoned(objects: int, nbytes: int, kinds: dict) -> str:
+    """``tombstone 14 objects (1,024 bytes): 2 forgotten, 12 packs``."""
+    named = ", ".join(count(n, "forgotten checkpoint" if kind == "forgotten" else str(kind))
+                      for kind, n in sorted(kinds.items()))
+    return f"tombstone {count(objects, 'object')} ({count(nbytes, 'byte')})" + (f": {named}" if named else "")
+
+
+def _later_line(plan, dry_run: bool, grace: str) -> str | None:
+    """When what this run tombstones goes: without ``--yes`` a gc never sweeps the
+    tombstones it writes itself (design §16), so the next run past the grace deletes it;
+    orphans wait for a newer checkpoint too. With it, only what waits is left (None: nothing)."""
     marks = "would tombstone" if dry_run else "tombstoned"
+    if plan.sweep_marked:
+        waits = [what for kind, what in (("orphan", "its orphan packs, once a checkpoint newer than its mark is "
+                                                    "committed"), ("input", "the markers of the inputs it deletes"))
+                 if plan.tombstone_kinds.get(kind)]
+        return f"later: of what this run {marks}, a later `journal gc` deletes {' and '.join(waits)}" if waits else None
     when = "the next `journal gc`" if not plan.grace_seconds else f"a `journal gc` run at least {grace} from now"
     orphans = (" (orphan packs: once a newer checkpoint is committed too)"
                if plan.tombstone_kinds.get("orphan") else "")
@@ -274,6 +306,8 @@ def restore_lines(result) -> list[Said]:
             said.append((f"{t.name}: FAILED: {t.error}", False))
             continue
         said.append((restored_line(t, dry_run), False))
+        if dry_run:   # a partial restore: what its patterns select
+            said += [(f"  {t.name}/{shown(path)}", False) for path in t.included]
         for path in t.lost:
             why = f"refused: {t.refused[path]}" if path in t.refused else "no good copy in any checkpoint"
             said.append((f"{t.name}: LOST {shown(path)}: {why}", False))
@@ -283,6 +317,10 @@ def restore_lines(result) -> list[Said]:
                   f"{t.seq})", False) for path in t.removed]
     said += [(f"warning: {w}", True) for w in result.warnings]
     would = "dry run, nothing was changed: the restore would be" if dry_run else "restore"
+    if result.include:
+        paths = sum(len(t.included) for t in result.trees)
+        would = would.replace("restore", f"restore of {count(paths, 'path')} matching "
+                                         f"{', '.join(map(repr, result.include))}", 1)
     if not result.complete:
         said.append((f"{would} INCOMPLETE", True))
     elif result.fallback:
@@ -346,4 +384,23 @@ def trees_lines(cfg) -> list[str]:
         if t.sqlite:
             extra += f"  sqlite {', '.join(t.sqlite)}"
         lines.append(f"  {t.name:10} {t.path}{extra}")
+    return lines
+
+
+def forget_lines(done) -> list[str]:
+    """``journal forget`` as text, from its ``Forgotten``."""
+    verb = "would forget" if done.dry_run else "forgot"
+    lines = [f"{verb} {count(len(done.forgotten), 'checkpoint')}: "
+             + (", ".join(str(s) for s in done.forgotten) or "none")]
+    if done.already:
+        lines.append(f"  forgotten before: {', '.join(str(s) for s in done.already)}")
+    lines += [f"  fork {fork} (built on checkpoint {parent}) is no longer kept with its parent: gc keeps it while it "
+              f"is newer than the oldest checkpoint kept (`journal forget {fork}` forgets it too)"
+              for fork, parent in done.forks.items()]
+    lines.append(_tombstoned(done.tombstoned, done.tombstone_bytes, done.tombstone_kinds))
+    if done.tombstoned:
+        lines.append("later: a `journal gc` past its --grace deletes them (and `gc --grace 0 --yes` at once); "
+                     "no --keep-* rule keeps a forgotten checkpoint again")
+    if done.tombstone_key:
+        lines.append(f"done: tombstone {done.tombstone_key}")
     return lines

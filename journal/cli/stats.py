@@ -108,6 +108,8 @@ def request_lines(r) -> list[str]:
 
 def local_line(state_dir: str, size) -> str:
     """The local state's size, as ``journal status`` counts it (a ``LocalSize``)."""
+    from .render import share_of_live
+
     return (f"local state ({state_dir}): {count(size.bytes, 'byte')} (sqlite-base {number(size.sqlite_base)}, spool "
             f"{number(size.spool)}, chunks {number(size.chunks)}, maps {number(size.maps)}, pages "
-            f"{number(size.pages)})")
+            f"{number(size.pages)})" + share_of_live(size))

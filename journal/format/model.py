@@ -29,7 +29,7 @@ from .objects import HEADER, ID, MAX_OFFSET, MAX_RAW, MAX_RECORD, is_id
 #: manifests, pages, tombstones and a plain store's config 1, page maps 3, the local
 #: state and an encrypted store's config 2), and a new format adds only what an older
 #: reader refuses, never what it would misread.
-FORMAT = 11
+FORMAT = 12
 MANIFEST_VERSION = 1
 #: A fork's manifest (``Manifest.fork`` set) is version 2, so a reader that predates
 #: forks refuses it (skips it as unreadable) instead of taking it for the newest checkpoint.

@@ -27,9 +27,14 @@ class ItemKind(enum.StrEnum):
     """What a tombstone item names (stored as its value)."""
 
     MANIFEST = "manifest"   # an expired manifest
+    FORGOTTEN = "forgotten"  # a manifest ``journal forget`` named: no policy keeps it again
     PACK = "pack"           # a pack some manifest uploaded that no kept manifest reaches
     ORPHAN = "orphan"       # a pack no manifest named when it was marked (a crashed or running upload's)
     INPUT = "input"         # a key under inputs/ the input retention lets go (``gc/inputs.py``)
+
+
+#: The kinds that name a manifest.
+MANIFEST_KINDS = frozenset({ItemKind.MANIFEST, ItemKind.FORGOTTEN})
 
 
 class TombstoneItem(msgspec.Struct, frozen=True, array_like=True):
@@ -118,9 +123,9 @@ def tombstoned_packs(store, codec: Codec = PLAIN) -> set[str]:
 
 
 def tombstoned_manifests(store, codec: Codec = PLAIN) -> dict[str, str]:
-    """The manifest keys readable tombstones name (an expired checkpoint, deleted by a
-    later gc after its grace period), each with its tombstone's time."""
-    return {item.key: stone.created for stone, item in _named(store, codec) if item.kind == ItemKind.MANIFEST}
+    """The manifest keys readable tombstones name (an expired or forgotten checkpoint,
+    deleted by a later gc after its grace period), each with its tombstone's time."""
+    return {item.key: stone.created for stone, item in _named(store, codec) if item.kind in MANIFEST_KINDS}
 
 
 def _named(store, codec: Codec):

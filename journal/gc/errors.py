@@ -1,5 +1,5 @@
 """The errors of a gc: no retention policy, another holds the lease, a plan gone stale,
-a kept checkpoint that is damaged."""
+a kept checkpoint that is damaged; and of a forget: a checkpoint that may not go."""
 
 from __future__ import annotations
 
@@ -45,4 +45,38 @@ class NoRetentionPolicy(ConfigError):
 
     def __init__(self):
         super().__init__("gc: no retention policy given (which checkpoints to keep: the newest N, those within a "
-                         "duration, one per hour or per day; or how long to keep inputs); gc never guesses")
+                         "duration, one per hour, day, week, month or year; or how long to keep inputs); "
+                         "gc never guesses")
+
+
+class SweepNeedsNoGrace(ConfigError):
+    """A gc told to delete what it tombstones itself, with a grace that keeps it waiting."""
+
+    def __init__(self, grace_seconds: float):
+        self.grace_seconds = grace_seconds
+        super().__init__(f"gc: a run deletes what it tombstones itself only with a zero grace, not {grace_seconds:g} "
+                         "s; with a grace, what it tombstones waits for a later run")
+
+
+class ForgetNewest(ConfigError):
+    """``journal forget`` named a checkpoint the newest rule keeps."""
+
+    def __init__(self, seq: int, trees: list[str]):
+        self.seq = seq
+        what = f"the newest checkpoint of tree(s) {', '.join(trees)}" if trees else "the newest checkpoint"
+        super().__init__(f"forget: checkpoint {seq} is {what}, which is never forgotten; take a newer checkpoint "
+                         "first (`journal checkpoint`), then forget this one")
+
+
+class ForgetUnknown(ConfigError):
+    """``journal forget`` named checkpoints the store does not hold, or cannot read."""
+
+    def __init__(self, missing: list[int], unreadable: list[int]):
+        self.missing = missing
+        self.unreadable = unreadable
+        said = []
+        if missing:
+            said.append(f"no checkpoint {', '.join(map(str, missing))} in the store")
+        if unreadable:
+            said.append(f"checkpoint {', '.join(map(str, unreadable))} does not read (`journal verify` says why)")
+        super().__init__(f"forget: {'; '.join(said)}; nothing was forgotten (`journal log` lists the checkpoints)")

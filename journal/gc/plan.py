@@ -7,7 +7,7 @@ import msgspec
 
 from ..format.tombstone import ItemKind, TombstoneItem
 from .inputs import InputPolicy
-from .retention import Policy
+from .retention import Forget, Policy, Verdict
 
 
 class GcPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -15,7 +15,7 @@ class GcPlan(msgspec.Struct, frozen=True, kw_only=True):
     tombstones and deletes (counts, bytes, and the first ``run.SAMPLE_ITEMS`` of each list).
     A value: ``execute_gc`` runs it."""
 
-    policy: Policy
+    policy: Policy | Forget
     inputs: InputPolicy
     grace_seconds: float
     now_ns: int                   # the time retention and the grace were judged at
@@ -37,6 +37,9 @@ class GcPlan(msgspec.Struct, frozen=True, kw_only=True):
     finished_tombstones: list[str]  # a sample
     finished_count: int
     kept_samples: dict[str, str]
+    sweep_marked: bool = False    # the sweep took this run's tombstones too (``--grace 0 --yes``)
+    forgotten: dict[int, str] = {}  # the checkpoints `journal forget` named, with when
+    explained: list[Verdict] = []   # every checkpoint, newest first, when asked (``--explain``)
 
 
 class GcResult(msgspec.Struct, kw_only=True):

@@ -38,6 +38,17 @@ them the pack listing lacks, go to a private temporary SQLite database on disk
 pack listing, or looked up. A plan holds counts, bytes and a sample of
 ``SAMPLE_ITEMS`` items, not every item.
 
+**Sweeping its own marks** (``sweep_marked``, ``--grace 0 --yes``): the sweep takes the
+tombstones this run writes as ripe too, after the ones it found: every expired
+manifest is deleted first, then what only they reached, each tombstone before what it
+names. It is two zero-grace runs back to back under one lease, less a listing: either
+way the sweep walks every manifest committed since gc listed them before each batch,
+and an orphan waits for the store to move past its mark (this run's mark, it never is).
+
+**Forget** (``retention.Forget``): the mark alone, with every valid manifest kept but
+the ones named, which are tombstoned as ``forgotten``: no later policy keeps them,
+and a later gc past its grace deletes them and what only they reached.
+
 ``plan_gc`` decides and counts what gc would do now (``--dry-run`` prints it): a
 ``GcPlan``, a value. ``execute_gc`` runs a plan: it decides again from the plan's
 policy, grace and time, goes on only when that gives the plan's decisions, and
@@ -48,31 +59,32 @@ checking it before each destructive step and renewing it as it goes
 
 from __future__ import annotations
 
+import itertools
 import os
+import tempfile
 import time
 import uuid
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 
 import msgspec
 
 from ..errors import CorruptObject, ObjectNotFound
-from .errors import GcPlanStale
+from .errors import GcPlanStale, SweepNeedsNoGrace
 from ..format.codec import TOMBSTONE
-from ..format.inputs import parse_key as parse_input_key
-from ..format.tombstone import (TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, ItemKind, LazyTombstone, Tombstone,
-                                TombstoneItem, read_item, read_tombstone)
+from ..format.tombstone import (MANIFEST_KINDS, TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, ItemKind, LazyTombstone,
+                                Tombstone, TombstoneItem, read_item, read_tombstone)
 from ..report import SILENT, Reporter
-from ..repository.repository import (MANIFEST_PREFIX, PACK_PREFIX, SEQ_WIDTH, Repository, manifest_key, pack_key,
-                                     pack_of, utc_now)
+from ..repository.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key, pack_key, pack_of, utc_now
 from ..store.base import Store
 from .delete import Deleter, named_pack
 from .fate import Fate
 from .inputs import InputPolicy, expired_inputs, input_fate
 from .lease import LEASE_SECONDS, Lease
+from .marks import each_tombstone, raw_items, read_marks, seq_of
 from .plan import GcPlan, GcResult
 from .reach import Reach
-from .retention import ManifestInfo, Policy, check_policy, choose_kept
+from .retention import Forget, ManifestInfo, Policy, Verdict, check_policy, choose, verdicts
 from .spill import Spill, Table
 
 #: The sweep deletes at most this many keys per request (S3's DeleteObjects limit), each
@@ -83,26 +95,32 @@ SAMPLE_ITEMS = 100
 
 
 def plan_gc(repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter = SILENT,
-            now_ns: int | None = None, inputs: InputPolicy = InputPolicy()) -> GcPlan:
+            now_ns: int | None = None, inputs: InputPolicy = InputPolicy(), *, sweep_marked: bool = False,
+            explain: bool = False) -> GcPlan:
     """Decide and count what gc would do now; changes nothing. ``execute_gc`` runs the plan."""
     now_ns = time.time_ns() if now_ns is None else now_ns
-    with _Gc(repo, policy, grace_seconds, reporter, now_ns, inputs=inputs) as run:
+    with _Gc(repo, policy, grace_seconds, reporter, now_ns, inputs=inputs, sweep_marked=sweep_marked,
+             explain=explain) as run:
         return run.run(GcResult())
 
 
-def gc(repo: Repository, policy: Policy, grace_seconds: float, *, dry_run: bool = False,
+def gc(repo: Repository, policy: Policy | Forget, grace_seconds: float, *, dry_run: bool = False,
        reporter: Reporter = SILENT, lease_seconds: float = LEASE_SECONDS,
        lease_clock: Callable[[], int] = time.time_ns, inputs: InputPolicy = InputPolicy(),
-       now_ns: int | None = None) -> tuple[GcPlan, GcResult | None]:
+       now_ns: int | None = None, sweep_marked: bool = False, explain: bool = False) -> tuple[GcPlan, GcResult | None]:
     """Plan (and unless ``dry_run``, execute) one gc, in one pass; executing holds the
     lease (of ``lease_seconds`` by ``lease_clock``, renewed as it runs). ``inputs``: which
-    stored inputs expire (default: none); ``now_ns``: the time retention counts from."""
+    stored inputs expire (default: none); ``now_ns``: the time retention counts from;
+    ``sweep_marked``: sweep what this run marks too (only with a zero grace: else nothing
+    it marks is ripe); ``explain``: say why of every checkpoint (``GcPlan.explained``).
+    With ``policy`` a ``Forget``, only marks (``journal forget``)."""
     now_ns = time.time_ns() if now_ns is None else now_ns
+    options = {"inputs": inputs, "sweep_marked": sweep_marked, "explain": explain}
     if dry_run:
-        with _Gc(repo, policy, grace_seconds, reporter, now_ns, inputs=inputs) as run:
+        with _Gc(repo, policy, grace_seconds, reporter, now_ns, **options) as run:
             return run.run(GcResult()), None
     with Lease(repo.store, lease_seconds, lease_clock, repo.codec) as lease, \
-            _Gc(repo, policy, grace_seconds, reporter, now_ns, lease, inputs=inputs) as run:
+            _Gc(repo, policy, grace_seconds, reporter, now_ns, lease, **options) as run:
         repo.store.sweep_temp()
         result = GcResult()
         return run.run(result), result
@@ -113,7 +131,8 @@ def execute_gc(repo: Repository, plan: GcPlan, lease: Lease, reporter: Reporter 
     policy, grace and time, and goes on only when the store gives the plan's decisions
     (the same manifests, kept, expired and unreadable alike); else ``GcPlanStale``, and
     nothing is changed. Then tombstones, then the sweep."""
-    with _Gc(repo, plan.policy, plan.grace_seconds, reporter, plan.now_ns, lease, inputs=plan.inputs) as run:
+    with _Gc(repo, plan.policy, plan.grace_seconds, reporter, plan.now_ns, lease, inputs=plan.inputs,
+             sweep_marked=plan.sweep_marked) as run:
         now = run.manifests
         if (now.seqs, now.kept, now.expire, now.unreadable) != (plan.known_seqs, plan.kept, plan.expire,
                                                                  plan.unreadable):
@@ -122,6 +141,13 @@ def execute_gc(repo: Repository, plan: GcPlan, lease: Lease, reporter: Reporter 
         result = GcResult()
         run.run(result)
         return result
+
+
+def check_sweep(grace_seconds: float, sweep_marked: bool) -> None:
+    """Refuse a run told to sweep what it marks with a grace (``SweepNeedsNoGrace``):
+    nothing it marks would be ripe."""
+    if sweep_marked and grace_seconds != 0:
+        raise SweepNeedsNoGrace(grace_seconds)
 
 
 class _Tally:
@@ -142,33 +168,17 @@ class _Tally:
             self.sample.append(item)
 
 
-def _seq_of(key: str) -> int | None:
-    name = key[len(MANIFEST_PREFIX):]
-    if key.startswith(MANIFEST_PREFIX) and name.isdigit() and len(name) == SEQ_WIDTH:
-        return int(name)
-    return None
-
-
-def _key_problem(item: TombstoneItem) -> bool:
-    """Whether ``item``'s key is of the wrong shape for its kind (never deleted)."""
-    if item.kind == ItemKind.MANIFEST:
-        return _seq_of(item.key) is None
-    if item.kind == ItemKind.INPUT:
-        return parse_input_key(item.key) is None
-    return pack_of(item.key) is None
-
-
 def _manifests(store: Store) -> Iterator[tuple[int, int]]:
     """``(seq, size)`` of every manifest present now (one listing, streamed)."""
     for key, size in store.list_sizes(MANIFEST_PREFIX):
-        seq = _seq_of(key)
+        seq = seq_of(key)
         if seq is not None:
             yield seq, size
 
 
 def _newest_seq(repo: Repository) -> int:
     """The newest manifest sequence present now (one listing, streamed)."""
-    return max(filter(None, map(_seq_of, repo.store.list(MANIFEST_PREFIX))), default=0)
+    return max(filter(None, map(seq_of, repo.store.list(MANIFEST_PREFIX))), default=0)
 
 
 class _Manifests(msgspec.Struct, frozen=True, kw_only=True):
@@ -183,26 +193,22 @@ class _Manifests(msgspec.Struct, frozen=True, kw_only=True):
     expire: list[int]               # valid and not kept
     unreadable: list[int]
     forks: dict[int, int] = {}      # the forks among them, with the checkpoint each was built on
-
-
-class _Tombstones(msgspec.Struct, frozen=True, kw_only=True):
-    """What the tombstones present when gc started name (their packs are in the spill's
-    ``MARKED`` table)."""
-
-    ripe: list[str]                         # the keys of those older than the grace
-    marked_manifests: frozenset[str]        # the manifest keys some tombstone names
-    deleting: dict[int, TombstoneItem]      # the manifests the sweep deletes: ripe-tombstoned, present, not kept
+    explained: list[Verdict] = []   # every one, newest first, with why (when asked)
 
 
 class _Gc:
     """One gc: the decisions, made once from the manifests and the tombstones (here),
     then the streaming mark and sweep that apply them (``run``): holding ``lease``,
-    writing and deleting; without it, counting only. A context manager: its spill is
-    closed on the way out."""
+    writing and deleting; without it, counting only. A context manager: its spill (and
+    the drafts of a dry run that sweeps its own marks) is closed on the way out."""
 
-    def __init__(self, repo: Repository, policy: Policy, grace_seconds: float, reporter: Reporter, now_ns: int,
-                 lease: Lease | None = None, inputs: InputPolicy = InputPolicy()):
-        check_policy(policy, inputs_expire=not inputs.is_empty())
+    def __init__(self, repo: Repository, policy: Policy | Forget, grace_seconds: float, reporter: Reporter,
+                 now_ns: int, lease: Lease | None = None, inputs: InputPolicy = InputPolicy(), *,
+                 sweep_marked: bool = False, explain: bool = False):
+        self.forget = isinstance(policy, Forget)   # mark only, keeping every manifest not named
+        if not self.forget:
+            check_policy(policy, inputs_expire=not inputs.is_empty())
+        check_sweep(grace_seconds, sweep_marked)
         self.repo = repo
         self.policy = policy
         self.inputs = inputs
@@ -210,17 +216,23 @@ class _Gc:
         self.reporter = reporter
         self.now_ns = now_ns
         self.lease = lease
+        self.sweep_marked = sweep_marked and not self.forget
+        self.explain = explain
+        self.written: list[str] = []   # the tombstones this run wrote (swept too when ``sweep_marked``)
+        # The tombstones a dry run sweeping its own marks would write, one a line, for its sweep to count.
+        self.drafts = tempfile.TemporaryFile() if self.sweep_marked and lease is None else None
         self.spill = Spill()
         try:
+            self.marks = read_marks(repo, self.spill, now_ns - int(grace_seconds * 1e9), reporter, self._keep)
             self.manifests = self._read_manifests()
-            self.tombstones = self._read_tombstones()
+            self.deleting = self._deleting()
             self.spill.seal()
             # What the kept manifests reach (``reached_by_kept``), then what every other
             # manifest that stays reaches too (``reach``).
             self.reach = Reach(repo)
             self.reached_by_kept, self.kept_samples = self._walk()
         except BaseException:
-            self.spill.close()
+            self.__exit__()
             raise
         # Manifests committed after gc listed them are walked by the sweep (``Deleter.protect``).
         self.deleter = Deleter(repo, lease, set(self.manifests.seqs), DELETE_BATCH) if lease is not None else None
@@ -230,6 +242,8 @@ class _Gc:
 
     def __exit__(self, *exc) -> None:
         self.spill.close()
+        if self.drafts is not None:
+            self.drafts.close()
 
     def _keep(self) -> None:
         """Renew the lease when it is due (a clock read until then); called throughout."""
@@ -258,82 +272,34 @@ class _Gc:
                                       fork_of=(manifest.parent or 0) if manifest.is_fork else None))
             self.spill.add(Table.UPLOADED, manifest.packs)
             del manifest  # one decoded manifest at a time: not this one while the next loads
-        if self.policy.is_empty():   # only inputs expire (--keep-inputs-within alone)
-            kept = {i.seq: ["no checkpoint retention given"] for i in infos}
-        else:
-            kept = choose_kept(infos, self.policy, self.now_ns) if infos else {}
+        kept = choose(infos, self.marks.forgotten, self.policy, self.now_ns, set(sizes), unreadable)
         valid = frozenset(i.seq for i in infos)
+        explained = verdicts(infos, kept, unreadable, self.policy, self.now_ns, self.marks.forgotten) \
+            if self.explain else []
         return _Manifests(sizes=sizes, seqs=seqs, present=frozenset(seqs), newest=seqs[-1] if seqs else 0,
                           valid=valid, kept=kept, expire=sorted(valid - set(kept)), unreadable=sorted(unreadable),
-                          forks={i.seq: i.fork_of for i in infos if i.fork_of is not None})
+                          forks={i.seq: i.fork_of for i in infos if i.fork_of is not None}, explained=explained)
 
-    def _tombstones(self, keys: Iterable[str]) -> Iterator[tuple[str, LazyTombstone]]:
-        """Each readable tombstone of ``keys``, one at a time (its items still encoded)."""
-        for key in keys:
-            try:
-                stone = read_tombstone(self.repo.store.get(key), key, self.repo.codec)
-            except ObjectNotFound as err:
-                self.reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err}")
-                continue
-            except CorruptObject as err:
-                self.reporter.warn(f"gc: ignoring unreadable tombstone {key}: {err.detail}")
-                continue
-            yield key, stone
-            stone = None  # not held while the next one loads
-
-    def _read_tombstones(self) -> _Tombstones:
-        """What tombstones name already (their packs spilled), which are ripe, and the
-        manifests the sweep deletes: ripe-tombstoned, present and not kept now."""
-        cutoff = self.now_ns - int(self.grace_seconds * 1e9)
+    def _deleting(self) -> dict[int, TombstoneItem]:
+        """The manifests the sweep deletes: those a ripe tombstone names, present and not
+        kept now; and sweeping its own marks, every expired one (this run's tombstones name them)."""
+        if self.forget:
+            return {}   # forget sweeps nothing
         manifests = self.manifests
-        ripe: list[str] = []
-        marked_manifests: set[str] = set()
         deleting: dict[int, TombstoneItem] = {}
-        for key, stone in self._tombstones(self.repo.store.list(TOMBSTONE_PREFIX)):
-            self._keep()
-            is_ripe = stone.created_ns <= cutoff
-            if is_ripe:
-                ripe.append(key)
-            packs, inputs = [], []  # at most TOMBSTONE_ITEMS
-            for item in self._items(key, stone):
-                if item is None:
-                    continue
-                if item.kind == ItemKind.INPUT:
-                    inputs.append(item.key)
-                elif item.kind != ItemKind.MANIFEST:
-                    packs.append(named_pack(item))
-                else:
-                    marked_manifests.add(item.key)
-                    seq = _seq_of(item.key)
-                    if is_ripe and seq in manifests.present and seq not in manifests.kept:
-                        deleting.setdefault(seq, item)
-            self.spill.add(Table.MARKED, packs)
-            self.spill.add(Table.INPUTS_MARKED, inputs)
-            del stone, packs, inputs  # one tombstone at a time: not this one while the next loads
-        return _Tombstones(ripe=ripe, marked_manifests=frozenset(marked_manifests), deleting=deleting)
+        for item in self.marks.ripe_manifests:
+            seq = seq_of(item.key)
+            if seq in manifests.present and seq not in manifests.kept:
+                deleting.setdefault(seq, item)
+        if self.sweep_marked:
+            for seq in manifests.expire:
+                deleting.setdefault(seq, self._expiry(seq))
+        return deleting
 
-    def _items(self, key: str, stone: LazyTombstone) -> Iterator[TombstoneItem | None]:
-        """The items of ``stone``, decoded one at a time; ``None`` for one that does not decode."""
-        for _, item in self._raw_items(key, stone):
-            yield item
-
-    def _raw_items(self, key: str, stone: LazyTombstone) -> Iterator[tuple[msgspec.Raw, TombstoneItem | None]]:
-        """Each item of ``stone`` as encoded, with it decoded (``None``, with a warning,
-        when it does not decode)."""
-        for raw in stone.items:
-            try:
-                item = read_item(raw, key)
-            except CorruptObject as err:
-                self.reporter.warn(f"gc: tombstone {key}: ignoring an {err.detail}")
-                yield raw, None
-                continue
-            if _key_problem(item):
-                # A key of the wrong shape for its kind (the store's config, a manifest named
-                # as a pack) is never deleted: the item is kept unresolved.
-                self.reporter.warn(f"gc: tombstone {key}: ignoring an item naming {item.key!r} as a {item.kind}")
-                yield raw, None
-                continue
-            yield raw, item
+    def _expiry(self, seq: int) -> TombstoneItem:
+        """The tombstone item that expires manifest ``seq``: ``forgotten`` when this forget names it."""
+        kind = ItemKind.FORGOTTEN if self.forget and seq in self.policy.seqs else ItemKind.MANIFEST
+        return TombstoneItem(key=manifest_key(seq), kind=kind, bytes=self.manifests.sizes[seq])
 
     def _walk(self) -> tuple[frozenset[str], dict[str, str]]:
         """Walk what the kept manifests reach, then what every other manifest that stays
@@ -343,7 +309,9 @@ class _Gc:
             self._walk_one(seq)
         reached_by_kept = frozenset(self.reach.packs)
         kept_samples = {pack_key(p): why for p, why in self.reach.reasons.items()}
-        for seq in sorted(manifests.valid - set(manifests.kept) - set(self.tombstones.deleting), reverse=True):
+        if self.forget:
+            return reached_by_kept, kept_samples   # the mark needs only these (nothing is swept)
+        for seq in sorted(manifests.valid - set(manifests.kept) - set(self.deleting), reverse=True):
             self._walk_one(seq)  # expired but still present: still protects what it names
         return reached_by_kept, kept_samples
 
@@ -362,8 +330,11 @@ class _Gc:
     def run(self, result: GcResult) -> GcPlan:
         """Mark, then sweep; holding the lease write and delete, else only count."""
         tomb, delete, finished = _Tally(), _Tally(), _Tally()
+        doomed = [self.deleting[seq] for seq in sorted(self.deleting)]
+        for item in doomed:   # counted first, as they go first
+            delete.add(item, item.bytes)
         mark_seq = self._mark(tomb, result)
-        waiting = self._sweep(delete, finished, result)
+        waiting = 0 if self.forget else self._sweep(doomed, delete, finished, result)
         result.lease_renewals = self.lease.renewals if self.lease is not None else 0
         manifests = self.manifests
         return GcPlan(policy=self.policy, inputs=self.inputs, grace_seconds=self.grace_seconds, now_ns=self.now_ns,
@@ -373,7 +344,10 @@ class _Gc:
                       tombstone=tomb.sample, tombstone_count=tomb.count, tombstone_bytes=tomb.bytes,
                       tombstone_kinds=tomb.kinds, delete=delete.sample, delete_count=delete.count,
                       bytes_freed=delete.bytes, waiting=waiting, finished_tombstones=finished.sample,
-                      finished_count=finished.count, kept_samples=self.kept_samples)
+                      finished_count=finished.count, kept_samples=self.kept_samples,
+                      sweep_marked=self.sweep_marked, explained=manifests.explained,
+                      forgotten={seq: when for seq, when in self.marks.forgotten.items()
+                                 if seq in manifests.present})
 
     def _mark(self, tally: _Tally, result: GcResult) -> int:
         """Tombstone every expired manifest and every pack no kept manifest reaches that no
@@ -385,7 +359,7 @@ class _Gc:
 
         def add(item: TombstoneItem) -> None:
             tally.add(item, item.bytes, item.kind)
-            if lease is not None:
+            if lease is not None or self.drafts is not None:
                 chunk.add(item)
                 if chunk.count >= TOMBSTONE_ITEMS:
                     flush()
@@ -396,13 +370,19 @@ class _Gc:
             # of them (before it was listed) has a parent no newer than the newest
             # manifest listed from here on: that is this chunk's mark_seq.
             mark_seq = _newest_seq(self.repo)
+            if lease is None:   # a dry run that sweeps its own marks: drafted, for its sweep to count
+                self.drafts.write(chunk.record(self._header(mark_seq)) + b"\n")
+                return
             lease.check()
             self._put_tombstone(chunk, mark_seq, result)
 
         for seq in self.manifests.expire:
-            key = manifest_key(seq)
-            if key not in self.tombstones.marked_manifests:
-                add(TombstoneItem(key=key, kind=ItemKind.MANIFEST, bytes=self.manifests.sizes[seq]))
+            item = self._expiry(seq)
+            if item.kind == ItemKind.FORGOTTEN:   # forgotten even if an expiry names it already
+                if seq not in self.marks.forgotten:
+                    add(item)
+            elif item.key not in self.marks.marked_manifests:
+                add(item)
         # What the tombstones name that this listing lacks is gone: the sweep skips it.
         self.spill.clear(Table.GONE)
         gone = self.spill.batch(Table.GONE)
@@ -443,20 +423,25 @@ class _Gc:
         older one of that time and mark still names (counted as rewritten)."""
         count = chunk.count
         rewrite = header is not None
-        if header is None:
-            header = Tombstone(created=utc_now(), created_ns=time.time_ns(), host=os.uname().nodename,
-                               mark_seq=mark_seq, items=[])
+        header = header or self._header(mark_seq)
         record = chunk.record(header)
         key = f"{TOMBSTONE_PREFIX}{header.created_ns:020d}-{uuid.uuid4().hex[:8]}"
         self.repo.store.put_if_absent(key, self.repo.codec.seal(record, TOMBSTONE))
         if rewrite:
             result.tombstones_rewritten += 1
             return
+        self.written.append(key)
         result.tombstone_key = result.tombstone_key or key
         result.tombstones_written += 1
         result.tombstoned += count
 
-    def _sweep(self, delete: _Tally, finished: _Tally, result: GcResult) -> int:
+    @staticmethod
+    def _header(mark_seq: int) -> Tombstone:
+        """A new tombstone's header, made now (its items are added as encoded)."""
+        return Tombstone(created=utc_now(), created_ns=time.time_ns(), host=os.uname().nodename, mark_seq=mark_seq,
+                         items=[])
+
+    def _sweep(self, manifests: list[TombstoneItem], delete: _Tally, finished: _Tally, result: GcResult) -> int:
         """Delete what the ripe tombstones name and nothing present reaches: the expired
         manifests first, then each ripe tombstone's packs and input keys, one tombstone at
         a time. A tombstone goes *before* the packs and input keys it names are deleted,
@@ -464,28 +449,38 @@ class _Gc:
         (``_retire``), so no tombstone ever names a pack or input key this gc deleted:
         content uploaded again later is never taken for that old garbage (design §16).
         (Expired manifests go first, and a tombstone may name one gone: a manifest key is
-        never written again, and the next sweep finds it resolved.) Returns the number of orphans that wait
+        never written again, and the next sweep finds it resolved.) Sweeping its own marks,
+        this run's tombstones follow the ripe ones. Returns the number of orphans that wait
         for the store to move past their mark."""
-        deleting, ripe = self.tombstones.deleting, self.tombstones.ripe
-        manifests = [deleting[seq] for seq in sorted(deleting)]
-        for item in manifests:
-            delete.add(item, item.bytes)
+        ripe = self.marks.ripe
         if self.lease is not None:
             self.deleter.items(manifests, result)
         waiting = 0
         stones: list[str] = []  # resolved tombstones naming nothing to delete: deleted a batch at a time
-        done = 0
-        for key, stone in self._tombstones(ripe):  # (not enumerate: it would hold the last one)
+        done, total = 0, len(ripe) + len(self.written)
+        own = self._own_tombstones() if self.sweep_marked else ()
+        found = each_tombstone(self.repo, ripe, self.reporter)
+        for key, stone in itertools.chain(found, own):  # (not enumerate: it would hold the last one)
             done += 1
             waiting += self._sweep_one(key, stone, delete, finished, stones, result)
             del stone  # one tombstone at a time: not this one while the next loads
             if self.lease is not None:
                 if len(stones) >= DELETE_BATCH:
                     self.deleter.tombstones(stones, result)
-                self.reporter.progress(done, len(ripe))
+                self.reporter.progress(done, total)
         if stones:
             self.deleter.tombstones(stones, result)
         return waiting
+
+    def _own_tombstones(self) -> Iterator[tuple[str, LazyTombstone]]:
+        """The tombstones this run wrote (a dry run: drafted), one at a time."""
+        if self.drafts is None:
+            yield from each_tombstone(self.repo, list(self.written), self.reporter)
+            return
+        self.drafts.seek(0)
+        for n, line in enumerate(self.drafts, 1):
+            key = f"{TOMBSTONE_PREFIX}(this run's {n})"
+            yield key, read_tombstone(line.rstrip(b"\n"), key)
 
     def _sweep_one(self, key: str, stone: LazyTombstone, delete: _Tally, finished: _Tally, stones: list[str],
                    result: GcResult) -> int:
@@ -498,7 +493,7 @@ class _Gc:
         stay = Chunk()  # the items that wait or are kept, as encoded in the tombstone
         doomed = array("I")  # the places of the items to delete (3,000 at most in a tombstone gc wrote)
         waiting, changed = 0, False
-        for at, (raw, item) in enumerate(self._raw_items(key, stone)):
+        for at, (raw, item) in enumerate(raw_items(key, stone, self.reporter)):
             self._keep()
             fate = self._fate(item, stone.mark_seq)
             waiting += fate == Fate.WAIT
@@ -558,10 +553,10 @@ class _Gc:
             return Fate.KEEP
         if item.kind == ItemKind.INPUT:
             return input_fate(item.key, lambda key: self.spill.has(Table.INPUTS_EXPIRED, key))
-        if item.kind == ItemKind.MANIFEST:
-            seq = _seq_of(item.key)
+        if item.kind in MANIFEST_KINDS:
+            seq = seq_of(item.key)
             manifests = self.manifests
-            if seq in manifests.present and seq not in self.tombstones.deleting and seq not in manifests.kept:
+            if seq in manifests.present and seq not in self.deleting and seq not in manifests.kept:
                 return Fate.KEEP
             return Fate.DONE
         pack = named_pack(item)

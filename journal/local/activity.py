@@ -61,6 +61,7 @@ class RestoreRecord(msgspec.Struct, kw_only=True):
     lineage: str | None = None      # fresh, hot or stale (design §11, "Lineage")
     fork: int | None = None         # the fork that keeps this disk's local work, when one was made
     fork_note: str | None = None    # ... what it holds, and how to look at it
+    include: list[str] = []         # a partial restore: its patterns (only what they select was restored)
 
 
 class ErrorRecord(msgspec.Struct, kw_only=True):
@@ -114,7 +115,7 @@ def restore_record(result) -> RestoreRecord:
                 f"(built on checkpoint {result.fork.base}); `journal ls --at {fork}` shows them")
     return RestoreRecord(time=time.time(), seq=result.seq, complete=result.complete, fallback=result.fallback,
                          trees={t.name: t.seq for t in result.trees}, notes=result.fallback_notes(),
-                         lineage=result.lineage, fork=fork, fork_note=note)
+                         lineage=result.lineage, fork=fork, fork_note=note, include=result.include)
 
 
 def restore_done(state_dir: str, record: RestoreRecord) -> None:

@@ -109,7 +109,8 @@ def save(state_dir: str, quiet: Quiet) -> None:
     try:
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE),
                   "wb") as fh:
-            fh.write(b"".join([len(header).to_bytes(4, "big"), header, *parts]))
+            for piece in (len(header).to_bytes(4, "big"), header, *parts):   # not joined: a copy of every row
+                fh.write(piece)
         os.replace(tmp, path)
     except BaseException:
         try:

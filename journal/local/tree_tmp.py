@@ -100,10 +100,11 @@ class TreeTmp:
                                  "another process is writing the tree") from err
             raise
 
-    def new_file(self, flags: int = os.O_WRONLY) -> tuple[str, int]:
-        """A new, empty temp file: (name, descriptor), mode 0600."""
+    def new_file(self, flags: int = os.O_WRONLY, mode: int = 0o600) -> tuple[str, int]:
+        """A new, empty temp file: (name, descriptor), ``mode`` less the umask (in a
+        directory only its owner may enter)."""
         name = f"{_PROCESS}-{next(_seq)}{SUFFIX}"
-        return name, os.open(name, flags | _CREATE, 0o600, dir_fd=self.fd)
+        return name, os.open(name, flags | _CREATE, mode, dir_fd=self.fd)
 
     def new_symlink(self, target: str, mtime_ns: int | None = None) -> str:
         """A new temp symlink to ``target`` (its times set without following it)."""
@@ -141,12 +142,17 @@ class TreeTmp:
         mine = os.fstat(fd)
         return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
-    def replace(self, name: str, dst: str) -> None:
+    def replace(self, name: str, dst: str, parent: int | None = None) -> None:
         """Rename a temp file over the live path ``dst``, into ``dst``'s directory as
         reached from the tree's root one name at a time (``parent_fd``): a directory on
-        the way swapped for a symlink meanwhile is never followed."""
-        with self.parent(dst) as parent:
+        the way swapped for a symlink meanwhile is never followed. ``parent``: that
+        directory's descriptor, as the caller opened it with ``parent_fd`` for a run of
+        renames into it."""
+        if parent is not None:
             os.replace(name, os.path.basename(dst), src_dir_fd=self.fd, dst_dir_fd=parent)
+            return
+        with self.parent(dst) as fd:
+            os.replace(name, os.path.basename(dst), src_dir_fd=self.fd, dst_dir_fd=fd)
 
     @contextlib.contextmanager
     def parent(self, dst: str):

@@ -112,8 +112,9 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
     name the path rule refuses (``local/treepath.py``: one that is not valid UTF-8) is
     skipped, with what is below it, and appended to ``skipped`` as (printable full
     path, why). With ``listing``, each visited directory
-    appends ``(rel_dir, [(name, lstat or None, yielded), ...])`` for every name in it,
-    in ``readdir`` order (``local/quiet.py`` compares the listing at the next checkpoint).
+    appends ``(rel_dir, [(name, file type or None, yielded), ...])`` for every name in
+    it, in ``readdir`` order (the type: ``stat.S_IFMT`` of its ``lstat``, None when that
+    failed; ``local/quiet.py`` compares the listing at the next checkpoint).
 
     ``same`` maps a directory's relative path to its quiet snapshot row when the
     snapshot found it unchanged this tick (``quiet.same_rows``): such a directory is not
@@ -158,8 +159,8 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
             if problem is not None and skipped is not None:
                 skipped.append((shown(os.path.join(root, rel)), problem))
             item = None if st is None else _classify(rel, d.name, st, matcher)
-            if seen is not None:
-                seen.append((d.name, st, item is not None))
+            if seen is not None:   # the type, not the stat: a tree's listing is held until its scan ends
+                seen.append((d.name, None if st is None else _file_type(st.st_mode), item is not None))
             if item is not None:
                 if item.kind == "dir":
                     subdirs.append(rel)
@@ -167,6 +168,16 @@ def walk_tree(root: str, matcher: Matcher, skipped: list[tuple[str, str]] | None
         if listing is not None:
             listing.append((rel_dir, seen))
         stack.extend(reversed(subdirs))
+
+
+#: Each file type as one shared object: a listing holds one per name.
+_TYPES = {t: t for t in (stat_mod.S_IFREG, stat_mod.S_IFDIR, stat_mod.S_IFLNK, stat_mod.S_IFIFO, stat_mod.S_IFSOCK,
+                         stat_mod.S_IFCHR, stat_mod.S_IFBLK)}
+
+
+def _file_type(mode: int) -> int:
+    kind = stat_mod.S_IFMT(mode)
+    return _TYPES.get(kind, kind)
 
 
 def same_paths(rel_dir: str, row: Row) -> tuple[list[str], int, list[str]]:

@@ -27,6 +27,10 @@ from typing import Protocol
 from ..format.model import BlobRef
 
 WINDOW = 4
+#: The pool's threads: the runs in flight across every reader at once. Its reads wait
+#: on a link (on a local disk nothing is read ahead), so a few large runs saturating the
+#: link must not queue a small file's one round trip behind them.
+READ_THREADS = 16
 RUN_BYTES = 4 << 20
 BUDGET = 24 << 20
 _pool = None
@@ -69,7 +73,7 @@ def _executor():
         if _pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            _pool = ThreadPoolExecutor(max_workers=WINDOW, thread_name_prefix="journal-fetch")
+            _pool = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="journal-fetch")
         return _pool
 
 

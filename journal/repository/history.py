@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from ..errors import CorruptObject, ObjectNotFound
 from ..format.index import load_entries
 from ..format.model import BlobRef, Entry, Manifest
 from .moment import Moment, before_oldest, checkpoint_named
+from .pages_ahead import PageAt, page_at, read_pages_ahead
 from .repository import Repository, manifest_key
 
 
@@ -88,6 +91,7 @@ class ManifestCache:
         self._manifests: dict[int, tuple[Manifest, str] | Exception] = {}
         self._trees: dict[tuple[int, str], tuple[list[Entry], dict[str, BlobRef]] | Exception] = {}
         self._bases: dict[tuple[int, str], dict[str, BlobRef]] = {}
+        self._ahead: dict[PageAt, tuple[bytes, BlobRef | None]] = {}   # pages read ahead, not yet walked
 
     def manifest(self, seq: int) -> tuple[Manifest, str]:
         if seq not in self._manifests:
@@ -123,6 +127,19 @@ class ManifestCache:
         self.tree(seq, name)
         return dict(self._bases.get((seq, name), {}))
 
+    def read_ahead(self, seq: int, names: Iterable[str]) -> None:
+        """Read the index pages of trees ``names`` of manifest ``seq`` at once
+        (``pages_ahead``), where reads wait on a link (``Store.read_ahead``); ``tree``
+        then takes them from there. Nothing is reported here: what failed is read again."""
+        if not self.repo.read_ahead:
+            return
+        try:
+            trees = self.manifest(seq)[0].trees
+        except (CorruptObject, ObjectNotFound):
+            return
+        roots = [trees[name].root for name in names if name in trees and trees[name].root is not None]
+        self._ahead.update(read_pages_ahead(self.repo.read_page, roots))
+
     def tree(self, seq: int, name: str) -> tuple[list[Entry], dict[str, BlobRef]]:
         """Entries and pages of tree ``name`` in manifest ``seq``; KeyError if absent."""
         key = (seq, name)
@@ -132,7 +149,8 @@ class ManifestCache:
             bases = self._bases[key] = {}
 
             def read(ref: BlobRef) -> bytes:
-                payload, base = self.repo.read_page(ref)
+                ahead = self._ahead.pop(page_at(ref), None)
+                payload, base = ahead if ahead is not None else self.repo.read_page(ref)
                 if base is not None:
                     bases[ref.id] = base
                 return payload

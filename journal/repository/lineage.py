@@ -32,7 +32,8 @@ from ..config import KeySource
 from .errors import Downgraded, ForeignStore, HistoryLost, ManifestConflict, NoStore, StoreVanished
 from ..local.state import LocalState, read_state, read_store_mark
 from ..paths import STATE_FILE
-from .repository import Repository, manifest_key
+from ..background import Background
+from .repository import Repository, list_manifest_seqs, manifest_key
 from ..store.base import Store
 
 
@@ -50,6 +51,18 @@ def open_repository(store: Store, state_dir: str, *, create: bool, key: KeySourc
         repo = Repository.open(store, create=True, key=key)
     refuse_downgrade(repo, state_dir)
     return repo
+
+
+def open_and_list(store: Store, state_dir: str, *, create: bool,
+                  key: KeySource | None = None) -> tuple[Repository, list[int]]:
+    """``open_repository``, and every manifest's sequence, ascending: the listing goes
+    out beside the config's read (on a bucket, one round trip instead of two)."""
+    listing = Background(list_manifest_seqs, store, name="journal-list")
+    try:
+        repo = open_repository(store, state_dir, create=create, key=key)
+    finally:
+        listing.join()
+    return repo, listing.result()
 
 
 def open_existing(store: Store, state_dir: str, *, audit: bool = False, key: KeySource | None = None) -> Repository:

@@ -73,6 +73,7 @@ class PackWriter:
         self.packs: list[str] = []          # ids of packs uploaded, in order
         self.uploaded_bytes = 0
         self.uploaded_objects = 0
+        self.closed_bytes = 0               # bytes of the packs closed (``packs``), uploaded or not yet
         self.blobs = 0
         self.failed: BaseException | None = None   # the first upload or spool failure (see the class)
         self._ids: dict[str, str] = {}      # placeholder -> pack id
@@ -256,6 +257,13 @@ class PackWriter:
             ref = placed
         return msgspec.structs.replace(ref, pack=self._ids[ref.pack])
 
+    def settled(self, ref: BlobRef) -> BlobRef | None:
+        """``resolve(ref)`` once the pack it is written to is closed; None until then."""
+        if not is_pending(ref.pack):
+            return ref
+        placed = self._placed.get(ref.pack)
+        return self.resolve(ref) if (placed or ref).pack in self._ids else None
+
     def locate(self, ref: BlobRef) -> str:
         """Where ``ref`` lives as seen from a blob added next: ``""`` for the open pack."""
         if ref.pack == self._slot and self._fh is not None:
@@ -322,6 +330,7 @@ class PackWriter:
                 raise
         self._ids[self._slot] = pack
         self.packs.append(pack)
+        self.closed_bytes += size
         if alone:
             self._uploads.append(Background(self._upload, path, pack, size, name="journal-upload"))
             return

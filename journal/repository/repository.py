@@ -35,7 +35,7 @@ from ..format.model import (ENCRYPTED_STORE_VERSION, PLAIN_STORE_VERSION, STORE_
                             Manifest, StoreInfo, decode, encode, manifest_problem, ref_problem)
 from ..format.objects import (KIND_MANIFEST, KIND_PAGE, blob_id, decode_record, embedded_base, encode_record, is_id,
                       parse_header)
-from ..store.base import Store
+from ..store.base import Staged, Store
 
 CONFIG_KEY = "config"
 MANIFEST_PREFIX = "manifests/"
@@ -271,6 +271,10 @@ class Repository:
     def store_id(self) -> str:
         return self.info.store_id
 
+    def reading_through(self, store: Store) -> "Repository":
+        """This repository, read and written through ``store`` (a wrapper of its own)."""
+        return Repository(store, self.info, self.config_problem, self.codec, self.key_id)
+
     def read_blob(self, ref: BlobRef, kind: int | None = None) -> bytes:
         """Read one blob by reference and verify it; raises CorruptObject/ObjectNotFound.
         A delta whose record names its base (an index page, a page map) is decoded
@@ -379,7 +383,7 @@ class Repository:
 
     def manifest_seqs(self) -> list[int]:
         """Every manifest sequence present in the store, ascending (listing only)."""
-        return sorted(seq for seq in map(_manifest_seq, self.store.list(MANIFEST_PREFIX)) if seq is not None)
+        return list_manifest_seqs(self.store)
 
     def manifest_sizes(self) -> dict[int, int]:
         """Every manifest sequence present in the store, with its record's size (one listing)."""
@@ -420,9 +424,18 @@ class Repository:
         """Every pack id in the store and its size in bytes (one listing)."""
         return {key.rsplit("/", 1)[-1]: size for key, size in self.store.list_sizes(PACK_PREFIX)}
 
-    def put_manifest(self, record: bytes, seq: int) -> None:
-        """Publish a manifest record put-if-absent; raises KeyExists when taken."""
-        self.store.put_if_absent(manifest_key(seq), record)
+    def put_manifest(self, record: bytes, seq: int, staged: Staged | None = None) -> None:
+        """Publish a manifest record put-if-absent; raises KeyExists when taken.
+        ``staged``: that record as ``stage_manifest`` made it ready, published by its rename."""
+        if staged is not None:
+            staged.publish()
+        else:
+            self.store.put_if_absent(manifest_key(seq), record)
+
+    def stage_manifest(self, record: bytes, seq: int) -> Staged:
+        """A manifest record made ready to publish (``Store.stage``): written ahead, while
+        the packs it names still upload; no key shows it until ``put_manifest``."""
+        return self.store.stage(manifest_key(seq), record)
 
 
 class RecordCache:
@@ -452,6 +465,11 @@ class RecordCache:
         while self.bytes > self.limit:
             _, (old, _ref) = self._kept.popitem(last=False)
             self.bytes -= len(old)
+
+
+def list_manifest_seqs(store: Store) -> list[int]:
+    """Every manifest sequence present in ``store``, ascending (one listing; no config read)."""
+    return sorted(seq for seq in map(_manifest_seq, store.list(MANIFEST_PREFIX)) if seq is not None)
 
 
 def _manifest_seq(key: str) -> int | None:

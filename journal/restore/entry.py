@@ -269,6 +269,8 @@ def decide(root: str, entry: Entry, check_dir: CheckDir, parents: dict[str, Pare
     if kind is Parents.OTHER:
         return Verdict.KEEP_CONFLICT  # a local file where the entry's parent directory belongs
     full = os.path.join(root, entry.path)
+    if kind is Parents.MISSING and len(full) < _SHORT:
+        return Verdict.WRITE  # no parent, so nothing there (a new tree: not one lstat per file)
     try:
         st = os.lstat(full)
     except FileNotFoundError:
@@ -432,13 +434,15 @@ def _is_prefix(full: str, entry: Entry, reader: BlobReads) -> bool:
 
 
 def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader: StagingReads,
-                records: Iterable[bytes] | None = None) -> Staged:
+                records: Iterable[bytes] | None = None, close: bool = False) -> Staged:
     """Write ``entry`` (not a directory) in full to a new file in the tree's temp
     directory ``tmp``. Its live path is not touched (``restore/publish.py`` renames it).
 
     The blobs come from ``reader``, or from ``records``: the entry's blobs as stored,
     already read together with other files'. Each blob is verified here, a segment
-    delta against its anchor.
+    delta against its anchor. ``close``: the file is closed once written, its writeback
+    not started (one ``syncfs`` makes its batch durable, ``PublishBatch``); else it is
+    left open, its writeback started, for the batch to fsync.
 
     Raises CorruptObject or ObjectNotFound on a bad blob, after removing the temp
     file. Safe to call from several threads at once.
@@ -449,7 +453,9 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader: StagingReads,
     if entry.kind == KIND_SYMLINK:
         name = tmp.new_symlink(entry.target, entry.mtime_ns)
         return Staged(full, tmp, name, None, 0, link=True)
-    name, fd = tmp.new_file()
+    mode = entry.mode & RESTORED_MODE_BITS
+    made = mode if mode == mode & 0o777 & ~_umask() else None   # the mode it is created with, when it is the one
+    name, fd = tmp.new_file(mode=0o600 if made is None else made)
     pacer = Writeback(fd, entry.size)   # a large file: keep its dirty pages, and its clean ones, few
     try:
         holes = _holes(entry, reader.codec)
@@ -469,14 +475,39 @@ def stage_entry(root: str, tmp: TreeTmp, entry: Entry, reader: StagingReads,
             if holes is not None:
                 os.ftruncate(fd, entry.size)   # a hole at the end too
                 pacer.skipped(entry.size - pacer.size)
-            os.fchmod(fd, entry.mode & RESTORED_MODE_BITS)
+            if made is None:
+                os.fchmod(fd, mode)
             os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
-            start_writeback(fd)
+            if close:
+                fd, open_fd = None, fd
+                os.close(open_fd)
+            else:
+                start_writeback(fd)
     except BaseException:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
         tmp.unlink(name)
         raise
     return Staged(full, tmp, name, fd, pacer.size)
+
+
+#: A path of fewer characters is within ``PATH_MAX`` (4,096 bytes, at most 4 a character):
+#: one that can be created.
+_SHORT = 1024
+_UMASK: list[int] = []
+
+
+def _umask() -> int:
+    """This process's umask, read once (``/proc/self/status``; never set, which would race
+    with other threads); all bits when it cannot be read (every file is then chmodded)."""
+    if not _UMASK:
+        try:
+            with open("/proc/self/status", "rb") as fh:
+                line = next(ln for ln in fh if ln.startswith(b"Umask:"))
+            _UMASK.append(int(line.split()[1], 8))
+        except (OSError, StopIteration, ValueError, IndexError):
+            _UMASK.append(0o777)
+    return _UMASK[0]
 
 
 def _holes(entry: Entry, codec: Codec) -> list[bool] | None:

@@ -34,3 +34,36 @@ class ExportNotEmpty(ConfigError):
     def __init__(self, to: str, detail: str):
         self.to = to
         super().__init__(f"restore: export directory {to}: {detail}")
+
+
+#: How a pattern names paths, said by every error about one.
+_PATTERN_HINT = ("patterns match TREE/PATH as `journal ls` shows it (`*` stops at '/', `**` crosses it: "
+                 "`**/*.db` is every database); a directory takes everything under it")
+
+
+class BadInclude(ConfigError):
+    """A partial restore's pattern that no path of a tree can match."""
+
+    def __init__(self, pattern: str, detail: str):
+        self.pattern = pattern
+        super().__init__(f"restore: pattern {pattern!r}: {detail}; {_PATTERN_HINT}")
+
+
+class IncludeMatchesNothing(ConfigError):
+    """A partial restore's pattern that matches no path of the checkpoint: nothing is restored."""
+
+    def __init__(self, pattern: str, seq: int | None, unreadable: list[str] = ()):
+        self.pattern = pattern
+        self.seq = seq
+        where = f"checkpoint {seq}" if seq is not None else "the store (it holds no checkpoint)"
+        also = f" (tree(s) {', '.join(unreadable)} could not be read)" if unreadable else ""
+        super().__init__(f"restore: pattern {pattern!r} matches no path of {where}{also}; nothing was restored; "
+                         f"{_PATTERN_HINT}")
+
+
+class PartialRestoreRefused(ConfigError):
+    """A partial restore onto the live trees where only a whole one is safe."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"restore: a partial restore onto the live trees is refused: {detail}; nothing was "
+                         "changed")

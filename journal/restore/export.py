@@ -40,6 +40,7 @@ class ExportMark(msgspec.Struct, kw_only=True):
     trees: list[str]
     seq: int | None = None
     complete: bool = False
+    include: list[str] = []     # a partial export: the patterns that selected its paths
 
 
 def read_mark(to: str) -> ExportMark | None:

@@ -15,6 +15,13 @@ once its bytes are durable; a file whose blobs are bad or missing falls back to 
 newest older manifest with a good copy, else it is reported lost (``restore/trees.py``).
 Only a restore with nothing lost, once everything it wrote is durable, marks the local
 state complete.
+
+A partial restore (``include``: ``restore/include.py``) takes only the entries its
+patterns select, in either target. Onto the live trees it never marks for complete
+what it did not restore: on a hot disk the local state keeps what it said of every
+other path (complete only if it was), and a fresh disk stays fresh (no local state is
+saved, so a checkpoint still refuses until a whole restore). A stale disk or a
+rollback, which a whole tree's fork and adoption need, is refused.
 """
 
 from __future__ import annotations
@@ -28,14 +35,17 @@ from ..errors import ConfigError, CorruptObject, JournalError, ObjectNotFound
 from ..local.errors import UnsafePath
 from ..os_errors import describe_error
 from ..repository.errors import NoReadableCheckpoint
+from .errors import IncludeMatchesNothing, PartialRestoreRefused
 from .export import ExportMark, begin_export, check_export_dir, write_mark
+from .include import Include, merge_restored
 from ..format.model import KIND_DIR
 from ..repository.history import ManifestCache, select_seqs
 from ..repository.moment import Moment, parse_moment
 from ..checkpoint.fork import ForkResult, commit_fork
-from ..repository.lineage import Case, Position, classify, newest_main, open_repository, require_history
+from ..repository.lineage import Case, Position, classify, newest_main, open_and_list, require_history
 from ..local.state import (LocalState, StateLock, TreeCache, cache_from_entries, clear_restore_marker, load_state,
                          new_state, save_state)
+from ..background import Background
 from ..heap import cycles_paused
 from ..report import SILENT, Reporter
 from ..repository import fetch
@@ -60,6 +70,7 @@ class RestoreResult(msgspec.Struct, kw_only=True):
     lineage_note: str | None = None # ... stale: what happened to this disk's history
     rollback: bool = False          # the live trees were made into an older checkpoint (``--rollback``)
     fork: ForkResult | None = None  # stale, or a rollback: the local work kept first (``fork.seq``: None, none)
+    include: list[str] = []         # a partial restore: its patterns (each tree lists what they select)
 
     def fallback_notes(self) -> list[str]:
         """One line per tree restored from a fallback (``TreeRestore.fallback_note``)."""
@@ -68,7 +79,7 @@ class RestoreResult(msgspec.Struct, kw_only=True):
 
 def restore(cfg: Config, store: Store, reporter: Reporter = SILENT, *, at: str | None = None,
             to: str | None = None, dry_run: bool = False, replace: bool = False,
-            rollback: bool = False) -> RestoreResult:
+            rollback: bool = False, include: list[str] | None = None) -> RestoreResult:
     """Restore every configured tree into the live trees, or every stored tree into ``to``.
 
     Into the live trees, where this disk stands decides (``lineage.classify``). On a
@@ -79,9 +90,16 @@ def restore(cfg: Config, store: Store, reporter: Reporter = SILENT, *, at: str |
 
     ``to`` must be absent or empty, or hold an earlier export and ``replace`` be given
     (``restore/export.py``): an export is exactly the checkpoint asked for.
-    ``dry_run`` plans and reports every tree, and changes nothing.
+    ``dry_run`` plans and reports every tree, and changes nothing. ``include``: only
+    the paths these patterns select (see the module docstring); a pattern that
+    matches nothing is ``IncludeMatchesNothing``, raised before anything is written.
     """
     moment = None if at is None else parse_moment(at, "restore", "--at")  # named first, whatever else is wrong
+    selection = Include(include) if include else None
+    if selection is not None and to is None and at is not None:
+        raise PartialRestoreRefused(f"some paths of checkpoint {at} among the others' would mix two checkpoints "
+                                    f"in the live trees; export them (`journal restore --at {at} --to DIR --include "
+                                    "PATTERN`)")
     _check_options(at, to, rollback)
     target = choose_target(cfg, to, replace, dry_run)
     check = None if dry_run else os.path.join(cfg.state_dir, TMP_DIR)   # a dry run creates nothing there
@@ -90,7 +108,7 @@ def restore(cfg: Config, store: Store, reporter: Reporter = SILENT, *, at: str |
     records = target.live and target.writes
     try:
         with cycles_paused():
-            result = Restoring(store, cfg.key, target, paths, reporter, moment, rollback).run()
+            result = Restoring(store, cfg.key, target, paths, reporter, moment, rollback, selection).run()
     except (JournalError, OSError) as err:
         if records:
             activity.failed(cfg.state_dir, "restore", describe_error(err))
@@ -131,21 +149,23 @@ class Restoring:
     chosen: int | None      # the checkpoint ``at`` names by number (a fork may be), else None
 
     def __init__(self, store: Store, key: KeySource | None, target: Target, paths: RestorePaths,
-                 reporter: Reporter, at: Moment | None = None, rollback: bool = False):
+                 reporter: Reporter, at: Moment | None = None, rollback: bool = False, include: Include | None = None):
         self.store, self.key, self.target, self.paths, self.reporter = store, key, target, paths, reporter
         self.at = at
-        self.result = RestoreResult(dry_run=not target.writes, rollback=rollback)
+        self.include = include   # a partial restore: the patterns that select what it takes
+        self.result = RestoreResult(dry_run=not target.writes, rollback=rollback,
+                                    include=include.patterns if include is not None else [])
         self.names: list[tuple[str, str]] = []   # (tree, directory) for each tree restored
         self.runs: list[TreeRun] = []            # the trees written
         self.kept: dict[str, TreeCache] = {}     # rolled-back trees left as they are (``_keep_rolled_back``)
         self.newest = 0                          # the store's newest checkpoint on the main line; 0: none
+        self.sweeping: Background | None = None  # the store's temp files swept meanwhile (``_sweep``)
 
     def run(self) -> RestoreResult:
         target, state_dir = self.target, self.paths.state_dir
         target.prepare()  # refused before anything is touched
         with StateLock(state_dir, wait=True, create=target.writes):
-            self.repo = open_repository(self.store, state_dir, create=target.writes, key=self.key)
-            self.all_seqs = self.repo.manifest_seqs()
+            self.repo, self.all_seqs = open_and_list(self.store, state_dir, create=target.writes, key=self.key)
             if target.live:
                 require_history("restore", state_dir, self.repo, self.all_seqs)
             if target.writes:
@@ -156,20 +176,28 @@ class Restoring:
             onto = self.chosen if self.chosen is not None else newest_main(self.cache, seqs)
             self.result.seq = onto or (seqs[-1] if seqs else None)
             self.names = target.destinations(self._stored_trees(seqs), self.result)
+            if onto:
+                self.cache.read_ahead(onto, [name for name, _ in self.names])   # one round trip per level
             self.newest = newest_main(self.cache, self.all_seqs) if seqs else 0
             known, adopt = target.local_view(self, onto) if seqs else (target.local_state(self), None)
             for name, dest in self.names:
                 self._plan_tree(name, dest, known, adopt)
+            if self.include is not None:
+                self._select(self.include)
             target.begin(self)
             write_trees(self.runs, not target.writes, self.reporter)
             self._tally()
+            if self.sweeping is not None:
+                self.sweeping.result()
             # Every tree's files and directories are durable here (restore/publish.py).
             target.finish(self)
             return self.result
 
     def _sweep(self) -> None:
-        """Remove what a killed writer or restore left: at startup, not on every tick."""
-        self.store.sweep_temp()
+        """Remove what a killed writer or restore left: at startup, not on every tick. The
+        store's temp files go in a thread (on a mount, a listing is a round trip before
+        the first byte), waited for before the restore finishes."""
+        self.sweeping = Background(self.store.sweep_temp, name="journal-sweep")
         for warning in tree_tmp.sweep(self.paths.state_dir)[1]:  # a killed restore's temp dirs in the trees
             self.reporter.warn(f"restore: {warning}")
 
@@ -210,6 +238,17 @@ class Restoring:
                       held.files if held is not None else None, adopt=adopt, chosen=tchosen, keep_local=keep_local)
         run.emptied = self.target.emptied(name)
         self.runs.append(run)
+
+    def _select(self, include: Include) -> None:
+        """Keep only the trees the patterns take something of, each restricted to what
+        they take; a pattern that matches nothing raises, before anything is written."""
+        self.runs = [run for run in self.runs if run.select(include)]
+        missed = include.unmatched()
+        if missed:
+            unreadable = [run.tr.name for run in self.runs if run.tr.error]
+            raise IncludeMatchesNothing(shown(missed[0]), self.result.seq, unreadable)
+        taken = {run.tr.name for run in self.runs}
+        self.names = [(name, dest) for name, dest in self.names if name in taken]
 
     def _keep_rolled_back(self, name: str, dest: str, seq: int, held: TreeCache) -> None:
         """A rollback not published yet whose checkpoint a gc deleted since: the tree on
@@ -276,6 +315,7 @@ class LiveTarget(Target):
 
     def __init__(self, cfg: Config):
         self.cfg = cfg   # a stale disk's fork is a checkpoint of the whole configuration
+        self.before: LocalState | None = None   # the local state as ``begin`` found it
 
     def destinations(self, stored: list[str], result: RestoreResult) -> list[tuple[str, str]]:
         configured = {t.name: t.path for t in self.cfg.trees + self.cfg.dormant}
@@ -312,6 +352,11 @@ class LiveTarget(Target):
         result.lineage = position.case.value
         if position.case is Case.STALE:
             result.lineage_note = position.describe()
+            if r.include is not None:
+                raise PartialRestoreRefused(f"this disk is stale ({position.describe()}); only a whole `journal "
+                                            "restore` adopts the newer checkpoints (keeping this disk's local work "
+                                            "as a fork first); or export the paths (`journal restore --to DIR "
+                                            "--include PATTERN`)")
         if not result.rollback and position.case is not Case.STALE:
             return None, None
         if position.case is Case.FRESH:
@@ -335,6 +380,7 @@ class LiveTarget(Target):
                            reupload=position.base != position.newest, reporter=r.reporter)
 
     def begin(self, r: Restoring) -> None:
+        self.before = self.local_state(r)   # a partial restore keeps what it said of every other path
         # No live tree has changed yet. From here until ``finish`` saves the state, it
         # must not say that a restore completed: a kill mid-way would leave that marker
         # over half-changed trees, and the next checkpoint would publish them.
@@ -342,12 +388,37 @@ class LiveTarget(Target):
 
     def finish(self, r: Restoring) -> None:
         """Save the local state, marked complete only when nothing was lost."""
+        if r.include is not None:
+            self._finish_partial(r)
+            return
         caches = dict(r.kept)
         for run in r.runs:
             tcache = run.tree_cache(r.newest)
             if tcache is not None:
                 caches[run.tr.name] = tcache
         _save_restored_state(self.cfg.state_dir, r.repo, r.cache, r.newest, r.all_seqs, caches, r.result.complete)
+
+    def _finish_partial(self, r: Restoring) -> None:
+        """A partial restore: on a hot disk, the local state as it was (its pending
+        manifest too), each restored path's signature updated; complete only if it was
+        and nothing was lost here. A fresh disk is left without a state: a checkpoint
+        refuses until a whole restore."""
+        before = self.before
+        if r.result.lineage != Case.HOT.value or before is None:
+            r.result.warnings.append("restore: only the paths the patterns select were restored into this fresh "
+                                     "container; `journal checkpoint` refuses until a whole `journal restore` ran")
+            return
+        complete = before.restore_complete and r.result.complete
+        if not complete:
+            r.result.warnings.append("restore: the local state is not marked complete (the last whole restore here "
+                                     "was not, or this one lost a path); `journal checkpoint` refuses until a whole "
+                                     "`journal restore` ran")
+        caches = _carry_forward(r.cache, r.all_seqs, dict(before.trees))
+        for run in r.runs:
+            tcache, held = run.tree_cache(r.newest), caches.get(run.tr.name)
+            if tcache is not None and held is not None:
+                caches[run.tr.name] = merge_restored(held, tcache)
+        save_state(self.cfg.state_dir, msgspec.structs.replace(before, trees=caches, restore_complete=complete))
 
 
 class LiveDryRun(LiveTarget):
@@ -393,7 +464,8 @@ class ExportTarget(Target):
 
     def finish(self, r: Restoring) -> None:
         """Mark the export done, and complete when nothing was lost."""
-        mark = ExportMark(trees=[name for name, _ in r.names], seq=r.result.seq, complete=r.result.complete)
+        mark = ExportMark(trees=[name for name, _ in r.names], seq=r.result.seq, complete=r.result.complete,
+                          include=r.result.include)
         write_mark(self.to, mark, self.state_dir)
 
 

@@ -32,6 +32,7 @@ from .writer import LINK_WORKERS, WORKERS, Outcome, Pipeline, TreeWriter, make_p
 from ..paths import shown
 from ..report import Reporter
 from .adopt import Adopt
+from .include import Include
 
 
 class TreeRestore(msgspec.Struct, kw_only=True):
@@ -48,6 +49,7 @@ class TreeRestore(msgspec.Struct, kw_only=True):
     skipped: list[str] = []             # newer checkpoints the tree could not come from, and why
     databases: list[str] = []
     removed: list[str] = []             # local paths the adopted checkpoint does not hold, taken out
+    included: list[str] = []            # a partial restore: the paths its patterns select (``restore/include.py``)
     error: str | None = None
 
     def fallback_note(self) -> str | None:
@@ -171,16 +173,36 @@ class TreeRun:
         self.used: dict[str, Entry | None] = {}
         self.writer: TreeWriter | None = None
         self.emptied = False    # a dry run of ``--replace``: the destination is removed first
+        self.found: list[Entry] | None = None   # the entries to restore, once ``find`` read them
+
+    def find(self) -> list[Entry] | None:
+        """The entries of the newest good copy of the tree, read once (``tr.seq`` names
+        it); None, with ``tr.error`` set, when no manifest has one."""
+        tr = self.tr
+        if self.found is None and tr.error is None:
+            found = _newest_good_tree(self.cache, self.seqs, tr, self.reporter, self.chosen)
+            if found is None:
+                tr.error = f"restore: tree {tr.name}: no manifest with a complete copy of it"
+                return None
+            tr.seq, self.found, self.pages = found
+        return self.found
+
+    def select(self, include: Include) -> bool:
+        """Restore only what ``include`` takes of this tree; whether it takes anything.
+        A tree that cannot be read counts when a pattern may name it (it is reported)."""
+        entries = self.find()
+        if entries is None:
+            return include.may_name(self.tr.name)
+        self.found, self.tr.included = include.select(self.tr.name, entries)
+        return bool(self.tr.included)
 
     def plan(self, dry_run: bool) -> list[Entry]:
         """Decide each entry, moving invalid local databases aside; return those to write.
         An entry restore must refuse is refused alone (``_refuse``): the rest are restored."""
         tr, dest = self.tr, self.tr.dest
-        found = _newest_good_tree(self.cache, self.seqs, tr, self.reporter, self.chosen)
-        if found is None:
-            tr.error = f"restore: tree {tr.name}: no manifest with a complete copy of it"
+        entries = self.find()
+        if entries is None:
             return []
-        tr.seq, entries, self.pages = found
         self.dirs = {e.path for e in entries if e.kind == KIND_DIR}
         refused = refused_paths(entries)
         if refused:
@@ -261,8 +283,9 @@ class TreeRun:
             self.used[entry.path] = None
             return
         if action in WRITES and not dry_run:
-            full = os.path.join(dest, entry.path)
-            self.writer.expect[full] = observe(full)   # after a database was moved aside
+            if action != Verdict.WRITE:   # a write where nothing was: it must still be absent (``TreeWriter.expect``)
+                full = os.path.join(dest, entry.path)
+                self.writer.expect[full] = observe(full)   # after a database was moved aside
             writes.append(entry)
             return
         if action in WRITES:

@@ -39,6 +39,9 @@ WORKERS = max(2, min(4, os.cpu_count() or 2))
 LINK_WORKERS = 6
 #: Jobs handed to the pool and not yet taken back.
 IN_FLIGHT = 4 * WORKERS
+#: ... times this for a tree whose files are staged closed (``TreeWriter.whole``): the
+#: pool then has work while this thread renames a batch of thousands.
+WHOLE_IN_FLIGHT = 8
 #: Files below this size are staged in groups of up to GROUP_FILES files / GROUP_BYTES bytes.
 SMALL_FILE = 256 << 10
 GROUP_FILES = 16
@@ -94,7 +97,10 @@ class TreeWriter:
         self.tmp: TreeTmp | None = None
         self.batch = PublishBatch()
         self._known: set[str] = {root}
-        self.expect: dict[str, tuple | None] = {}   # live path -> what it was when the write was decided
+        # A live path restore replaces -> what it was when the write was decided (``observe``);
+        # any other path it writes had nothing there, and must still have nothing.
+        self.expect: dict[str, tuple | None] = {}
+        self.whole = False   # its temp directory's files are made durable by the batch's syncfs: staged closed
 
     def make_root(self) -> None:
         """Create the tree's directory (and missing ancestors), durably."""
@@ -111,6 +117,7 @@ class TreeWriter:
                 self.tmp = None
                 tmp.close()
                 raise
+            self.whole = self.batch.synced_whole(tmp)
         return self.tmp
 
     def close(self) -> str | None:
@@ -144,11 +151,11 @@ class TreeWriter:
 
     def stage_now(self, entry: Entry) -> Staged:
         """Stage ``entry`` in this thread (an older copy, after the newest one failed)."""
-        return stage_entry(self.root, self.tmp_dir(), entry, self.reader)
+        tmp = self.tmp_dir()
+        return stage_entry(self.root, tmp, entry, self.reader, close=self.whole)
 
     def publish(self, staged: Staged) -> None:
-        if staged.path in self.expect:
-            staged.expect = self.expect[staged.path]
+        staged.expect = self.expect.get(staged.path)
         self.batch.add(staged)
 
     def finish(self, entries: list[Entry]) -> None:
@@ -163,8 +170,10 @@ class TreeWriter:
         self.batch.discard()
 
 
-def stage_group(root: str, tmp: TreeTmp, entries: list[Entry], reader: StagingReads) -> list[Staged | Exception]:
-    """Stage several entries of one tree in turn (one pool job); each outcome on its own.
+def stage_group(root: str, tmp: TreeTmp, entries: list[Entry], reader: StagingReads,
+                close: bool = False) -> list[Staged | Exception]:
+    """Stage several entries of one tree in turn (one pool job); each outcome on its own
+    (``close``: each file staged closed, ``stage_entry``).
 
     The blobs of a group of small files usually sit back to back in one pack (a
     checkpoint packs files in path order), so they are read together first: one ranged
@@ -178,7 +187,7 @@ def stage_group(root: str, tmp: TreeTmp, entries: list[Entry], reader: StagingRe
             mine = None
             if blobs is not None and entry.kind not in _OWN_READ:
                 mine = [blobs.popleft() for _ in entry.refs]
-            out.append(stage_entry(root, tmp, entry, reader, mine))
+            out.append(stage_entry(root, tmp, entry, reader, mine, close=close))
         except Exception as err:  # noqa: BLE001  (settled by the caller, one entry at a time)
             out.append(err)
     return out
@@ -259,9 +268,10 @@ class Pipeline:
                 settle(entry, ready)
         if not todo:
             return
-        job = self.pool.submit(stage_group, writer.root, writer.tmp_dir(), todo, writer.reader)
+        tmp = writer.tmp_dir()
+        job = self.pool.submit(stage_group, writer.root, tmp, todo, writer.reader, writer.whole)
         self._jobs[job] = (settle, todo)
-        while len(self._jobs) >= self.in_flight:
+        while len(self._jobs) >= self.in_flight * (WHOLE_IN_FLIGHT if writer.whole else 1):
             self._settle_done()
 
     def drain(self) -> None:

@@ -38,23 +38,25 @@ from ..repository.repository import blob_location
 from .snapshot import quick_check
 
 
-def rebuild_db(entry: Entry, reader, tmp_path: str, *, strict: bool = False) -> None:
+def rebuild_db(entry: Entry, reader, tmp_path: str, *, strict: bool = False, checked: bool = True) -> None:
     """Write the snapshot to the new file ``tmp_path`` (refused if anything is there,
     even a symlink) from verified records (``reader``: a Repository) and quick_check it
-    (``build_db``); the overlay goes to an anonymous file beside it."""
+    (``build_db``; ``checked`` False: neither synced nor checked, for a caller that
+    runs its own check on it, as verify's integrity_check); the overlay goes to an
+    anonymous file beside it."""
     import tempfile  # imported here: a restore's build_db takes its overlay from the tree's temp directory
 
     fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         workdir = os.path.dirname(os.path.abspath(tmp_path))
         build_db(entry, reader, fd, tmp_path, lambda: tempfile.TemporaryFile(dir=workdir, prefix=".journal-overlay-"),
-                 strict=strict)
+                 strict=strict, checked=checked)
     finally:
         os.close(fd)
 
 
 def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[], BinaryIO], *,
-             strict: bool = False, meta: bool = False, shown_as: str | None = None) -> None:
+             strict: bool = False, meta: bool = False, shown_as: str | None = None, checked: bool = True) -> None:
     """Write the snapshot into the new, empty file open as ``fd`` (read-write) from
     verified records, with ``meta`` give it the entry's mode and mtime (through ``fd``),
     make it durable and ``quick_check`` it through ``check_path`` (SQLite opens it by
@@ -64,7 +66,8 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
 
     Raises CorruptObject/ObjectNotFound when a map or a record it needs is bad or
     missing, the entry's size is not its pages', or the result fails quick_check;
-    ``strict`` (an audit): when any record of its full map is."""
+    ``strict`` (an audit): when any record of its full map is. ``checked`` False: the
+    file is neither synced nor quick_checked (its caller checks it, and keeps it nowhere)."""
     snap = load_snapshot(entry.refs, reader.read_blob)
     if len(snap.pages) * snap.page_size != entry.size:
         raise CorruptObject(f"snapshot of {shown(entry.path)}", f"the entry says {entry.size:,} bytes, its page "
@@ -85,8 +88,9 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
         if meta:
             os.fchmod(fd, entry.mode & 0o7777)
             os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
-        os.fsync(fd)
-    problem = quick_check(check_path)
+        if checked:
+            os.fsync(fd)
+    problem = quick_check(check_path) if checked else None
     if problem:
         raise CorruptObject(f"snapshot of {shown(entry.path)}", f"rebuilt database fails quick_check: {problem}")
 

@@ -25,6 +25,26 @@ def check_key(key: str) -> str:
     return key
 
 
+class Staged:
+    """An object ``Store.stage`` made ready: ``publish`` puts it (at most once);
+    ``discard`` drops what a publish did not take (after a publish: nothing)."""
+
+    def __init__(self, publish: Callable[[], None], discard: Callable[[], None] | None = None):
+        self._publish, self._discard = publish, discard
+        self.published = False
+
+    def publish(self) -> None:
+        """Put-if-absent under the staged key: ``KeyExists`` when taken (the staged
+        object is kept: it may be discarded, never published elsewhere)."""
+        self._publish()
+        self.published = True
+
+    def discard(self) -> None:
+        if not self.published and self._discard is not None:
+            self._discard()
+        self._discard = None
+
+
 class Store(abc.ABC):
     """An object store: put-if-absent of closed objects, get, head, list (with or
     without sizes), delete (one key, or many at once).
@@ -71,6 +91,17 @@ class Store(abc.ABC):
                 continue
             return key
         return None
+
+    def stage(self, key: str, data: bytes) -> Staged:
+        """Make ``data`` ready to publish under ``key``, publishing nothing yet: no key
+        shows it until ``Staged.publish``, which is ``put_if_absent(key, data)``
+        (``KeyExists`` when taken). Where a put takes two steps (the local backend: a
+        temp file written and fsynced, on hf-mount uploaded when it closes; then a
+        rename), the first is taken here, so a caller can overlap it with other uploads
+        and keep only the rename for its commit point. This default keeps the bytes and
+        does the whole put in ``publish``. The caller calls ``discard`` when done, in
+        every case."""
+        return Staged(lambda: self.put_if_absent(key, data))
 
     @abc.abstractmethod
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:

@@ -25,7 +25,7 @@ from ..atomic import OS_FS, FsOps, discard_temp, publish_temp, write_file_atomic
 from ..errors import KeyExists, ObjectNotFound, StoreError
 from ..os_errors import describe_os_error
 from ..localfs import find_mount
-from .base import Store, check_key
+from .base import Staged, Store, check_key
 
 __all__ = ["FsOps", "LocalStore", "TMP_DIR"]
 
@@ -103,9 +103,7 @@ class LocalStore(Store):
                 rewind()
             except OSError as err:
                 raise StoreError(f"put object: {key}: {describe_os_error(err, err.filename or path)}") from err
-        with self._count_lock:
-            self.puts += 1
-            self.put_bytes += total
+        self._count_put(total)
 
     def put_file_if_absent(self, key: str, path: str) -> None:
         """Publish the closed file ``path`` under ``key`` (see ``Store.put_file_if_absent``).
@@ -147,9 +145,7 @@ class LocalStore(Store):
                 return False  # another filesystem, or one without hard links: copy
             raise StoreError(f"put object: {key}: {describe_os_error(err, dst)}") from err
         self.fs.fsync_dir(os.path.dirname(dst))
-        with self._count_lock:
-            self.puts += 1
-            self.put_bytes += size
+        self._count_put(size)
         return True
 
     def put_first_absent(self, keys: Iterable[str], data: bytes) -> str | None:
@@ -159,26 +155,62 @@ class LocalStore(Store):
         try:
             for key in keys:
                 path = self._path(key)
-                self._make_dirs(os.path.dirname(path), key)
+                if tmp is None:
+                    tmp, total = self._write_temp(key, path, data)
                 try:
-                    if tmp is None:
-                        tmp, total = write_temp(data, self.tmp_dir, path, fs=self.fs)
-                    publish_temp(tmp, path, noclobber=True, fs=self.fs)
-                except FileExistsError as err:
-                    if os.path.isdir(path) or not os.path.lexists(path):
-                        raise StoreError(f"put object: {key}: {err}") from err
+                    self._publish_temp(key, path, tmp)
+                except KeyExists:
                     continue
-                except OSError as err:
-                    raise StoreError(f"put object: {key}: {describe_os_error(err, err.filename or path)}") from err
                 tmp = None
-                with self._count_lock:
-                    self.puts += 1
-                    self.put_bytes += total
+                self._count_put(total)
                 return key
             return None
         finally:
             if tmp is not None:
                 discard_temp(tmp, self.fs)
+
+    def stage(self, key: str, data: bytes) -> Staged:
+        """Write and fsync ``data`` to a temp file now (on hf-mount: uploaded as it
+        closes); ``publish`` renames it to ``key`` without clobbering, the commit's only
+        round trip. See ``Store.stage``."""
+        path = self._path(key)
+        tmp, total = self._write_temp(key, path, data)
+
+        def publish() -> None:
+            self._publish_temp(key, path, tmp)
+            self._count_put(total)
+        return Staged(publish, lambda: discard_temp(tmp, self.fs))
+
+    def _write_temp(self, key: str, path: str, data: bytes) -> tuple[str, int]:
+        """``data`` in a new temp file, fsynced and closed: ``(its path, bytes)``."""
+        try:
+            return write_temp(data, self.tmp_dir, path, fs=self.fs)
+        except OSError as err:
+            raise StoreError(f"put object: {key}: {describe_os_error(err, err.filename or path)}") from err
+
+    def _publish_temp(self, key: str, path: str, tmp: str) -> None:
+        """Rename the closed temp file ``tmp`` to ``key`` (at ``path``) without clobbering:
+        ``KeyExists`` when taken, ``tmp`` kept. Its parents are made first, and again if
+        a concurrent delete pruned one meanwhile."""
+        for attempt in range(_PARENT_RETRIES + 1):
+            self._make_dirs(os.path.dirname(path), key)
+            try:
+                publish_temp(tmp, path, noclobber=True, fs=self.fs)
+                return
+            except FileExistsError as err:
+                if os.path.isdir(path) or not os.path.lexists(path):
+                    raise StoreError(f"put object: {key}: {err}") from err
+                raise KeyExists(key) from err
+            except FileNotFoundError as err:
+                if os.path.isdir(os.path.dirname(path)) or attempt == _PARENT_RETRIES:
+                    raise StoreError(f"put object: {key}: {describe_os_error(err, err.filename or path)}") from err
+            except OSError as err:
+                raise StoreError(f"put object: {key}: {describe_os_error(err, err.filename or path)}") from err
+
+    def _count_put(self, nbytes: int) -> None:
+        with self._count_lock:
+            self.puts += 1
+            self.put_bytes += nbytes
 
     def _make_dirs(self, directory: str, key: str) -> None:
         """Create ``directory`` and missing parents, fsyncing each new one's parent."""
@@ -230,18 +262,34 @@ class LocalStore(Store):
         Names starting with ``.`` and names that are not valid key components are
         skipped. Only directories that can hold a matching key are read.
         """
-        return (key for key, _ in self._walk(self.root, "", prefix))
+        return (key for key, _ in self._walk_prefix(prefix))
 
     def list_sizes(self, prefix: str = "") -> Iterator[tuple[str, int]]:
         """``(key, size)`` for the keys ``list(prefix)`` yields: each size from an ``lstat``
         of its directory entry (not ``entry.stat()``, which would keep every stat of a
         directory until it is done); a file deleted meanwhile is skipped."""
-        for key, entry in self._walk(self.root, "", prefix):
+        for key, entry in self._walk_prefix(prefix):
             try:
                 size = os.lstat(entry.path).st_size
             except (FileNotFoundError, NotADirectoryError):
                 continue
             yield key, size
+
+    def _walk_prefix(self, prefix: str) -> Iterator[tuple[str, os.DirEntry]]:
+        """``_walk`` from the deepest directory ``prefix`` names whole (``packs/`` starts
+        in ``packs``): on a mount whose listings are requests, none is made of the root."""
+        head = prefix.rpartition("/")[0]
+        directory = self.root
+        for name in head.split("/") if head and _valid_key(head) else ():
+            directory = os.path.join(directory, name)
+            try:
+                if not stat.S_ISDIR(os.lstat(directory).st_mode):
+                    return iter(())   # a file (or a link) where the directory belongs: no key under it
+            except (FileNotFoundError, NotADirectoryError):
+                return iter(())
+        if directory == self.root:
+            return self._walk(self.root, "", prefix)
+        return self._walk(directory, head + "/", prefix)
 
     def _walk(self, directory: str, rel: str, prefix: str) -> Iterator[tuple[str, os.DirEntry]]:
         try:

@@ -26,7 +26,7 @@ from ..atomic import write_file_atomic
 from ..local import activity
 from ..local.activity import CheckpointRecord, RestoreRecord
 from ..local.private import open_state_dir
-from ..local.state import lock_held
+from ..local.state import lock_held, read_state
 from ..paths import BASE_DIR, CHUNKS_DIR, MAPS_DIR, PAGES_DIR, SPOOL_DIR, STATUS_FILE, SUPERVISE_LOCK, TMP_DIR
 
 
@@ -95,7 +95,9 @@ class ErrorReport(msgspec.Struct, kw_only=True):
 
 class LocalSize(msgspec.Struct, kw_only=True):
     """The bytes of the state directory's regular files, of its four caches, and of the
-    packs being built in its spool (design §10)."""
+    packs being built in its spool (design §10); beside them, the bytes of the live
+    trees' files as the local state last recorded them (None: no state, or one without
+    trees) and the local state's share of those."""
 
     bytes: int = 0
     chunks: int = msgspec.field(default=0, name="chunks_bytes")
@@ -103,6 +105,8 @@ class LocalSize(msgspec.Struct, kw_only=True):
     maps: int = msgspec.field(default=0, name="maps_bytes")
     pages: int = msgspec.field(default=0, name="pages_bytes")
     spool: int = msgspec.field(default=0, name="spool_bytes")
+    live: int | None = msgspec.field(default=None, name="live_trees_bytes")
+    share: float | None = msgspec.field(default=None, name="share_of_live_trees")
 
 
 class StatusReport(msgspec.Struct, kw_only=True):
@@ -206,10 +210,24 @@ def socket_answers(path: str) -> bool:
 
 
 def local_size(state_dir: str) -> LocalSize:
-    """What the state directory holds (a missing one holds nothing), in one walk."""
+    """What the state directory holds (a missing one holds nothing), in one walk, and its
+    share of the live trees."""
     top = {name: _bytes(path) for name, path in _listing(state_dir)}
-    return LocalSize(bytes=sum(top.values()), chunks=top.get(CHUNKS_DIR, 0), sqlite_base=top.get(BASE_DIR, 0),
-                     maps=top.get(MAPS_DIR, 0), pages=top.get(PAGES_DIR, 0), spool=top.get(SPOOL_DIR, 0))
+    total = sum(top.values())
+    live = live_bytes(state_dir)
+    return LocalSize(bytes=total, chunks=top.get(CHUNKS_DIR, 0), sqlite_base=top.get(BASE_DIR, 0),
+                     maps=top.get(MAPS_DIR, 0), pages=top.get(PAGES_DIR, 0), spool=top.get(SPOOL_DIR, 0),
+                     live=live, share=round(total / live, 4) if live else None)
+
+
+def live_bytes(state_dir: str) -> int | None:
+    """The bytes of the live trees' files (directories apart) as the local state last
+    recorded them, whatever store it follows; None without a state or its trees. Read
+    from each directory's totals: no path is decoded."""
+    state = read_state(state_dir)
+    if state is None or not state.trees:
+        return None
+    return sum(tree.files.nbytes for tree in state.trees.values())
 
 
 def _listing(folder: str) -> list[tuple[str, str]]:

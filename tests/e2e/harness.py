@@ -301,7 +301,8 @@ def queued_texts(box: Box) -> list[str]:
 def assert_resumed(seen: Outcome) -> None:
     """What every CLI's resumed turn shows after ``lost_and_resumed``: a model request
     holding the first turn's reply; after a kill -9 mid-stream, the killed turn's prompt
-    too, and the input queued meanwhile in the input journal."""
+    too, and the input queued meanwhile in the input journal. ``journal show`` of the
+    resumed session, from the store, prints the resumed turn's reply and the first's."""
     assert seen.resumed, "the resumed turn sent no model request"
     assert any(m in r.raw for r in seen.resumed for m in seen.first_markers), \
         "the resumed turn's request lacks the first turn's reply: the session was not restored"
@@ -309,6 +310,19 @@ def assert_resumed(seen: Outcome) -> None:
         assert any(seen.killed_prompt in r.raw for r in seen.resumed), \
             "the prompt of the turn killed mid-stream was lost"
         assert seen.queued in queued_texts(seen.restored)
+    shown = shown_sessions(seen.restored)
+    replies = [r.marker for r in seen.resumed if r.marker]
+    resumed = [text for text in shown.values() if any(m in text for m in replies)]
+    assert resumed, f"`journal show` printed no session holding the resumed turn's reply ({replies}): {shown}"
+    assert any(m in text for text in resumed for m in seen.first_markers), \
+        f"`journal show` of the resumed session lacks the first turn's reply ({seen.first_markers}): {resumed}"
+
+
+def shown_sessions(box: Box) -> dict[str, str]:
+    """Each session of the store's newest checkpoint (``journal sessions``), as ``journal show`` prints it."""
+    listed = json.loads(box.journal("sessions", "--json").stdout)["sessions"]
+    assert listed, "`journal sessions` lists no session"
+    return {s["id"]: box.journal("show", s["id"]).stdout for s in listed}
 
 
 def _last_success(metrics: Path) -> float:

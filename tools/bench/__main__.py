@@ -73,7 +73,11 @@ def parse_args(argv=None):
     p.add_argument("--big-file-mib", type=int, default=2048, help="size of the big file (default 2048)")
     p.add_argument("--big-runs", type=int, default=2,
                    help="runs of the big-file part (default 2: each moves ~8 GiB through the disk)")
-    p.add_argument("--tree-files", type=int, default=20000, help="files in the large tree (default 20000)")
+    p.add_argument("--tree-files", type=_counts, default=[20000, 200000],
+                   help="the tree part's sizes, in files, 500 to a directory (default 20000,200000; "
+                        "add 1000000 to see how each figure grows)")
+    p.add_argument("--tree-restores", type=int, default=2,
+                   help="restores of each tree by journal and restic, interleaved (default 2)")
     p.add_argument("--db-mib", type=int, default=256, help="size of the large SQLite database (default 256)")
     p.add_argument("--db-runs", type=int, default=None, help="runs of the SQLite part (default: --runs)")
     p.add_argument("--db-txns", type=int, default=100, help="small transactions before the SQLite tick (default 100)")
@@ -118,7 +122,8 @@ def parse_args(argv=None):
         p.error("--strict judges the targets; a --smoke run judges none")
     if args.smoke:
         args.scale, args.runs, args.ticks = 0.02, 1, 2
-        args.big_file_mib, args.tree_files, args.db_mib, args.db_txns = 8, 300, 2, 20
+        args.big_file_mib, args.tree_files, args.db_mib, args.db_txns = 8, [300, 1000], 2, 20
+        args.tree_restores = 1
         args.gc_objects, args.gc_appends, args.gc_checkpoints = 3000, 100, 200
         args.link_rate, args.link_latency = 200.0, 3.0   # a fast link: the figures, not the waits
         args.history_ticks, args.history_at, args.history_scale, args.history_busy_every = 200, [1, 50], 0.02, 4

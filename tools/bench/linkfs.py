@@ -17,12 +17,18 @@ that request would (the bench's link part, ``parts/link.py``):
 The link is one pipe shared by every transfer (``Link``): two uploads at once take as
 long as one of twice the size, while their latencies overlap. The mount is mounted
 with ``direct_io``, so no read is answered from the kernel's page cache.
+
+``/.linkfs-stats``, a file only the mount shows, reads as what the link carried so far
+(JSON: ``requests`` and ``bytes``, those of the free process left out): the bench reads
+it before and after a command, for the command's link floor.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
+import stat
 import sys
 import threading
 import time
@@ -31,6 +37,7 @@ import mfusepy as fuse
 
 RATE = 20e6        # bytes per second
 LATENCY = 0.030    # seconds added per request
+STATS = "/.linkfs-stats"
 
 
 class Link:
@@ -81,7 +88,12 @@ class Passthrough(fuse.Operations):
     def _real(self, path: str) -> str:
         return os.path.join(self.backing, path.lstrip("/"))
 
+    def _stats(self) -> bytes:
+        return json.dumps({"requests": self.link.requests, "bytes": self.link.bytes}).encode()
+
     def getattr(self, path, fh=None):
+        if path == STATS:
+            return {"st_mode": stat.S_IFREG | 0o444, "st_nlink": 1, "st_size": len(self._stats())}
         st = os.lstat(self._real(path))
         out = {k: getattr(st, k) for k in ("st_mode", "st_nlink", "st_size", "st_uid", "st_gid")}
         out.update(st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns)
@@ -139,6 +151,8 @@ class Passthrough(fuse.Operations):
         return fd
 
     def open(self, path, flags):
+        if path == STATS:
+            return 0   # never a descriptor of a backing file: those are >= 3
         fd = os.open(self._real(path), flags & ~(os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW))
         with self.mutex:
             if flags & (os.O_WRONLY | os.O_RDWR):
@@ -148,6 +162,8 @@ class Passthrough(fuse.Operations):
         return fd
 
     def read(self, path, size, offset, fh):
+        if path == STATS:
+            return self._stats()[offset:offset + size]
         with self.mutex:
             first = fh in self.unread
             self.unread.discard(fh)
@@ -183,6 +199,8 @@ class Passthrough(fuse.Operations):
             self.link.request(nbytes)
 
     def release(self, path, fh):
+        if path == STATS:
+            return
         with self.mutex:
             self.written.pop(fh, None)
             self.unread.discard(fh)

@@ -613,17 +613,22 @@ class LiveWorkload:
 
 
 
-def generate_tree(root: str, seed: int, nfiles: int) -> list[str]:
-    """A Claude Code tree of ``nfiles`` files: many small session transcripts plus todos."""
+#: Files per directory of the tree part's tree: 400 directories of 500 at 200,000 files.
+TREE_DIR_FILES = 500
+
+
+def generate_tree(root: str, seed: int, nfiles: int, per_dir: int = TREE_DIR_FILES) -> list[str]:
+    """A Claude Code tree of ``nfiles`` files in directories of ``per_dir``: small session
+    transcripts, and one directory of todos (1% of the files, at most ``per_dir``).
+    Returns the transcripts' paths."""
     text = text_for(seed)
     lines = Lines(text)
     rng = random.Random(f"{seed}:tree")
     paths = []
-    ntodo = max(1, nfiles // 100)
-    ndirs = max(1, nfiles // 100)
+    ntodo = max(1, min(per_dir, nfiles // 100))
     for i in range(nfiles - ntodo):
         sid = new_uuid(rng)
-        rel = f"projects/-home-node-work-p{i % ndirs:03d}/{sid}.jsonl"
+        rel = f"projects/-home-node-work-p{i // per_dir:04d}/{sid}.jsonl"
         recs = [lines.claude(rng, stamp(BASE_TIME, i + j), sid, None, "/home/node/work") for j in range(rng.randint(1, 4))]
         write_file(os.path.join(root, rel), b"".join(dump_line(x) for x in recs))
         paths.append(rel)

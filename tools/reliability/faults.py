@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from journal.errors import StoreError
 from journal.store import open_store
 from journal.store.base import Store
+from journal.store.wrapper import StoreWrapper
 from journal.store.local import LocalStore
 
 FS_FAULTS = ("enospc", "eio", "eio-fsync", "short")
@@ -87,25 +88,25 @@ class FaultFs:
         self.inner.fsync(fd)
 
 
-class PutFault(Store):
+class PutFault(StoreWrapper):
     """``inner`` whose Nth ``put_if_absent`` fails: before writing (``put``) or after its
-    bytes landed (``landed``). Everything else is the inner store's."""
+    bytes landed (``landed``). Every other put goes through that one, as the base
+    ``Store`` makes them; everything else is the inner store's."""
+
+    put_file_if_absent = Store.put_file_if_absent
+    put_first_absent = Store.put_first_absent
+    stage = Store.stage
 
     def __init__(self, inner: Store, kind: str, n: int):
-        self.inner = inner
-        self.location = inner.location
+        super().__init__(inner)
         self.kind = kind
         self.n = n
         self.puts_seen = 0
         self.fired = False
         self._lock = threading.Lock()
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str):   # what only the inner backend has (a local store's root)
         return getattr(self.inner, name)
-
-    @property
-    def read_ahead(self) -> bool:
-        return self.inner.read_ahead
 
     def put_if_absent(self, key: str, data) -> None:
         with self._lock:
@@ -117,36 +118,6 @@ class PutFault(Store):
         self.inner.put_if_absent(key, data)
         if hit:
             raise StoreError(f"put object: {key}: injected failure after the object landed (a lost response)")
-
-    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        return self.inner.get(key, start, end)
-
-    def head(self, key: str) -> int | None:
-        return self.inner.head(key)
-
-    def list(self, prefix: str = "") -> Iterator[str]:
-        return self.inner.list(prefix)
-
-    def list_sizes(self, prefix: str = "") -> Iterator[tuple[str, int]]:
-        return self.inner.list_sizes(prefix)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-
-    def delete_many(self, keys: Sequence[str], guard: Callable[[str], bool] | None = None) -> list[str]:
-        return self.inner.delete_many(keys, guard)
-
-    def is_empty(self) -> bool:
-        return self.inner.is_empty()
-
-    def check_creatable(self) -> None:
-        self.inner.check_creatable()
-
-    def sweep_temp(self) -> None:
-        self.inner.sweep_temp()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def open_faulty(url: str, fault: str | None) -> Store:

@@ -1,8 +1,10 @@
 """The history part (issue 46): a simulated week of 15-second ticks at full speed,
-through the library in this process, and what the read commands cost over it.
+through the supervisor's own tick, and what the read commands cost over it.
 
 The week (``--history-ticks``, 40,320) runs twice on the main workload (at
-``--history-scale``): with the retention docs/deploy.md recommends, a daily
+``--history-scale``), every tick a timer tick of ``journal supervise``'s own code in a
+child process of its own (``ticker.py``), so that the supervisor's memory is measured
+alone; with the retention docs/deploy.md recommends, a daily
 ``journal gc --keep-daily 7 --keep-last 20`` with its 24 h grace, and with none. Every
 tick checkpoints: every ``--history-busy-every``th tick (12: every 3 minutes) the
 agents of the main part are busy (transcripts, the session index, both databases),
@@ -13,29 +15,29 @@ and a command run now finds every checkpoint in its past.
 
 At each of ``--history-at`` checkpoints (1, 1,000, 10,000 and the last; the smoke
 run: 1, 50 and 200) it reports the ticks since the one before (wall, CPU and bytes,
-busy and quiet ticks apart), the store's size and objects, the local state's size,
-and the wall, CPU and peak RSS of `verify`, `verify --full`, `log`, `ls`, `find`,
-`gc --dry-run` (the same policy) and `restore --to`, each a child process as the CLI
-runs it. `verify --full` is stopped after ``--history-full-limit`` seconds.
+busy and quiet ticks apart), the supervisor's RSS after the tick and its peak since
+the point before, the store's size and objects, the local state's size by part (as
+``journal status`` counts it) beside the live trees', and the wall, CPU and peak RSS
+of `verify`, `verify --full`, `log`, `ls`, `find`, `gc --dry-run` (the same policy)
+and `restore --to`, each a child process as the CLI runs it. `verify --full` is stopped after ``--history-full-limit`` seconds.
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import statistics
 import time
 
-from ..measure import KIB, copy_tree, figure, log, rmtree, run_child, tree_stats
+from ..measure import KIB, MIB, copy_tree, figure, log, rmtree, run_child, tree_stats
 from ..report import fmt_bytes, fmt_s
 from ..systems import JournalSys
+from ..ticker import DAY_S, SimClock, Ticker
 from ..workload import LiveWorkload, generate_main
 from .base import Part
 from .gc import count_keys, scratch_dir
 
 #: docs/deploy.md's gc schedule: once a day, with the default grace.
 RETENTION = ("--keep-daily", "7", "--keep-last", "20")
-DAY_S = 86400
 GRACE_S = 86400
 #: The policies the week runs under: the retention above, or none.
 POLICIES = ("deploy", "none")
@@ -44,21 +46,12 @@ WINDOW = 250
 #: The read commands measured at each checkpoint (``find`` matches every transcript).
 COMMANDS = {"verify": ["verify"], "verify --full": ["verify", "--full"], "log": ["log"], "ls": ["ls", "codex"],
             "find": ["find", "*.jsonl"], "gc --dry-run": ["gc", "--dry-run", *RETENTION]}
-
-
-class SimClock:
-    """The week's time: tick ``t`` at ``start + t * step`` seconds, the last a day before now."""
-
-    def __init__(self, ticks: int, step: float):
-        self.step_ns = int(step * 1e9)
-        self.start_ns = time.time_ns() - ticks * self.step_ns - DAY_S * 10 ** 9
-        self.tick = 0
-
-    def time_ns(self) -> int:
-        return self.start_ns + self.tick * self.step_ns
-
-    def __getattr__(self, name):   # the rest of the ``time`` module, as it is
-        return getattr(time, name)
+#: Issue 46's targets: the supervisor's peak RSS, how far its RSS may move from its
+#: value at ``FLAT_FROM`` checkpoints on, and the local state's share of the live trees.
+RSS_LIMIT = 100 * MIB
+FLAT = 0.20
+FLAT_FROM = 1000
+STATE_SHARE = 0.25
 
 
 class HistoryPart(Part):
@@ -90,6 +83,9 @@ class HistoryPart(Part):
             wall = last["commands"]["verify"]["wall_s"]
             verdicts.add(f"history, with retention: `verify` <= 2 s after {last['n']:,} checkpoints", wall <= 2.0,
                          f"{fmt_s(wall)} over the {last['manifests']:,} checkpoints the store holds")
+        for policy, week in h["policies"].items():
+            rss_verdict(policy, week["checkpoints"], verdicts)
+            share_verdict(policy, week["checkpoints"], verdicts)
 
     def tables(self, h: dict, res: dict) -> list[str]:
         out = []
@@ -116,47 +112,50 @@ class Week:
         self.gcs: list[dict] = []
 
     def run(self, at: list[int]) -> dict:
-        import journal.checkpoint.commit as commit
         import journal.gc.run as gc_run
         from journal.config import load_config
         from journal.store import open_store
 
         cfg = load_config(env=self.sys.env)
         store = open_store(cfg.store)
-        saved = commit.time, gc_run.time
-        commit.time = gc_run.time = self.clock   # manifests and tombstones carry the simulated time
+        saved = gc_run.time
+        gc_run.time = self.clock   # tombstones carry the simulated time (the ticker's manifests too)
         out: dict = {"checkpoints": [], "gc_runs": self.gcs}
         per_day = round(DAY_S / self.args.history_tick_seconds)
         started = time.perf_counter()
+        ticker = None
         try:
+            ticker = Ticker(self.sys.env, self.args.history_ticks, self.args.history_tick_seconds, self.clock.start_ns)
             for t in range(self.args.history_ticks):
                 self.clock.tick = t
-                self._tick(t, cfg, store)
+                last = self._tick(t, ticker)
                 if self.policy == "deploy" and (t + 1) % per_day == 0:
                     self._gc(store)
                 if t + 1 in at:
-                    out["checkpoints"].append(self._measure(t + 1, cfg, at))
+                    point = self._measure(t + 1, cfg, at)
+                    point["supervisor"] = {"rss_kib": last["rss_kib"], "peak_kib": last["hwm_kib"],
+                                           "started_kib": ticker.started["rss_kib"]}
+                    ticker.reset_peak()
+                    out["checkpoints"].append(point)
                     log(f"history {self.policy}: {t + 1:,} checkpoints in {time.perf_counter() - started:.0f} s")
         finally:
-            commit.time, gc_run.time = saved
+            gc_run.time = saved
+            if ticker is not None:
+                ticker.close()
             self.live.close()
             rmtree(self.root)
         return out
 
-    def _tick(self, t: int, cfg, store) -> None:
-        from journal.checkpoint.run import checkpoint
-
+    def _tick(self, t: int, ticker: Ticker) -> dict:
+        """One tick: the agents' work (busy or quiet), then the supervisor's timer tick."""
         busy = t == 0 or t % self.args.history_busy_every == 0
         if t:
             (self.live.tick if busy else self.live.light_tick)(t)
-        r0 = resource.getrusage(resource.RUSAGE_SELF)
-        t0 = time.perf_counter()
-        result = checkpoint(cfg, store)
-        wall = time.perf_counter() - t0
-        r1 = resource.getrusage(resource.RUSAGE_SELF)
-        if result.seq != t + 1:
-            raise RuntimeError(f"history: tick {t + 1} made checkpoint {result.seq}")
-        self.ticks.append((busy, wall, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, result.bytes))
+        got = ticker.tick(t)
+        if got["seq"] != t + 1:
+            raise RuntimeError(f"history: tick {t + 1} made checkpoint {got['seq']}")
+        self.ticks.append((busy, got["wall_s"], got["cpu_s"], got["bytes"]))
+        return got
 
     def _gc(self, store) -> None:
         """The daily gc of docs/deploy.md, in this process, at the simulated time."""
@@ -176,6 +175,7 @@ class Week:
         keys = count_keys(self.sys.store)
         out = {"n": n, "manifests": keys.get("manifests", 0), "store_objects": keys["total"],
                "store_bytes": dir_bytes(self.sys.store), "state_bytes": dir_bytes(cfg.state_dir),
+               "state": state_parts(cfg.state_dir),
                "live_bytes": tree_stats(self.sys.local, skip_names=(os.path.basename(cfg.state_dir),))[1],
                "busy": tick_means([w for w in window if w[0]]), "quiet": tick_means([w for w in window if not w[0]]),
                "commands": {}}
@@ -223,16 +223,27 @@ def fs_name(path: str) -> str:
 
 
 def week_tables(h: dict, policy: str, week: dict) -> list[str]:
-    """One policy's two tables: ticks and sizes; the read commands (markdown)."""
+    """One policy's three tables: ticks, the supervisor and sizes; the local state by
+    part; the read commands (markdown)."""
     title = ("with retention (daily `gc --keep-daily 7 --keep-last 20`, 24 h grace)" if policy == "deploy"
              else "without retention")
     head = f"history {title}, ticks {h['tick_seconds']:g} s apart on {h['fs']}"
     out = [f"| {head} | checkpoints kept | busy tick wall / CPU / bytes | quiet tick wall / CPU / bytes | "
-           "store | store objects | local state | live trees |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "supervisor RSS (peak) | store | store objects | local state (of the live trees) | live trees |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in week["checkpoints"]:
         out.append(f"| after {c['n']:,} | {c['manifests']:,} | {_ticks(c['busy'])} | {_ticks(c['quiet'])} | "
-                   f"{fmt_bytes(c['store_bytes'])} | {c['store_objects']:,} | {fmt_bytes(c['state_bytes'])} | "
+                   f"{_rss(c.get('supervisor'))} | {fmt_bytes(c['store_bytes'])} | {c['store_objects']:,} | "
+                   f"{fmt_bytes(c['state_bytes'])} ({c['state_bytes'] / max(1, c['live_bytes']):.0%}) | "
                    f"{fmt_bytes(c['live_bytes'])} |")
+    out.append("")
+    out.append(f"| {head}: local state by part | " + " | ".join(f"`{p}`" for p in STATE_PARTS) + " | the rest |")
+    out.append("|---|" + "---:|" * (len(STATE_PARTS) + 1))
+    for c in week["checkpoints"]:
+        parts = c["state"]
+        rest = parts["bytes"] - sum(parts[f"{p.replace('-', '_')}_bytes"] for p in STATE_PARTS)
+        out.append(f"| after {c['n']:,} | " + " | ".join(fmt_bytes(parts[f"{p.replace('-', '_')}_bytes"])
+                                                     for p in STATE_PARTS) + f" | {fmt_bytes(rest)} |")
     out.append("")
     names = [*COMMANDS, "restore"]
     out.append(f"| {head}: wall / CPU (peak RSS) | " + " | ".join(f"`{n}`" for n in names) + " |")
@@ -251,6 +262,49 @@ def week_tables(h: dict, policy: str, week: dict) -> list[str]:
                                             for g in week["gc_runs"]))
         out.append("")
     return out
+
+
+#: The parts of the local state ``journal status`` names (``LocalSize``), in its words.
+STATE_PARTS = ("sqlite-base", "maps", "pages", "chunks", "spool")
+
+
+def state_parts(state_dir: str) -> dict:
+    """The local state's bytes, and by part, as ``journal status --json`` says them."""
+    import msgspec
+    from journal.supervise.status import local_size
+
+    return msgspec.to_builtins(local_size(state_dir))
+
+
+def rss_verdict(policy: str, points: list[dict], verdicts) -> None:
+    """The supervisor's peak RSS at most ``RSS_LIMIT`` at every point, and its RSS between
+    ticks within ``FLAT`` of its value at the first point from ``FLAT_FROM`` checkpoints
+    (from the second point in a shorter week)."""
+    sup = [(c["n"], c["supervisor"]) for c in points if c.get("supervisor")]
+    if len(sup) < 2:
+        return
+    peak = max(s["peak_kib"] for _, s in sup) * KIB
+    flat = [(n, s["rss_kib"]) for n, s in sup if n >= FLAT_FROM] or [(n, s["rss_kib"]) for n, s in sup[1:]]
+    ref = flat[0][1]
+    spread = max(abs(r - ref) for _, r in flat) / ref
+    verdicts.add(f"history, {policy}: the supervisor's peak RSS <= {RSS_LIMIT // MIB} MiB, and its RSS within "
+                 f"{FLAT:.0%} from {flat[0][0]:,} checkpoints on", peak <= RSS_LIMIT and spread <= FLAT,
+                 f"peak {peak / MIB:.0f} MiB; RSS " + ", ".join(f"{r / KIB:.0f} MiB at {n:,}" for n, r in flat)
+                 + f" ({spread:.0%} from the first)")
+
+
+def share_verdict(policy: str, points: list[dict], verdicts) -> None:
+    """The local state at most ``STATE_SHARE`` of the live trees at every point."""
+    shares = [(c["n"], c["state_bytes"] / max(1, c["live_bytes"])) for c in points]
+    worst = max(share for _, share in shares)
+    verdicts.add(f"history, {policy}: the local state <= {STATE_SHARE:.0%} of the live trees", worst <= STATE_SHARE,
+                 ", ".join(f"{share:.0%} at {n:,}" for n, share in shares))
+
+
+def _rss(sup: dict | None) -> str:
+    if not sup:
+        return ""
+    return f"{sup['rss_kib'] / KIB:.0f} MiB ({sup['peak_kib'] / KIB:.0f} MiB)"
 
 
 def _ticks(f: dict | None) -> str:

@@ -10,11 +10,17 @@ command returns once what it wrote is uploaded, so its wall is the time from the
 of the tick until its data is durable in the bucket (and for a restore, until the
 tree is back). The bench's own bookkeeping (listing what each tick uploaded) pays no
 link time: the mount serves the bench's process for free.
+
+Beside each figure, the link's floor: the time its objects and bytes take at least,
+``objects x latency + bytes / rate`` one request after another, and ``latency + bytes /
+rate`` all at once. A checkpoint's objects and bytes are those it uploaded; a
+restore's, the requests and bytes the mount served it (``linkfs.py``'s counters).
 """
 
 from __future__ import annotations
 
 import ctypes.util
+import json
 import os
 import shutil
 import statistics
@@ -23,7 +29,7 @@ import sys
 import time
 
 from ..measure import KIB, log, rmtree, rotate, settle
-from ..report import fmt_bytes, fmt_s, med_fig, ratio, tick_fig
+from ..report import fmt_bytes, fmt_s, judge_ratio, med, med_fig, ratio, tick_fig
 from .base import Part
 from .main import fresh_run, main_systems, main_template
 
@@ -60,6 +66,11 @@ class Mount:
                 raise RuntimeError(f"linkfs did not mount {path}")
             time.sleep(0.05)
 
+    def stats(self) -> dict:
+        """What the link carried so far: ``requests`` and ``bytes`` (``linkfs.STATS``)."""
+        with open(os.path.join(self.path, ".linkfs-stats"), "rb") as fh:
+            return json.loads(fh.read())
+
     def close(self) -> None:
         subprocess.run(["fusermount", "-u", "-z", self.path], capture_output=True)
         if self.proc.poll() is None:
@@ -86,7 +97,8 @@ class LinkPart(Part):
         rd, local, live = fresh_run(args, work, local_tpl, info, self.name, r)
         mount = Mount(os.path.join(rd, "bucket"), os.path.join(rd, "mnt"), out["rate_bytes_s"], out["latency_s"])
         try:
-            run = self._ticks(args, main_systems(tools, work, local, rd, mount.path), live, rd, r)
+            run = self._ticks(args, main_systems(tools, work, local, rd, mount.path), live, rd, r,
+                              Floor(mount, out["rate_bytes_s"], out["latency_s"]))
         finally:
             mount.close()
         log_run(run, r, args.link_runs)
@@ -94,20 +106,20 @@ class LinkPart(Part):
         return run
 
     @staticmethod
-    def _ticks(args, systems: list, live, rd: str, r: int) -> dict:
+    def _ticks(args, systems: list, live, rd: str, r: int, floor: "Floor") -> dict:
         run: dict = {s.name: {"initial": None, "ticks": [], "restore": None} for s in systems}
         for s in rotate(systems, r):
-            run[s.name]["initial"] = s.tick()
+            run[s.name]["initial"] = floor.measure(s.tick)
         for t in range(args.ticks):
             settle()
             live.tick(t)
             settle()
             for s in rotate(systems, r + t + 1):
-                run[s.name]["ticks"].append(s.tick())
+                run[s.name]["ticks"].append(floor.measure(s.tick))
         live.close()
         for s in rotate(systems, r):
             dest = os.path.join(rd, f"restore-{s.name}")
-            run[s.name]["restore"] = s.restore(dest)
+            run[s.name]["restore"] = floor.measure(lambda: s.restore(dest), served=True)
             rmtree(dest)
         return run
 
@@ -118,20 +130,42 @@ class LinkPart(Part):
         sm: dict = {"rate_bytes_s": figures["rate_bytes_s"], "latency_s": figures["latency_s"]}
         for name in SYSTEMS:
             if all(name in r for r in runs):
-                sm[name] = {"initial": med_fig([r[name]["initial"] for r in runs]),
-                            "tick": med_fig([tick_fig(r[name]["ticks"]) for r in runs]),
-                            "restore": med_fig([r[name]["restore"] for r in runs])}
+                sm[name] = {"initial": floor_fig([r[name]["initial"] for r in runs]),
+                            "tick": floor_fig([_tick_floors(r[name]["ticks"]) for r in runs]),
+                            "restore": floor_fig([r[name]["restore"] for r in runs])}
         for other in ("legacy", "restic"):
             for what in ("tick", "restore"):
                 spread[f"link_{what}_wall_journal_over_{other}"] = [
                     ratio(_wall(r, "journal", what), _wall(r, other, what)) for r in runs]
         return sm
 
+    def targets(self, sm: dict, ratios: dict, res: dict, verdicts) -> None:
+        """Issue 46's goals: an active tick durable within 2x its link floor (one request
+        at a time); a full restore within 0.7x restic's time and 2x its bytes' floor."""
+        journal = None if sm.get("skipped") else sm.get("journal")
+        if not journal:
+            return
+        tick, restore = journal["tick"], journal["restore"]
+        verdicts.add("over the link: an active tick durable within 2x the link's floor",
+                     tick["wall_s"] <= 2 * tick["floor_one_s"],
+                     f"{fmt_s(tick['wall_s'])} vs a floor of {fmt_s(tick['floor_one_s'])} "
+                     f"({tick['objects']:.0f} objects one at a time) = {tick['wall_s'] / tick['floor_one_s']:.2f}x")
+        if sm.get("restic"):
+            judge_ratio(verdicts, "over the link: a full restore <= 0.7x restic's", res,
+                        "link_restore_wall_journal_over_restic", 0.7, restore["wall_s"],
+                        sm["restic"]["restore"]["wall_s"], other="restic")
+        verdicts.add("over the link: a full restore within 2x the floor of its bytes",
+                     restore["wall_s"] <= 2 * restore["floor_all_s"],
+                     f"{fmt_s(restore['wall_s'])} vs a floor of {fmt_s(restore['floor_all_s'])} "
+                     f"({fmt_bytes(restore['link_bytes'])} at once) = "
+                     f"{restore['wall_s'] / restore['floor_all_s']:.2f}x")
+
     def tables(self, sm: dict, res: dict) -> list[str]:
         if sm.get("skipped"):
             return [f"link part skipped: {sm['skipped']}", ""]
         out = [f"| over a {sm['rate_bytes_s'] / 1e6:.0f} MB/s link, {sm['latency_s'] * 1000:.0f} ms per request "
-               "| system | bytes | objects | time to durable | CPU |", "|---|---|---:|---:|---:|---:|"]
+               "| system | bytes | objects | time to durable | link floor: one at a time / at once | over the floor "
+               "| CPU |", "|---|---|---:|---:|---:|---:|---:|---:|"]
         for what, key in (("initial checkpoint", "initial"), ("active tick (mean)", "tick"),
                           ("full restore", "restore")):
             for name in SYSTEMS:
@@ -139,11 +173,60 @@ class LinkPart(Part):
                 if not f:
                     continue
                 label = "rsync -a" if name == "legacy" and key == "restore" else name
-                amount = ("", "") if key == "restore" else (fmt_bytes(f["bytes"]), f"{f['objects']:.0f}")
+                amount = ((f"{fmt_bytes(f['link_bytes'])} read", f"{f['link_requests']:.0f} requests")
+                          if key == "restore" else (fmt_bytes(f["bytes"]), f"{f['objects']:.0f}"))
                 out.append(f"| {what} | {label} | {amount[0]} | {amount[1]} | {fmt_s(f['wall_s'])} | "
-                           f"{fmt_s(f['cpu_s'])} |")
+                           f"{_floors(f)} | {_over(f)} | {fmt_s(f['cpu_s'])} |")
         out.append("")
         return out
+
+
+class Floor:
+    """Each figure's link floor (see the module docstring), from the mount's counters."""
+
+    def __init__(self, mount: Mount, rate: float, latency: float):
+        self.mount, self.rate, self.latency = mount, rate, latency
+
+    def measure(self, command, served: bool = False) -> dict:
+        """``command()``'s figure, with the link's floor under it: from the objects and
+        bytes it uploaded, or (``served``: a restore) the requests and bytes served."""
+        before = self.mount.stats()
+        fig = command()
+        after = self.mount.stats()
+        fig["link_requests"] = after["requests"] - before["requests"]
+        fig["link_bytes"] = after["bytes"] - before["bytes"]
+        objects, nbytes = ((fig["link_requests"], fig["link_bytes"]) if served else (fig["objects"], fig["bytes"]))
+        fig["floor_one_s"] = objects * self.latency + nbytes / self.rate
+        fig["floor_all_s"] = (self.latency if objects else 0) + nbytes / self.rate
+        return fig
+
+
+FLOOR_KEYS = ("floor_one_s", "floor_all_s", "link_requests", "link_bytes")
+
+
+def floor_fig(figs: list[dict]) -> dict | None:
+    """``med_fig`` of ``figs``, with the medians of their floors and link counters."""
+    out = med_fig(figs)
+    if out is not None:
+        out.update({k: med(f.get(k) for f in figs if f) for k in FLOOR_KEYS})
+    return out
+
+
+def _tick_floors(ticks: list[dict]) -> dict:
+    """``tick_fig`` of one run's ticks, with the means of their floors and link counters."""
+    out = tick_fig(ticks)
+    out.update({k: statistics.mean(f[k] for f in ticks) for k in FLOOR_KEYS})
+    return out
+
+
+def _floors(f: dict) -> str:
+    return f"{fmt_s(f['floor_one_s'])} / {fmt_s(f['floor_all_s'])}" if f.get("floor_one_s") is not None else ""
+
+
+def _over(f: dict) -> str:
+    """Time to durable over the floor: against one request at a time (a restore: all at once)."""
+    floor = f.get("floor_all_s") if f.get("objects") is None else f.get("floor_one_s")
+    return f"{f['wall_s'] / floor:.2f}x" if floor else ""
 
 
 def _wall(run: dict, name: str, what: str) -> float | None:
