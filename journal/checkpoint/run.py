@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -64,6 +65,9 @@ from ..sqlite.ahead import Ahead
 from ..sqlite.base_copy import prune_base_copies
 from ..store.base import Store
 
+if TYPE_CHECKING:
+    from ..local.watch import Watch
+
 
 class CheckpointResult(msgspec.Struct, kw_only=True):
     """What one checkpoint did. ``seq`` is None for an idle checkpoint. ``objects`` and
@@ -81,17 +85,21 @@ class CheckpointResult(msgspec.Struct, kw_only=True):
 
 
 def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
-               allow_deletions: bool = False, wait: bool = False) -> CheckpointResult:
+               allow_deletions: bool = False, wait: bool = False, watch: Watch | None = None) -> CheckpointResult:
     """Take one checkpoint of every configured tree. See the module docstring. What it
-    did, or the error it ends with, is recorded for ``journal status`` (``local/activity.py``)."""
+    did, or the error it ends with, is recorded for ``journal status`` (``local/activity.py``).
+    ``watch``: a long-running caller's inotify watch (``local/watch.py``), which lets the
+    quiet check take the directories where nothing happened without a look."""
     if not cfg.active_trees():
         raise ConfigError(f"checkpoint: no trees configured; {no_trees_hint(cfg)}")
     started = time.monotonic()
     with StateLock(cfg.state_dir, wait=wait), cycles_paused():
         result = CheckpointResult()
         try:
-            proven = _locked(cfg, store, reporter, allow_deletions, result)
+            proven = _locked(cfg, store, reporter, allow_deletions, result, watch)
         except (JournalError, OSError) as err:
+            if watch is not None:
+                watch.settle(None, None)
             result.seconds = time.monotonic() - started
             if result.seq is not None:  # committed, with some paths failed (CheckpointErrors)
                 activity.checkpoint_done(cfg.state_dir, result, walked=True, ok=False)
@@ -104,15 +112,18 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
 
 
 def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool,
-            result: CheckpointResult) -> CheckpointResult | None:
+            result: CheckpointResult, watch: Watch | None) -> CheckpointResult | None:
     """The checkpoint, under the state lock: the quiet snapshot's result when it proves
     nothing changed, else None once ``result`` holds what this run did."""
     state_file = os.path.join(cfg.state_dir, STATE_FILE)
     key = config_key(cfg)
-    proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True)
+    trusted = _trusted(cfg.state_dir, watch)
+    proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True, trusted=trusted)
     if proven is not None and proven.remote is not None and _moved_on(store, *proven.remote):
         proven = None   # another writer committed the next checkpoint: the full path says so
     if proven is not None:  # unchanged since the last clean checkpoint
+        if watch is not None:
+            watch.settle(file_stamp(quiet.quiet_path(cfg.state_dir)), [row.abs_dir for row in proven.dirs])
         return msgspec.convert(proven.result, CheckpointResult)
     repo = open_repository(store, cfg.state_dir, create=True, key=cfg.key)
     state = _load_or_refuse(cfg.state_dir, repo)
@@ -128,8 +139,18 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
         forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
         quiet.discard(cfg.state_dir)
         raise
-    _save_quiet(cfg, key, state_file, result, rows, store, same, next_seq, state.seq)
+    saved = _save_quiet(cfg, key, state_file, result, rows, store, same, next_seq, state.seq)
+    if watch is not None:
+        watch.settle(file_stamp(quiet.quiet_path(cfg.state_dir)), saved and [row.abs_dir for row in saved])
     return None
+
+
+def _trusted(state_dir: str, watch: Watch | None) -> frozenset[str]:
+    """The directories ``watch`` vouches for this tick (none without a watch or snapshot)."""
+    if watch is None:
+        return frozenset()
+    snapshot = quiet.load(state_dir)
+    return watch.trusted(file_stamp(quiet.quiet_path(state_dir)), snapshot.dirs if snapshot else ())
 
 
 def _moved_on(store: Store, next_key: str, own_key: str | None) -> bool:
@@ -153,9 +174,10 @@ def config_key(cfg: Config) -> str:
 
 def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult,
                 rows: list[quiet.Row] | None, store: Store, same: dict[tuple[str, str], quiet.Row],
-                next_seq: int, own: int) -> None:
+                next_seq: int, own: int) -> list[quiet.Row] | None:
     """Save the quiet snapshot after a clean checkpoint, else drop the stale one (also
-    while packs wait for a recheck, so that every tick takes the full path).
+    while packs wait for a recheck, so that every tick takes the full path). Returns the
+    rows saved, None when none were.
 
     The snapshot also proves the store did not move on: a local store's config file is
     still there (never "idle" over an unmounted store), the next checkpoint's manifest
@@ -163,7 +185,7 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
     state_sig = file_stamp(state_file)
     if rows is None or result.warnings or state_sig is None or rechecks_pending(cfg.state_dir):
         quiet.discard(cfg.state_dir)
-        return
+        return None
     # Directories whose files changed last come first: in a busy tree the check then
     # fails (and the full checkpoint starts) after a few directories, not thousands.
     # The walked ones, newest change first, then those taken from the last snapshot
@@ -186,6 +208,8 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
         quiet.save(cfg.state_dir, snapshot)
     except OSError:  # a full disk: the checkpoint is committed; without a snapshot the next tick walks
         quiet.discard(cfg.state_dir)
+        return None
+    return rows
 
 
 #: The time a ``Signature`` holds, read from the plain tuple a row keeps (no object made per path).

@@ -84,6 +84,7 @@ class SuperviseOptions(msgspec.Struct, frozen=True, kw_only=True):
     grace: str = "1"
     no_restore: bool = False
     no_input_socket: bool = False
+    no_watch: bool = False
     metrics_file: str | None = None
     pass_key_env: bool = False
     verbose: bool = False

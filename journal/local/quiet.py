@@ -265,7 +265,7 @@ _checked: dict[str, tuple[Quiet, list[bool]]] = {}
 
 
 def same_rows(state_dir: str, state_file: str, *, config_key: str,
-              fork: bool = False) -> tuple[Quiet | None, dict]:
+              fork: bool = False, trusted: frozenset[str] = frozenset()) -> tuple[Quiet | None, dict]:
     """In-process: ``(snapshot, same)``. ``snapshot`` is the snapshot when nothing changed
     (the idle answer), else None; ``same`` maps ``(tree, absolute path)`` of every
     directory whose listing and values all check equal to that tree's row, for the
@@ -274,7 +274,8 @@ def same_rows(state_dir: str, state_file: str, *, config_key: str,
     ``fork``: a large check may be split with a forked child when this process runs a
     single thread (``_row_checks``). When this process's console path checked every row
     of this very snapshot file this tick (``_hand_over``), its verdicts are taken and no
-    row is checked again."""
+    row is checked again. A row whose directory is in ``trusted`` (``local/watch.py``:
+    watched, and nothing happened in it) is taken unchecked."""
     handed = _checked.pop(quiet_path(state_dir), None)
     quiet = load(state_dir)
     if quiet is None or quiet.config_key != config_key or not _outside_holds(quiet, state_file):
@@ -282,6 +283,10 @@ def same_rows(state_dir: str, state_file: str, *, config_key: str,
     try:
         if handed is not None and handed[0] is quiet:
             checks = handed[1]  # this process's console path checked every row this tick
+        elif trusted:
+            ask = [row for row in quiet.dirs if row.abs_dir not in trusted]
+            answers = iter(_row_checks(ask, fork))
+            checks = [True if row.abs_dir in trusted else next(answers) for row in quiet.dirs]
         else:
             checks = _row_checks(quiet.dirs, fork)
         same = {(row.tree, row.abs_dir): row for row, ok in zip(quiet.dirs, checks) if ok}

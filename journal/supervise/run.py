@@ -40,6 +40,7 @@ from ..os_errors import describe_error
 from ..restore.errors import RestoreIncomplete
 from .errors import NoStoreNamed, SupervisorRunning
 from ..local.state import StateLock
+from ..local.watch import Watch
 from ..paths import KEY_VARS, SUPERVISE_LOCK
 from ..report import Reporter
 from ..restore.run import restore
@@ -75,7 +76,8 @@ class Supervisor:
 
     def __init__(self, cfg, open_store, cmd: list[str], *, interval: float, grace: float = 1.0,
                  restore_first: bool = True, log: Log = ignore, serve_inputs: bool = True,
-                 metrics_file: str | None = None, pass_key_env: bool = False, copy: CopySchedule | None = None):
+                 metrics_file: str | None = None, pass_key_env: bool = False, copy: CopySchedule | None = None,
+                 watch: bool = True):
         self.cfg = cfg
         self.pass_key_env = pass_key_env          # CMD gets the variables that open the store (KEY_VARS)
         self.metrics_file = metrics_file          # Prometheus text format, rewritten with the status
@@ -101,6 +103,8 @@ class Supervisor:
         self.restore_seconds = 0.0
         self.inputs = InputSocket(cfg) if serve_inputs else None
         self.copier = Copier(cfg, copy) if copy is not None else None
+        self.watch = Watch() if watch else None   # inotify between the timer's ticks (local/watch.py)
+        self.watch_said = False
         one_arena()   # before its restore and ticks start threads: none leaves an arena of its own behind
 
     def run(self) -> int:
@@ -398,6 +402,7 @@ class Supervisor:
         """A timer checkpoint: said when it committed one (debug), when it failed, and
         when it succeeded after failures."""
         result, error = self._checkpoint(final=False)
+        self._watch_limited()
         release_freed()   # what the tick freed goes back to the kernel: the RSS stays flat over weeks
         if error is not None:
             self._fail(Part.CHECKPOINT, error, retry_in=self.interval)
@@ -405,6 +410,14 @@ class Supervisor:
             self._ok(Part.CHECKPOINT, seq=self.status.last.seq)
             if result.seq is not None:
                 self._say(Level.DEBUG, Committed(checkpoint=_record(result)))
+
+    def _watch_limited(self) -> None:
+        """Say once that some directories could not be watched: they are checked at every tick."""
+        if self.watch is not None and self.watch.limited and not self.watch_said:
+            self.watch_said = True
+            self._say(Level.WARNING, Noted(message="watch: some directories could not be watched with inotify "
+                                                   "(fs.inotify.max_user_watches, or no inotify here); they are "
+                                                   "checked in full at every tick"))
 
     def _final(self, code: int) -> None:
         """The final checkpoint, said in one line with the exit status ``code``."""
@@ -419,7 +432,8 @@ class Supervisor:
         or ``(None, None)`` for a tick skipped because another checkpoint runs."""
         started = time.monotonic()
         try:
-            result = checkpoint(self.cfg, self.open_store(), self.reporter, wait=final)
+            result = checkpoint(self.cfg, self.open_store(), self.reporter, wait=final,
+                                watch=None if final else self.watch)
         except LockBusy:
             self.status.skipped_ticks += 1
             self._say(Level.DEBUG, Skipped())

@@ -1,7 +1,7 @@
 """The tree part: trees of many small files, in directories of 500 (``--tree-files``:
 20,000 and 200,000 files by default, 1,000,000 when asked for), each with journal's
 first checkpoint, idle and one-change ticks (against the legacy design, and as `journal
-supervise` runs them), and a full restore against restic's, every figure with the
+supervise` runs them, its inotify watch armed), and a full restore against restic's, every figure with the
 command's peak RSS (``wait4``: the spawner's children)."""
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class TreePart(Part):
         out: dict = {"files": files, "bytes": size, "dirs": dirs, "initial": {}, "runs": [], "restores": []}
         for s in systems + ([restic] if restic else []):
             out["initial"][s.name] = s.tick()
+        supervise.settle()
         lines = Lines(text_for(args.seed))
         for r in range(args.runs):
             run: dict = {s.name: {} for s in systems}
@@ -163,10 +164,13 @@ def goal_targets(tree: dict, ratios: dict, verdicts) -> None:
     verdicts.add(f"a {n:,}-file tree: peak RSS <= {GOAL_RSS_MIB} MiB (first checkpoint, one-change tick, restore)",
                  len(known) == len(peaks) and max(known) <= GOAL_RSS_MIB * KIB,
                  ", ".join(f"{what} {v / KIB:.0f} MiB" for what, v in peaks.items() if v is not None))
+    # The ticks as `journal supervise` runs them (its watch armed: design §10, "The watch"),
+    # with the command line's beside: a fresh process lstat()s every path.
     for what, key, limit in (("idle", "idle", GOAL_IDLE_S), ("one-change", "change", GOAL_CHANGE_S)):
-        fig = j[key]
-        verdicts.add(f"a {n:,}-file {what} tick: wall <= {fmt_s(limit)}", fig["wall_s"] <= limit,
-                     f"{fmt_s(fig['wall_s'])} (CPU {fmt_s(fig['cpu_s'])})")
+        fig, cli = tree["journal-supervise"][key], j[key]
+        verdicts.add(f"a {n:,}-file {what} tick as `journal supervise` runs it: wall <= {fmt_s(limit)}",
+                     fig["wall_s"] <= limit, f"{fmt_s(fig['wall_s'])} (CPU {fmt_s(fig['cpu_s'])}); the command "
+                                             f"line {fmt_s(cli['wall_s'])} (CPU {fmt_s(cli['cpu_s'])})")
     rr = ratios.get(f"tree_{n}_restore_wall_journal_over_restic")
     name = f"a {n:,}-file restore --to: wall <= restic restore"
     if tree["restic"] is None or rr is None:
@@ -185,13 +189,15 @@ def _fig(fig: dict | None, rss: bool = False) -> str:
 def growth_table(sizes: list[dict]) -> list[str]:
     """journal's figures at every size, restore against restic: how each grows."""
     out = ["| files (dirs) | first checkpoint wall / CPU / RSS | idle tick | one-change tick wall / CPU / RSS | "
+           "supervise idle tick | supervise one-change tick | "
            "restore --to wall / CPU / RSS | restic restore | journal / restic |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in sizes:
-        j, restic = s["journal"], s["restic"]
+        j, sup, restic = s["journal"], s["journal-supervise"], s["restic"]
         rr = restic and restic["restore"] and j["restore"] and ratio(j["restore"]["wall_s"], restic["restore"]["wall_s"])
         out.append(f"| {s['files']:,} ({s['dirs']:,}) | {_fig(j['initial'], True)} | {_fig(j['idle'])} | "
-                   f"{_fig(j['change'], True)} | {_fig(j['restore'], True)} | "
+                   f"{_fig(j['change'], True)} | {_fig(sup['idle'])} | {_fig(sup['change'])} | "
+                   f"{_fig(j['restore'], True)} | "
                    f"{_fig(restic['restore'], True) if restic else 'not installed'} | "
                    f"{f'{rr:.2f}x' if rr else 'n/a'} |")
     out.append("")
