@@ -11,7 +11,9 @@ of every base a delta names (an index page's, a page map's, a chunk's). Full
 (``--full``): additionally every blob is read, decompressed and re-hashed (never past
 its kind's size limit), every JSONL entry's last segment ends in ``\\n`` (a line
 longer than a segment goes on over several, design §6), every snapshot is rebuilt
-(each group delta decoded against its verified base pages) and integrity-checked, and
+(each group delta decoded against its verified base pages) and integrity-checked (the
+snapshots over one full map one after another, each from the one before:
+``sqlite/rebuild_chain.py``), and
 every pack a manifest reaches is hashed against its name. Sampled (``--sample PERCENT``):
 the full checks on that share of the packs a manifest reaches (``sample_packs``, drawn by
 a seed the result records): the blobs in them, the snapshots whose page maps are in
@@ -20,8 +22,9 @@ them, and their names.
 Each distinct index page and page map is read once, however many manifests name it
 (``verify_shared``: gc's reach shares the reads, and what a tree or snapshot must be
 told of a subtree or map it shares comes from what the first read kept), and with
-``full`` each distinct blob is re-hashed once; only the rebuild of each distinct
-snapshot reads its pages' records again.
+``full`` each distinct blob is re-hashed once, each full map's page records are read
+once however many snapshots name the map, and a snapshot's rebuild reads only the
+delta records the one rebuilt before it did not use.
 
 Both also audit the input journal (``_check_inputs``: quick from its listing, full by
 reading every input, marker and claim) and, in an encrypted store, every key object
@@ -63,8 +66,8 @@ from .repository.repository import RecordCache, Repository, blob_location, manif
 from .store.whole import WholeReads
 from .format.segments import anchor_refs
 from .repository.segments import chunk_reader, read_segment
-from .sqlite.rebuild import rebuild_db
-from .sqlite.snapshot import integrity_check, remove_staging
+from .sqlite.rebuild_chain import ChainRebuild
+from .sqlite.snapshot import integrity_check
 from .format.tombstone import tombstoned_packs
 from .verify_shared import MapBook, Nested, TreeAudit
 
@@ -112,6 +115,7 @@ class VerifyResult(msgspec.Struct, kw_only=True):
     packs: int = 0
     blobs: int = 0
     packs_hashed: int = 0
+    snapshots: int = 0          # SQLite snapshots rebuilt and integrity-checked (full, sample)
     inputs: int = 0
     orphans: int = 0            # packs no manifest names or reaches (gc's orphans: it deletes them)
     orphans_marked: int = 0     # ... of them, those a gc tombstone names already
@@ -553,18 +557,24 @@ def _check_pack_names(repo, names: list[str], sizes: dict[str, int], result, rep
 
 
 def _check_snapshots(repo, snapshots, result) -> None:
-    """Rebuild every SQLite snapshot into a temp file and run integrity_check on it."""
-    with tempfile.TemporaryDirectory(prefix="journal-verify-") as tmp:
-        for seq, name, entry in snapshots.values():
-            path = os.path.join(tmp, "snapshot.db")
+    """Rebuild every SQLite snapshot into a temp file and run integrity_check on it: the
+    snapshots over one full map one after another, in manifest order, each made from
+    the one before (``ChainRebuild``: the full map's records read once)."""
+    first: dict[tuple[BlobRef, ...], int] = {}   # full map -> when first met (a damaged entry may name none)
+    for _seq, _name, entry in snapshots.values():
+        first.setdefault(entry.refs[:1], len(first))
+    order = sorted(snapshots.values(), key=lambda s: (first[s[2].refs[:1]], s[0]))
+    with tempfile.TemporaryDirectory(prefix="journal-verify-") as tmp, ChainRebuild(repo, tmp) as chain:
+        for seq, name, entry in order:
             try:
-                rebuild_db(entry, repo, path, strict=True, checked=False)  # every record the maps name
+                chain.rebuild(entry)  # every record the maps name
                 # integrity_check: all quick_check does, and more
-                problem = integrity_check(path)
+                problem = integrity_check(chain.path)
             except (CorruptObject, ObjectNotFound) as err:
                 problem = str(err)
             finally:
-                remove_staging(path)
+                chain.clear_companions()
+            result.snapshots += 1
             if problem:
                 result.findings.append(Finding(kind=BAD_SNAPSHOT, manifest=seq, key=f"{name}/{entry.path}",
                                                detail=problem))

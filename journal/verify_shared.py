@@ -255,12 +255,13 @@ class MapBook:
         """Read one map (``ReadMap``) and keep its shape."""
         pm, pages, base = self.read_map(ref)
         packs = self.packs
-        sound = all(loc.rec.pack in packs and loc.rec.offset + loc.rec.length <= packs[loc.rec.pack]
-                    for loc in pages.values())
+        recs = {id(loc.rec): loc.rec for loc in pages.values()}.values()   # a record's pages share its ref
+        sound = all(rec.pack in packs and rec.offset + rec.length <= packs[rec.pack] for rec in recs)
         whole = pm.full and len(pages) == pm.page_count   # every key is below the count: none lacks
+        # only a version 2 map lists one-page deltas (``deltas``)
+        legacy = frozenset(p for p, loc in pages.items() if loc.legacy) if pm.deltas else frozenset()
         self.shapes.keep(ref, MapShape(pm.full, pm.page_size, pm.page_count, whole,
-                                       frozenset() if whole else frozenset(pages),
-                                       frozenset(p for p, loc in pages.items() if loc.legacy), sound))
+                                       frozenset() if whole else frozenset(pages), legacy, sound))
         return pm, pages, base
 
     def shape(self, ref: BlobRef) -> MapShape:

@@ -97,10 +97,11 @@ def test_verify_full_says_in_words_what_its_json_counts(box, cli):
     doc = json.loads(cli("verify", "--full", "--json"))
 
     said = {label: int(n.replace(",", "")) for n, label in
-            re.findall(r"([\d,]+) (manifests?|pages?|packs? hashed|packs?|blobs? hashed|errors?)\b", text)}
+            re.findall(r"([\d,]+) (manifests?|pages?|packs? hashed|packs?|blobs? hashed|snapshots? checked|errors?)\b",
+                       text)}
     assert said == {"manifests": doc["manifests"], "pages": doc["pages"], "packs": doc["packs"],
                     "packs hashed": doc["packs_hashed"], "blobs hashed": doc["blobs"],
-                    "errors": len(doc["findings"])}, text
+                    "snapshots checked": doc["snapshots"], "errors": len(doc["findings"])}, text
     assert doc["packs_hashed"] == doc["packs"] > 0 and doc["blobs"] > 0
 
 

@@ -15,7 +15,7 @@ import pytest
 from store_contract import StoreContract, store_dirs
 
 from journal.atomic import FsOps
-from journal.errors import ConfigError, KeyExists, StoreError
+from journal.errors import ConfigError, KeyExists, ObjectNotFound, StoreError
 from journal.store import open_store
 from journal.store.local import TMP_DIR, LocalStore
 
@@ -203,6 +203,16 @@ def test_key_colliding_with_a_directory_of_keys_is_a_store_error(tmp_path):
     assert list(store.list()) == ["a/b/c"]
 
 
+def test_get_of_a_key_that_is_a_directory_of_keys_is_not_found(tmp_path):
+    """``get`` reads through a bare descriptor (``os.open`` opens a directory, where a
+    buffered ``open`` refused it): a directory is still no object."""
+    store = LocalStore(str(tmp_path))
+    store.put_if_absent("a/b/c", b"0123456789")
+    with pytest.raises(ObjectNotFound):
+        store.get("a/b")
+    assert (store.get("a/b/c", 2, 5), store.get("a/b/c", 8, 99), store.get("a/b/c", 10)) == (b"234", b"89", b"")
+
+
 def test_open_store_maps_paths_and_file_urls_to_local_stores(tmp_path):
     for url in [str(tmp_path), f"file://{tmp_path}"]:
         store = open_store(url)
@@ -286,3 +296,16 @@ def test_put_retries_when_a_concurrent_delete_pruned_the_parent(tmp_path, make_d
     assert store.get("packs/ab/abcd") == b"payload"
     assert (store.puts, store.put_bytes) == (1, 7)
     assert os.listdir(tmp_path / TMP_DIR) == []
+
+
+def test_a_store_directory_that_vanished_is_never_made_again_by_a_put(tmp_path):
+    """A volume unmounted in the middle of a checkpoint: the puts that follow fail, and
+    nothing appears at the store's path on the disk underneath the mount point."""
+    root = tmp_path / "data" / "journal"
+    store = LocalStore(str(root))
+    store.put_if_absent("config", b"{}")        # a new store's first put makes its directory
+    assert store.get("config") == b"{}"
+    root.rename(tmp_path / "data" / "journal-unmounted")
+    with pytest.raises(StoreError, match="is gone"):
+        store.put_if_absent("packs/ab/abcd", b"x")
+    assert not root.exists()

@@ -132,3 +132,88 @@ def test_an_export_made_durable_by_one_syncfs_a_batch_looks_at_each_path_once(tr
     assert not [p for p in fsyncs if p.startswith(str(out / "claude"))], "no file is fsynced one by one"
     assert len(looks) == FILES
     assert len([p for p in parents if p.startswith(str(out / "claude"))]) == DIRS
+
+
+def tree_state(path: str, i: int):
+    """A cached file of the state, ``i`` its every number."""
+    from journal.format.model import BlobRef, Entry
+    from journal.local.state import FileState
+
+    ref = BlobRef(f"{i:064x}", f"{i % 7:064x}", i, 100, i)
+    return FileState((i, i, i, 0o100644), Entry(path=path, kind="file", mode=0o644, size=i, refs=(ref,)))
+
+
+def test_a_first_checkpoint_holds_one_object_per_mode_and_device_and_the_entrys_size_and_time_once(tree_live):
+    """Every path read holds its mode and device (ints past the few Python shares) and,
+    in its signature, its size and time: one object per mode and device for the whole
+    scan, and the signature's size and time the entry's own objects (a first checkpoint
+    of 200,000 files held each twice over: 30 MB)."""
+    from journal.local.state import read_state
+
+    tree_live.checkpoint()
+    files = [fs for fs in read_state(str(tree_live.state_dir)).trees["claude"].files.values()
+             if fs.entry.kind == "jsonl"]
+    assert len(files) == FILES
+    assert len({id(fs.entry.mode) for fs in files}) == 1 and len({id(fs.sig[3]) for fs in files}) == 1
+    assert len({id(fs.dev) for fs in files}) == 1
+    assert all(fs.sig[0] is fs.entry.size and fs.sig[1] is fs.entry.mtime_ns for fs in files)
+    assert all(fs.entry.refs[0].size is fs.entry.size for fs in files if len(fs.entry.refs) == 1)
+
+
+def test_a_restore_holds_one_object_per_pack_name_and_mode(tree_live, monkeypatch):
+    """A restore holds every entry of the tree; each page decodes a new string per
+    reference's pack and a new int per mode: the entries it holds share one object per
+    pack and per mode, and a one-blob file's reference its entry's size."""
+    from journal.repository import history
+
+    tree_live.checkpoint()
+    loaded = []
+    real = history.load_entries
+    monkeypatch.setattr(history, "load_entries", lambda *a, **k: loaded.append(real(*a, **k)) or loaded[-1])
+    out = tree_live.home / "out"
+    assert tree_live.restore(to=str(out)).complete
+
+    (entries, _), = loaded
+    refs = [r for e in entries for r in e.refs]
+    assert len(entries) == FILES + DIRS + 1 and len(refs) >= FILES
+    assert len({id(r.pack) for r in refs}) == len({r.pack for r in refs}) < 4
+    assert len({id(e.mode) for e in entries if e.kind == "jsonl"}) == 1
+    assert all(e.refs[0].size is e.size for e in entries if len(e.refs) == 1)
+    assert snapshot(out / "claude") == snapshot(tree_live.local / TREE)
+
+
+def test_restore_plans_a_large_tree_without_a_pair_or_key_per_path(monkeypatch):
+    """Restore's plan looks for paths under a file (``refused_paths``) among the few paths
+    other paths are under, not a map of every path; its jobs (``plan_jobs``) sort each
+    pack's small files by offset, with no key tuple and no (place, write) pair per path.
+    Both were a few dozen bytes a path at once (200,000 paths: 25 MB). What they decide
+    is as before: a path under a file is refused; small files go in pack order."""
+    import tracemalloc
+
+    from journal.format.model import BlobRef, Entry
+    from journal.restore import writer
+
+    n = 6000
+    entries = [Entry(path=f"d{i % 30:02}", kind="dir", mode=0o755) for i in range(30)]
+    entries += [Entry(path=f"d{i % 30:02}/f{i:05}", kind="file", mode=0o644, size=100,
+                      refs=(BlobRef(f"{i:064x}", f"{i % 3:064x}", (n - i) * 100, 100, 100),)) for i in range(n)]
+    entries.append(Entry(path="d00/f00000/under", kind="file", mode=0o644))
+    entries.sort(key=lambda e: e.path)
+    tree = object()
+    writes = [(tree, e) for e in entries if e.kind == "file"]
+
+    tracemalloc.start()
+    try:
+        refused = restore_entry.refused_paths(entries)
+        planned = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        jobs = writer.plan_jobs(writes)
+        jobbed = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert list(refused) == ["d00/f00000/under"]
+    assert planned < 16 * n, planned
+    assert jobbed < 40 * n, jobbed
+    placed = [(e.refs[0].pack, e.refs[0].offset) for _, es in jobs for e in es if e.refs]
+    assert placed == sorted(placed) and sum(len(es) for _, es in jobs) == len(writes)

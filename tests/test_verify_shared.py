@@ -83,13 +83,14 @@ def test_verify_reads_a_checkpoint_s_index_pages_from_its_small_pack_with_one_re
     assert max(per_pack.values()) == 1 and len(per_pack) < result.pages, (per_pack, result.pages)
 
 
-def database_ticks(box: OpencodeLive, ticks: int) -> None:
-    """A database of 1,500 rows, then ``ticks`` ticks of a row added and one changed each."""
+def database_ticks(box: OpencodeLive, ticks: int, row=lambda rng: f"{rng.getrandbits(256):064x}" * 8) -> None:
+    """A database of 1,500 rows (each ``row(rng)``), then ``ticks`` ticks of a row added
+    and one changed each."""
     con = sqlite3.connect(box.db, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("CREATE TABLE message(id INTEGER PRIMARY KEY, data TEXT)")
     rng = random.Random(1)
-    con.executemany("INSERT INTO message(data) VALUES (?)", [(f"{rng.getrandbits(256):064x}" * 8,) for _ in range(1500)])
+    con.executemany("INSERT INTO message(data) VALUES (?)", [(row(rng),) for _ in range(1500)])
     box.tick()
     for n in range(ticks):
         con.execute("INSERT INTO message(data) VALUES (?)", (f"row {n}",))

@@ -171,7 +171,8 @@ def restored_line(t, dry_run: bool) -> str:
 def verify_lines(result) -> list[str]:
     """``journal verify`` as text, from a ``VerifyResult``: each finding, the orphans,
     and a summary that counts with ``--json``'s names (``packs_hashed``: packs hashed;
-    ``blobs``: blobs hashed; a finding's severity: errors and warnings)."""
+    ``blobs``: blobs hashed; ``snapshots``: snapshots checked; a finding's severity:
+    errors and warnings)."""
     from ..verify import WARNING
 
     lines = []
@@ -186,7 +187,8 @@ def verify_lines(result) -> list[str]:
     if result.inputs:
         what.append(count(result.inputs, "input"))
     if result.full:
-        what += [f"{count(result.packs_hashed, 'pack')} hashed", f"{count(result.blobs, 'blob')} hashed"]
+        what += [f"{count(result.packs_hashed, 'pack')} hashed", f"{count(result.blobs, 'blob')} hashed",
+                 f"{count(result.snapshots, 'snapshot')} checked"]
     warnings = len(result.findings) - len(result.errors)
     what.append(count(len(result.errors), "error"))
     if warnings:

@@ -523,14 +523,33 @@ def iter_pages(root: BlobRef | None, read_page: Callable[[BlobRef], bytes],
 
 def load_entries(root: BlobRef | None, read_page: Callable[[BlobRef], bytes],
                  tree: TreeRoot | None = None) -> tuple[list[Entry], dict[str, BlobRef]]:
-    """Every entry of the tree in path order, and every page it uses, by id."""
+    """Every entry of the tree in path order, and every page it uses, by id. The
+    entries hold one object per pack name and mode (``shared_values``)."""
     entries: list[Entry] = []
     pages: dict[str, BlobRef] = {}
+    shared: dict = {}
     for ref, page in iter_pages(root, read_page, tree):
         pages[ref.id] = ref
-        entries.extend(page.entries)
+        entries.extend(shared_values(page.entries, shared))
     return entries, pages
 
 
+def shared_values(entries: tuple[Entry, ...], shared: dict) -> Iterator[Entry]:
+    """``entries``, each made anew where it holds a value ``shared`` holds another object
+    for: a pack name, a mode, a blob's size (the entry's own when equal). A page decodes
+    new objects for each, and a restore holds every entry of the tree (200,000 files:
+    35 MB of pack names and ints, where the store has a few hundred packs and modes).
+    ``shared`` maps each such value to its one object."""
+    for entry in entries:
+        refs, mode = entry.refs, shared.setdefault(entry.mode, entry.mode)
+        if refs:
+            size = entry.size
+            refs = tuple(BlobRef(r.id, shared.setdefault(r.pack, r.pack), r.offset, r.length,
+                                 size if r.size == size else r.size) for r in refs)
+        if mode is not entry.mode or refs is not entry.refs:
+            entry = msgspec.structs.replace(entry, mode=mode, refs=refs)
+        yield entry
+
+
 __all__ = ["KIND_PAGE", "MAX_ITEMS", "Said", "Update", "build_index", "update_index", "child_pages", "decode_page", "iter_pages", "load_child",
-           "load_entries", "page_key", "page_span", "span_problem", "walk_pages"]
+           "load_entries", "page_key", "shared_values", "page_span", "span_problem", "walk_pages"]

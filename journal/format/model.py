@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from .objects import HEADER, ID, MAX_OFFSET, MAX_RAW, MAX_RECORD, is_id
+from .objects import HEADER, MAX_OFFSET, MAX_RAW, MAX_RECORD, is_id
 
 #: The store format this code writes (docs/design.md §18): which record kinds, flags
 #: and structure versions a writer may produce. It reads every format from 1 on. No
@@ -193,9 +193,9 @@ def ref_problem(ref: BlobRef, same_pack: bool = False) -> str | None:
     """What is wrong with a reference read from the store, or None: its id and its pack
     are 64 hex digits; only a child page's reference may leave the pack empty ("the pack
     this page was read from")."""
-    if ID.fullmatch(ref.id) is None:
+    if not is_id(ref.id):
         return f"names blob {ref.id!r}, which is not a blob id"
-    if ID.fullmatch(ref.pack) is None and (ref.pack or not same_pack):
+    if not is_id(ref.pack) and (ref.pack or not same_pack):
         return f"names pack {ref.pack!r}, which is not a pack name"
     return None
 

@@ -44,6 +44,7 @@ chunk as whole. A reader refuses every flag it does not know (``KIND_FLAGS``).
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import threading
@@ -207,7 +208,9 @@ def _dict(base: bytes) -> zstandard.ZstdCompressionDict:
 #: Delta decompressors kept per thread, by their base (bases up to ``DELTA_DICT_MAX``
 #: bytes): the deltas of one keyframe share it, and loading a base as a dictionary
 #: costs more than decoding a small delta with it (an index page: ~45 us against ~1).
-DELTA_DICTS_KEPT = 8
+#: A checkpoint's trees each have their own bases: verify over 10,000 checkpoints of
+#: six trees made 9,425 of them with 8 kept, 1,159 with 16.
+DELTA_DICTS_KEPT = 16
 DELTA_DICT_MAX = 256 << 10
 
 
@@ -317,9 +320,12 @@ DELTA_MAX_SHARE = 0.5
 ID = re.compile(r"[0-9a-f]{64}")
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def is_id(name: str) -> bool:
     """True for a blob id or a committed pack's name (a SHA-256: 64 lowercase hex
-    digits), which a base may be named by and a store key made of."""
+    digits), which a base may be named by and a store key made of. The answers are
+    kept (a cache hit is a quarter of the match): a history names the same packs, and
+    each version of a growing transcript the same segments, again and again."""
     return ID.fullmatch(name) is not None
 
 

@@ -185,12 +185,13 @@ def _decode_v3(pm: PageMap, own_pack: str, key: str) -> dict[int, PageLoc]:
             raise CorruptObject(key, "page map has a bad record entry")
         pack = own_pack if pidx == SAME_PACK else pm.packs[pidx]
         recs.append((BlobRef(digest.hex(), pack, offset, length, npages * pm.page_size), npages, bool(flags)))
-    pages = {}
+    pages: dict[int, PageLoc] = {}
+    count, new = pm.page_count, tuple.__new__   # PageLoc made without its Python __new__: a map has thousands
     for pgno, idx, slot, digest in SLOT.iter_unpack(pm.slots):
         rec, npages, delta = recs[idx]
-        if slot >= npages or pgno in pages or pgno >= pm.page_count:
+        if slot >= npages or pgno in pages or pgno >= count:
             raise CorruptObject(key, "page map names a slot its record lacks, a page twice or one past its end")
-        pages[pgno] = PageLoc(digest.hex(), rec, slot, delta)
+        pages[pgno] = new(PageLoc, (digest.hex(), rec, slot, delta, False))
     return pages
 
 
@@ -225,28 +226,57 @@ def _legacy_deltas(pm: PageMap, pages: dict[int, BlobRef], key: str) -> frozense
 
 def load_snapshot(refs: tuple[BlobRef, ...], read_map: Callable[[BlobRef], bytes]) -> Snapshot:
     """Resolve a snapshot entry's map refs (a full map, then up to two delta maps)."""
+    return resolve_snapshot(refs, lambda ref, key: decode_map(read_map(ref), ref.pack, key))
+
+
+#: Reads and decodes one page map: ``(ref, key) -> decode_map's (map, its pages)``.
+DecodedMap = Callable[[BlobRef, str], tuple[PageMap, dict[int, PageLoc]]]
+
+
+class Maps(NamedTuple):
+    """A snapshot entry's maps, checked (``resolve_maps``), before its pages are put in order."""
+
+    page_size: int
+    count: int                      # its pages
+    base: dict[int, PageLoc]        # the full map's pages (a delta's base pages)
+    changed: dict[int, PageLoc]     # the delta maps' pages, a later map's over an earlier's
+
+
+def resolve_snapshot(refs: tuple[BlobRef, ...], decoded: DecodedMap) -> Snapshot:
+    """``load_snapshot`` from maps ``decoded`` gives (a caller may keep a decoded map
+    for the next snapshot that names it)."""
+    maps = resolve_maps(refs, decoded)
+    changed, base = maps.changed, maps.base
+    return Snapshot(maps.page_size, [changed.get(p) or base[p] for p in range(maps.count)], base)
+
+
+def resolve_maps(refs: tuple[BlobRef, ...], decoded: DecodedMap) -> Maps:
+    """A snapshot entry's maps, with every check ``load_snapshot`` makes (raises
+    ``CorruptObject``): every page below the last map's count is in one of them."""
     if not refs or len(refs) > MAX_MAPS:
         raise CorruptObject("sqlite entry", f"a snapshot entry names {len(refs)} page maps (1 to {MAX_MAPS})")
     key = f"pagemap {refs[0].id[:12]}"
-    base, base_pages = decode_map(read_map(refs[0]), refs[0].pack, key)
+    base, base_pages = decoded(refs[0], key)
     if not base.full:
         raise CorruptObject(key, "first map of a snapshot is not a full map")
-    pages, count = dict(base_pages), base.page_count
+    changed: dict[int, PageLoc] = {}
+    count = base.page_count
     for ref in refs[1:]:
         key = f"pagemap {ref.id[:12]}"
-        delta, delta_pages = decode_map(read_map(ref), ref.pack, key)
+        delta, delta_pages = decoded(ref, key)
         if delta.full or delta.page_size != base.page_size:
             raise CorruptObject(key, "a later map of a snapshot is not a delta over the first")
         if any(loc.legacy and p not in base_pages for p, loc in delta_pages.items()):
             raise CorruptObject(key, "a page delta has no base page in the full map")
-        pages.update(delta_pages)
+        changed.update(delta_pages)
         count = delta.page_count
-    ordered = []
-    for pgno in range(count):
-        if pgno not in pages:
+    # a full map holding as many pages as its count holds every page below it (a
+    # decoded map lists none twice and none at or past its count)
+    start = base.page_count if len(base_pages) == base.page_count else 0
+    for pgno in range(start, count):
+        if pgno not in changed and pgno not in base_pages:
             raise CorruptObject(f"pagemap {refs[-1].id[:12]}", f"page {pgno} of {count} is missing")
-        ordered.append(pages[pgno])
-    return Snapshot(base.page_size, ordered, base_pages)
+    return Maps(base.page_size, count, base_pages, changed)
 
 
 def group_base(members: list[int], full: dict[int, PageLoc], read: Callable[[int], bytes]) -> bytes:

@@ -111,5 +111,6 @@ class Reach:
             if base is not None:  # a map delta needs its base map's pack too
                 self._need(base.pack, lambda: f"base of a page map of {tree}/{shown(entry.path)} in manifest {seq}")
             what = "database page or page-delta base" if pm.full else "database page"
-            for page in pages.values():  # a full map's pages: every one may be a delta's base
-                self._need(page.pack, lambda: f"{what} of {tree}/{shown(entry.path)} in manifest {seq}")
+            # a full map's pages: every one may be a delta's base (each pack once, in page order)
+            for pack in dict.fromkeys([loc.rec.pack for loc in pages.values()]):
+                self._need(pack, lambda: f"{what} of {tree}/{shown(entry.path)} in manifest {seq}")

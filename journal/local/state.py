@@ -312,20 +312,25 @@ def _read_base(state_dir: str, name: str, digest: str | None) -> Base | None:
             data = fh.read()
         if hashlib.sha256(data).hexdigest() != digest:
             return None
-        stored = msgspec.msgpack.decode(data, type=StateBase)
-        if stored.token != name:
-            return None
-        if stored.version == 4:
-            return Base(token=name, trees={
-                tree: TreeCache(pages=t.pages, page_keys=t.page_keys, bases=t.bases,
-                                files=Files({d: Group.stored(r) for d, r in t.groups.items()}))
-                for tree, t in _decode_v4(stored.trees).items()})
-        if stored.version in READ_STATE_VERSIONS:
-            return Base(token=name, trees={
-                tree: TreeCache(pages=t.pages, page_keys=t.page_keys, bases=t.bases, files=t.files)
-                for tree, t in _decode_v3(stored.trees).items()})
+        return _decoded_base(data, name)
     except (OSError, msgspec.DecodeError):
         return None
+
+
+def _decoded_base(data: bytes, name: str) -> Base | None:
+    """The base decoded: its groups' paths stay encoded (``Group.stored``) until asked for."""
+    stored = msgspec.msgpack.decode(data, type=StateBase)
+    if stored.token != name:
+        return None
+    if stored.version == 4:
+        return Base(token=name, trees={
+            tree: TreeCache(pages=t.pages, page_keys=t.page_keys, bases=t.bases,
+                            files=Files({d: Group.stored(r) for d, r in t.groups.items()}))
+            for tree, t in _decode_v4(stored.trees).items()})
+    if stored.version in READ_STATE_VERSIONS:
+        return Base(token=name, trees={
+            tree: TreeCache(pages=t.pages, page_keys=t.page_keys, bases=t.bases, files=t.files)
+            for tree, t in _decode_v3(stored.trees).items()})
     return None
 
 
@@ -454,6 +459,8 @@ def save_state(state_dir: str, state: LocalState, *, trees_as_saved: bool = Fals
             write_file_atomic(os.path.join(state_dir, STATE_BASE_DIR, fresh.token), pieces, tmp_dir)
             base, digest = fresh, pieces.sha256.hexdigest()
             trees = _deltas(state.trees, base)[0]
+        else:
+            _whole(trees)
     top = StateFile(**{f: getattr(state, f) for f in state.__struct_fields__ if f != "trees"},
                     trees=trees, base=base.token if base is not None else None,
                     base_sha256=digest if base is not None else None)
@@ -512,9 +519,9 @@ def _deltas(trees: dict[str, TreeCache], base: Base | None) -> tuple[dict[str, T
         tables = {}
         for table in _TABLES:
             now = getattr(cache, table)
-            if held is None:  # the base lacks the tree: the table whole
-                tables[table] = whole = dict(now.items()) if table == "files" else now
-                changed += len(whole)
+            if held is None:  # the base lacks the tree: the table whole (paths: made a dict by ``_whole``)
+                tables[table] = now
+                changed += len(now)
                 continue
             if table == "files":
                 set_, gone, dirs[name] = now.diff(held.files)
@@ -524,6 +531,18 @@ def _deltas(trees: dict[str, TreeCache], base: Base | None) -> tuple[dict[str, T
             changed += len(set_) + len(gone)
         out[name] = _with_scalars(TreeDelta, cache, tables)
     return out, changed, dirs
+
+
+def _whole(trees: dict[str, TreeDelta]) -> None:
+    """Each tree whose paths ``_deltas`` left whole, as the ``Files`` it holds, given
+    them as one dict (what a state file holds), built group by group: made only once
+    no new base is written, where it is dropped (200,000 paths: 25 MB)."""
+    for delta in trees.values():
+        if isinstance(delta.files, Files):
+            paths: dict[str, FileState] = {}
+            for group in delta.files.groups.values():
+                paths.update(group.paths)
+            delta.files = paths
 
 
 def _base_tree(base: Base | None, name: str) -> TreeCache | None:

@@ -99,7 +99,13 @@ def refused_paths(entries: list[Entry]) -> dict[str, str]:
     whose target it cannot make, and a path under another entry that is not a
     directory (a symlink, a file). A path too long for this tree's root is not refused
     here: ``decide`` finds it."""
-    others = {e.path: e.kind for e in entries if e.kind != KIND_DIR}
+    parents: set[str] = set()   # every directory a path is under (a few hundred where the paths are 200,000)
+    for e in entries:
+        d = e.path.rpartition("/")[0]
+        while d and d not in parents:
+            parents.add(d)
+            d = d.rpartition("/")[0]
+    others = {e.path: e.kind for e in entries if e.kind != KIND_DIR and e.path in parents}
     refused = {}
     for e in entries:
         p = e.path

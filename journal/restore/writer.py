@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .publish import PublishBatch, Staged
 from ..atomic import makedirs
@@ -221,12 +221,9 @@ def plan_jobs(writes: list[tuple[object, Entry]]) -> list[tuple[object, list[Ent
     big = [w for w in writes if w[1].kind == KIND_SQLITE or w[1].size >= SMALL_FILE]
     big.sort(key=lambda w: (w[1].kind != KIND_SQLITE, -w[1].size))
     jobs = [(tree, [entry]) for tree, entry in big]
-    trees = {id(tree): n for n, (tree, _) in reversed(list(enumerate(writes)))}
-    small = [w for w in writes if w[1].kind != KIND_SQLITE and w[1].size < SMALL_FILE]
-    small.sort(key=lambda w: (trees[id(w[0])],) + _where(w[1]))
     group: list[Entry] = []
     owner, size = None, 0
-    for tree, entry in small:
+    for tree, entry in _small_in_pack_order(writes):
         if group and (tree is not owner or len(group) >= GROUP_FILES or size + entry.size > GROUP_BYTES):
             jobs.append((owner, group))
             group, size = [], 0
@@ -238,9 +235,27 @@ def plan_jobs(writes: list[tuple[object, Entry]]) -> list[tuple[object, list[Ent
     return jobs
 
 
-def _where(entry: Entry) -> tuple[str, int]:
-    """Where an entry's first blob is stored (pack, offset); ("", 0) for no blob."""
-    return (entry.refs[0].pack, entry.refs[0].offset) if entry.refs else ("", 0)
+def _small_in_pack_order(writes: list[tuple[object, Entry]]) -> Iterator[tuple[object, Entry]]:
+    """The small files of ``writes`` by tree (in the order each tree first comes), then
+    where their first blob sits (pack, offset; no blob first), else as they came. Sorted
+    pack by pack on the offsets themselves: no key tuple per write (200,000 of them)."""
+    trees: dict[int, tuple[object, dict[str, list[Entry]]]] = {}
+    for tree, _ in writes:
+        trees.setdefault(id(tree), (tree, {}))
+    for tree, entry in writes:
+        if entry.kind != KIND_SQLITE and entry.size < SMALL_FILE:
+            trees[id(tree)][1].setdefault(entry.refs[0].pack if entry.refs else "", []).append(entry)
+    for tree, packs in trees.values():
+        for pack in sorted(packs):
+            entries = packs.pop(pack)
+            entries.sort(key=_offset)
+            for entry in entries:
+                yield tree, entry
+
+
+def _offset(entry: Entry) -> int:
+    """Where an entry's first blob sits in its pack (0 for no blob)."""
+    return entry.refs[0].offset if entry.refs else 0
 
 
 class Pipeline:

@@ -74,7 +74,7 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
                                                                 f"maps {len(snap.pages):,} pages of {snap.page_size:,}")
     with naming(shown_as or check_path):
         try:
-            _write_full(fd, snap, reader, snap.base.items())
+            write_full(fd, snap, reader, snap.base.items())
         except (CorruptObject, ObjectNotFound):
             if strict:
                 raise
@@ -82,7 +82,7 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
             # uses (a changed page whose base could not be read was stored whole):
             # write just the pages it needs, which fails only if one of those is bad.
             needed = _needed_base_pages(snap, reader)
-            _write_full(fd, snap, reader, [(p, snap.base[p]) for p in sorted(needed)])
+            write_full(fd, snap, reader, [(p, snap.base[p]) for p in sorted(needed)])
         _apply_delta(fd, snap, reader, overlay)
         os.ftruncate(fd, len(snap.pages) * snap.page_size)
         if meta:
@@ -95,7 +95,7 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
         raise CorruptObject(f"snapshot of {shown(entry.path)}", f"rebuilt database fails quick_check: {problem}")
 
 
-def _by_record(pages) -> tuple[list[BlobRef], dict[tuple[str, int], list[tuple[int, int]]]]:
+def by_record(pages) -> tuple[list[BlobRef], dict[tuple[str, int], list[tuple[int, int]]]]:
     """The records ``pages`` ((pgno, PageLoc) pairs) use, in pack order, and each
     record's (slot, pgno) uses."""
     uses: dict[tuple[str, int], list[tuple[int, int]]] = {}
@@ -108,7 +108,7 @@ def _by_record(pages) -> tuple[list[BlobRef], dict[tuple[str, int], list[tuple[i
     return [recs[k] for k in order], uses
 
 
-def _write_runs(fd: int, payload, uses: list[tuple[int, int]], size: int) -> None:
+def write_runs(fd: int, payload, uses: list[tuple[int, int]], size: int) -> None:
     """pwrite each use (slot, pgno) of a record's payload, one call per run of slots
     that land on consecutive pages."""
     uses = sorted(uses, key=lambda u: u[1])
@@ -125,10 +125,10 @@ def _write_runs(fd: int, payload, uses: list[tuple[int, int]], size: int) -> Non
         i = j
 
 
-def _write_full(fd: int, snap: Snapshot, reader, pages) -> None:
-    recs, uses = _by_record(pages)
+def write_full(fd: int, snap: Snapshot, reader, pages) -> None:
+    recs, uses = by_record(pages)
     for rec, payload in zip(recs, fetch_in_order(recs, reader)):
-        _write_runs(fd, payload, uses[(rec.pack, rec.offset)], snap.page_size)
+        write_runs(fd, payload, uses[(rec.pack, rec.offset)], snap.page_size)
 
 
 def _changed(snap: Snapshot) -> list[tuple[int, PageLoc]]:
@@ -136,14 +136,15 @@ def _changed(snap: Snapshot) -> list[tuple[int, PageLoc]]:
     return [(p, loc) for p, loc in enumerate(snap.pages) if p not in snap.base or loc != snap.base[p]]
 
 
-def _members(data, key: str, slot_uses: list[tuple[int, int]], snap: Snapshot) -> list[int] | None:
-    """The base pages a delta map record decodes against; None for a whole record."""
+def _members(data, key: str, slot_uses: list[tuple[int, int]], full: dict[int, PageLoc]) -> list[int] | None:
+    """The base pages a delta map record decodes against (``full``: the full map's
+    pages); None for a whole record."""
     if not parse_header(data, key=key).flags & FLAG_DELTA:
         return None
     members = embedded_members(data, key=key)
     if members is None:  # a version 2 map's one-page delta: its base has its page number
         members = [slot_uses[0][1]]
-        if len({p for _, p in slot_uses}) != 1 or members[0] not in snap.base:
+        if len({p for _, p in slot_uses}) != 1 or members[0] not in full:
             raise CorruptObject(key, "a page delta without its base page")
     return members
 
@@ -152,11 +153,26 @@ def _needed_base_pages(snap: Snapshot, reader) -> set[int]:
     """The full map's pages this snapshot reads: its unchanged pages, and the members
     of its group deltas (read from the delta records' headers)."""
     needed = {p for p, loc in enumerate(snap.pages) if snap.base.get(p) == loc}
-    recs, uses = _by_record(_changed(snap))
+    recs, uses = by_record(_changed(snap))
     for rec, data in zip(recs, fetch_in_order(recs, RawReader(reader))):
-        members = _members(data, blob_location(rec), uses[(rec.pack, rec.offset)], snap)
+        members = _members(data, blob_location(rec), uses[(rec.pack, rec.offset)], snap.base)
         needed.update(m for m in members or () if m in snap.base)
     return needed
+
+
+def decode_delta_record(data, rec: BlobRef, slot_uses: list[tuple[int, int]], full: dict[int, PageLoc],
+                        base_page: Callable[[int], bytes], codec) -> bytes:
+    """The payload of a delta map's record ``rec`` (``data`` as stored, its (slot, pgno)
+    uses ``slot_uses``), verified; a group delta decodes against its members' pages of
+    the full map (``full``), ``base_page(pgno)``."""
+    key = blob_location(rec)
+    members = _members(data, key, slot_uses, full)
+    base = None
+    if members is not None:
+        base = group_base(members, full, base_page)
+        if not base:
+            raise CorruptObject(key, "a group delta none of whose members has a base page")
+    return decode_record(data, key=key, expect_id=rec.id, expect_kind=KIND_DBPAGE, base=base, codec=codec)
 
 
 def _apply_delta(fd: int, snap: Snapshot, reader, overlay_file: Callable[[], BinaryIO]) -> None:
@@ -164,7 +180,7 @@ def _apply_delta(fd: int, snap: Snapshot, reader, overlay_file: Callable[[], Bin
     changed = _changed(snap)
     if not changed:
         return
-    recs, uses = _by_record(changed)
+    recs, uses = by_record(changed)
 
     def base_page(pgno: int) -> bytes:
         page = os.pread(fd, size, pgno * size)
@@ -177,14 +193,7 @@ def _apply_delta(fd: int, snap: Snapshot, reader, overlay_file: Callable[[], Bin
         for rec, data in zip(recs, fetch_in_order(recs, RawReader(reader))):
             key = blob_location(rec)
             slot_uses = uses[(rec.pack, rec.offset)]
-            members = _members(data, key, slot_uses, snap)
-            base = None
-            if members is not None:
-                base = group_base(members, snap.base, base_page)
-                if not base:
-                    raise CorruptObject(key, "a group delta none of whose members has a base page")
-            payload = decode_record(data, key=key, expect_id=rec.id, expect_kind=KIND_DBPAGE, base=base,
-                                    codec=reader.codec)
+            payload = decode_delta_record(data, rec, slot_uses, snap.base, base_page, reader.codec)
             for slot, pgno in slot_uses:
                 page = payload[slot * size:(slot + 1) * size]
                 if len(page) != size:

@@ -60,6 +60,7 @@ class LocalStore(Store):
         self.location = self.root
         self.fs = fs or OS_FS
         self.tmp_dir = os.path.join(self.root, TMP_DIR)
+        self._root_seen = False     # an object was read or a directory found: the store is there (``_make_dirs``)
         self.puts = 0
         self.put_bytes = 0
         self._count_lock = threading.Lock()
@@ -213,9 +214,16 @@ class LocalStore(Store):
             self.put_bytes += nbytes
 
     def _make_dirs(self, directory: str, key: str) -> None:
-        """Create ``directory`` and missing parents, fsyncing each new one's parent."""
+        """Create ``directory`` and missing parents up to the store's own directory,
+        fsyncing each new one's parent. The store's directory itself is never made here
+        once this store object has seen it: one that vanished mid-checkpoint (a volume
+        unmounted) is an error, never a new directory on the disk underneath."""
         if os.path.isdir(directory):
+            self._root_seen = True
             return
+        if self._root_seen and len(directory) <= len(self.root) and not os.path.isdir(self.root):
+            raise StoreError(f"put object: {key}: the store's directory {self.root} is gone (is the volume "
+                             "mounted?)")
         parent = os.path.dirname(directory)
         if parent != directory:
             self._make_dirs(parent, key)
@@ -234,19 +242,29 @@ class LocalStore(Store):
         """Bytes ``[start, end)`` of the object; ``ObjectNotFound`` if missing; past-end truncates."""
         _check_range(start, end)
         path = self._path(key)
-        try:
-            f = open(path, "rb")
+        try:  # a bare descriptor and pread: half the cost of a buffered file for a small object
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as err:
             raise ObjectNotFound(key) from err
         except OSError as err:
             raise StoreError(f"read object: {key}: {describe_os_error(err, path)}") from err
-        with f:
-            size = os.fstat(f.fileno()).st_size
-            stop = size if end is None else min(end, size)
+        self._root_seen = True
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise ObjectNotFound(key)
+            stop = st.st_size if end is None else min(end, st.st_size)
             if start >= stop:
                 return b""
-            f.seek(start)
-            return f.read(stop - start)
+            data = os.pread(fd, stop - start, start)
+            while len(data) < stop - start:   # a read of more than the kernel gives at once
+                more = os.pread(fd, stop - start - len(data), start + len(data))
+                if not more:
+                    break
+                data += more
+            return data
+        finally:
+            os.close(fd)
 
     def head(self, key: str) -> int | None:
         """The object's size, or ``None`` when the key is missing (or is a directory)."""
