@@ -287,7 +287,7 @@ def demo(workdir, as_json):
               help="Do not serve the input journal's socket ($JOURNAL_INPUT_SOCKET) for CMD.")
 @click.option("--no-watch", is_flag=True,
               help="Check every path at every tick instead of trusting inotify for directories where nothing "
-                   "happened (by default an eighth of the paths is checked in full at each tick).")
+                   "happened (by default a sixteenth of the paths is checked in full at each tick).")
 @click.option("--metrics-file", metavar="FILE",
               help="Write Prometheus text-format metrics to FILE after every tick (replaced atomically).")
 @click.option("--pass-key-env", is_flag=True,

@@ -14,7 +14,7 @@ directory is trusted only when
   directory above it renamed, or the tree's root moved, is never trusted;
 * the snapshot is the one this watch settled on (another process's checkpoint wrote a
   snapshot: nothing is trusted until it is checked once);
-* it is not in this tick's sweep: every tick checks a further eighth of the names in
+* it is not in this tick's sweep: every tick checks a further sixteenth of the names in
   full (``SWEEP_TICKS``), whatever the events said, so that a change inotify does not
   report (a write through a shared memory map, or through a hard link from outside the
   tree) is still taken within that many ticks. The final checkpoint at a stop uses no
@@ -32,7 +32,7 @@ import stat as stat_mod
 from collections.abc import Iterable
 
 #: Every tick checks in full about 1/SWEEP_TICKS of the names, in turn.
-SWEEP_TICKS = 8
+SWEEP_TICKS = 16
 
 try:
     from inotify_simple import INotify, flags as _flags
