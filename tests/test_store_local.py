@@ -309,3 +309,18 @@ def test_a_store_directory_that_vanished_is_never_made_again_by_a_put(tmp_path):
     with pytest.raises(StoreError, match="is gone"):
         store.put_if_absent("packs/ab/abcd", b"x")
     assert not root.exists()
+
+
+def test_a_store_directory_that_vanished_is_never_made_again_by_a_staged_put(tmp_path):
+    """The manifest staged while packs upload (``stage``) writes its temp file first: that
+    write must not make the vanished store's directory again either."""
+    root = tmp_path / "data" / "journal"
+    store = LocalStore(str(root))
+    store.put_if_absent("config", b"{}")
+    assert store.get("config") == b"{}"
+    root.rename(tmp_path / "data" / "journal-unmounted")
+    with pytest.raises(StoreError, match="is gone"):
+        store.stage("manifests/00000000000000000002", b"m")
+    with pytest.raises(StoreError, match="is gone"):
+        store.put_first_absent(["manifests/00000000000000000002"], b"m")
+    assert not root.exists()

@@ -182,8 +182,17 @@ class LocalStore(Store):
             self._count_put(total)
         return Staged(publish, lambda: discard_temp(tmp, self.fs))
 
+    def _require_root(self, key: str) -> None:
+        """Refuse to write once the store's directory, seen before, is gone: its temp
+        directory or a key's parents made now would be a store's beginnings on the disk
+        under an unmounted volume."""
+        if self._root_seen and not os.path.isdir(self.root):
+            raise StoreError(f"put object: {key}: the store's directory {self.root} is gone (is the volume "
+                             "mounted?)")
+
     def _write_temp(self, key: str, path: str, data: bytes) -> tuple[str, int]:
         """``data`` in a new temp file, fsynced and closed: ``(its path, bytes)``."""
+        self._require_root(key)
         try:
             return write_temp(data, self.tmp_dir, path, fs=self.fs)
         except OSError as err:
@@ -221,9 +230,8 @@ class LocalStore(Store):
         if os.path.isdir(directory):
             self._root_seen = True
             return
-        if self._root_seen and len(directory) <= len(self.root) and not os.path.isdir(self.root):
-            raise StoreError(f"put object: {key}: the store's directory {self.root} is gone (is the volume "
-                             "mounted?)")
+        if len(directory) <= len(self.root):
+            self._require_root(key)
         parent = os.path.dirname(directory)
         if parent != directory:
             self._make_dirs(parent, key)
