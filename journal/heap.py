@@ -70,10 +70,12 @@ def release_freed() -> None:
 
 
 def _libc_call(name: str, *args: int) -> None:
-    try:
-        import ctypes
+    import ctypes
 
-        func = getattr(ctypes.CDLL(None), name)
+    from .atomic import _c_library
+
+    try:
+        func = getattr(_c_library(), name)   # the one handle, opened once (after every supervisor tick)
     except (OSError, AttributeError):
         return
     func.argtypes = (ctypes.c_int,) * len(args)

@@ -48,7 +48,7 @@ def test_each_snapshot_is_rebuilt_byte_for_byte_from_the_one_before_each_record_
         for seq in sorted(snaps):
             chain.rebuild(box.entry(seq))
             alone = tmp_path / f"alone-{seq}.db"
-            rebuild_db(box.entry(seq), repo, str(alone), strict=True, checked=False)
+            rebuild_db(box.entry(seq), repo, str(alone), strict=True)
             assert (work / "snapshot.db").read_bytes() == alone.read_bytes(), seq
 
     base = snaps[min(snaps)].base
@@ -103,7 +103,7 @@ def test_a_damaged_delta_record_fails_each_snapshot_that_needs_it_and_no_other(t
         with pytest.raises(CorruptObject):
             chain.rebuild(box.entry(seqs[3]))
         chain.rebuild(box.entry(seqs[2]))
-    rebuild_db(box.entry(seqs[2]), repo, str(tmp_path / "alone.db"), strict=True, checked=False)
+    rebuild_db(box.entry(seqs[2]), repo, str(tmp_path / "alone.db"), strict=True)
     assert (work / "snapshot.db").read_bytes() == (tmp_path / "alone.db").read_bytes()
 
 

@@ -49,8 +49,8 @@ def vouched(monkeypatch):
     sizes: list[int] = []
     real = Watch.trusted
 
-    def trusted(self, stamp, rows):
-        out = real(self, stamp, rows)
+    def trusted(self, state_dir):
+        out = real(self, state_dir)
         sizes.append(len(out))
         return out
 

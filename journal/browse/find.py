@@ -89,7 +89,7 @@ def find_paths(view: View, match: Callable[[str, str], bool], trees: Collection[
         try:
             manifest = view.manifest_once(seq)
         except DAMAGE as err:
-            _skip(view, f"checkpoint {seq} is unreadable ({err})")
+            view.skip(f"checkpoint {seq} is unreadable ({err})")
             continue
         if since_ns is not None and manifest.created_ns < since_ns:
             continue
@@ -101,7 +101,7 @@ def find_paths(view: View, match: Callable[[str, str], bool], trees: Collection[
             try:
                 now = walker.matches(name, root.root) if root is not None and root.root is not None else {}
             except DAMAGE as err:
-                _skip(view, f"tree {name} in checkpoint {seq} is unreadable ({err})")
+                view.skip(f"tree {name} in checkpoint {seq} is unreadable ({err})")
                 continue
             _advance(current, history, kept, name, now, seq)
     result.found = [Found(path=joined(*key), versions=list(reversed(versions)))
@@ -116,11 +116,6 @@ def _glob_matcher(pattern: str) -> Callable[[str, str], bool]:
     if "/" in pattern:
         return lambda tree, path: regex.match(joined(tree, path)) is not None
     return lambda tree, path: regex.match(path.rpartition("/")[2]) is not None
-
-
-def _skip(view: View, note: str) -> None:
-    view.skipped.append(note)
-    view.reporter.warn(f"{view.op}: {note}; passed over")
 
 
 def _advance(current: dict, history: dict, entries: dict | None, tree: str, now: dict[str, Entry], seq: int) -> None:

@@ -50,6 +50,7 @@ from ..presets import PRESETS, SESSIONS, Sessions, SessionFiles, SessionTable
 from ..repository.segments import read_blobs
 from .find import Found, PathHistory, Version, find_paths
 from .ls import lookup
+from .conversations.model import dig
 from .view import DAMAGE, View
 
 #: The shortest ID taken: Gemini's file names hold 8 characters of the id.
@@ -220,7 +221,7 @@ class _Finder:
             try:
                 found_id, cwd = _first_values(self.view, entry, (rule.id_field, rule.cwd_field))
             except DAMAGE as err:
-                self._skip(f"the first records of {shown(found.path)} in checkpoint {present[0].first} are "
+                self.view.skip(f"the first records of {shown(found.path)} in checkpoint {present[0].first} are "
                            f"unreadable ({err})")
                 found_id = None
             if rule.prefix:
@@ -228,11 +229,8 @@ class _Finder:
                     return
                 session = found_id
         if rule.cwd_file and cwd is None:
-            cwd = self._cwd_file(tree, path, rule.cwd_file, present[0].last)
+            cwd = cwd_file(self.view, tree, path, rule.cwd_file, present[0].last)
         self._session(rules, tree, session, cwd, _place(found.path, PlaceKind.TRANSCRIPT, found.versions))
-
-    def _cwd_file(self, tree: str, path: str, name: str, seq: int) -> str | None:
-        return cwd_file(self.view, tree, path, name, seq, self._skip)
 
     def _database(self, rules: SessionRules, table: SessionTable, tree: str, path: str, found: Found,
                   present: list[Version]) -> None:
@@ -249,7 +247,7 @@ class _Finder:
                 try:
                     rows = self.rows[entry.refs] = self._rows(entry, table)
                 except DAMAGE as err:
-                    self._skip(f"the copy of {shown(found.path)} in checkpoint {version.first} is damaged ({err})")
+                    self.view.skip(f"the copy of {shown(found.path)} in checkpoint {version.first} is damaged ({err})")
                     continue
             for session, cwd in rows.items():
                 held.setdefault(session, []).append(version)
@@ -263,10 +261,6 @@ class _Finder:
         with snapshot_db(self.view, entry) as con:
             self.snapshots += 1
             return ids_with_prefix(con, table, self.query)
-
-    def _skip(self, note: str) -> None:
-        self.view.skipped.append(note)
-        self.view.reporter.warn(f"{self.view.op}: {note}; passed over")
 
 
 @contextlib.contextmanager
@@ -298,10 +292,10 @@ def ids_with_prefix(con: sqlite3.Connection, table: SessionTable, prefix: str) -
     return {str(row[0]): (str(row[1]) if len(row) > 1 and row[1] else None) for row in rows}
 
 
-def cwd_file(view: View, tree: str, path: str, name: str, seq: int, skip) -> str | None:
+def cwd_file(view: View, tree: str, path: str, name: str, seq: int) -> str | None:
     """The first line of the file ``name`` (relative to ``path``'s directory) in checkpoint
-    ``seq``: a session's working directory (Gemini's ``.project_root``). ``skip(note)``
-    is told when that file is damaged."""
+    ``seq``: a session's working directory (Gemini's ``.project_root``); a damaged one is
+    passed over (``View.skip``)."""
     rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), name))
     if rel.startswith(("../", "/")) or rel in ("..", "."):
         return None
@@ -312,7 +306,7 @@ def cwd_file(view: View, tree: str, path: str, name: str, seq: int, skip) -> str
             return None
         data = b"".join(read_blobs(entry, view.repo))
     except DAMAGE as err:
-        skip(f"{shown(tree + '/' + rel)} in checkpoint {seq} is unreadable ({err})")
+        view.skip(f"{shown(tree + '/' + rel)} in checkpoint {seq} is unreadable ({err})")
         return None
     line = data.decode("utf-8", "replace").strip().partition("\n")[0]
     return line or None
@@ -342,7 +336,7 @@ def _first_values(view: View, entry: Entry, fields: tuple[tuple[str, ...], ...])
         for line in lines:
             record = _decoded(line)
             for i, keys in list(wanted.items()):
-                value = _dig(record, keys)
+                value = dig(record, *keys)
                 if isinstance(value, str):
                     found[i] = value
                     del wanted[i]
@@ -360,9 +354,3 @@ def _decoded(line: bytes):
         return None
 
 
-def _dig(record, keys: tuple[str, ...]):
-    for key in keys:
-        if not isinstance(record, dict):
-            return None
-        record = record.get(key)
-    return record

@@ -102,6 +102,11 @@ class View:
         for _, page in walk_pages(root, self.load_page, prune):
             yield from page.entries
 
+    def skip(self, note: str) -> None:
+        """Note (and warn) that something damaged was passed over."""
+        self.skipped.append(note)
+        self.reporter.warn(f"{self.op}: {note}; passed over")
+
     def pass_over(self, seq: int, what: str, err: Exception) -> None:
         """Note (and warn) that checkpoint ``seq`` cannot answer: ``what`` in it is damaged."""
         note = f"checkpoint {seq} is unusable ({what}: {err})"

@@ -99,13 +99,15 @@ def checkpoint(cfg: Config, store: Store, reporter: Reporter = SILENT, *,
             proven = _locked(cfg, store, reporter, allow_deletions, result, watch)
         except (JournalError, OSError) as err:
             if watch is not None:
-                watch.settle(None, None)
+                watch.settle(None)
             result.seconds = time.monotonic() - started
             if result.seq is not None:  # committed, with some paths failed (CheckpointErrors)
                 activity.checkpoint_done(cfg.state_dir, result, walked=True, ok=False)
             activity.failed(cfg.state_dir, "checkpoint", describe_error(err))
             raise
         result = proven or result
+        if watch is not None:
+            watch.settle(cfg.state_dir)
         result.seconds = time.monotonic() - started
         activity.checkpoint_done(cfg.state_dir, result, walked=proven is None)
     return result
@@ -117,13 +119,11 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
     nothing changed, else None once ``result`` holds what this run did."""
     state_file = os.path.join(cfg.state_dir, STATE_FILE)
     key = config_key(cfg)
-    trusted = _trusted(cfg.state_dir, watch)
+    trusted = watch.trusted(cfg.state_dir) if watch is not None else frozenset()
     proven, same = quiet.same_rows(cfg.state_dir, state_file, config_key=key, fork=True, trusted=trusted)
     if proven is not None and proven.remote is not None and _moved_on(store, *proven.remote):
         proven = None   # another writer committed the next checkpoint: the full path says so
     if proven is not None:  # unchanged since the last clean checkpoint
-        if watch is not None:
-            watch.settle(file_stamp(quiet.quiet_path(cfg.state_dir)), [row.abs_dir for row in proven.dirs])
         return msgspec.convert(proven.result, CheckpointResult)
     repo = open_repository(store, cfg.state_dir, create=True, key=cfg.key)
     state = _load_or_refuse(cfg.state_dir, repo)
@@ -139,18 +139,8 @@ def _locked(cfg: Config, store: Store, reporter: Reporter, allow_deletions: bool
         forget_state(cfg.state_dir)  # the in-memory copy may be ahead of the file
         quiet.discard(cfg.state_dir)
         raise
-    saved = _save_quiet(cfg, key, state_file, result, rows, store, same, next_seq, state.seq)
-    if watch is not None:
-        watch.settle(file_stamp(quiet.quiet_path(cfg.state_dir)), saved and [row.abs_dir for row in saved])
+    _save_quiet(cfg, key, state_file, result, rows, store, same, next_seq, state.seq)
     return None
-
-
-def _trusted(state_dir: str, watch: Watch | None) -> frozenset[str]:
-    """The directories ``watch`` vouches for this tick (none without a watch or snapshot)."""
-    if watch is None:
-        return frozenset()
-    snapshot = quiet.load(state_dir)
-    return watch.trusted(file_stamp(quiet.quiet_path(state_dir)), snapshot.dirs if snapshot else ())
 
 
 def _moved_on(store: Store, next_key: str, own_key: str | None) -> bool:
@@ -174,10 +164,9 @@ def config_key(cfg: Config) -> str:
 
 def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult,
                 rows: list[quiet.Row] | None, store: Store, same: dict[tuple[str, str], quiet.Row],
-                next_seq: int, own: int) -> list[quiet.Row] | None:
+                next_seq: int, own: int) -> None:
     """Save the quiet snapshot after a clean checkpoint, else drop the stale one (also
-    while packs wait for a recheck, so that every tick takes the full path). Returns the
-    rows saved, None when none were.
+    while packs wait for a recheck, so that every tick takes the full path).
 
     The snapshot also proves the store did not move on: a local store's config file is
     still there (never "idle" over an unmounted store), the next checkpoint's manifest
@@ -185,7 +174,7 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
     state_sig = file_stamp(state_file)
     if rows is None or result.warnings or state_sig is None or rechecks_pending(cfg.state_dir):
         quiet.discard(cfg.state_dir)
-        return None
+        return
     # Directories whose files changed last come first: in a busy tree the check then
     # fails (and the full checkpoint starts) after a few directories, not thousands.
     # The walked ones, newest change first, then those taken from the last snapshot
@@ -208,8 +197,6 @@ def _save_quiet(cfg: Config, key: str, state_file: str, result: CheckpointResult
         quiet.save(cfg.state_dir, snapshot)
     except OSError:  # a full disk: the checkpoint is committed; without a snapshot the next tick walks
         quiet.discard(cfg.state_dir)
-        return None
-    return rows
 
 
 #: The time a ``Signature`` holds, read from the plain tuple a row keeps (no object made per path).

@@ -20,6 +20,11 @@ def _view(config_path, store_url, op: str):
     return config_view(config_path, store_url, op)[1]
 
 
+def tree_harnesses(cfg) -> dict[str, str]:
+    """Each configured tree's harness preset, by tree name (trees without one left out)."""
+    return {t.name: t.preset for t in (*cfg.trees, *cfg.dormant) if t.preset}
+
+
 def config_view(config_path, store_url, op: str):
     from ..browse.view import View
     from ..repository.lineage import open_existing
@@ -250,7 +255,7 @@ def _find_session(config_path, store_url, as_json, tree, since, session) -> None
 
     check_session_id(session)
     cfg, view = config_view(config_path, store_url, "find")
-    harnesses = {t.name: t.preset for t in (*cfg.trees, *cfg.dormant) if t.preset}
+    harnesses = tree_harnesses(cfg)
     result = find_sessions(view, session, harnesses, since=since, tree=tree)
     if as_json:
         emit_json(result.sessions)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from .app import common, echo, emit_json, main
-from .browse import AT_HELP, config_view, fallback_exit, when, resume_line
+from .browse import AT_HELP, config_view, fallback_exit, resume_line, tree_harnesses, when
 from .render import count, number
 
 #: How much of a tool call, a tool result, the model's reasoning and text the harness
@@ -17,10 +17,6 @@ from .render import count, number
 SHORT = {"tool_call": (3, 300), "tool_result": (5, 500), "thinking": (3, 300), "context": (1, 120), "info": (1, 200)}
 #: The width of the first prompt in the listing.
 PROMPT_WIDTH = 60
-
-
-def _harnesses(cfg) -> dict[str, str]:
-    return {t.name: t.preset for t in (*cfg.trees, *cfg.dormant) if t.preset}
 
 
 @main.command()
@@ -46,7 +42,7 @@ def sessions(config_path, store_url, as_json, harness, at):
 
     readable_rules({}, harness)    # an unknown harness is bad input: said before the store is opened
     cfg, view = config_view(config_path, store_url, "sessions")
-    listing = list_sessions(view, _harnesses(cfg), at=at, harness=harness)
+    listing = list_sessions(view, tree_harnesses(cfg), at=at, harness=harness)
     if as_json:
         emit_json(listing)
     else:
@@ -108,7 +104,7 @@ def show(config_path, store_url, as_json, at, session):
 
     check_session_id(session, "show")
     cfg, view = config_view(config_path, store_url, "show")
-    shown = show_session(view, session, _harnesses(cfg), at=at)
+    shown = show_session(view, session, tree_harnesses(cfg), at=at)
     if as_json:
         emit_json(shown)
     else:

@@ -226,7 +226,9 @@ def _legacy_deltas(pm: PageMap, pages: dict[int, BlobRef], key: str) -> frozense
 
 def load_snapshot(refs: tuple[BlobRef, ...], read_map: Callable[[BlobRef], bytes]) -> Snapshot:
     """Resolve a snapshot entry's map refs (a full map, then up to two delta maps)."""
-    return resolve_snapshot(refs, lambda ref, key: decode_map(read_map(ref), ref.pack, key))
+    maps = resolve_maps(refs, lambda ref, key: decode_map(read_map(ref), ref.pack, key))
+    changed, base = maps.changed, maps.base
+    return Snapshot(maps.page_size, [changed.get(p) or base[p] for p in range(maps.count)], base)
 
 
 #: Reads and decodes one page map: ``(ref, key) -> decode_map's (map, its pages)``.
@@ -240,14 +242,6 @@ class Maps(NamedTuple):
     count: int                      # its pages
     base: dict[int, PageLoc]        # the full map's pages (a delta's base pages)
     changed: dict[int, PageLoc]     # the delta maps' pages, a later map's over an earlier's
-
-
-def resolve_snapshot(refs: tuple[BlobRef, ...], decoded: DecodedMap) -> Snapshot:
-    """``load_snapshot`` from maps ``decoded`` gives (a caller may keep a decoded map
-    for the next snapshot that names it)."""
-    maps = resolve_maps(refs, decoded)
-    changed, base = maps.changed, maps.base
-    return Snapshot(maps.page_size, [changed.get(p) or base[p] for p in range(maps.count)], base)
 
 
 def resolve_maps(refs: tuple[BlobRef, ...], decoded: DecodedMap) -> Maps:

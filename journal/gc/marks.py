@@ -16,7 +16,7 @@ from ..format.inputs import parse_key as parse_input_key
 from ..format.tombstone import (MANIFEST_KINDS, TOMBSTONE_PREFIX, ItemKind, LazyTombstone, TombstoneItem, read_item,
                                 read_tombstone)
 from ..report import Reporter
-from ..repository.repository import MANIFEST_PREFIX, SEQ_WIDTH, Repository, pack_of
+from ..repository.repository import Repository, manifest_seq, pack_of
 from .delete import named_pack
 from .spill import Spill, Table
 
@@ -31,18 +31,10 @@ class Marks(msgspec.Struct, frozen=True, kw_only=True):
     ripe_manifests: list[TombstoneItem]     # the manifest items of the ripe ones
 
 
-def seq_of(key: str) -> int | None:
-    """The sequence of a manifest key, or None for another key."""
-    name = key[len(MANIFEST_PREFIX):]
-    if key.startswith(MANIFEST_PREFIX) and name.isdigit() and len(name) == SEQ_WIDTH:
-        return int(name)
-    return None
-
-
 def key_problem(item: TombstoneItem) -> bool:
     """Whether ``item``'s key is of the wrong shape for its kind (never deleted)."""
     if item.kind in MANIFEST_KINDS:
-        return seq_of(item.key) is None
+        return manifest_seq(item.key) is None
     if item.kind == ItemKind.INPUT:
         return parse_input_key(item.key) is None
     return pack_of(item.key) is None
@@ -105,7 +97,7 @@ def read_marks(repo: Repository, spill: Spill, cutoff_ns: int, reporter: Reporte
             else:
                 marked_manifests.add(item.key)
                 if item.kind == ItemKind.FORGOTTEN:
-                    forgotten.setdefault(seq_of(item.key), stone.created)
+                    forgotten.setdefault(manifest_seq(item.key), stone.created)
                 if is_ripe:
                     ripe_manifests.append(item)
         spill.add(Table.MARKED, packs)

@@ -75,13 +75,13 @@ from ..format.codec import TOMBSTONE
 from ..format.tombstone import (MANIFEST_KINDS, TOMBSTONE_ITEMS, TOMBSTONE_PREFIX, Chunk, ItemKind, LazyTombstone,
                                 Tombstone, TombstoneItem, read_item, read_tombstone)
 from ..report import SILENT, Reporter
-from ..repository.repository import MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key, pack_key, pack_of, utc_now
-from ..store.base import Store
+from ..repository.repository import (MANIFEST_PREFIX, PACK_PREFIX, Repository, manifest_key, manifest_seq, pack_key,
+                                     pack_of, utc_now)
 from .delete import Deleter, named_pack
 from .fate import Fate
 from .inputs import InputPolicy, expired_inputs, input_fate
 from .lease import LEASE_SECONDS, Lease
-from .marks import each_tombstone, raw_items, read_marks, seq_of
+from .marks import each_tombstone, raw_items, read_marks
 from .plan import GcPlan, GcResult
 from .reach import Reach
 from .retention import Forget, ManifestInfo, Policy, Verdict, check_policy, choose, verdicts
@@ -168,17 +168,9 @@ class _Tally:
             self.sample.append(item)
 
 
-def _manifests(store: Store) -> Iterator[tuple[int, int]]:
-    """``(seq, size)`` of every manifest present now (one listing, streamed)."""
-    for key, size in store.list_sizes(MANIFEST_PREFIX):
-        seq = seq_of(key)
-        if seq is not None:
-            yield seq, size
-
-
 def _newest_seq(repo: Repository) -> int:
     """The newest manifest sequence present now (one listing, streamed)."""
-    return max(filter(None, map(seq_of, repo.store.list(MANIFEST_PREFIX))), default=0)
+    return max(filter(None, map(manifest_seq, repo.store.list(MANIFEST_PREFIX))), default=0)
 
 
 class _Manifests(msgspec.Struct, frozen=True, kw_only=True):
@@ -255,7 +247,7 @@ class _Gc:
     def _read_manifests(self) -> _Manifests:
         """Retention from one summary per manifest; the packs each names go to the spill.
         The sizes come with the listing (the mark records those of the expired ones)."""
-        sizes = dict(_manifests(self.repo.store))
+        sizes = self.repo.manifest_sizes()
         seqs = sorted(sizes)
         infos: list[ManifestInfo] = []
         unreadable: list[int] = []
@@ -288,7 +280,7 @@ class _Gc:
         manifests = self.manifests
         deleting: dict[int, TombstoneItem] = {}
         for item in self.marks.ripe_manifests:
-            seq = seq_of(item.key)
+            seq = manifest_seq(item.key)
             if seq in manifests.present and seq not in manifests.kept:
                 deleting.setdefault(seq, item)
         if self.sweep_marked:
@@ -554,7 +546,7 @@ class _Gc:
         if item.kind == ItemKind.INPUT:
             return input_fate(item.key, lambda key: self.spill.has(Table.INPUTS_EXPIRED, key))
         if item.kind in MANIFEST_KINDS:
-            seq = seq_of(item.key)
+            seq = manifest_seq(item.key)
             manifests = self.manifests
             if seq in manifests.present and seq not in self.deleting and seq not in manifests.kept:
                 return Fate.KEEP

@@ -181,22 +181,28 @@ def _read(path: str) -> _File | None:
 def load(state_dir: str) -> Quiet | None:
     """The whole snapshot, or None when there is none or it cannot be read (a row that is
     not a tuple of five fields among them)."""
+    return stamped(state_dir)[1]
+
+
+def stamped(state_dir: str) -> tuple[tuple | None, Quiet | None]:
+    """``(stamp, load(state_dir))``: the snapshot and the stamp of the file it was read
+    from (``local/watch.py`` settles on the file it read)."""
     path = quiet_path(state_dir)
     read = file_stamp(path)
     if read is None:
-        return None
+        return None, None
     memo = _memo.get(path)
     if memo is not None and memo[0] == read:
-        return memo[1]
+        return read, memo[1]
     snap = _read(path)
     if snap is None:
-        return None
+        return read, None
     try:
         snap.quiet.dirs = [Row(*row) for i in range(PARTS) for row in snap.part(i)]
     except (EOFError, ValueError, TypeError):
-        return None
+        return read, None
     _memo[path] = (read, snap.quiet)
-    return snap.quiet
+    return read, snap.quiet
 
 
 def idle_result(state_dir: str, state_file: str, *, config_key: str | None = None,

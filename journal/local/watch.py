@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
-from collections.abc import Iterable
+
+from . import quiet
 
 #: Every tick checks in full about 1/SWEEP_TICKS of the names, in turn.
 SWEEP_TICKS = 16
@@ -46,10 +47,10 @@ except ImportError:  # not Linux, or the package is missing: every directory is 
 
 
 class _Dir:
-    __slots__ = ("wd", "ident", "armed", "verified", "checked")
+    __slots__ = ("wd", "ident", "verified", "checked")
 
     def __init__(self, wd: int, ident: tuple[int, int], armed: int):
-        self.wd, self.ident, self.armed, self.verified = wd, ident, armed, False
+        self.wd, self.ident, self.verified = wd, ident, False
         self.checked = armed        # the last tick whose check of the row was a full one
 
 
@@ -75,22 +76,17 @@ class Watch:
     def active(self) -> bool:
         return self._fd is not None
 
-    def close(self) -> None:
-        if self._fd is not None:
-            self._fd.close()
-            self._fd = None
-        self._dirs.clear()
-        self._paths.clear()
-
-    def trusted(self, stamp, rows) -> frozenset[str]:
-        """Begin a tick: the directories among ``rows`` (the quiet snapshot's, whose file
-        has ``stamp``) that need no check this tick. Reads every pending event first."""
+    def trusted(self, state_dir: str) -> frozenset[str]:
+        """Begin a tick: the directories of ``state_dir``'s quiet snapshot that need no
+        check this tick. Reads every pending event first."""
         self._tick += 1
         if self._fd is None:
             return frozenset()
         self._drain()
-        if stamp is None or stamp != self._stamp:
+        stamp, snapshot = quiet.stamped(state_dir)
+        if snapshot is None or stamp != self._stamp:
             return frozenset()
+        rows = snapshot.dirs
         candidates = []
         for row in rows:
             d = self._dirs.get(row[0])
@@ -108,23 +104,24 @@ class Watch:
                 d.checked = self._tick
         return out
 
-    def settle(self, stamp, dirs: Iterable[str] | None) -> None:
-        """End a tick: ``dirs`` are the directories of the quiet snapshot just saved (file
-        ``stamp``), None when none was saved. Directories watched since before this
-        tick's check are verified; new ones are watched, vanished ones let go."""
+    def settle(self, state_dir: str | None) -> None:
+        """End a tick that checked ``state_dir``'s quiet snapshot, or saved a new one, under
+        the state lock (None: a tick that failed, which lets every watch go). The
+        snapshot's directories watched since before this tick's check are verified (a
+        watch armed at a tick's end is so from the next one's); new ones are watched,
+        vanished ones let go."""
         if self._fd is None:
             return
-        self._stamp = stamp if dirs is not None else None
-        wanted = set(dirs or ())
+        stamp, snapshot = quiet.stamped(state_dir) if state_dir is not None else (None, None)
+        self._stamp = stamp if snapshot is not None else None
+        wanted = {row.abs_dir for row in snapshot.dirs} if snapshot is not None else set()
         for path in [p for p in self._dirs if p not in wanted]:
             self._drop(path, remove=True)
-        if dirs is None:
-            return
         for path in wanted:
             d = self._dirs.get(path)
             if d is None:
                 self._arm(path)
-            elif d.armed < self._tick:
+            else:
                 d.verified = True
 
     def _arm(self, path: str) -> None:

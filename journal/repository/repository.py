@@ -388,7 +388,7 @@ class Repository:
     def manifest_sizes(self) -> dict[int, int]:
         """Every manifest sequence present in the store, with its record's size (one listing)."""
         return {seq: size for key, size in self.store.list_sizes(MANIFEST_PREFIX)
-                if (seq := _manifest_seq(key)) is not None}
+                if (seq := manifest_seq(key)) is not None}
 
     def load_manifest(self, seq: int) -> tuple[Manifest, str]:
         """Read and verify manifest ``seq``; returns it with its id (payload hash)."""
@@ -469,12 +469,13 @@ class RecordCache:
 
 def list_manifest_seqs(store: Store) -> list[int]:
     """Every manifest sequence present in ``store``, ascending (one listing; no config read)."""
-    return sorted(seq for seq in map(_manifest_seq, store.list(MANIFEST_PREFIX)) if seq is not None)
+    return sorted(seq for seq in map(manifest_seq, store.list(MANIFEST_PREFIX)) if seq is not None)
 
 
-def _manifest_seq(key: str) -> int | None:
+def manifest_seq(key: str) -> int | None:
+    """The sequence of a manifest key, or None for another key."""
     name = key[len(MANIFEST_PREFIX):]
-    return int(name) if name.isdigit() and len(name) == SEQ_WIDTH else None
+    return int(name) if key.startswith(MANIFEST_PREFIX) and name.isdigit() and len(name) == SEQ_WIDTH else None
 
 
 def encode_manifest(manifest: Manifest, codec: Codec = PLAIN) -> tuple[str, bytes]:

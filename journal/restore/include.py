@@ -45,12 +45,11 @@ class Include:
         """The entries of ``tree`` a restore takes, in their order, and the paths the
         patterns select (matched, or under a match): those without the parents above."""
         taken = [e.path for e in entries if self._under_match(tree, e.path)]
-        above = {p.rpartition("/")[0] for p in taken}
-        for path in list(above):
+        keep = set(taken)
+        for path in taken:
             while "/" in path:
                 path = path.rpartition("/")[0]
-                above.add(path)
-        keep = above | set(taken)
+                keep.add(path)
         return [e for e in entries if e.path in keep], taken
 
     def _under_match(self, tree: str, path: str) -> bool:

@@ -380,7 +380,8 @@ class LiveTarget(Target):
                            reupload=position.base != position.newest, reporter=r.reporter)
 
     def begin(self, r: Restoring) -> None:
-        self.before = self.local_state(r)   # a partial restore keeps what it said of every other path
+        if r.include is not None:   # a partial restore keeps what the state said of every other path
+            self.before = self.local_state(r)
         # No live tree has changed yet. From here until ``finish`` saves the state, it
         # must not say that a restore completed: a kill mid-way would leave that marker
         # over half-changed trees, and the next checkpoint would publish them.

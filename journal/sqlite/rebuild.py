@@ -38,25 +38,23 @@ from ..repository.repository import blob_location
 from .snapshot import quick_check
 
 
-def rebuild_db(entry: Entry, reader, tmp_path: str, *, strict: bool = False, checked: bool = True) -> None:
+def rebuild_db(entry: Entry, reader, tmp_path: str, *, strict: bool = False) -> None:
     """Write the snapshot to the new file ``tmp_path`` (refused if anything is there,
     even a symlink) from verified records (``reader``: a Repository) and quick_check it
-    (``build_db``; ``checked`` False: neither synced nor checked, for a caller that
-    runs its own check on it, as verify's integrity_check); the overlay goes to an
-    anonymous file beside it."""
+    (``build_db``); the overlay goes to an anonymous file beside it."""
     import tempfile  # imported here: a restore's build_db takes its overlay from the tree's temp directory
 
     fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         workdir = os.path.dirname(os.path.abspath(tmp_path))
         build_db(entry, reader, fd, tmp_path, lambda: tempfile.TemporaryFile(dir=workdir, prefix=".journal-overlay-"),
-                 strict=strict, checked=checked)
+                 strict=strict)
     finally:
         os.close(fd)
 
 
 def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[], BinaryIO], *,
-             strict: bool = False, meta: bool = False, shown_as: str | None = None, checked: bool = True) -> None:
+             strict: bool = False, meta: bool = False, shown_as: str | None = None) -> None:
     """Write the snapshot into the new, empty file open as ``fd`` (read-write) from
     verified records, with ``meta`` give it the entry's mode and mtime (through ``fd``),
     make it durable and ``quick_check`` it through ``check_path`` (SQLite opens it by
@@ -66,8 +64,7 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
 
     Raises CorruptObject/ObjectNotFound when a map or a record it needs is bad or
     missing, the entry's size is not its pages', or the result fails quick_check;
-    ``strict`` (an audit): when any record of its full map is. ``checked`` False: the
-    file is neither synced nor quick_checked (its caller checks it, and keeps it nowhere)."""
+    ``strict`` (an audit): when any record of its full map is."""
     snap = load_snapshot(entry.refs, reader.read_blob)
     if len(snap.pages) * snap.page_size != entry.size:
         raise CorruptObject(f"snapshot of {shown(entry.path)}", f"the entry says {entry.size:,} bytes, its page "
@@ -88,9 +85,8 @@ def build_db(entry: Entry, reader, fd: int, check_path: str, overlay: Callable[[
         if meta:
             os.fchmod(fd, entry.mode & 0o7777)
             os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
-        if checked:
-            os.fsync(fd)
-    problem = quick_check(check_path) if checked else None
+        os.fsync(fd)
+    problem = quick_check(check_path)
     if problem:
         raise CorruptObject(f"snapshot of {shown(entry.path)}", f"rebuilt database fails quick_check: {problem}")
 
@@ -175,19 +171,23 @@ def decode_delta_record(data, rec: BlobRef, slot_uses: list[tuple[int, int]], fu
     return decode_record(data, key=key, expect_id=rec.id, expect_kind=KIND_DBPAGE, base=base, codec=codec)
 
 
+def page_reader(fd: int, size: int) -> Callable[[int], bytes]:
+    """``read(pgno)``: page ``pgno`` of the file open as ``fd``, which must hold it whole."""
+    def read(pgno: int) -> bytes:
+        page = os.pread(fd, size, pgno * size)
+        if len(page) != size:
+            raise CorruptObject(f"page {pgno}", "base page missing from the rebuilt file")
+        return page
+    return read
+
+
 def _apply_delta(fd: int, snap: Snapshot, reader, overlay_file: Callable[[], BinaryIO]) -> None:
     size = snap.page_size
     changed = _changed(snap)
     if not changed:
         return
     recs, uses = by_record(changed)
-
-    def base_page(pgno: int) -> bytes:
-        page = os.pread(fd, size, pgno * size)
-        if len(page) != size:
-            raise CorruptObject(f"page {pgno}", "base page missing from the rebuilt file")
-        return page
-
+    base_page = page_reader(fd, size)
     placed: list[int] = []
     with overlay_file() as overlay:
         for rec, data in zip(recs, fetch_in_order(recs, RawReader(reader))):

@@ -36,7 +36,7 @@ from ..format.objects import KIND_PAGEMAP
 from ..os_errors import naming
 from ..paths import shown
 from ..repository.fetch import RawReader, fetch_in_order
-from .rebuild import by_record, decode_delta_record, write_full, write_runs
+from .rebuild import by_record, decode_delta_record, page_reader, write_full, write_runs
 
 #: Decoded page maps kept (a full map is named by every snapshot until the next one).
 MAPS_KEPT = 8
@@ -148,7 +148,8 @@ class ChainRebuild:
         recs, uses = by_record(decode)
         for rec, data in zip(recs, fetch_in_order(recs, RawReader(self.reader))):
             slot_uses = uses[(rec.pack, rec.offset)]
-            payload = decode_delta_record(data, rec, slot_uses, base, self._base_page(size), self.reader.codec)
+            payload = decode_delta_record(data, rec, slot_uses, base, page_reader(self._base_fd, size),
+                                          self.reader.codec)
             write_runs(self._fd, payload, slot_uses, size)
         os.ftruncate(self._fd, count * size)
         self.records += len(recs)
@@ -162,14 +163,6 @@ class ChainRebuild:
                 if not data:
                     raise CorruptObject(f"page {at // size}", "base page missing from the rebuilt file")
                 os.pwrite(self._fd, data, at)
-
-    def _base_page(self, size: int):
-        def read(pgno: int) -> bytes:
-            page = os.pread(self._base_fd, size, pgno * size)
-            if len(page) != size:
-                raise CorruptObject(f"page {pgno}", "base page missing from the rebuilt file")
-            return page
-        return read
 
 
 def _create(path: str) -> int:

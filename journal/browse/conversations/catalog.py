@@ -148,7 +148,7 @@ def show_session(view: View, query: str, harnesses: Mapping[str, str], at: str |
     [info] = _infos(view, reader, seq, found, rules)
     rule = one.source.rule
     if info.cwd is None and isinstance(rule, SessionFiles) and rule.cwd_file:
-        info.cwd = cwd_file(view, one.source.tree, one.source.entry.path, rule.cwd_file, seq, reader.skip)
+        info.cwd = cwd_file(view, one.source.tree, one.source.entry.path, rule.cwd_file, seq)
     return ShownSession(seq=seq, created=manifest.created, session=info, turns=one.conversation.turns(),
                         resume=tree_rules.resume(one.id), in_cwd=tree_rules.sessions.in_cwd, skipped=view.skipped)
 
@@ -219,7 +219,7 @@ class _Reader:
         try:
             conversation = read_transcript(source.rule.format, read_blobs(source.entry, self.view.repo))
         except DAMAGE as err:
-            self.skip(f"{_shown(source)} in the checkpoint read is damaged ({err})")
+            self.view.skip(f"{_shown(source)} in the checkpoint read is damaged ({err})")
             return []
         session = conversation.id if source.rule.prefix and conversation.id else source.named
         return [_Found(source, session, conversation)] if session.startswith(query) else []
@@ -235,16 +235,12 @@ class _Reader:
                     ids = list(ids_with_prefix(con, source.rule, query))
                 return DATABASES[source.rule.format](con, ids) if ids != [] else {}
         except DAMAGE as err:
-            self.skip(f"a copy of {_shown(source)} is damaged ({err})")
+            self.view.skip(f"a copy of {_shown(source)} is damaged ({err})")
         except sqlite3.DatabaseError as err:
             self.view.reporter.warn(f"{self.view.op}: {_shown(source)} has no tables this version of journal reads "
                                     f"({err}); its sessions are left out")
             return {}
         return None
-
-    def skip(self, note: str) -> None:
-        self.view.skipped.append(note)
-        self.view.reporter.warn(f"{self.view.op}: {note}; passed over")
 
 
 def _written(found: _Found) -> tuple[int, bool]:

@@ -139,14 +139,11 @@ class Lines:
     def _record(self, line: bytes) -> Iterator[dict]:
         if not line.strip():
             return
-        try:
-            record = msgspec.json.decode(line)
-        except msgspec.DecodeError:
-            record = None
-        if isinstance(record, dict):
-            yield record
-        else:
+        record = decoded(line)
+        if record is None:
             self.unreadable += 1
+        else:
+            yield record
 
 
 def decoded(text) -> dict | None:
